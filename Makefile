@@ -1,0 +1,205 @@
+# llmtracker build. `make` builds everything under build/; `make test` runs
+# every test and ends with "N passed, N failed"; `make asan` does both with
+# AddressSanitizer + UBSan in build-asan/; `make bench` prints benchmarks;
+# `make fuzz` runs the fuzzers longer; `make static` builds a statically
+# linked collector for machines without the shared libraries.
+#
+# Sources are found by wildcard: a new .c file in a module folder is built
+# into that module without editing this file.
+
+BUILD     ?= build
+CC        ?= gcc
+CLANG     ?= clang
+BPFTOOL   ?= bpftool
+PROTOC_C  ?= protoc-c
+CUDA_HOME ?= /usr/local/cuda
+PREFIX    ?= /usr/local
+
+ARCH      := $(shell uname -m | sed -e 's/x86_64/x86/' -e 's/aarch64/arm64/')
+WARN      := -Wall -Wextra -Werror
+OPT       ?= -O2 -g
+SAN       ?=
+CFLAGS    ?=
+CFLAGS    += $(OPT) $(WARN) $(SAN) -std=gnu11 -D_GNU_SOURCE -fno-omit-frame-pointer \
+	     -I. -I$(BUILD) -I$(BUILD)/gen
+LDFLAGS   += $(SAN)
+
+# Shared libraries each binary links.
+LIBS_EVLOG     := -lzstd -ldeflate
+LIBS_COLLECTOR := -lbpf -lelf -ldw -lz -ljson-c -lpthread $(LIBS_EVLOG)
+LIBS_CONVERTER := -lprotobuf-c -larchive -ljson-c -lz -lm $(LIBS_EVLOG)
+
+# ------------------------------------------------------------------ sources
+EVLOG_SRC     := $(wildcard eventlog/*.c)
+BPF_SRC       := $(wildcard bpf/*.bpf.c)
+COLL_SRC      := $(filter-out collector/main.c,$(wildcard collector/*.c))
+INJECT_SRC    := $(wildcard collector/inject/*.c)
+CONV_SRC      := $(filter-out converter/main.c,$(wildcard converter/*.c)) $(wildcard tb_layout/*.c)
+KUBECTL_SRC   := $(wildcard deploy/kubectl-prof/*.c)
+PROTO         := $(wildcard schemas/*.proto)
+UNIT_SRC      := $(wildcard tests/unit/test_*.c)
+HELPER_SRC    := $(wildcard tests/progs/*.c)
+FUZZ_SRC      := $(wildcard tests/fuzz/fuzz_*.c)
+BENCH_SRC     := $(wildcard tests/bench/bench_*.c)
+
+obj = $(patsubst %.c,$(BUILD)/obj/%.o,$(1))
+
+PROTO_C   := $(patsubst schemas/%.proto,$(BUILD)/gen/%.pb-c.c,$(PROTO))
+PROTO_H   := $(PROTO_C:.c=.h)
+SKELS     := $(patsubst bpf/%.bpf.c,$(BUILD)/bpf/%.skel.h,$(BPF_SRC))
+VMLINUX   := $(BUILD)/bpf/vmlinux.h
+SYSCALLS  := $(BUILD)/gen/syscall_names.h
+
+EVLOG_A   := $(BUILD)/lib/libeventlog.a
+COLL_A    := $(BUILD)/lib/libcollector.a
+CONV_A    := $(BUILD)/lib/libconverter.a
+
+BIN_COLL  := $(BUILD)/bin/llmtracker
+BIN_CONV  := $(BUILD)/bin/llmtracker-convert
+BIN_KUBE  := $(BUILD)/bin/kubectl-prof
+INJECT_SO := $(BUILD)/lib/libllmtracker-inject.so
+UNIT_BIN  := $(patsubst tests/unit/%.c,$(BUILD)/tests/%,$(UNIT_SRC))
+HELPER_BIN:= $(patsubst tests/progs/%.c,$(BUILD)/tests/progs/%,$(HELPER_SRC))
+FUZZ_BIN  := $(patsubst tests/fuzz/%.c,$(BUILD)/fuzz/%,$(FUZZ_SRC))
+BENCH_BIN := $(patsubst tests/bench/%.c,$(BUILD)/bench/%,$(BENCH_SRC))
+
+ALL := $(BIN_COLL) $(BIN_CONV) $(if $(KUBECTL_SRC),$(BIN_KUBE)) $(if $(INJECT_SRC),$(INJECT_SO)) \
+       $(if $(wildcard examples/probes.json),$(BUILD)/share/llmtracker/probes.json)
+
+.PHONY: all deps test asan bench fuzz static install clean tests-bin
+all: $(ALL)
+
+deps:
+	@./scripts/install-deps.sh
+
+# ------------------------------------------------------------ generated code
+$(VMLINUX):
+	@mkdir -p $(@D)
+	$(BPFTOOL) btf dump file /sys/kernel/btf/vmlinux format c > $@.tmp && mv $@.tmp $@
+
+$(BUILD)/bpf/%.bpf.o: bpf/%.bpf.c $(VMLINUX) $(wildcard bpf/*.h)
+	@mkdir -p $(@D)
+	$(CLANG) -g -O2 -target bpf -D__TARGET_ARCH_$(ARCH) $(WARN) -Wno-unused-function \
+		-I$(BUILD)/bpf -Ibpf -c $< -o $@
+	llvm-strip -g $@ 2>/dev/null || true
+
+$(BUILD)/bpf/%.skel.h: $(BUILD)/bpf/%.bpf.o
+	$(BPFTOOL) gen skeleton $< name $(subst -,_,$*)_bpf > $@.tmp && mv $@.tmp $@
+
+$(BUILD)/gen/%.pb-c.c $(BUILD)/gen/%.pb-c.h: schemas/%.proto
+	@mkdir -p $(@D)
+	$(PROTO_C) --proto_path=schemas --c_out=$(BUILD)/gen $<
+
+$(SYSCALLS): scripts/gen-syscall-names.sh
+	@mkdir -p $(@D)
+	./scripts/gen-syscall-names.sh $(CC) > $@.tmp && mv $@.tmp $@
+
+GENERATED := $(SKELS) $(PROTO_H) $(SYSCALLS)
+
+# ------------------------------------------------------------------ objects
+$(BUILD)/obj/%.o: %.c | $(GENERATED)
+	@mkdir -p $(@D)
+	$(CC) $(CFLAGS) -MMD -MP -c $< -o $@
+
+$(BUILD)/obj/gen/%.o: $(BUILD)/gen/%.c
+	@mkdir -p $(@D)
+	$(CC) $(CFLAGS) -Wno-unused-parameter -c $< -o $@
+
+# The inject library and its copy of the event log are position independent.
+$(BUILD)/pic/%.o: %.c | $(GENERATED)
+	@mkdir -p $(@D)
+	$(CC) $(CFLAGS) -fPIC -fvisibility=hidden -I$(CUDA_HOME)/include -MMD -MP -c $< -o $@
+
+$(EVLOG_A): $(call obj,$(EVLOG_SRC))
+	@mkdir -p $(@D)
+	rm -f $@ && ar rcs $@ $^
+
+$(COLL_A): $(call obj,$(COLL_SRC))
+	@mkdir -p $(@D)
+	rm -f $@ && ar rcs $@ $^
+
+$(CONV_A): $(call obj,$(CONV_SRC)) $(patsubst $(BUILD)/gen/%.c,$(BUILD)/obj/gen/%.o,$(PROTO_C))
+	@mkdir -p $(@D)
+	rm -f $@ && ar rcs $@ $^
+
+# ------------------------------------------------------------------ binaries
+$(BIN_COLL): $(call obj,collector/main.c) $(COLL_A) $(EVLOG_A)
+	@mkdir -p $(@D)
+	$(CC) $(LDFLAGS) -o $@ $^ $(LIBS_COLLECTOR)
+
+$(BIN_CONV): $(call obj,converter/main.c) $(CONV_A) $(EVLOG_A)
+	@mkdir -p $(@D)
+	$(CC) $(LDFLAGS) -o $@ $^ $(LIBS_CONVERTER)
+
+$(BIN_KUBE): $(call obj,$(KUBECTL_SRC))
+	@mkdir -p $(@D)
+	$(CC) $(LDFLAGS) -o $@ $^
+
+$(INJECT_SO): $(patsubst %.c,$(BUILD)/pic/%.o,$(INJECT_SRC) $(EVLOG_SRC))
+	@mkdir -p $(@D)
+	$(CC) $(LDFLAGS) -shared -Wl,--no-undefined -Wl,-z,nodelete -o $@ $^ \
+		-Wl,-Bstatic -lzstd -ldeflate -Wl,-Bdynamic -ldl -lpthread
+
+$(BUILD)/share/llmtracker/probes.json: examples/probes.json
+	@mkdir -p $(@D)
+	cp $< $@
+
+# Statically linked collector, for hosts without these shared libraries.
+static:
+	$(MAKE) $(BUILD)/bin/llmtracker-static
+$(BUILD)/bin/llmtracker-static: $(call obj,collector/main.c) $(COLL_A) $(EVLOG_A)
+	$(CC) -static $(LDFLAGS) -o $@ $^ -lbpf -ldw -lelf -lz -ljson-c -lzstd -ldeflate -llzma -lbz2 -lm -lpthread
+
+# -------------------------------------------------------------------- tests
+TEST_LIBS := $(COLL_A) $(CONV_A) $(EVLOG_A)
+$(BUILD)/tests/%: tests/unit/%.c $(TEST_LIBS) | $(GENERATED)
+	@mkdir -p $(@D)
+	$(CC) $(CFLAGS) -Itests -o $@ $< $(TEST_LIBS) -lcmocka $(LIBS_COLLECTOR) $(LIBS_CONVERTER)
+
+# Test programs (targets of profiling): plain, no sanitizers, symbols kept.
+$(BUILD)/tests/progs/%: tests/progs/%.c
+	@mkdir -p $(@D)
+	$(CC) -O1 -g -fno-omit-frame-pointer -fno-inline $(WARN) -D_GNU_SOURCE \
+		-I$(CUDA_HOME)/include -o $@ $< $(PROG_LIBS_$*) -lpthread
+
+$(BUILD)/fuzz/%: tests/fuzz/%.c $(EVLOG_SRC) $(CONV_SRC) $(PROTO_C) | $(GENERATED)
+	@mkdir -p $(@D)
+	$(CLANG) -g -O1 -fsanitize=fuzzer,address,undefined -std=gnu11 -D_GNU_SOURCE -I. -I$(BUILD) -I$(BUILD)/gen \
+		-o $@ $< $(EVLOG_SRC) $(CONV_SRC) $(PROTO_C) $(LIBS_CONVERTER)
+
+$(BUILD)/bench/%: tests/bench/%.c $(TEST_LIBS) | $(GENERATED)
+	@mkdir -p $(@D)
+	$(CC) $(CFLAGS) -Itests -o $@ $< $(TEST_LIBS) $(LIBS_COLLECTOR) $(LIBS_CONVERTER)
+
+tests-bin: $(ALL) $(UNIT_BIN) $(HELPER_BIN) $(FUZZ_BIN)
+
+test: deps
+	@$(MAKE) --no-print-directory tests-bin
+	@BUILD=$(BUILD) ./tests/run.sh
+
+asan: deps
+	@$(MAKE) --no-print-directory BUILD=build-asan SAN="-fsanitize=address,undefined -fno-sanitize-recover=undefined" tests-bin
+	@BUILD=build-asan ASAN_OPTIONS=detect_leaks=1:abort_on_error=0 UBSAN_OPTIONS=print_stacktrace=1 ./tests/run.sh
+
+bench: deps
+	@$(MAKE) --no-print-directory $(ALL) $(BENCH_BIN) $(HELPER_BIN)
+	@BUILD=$(BUILD) ./tests/bench/run.sh
+
+FUZZ_SECONDS ?= 120
+fuzz: deps
+	@$(MAKE) --no-print-directory $(FUZZ_BIN)
+	@for f in $(FUZZ_BIN); do echo "== $$f ($(FUZZ_SECONDS)s)"; \
+		mkdir -p $(BUILD)/fuzz/corpus-$$(basename $$f); \
+		$$f -max_total_time=$(FUZZ_SECONDS) $(BUILD)/fuzz/corpus-$$(basename $$f) tests/fuzz/seeds/$$(basename $$f) || exit 1; done
+
+install: all
+	install -d $(DESTDIR)$(PREFIX)/bin $(DESTDIR)$(PREFIX)/lib $(DESTDIR)$(PREFIX)/share/llmtracker
+	install -m 755 $(BIN_COLL) $(BIN_CONV) $(DESTDIR)$(PREFIX)/bin/
+	$(if $(KUBECTL_SRC),install -m 755 $(BIN_KUBE) $(DESTDIR)$(PREFIX)/bin/)
+	$(if $(INJECT_SRC),install -m 644 $(INJECT_SO) $(DESTDIR)$(PREFIX)/lib/)
+	install -m 644 examples/probes.json $(DESTDIR)$(PREFIX)/share/llmtracker/probes.json
+
+clean:
+	rm -rf build build-asan
+
+-include $(shell find $(BUILD)/obj $(BUILD)/pic -name '*.d' 2>/dev/null)

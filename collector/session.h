@@ -1,0 +1,120 @@
+/* SPDX-License-Identifier: Apache-2.0 */
+/*
+ * A profiling session: the options, the shared BPF maps, the ring buffer,
+ * the event log writer and the sources that feed it.
+ *
+ * Every source (syscall, cpu, cuda, python, ...) is a `struct lt_source`:
+ * it opens its BPF skeleton, hands the session's shared maps to it with
+ * lt_session_share_maps() before load, attaches, and turns the ring-buffer
+ * records of its kinds into event-log events. The session owns the lifetime
+ * order: start all -> poll -> finish all (flush tables such as symbols) ->
+ * stop all (detach) -> close the log. stop() is called on every exit path
+ * for every source whose start() was attempted, so it must cope with a
+ * half-started state.
+ */
+#ifndef LLMT_SESSION_H
+#define LLMT_SESSION_H
+
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <signal.h>
+
+#include "../bpf/common.h"
+#include "../eventlog/eventlog.h"
+
+struct bpf_object;
+struct ring_buffer;
+struct lt_session;
+
+#define LT_MAX_TARGETS 256
+
+/* Source type bits for -t. */
+enum lt_type_bit {
+	LT_T_PYTHON = 1 << 0,
+	LT_T_CUDA = 1 << 1,
+	LT_T_SYSCALL = 1 << 2,
+	LT_T_CPU = 1 << 3,
+	LT_T_PYSAMPLE = 1 << 4,
+};
+#define LT_T_ALL (LT_T_PYTHON | LT_T_CUDA | LT_T_SYSCALL | LT_T_CPU)
+
+struct lt_options {
+	int pids[LT_MAX_TARGETS];
+	int n_pids;
+	unsigned types;              /* enum lt_type_bit */
+	bool types_all;              /* -t all: unavailable sources warn, not fail */
+	const char *output;          /* -o */
+	double duration_s;           /* -d; 0 = until targets exit or a signal */
+	double delay_s;              /* --delay */
+	int verbosity;               /* -v */
+	unsigned cpu_buffer_mb;      /* --cpu-buffer-size, per CPU */
+	const char *probe_file;      /* --probe-file */
+	bool cuda_kernel;            /* --enable-cuda-kernel true */
+	const char *cupti_dir;       /* --cupti-dir */
+	unsigned freq_hz;            /* --freq (cpu sampling), default 99 */
+	bool follow_children;        /* default true; --no-children */
+	char **launch_argv;          /* -- CMD ARGS, NULL if none */
+};
+
+/* One kind of activity. Static, const instances; state lives in *state. */
+struct lt_source {
+	const char *name;            /* "syscall", "cpu", "cuda", ... */
+	unsigned type_bit;           /* enum lt_type_bit; 0 = always on (proc) */
+	uint32_t evsrc;              /* enum evlog_source, for lost counters */
+	uint32_t kind_lo, kind_hi;   /* ring-buffer record kinds it handles */
+	/* Open, share maps, load, attach. Return 0, or -errno with a message
+	 * set through lt_session_errorf(). */
+	int (*start)(struct lt_session *s, void **state);
+	/* A new target process appeared (given, launched or a followed child):
+	 * per-process attachments (uprobes) happen here. May be NULL. */
+	int (*add_target)(struct lt_session *s, void *state, int pid);
+	/* One ring-buffer record of this source's kinds. */
+	int (*handle)(struct lt_session *s, void *state, const struct lt_rec_hdr *rec, size_t size);
+	/* Targets stopped or time is up; still attached. Write tables (symbols)
+	 * to the log here. May be NULL. */
+	int (*finish)(struct lt_session *s, void *state);
+	/* Detach and free. Must cope with a half-started state. */
+	void (*stop)(struct lt_session *s, void *state);
+};
+
+struct lt_session {
+	struct lt_options opt;
+	struct evlog_writer *log;
+	int targets_fd, events_fd, lost_fd;   /* shared BPF maps */
+	struct ring_buffer *rb;
+	volatile sig_atomic_t stopping;
+	char err[512];
+	/* per-source bookkeeping, owned by session.c */
+	void *priv;
+};
+
+/* Make `obj` (opened, not yet loaded) use the session's shared maps named
+ * targets, events and lost, where it declares them. */
+int lt_session_share_maps(struct lt_session *s, struct bpf_object *obj);
+
+/* Write one event to the log; errors are remembered and reported once. */
+int lt_session_emit(struct lt_session *s, const struct evlog_event *ev);
+
+/* Mark a pid as a target in the shared map (and tell the sources). */
+int lt_session_add_target(struct lt_session *s, int pid);
+
+/* Set the session's error message (printf-style). Returns -1. */
+int lt_session_errorf(struct lt_session *s, const char *fmt, ...)
+	__attribute__((format(printf, 2, 3)));
+
+/* glog-style logging: I/W/E + MMDD hh:mm:ss.uuuuuu tid file:line] msg */
+extern int lt_verbosity;
+void lt_log(char level, const char *file, int line, const char *fmt, ...)
+	__attribute__((format(printf, 4, 5)));
+#define LT_INFO(v, ...) do { if (lt_verbosity >= (v)) lt_log('I', __FILE__, __LINE__, __VA_ARGS__); } while (0)
+#define LT_WARN(...) lt_log('W', __FILE__, __LINE__, __VA_ARGS__)
+#define LT_ERR(...) lt_log('E', __FILE__, __LINE__, __VA_ARGS__)
+
+/* The sources, defined in their own files. */
+extern const struct lt_source lt_source_proc;     /* proc.c: always on */
+extern const struct lt_source lt_source_syscall;  /* syscall.c */
+extern const struct lt_source lt_source_cpu;      /* cpusample.c */
+extern const struct lt_source lt_source_cuda;     /* cudaprobe.c */
+
+#endif

@@ -1,0 +1,29 @@
+/* SPDX-License-Identifier: Apache-2.0 */
+/* The converter's entry points, shared by its subcommands. */
+#ifndef LLMT_CONVERT_H
+#define LLMT_CONVERT_H
+
+#include <stddef.h>
+
+struct conv_request {
+	const char *const *inputs;  /* log files, directories of logs, .tar/.tar.gz/.tar.zst */
+	int n_inputs;
+	const char *cupti_dir;      /* extra directory of logs (the inject library's) or NULL */
+	const char *json_out;       /* -o: .json or .json.gz, or NULL */
+	const char *logdir;         /* --logdir: TensorBoard layout root, or NULL */
+	const char *run;            /* --run, or NULL: the profile's start time */
+	int overwrite;              /* replace existing outputs */
+	int progress;               /* progress bar when stderr is a TTY */
+	int quiet;                  /* no final line */
+};
+
+/* Convert; 0 on success, -1 with a message in err. Outputs are published
+ * atomically; nothing partial is left on failure. */
+int conv_convert(const struct conv_request *req, char *err, size_t errsz);
+
+/* Subcommands: argv[0] is the subcommand name. Return the exit status. */
+int conv_batch_main(int argc, char **argv);   /* batch --in DIR --logdir DIR */
+int conv_pack_main(int argc, char **argv);    /* pack --logdir DIR --run NAME -o FILE.tar.zst */
+int conv_summary_main(int argc, char **argv); /* summary LOG ... */
+
+#endif

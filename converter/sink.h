@@ -1,0 +1,88 @@
+/* SPDX-License-Identifier: Apache-2.0 */
+/*
+ * What the converter's core hands to each output writer (trace JSON,
+ * XPlane, folded stacks, summary): a merged timeline, one host at a time.
+ *
+ * The core reads every input log twice. Pass 1 collects metadata (hosts,
+ * processes, threads, GPUs and their streams, symbols, the time range);
+ * pass 2 streams the timeline items. For each host a sink sees:
+ *
+ *   begin_host(meta)
+ *   item(...) for every track of that host, track after track; within one
+ *             track, items sorted by start time (longer first on ties) and
+ *             properly nested (the core cuts or moves overlapping children
+ *             and counts them)
+ *   end_host()
+ *
+ * Timestamps are CLOCK_MONOTONIC ns of the host, already aligned across
+ * logs; meta->base_mono_ns/base_realtime_ns map them to wall time.
+ */
+#ifndef LLMT_CONV_SINK_H
+#define LLMT_CONV_SINK_H
+
+#include <stdint.h>
+#include <stddef.h>
+#include "../eventlog/eventlog.h"
+
+enum conv_track_kind {
+	CONV_TRACK_THREAD = 1,   /* a host thread: pid, tid */
+	CONV_TRACK_STREAM = 2,   /* a GPU stream: device, stream */
+};
+
+struct conv_thread {
+	uint32_t pid, tid;
+	const char *name;        /* thread name, never NULL */
+};
+
+struct conv_process {
+	uint32_t pid;
+	const char *name;        /* comm or exe basename, never NULL */
+	const char *cmdline;     /* may be "" */
+};
+
+struct conv_gpu {
+	uint32_t device;
+	const struct evlog_event *props; /* EV_GPU_DEVICE, or NULL if none was logged */
+	uint32_t n_streams;
+	const uint32_t *streams; /* stream ids seen, ascending */
+};
+
+struct conv_host_meta {
+	const char *host;        /* as logged (':' not yet replaced) */
+	uint64_t base_mono_ns;   /* earliest timestamp of the host's profile */
+	uint64_t base_realtime_ns; /* wall time of base_mono_ns */
+	uint64_t start_ns, stop_ns; /* profile time range (mono) */
+	uint32_t n_processes, n_threads, n_gpus;
+	const struct conv_process *processes;
+	const struct conv_thread *threads;
+	const struct conv_gpu *gpus;
+};
+
+/* One timeline item. `ev` is the original event (pointers valid during the
+ * call); the fields before it are what the core derived from it. */
+struct conv_item {
+	enum conv_track_kind track;
+	uint32_t pid, tid;        /* CONV_TRACK_THREAD */
+	uint32_t device, stream;  /* CONV_TRACK_STREAM */
+	uint64_t start_ns, dur_ns;/* dur 0 for instant items (CPU samples) */
+	const char *name;         /* display name: syscall name, symbol, demangled kernel... */
+	const char *category;     /* SPEC §4 cat: "syscall", "cuda_runtime", "kernel", ... */
+	uint64_t flow_id;         /* != 0: launch->kernel flow (correlation id, made unique per process) */
+	int flow_start;           /* 1 on the launch (flow "s"), 0 on the GPU side ("f") */
+	const char *stack_folded; /* CPU/Python samples: "root;...;leaf", else NULL */
+	uint32_t step;            /* markers that are steps: step number + 1, else 0 */
+	const struct evlog_event *ev;
+};
+
+struct conv_sink {
+	const char *name;
+	void *ctx;
+	int (*begin_host)(void *ctx, const struct conv_host_meta *meta);
+	int (*item)(void *ctx, const struct conv_item *it);
+	int (*end_host)(void *ctx);
+	/* Publish (rename into place) or discard; called once at the end. */
+	int (*finish)(void *ctx, int ok);
+	char err[256];
+};
+
+#endif
