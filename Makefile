@@ -157,10 +157,14 @@ $(BUILD)/tests/%: tests/unit/%.c $(TEST_LIBS) | $(GENERATED)
 	$(CC) $(CFLAGS) -Itests -o $@ $< $(TEST_LIBS) -lcmocka $(LIBS_COLLECTOR) $(LIBS_CONVERTER)
 
 # Test programs (targets of profiling): plain, no sanitizers, symbols kept.
-$(BUILD)/tests/progs/%: tests/progs/%.c
+# A program that needs more libraries sets PROG_LIBS_<name> (below).
+$(BUILD)/tests/progs/%: tests/progs/%.c $(EVLOG_A) | $(GENERATED)
 	@mkdir -p $(@D)
-	$(CC) -O1 -g -fno-omit-frame-pointer -fno-inline $(WARN) -D_GNU_SOURCE \
+	$(CC) -O1 -g -fno-omit-frame-pointer -fno-inline $(WARN) -D_GNU_SOURCE -I. -I$(BUILD)/gen \
 		-I$(CUDA_HOME)/include -o $@ $< $(PROG_LIBS_$*) -lpthread
+
+# Per-program libraries for tests/progs (PROG_LIBS_<name> := ...).
+PROG_EVLOG := $(EVLOG_A) $(LIBS_EVLOG)
 
 $(BUILD)/fuzz/%: tests/fuzz/%.c $(EVLOG_SRC) $(CONV_SRC) $(PROTO_C) | $(GENERATED)
 	@mkdir -p $(@D)
