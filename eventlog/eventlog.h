@@ -211,6 +211,7 @@ struct evlog_header {
 	uint32_t version_major, version_minor;
 	struct evlog_str host;         /* hostname of the collecting node */
 	struct evlog_str boot_id;      /* /proc/sys/kernel/random/boot_id */
+	struct evlog_str machine;      /* uname -m of the collecting node (syscall numbering) */
 	struct evlog_str producer;     /* "collector", "inject", "test" ... */
 	struct evlog_str cmdline;      /* the producer's command line */
 	struct evlog_str options;      /* the producer's options, free text */
