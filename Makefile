@@ -66,7 +66,7 @@ BENCH_BIN := $(patsubst tests/bench/%.c,$(BUILD)/bench/%,$(BENCH_SRC))
 ALL := $(BIN_COLL) $(BIN_CONV) $(if $(KUBECTL_SRC),$(BIN_KUBE)) $(if $(INJECT_SRC),$(INJECT_SO)) \
        $(if $(wildcard examples/probes.json),$(BUILD)/share/llmtracker/probes.json)
 
-.PHONY: all deps test asan bench fuzz static install clean tests-bin
+.PHONY: all deps demo test asan bench fuzz static install clean tests-bin
 all: $(ALL)
 
 deps:
@@ -177,12 +177,16 @@ $(BUILD)/bench/%: tests/bench/%.c $(TEST_LIBS) | $(GENERATED)
 
 tests-bin: $(ALL) $(UNIT_BIN) $(HELPER_BIN) $(FUZZ_BIN)
 
+demo:
+	@./examples/demo.sh
+
+JOBS ?= $(shell nproc)
 test: deps
-	@$(MAKE) --no-print-directory tests-bin
+	@$(MAKE) --no-print-directory -j$(JOBS) tests-bin
 	@BUILD=$(BUILD) ./tests/run.sh
 
 asan: deps
-	@$(MAKE) --no-print-directory BUILD=build-asan SAN="-fsanitize=address,undefined -fno-sanitize-recover=undefined" tests-bin
+	@$(MAKE) --no-print-directory -j$(JOBS) BUILD=build-asan SAN="-fsanitize=address,undefined -fno-sanitize-recover=undefined" tests-bin
 	@BUILD=build-asan ASAN_OPTIONS=detect_leaks=1:abort_on_error=0 UBSAN_OPTIONS=print_stacktrace=1 ./tests/run.sh
 
 bench: deps

@@ -1,0 +1,43 @@
+#!/bin/bash
+# The main job on the bundled example: profile examples/train_sim.py with
+# every source this host supports, then write a TensorBoard run directory and
+# a Perfetto trace, and say where they are and how to open them.
+#   OUT=/tmp/llmtracker-demo ./examples/demo.sh
+set -euo pipefail
+cd "$(dirname "$0")/.."
+out=${OUT:-/tmp/llmtracker-demo}
+if [ "$(id -u)" != 0 ]; then
+	echo "demo: the collector needs root (or CAP_BPF+CAP_PERFMON+CAP_SYS_PTRACE); run as root" >&2
+	exit 1
+fi
+./scripts/install-deps.sh
+make -j"$(nproc)" >/dev/null
+
+# /usr/bin/python3.11 on Debian is built with USDT probes: Python functions
+# are then traced too. Other interpreters still get syscalls and CPU stacks.
+py=python3 types=syscall,cpu
+if [ -x /usr/bin/python3.11 ]; then py=/usr/bin/python3.11 types=syscall,cpu,python; fi
+
+rm -rf "$out" && mkdir -p "$out"
+echo "== profiling: $py examples/train_sim.py  (-t $types)"
+build/bin/llmtracker profile -t "$types" -o "$out/data.evlog" -v 1 -- \
+	"$py" examples/train_sim.py --steps 400 --data "$out/work"
+echo "== converting"
+build/bin/llmtracker export -i "$out/data.evlog" --logdir "$out/tb" --run demo
+build/bin/llmtracker export -i "$out/data.evlog" -o "$out/trace.json.gz"
+echo "== summary"
+build/bin/llmtracker-convert summary "$out/data.evlog" | head -n 60
+run_dir=$out/tb/plugins/profile/demo
+cat <<MSG
+
+Results
+  event log         $out/data.evlog
+  TensorBoard run   $run_dir/  ($(cd "$run_dir" && ls | tr '\n' ' '))
+  Perfetto trace    $out/trace.json.gz
+How to open them
+  TensorBoard: pip install tensorboard tensorboard-plugin-profile (xprof);
+               tensorboard --logdir $out/tb  → PROFILE tab, run "demo"
+  Perfetto:    open https://ui.perfetto.dev and drop $out/trace.json.gz
+               (or chrome://tracing)
+  Flame graph: flamegraph.pl $run_dir/*.cpu.folded > cpu.svg
+MSG
