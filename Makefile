@@ -80,7 +80,7 @@ $(VMLINUX):
 $(BUILD)/bpf/%.bpf.o: bpf/%.bpf.c $(VMLINUX) $(wildcard bpf/*.h)
 	@mkdir -p $(@D)
 	$(CLANG) -g -O2 -target bpf -D__TARGET_ARCH_$(ARCH) $(WARN) -Wno-unused-function \
-		-I$(BUILD)/bpf -Ibpf -c $< -o $@
+		-I$(BUILD)/bpf -Ibpf -idirafter /usr/include/$(shell $(CC) -dumpmachine) -c $< -o $@
 	llvm-strip -g $@ 2>/dev/null || true
 
 $(BUILD)/bpf/%.skel.h: $(BUILD)/bpf/%.bpf.o
