@@ -88,7 +88,7 @@ $(BUILD)/bpf/%.skel.h: $(BUILD)/bpf/%.bpf.o
 
 $(BUILD)/gen/%.pb-c.c $(BUILD)/gen/%.pb-c.h: schemas/%.proto
 	@mkdir -p $(@D)
-	$(PROTO_C) --proto_path=schemas --c_out=$(BUILD)/gen $<
+	$(PROTOC_C) --proto_path=schemas --c_out=$(BUILD)/gen $<
 
 $(SYSCALLS): scripts/gen-syscall-names.sh
 	@mkdir -p $(@D)
