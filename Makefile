@@ -95,6 +95,8 @@ $(SYSCALLS): scripts/gen-syscall-names.sh
 	./scripts/gen-syscall-names.sh $(CC) > $@.tmp && mv $@.tmp $@
 
 GENERATED := $(SKELS) $(PROTO_H) $(SYSCALLS)
+# Keep generated headers (make would delete them as intermediates).
+.SECONDARY: $(GENERATED) $(PROTO_C) $(BPF_SRC:bpf/%.bpf.c=$(BUILD)/bpf/%.bpf.o)
 
 # ------------------------------------------------------------------ objects
 $(BUILD)/obj/%.o: %.c | $(GENERATED)
