@@ -116,5 +116,6 @@ extern const struct lt_source lt_source_proc;     /* proc.c: always on */
 extern const struct lt_source lt_source_syscall;  /* syscall.c */
 extern const struct lt_source lt_source_cpu;      /* cpusample.c */
 extern const struct lt_source lt_source_cuda;     /* cudaprobe.c */
+extern const struct lt_source lt_source_python;   /* python.c */
 
 #endif
