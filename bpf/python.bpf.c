@@ -1,0 +1,74 @@
+// SPDX-License-Identifier: Apache-2.0
+/*
+ * Python function entry/return from CPython's USDT probes. The collector
+ * attaches these programs per target process (pid-filtered uprobes), so
+ * the interpreter's probe semaphore is raised only in processes we profile
+ * and untouched processes keep CPython's fast path.
+ */
+#include "vmlinux.h"
+#include <bpf/bpf_helpers.h>
+#include <bpf/bpf_tracing.h>
+#include <bpf/usdt.bpf.h>
+#include "common.bpf.h"
+#include "python.h"
+
+/* BPF_USDT/BPF_PROG declare ctx and arguments we may not read. */
+#pragma clang diagnostic ignored "-Wunused-parameter"
+
+char LICENSE[] SEC("license") = "GPL";
+
+SEC("usdt")
+int BPF_USDT(py_entry, const char *file, const char *func, int line)
+{
+	__u64 ts = bpf_ktime_get_ns();
+	__u64 id = bpf_get_current_pid_tgid();
+	struct lt_rec_py_enter *r;
+
+	if (!lt_is_target(id >> 32))
+		return 0;
+	r = lt_reserve(sizeof(*r), LT_REC_PY_ENTER, LT_PY_LOST_SLOT, id, ts);
+	if (!r)
+		return 0;
+	r->line = line;
+	r->pad = 0;
+	if (bpf_probe_read_user_str(r->func, sizeof(r->func), func) < 0)
+		r->func[0] = 0;
+	if (bpf_probe_read_user_str(r->file, sizeof(r->file), file) < 0)
+		r->file[0] = 0;
+	bpf_ringbuf_submit(r, 0);
+	return 0;
+}
+
+SEC("usdt")
+int BPF_USDT(py_return, const char *file, const char *func, int line)
+{
+	__u64 ts = bpf_ktime_get_ns();
+	__u64 id = bpf_get_current_pid_tgid();
+	struct lt_rec_py_exit *r;
+
+	if (!lt_is_target(id >> 32))
+		return 0;
+	r = lt_reserve(sizeof(*r), LT_REC_PY_EXIT, LT_PY_LOST_SLOT, id, ts);
+	if (!r)
+		return 0;
+	if (bpf_probe_read_user_str(r->func, sizeof(r->func), func) < 0)
+		r->func[0] = 0;
+	bpf_ringbuf_submit(r, 0);
+	return 0;
+}
+
+/* A target replaced its image: tell the collector to look for probes in
+ * the new one (a launcher shell or wrapper exec'ing python). */
+SEC("tp_btf/sched_process_exec")
+int BPF_PROG(py_exec, struct task_struct *p, pid_t old_pid, struct linux_binprm *bprm)
+{
+	__u64 id = bpf_get_current_pid_tgid();
+	struct lt_rec_hdr *r;
+
+	if (!lt_is_target(id >> 32))
+		return 0;
+	r = lt_reserve(sizeof(*r), LT_REC_PY_EXEC, LT_PY_LOST_SLOT, id, bpf_ktime_get_ns());
+	if (r)
+		bpf_ringbuf_submit(r, 0);
+	return 0;
+}

@@ -1,0 +1,486 @@
+// SPDX-License-Identifier: Apache-2.0
+/*
+ * Python function tracing (-t python): CPython's USDT probes
+ * python:function__entry / python:function__return, attached per target.
+ *
+ * For each target we look for an interpreter that carries the probes: the
+ * executable itself or a mapped libpython, read through /proc/PID/root so
+ * that a process in a container is probed in its own file system. The
+ * EBPF_USDT_PYTHON_PATH environment variable names the interpreter instead
+ * (a path inside the target's root, or on this host). A target without the
+ * probes is named with the reason, once, and the other targets keep going.
+ *
+ * When a target execs (a launcher or shell starting python), the exec
+ * record sends us back to look for probes in the new image.
+ */
+#include <errno.h>
+#include <fcntl.h>
+#include <gelf.h>
+#include <libelf.h>
+#include <limits.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include <bpf/libbpf.h>
+
+#include "bpf/python.skel.h"
+#include "bpf/python.h"
+#include "session.h"
+
+#define PY_ENV_PATH "EBPF_USDT_PYTHON_PATH"
+#define PY_NT_STAPSDT 3
+
+struct py_target {
+	int pid;
+	dev_t dev;                  /* the probed interpreter file */
+	ino_t ino;
+	struct bpf_link *entry, *ret;
+	int waiting;                /* no interpreter mapped yet: wait for exec */
+};
+
+struct py_state {
+	struct python_bpf *skel;
+	struct py_target *t;
+	size_t n, cap;
+	unsigned n_traced, n_untraced;
+};
+
+/* What an ELF file offers: the python provider's probe names. */
+struct py_probes {
+	int has_entry, has_return;
+	int n_python;               /* python:* probes of any name */
+	char names[256];            /* "audit, gc__start, ..." for messages */
+};
+
+/* ------------------------------------------------------------ ELF notes */
+
+static void py_note_add(struct py_probes *p, const char *prov, const char *name)
+{
+	size_t len = strlen(p->names);
+
+	if (strcmp(prov, "python") != 0)
+		return;
+	p->n_python++;
+	if (!strcmp(name, "function__entry"))
+		p->has_entry = 1;
+	else if (!strcmp(name, "function__return"))
+		p->has_return = 1;
+	if (len + strlen(name) + 3 < sizeof(p->names))
+		snprintf(p->names + len, sizeof(p->names) - len, "%s%s", len ? ", " : "", name);
+}
+
+/* Walk one SHT_NOTE section's stapsdt entries: 3 addresses, then
+ * provider\0name\0args\0. */
+static void py_scan_notes(Elf_Data *d, size_t addr_sz, struct py_probes *p)
+{
+	size_t off = 0, name_off, desc_off;
+	GElf_Nhdr nh;
+
+	while ((off = gelf_getnote(d, off, &nh, &name_off, &desc_off)) > 0) {
+		const char *desc = (const char *)d->d_buf + desc_off;
+		const char *end = desc + nh.n_descsz, *prov, *name;
+
+		if (nh.n_type != PY_NT_STAPSDT || nh.n_namesz != 8 ||
+		    memcmp((const char *)d->d_buf + name_off, "stapsdt", 8) != 0 ||
+		    nh.n_descsz < 3 * addr_sz + 2)
+			continue;
+		prov = desc + 3 * addr_sz;
+		name = memchr(prov, 0, end - prov);
+		if (!name || ++name >= end || !memchr(name, 0, end - name))
+			continue;
+		py_note_add(p, prov, name);
+	}
+}
+
+/* Read the USDT notes of `path`. Returns 0, or -errno if it cannot be read
+ * as an ELF file. */
+static int py_read_probes(const char *path, struct py_probes *p)
+{
+	Elf_Scn *scn = NULL;
+	size_t shstrndx, addr_sz;
+	Elf *e;
+	int fd, rc = 0;
+
+	memset(p, 0, sizeof(*p));
+	fd = open(path, O_RDONLY | O_CLOEXEC);
+	if (fd < 0)
+		return -errno;
+	elf_version(EV_CURRENT);
+	e = elf_begin(fd, ELF_C_READ_MMAP, NULL);
+	if (!e || elf_kind(e) != ELF_K_ELF || elf_getshdrstrndx(e, &shstrndx) != 0) {
+		rc = -ENOEXEC;
+		goto out;
+	}
+	addr_sz = gelf_getclass(e) == ELFCLASS32 ? 4 : 8;
+	while ((scn = elf_nextscn(e, scn))) {
+		GElf_Shdr sh;
+		const char *nm;
+		Elf_Data *d;
+
+		if (!gelf_getshdr(scn, &sh) || sh.sh_type != SHT_NOTE)
+			continue;
+		nm = elf_strptr(e, shstrndx, sh.sh_name);
+		if (!nm || strcmp(nm, ".note.stapsdt") != 0)
+			continue;
+		d = elf_getdata(scn, NULL);
+		if (d && d->d_buf)
+			py_scan_notes(d, addr_sz, p);
+	}
+out:
+	if (e)
+		elf_end(e);
+	close(fd);
+	return rc;
+}
+
+/* ------------------------------------------------------------ discovery */
+
+/* The file a target sees at `path`, opened through its root when we can. */
+static void py_host_path(int pid, const char *path, char *out, size_t sz)
+{
+	snprintf(out, sz, "/proc/%d/root%s", pid, path);
+	if (access(out, R_OK) != 0)
+		snprintf(out, sz, "%s", path);
+}
+
+static int py_is_candidate(const char *path)
+{
+	const char *base = strrchr(path, '/');
+
+	base = base ? base + 1 : path;
+	return strstr(base, "python") != NULL;
+}
+
+/* One candidate interpreter: the file's name in the target and on the host,
+ * and what it offers. */
+struct py_interp {
+	char path[PATH_MAX];        /* as the target names it */
+	char host[PATH_MAX + 32];   /* where we open it */
+	struct py_probes probes;
+};
+
+static int py_try(int pid, const char *path, struct py_interp *best)
+{
+	struct py_interp c;
+
+	snprintf(c.path, sizeof(c.path), "%s", path);
+	py_host_path(pid, path, c.host, sizeof(c.host));
+	if (py_read_probes(c.host, &c.probes) != 0)
+		return 0;
+	/* prefer probes with function entry, then any python probes */
+	if (best->path[0] && (best->probes.has_entry >= c.probes.has_entry) &&
+	    (best->probes.has_entry || best->probes.n_python >= c.probes.n_python))
+		return 0;
+	*best = c;
+	return c.probes.has_entry;
+}
+
+/* Look at the executable, then at every mapped file named like python
+ * (libpython3.x.so). Fills `best` with the best candidate (path[0] == 0 if
+ * the process maps nothing python-like). */
+static void py_discover(int pid, struct py_interp *best)
+{
+	char buf[PATH_MAX + 256], exe[PATH_MAX], prev[PATH_MAX] = "";
+	ssize_t n;
+	FILE *f;
+
+	memset(best, 0, sizeof(*best));
+	snprintf(buf, sizeof(buf), "/proc/%d/exe", pid);
+	n = readlink(buf, exe, sizeof(exe) - 1);
+	if (n > 0) {
+		exe[n] = 0;
+		if (py_try(pid, exe, best))
+			return;
+	}
+	snprintf(buf, sizeof(buf), "/proc/%d/maps", pid);
+	f = fopen(buf, "re");
+	if (!f)
+		return;
+	while (fgets(buf, sizeof(buf), f)) {
+		char *path = strchr(buf, '/');
+
+		if (!path)
+			continue;
+		path[strcspn(path, "\n")] = 0;
+		if (strstr(path, " (deleted)") || !strcmp(path, prev) || !py_is_candidate(path))
+			continue;
+		snprintf(prev, sizeof(prev), "%s", path);
+		if (py_try(pid, path, best))
+			break;
+	}
+	fclose(f);
+}
+
+/* The forced interpreter from the environment, if set. */
+static int py_forced(int pid, struct py_interp *out)
+{
+	const char *env = getenv(PY_ENV_PATH);
+
+	if (!env || !*env)
+		return 0;
+	memset(out, 0, sizeof(*out));
+	snprintf(out->path, sizeof(out->path), "%s", env);
+	py_host_path(pid, env, out->host, sizeof(out->host));
+	if (py_read_probes(out->host, &out->probes) != 0)
+		out->probes.n_python = -1; /* unreadable */
+	return 1;
+}
+
+/* ----------------------------------------------------------- attachment */
+
+static struct py_target *py_find(struct py_state *st, int pid)
+{
+	for (size_t i = 0; i < st->n; i++)
+		if (st->t[i].pid == pid)
+			return &st->t[i];
+	return NULL;
+}
+
+static struct py_target *py_slot(struct py_state *st, int pid)
+{
+	struct py_target *t = py_find(st, pid);
+
+	if (t)
+		return t;
+	if (st->n == st->cap) {
+		size_t cap = st->cap ? st->cap * 2 : 16;
+		void *p = realloc(st->t, cap * sizeof(*st->t));
+
+		if (!p)
+			return NULL;
+		st->t = p;
+		st->cap = cap;
+	}
+	t = &st->t[st->n++];
+	memset(t, 0, sizeof(*t));
+	t->pid = pid;
+	return t;
+}
+
+static void py_detach(struct py_target *t)
+{
+	bpf_link__destroy(t->entry);
+	bpf_link__destroy(t->ret);
+	t->entry = t->ret = NULL;
+	t->dev = 0;
+	t->ino = 0;
+}
+
+/* Say, once per target, why it cannot be traced. */
+static void py_explain(struct py_state *st, int pid, const struct py_interp *in, int forced)
+{
+	st->n_untraced++;
+	if (forced && in->probes.n_python < 0)
+		LT_WARN("python: pid %d: cannot trace Python functions: %s=%s cannot be read as an ELF file "
+			"(tried %s); set it to the interpreter's path inside the target",
+			pid, PY_ENV_PATH, in->path, in->host);
+	else if (!in->path[0])
+		LT_WARN("python: pid %d: cannot trace Python functions: no Python interpreter or libpython "
+			"is mapped (not a CPython process)", pid);
+	else if (in->probes.n_python == 0)
+		LT_WARN("python: pid %d: cannot trace Python functions: %s has no USDT probes; it needs a "
+			"CPython built --with-dtrace (sysconfig WITH_DTRACE=1); use -t pysample instead",
+			pid, in->path);
+	else
+		LT_WARN("python: pid %d: cannot trace Python functions: %s has USDT probes (%s) but no "
+			"function__entry/function__return; use -t pysample instead",
+			pid, in->path, in->probes.names);
+}
+
+static int py_attach(struct py_state *st, struct py_target *t, const struct py_interp *in)
+{
+	struct stat sb;
+	int err;
+
+	if (stat(in->host, &sb) != 0)
+		return -errno;
+	if (t->entry && t->dev == sb.st_dev && t->ino == sb.st_ino)
+		return 0; /* already probing this very file */
+	py_detach(t);
+	t->entry = bpf_program__attach_usdt(st->skel->progs.py_entry, t->pid, in->host,
+					    "python", "function__entry", NULL);
+	if (!t->entry)
+		return -errno;
+	t->ret = bpf_program__attach_usdt(st->skel->progs.py_return, t->pid, in->host,
+					  "python", "function__return", NULL);
+	if (!t->ret) {
+		err = -errno;
+		py_detach(t);
+		return err;
+	}
+	t->dev = sb.st_dev;
+	t->ino = sb.st_ino;
+	return 0;
+}
+
+static int py_add_target(struct lt_session *s, void *state, int pid)
+{
+	struct py_state *st = state;
+	struct py_interp in;
+	struct py_target *t;
+	int forced, err;
+
+	(void)s;
+	forced = py_forced(pid, &in);
+	if (!forced)
+		py_discover(pid, &in);
+	if (!in.probes.has_entry || !in.probes.has_return) {
+		/* A launcher not yet exec'd into python: wait for its exec. */
+		if (!in.path[0] && !forced && py_find(st, pid) == NULL && (t = py_slot(st, pid))) {
+			t->waiting = 1;
+			LT_INFO(1, "python: pid %d maps no interpreter yet; waiting for exec", pid);
+			return 0;
+		}
+		if ((t = py_find(st, pid)))
+			t->waiting = 0;
+		py_explain(st, pid, &in, forced);
+		return 0;
+	}
+	t = py_slot(st, pid);
+	if (!t)
+		return -ENOMEM;
+	t->waiting = 0;
+	err = py_attach(st, t, &in);
+	if (err) {
+		st->n_untraced++;
+		LT_WARN("python: pid %d: cannot attach to the USDT probes of %s: %s",
+			pid, in.path, strerror(-err));
+		return 0;
+	}
+	st->n_traced++;
+	LT_INFO(1, "python: pid %d: tracing functions through the USDT probes of %s", pid, in.path);
+	return 0;
+}
+
+/* A target exec'd: probe the new image if it is a different interpreter. */
+static void py_on_exec(struct lt_session *s, struct py_state *st, int pid)
+{
+	struct py_interp in;
+	struct py_target *t = py_find(st, pid);
+	struct stat sb;
+
+	if (t && t->entry && !py_forced(pid, &in)) {
+		py_discover(pid, &in);
+		if (stat(in.host, &sb) == 0 && sb.st_dev == t->dev && sb.st_ino == t->ino)
+			return;
+	}
+	if (t && t->entry) {
+		py_detach(t);
+		st->n_traced--;
+	}
+	py_add_target(s, st, pid);
+}
+
+/* ------------------------------------------------------------- records */
+
+static struct evlog_str py_str(const char *s, size_t max)
+{
+	struct evlog_str r = { s, (uint32_t)strnlen(s, max) };
+	return r;
+}
+
+static int py_handle(struct lt_session *s, void *state, const struct lt_rec_hdr *rec, size_t size)
+{
+	struct evlog_event ev = { .ts = rec->ts, .pid = rec->pid, .tid = rec->tid };
+
+	if (rec->kind == LT_REC_PY_ENTER && size >= sizeof(struct lt_rec_py_enter)) {
+		const struct lt_rec_py_enter *r = (const void *)rec;
+
+		ev.type = EV_PY_ENTER;
+		ev.u.py_enter.func = py_str(r->func, sizeof(r->func));
+		ev.u.py_enter.file = py_str(r->file, sizeof(r->file));
+		ev.u.py_enter.line = r->line;
+		return lt_session_emit(s, &ev);
+	}
+	if (rec->kind == LT_REC_PY_EXIT && size >= sizeof(struct lt_rec_py_exit)) {
+		const struct lt_rec_py_exit *r = (const void *)rec;
+
+		ev.type = EV_PY_EXIT;
+		ev.u.py_exit.func = py_str(r->func, sizeof(r->func));
+		return lt_session_emit(s, &ev);
+	}
+	if (rec->kind == LT_REC_PY_EXEC) {
+		py_on_exec(s, state, rec->pid);
+		return 0;
+	}
+	return 0; /* short or unknown record: not ours to fail on */
+}
+
+/* ------------------------------------------------------------ lifetime */
+
+static int py_start(struct lt_session *s, void **state)
+{
+	struct py_state *st = calloc(1, sizeof(*st));
+	int err;
+
+	*state = st;
+	if (!st)
+		return lt_session_errorf(s, "python: out of memory"), -ENOMEM;
+	st->skel = python_bpf__open();
+	if (!st->skel)
+		return err = -errno, lt_session_errorf(s, "python: cannot open the BPF object: %s",
+						       strerror(-err)), err;
+	err = lt_session_share_maps(s, st->skel->obj);
+	if (!err)
+		err = python_bpf__load(st->skel);
+	if (err)
+		return lt_session_errorf(s, "python: cannot load the BPF programs: %s", strerror(-err)), err;
+	/* USDT programs attach per target; only the exec watch is global. */
+	st->skel->links.py_exec = bpf_program__attach(st->skel->progs.py_exec);
+	if (!st->skel->links.py_exec) {
+		err = -errno;
+		return lt_session_errorf(s, "python: cannot watch exec: %s", strerror(-err)), err;
+	}
+	return 0;
+}
+
+static int py_finish(struct lt_session *s, void *state)
+{
+	struct py_state *st = state;
+
+	(void)s;
+	for (size_t i = 0; st && i < st->n; i++) {
+		if (!st->t[i].waiting)
+			continue;
+		st->t[i].waiting = 0;
+		st->n_untraced++;
+		LT_WARN("python: pid %d: cannot trace Python functions: it never ran a Python interpreter",
+			st->t[i].pid);
+	}
+	if (st && (st->n_traced || st->n_untraced))
+		LT_INFO(0, "python: functions traced in %u process(es), %u could not be traced",
+			st->n_traced, st->n_untraced);
+	return 0;
+}
+
+static void py_stop(struct lt_session *s, void *state)
+{
+	struct py_state *st = state;
+
+	(void)s;
+	if (!st)
+		return;
+	/* Destroying the links lowers the interpreter's probe semaphore again,
+	 * so the target goes back to CPython's untraced fast path. */
+	for (size_t i = 0; i < st->n; i++)
+		py_detach(&st->t[i]);
+	free(st->t);
+	python_bpf__destroy(st->skel);
+	free(st);
+}
+
+const struct lt_source lt_source_python = {
+	.name = "python",
+	.type_bit = LT_T_PYTHON,
+	.evsrc = EVSRC_PYTHON,
+	.kind_lo = 64,
+	.kind_hi = 79,
+	.start = py_start,
+	.add_target = py_add_target,
+	.handle = py_handle,
+	.finish = py_finish,
+	.stop = py_stop,
+};
