@@ -10,12 +10,10 @@
 #define LLMT_BPF_COMMON_H
 
 #ifndef __VMLINUX_H__
+/* The kernel's own __u64 ..., as libbpf's headers use them: typedefs of our
+ * own would conflict with theirs in any file including both. */
 #include <stdint.h>
-typedef uint8_t __u8;
-typedef uint16_t __u16;
-typedef uint32_t __u32;
-typedef uint64_t __u64;
-typedef int64_t __s64;
+#include <linux/types.h>
 #endif
 
 /* Record kinds. The range a kind falls in names its source. */
