@@ -56,6 +56,10 @@ struct conv_host_meta {
 	const struct conv_process *processes;
 	const struct conv_thread *threads;
 	const struct conv_gpu *gpus;
+	/* Several hosts in one run: this host's index (0-based) among n_hosts,
+	 * and the earliest wall time of all of them (one timeline for all). */
+	uint32_t host_index, n_hosts;
+	uint64_t run_base_realtime_ns;
 };
 
 /* One timeline item. `ev` is the original event (pointers valid during the
