@@ -1,0 +1,1269 @@
+/* SPDX-License-Identifier: Apache-2.0 */
+/*
+ * XPlane writer (see xplane.h).
+ *
+ * Streaming: the core hands us items track by track. Each item becomes one
+ * XEvent, packed with protobuf-c and appended, with its field tag and length,
+ * to a spill file (an unlinked O_TMPFILE in the output directory). Only the
+ * line headers (id, name, first timestamp, where its events lie in the
+ * spill) and the interned names stay in memory. At end_host the final file
+ * is assembled: plane and line lengths are computed from those records,
+ * written by hand as protobuf length prefixes, and the event bytes are
+ * copied from the spill. Repeated fields may be split into consecutive
+ * entries, which is what makes this legal protobuf.
+ *
+ * Conventions follow what xprof writes itself (see docs/ARCHITECTURE.md):
+ * line timestamps in ns relative to the profile start, event offset_ps from
+ * the line's timestamp_ns, absolute wall times only in "Task Environment",
+ * string stats that repeat (kernel_details) as ref_values.
+ */
+#include "xplane.h"
+
+#include <errno.h>
+#include <fcntl.h>
+#include <stdarg.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+#include "xplane.pb-c.h"
+#include "../tb_layout/tb_layout.h"
+
+#define HOST_PLANE_ID 49      /* TensorFlow's kHostPlaneId */
+#define TASK_ENV_PLANE_ID 500 /* first id xprof leaves to custom planes */
+#define RESERVED_LINE_LO 0xdeadbeefLL
+#define RESERVED_LINE_HI (0xdeadbeefLL + 289)
+#define MAX_EVENT_STATS 12
+
+typedef Tensorflow__Profiler__XStat XStat;
+typedef Tensorflow__Profiler__XEvent XEvent;
+
+/* ------------------------------------------------------------ string map */
+
+/* Interns strings to dense ids 1..n (open addressing, FNV-1a). */
+struct strmap {
+	char **names;      /* names[id - 1] */
+	uint32_t *slots;   /* id or 0 */
+	size_t n, cap;     /* n names; cap slots (power of two) */
+};
+
+static uint64_t fnv1a(const char *s)
+{
+	uint64_t h = 1469598103934665603ull;
+
+	for (; *s; s++)
+		h = (h ^ (unsigned char)*s) * 1099511628211ull;
+	return h;
+}
+
+static int strmap_grow(struct strmap *m)
+{
+	size_t cap = m->cap ? m->cap * 2 : 256;
+	uint32_t *slots = calloc(cap, sizeof(*slots));
+	char **names = realloc(m->names, cap / 2 * sizeof(*names));
+
+	if (!slots || !names) {
+		free(slots);
+		if (names)
+			m->names = names;
+		return -1;
+	}
+	m->names = names;
+	for (size_t id = 1; id <= m->n; id++) {
+		size_t i = fnv1a(names[id - 1]) & (cap - 1);
+
+		while (slots[i])
+			i = (i + 1) & (cap - 1);
+		slots[i] = (uint32_t)id;
+	}
+	free(m->slots);
+	m->slots = slots;
+	m->cap = cap;
+	return 0;
+}
+
+/* Id of s, added if new; 0 on allocation failure. */
+static int64_t strmap_id(struct strmap *m, const char *s)
+{
+	size_t i;
+
+	if ((m->n + 1) * 2 > m->cap && strmap_grow(m) < 0)
+		return 0;
+	for (i = fnv1a(s) & (m->cap - 1); m->slots[i]; i = (i + 1) & (m->cap - 1))
+		if (!strcmp(m->names[m->slots[i] - 1], s))
+			return m->slots[i];
+	m->names[m->n] = strdup(s);
+	if (!m->names[m->n])
+		return 0;
+	m->n++;
+	m->slots[i] = (uint32_t)m->n;
+	return (int64_t)m->n;
+}
+
+static void strmap_free(struct strmap *m)
+{
+	for (size_t i = 0; i < m->n; i++)
+		free(m->names[i]);
+	free(m->names);
+	free(m->slots);
+	memset(m, 0, sizeof(*m));
+}
+
+/* ------------------------------------------------------- buffered output */
+
+/* Writes protobuf wire data to an fd, or only counts bytes (fd < 0). */
+struct wout {
+	int fd;
+	uint64_t pos;
+	size_t used;
+	int failed;        /* errno of the first failure */
+	unsigned char buf[1 << 16];
+};
+
+static void wout_flush(struct wout *w)
+{
+	if (w->fd >= 0 && w->used && !w->failed && tb_write_all(w->fd, w->buf, w->used) < 0)
+		w->failed = errno ? errno : EIO;
+	w->used = 0;
+}
+
+static void wout_bytes(struct wout *w, const void *p, size_t n)
+{
+	w->pos += n;
+	if (w->fd < 0)
+		return;
+	if (n > sizeof(w->buf) - w->used) {
+		wout_flush(w);
+		if (n >= sizeof(w->buf)) {
+			if (!w->failed && tb_write_all(w->fd, p, n) < 0)
+				w->failed = errno ? errno : EIO;
+			return;
+		}
+	}
+	memcpy(w->buf + w->used, p, n);
+	w->used += n;
+}
+
+static size_t varint_len(uint64_t v)
+{
+	size_t n = 1;
+
+	while (v >= 0x80) {
+		v >>= 7;
+		n++;
+	}
+	return n;
+}
+
+static void wout_varint(struct wout *w, uint64_t v)
+{
+	unsigned char b[10];
+	size_t n = 0;
+
+	while (v >= 0x80) {
+		b[n++] = (unsigned char)(v | 0x80);
+		v >>= 7;
+	}
+	b[n++] = (unsigned char)v;
+	wout_bytes(w, b, n);
+}
+
+/* Varint field; proto3 leaves zero values out. */
+static void wout_int_field(struct wout *w, unsigned field, int64_t v)
+{
+	if (!v)
+		return;
+	wout_varint(w, (uint64_t)field << 3);
+	wout_varint(w, (uint64_t)v);
+}
+
+/* Length-delimited field header (the payload follows). */
+static void wout_len_header(struct wout *w, unsigned field, uint64_t len)
+{
+	wout_varint(w, ((uint64_t)field << 3) | 2);
+	wout_varint(w, len);
+}
+
+static uint64_t len_field_size(unsigned field, uint64_t len)
+{
+	return varint_len((uint64_t)field << 3 | 2) + varint_len(len) + len;
+}
+
+static void wout_str_field(struct wout *w, unsigned field, const char *s)
+{
+	size_t n = s ? strlen(s) : 0;
+
+	if (!n)
+		return;
+	wout_len_header(w, field, n);
+	wout_bytes(w, s, n);
+}
+
+/* A protobuf-c message as a length-delimited field. */
+static int wout_msg_field(struct wout *w, unsigned field, const ProtobufCMessage *m)
+{
+	size_t n = protobuf_c_message_get_packed_size(m);
+	unsigned char stackbuf[1024], *p = n <= sizeof(stackbuf) ? stackbuf : malloc(n);
+
+	if (!p)
+		return -1;
+	protobuf_c_message_pack(m, p);
+	wout_len_header(w, field, n);
+	wout_bytes(w, p, n);
+	if (p != stackbuf)
+		free(p);
+	return 0;
+}
+
+/* ------------------------------------------------------------ the model */
+
+struct segment {
+	uint64_t off, len;     /* bytes of XLine.events entries in the spill */
+};
+
+struct xline {
+	int plane;             /* index into planes */
+	int kind;              /* enum conv_track_kind */
+	uint32_t a, b;         /* pid/tid or device/stream */
+	int64_t id;
+	char *name, *display_name;
+	int64_t ts_ns;         /* relative to the profile start */
+	int64_t end_ns;        /* latest end seen (relative) */
+	uint64_t last_start;   /* mono ns of the last event, for order checks */
+	uint64_t *stack;       /* ends (mono ns) of the open events */
+	size_t depth, stack_cap;
+	struct segment *segs;
+	size_t n_segs;
+	unsigned kinds;        /* KIND_* seen on a stream */
+	uint64_t events;
+};
+
+enum { KIND_KERNEL = 1, KIND_MEMCPY = 2, KIND_MEMSET = 4, KIND_OTHER = 8 };
+
+struct gpu_props {
+	int have;
+	uint32_t max_threads_per_sm, max_regs_per_sm, max_smem_per_sm;
+};
+
+struct xplane_p {
+	int64_t id;
+	char name[64];
+	uint32_t device;          /* GPU planes */
+	struct strmap events;     /* event metadata names */
+	struct strmap stats;      /* stat metadata names (also ref_value strings) */
+	XStat *plane_stats;
+	char **plane_str;         /* strings owned by plane_stats */
+	size_t n_plane_stats;
+	struct gpu_props props;
+};
+
+struct pending {                  /* a written file waiting for finish() */
+	struct tb_tmpfile tmp;
+};
+
+struct xsink {
+	struct conv_sink sink;
+	/* where */
+	char *final_path;         /* fixed-path mode */
+	char *logdir, *run;       /* logdir mode */
+	int overwrite;
+	/* per host */
+	int in_host;
+	int hosts;
+	char *host;
+	uint64_t start_mono, stop_mono, base_mono, base_real;
+	int64_t single_device;    /* device of the host's only GPU, or -1 */
+	const struct conv_host_meta *meta;
+	struct xplane_p *planes;
+	size_t n_planes;
+	struct xline *lines;
+	size_t n_lines;
+	struct xline *cur;
+	int spill_fd;
+	struct wout *spill;
+	struct tb_tmpfile out;
+	struct xplane_stats st;
+	/* outputs written, published on finish */
+	struct pending *pend;
+	size_t n_pend;
+};
+
+static int xerr(struct xsink *x, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
+
+static int xerr(struct xsink *x, const char *fmt, ...)
+{
+	va_list ap;
+
+	va_start(ap, fmt);
+	vsnprintf(x->sink.err, sizeof(x->sink.err), fmt, ap);
+	va_end(ap);
+	return -1;
+}
+
+/* ------------------------------------------------------------- occupancy */
+
+double xplane_occupancy_pct(uint32_t block_threads, uint32_t regs_per_thread,
+			    uint32_t smem_per_block, uint32_t max_threads_per_sm,
+			    uint32_t max_regs_per_sm, uint32_t max_smem_per_sm)
+{
+	uint32_t warps, threads, blocks = 32; /* blocks per SM cap (sm_80+) */
+
+	if (!block_threads || !max_threads_per_sm || !max_regs_per_sm || !max_smem_per_sm)
+		return 0;
+	warps = (block_threads + 31) / 32;
+	threads = warps * 32;
+	if (threads > max_threads_per_sm)
+		return 0;
+	if (max_threads_per_sm / threads < blocks)
+		blocks = max_threads_per_sm / threads;
+	if (regs_per_thread && max_regs_per_sm / (regs_per_thread * threads) < blocks)
+		blocks = max_regs_per_sm / (regs_per_thread * threads);
+	if (smem_per_block && max_smem_per_sm / smem_per_block < blocks)
+		blocks = max_smem_per_sm / smem_per_block;
+	return 100.0 * blocks * threads / max_threads_per_sm;
+}
+
+/* ---------------------------------------------------------------- planes */
+
+static struct xplane_p *plane_add(struct xsink *x, int64_t id, const char *name)
+{
+	struct xplane_p *p = realloc(x->planes, (x->n_planes + 1) * sizeof(*p));
+
+	if (!p)
+		return NULL;
+	x->planes = p;
+	p = &x->planes[x->n_planes++];
+	memset(p, 0, sizeof(*p));
+	p->id = id;
+	snprintf(p->name, sizeof(p->name), "%s", name);
+	return p;
+}
+
+static void plane_free(struct xplane_p *p)
+{
+	strmap_free(&p->events);
+	strmap_free(&p->stats);
+	for (size_t i = 0; i < p->n_plane_stats; i++)
+		free(p->plane_str[i]);
+	free(p->plane_stats);
+	free(p->plane_str);
+}
+
+/* Add a plane-level stat; str is copied (NULL for numbers). */
+static int plane_stat(struct xplane_p *p, const char *name, int vcase,
+		      int64_t i, uint64_t u, const char *str)
+{
+	XStat *s = realloc(p->plane_stats, (p->n_plane_stats + 1) * sizeof(*s));
+	char **strs;
+
+	if (!s)
+		return -1;
+	p->plane_stats = s;
+	strs = realloc(p->plane_str, (p->n_plane_stats + 1) * sizeof(*strs));
+	if (!strs)
+		return -1;
+	p->plane_str = strs;
+	s = &p->plane_stats[p->n_plane_stats];
+	tensorflow__profiler__xstat__init(s);
+	s->metadata_id = strmap_id(&p->stats, name);
+	s->value_case = vcase;
+	strs[p->n_plane_stats] = NULL;
+	if (vcase == TENSORFLOW__PROFILER__XSTAT__VALUE_STR_VALUE) {
+		strs[p->n_plane_stats] = strdup(str ? str : "");
+		if (!strs[p->n_plane_stats])
+			return -1;
+		s->str_value = strs[p->n_plane_stats];
+	} else if (vcase == TENSORFLOW__PROFILER__XSTAT__VALUE_UINT64_VALUE) {
+		s->uint64_value = u;
+	} else {
+		s->int64_value = i;
+	}
+	p->n_plane_stats++;
+	return s->metadata_id ? 0 : -1;
+}
+
+#define STAT_I(p, n, v) plane_stat(p, n, TENSORFLOW__PROFILER__XSTAT__VALUE_INT64_VALUE, (int64_t)(v), 0, NULL)
+#define STAT_U(p, n, v) plane_stat(p, n, TENSORFLOW__PROFILER__XSTAT__VALUE_UINT64_VALUE, 0, (uint64_t)(v), NULL)
+#define STAT_S(p, n, v) plane_stat(p, n, TENSORFLOW__PROFILER__XSTAT__VALUE_STR_VALUE, 0, 0, v)
+
+static int gpu_plane_props(struct xplane_p *p, const struct evlog_event *ev)
+{
+	char name[256];
+	int rc = 0;
+
+	if (!ev || ev->type != EV_GPU_DEVICE)
+		return 0;
+	snprintf(name, sizeof(name), "%.*s", (int)ev->u.gpu_device.name.len,
+		 ev->u.gpu_device.name.ptr ? ev->u.gpu_device.name.ptr : "");
+	rc |= STAT_S(p, "device_vendor", "Nvidia");
+	rc |= STAT_S(p, "gpu_device_name", name);
+	rc |= STAT_I(p, "clock_rate", ev->u.gpu_device.clock_khz);       /* kHz */
+	rc |= STAT_I(p, "core_count", ev->u.gpu_device.sm_count);
+	rc |= STAT_U(p, "memory_bandwidth", ev->u.gpu_device.memory_bandwidth); /* B/s */
+	rc |= STAT_U(p, "memory_size", ev->u.gpu_device.memory_bytes);
+	rc |= STAT_I(p, "compute_cap_major", ev->u.gpu_device.cc_major);
+	rc |= STAT_I(p, "compute_cap_minor", ev->u.gpu_device.cc_minor);
+	p->props.have = 1;
+	p->props.max_threads_per_sm = ev->u.gpu_device.max_threads_per_sm;
+	p->props.max_regs_per_sm = ev->u.gpu_device.max_regs_per_sm;
+	p->props.max_smem_per_sm = ev->u.gpu_device.max_smem_per_sm;
+	return rc;
+}
+
+static struct xplane_p *gpu_plane(struct xsink *x, uint32_t device)
+{
+	char name[64];
+
+	for (size_t i = 1; i < x->n_planes; i++)
+		if (x->planes[i].id == (int64_t)device && !strncmp(x->planes[i].name, "/device:GPU:", 12))
+			return &x->planes[i];
+	snprintf(name, sizeof(name), "/device:GPU:%u", device);
+	struct xplane_p *p = plane_add(x, device, name);
+
+	if (p)
+		p->device = device;
+	return p;
+}
+
+static int planes_init(struct xsink *x, const struct conv_host_meta *m)
+{
+	if (!plane_add(x, HOST_PLANE_ID, "/host:CPU"))
+		return -1;
+	for (uint32_t i = 0; i < m->n_gpus; i++) {
+		struct xplane_p *p = gpu_plane(x, m->gpus[i].device);
+
+		if (!p || gpu_plane_props(p, m->gpus[i].props) < 0)
+			return -1;
+	}
+	x->single_device = m->n_gpus == 1 ? (int64_t)m->gpus[0].device : -1;
+	return 0;
+}
+
+/* ----------------------------------------------------------------- lines */
+
+/* Line ids must avoid the range xprof reserves for its derived lines. */
+static int64_t safe_line_id(int64_t id)
+{
+	if (id >= RESERVED_LINE_LO && id <= RESERVED_LINE_HI)
+		return id | (1LL << 40);
+	return id;
+}
+
+static const char *thread_name(const struct conv_host_meta *m, uint32_t pid, uint32_t tid,
+			       const char **proc)
+{
+	const char *name = NULL;
+
+	*proc = NULL;
+	for (uint32_t i = 0; i < m->n_threads; i++)
+		if (m->threads[i].tid == tid && m->threads[i].pid == pid)
+			name = m->threads[i].name;
+	for (uint32_t i = 0; i < m->n_processes; i++)
+		if (m->processes[i].pid == pid)
+			*proc = m->processes[i].name;
+	return name;
+}
+
+static int line_names(struct xsink *x, struct xline *l)
+{
+	char buf[512];
+	const char *proc, *tn;
+
+	if (l->kind == CONV_TRACK_THREAD) {
+		tn = thread_name(x->meta, l->a, l->b, &proc);
+		snprintf(buf, sizeof(buf), "%s", tn && *tn ? tn : "thread");
+		l->name = strdup(buf);
+		snprintf(buf, sizeof(buf), "%s %u (%s %u)", tn && *tn ? tn : "thread", l->b,
+			 proc && *proc ? proc : "pid", l->a);
+		l->display_name = strdup(buf);
+	} else {
+		/* Completed at assembly, once the stream's activity kinds are known. */
+		l->name = NULL;
+		l->display_name = NULL;
+		return 0;
+	}
+	return l->name && l->display_name ? 0 : -1;
+}
+
+static struct xline *line_find(struct xsink *x, const struct conv_item *it)
+{
+	uint32_t a = it->track == CONV_TRACK_THREAD ? it->pid : it->device;
+	uint32_t b = it->track == CONV_TRACK_THREAD ? it->tid : it->stream;
+
+	if (x->cur && x->cur->kind == (int)it->track && x->cur->a == a && x->cur->b == b)
+		return x->cur;
+	for (size_t i = 0; i < x->n_lines; i++)
+		if (x->lines[i].kind == (int)it->track && x->lines[i].a == a && x->lines[i].b == b)
+			return &x->lines[i];
+	return NULL;
+}
+
+static struct xline *line_new(struct xsink *x, const struct conv_item *it)
+{
+	struct xline *l = realloc(x->lines, (x->n_lines + 1) * sizeof(*l));
+	struct xplane_p *p;
+
+	if (!l)
+		return NULL;
+	x->lines = l;
+	x->cur = NULL; /* the array moved */
+	l = &x->lines[x->n_lines];
+	memset(l, 0, sizeof(*l));
+	l->kind = it->track;
+	if (it->track == CONV_TRACK_THREAD) {
+		l->plane = 0;
+		l->a = it->pid;
+		l->b = it->tid;
+		l->id = safe_line_id(it->tid);
+	} else {
+		p = gpu_plane(x, it->device);
+		if (!p)
+			return NULL;
+		l->plane = (int)(p - x->planes);
+		l->a = it->device;
+		l->b = it->stream;
+		l->id = safe_line_id(it->stream);
+	}
+	l->ts_ns = (int64_t)(it->start_ns - x->start_mono);
+	l->end_ns = l->ts_ns;
+	if (line_names(x, l) < 0)
+		return NULL;
+	x->n_lines++;
+	x->st.lines++;
+	return l;
+}
+
+/* Switch the current line; a new spill segment starts for it. */
+static struct xline *line_enter(struct xsink *x, const struct conv_item *it)
+{
+	struct xline *l = line_find(x, it);
+	struct segment *s;
+
+	if (l && l == x->cur)
+		return l;
+	if (!l)
+		l = line_new(x, it);
+	if (!l)
+		return NULL;
+	s = realloc(l->segs, (l->n_segs + 1) * sizeof(*s));
+	if (!s)
+		return NULL;
+	l->segs = s;
+	s[l->n_segs].off = x->spill->pos;
+	s[l->n_segs].len = 0;
+	l->n_segs++;
+	x->cur = l;
+	return l;
+}
+
+static void line_free(struct xline *l)
+{
+	free(l->name);
+	free(l->display_name);
+	free(l->stack);
+	free(l->segs);
+}
+
+/*
+ * Keep the line sorted and nested, whatever we are given: an event that
+ * starts before its predecessor is dropped (a line must be sorted and we
+ * stream); one that ends after its enclosing event is cut to fit. Returns
+ * the (possibly shortened) duration, or -1 to drop.
+ */
+static int64_t line_nest(struct xsink *x, struct xline *l, uint64_t start, uint64_t dur)
+{
+	uint64_t end = start + dur;
+
+	if (l->events && start < l->last_start) {
+		x->st.dropped++;
+		return -1;
+	}
+	l->last_start = start;
+	while (l->depth && l->stack[l->depth - 1] <= start)
+		l->depth--;
+	if (l->depth && end > l->stack[l->depth - 1]) {
+		end = l->stack[l->depth - 1];
+		x->st.repaired++;
+	}
+	if (end > start) {
+		if (l->depth == l->stack_cap) {
+			size_t cap = l->stack_cap ? l->stack_cap * 2 : 16;
+			uint64_t *s = realloc(l->stack, cap * sizeof(*s));
+
+			if (!s)
+				return -2;
+			l->stack = s;
+			l->stack_cap = cap;
+		}
+		l->stack[l->depth++] = end;
+	}
+	return (int64_t)(end - start);
+}
+
+/* ---------------------------------------------------------- event stats */
+
+struct evstats {
+	XStat s[MAX_EVENT_STATS];
+	XStat *ptrs[MAX_EVENT_STATS];
+	char strs[3][512];
+	size_t n, nstr;
+};
+
+static XStat *es_add(struct evstats *e, struct xplane_p *p, const char *name, int vcase)
+{
+	XStat *s;
+
+	if (e->n == MAX_EVENT_STATS)
+		return NULL;
+	s = &e->s[e->n];
+	tensorflow__profiler__xstat__init(s);
+	s->metadata_id = strmap_id(&p->stats, name);
+	if (!s->metadata_id)
+		return NULL;
+	s->value_case = vcase;
+	e->ptrs[e->n] = s;
+	e->n++;
+	return s;
+}
+
+static void es_u64(struct evstats *e, struct xplane_p *p, const char *name, uint64_t v)
+{
+	XStat *s = es_add(e, p, name, TENSORFLOW__PROFILER__XSTAT__VALUE_UINT64_VALUE);
+
+	if (s)
+		s->uint64_value = v;
+}
+
+static void es_i64(struct evstats *e, struct xplane_p *p, const char *name, int64_t v)
+{
+	XStat *s = es_add(e, p, name, TENSORFLOW__PROFILER__XSTAT__VALUE_INT64_VALUE);
+
+	if (s)
+		s->int64_value = v;
+}
+
+static void es_dbl(struct evstats *e, struct xplane_p *p, const char *name, double v)
+{
+	XStat *s = es_add(e, p, name, TENSORFLOW__PROFILER__XSTAT__VALUE_DOUBLE_VALUE);
+
+	if (s)
+		s->double_value = v;
+}
+
+/* A string stat; the caller's string must live until the event is packed. */
+static void es_str(struct evstats *e, struct xplane_p *p, const char *name, const char *v)
+{
+	XStat *s = es_add(e, p, name, TENSORFLOW__PROFILER__XSTAT__VALUE_STR_VALUE);
+
+	if (s)
+		s->str_value = (char *)v;
+}
+
+/* A string interned in the plane's stat metadata (repeating values). */
+static void es_ref(struct evstats *e, struct xplane_p *p, const char *name, const char *v)
+{
+	int64_t ref = strmap_id(&p->stats, v);
+	XStat *s = ref ? es_add(e, p, name, TENSORFLOW__PROFILER__XSTAT__VALUE_REF_VALUE) : NULL;
+
+	if (s)
+		s->ref_value = (uint64_t)ref;
+}
+
+static char *es_buf(struct evstats *e)
+{
+	return e->nstr < 3 ? e->strs[e->nstr++] : NULL;
+}
+
+static const char *memory_kind_name(unsigned k)
+{
+	/* CUpti_ActivityMemoryKind, named as xprof's CUPTI collector does. */
+	static const char *const names[] = { "unknown", "pageable", "pinned", "device",
+					     "array", "managed", "device_static",
+					     "managed_static" };
+
+	return k < sizeof(names) / sizeof(names[0]) ? names[k] : "unknown";
+}
+
+static void kernel_stats(struct evstats *e, struct xplane_p *p, const struct evlog_event *ev)
+{
+	char *kd = es_buf(e), *ctx = es_buf(e), occ[32] = "";
+	uint32_t bt = ev->u.gpu_kernel.block[0] * ev->u.gpu_kernel.block[1] * ev->u.gpu_kernel.block[2];
+	uint32_t smem = ev->u.gpu_kernel.static_smem + ev->u.gpu_kernel.dynamic_smem;
+	double pct = 0;
+
+	if (p->props.have)
+		pct = xplane_occupancy_pct(bt, ev->u.gpu_kernel.registers, smem,
+					   p->props.max_threads_per_sm, p->props.max_regs_per_sm,
+					   p->props.max_smem_per_sm);
+	if (pct > 0)
+		snprintf(occ, sizeof(occ), " occ_pct:%.4g", pct);
+	snprintf(kd, 512, "regs:%u static_shared:%u dynamic_shared:%u grid:%u,%u,%u block:%u,%u,%u%s",
+		 ev->u.gpu_kernel.registers, ev->u.gpu_kernel.static_smem,
+		 ev->u.gpu_kernel.dynamic_smem, ev->u.gpu_kernel.grid[0], ev->u.gpu_kernel.grid[1],
+		 ev->u.gpu_kernel.grid[2], ev->u.gpu_kernel.block[0], ev->u.gpu_kernel.block[1],
+		 ev->u.gpu_kernel.block[2], occ);
+	es_ref(e, p, "kernel_details", kd);
+	snprintf(ctx, 512, "$$%u", ev->u.gpu_kernel.context);
+	es_str(e, p, "context_id", ctx);
+	if (pct > 0)
+		es_dbl(e, p, "theoretical_occupancy_pct", pct);
+}
+
+static void copy_stats(struct evstats *e, struct xplane_p *p, const struct evlog_event *ev)
+{
+	char *d = es_buf(e), *ctx = es_buf(e);
+
+	if (ev->type == EV_GPU_MEMCPY) {
+		snprintf(d, 512, "kind_src:%s kind_dst:%s size:%llu dest:%u async:1",
+			 memory_kind_name(ev->u.gpu_memcpy.src_kind),
+			 memory_kind_name(ev->u.gpu_memcpy.dst_kind),
+			 (unsigned long long)ev->u.gpu_memcpy.bytes, ev->u.gpu_memcpy.device);
+		es_str(e, p, "memcpy_details", d);
+		snprintf(ctx, 512, "$$%u", ev->u.gpu_memcpy.context);
+	} else {
+		snprintf(d, 512, "num_bytes:%llu value:%u",
+			 (unsigned long long)ev->u.gpu_memset.bytes, ev->u.gpu_memset.value);
+		es_str(e, p, "memset_details", d);
+		snprintf(ctx, 512, "$$%u", ev->u.gpu_memset.context);
+	}
+	es_str(e, p, "context_id", ctx);
+}
+
+static unsigned gpu_item_stats(struct evstats *e, struct xplane_p *p, const struct conv_item *it)
+{
+	const struct evlog_event *ev = it->ev;
+	uint64_t corr = it->flow_id;
+
+	if (!ev)
+		return KIND_OTHER;
+	if (!corr && ev->type == EV_GPU_KERNEL)
+		corr = ev->u.gpu_kernel.correlation_id;
+	if (!corr && ev->type == EV_GPU_MEMCPY)
+		corr = ev->u.gpu_memcpy.correlation_id;
+	if (!corr && ev->type == EV_GPU_MEMSET)
+		corr = ev->u.gpu_memset.correlation_id;
+	if (corr)
+		es_u64(e, p, "correlation_id", corr);
+	switch (ev->type) {
+	case EV_GPU_KERNEL:
+		kernel_stats(e, p, ev);
+		return KIND_KERNEL;
+	case EV_GPU_MEMCPY:
+		copy_stats(e, p, ev);
+		return KIND_MEMCPY;
+	case EV_GPU_MEMSET:
+		copy_stats(e, p, ev);
+		return KIND_MEMSET;
+	default:
+		return KIND_OTHER;
+	}
+}
+
+static void host_item_stats(struct xsink *x, struct evstats *e, struct xplane_p *p,
+			    const struct conv_item *it)
+{
+	const struct evlog_event *ev = it->ev;
+
+	if (it->flow_id && it->flow_start) {
+		es_u64(e, p, "correlation_id", it->flow_id);
+		if (x->single_device >= 0)
+			es_u64(e, p, "device_id", (uint64_t)x->single_device);
+	}
+	if (it->step) {
+		es_i64(e, p, "_r", 1);
+		es_i64(e, p, "step_num", (int64_t)it->step - 1);
+	}
+	if (it->stack_folded && *it->stack_folded)
+		es_str(e, p, "stack", it->stack_folded);
+	if (!ev)
+		return;
+	if (ev->type == EV_SYSCALL)
+		es_i64(e, p, "ret", ev->u.syscall.ret);
+	if (ev->type == EV_PY_ENTER && ev->u.py_enter.file.len) {
+		char *s = es_buf(e);
+
+		snprintf(s, 512, "%.*s:%u", (int)ev->u.py_enter.file.len, ev->u.py_enter.file.ptr,
+			 ev->u.py_enter.line);
+		es_str(e, p, "source", s);
+	}
+	if (ev->type == EV_LIB_CALL && ev->u.lib_call.detail.len) {
+		char *s = es_buf(e);
+
+		snprintf(s, 512, "%.*s", (int)ev->u.lib_call.detail.len, ev->u.lib_call.detail.ptr);
+		es_str(e, p, "args", s);
+	}
+}
+
+/* ------------------------------------------------------------ the items */
+
+static int write_event(struct xsink *x, struct xline *l, const struct conv_item *it, int64_t dur)
+{
+	struct xplane_p *p = &x->planes[l->plane];
+	XEvent ev = TENSORFLOW__PROFILER__XEVENT__INIT;
+	struct evstats es;
+	uint64_t before = x->spill->pos;
+	int64_t end;
+
+	es.n = es.nstr = 0;
+	ev.metadata_id = strmap_id(&p->events, it->name && *it->name ? it->name : "<unknown>");
+	if (!ev.metadata_id)
+		return xerr(x, "xplane: out of memory interning event names");
+	ev.data_case = TENSORFLOW__PROFILER__XEVENT__DATA_OFFSET_PS;
+	ev.offset_ps = ((int64_t)(it->start_ns - x->start_mono) - l->ts_ns) * 1000;
+	ev.duration_ps = dur * 1000;
+	if (l->kind == CONV_TRACK_STREAM)
+		l->kinds |= gpu_item_stats(&es, p, it);
+	else
+		host_item_stats(x, &es, p, it);
+	ev.n_stats = es.n;
+	ev.stats = es.ptrs;
+	if (wout_msg_field(x->spill, 4, &ev.base) < 0)
+		return xerr(x, "xplane: out of memory packing an event");
+	l->segs[l->n_segs - 1].len += x->spill->pos - before;
+	end = (int64_t)(it->start_ns - x->start_mono) + dur;
+	if (end > l->end_ns)
+		l->end_ns = end;
+	l->events++;
+	x->st.events++;
+	return 0;
+}
+
+static int xs_item(void *ctx, const struct conv_item *it)
+{
+	struct xsink *x = ctx;
+	struct xline *l;
+	int64_t dur;
+
+	if (!x->in_host)
+		return xerr(x, "xplane: item outside begin_host/end_host");
+	if (it->track != CONV_TRACK_THREAD && it->track != CONV_TRACK_STREAM) {
+		x->st.dropped++;
+		return 0;
+	}
+	l = line_enter(x, it);
+	if (!l)
+		return xerr(x, "xplane: out of memory adding a line");
+	dur = line_nest(x, l, it->start_ns, it->dur_ns);
+	if (dur == -2)
+		return xerr(x, "xplane: out of memory");
+	if (dur < 0)
+		return 0;
+	if (write_event(x, l, it, dur) < 0)
+		return -1;
+	if (x->spill->failed)
+		return xerr(x, "xplane: writing the spill file: %s", strerror(x->spill->failed));
+	return 0;
+}
+
+/* -------------------------------------------------------------- assembly */
+
+static struct wout *wout_new(int fd)
+{
+	struct wout *w = malloc(sizeof(*w));
+
+	if (w) {
+		w->fd = fd;
+		w->pos = 0;
+		w->used = 0;
+		w->failed = 0;
+	}
+	return w;
+}
+
+static void stream_line_name(struct xline *l)
+{
+	char kinds[64] = "", buf[96];
+
+	if (l->kinds & KIND_KERNEL)
+		strcat(kinds, "Compute");
+	if (l->kinds & KIND_MEMCPY)
+		strcat(kinds, *kinds ? ",Memcpy" : "Memcpy");
+	if (l->kinds & KIND_MEMSET)
+		strcat(kinds, *kinds ? ",Memset" : "Memset");
+	if (*kinds)
+		snprintf(buf, sizeof(buf), "Stream #%u(%s)", l->b, kinds);
+	else
+		snprintf(buf, sizeof(buf), "Stream #%u", l->b);
+	free(l->name);
+	l->name = strdup(buf);
+}
+
+static int copy_segment(struct xsink *x, struct wout *w, const struct segment *s)
+{
+	char buf[1 << 16];
+	uint64_t off = s->off, left = s->len;
+
+	if (w->fd < 0) {
+		w->pos += left;
+		return 0;
+	}
+	while (left) {
+		size_t n = left < sizeof(buf) ? (size_t)left : sizeof(buf);
+		ssize_t r = pread(x->spill_fd, buf, n, (off_t)off);
+
+		if (r < 0 && errno == EINTR)
+			continue;
+		if (r <= 0)
+			return xerr(x, "xplane: reading back the spill file: %s",
+				    r < 0 ? strerror(errno) : "short file");
+		wout_bytes(w, buf, (size_t)r);
+		off += (uint64_t)r;
+		left -= (uint64_t)r;
+	}
+	return 0;
+}
+
+static int emit_line_body(struct xsink *x, struct wout *w, const struct xline *l)
+{
+	wout_int_field(w, 1, l->id);
+	wout_str_field(w, 2, l->name);
+	wout_int_field(w, 3, l->ts_ns);
+	for (size_t i = 0; i < l->n_segs; i++)
+		if (copy_segment(x, w, &l->segs[i]) < 0)
+			return -1;
+	wout_int_field(w, 9, (l->end_ns - l->ts_ns) * 1000);
+	wout_str_field(w, 11, l->display_name);
+	return 0;
+}
+
+/* XEventMetadata / XStatMetadata map entries: {1: key, 2: {1: id, 2: name}}. */
+static void emit_metadata(struct wout *w, unsigned field, const struct strmap *m)
+{
+	for (size_t i = 0; i < m->n; i++) {
+		int64_t id = (int64_t)i + 1;
+		size_t nlen = strlen(m->names[i]);
+		uint64_t val = varint_len(1 << 3) + varint_len((uint64_t)id) +
+			       (nlen ? len_field_size(2, nlen) : 0);
+		uint64_t entry = varint_len(1 << 3) + varint_len((uint64_t)id) +
+				 len_field_size(2, val);
+
+		wout_len_header(w, field, entry);
+		wout_int_field(w, 1, id);
+		wout_len_header(w, 2, val);
+		wout_int_field(w, 1, id);
+		wout_str_field(w, 2, m->names[i]);
+	}
+}
+
+static int emit_line(struct xsink *x, struct wout *w, const struct xline *l)
+{
+	struct wout cnt = { .fd = -1 };
+
+	if (emit_line_body(x, &cnt, l) < 0)
+		return -1;
+	wout_len_header(w, 3, cnt.pos);
+	return emit_line_body(x, w, l);
+}
+
+static int emit_plane_body(struct xsink *x, struct wout *w, size_t pi)
+{
+	struct xplane_p *p = &x->planes[pi];
+
+	wout_int_field(w, 1, p->id);
+	wout_str_field(w, 2, p->name);
+	for (size_t i = 0; i < x->n_lines; i++)
+		if (x->lines[i].plane == (int)pi && emit_line(x, w, &x->lines[i]) < 0)
+			return -1;
+	emit_metadata(w, 4, &p->events);
+	emit_metadata(w, 5, &p->stats);
+	for (size_t i = 0; i < p->n_plane_stats; i++)
+		if (wout_msg_field(w, 6, &p->plane_stats[i].base) < 0)
+			return xerr(x, "xplane: out of memory");
+	return 0;
+}
+
+static int emit_space(struct xsink *x, struct wout *w)
+{
+	char warn[256];
+
+	for (size_t pi = 0; pi < x->n_planes; pi++) {
+		struct wout *cnt = wout_new(-1);
+		int rc;
+
+		if (!cnt)
+			return xerr(x, "xplane: out of memory");
+		rc = emit_plane_body(x, cnt, pi);
+		if (rc == 0)
+			wout_len_header(w, 1, cnt->pos);
+		free(cnt);
+		if (rc < 0 || emit_plane_body(x, w, pi) < 0)
+			return -1;
+	}
+	if (x->st.repaired || x->st.dropped) {
+		snprintf(warn, sizeof(warn), "%llu events were cut to nest in their parent and "
+			 "%llu out-of-order events were dropped while writing this file",
+			 (unsigned long long)x->st.repaired, (unsigned long long)x->st.dropped);
+		wout_str_field(w, 3, warn);
+	}
+	wout_str_field(w, 4, x->host);
+	return 0;
+}
+
+static int add_task_env(struct xsink *x)
+{
+	struct xplane_p *p = plane_add(x, TASK_ENV_PLANE_ID, "Task Environment");
+	int64_t d0 = (int64_t)(x->start_mono - x->base_mono);
+	int64_t d1 = (int64_t)(x->stop_mono - x->base_mono);
+
+	if (!p)
+		return -1;
+	if (STAT_U(p, "profile_start_time", (uint64_t)((int64_t)x->base_real + d0)) < 0 ||
+	    STAT_U(p, "profile_stop_time", (uint64_t)((int64_t)x->base_real + d1)) < 0)
+		return -1;
+	return 0;
+}
+
+/* ----------------------------------------------------------- host state */
+
+static void host_free(struct xsink *x)
+{
+	for (size_t i = 0; i < x->n_planes; i++)
+		plane_free(&x->planes[i]);
+	free(x->planes);
+	x->planes = NULL;
+	x->n_planes = 0;
+	for (size_t i = 0; i < x->n_lines; i++)
+		line_free(&x->lines[i]);
+	free(x->lines);
+	x->lines = NULL;
+	x->n_lines = 0;
+	x->cur = NULL;
+	free(x->spill);
+	x->spill = NULL;
+	if (x->spill_fd >= 0)
+		close(x->spill_fd);
+	x->spill_fd = -1;
+	free(x->host);
+	x->host = NULL;
+	x->in_host = 0;
+}
+
+/* An unlinked scratch file, next to the output when the filesystem allows. */
+static int open_spill(int dirfd)
+{
+	const char *tmp = getenv("TMPDIR");
+	int fd = openat(dirfd, ".", O_TMPFILE | O_RDWR | O_CLOEXEC, 0600);
+
+	if (fd < 0)
+		fd = open(tmp && *tmp ? tmp : "/tmp", O_TMPFILE | O_RDWR | O_CLOEXEC, 0600);
+	return fd;
+}
+
+static int open_output(struct xsink *x, const struct conv_host_meta *m)
+{
+	char name[TB_NAME_MAX + 32], run[TB_NAME_MAX + 1];
+	int dfd, rc;
+
+	if (x->final_path)
+		return tb_tmp_open_path(&x->out, x->final_path, x->overwrite, x->sink.err,
+					sizeof(x->sink.err));
+	if (!x->run) {
+		uint64_t wall = m->base_realtime_ns + (m->start_ns - m->base_mono_ns);
+
+		if (tb_run_name(wall, run, sizeof(run)) < 0 || !(x->run = strdup(run)))
+			return xerr(x, "xplane: cannot name the run from its start time");
+	}
+	tb_host_filename(m->host, name, sizeof(name) - 16);
+	strcat(name, ".xplane.pb");
+	dfd = tb_open_run_dir(x->logdir, x->run, 1, x->sink.err, sizeof(x->sink.err));
+	if (dfd < 0)
+		return -1;
+	rc = tb_tmp_open(&x->out, dfd, name, x->overwrite, x->sink.err, sizeof(x->sink.err));
+	close(dfd);
+	return rc;
+}
+
+static int xs_begin_host(void *ctx, const struct conv_host_meta *m)
+{
+	struct xsink *x = ctx;
+
+	if (x->in_host)
+		return xerr(x, "xplane: begin_host twice without end_host");
+	if (x->final_path && x->hosts > 0)
+		return xerr(x, "xplane: %s holds one host; got a second host '%s' (use --logdir "
+			    "for several hosts)", x->final_path, m->host ? m->host : "");
+	memset(&x->st, 0, sizeof(x->st));
+	x->meta = m;
+	x->start_mono = m->start_ns;
+	x->stop_mono = m->stop_ns > m->start_ns ? m->stop_ns : m->start_ns;
+	x->base_mono = m->base_mono_ns;
+	x->base_real = m->base_realtime_ns;
+	x->host = strdup(m->host ? m->host : "");
+	x->in_host = 1;
+	if (!x->host || planes_init(x, m) < 0) {
+		host_free(x);
+		return xerr(x, "xplane: out of memory");
+	}
+	if (open_output(x, m) < 0) {
+		host_free(x);
+		return -1;
+	}
+	x->spill_fd = open_spill(x->out.dirfd);
+	x->spill = x->spill_fd >= 0 ? wout_new(x->spill_fd) : NULL;
+	if (!x->spill) {
+		xerr(x, "xplane: cannot create a scratch file next to %s or in $TMPDIR: %s",
+		     x->out.final, strerror(errno));
+		tb_tmp_discard(&x->out);
+		host_free(x);
+		return -1;
+	}
+	x->hosts++;
+	return 0;
+}
+
+static int write_output(struct xsink *x)
+{
+	struct wout *w;
+	int rc;
+
+	for (size_t i = 0; i < x->n_lines; i++)
+		if (x->lines[i].kind == CONV_TRACK_STREAM) {
+			stream_line_name(&x->lines[i]);
+			if (!x->lines[i].name)
+				return xerr(x, "xplane: out of memory");
+		}
+	wout_flush(x->spill);
+	if (x->spill->failed)
+		return xerr(x, "xplane: writing the scratch file: %s", strerror(x->spill->failed));
+	if (add_task_env(x) < 0)
+		return xerr(x, "xplane: out of memory");
+	w = wout_new(x->out.fd);
+	if (!w)
+		return xerr(x, "xplane: out of memory");
+	rc = emit_space(x, w);
+	wout_flush(w);
+	if (rc == 0 && w->failed)
+		rc = xerr(x, "xplane: writing %s: %s", x->out.final, strerror(w->failed));
+	x->st.bytes = w->pos;
+	free(w);
+	return rc;
+}
+
+static int xs_end_host(void *ctx)
+{
+	struct xsink *x = ctx;
+	struct pending *p;
+	int rc;
+
+	if (!x->in_host)
+		return xerr(x, "xplane: end_host without begin_host");
+	rc = write_output(x);
+	host_free(x);
+	if (rc < 0) {
+		tb_tmp_discard(&x->out);
+		return -1;
+	}
+	p = realloc(x->pend, (x->n_pend + 1) * sizeof(*p));
+	if (!p) {
+		tb_tmp_discard(&x->out);
+		return xerr(x, "xplane: out of memory");
+	}
+	x->pend = p;
+	x->pend[x->n_pend++].tmp = x->out;
+	x->out.fd = x->out.dirfd = -1;
+	return 0;
+}
+
+static int xs_finish(void *ctx, int ok)
+{
+	struct xsink *x = ctx;
+	int rc = 0;
+
+	if (x->in_host) {
+		host_free(x);
+		tb_tmp_discard(&x->out);
+		ok = 0;
+	}
+	for (size_t i = 0; i < x->n_pend; i++) {
+		if (ok && rc == 0)
+			rc = tb_tmp_publish(&x->pend[i].tmp, x->overwrite, x->sink.err,
+					    sizeof(x->sink.err));
+		else
+			tb_tmp_discard(&x->pend[i].tmp);
+	}
+	x->n_pend = 0;
+	return ok ? rc : 0;
+}
+
+/* ------------------------------------------------------------ lifecycle */
+
+static struct xsink *xs_alloc(int overwrite)
+{
+	struct xsink *x = calloc(1, sizeof(*x));
+
+	if (!x)
+		return NULL;
+	x->sink.name = "xplane";
+	x->sink.ctx = x;
+	x->sink.begin_host = xs_begin_host;
+	x->sink.item = xs_item;
+	x->sink.end_host = xs_end_host;
+	x->sink.finish = xs_finish;
+	x->overwrite = overwrite;
+	x->spill_fd = -1;
+	x->out.fd = x->out.dirfd = -1;
+	return x;
+}
+
+struct conv_sink *xplane_sink_new(const char *final_path, int overwrite, char *err, size_t errsz)
+{
+	struct xsink *x;
+
+	if (!final_path || !*final_path) {
+		snprintf(err, errsz, "xplane: no output path");
+		return NULL;
+	}
+	x = xs_alloc(overwrite);
+	if (x && !(x->final_path = strdup(final_path))) {
+		free(x);
+		x = NULL;
+	}
+	if (!x) {
+		snprintf(err, errsz, "xplane: out of memory");
+		return NULL;
+	}
+	return &x->sink;
+}
+
+struct conv_sink *xplane_sink_new_logdir(const char *logdir, const char *run, int overwrite,
+					 char *err, size_t errsz)
+{
+	struct xsink *x;
+
+	if (!logdir || !*logdir) {
+		snprintf(err, errsz, "xplane: no --logdir given");
+		return NULL;
+	}
+	if (run && tb_run_name_check(run, err, errsz) < 0)
+		return NULL;
+	x = xs_alloc(overwrite);
+	if (!x || !(x->logdir = strdup(logdir)) || (run && !(x->run = strdup(run)))) {
+		if (x)
+			free(x->logdir);
+		free(x);
+		snprintf(err, errsz, "xplane: out of memory");
+		return NULL;
+	}
+	return &x->sink;
+}
+
+void xplane_sink_free(struct conv_sink *s)
+{
+	struct xsink *x;
+
+	if (!s)
+		return;
+	x = (struct xsink *)s;
+	xs_finish(x, 0);
+	free(x->pend);
+	free(x->final_path);
+	free(x->logdir);
+	free(x->run);
+	free(x);
+}
+
+void xplane_sink_stats(const struct conv_sink *s, struct xplane_stats *st)
+{
+	*st = ((const struct xsink *)s)->st;
+}
