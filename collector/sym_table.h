@@ -1,0 +1,49 @@
+/* SPDX-License-Identifier: Apache-2.0 */
+/*
+ * sym_table: one object's function symbols, sorted once by address so a
+ * lookup is a binary search. Built from an ELF file (.symtab + .dynsym, plus
+ * the separate debug file found by build-id when the object is stripped) or
+ * from /proc/kallsyms.
+ */
+#ifndef LLMT_SYM_TABLE_H
+#define LLMT_SYM_TABLE_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+struct sym_table;
+
+/* Load the function symbols of the ELF file open at fd (not closed).
+ * debug_roots: NULL-terminated list of directories holding
+ * .build-id/xx/yyyy.debug files (e.g. "/usr/lib/debug"); may be NULL.
+ * Returns NULL with a message in err when fd is not a readable ELF file. */
+struct sym_table *sym_table_load_elf(int fd, const char *const *debug_roots,
+				     char *err, size_t errsz);
+
+/* Load kernel symbols from a kallsyms-format file. NULL (and err) when the
+ * file is unreadable or its addresses are hidden (kptr_restrict). */
+struct sym_table *sym_table_load_kallsyms(const char *path, char *err, size_t errsz);
+
+void sym_table_free(struct sym_table *t);
+
+/* ELF virtual address of a file offset (through the PT_LOAD headers); the
+ * offset itself when no segment holds it. */
+uint64_t sym_table_vaddr(const struct sym_table *t, uint64_t file_off);
+
+/* The symbol holding `addr` (a virtual address of the object, or a kernel
+ * address): its name, or NULL when none does. *off = addr - symbol start;
+ * *module (kallsyms only, else NULL) = "[kernel.kallsyms]" or "[mod]". */
+const char *sym_table_lookup(const struct sym_table *t, uint64_t addr,
+			     uint64_t *off, const char **module);
+
+/* Hex GNU build-id of the ELF file open at fd into buf (41 bytes); 0, or
+ * -1 when it has none. Cheap: reads the notes only. */
+int sym_elf_build_id(int fd, char buf[41]);
+
+size_t sym_table_count(const struct sym_table *t);
+/* Hex GNU build-id, "" when the object has none. */
+const char *sym_table_build_id(const struct sym_table *t);
+/* Whether the symbols came (partly) from a separate debug file. */
+int sym_table_has_debug_file(const struct sym_table *t);
+
+#endif

@@ -1,0 +1,75 @@
+/* SPDX-License-Identifier: Apache-2.0 */
+/*
+ * symbolize: turn sampled addresses into (name, module, offset).
+ *
+ * A process's mappings are captured when it is first seen (and again when
+ * an address falls outside them or it exec'd), and each mapped object is
+ * opened right then through /proc/PID/map_files or /proc/PID/root, so the
+ * objects of processes that exited, live in another mount namespace
+ * (containers), or were deleted still resolve at the end. Every sampled
+ * (pid, address) is noted as it arrives; lt_sym_foreach() resolves them all
+ * at the end. Symbol tables are loaded once per object (device + inode) and
+ * shared by every process that maps it. Kernel addresses use pid 0 and
+ * /proc/kallsyms.
+ *
+ * Results that cannot be named keep module + offset:
+ *   file-backed, no symbol: name "", module = path, offset = ELF address
+ *                           (what `addr2line -e module` takes)
+ *   anonymous / memfd (JIT): name "", module "[anon]" (or "[heap]",
+ *                           "[stack]", "[vdso]"...), offset from mapping start
+ *   no mapping known:        name "", module "[unknown]", offset = address
+ */
+#ifndef LLMT_SYMBOLIZE_H
+#define LLMT_SYMBOLIZE_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+struct lt_sym;
+
+struct lt_sym_info {
+	const char *name;    /* demangled where possible; "" if unknown */
+	const char *module;  /* path as the process sees it, or "[anon]"... */
+	uint64_t offset;     /* from symbol start, or in module if name is "" */
+};
+
+/* debug_roots: NULL-terminated list of directories with .build-id/ trees;
+ * NULL means { "/usr/lib/debug", NULL }. kallsyms: NULL = "/proc/kallsyms".
+ * Both are copied. */
+struct lt_sym_opts {
+	const char *const *debug_roots;
+	const char *kallsyms;
+	const char *proc_root;   /* NULL = "/proc" */
+};
+
+int lt_sym_new(struct lt_sym **out, const struct lt_sym_opts *opts);
+void lt_sym_free(struct lt_sym *s);
+
+/* Capture pid's mappings now (re-reads them if already known). 0, or
+ * -errno (-ESRCH when the process is gone). */
+int lt_sym_add_pid(struct lt_sym *s, int pid);
+
+/* Record that (pid, addr) was sampled; pid 0 = kernel address. exec_id
+ * changes when the process execs (its mappings are re-read then). Cheap:
+ * maps the address to an object now, symbolizes later. */
+int lt_sym_note(struct lt_sym *s, int pid, uint32_t exec_id, uint64_t addr);
+#define LT_SYM_ANY_EXEC UINT32_MAX  /* exec_id not known */
+
+/* Resolve one address now (notes it too). Strings stay valid until the
+ * next call on s. */
+int lt_sym_resolve(struct lt_sym *s, int pid, uint64_t addr, struct lt_sym_info *out);
+
+/* Resolve every noted address, calling cb for each; stops at a non-zero
+ * return of cb and returns it. */
+typedef int (*lt_sym_cb)(void *arg, int pid, uint64_t addr, const struct lt_sym_info *info);
+int lt_sym_foreach(struct lt_sym *s, lt_sym_cb cb, void *arg);
+
+struct lt_sym_stats {
+	uint64_t addrs;          /* distinct (pid, address) noted */
+	uint64_t procs, objects; /* processes, distinct objects opened */
+	uint64_t resolved;       /* addresses given a name by the last foreach */
+	uint64_t symbols;        /* symbols loaded over all tables */
+};
+void lt_sym_stats(const struct lt_sym *s, struct lt_sym_stats *st);
+
+#endif
