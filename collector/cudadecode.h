@@ -1,0 +1,41 @@
+/* SPDX-License-Identifier: Apache-2.0 */
+/*
+ * cudadecode: turn the raw integer arguments of CUDA runtime/driver, NCCL
+ * and cuBLAS calls into a short readable detail string ("bytes=4096
+ * kind=HtoD stream=0x0"). Only argument values are used: nothing is read
+ * from the target's memory, except that a launched kernel's host stub
+ * address is named through a caller-supplied resolver.
+ */
+#ifndef LLMT_CUDADECODE_H
+#define LLMT_CUDADECODE_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+struct lt_decode_ctx {
+	/* Name the code at `addr` in the target (demangled), into buf; NULL
+	 * if unknown. May be NULL. */
+	const char *(*resolve)(void *arg, uint64_t addr, char *buf, size_t n);
+	void *arg;
+};
+
+struct lt_decoder;
+
+/* The decoder for `symbol` (suffixes _v2, _ptsz, _ptds ignored), or NULL. */
+const struct lt_decoder *lt_cuda_decoder(const char *symbol);
+
+/* How many stack-passed arguments the decoder needs (0..6). */
+unsigned lt_cuda_decoder_nstack(const struct lt_decoder *d);
+
+/* Format the detail string of one call: args holds 6 register arguments
+ * then the stack arguments. Returns the length written. */
+size_t lt_cuda_decode(const struct lt_decoder *d, const uint64_t *args,
+		      const struct lt_decode_ctx *cx, char *buf, size_t n);
+
+/* Names of enum values, or NULL when out of range. */
+const char *lt_cuda_memcpy_kind_name(uint64_t kind);
+const char *lt_nccl_dtype_name(uint64_t dt);
+unsigned lt_nccl_dtype_size(uint64_t dt);
+const char *lt_nccl_op_name(uint64_t op);
+
+#endif
