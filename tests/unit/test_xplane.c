@@ -1,0 +1,423 @@
+/* SPDX-License-Identifier: Apache-2.0 */
+/*
+ * The XPlane sink, driven directly with conv_items as the core would, then
+ * decoded twice: by protoc (an independent decoder, checks the hand-written
+ * framing) and by protobuf-c (structured checks: planes, ids, metadata,
+ * order and nesting, launch/kernel correlation).
+ */
+#include <stdarg.h>
+#include <stddef.h>
+#include <setjmp.h>
+#include <stdint.h>
+#include <cmocka.h>
+
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include "converter/xplane.h"
+#include "tb_layout/tb_layout.h"
+#include "xplane.pb-c.h"
+
+typedef Tensorflow__Profiler__XSpace XSpace;
+typedef Tensorflow__Profiler__XPlane XPlane;
+typedef Tensorflow__Profiler__XLine XLine;
+typedef Tensorflow__Profiler__XEvent XEvent;
+typedef Tensorflow__Profiler__XStat XStat;
+
+#define T0 5000000000ull /* mono ns of the profile start */
+
+static char tmpdir[256];
+
+static int setup(void **state)
+{
+	(void)state;
+	snprintf(tmpdir, sizeof(tmpdir), "/tmp/test_xplane.XXXXXX");
+	return mkdtemp(tmpdir) ? 0 : -1;
+}
+
+static int teardown(void **state)
+{
+	char cmd[300];
+
+	(void)state;
+	snprintf(cmd, sizeof(cmd), "rm -rf '%s'", tmpdir);
+	return system(cmd) == 0 ? 0 : -1;
+}
+
+/* ------------------------------------------------------------ a profile */
+
+static struct evlog_event gpu_dev, api, kern, copy, mset, sys;
+static const uint32_t streams[] = { 7, 14 };
+static const struct conv_process procs[] = { { 100, "python3", "python3 train.py" } };
+static const struct conv_thread threads[] = { { 100, 100, "python3" }, { 100, 101, "loader" } };
+static struct conv_gpu gpus[] = { { 0, &gpu_dev, 2, streams } };
+
+static struct conv_host_meta meta(void)
+{
+	struct conv_host_meta m = {
+		.host = "node-1:gpu", .base_mono_ns = T0, .base_realtime_ns = 1700000000000000000ull,
+		.start_ns = T0, .stop_ns = T0 + 1000000, .n_processes = 1, .n_threads = 2,
+		.n_gpus = 1, .processes = procs, .threads = threads, .gpus = gpus,
+	};
+
+	gpu_dev.type = EV_GPU_DEVICE;
+	gpu_dev.u.gpu_device.name = evlog_s("NVIDIA H200");
+	gpu_dev.u.gpu_device.sm_count = 132;
+	gpu_dev.u.gpu_device.clock_khz = 1980000;
+	gpu_dev.u.gpu_device.memory_bytes = 150109880320ull;
+	gpu_dev.u.gpu_device.memory_bandwidth = 4814304000000ull;
+	gpu_dev.u.gpu_device.cc_major = 9;
+	gpu_dev.u.gpu_device.max_threads_per_sm = 2048;
+	gpu_dev.u.gpu_device.max_regs_per_sm = 65536;
+	gpu_dev.u.gpu_device.max_smem_per_sm = 233472;
+	return m;
+}
+
+static struct conv_item thr(uint32_t tid, uint64_t start, uint64_t dur, const char *name)
+{
+	struct conv_item it = { .track = CONV_TRACK_THREAD, .pid = 100, .tid = tid,
+				.start_ns = T0 + start, .dur_ns = dur, .name = name,
+				.category = "python_function" };
+	return it;
+}
+
+static struct conv_item strm(uint32_t stream, uint64_t start, uint64_t dur, const char *name,
+			     const struct evlog_event *ev)
+{
+	struct conv_item it = { .track = CONV_TRACK_STREAM, .device = 0, .stream = stream,
+				.start_ns = T0 + start, .dur_ns = dur, .name = name,
+				.category = "kernel", .ev = ev };
+	return it;
+}
+
+static void feed(struct conv_sink *s)
+{
+	struct conv_host_meta m = meta();
+	struct conv_item it;
+
+	api.type = EV_GPU_API;
+	api.u.gpu_api.correlation_id = 5;
+	kern.type = EV_GPU_KERNEL;
+	kern.u.gpu_kernel.registers = 168;
+	kern.u.gpu_kernel.dynamic_smem = 231424;
+	kern.u.gpu_kernel.grid[0] = 128, kern.u.gpu_kernel.grid[1] = kern.u.gpu_kernel.grid[2] = 1;
+	kern.u.gpu_kernel.block[0] = 384, kern.u.gpu_kernel.block[1] = kern.u.gpu_kernel.block[2] = 1;
+	kern.u.gpu_kernel.context = 1;
+	copy.type = EV_GPU_MEMCPY;
+	copy.u.gpu_memcpy.bytes = 4096;
+	copy.u.gpu_memcpy.src_kind = 3, copy.u.gpu_memcpy.dst_kind = 2;
+	mset.type = EV_GPU_MEMSET;
+	mset.u.gpu_memset.bytes = 64;
+	sys.type = EV_SYSCALL;
+	sys.u.syscall.ret = 4096;
+
+	assert_int_equal(s->begin_host(s->ctx, &m), 0);
+	it = thr(100, 1000, 20000, "train"); it.step = 3;          /* step 2 */
+	assert_int_equal(s->item(s->ctx, &it), 0);
+	it = thr(100, 2000, 5000, "forward");
+	assert_int_equal(s->item(s->ctx, &it), 0);
+	it = thr(100, 3000, 500, "cudaLaunchKernel");
+	it.flow_id = 77, it.flow_start = 1, it.ev = &api, it.category = "cuda_runtime";
+	assert_int_equal(s->item(s->ctx, &it), 0);
+	it = thr(100, 6000, 20000, "overlaps_parent");             /* cut to 7000 */
+	assert_int_equal(s->item(s->ctx, &it), 0);
+	it = thr(100, 1500, 10, "out_of_order");                   /* dropped */
+	assert_int_equal(s->item(s->ctx, &it), 0);
+	it = thr(100, 8000, 0, "leaf_fn"); it.stack_folded = "main;train;leaf_fn";
+	assert_int_equal(s->item(s->ctx, &it), 0);
+	it = thr(101, 500, 100, "read"); it.ev = &sys, it.category = "syscall";
+	assert_int_equal(s->item(s->ctx, &it), 0);
+	it = strm(7, 4000, 3000, "gemm_kernel", &kern); it.flow_id = 77;
+	assert_int_equal(s->item(s->ctx, &it), 0);
+	it = strm(7, 8000, 1000, "Memcpy DtoH", &copy);
+	assert_int_equal(s->item(s->ctx, &it), 0);
+	it = strm(14, 9000, 100, "Memset", &mset);
+	assert_int_equal(s->item(s->ctx, &it), 0);
+	assert_int_equal(s->end_host(s->ctx), 0);
+}
+
+/* ------------------------------------------------------------- decoding */
+
+static XSpace *load(const char *path)
+{
+	FILE *f = fopen(path, "rb");
+	static unsigned char buf[1 << 20];
+	size_t n;
+
+	assert_non_null(f);
+	n = fread(buf, 1, sizeof(buf), f);
+	fclose(f);
+	return tensorflow__profiler__xspace__unpack(NULL, n, buf);
+}
+
+static const XPlane *plane(const XSpace *xs, const char *name)
+{
+	for (size_t i = 0; i < xs->n_planes; i++)
+		if (!strcmp(xs->planes[i]->name, name))
+			return xs->planes[i];
+	return NULL;
+}
+
+static const char *stat_name(const XPlane *p, int64_t id)
+{
+	for (size_t i = 0; i < p->n_stat_metadata; i++)
+		if (p->stat_metadata[i]->key == id && p->stat_metadata[i]->value->id == id)
+			return p->stat_metadata[i]->value->name;
+	return NULL;
+}
+
+static const char *event_name(const XPlane *p, int64_t id)
+{
+	for (size_t i = 0; i < p->n_event_metadata; i++)
+		if (p->event_metadata[i]->key == id && p->event_metadata[i]->value->id == id)
+			return p->event_metadata[i]->value->name;
+	return NULL;
+}
+
+static const XStat *find_stat(const XPlane *p, XStat *const *stats, size_t n, const char *name)
+{
+	for (size_t i = 0; i < n; i++) {
+		const char *sn = stat_name(p, stats[i]->metadata_id);
+
+		if (sn && !strcmp(sn, name))
+			return stats[i];
+	}
+	return NULL;
+}
+
+/* Every id resolves; lines sorted (longer first on ties) and nested. */
+static void check_plane(const XPlane *p)
+{
+	for (size_t s = 0; s < p->n_stats; s++)
+		assert_non_null(stat_name(p, p->stats[s]->metadata_id));
+	for (size_t l = 0; l < p->n_lines; l++) {
+		const XLine *ln = p->lines[l];
+		int64_t ends[64], depth = 0, prev = -1, prev_dur = 0;
+
+		assert_false(ln->id >= 0xdeadbeefLL && ln->id <= 0xdeadbeefLL + 289);
+		for (size_t e = 0; e < ln->n_events; e++) {
+			const XEvent *ev = ln->events[e];
+			int64_t st = ev->offset_ps, en = st + ev->duration_ps;
+
+			assert_non_null(event_name(p, ev->metadata_id));
+			for (size_t s = 0; s < ev->n_stats; s++) {
+				assert_non_null(stat_name(p, ev->stats[s]->metadata_id));
+				if (ev->stats[s]->value_case == TENSORFLOW__PROFILER__XSTAT__VALUE_REF_VALUE)
+					assert_non_null(stat_name(p, (int64_t)ev->stats[s]->ref_value));
+			}
+			assert_true(st > prev || (st == prev && ev->duration_ps <= prev_dur));
+			while (depth && ends[depth - 1] <= st)
+				depth--;
+			if (depth)
+				assert_true(en <= ends[depth - 1]);
+			if (ev->duration_ps && depth < 64)
+				ends[depth++] = en;
+			prev = st, prev_dur = ev->duration_ps;
+		}
+	}
+}
+
+static void test_sink_roundtrip(void **state)
+{
+	char path[512], cmd[1024], err[256];
+	struct conv_sink *s;
+	struct xplane_stats st;
+	XSpace *xs;
+	const XPlane *host, *gpu, *env;
+
+	(void)state;
+	snprintf(path, sizeof(path), "%s/h.xplane.pb", tmpdir);
+	s = xplane_sink_new(path, 0, err, sizeof(err));
+	assert_non_null(s);
+	feed(s);
+	xplane_sink_stats(s, &st);
+	assert_int_equal(st.events, 9);
+	assert_int_equal(st.repaired, 1);
+	assert_int_equal(st.dropped, 1);
+	assert_int_equal(access(path, F_OK), -1);      /* not published before finish */
+	assert_int_equal(s->finish(s->ctx, 1), 0);
+	xplane_sink_free(s);
+
+	/* An independent decoder reads it whole. */
+	snprintf(cmd, sizeof(cmd), "protoc --decode=tensorflow.profiler.XSpace "
+		 "--proto_path=%s/schemas %s/schemas/xplane.proto < %s | grep -q "
+		 "'name: \"kernel_details\"'", getenv("LLMT_ROOT") ? getenv("LLMT_ROOT") : ".",
+		 getenv("LLMT_ROOT") ? getenv("LLMT_ROOT") : ".", path);
+	assert_int_equal(system(cmd), 0);
+
+	xs = load(path);
+	assert_non_null(xs);
+	assert_int_equal(xs->n_hostnames, 1);
+	assert_string_equal(xs->hostnames[0], "node-1:gpu");
+	assert_int_equal(xs->n_warnings, 1);
+	host = plane(xs, "/host:CPU");
+	gpu = plane(xs, "/device:GPU:0");
+	env = plane(xs, "Task Environment");
+	assert_non_null(host);
+	assert_non_null(gpu);
+	assert_non_null(env);
+	assert_int_equal(gpu->id, 0);
+	check_plane(host);
+	check_plane(gpu);
+	check_plane(env);
+
+	/* GPU plane stats, units as xprof reads them. */
+	assert_int_equal(find_stat(gpu, gpu->stats, gpu->n_stats, "clock_rate")->int64_value, 1980000);
+	assert_int_equal(find_stat(gpu, gpu->stats, gpu->n_stats, "core_count")->int64_value, 132);
+	assert_string_equal(find_stat(gpu, gpu->stats, gpu->n_stats, "gpu_device_name")->str_value,
+			    "NVIDIA H200");
+	assert_true(find_stat(gpu, gpu->stats, gpu->n_stats, "memory_bandwidth")->uint64_value ==
+		    4814304000000ull);
+	assert_int_equal(find_stat(gpu, gpu->stats, gpu->n_stats, "compute_cap_major")->int64_value, 9);
+	assert_true(find_stat(env, env->stats, env->n_stats, "profile_start_time")->uint64_value ==
+		    1700000000000000000ull);
+	assert_true(find_stat(env, env->stats, env->n_stats, "profile_stop_time")->uint64_value ==
+		    1700000000001000000ull);
+
+	/* Streams, kernel details and the launch <-> kernel correlation. */
+	assert_int_equal(gpu->n_lines, 2);
+	assert_string_equal(gpu->lines[0]->name, "Stream #7(Compute,Memcpy)");
+	assert_int_equal(gpu->lines[0]->id, 7);
+	assert_string_equal(gpu->lines[1]->name, "Stream #14(Memset)");
+	{
+		const XEvent *k = gpu->lines[0]->events[0];
+		const XStat *kd = find_stat(gpu, k->stats, k->n_stats, "kernel_details");
+		const XStat *kc = find_stat(gpu, k->stats, k->n_stats, "correlation_id");
+		const XStat *lc = NULL;
+
+		assert_string_equal(event_name(gpu, k->metadata_id), "gemm_kernel");
+		assert_non_null(kd);
+		assert_string_equal(stat_name(gpu, (int64_t)kd->ref_value),
+				    "regs:168 static_shared:0 dynamic_shared:231424 grid:128,1,1 "
+				    "block:384,1,1 occ_pct:18.75");
+		assert_non_null(kc);
+		assert_true(kc->uint64_value == 77);
+		assert_string_equal(find_stat(gpu, k->stats, k->n_stats, "context_id")->str_value, "$$1");
+		/* line 4000 ns into the profile, kernel at its start */
+		assert_int_equal(gpu->lines[0]->timestamp_ns, 4000);
+		assert_int_equal(k->offset_ps, 0);
+		assert_int_equal(k->duration_ps, 3000000);
+		for (size_t l = 0; l < host->n_lines && !lc; l++)
+			for (size_t e = 0; e < host->lines[l]->n_events && !lc; e++) {
+				const XEvent *he = host->lines[l]->events[e];
+
+				lc = find_stat(host, he->stats, he->n_stats, "correlation_id");
+				if (lc)
+					assert_non_null(find_stat(host, he->stats, he->n_stats, "device_id"));
+			}
+		assert_non_null(lc);
+		assert_true(lc->uint64_value == kc->uint64_value);
+		assert_non_null(strstr(find_stat(gpu, gpu->lines[0]->events[1]->stats,
+						 gpu->lines[0]->events[1]->n_stats,
+						 "memcpy_details")->str_value, "size:4096"));
+	}
+
+	/* Host lines: one per thread; the step root carries _r and step_num. */
+	assert_int_equal(host->n_lines, 2);
+	assert_int_equal(host->lines[0]->id, 100);
+	assert_string_equal(host->lines[0]->name, "python3");
+	assert_int_equal(host->lines[0]->n_events, 5);
+	{
+		const XEvent *step = host->lines[0]->events[0];
+
+		assert_int_equal(find_stat(host, step->stats, step->n_stats, "_r")->int64_value, 1);
+		assert_int_equal(find_stat(host, step->stats, step->n_stats, "step_num")->int64_value, 2);
+		assert_int_equal(host->lines[0]->events[3]->duration_ps, 1000000); /* cut */
+		assert_int_equal(host->lines[0]->events[4]->duration_ps, 0);       /* instant */
+	}
+	tensorflow__profiler__xspace__free_unpacked(xs, NULL);
+}
+
+static void test_no_clobber(void **state)
+{
+	char path[512], err[256];
+	struct conv_sink *s;
+	struct stat st0, st1;
+
+	(void)state;
+	snprintf(path, sizeof(path), "%s/keep.xplane.pb", tmpdir);
+	s = xplane_sink_new(path, 0, err, sizeof(err));
+	feed(s);
+	assert_int_equal(s->finish(s->ctx, 1), 0);
+	xplane_sink_free(s);
+	assert_int_equal(stat(path, &st0), 0);
+
+	/* A second writer is refused at begin_host, with a reason. */
+	s = xplane_sink_new(path, 0, err, sizeof(err));
+	{
+		struct conv_host_meta m = meta();
+
+		assert_int_equal(s->begin_host(s->ctx, &m), -1);
+		assert_non_null(strstr(s->err, "already exists"));
+	}
+	xplane_sink_free(s);
+	assert_int_equal(stat(path, &st1), 0);
+	assert_int_equal(st0.st_ino, st1.st_ino);
+
+	/* overwrite=1 replaces it. */
+	s = xplane_sink_new(path, 1, err, sizeof(err));
+	feed(s);
+	assert_int_equal(s->finish(s->ctx, 1), 0);
+	xplane_sink_free(s);
+	assert_int_equal(stat(path, &st1), 0);
+	assert_int_not_equal(st0.st_ino, st1.st_ino);
+}
+
+static void test_failure_leaves_nothing(void **state)
+{
+	char path[512], err[256], cmd[600];
+	struct conv_sink *s;
+
+	(void)state;
+	snprintf(path, sizeof(path), "%s/fail/x.xplane.pb", tmpdir);
+	snprintf(cmd, sizeof(cmd), "mkdir -p %s/fail", tmpdir);
+	assert_int_equal(system(cmd), 0);
+	s = xplane_sink_new(path, 0, err, sizeof(err));
+	feed(s);
+	assert_int_equal(s->finish(s->ctx, 0), 0);        /* the core failed: discard */
+	xplane_sink_free(s);
+	snprintf(cmd, sizeof(cmd), "test -z \"$(ls -A %s/fail)\"", tmpdir);
+	assert_int_equal(system(cmd), 0);
+}
+
+static void test_logdir_layout(void **state)
+{
+	char err[256], path[600];
+	struct conv_sink *s;
+
+	(void)state;
+	s = xplane_sink_new_logdir(tmpdir, "myrun", 0, err, sizeof(err));
+	assert_non_null(s);
+	feed(s);
+	assert_int_equal(s->finish(s->ctx, 1), 0);
+	xplane_sink_free(s);
+	snprintf(path, sizeof(path), "%s/plugins/profile/myrun/node-1_gpu.xplane.pb", tmpdir);
+	assert_int_equal(access(path, R_OK), 0);
+	assert_null(xplane_sink_new_logdir(tmpdir, "../evil", 0, err, sizeof(err)));
+	assert_non_null(strstr(err, "'/'"));
+}
+
+static void test_occupancy(void **state)
+{
+	(void)state;
+	/* Figures of the reference H200 profile's two kernels. */
+	assert_true(xplane_occupancy_pct(384, 168, 231424, 2048, 65536, 233472) == 18.75);
+	assert_true(xplane_occupancy_pct(128, 24, 0, 2048, 65536, 233472) == 100.0);
+	assert_true(xplane_occupancy_pct(128, 24, 0, 0, 65536, 233472) == 0);
+}
+
+int main(void)
+{
+	const struct CMUnitTest tests[] = {
+		cmocka_unit_test(test_sink_roundtrip),
+		cmocka_unit_test(test_no_clobber),
+		cmocka_unit_test(test_failure_leaves_nothing),
+		cmocka_unit_test(test_logdir_layout),
+		cmocka_unit_test(test_occupancy),
+	};
+
+	return cmocka_run_group_tests(tests, setup, teardown);
+}
