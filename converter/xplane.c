@@ -1059,7 +1059,9 @@ static int open_output(struct xsink *x, const struct conv_host_meta *m)
 		return tb_tmp_open_path(&x->out, x->final_path, x->overwrite, x->sink.err,
 					sizeof(x->sink.err));
 	if (!x->run) {
-		uint64_t wall = m->base_realtime_ns + (m->start_ns - m->base_mono_ns);
+		/* One run for all hosts: named after the earliest start among them. */
+		uint64_t wall = m->run_base_realtime_ns ? m->run_base_realtime_ns
+				: m->base_realtime_ns + (m->start_ns - m->base_mono_ns);
 
 		if (tb_run_name(wall, run, sizeof(run)) < 0 || !(x->run = strdup(run)))
 			return xerr(x, "xplane: cannot name the run from its start time");

@@ -1,0 +1,208 @@
+/* SPDX-License-Identifier: Apache-2.0 */
+/* tb_layout: names, symlink-safe directories, atomic no-clobber publish. */
+#include <stdarg.h>
+#include <stddef.h>
+#include <setjmp.h>
+#include <stdint.h>
+#include <cmocka.h>
+
+#include <fcntl.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <time.h>
+#include <unistd.h>
+
+#include "tb_layout/tb_layout.h"
+
+static char tmpdir[256];
+
+static int setup(void **state)
+{
+	(void)state;
+	snprintf(tmpdir, sizeof(tmpdir), "/tmp/test_tb_layout.XXXXXX");
+	return mkdtemp(tmpdir) ? 0 : -1;
+}
+
+static int teardown(void **state)
+{
+	char cmd[300];
+
+	(void)state;
+	snprintf(cmd, sizeof(cmd), "rm -rf '%s'", tmpdir);
+	return system(cmd) == 0 ? 0 : -1;
+}
+
+static void host_is(const char *in, const char *want)
+{
+	char out[TB_NAME_MAX + 1];
+
+	assert_int_equal(tb_host_filename(in, out, sizeof(out)), 0);
+	assert_string_equal(out, want);
+}
+
+static void test_host_names(void **state)
+{
+	char big[1000], out[TB_NAME_MAX + 1];
+
+	(void)state;
+	host_is("node-1", "node-1");
+	host_is("gke-pool:10.0.0.1", "gke-pool_10.0.0.1");
+	host_is("a/b\\c d\n", "a_b_c_d_");
+	host_is("..", "_.");
+	host_is(".hidden", "_hidden");
+	host_is("", "unknown-host");
+	host_is(NULL, "unknown-host");
+	host_is("h\xc3\xa9", "h__");
+	memset(big, 'x', sizeof(big) - 1);
+	big[sizeof(big) - 1] = 0;
+	assert_int_equal(tb_host_filename(big, out, sizeof(out)), 0);
+	assert_int_equal(strlen(out), TB_NAME_MAX);
+}
+
+static void test_run_names(void **state)
+{
+	char out[32], err[256];
+
+	(void)state;
+	setenv("TZ", "UTC", 1);
+	tzset();
+	/* 2023-11-14 22:13:20 UTC */
+	assert_int_equal(tb_run_name(1700000000123456789ull, out, sizeof(out)), 0);
+	assert_string_equal(out, "2023_11_14_22_13_20");
+	setenv("TZ", "JST-9", 1);
+	tzset();
+	assert_int_equal(tb_run_name(1700000000123456789ull, out, sizeof(out)), 0);
+	assert_string_equal(out, "2023_11_15_07_13_20");
+	assert_int_equal(tb_run_name(1700000000123456789ull, out, 8), -1);
+	assert_int_equal(tb_run_name_check("2023_11_15_07_13_20", err, sizeof(err)), 0);
+	assert_int_equal(tb_run_name_check("a/b", err, sizeof(err)), -1);
+	assert_non_null(strstr(err, "'/'"));
+	assert_int_equal(tb_run_name_check("..", err, sizeof(err)), -1);
+	assert_int_equal(tb_run_name_check("", err, sizeof(err)), -1);
+	assert_int_equal(tb_run_name_check("a\tb", err, sizeof(err)), -1);
+}
+
+static void test_paths(void **state)
+{
+	char out[512];
+
+	(void)state;
+	assert_int_equal(tb_run_file_path("/logs", "r1", "h:1", ".xplane.pb", out, sizeof(out)), 0);
+	assert_string_equal(out, "/logs/plugins/profile/r1/h_1.xplane.pb");
+	assert_int_equal(tb_run_dir_path("/logs", "r1", out, sizeof(out)), 0);
+	assert_string_equal(out, "/logs/plugins/profile/r1");
+	assert_int_equal(tb_run_dir_path("/logs", "r1", out, 10), -1);
+}
+
+static void test_mkdir_refuses_symlinks(void **state)
+{
+	char logdir[400], path[600], err[512];
+	int fd;
+
+	(void)state;
+	snprintf(logdir, sizeof(logdir), "%s/logs", tmpdir);
+	fd = tb_open_run_dir(logdir, "run1", 1, err, sizeof(err));
+	assert_true(fd >= 0);
+	close(fd);
+	snprintf(path, sizeof(path), "%s/plugins/profile/run1", logdir);
+	assert_int_equal(access(path, W_OK), 0);
+	/* Opening again (create or not) works. */
+	fd = tb_open_run_dir(logdir, "run1", 0, err, sizeof(err));
+	assert_true(fd >= 0);
+	close(fd);
+	/* A run that does not exist is an error without create. */
+	assert_int_equal(tb_open_run_dir(logdir, "nope", 0, err, sizeof(err)), -1);
+
+	/* A symlink planted as a run directory is never followed. */
+	snprintf(path, sizeof(path), "%s/plugins/profile/evil", logdir);
+	assert_int_equal(symlink(tmpdir, path), 0);
+	assert_int_equal(tb_open_run_dir(logdir, "evil", 1, err, sizeof(err)), -1);
+	assert_non_null(strstr(err, "symlink"));
+	/* ...nor one planted higher up. */
+	snprintf(logdir, sizeof(logdir), "%s/logs2", tmpdir);
+	assert_int_equal(mkdir(logdir, 0755), 0);
+	snprintf(path, sizeof(path), "%s/plugins", logdir);
+	assert_int_equal(symlink(tmpdir, path), 0);
+	assert_int_equal(tb_open_run_dir(logdir, "r", 1, err, sizeof(err)), -1);
+	snprintf(path, sizeof(path), "%s/profile", tmpdir);
+	assert_int_equal(access(path, F_OK), -1);          /* nothing created through it */
+}
+
+static void read_file(int dirfd, const char *name, char *buf, size_t n)
+{
+	int fd = openat(dirfd, name, O_RDONLY);
+	ssize_t r;
+
+	assert_true(fd >= 0);
+	r = read(fd, buf, n - 1);
+	assert_true(r >= 0);
+	buf[r] = 0;
+	close(fd);
+}
+
+static void test_publish(void **state)
+{
+	struct tb_tmpfile t;
+	char err[512], buf[64];
+	int dfd = open(tmpdir, O_RDONLY | O_DIRECTORY);
+	struct stat st;
+
+	(void)state;
+	assert_int_equal(tb_tmp_open(&t, dfd, "out.pb", 0, err, sizeof(err)), 0);
+	assert_int_equal(tb_write_all(t.fd, "first", 5), 0);
+	assert_int_equal(fstatat(dfd, "out.pb", &st, 0), -1);  /* invisible until published */
+	assert_int_equal(tb_tmp_publish(&t, 0, err, sizeof(err)), 0);
+	read_file(dfd, "out.pb", buf, sizeof(buf));
+	assert_string_equal(buf, "first");
+
+	/* Refused up front when the final name exists... */
+	assert_int_equal(tb_tmp_open(&t, dfd, "out.pb", 0, err, sizeof(err)), -1);
+	assert_non_null(strstr(err, "already exists"));
+	/* ...and at rename time when it appeared meanwhile. */
+	assert_int_equal(tb_tmp_open(&t, dfd, "race.pb", 0, err, sizeof(err)), 0);
+	assert_int_equal(tb_write_all(t.fd, "mine", 4), 0);
+	{
+		int other = openat(dfd, "race.pb", O_CREAT | O_EXCL | O_WRONLY, 0644);
+
+		assert_true(other >= 0);
+		assert_int_equal(write(other, "theirs", 6), 6);
+		close(other);
+	}
+	assert_int_equal(tb_tmp_publish(&t, 0, err, sizeof(err)), -1);
+	assert_non_null(strstr(err, "appeared meanwhile"));
+	read_file(dfd, "race.pb", buf, sizeof(buf));
+	assert_string_equal(buf, "theirs");
+
+	/* Overwrite replaces; discard leaves nothing behind. */
+	assert_int_equal(tb_tmp_open(&t, dfd, "out.pb", 1, err, sizeof(err)), 0);
+	assert_int_equal(tb_write_all(t.fd, "second", 6), 0);
+	assert_int_equal(tb_tmp_publish(&t, 1, err, sizeof(err)), 0);
+	read_file(dfd, "out.pb", buf, sizeof(buf));
+	assert_string_equal(buf, "second");
+	assert_int_equal(tb_tmp_open(&t, dfd, "gone.pb", 0, err, sizeof(err)), 0);
+	tb_tmp_discard(&t);
+	tb_tmp_discard(&t); /* twice is harmless */
+	{
+		char cmd[400];
+
+		snprintf(cmd, sizeof(cmd), "test $(ls -A '%s' | wc -l) -eq 4", tmpdir); /* logs logs2 out race */
+		assert_int_equal(system(cmd), 0);
+	}
+	assert_int_equal(tb_tmp_open(&t, dfd, "a/b", 0, err, sizeof(err)), -1);
+	close(dfd);
+}
+
+int main(void)
+{
+	const struct CMUnitTest tests[] = {
+		cmocka_unit_test(test_host_names),
+		cmocka_unit_test(test_run_names),
+		cmocka_unit_test(test_paths),
+		cmocka_unit_test(test_mkdir_refuses_symlinks),
+		cmocka_unit_test(test_publish),
+	};
+
+	return cmocka_run_group_tests(tests, setup, teardown);
+}
