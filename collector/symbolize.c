@@ -51,6 +51,7 @@ struct sym_proc {
 struct sym_addr {
 	int pid;
 	uint8_t kind;          /* enum addr_kind */
+	uint8_t is_ret;        /* return address: look up addr - 1 */
 	int obj, anon;
 	uint64_t addr, rel;    /* rel: file offset (AK_FILE) or mapping offset (AK_ANON) */
 };
@@ -530,7 +531,10 @@ static int addr_locate(struct lt_sym *s, int pid, uint32_t exec_id, uint64_t add
 	if (r)
 		return r;
 	if (exec_id != LT_SYM_ANY_EXEC) {
-		if (p->have_exec_id && p->exec_id != exec_id && !p->gone) {
+		/* Maps read before the first sample (at attach, maybe before the
+		 * launched command's exec) or before an exec are stale. */
+		if (((p->have_exec_id && p->exec_id != exec_id) || (!p->have_exec_id && !is_new)) &&
+		    !p->gone) {
 			r = proc_read_maps(s, p);
 			if (r == -ENOMEM)
 				return r;
@@ -548,7 +552,8 @@ static int addr_locate(struct lt_sym *s, int pid, uint32_t exec_id, uint64_t add
 	return 0;
 }
 
-static int addr_add(struct lt_sym *s, int pid, uint32_t exec_id, uint64_t addr, long *idx)
+static int addr_add(struct lt_sym *s, int pid, uint32_t exec_id, uint64_t addr, int is_ret,
+		    long *idx)
 {
 	struct addr_key k = { pid, addr };
 	const struct sym_map *m = NULL;
@@ -561,6 +566,8 @@ static int addr_add(struct lt_sym *s, int pid, uint32_t exec_id, uint64_t addr, 
 	pos = hash_find(s, &s->addr_h, addr_hv_key(pid, addr), addr_eq, &k, idx);
 	if (*idx >= 0)
 		return 0;
+	if (is_ret && addr == 0)
+		is_ret = 0;
 	if (pid != 0 && (r = addr_locate(s, pid, exec_id, addr, &m)))
 		return r;
 	/* addr_locate may have grown other tables, not this one: pos holds. */
@@ -571,6 +578,7 @@ static int addr_add(struct lt_sym *s, int pid, uint32_t exec_id, uint64_t addr, 
 	a->pid = pid;
 	a->addr = addr;
 	a->obj = a->anon = -1;
+	a->is_ret = (uint8_t)!!is_ret;
 	if (pid == 0) {
 		a->kind = AK_KERNEL;
 	} else if (!m) {
@@ -587,14 +595,14 @@ static int addr_add(struct lt_sym *s, int pid, uint32_t exec_id, uint64_t addr, 
 	s->addr_h.slot[pos] = (uint32_t)++s->n_addrs;
 	s->addr_h.n++;
 	*idx = (long)s->n_addrs - 1;
-	return 0;
+	return 1;
 }
 
-int lt_sym_note(struct lt_sym *s, int pid, uint32_t exec_id, uint64_t addr)
+int lt_sym_note(struct lt_sym *s, int pid, uint32_t exec_id, uint64_t addr, int is_ret)
 {
 	long idx;
 
-	return addr_add(s, pid, exec_id, addr, &idx);
+	return addr_add(s, pid, exec_id, addr, is_ret, &idx);
 }
 
 /* ------------------------------------------------------------ resolving */
@@ -671,8 +679,9 @@ static void resolve_kernel(struct lt_sym *s, const struct sym_addr *a, struct lt
 	out->module = "[kernel.kallsyms]";
 	out->offset = a->addr;
 	if (s->kernel)
-		name = sym_table_lookup(s->kernel, a->addr, &out->offset, &mod);
+		name = sym_table_lookup(s->kernel, a->addr - a->is_ret, &out->offset, &mod);
 	if (name) {
+		out->offset += a->is_ret;
 		out->name = name;
 		out->module = mod ? mod : out->module;
 	} else {
@@ -685,10 +694,11 @@ static void resolve_file(struct lt_sym *s, const struct sym_addr *a, struct lt_s
 	struct sym_obj *o = &s->objs[a->obj];
 	struct sym_table *t = obj_table(s, o);
 	uint64_t vaddr = t ? sym_table_vaddr(t, a->rel) : a->rel;
-	const char *name = t ? sym_table_lookup(t, vaddr, &out->offset, NULL) : NULL;
+	const char *name = t ? sym_table_lookup(t, vaddr - a->is_ret, &out->offset, NULL) : NULL;
 
 	out->module = o->path;
 	if (name) {
+		out->offset += a->is_ret;
 		out->name = demangle(s, name);
 	} else {
 		out->offset = vaddr;
@@ -721,9 +731,9 @@ static void resolve_one(struct lt_sym *s, const struct sym_addr *a, struct lt_sy
 int lt_sym_resolve(struct lt_sym *s, int pid, uint64_t addr, struct lt_sym_info *out)
 {
 	long idx;
-	int r = addr_add(s, pid, LT_SYM_ANY_EXEC, addr, &idx);
+	int r = addr_add(s, pid, LT_SYM_ANY_EXEC, addr, 0, &idx);
 
-	if (r)
+	if (r < 0)
 		return r;
 	resolve_one(s, &s->addrs[idx], out);
 	return 0;

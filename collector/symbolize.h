@@ -50,9 +50,12 @@ void lt_sym_free(struct lt_sym *s);
 int lt_sym_add_pid(struct lt_sym *s, int pid);
 
 /* Record that (pid, addr) was sampled; pid 0 = kernel address. exec_id
- * changes when the process execs (its mappings are re-read then). Cheap:
- * maps the address to an object now, symbolizes later. */
-int lt_sym_note(struct lt_sym *s, int pid, uint32_t exec_id, uint64_t addr);
+ * changes when the process execs (its mappings are re-read then). is_ret:
+ * addr is a return address (a caller frame), looked up as addr - 1 so a call
+ * at the very end of a function names that function. Cheap: maps the
+ * address to an object now, symbolizes later. Returns 1 if (pid, addr) is
+ * new, 0 if already noted, or -errno. */
+int lt_sym_note(struct lt_sym *s, int pid, uint32_t exec_id, uint64_t addr, int is_ret);
 #define LT_SYM_ANY_EXEC UINT32_MAX  /* exec_id not known */
 
 /* Resolve one address now (notes it too). Strings stay valid until the

@@ -1,0 +1,272 @@
+// SPDX-License-Identifier: Apache-2.0
+/*
+ * cpusample: `-t cpu`. One software cpu-clock perf event per CPU in
+ * frequency mode (--freq, default 99 Hz; hardware counters are not needed)
+ * runs cpusample.bpf.c, which keeps only the targets' threads and copies
+ * their kernel and user stacks into the ring buffer. Each record becomes an
+ * EV_CPU_SAMPLE; every distinct (pid, address) is noted with the
+ * symbolizer, which captures the process's mappings while it is alive, and
+ * finish() writes one EV_SYMBOL per noted address.
+ */
+#include <errno.h>
+#include <linux/perf_event.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/resource.h>
+#include <sys/syscall.h>
+#include <time.h>
+#include <unistd.h>
+
+#include <bpf/libbpf.h>
+
+#include "session.h"
+#include "symbolize.h"
+#include "bpf/cpusample.h"
+#include "bpf/cpusample.skel.h"
+
+struct cpu_state {
+	struct cpusample_bpf *skel;
+	int n_cpus;
+	int *pfd;                  /* perf event fd per CPU, -1 if none */
+	struct bpf_link **links;   /* per CPU */
+	struct lt_sym *sym;
+	int finished;              /* symbols written: later addresses go out at once */
+	uint64_t samples, symbols, note_errors;
+};
+
+static uint64_t cpu_now_ns(void)
+{
+	struct timespec ts;
+
+	clock_gettime(CLOCK_MONOTONIC, &ts);
+	return (uint64_t)ts.tv_sec * 1000000000ull + (uint64_t)ts.tv_nsec;
+}
+
+static int perf_open_cpu(int cpu, unsigned freq)
+{
+	struct perf_event_attr a;
+
+	memset(&a, 0, sizeof(a));
+	a.size = sizeof(a);
+	a.type = PERF_TYPE_SOFTWARE;
+	a.config = PERF_COUNT_SW_CPU_CLOCK;
+	a.freq = 1;
+	a.sample_freq = freq;
+	return (int)syscall(SYS_perf_event_open, &a, -1, cpu, -1, PERF_FLAG_FD_CLOEXEC);
+}
+
+/* Symbol tables are read at the end from files opened while the targets
+ * ran: allow as many open files as the hard limit does. */
+static void raise_nofile(void)
+{
+	struct rlimit rl;
+
+	if (!getrlimit(RLIMIT_NOFILE, &rl) && rl.rlim_cur < rl.rlim_max) {
+		rl.rlim_cur = rl.rlim_max;
+		setrlimit(RLIMIT_NOFILE, &rl);
+	}
+}
+
+static int cpu_attach(struct lt_session *s, struct cpu_state *st)
+{
+	unsigned freq = s->opt.freq_hz ? s->opt.freq_hz : 99;
+	int attached = 0, last_err = 0;
+
+	for (int c = 0; c < st->n_cpus; c++) {
+		st->pfd[c] = perf_open_cpu(c, freq);
+		if (st->pfd[c] < 0) {
+			if (errno != ENODEV) /* ENODEV: CPU offline */
+				last_err = errno;
+			continue;
+		}
+		st->links[c] = bpf_program__attach_perf_event(st->skel->progs.lt_cpu_sample,
+							      st->pfd[c]);
+		if (!st->links[c]) {
+			last_err = errno;
+			continue;
+		}
+		attached++;
+	}
+	if (!attached)
+		return lt_session_errorf(s, "cannot open the cpu-clock perf event: %s%s",
+					 strerror(last_err ? last_err : ENODEV),
+					 last_err == EACCES || last_err == EPERM ?
+					 " (needs root or CAP_PERFMON; see kernel.perf_event_paranoid)" : "");
+	LT_INFO(1, "cpu: sampling at %u Hz on %d CPUs", freq, attached);
+	return 0;
+}
+
+static int cpu_start(struct lt_session *s, void **state)
+{
+	struct cpu_state *st = calloc(1, sizeof(*st));
+	int err;
+
+	*state = st;
+	if (!st)
+		return lt_session_errorf(s, "cpu: out of memory");
+	st->n_cpus = libbpf_num_possible_cpus();
+	if (st->n_cpus <= 0)
+		return lt_session_errorf(s, "cannot count the CPUs: %s", strerror(-st->n_cpus));
+	st->pfd = malloc(st->n_cpus * sizeof(*st->pfd));
+	st->links = calloc(st->n_cpus, sizeof(*st->links));
+	if (!st->pfd || !st->links || lt_sym_new(&st->sym, NULL))
+		return lt_session_errorf(s, "cpu: out of memory");
+	for (int c = 0; c < st->n_cpus; c++)
+		st->pfd[c] = -1;
+	st->skel = cpusample_bpf__open();
+	if (!st->skel)
+		return lt_session_errorf(s, "cannot open the cpu sampling BPF object: %s",
+					 strerror(errno));
+	if (lt_session_share_maps(s, st->skel->obj))
+		return -1;
+	err = cpusample_bpf__load(st->skel);
+	if (err)
+		return lt_session_errorf(s, "cannot load the cpu sampling BPF program: %s",
+					 strerror(-err));
+	raise_nofile();
+	return cpu_attach(s, st);
+}
+
+/* Capture the new target's mappings now: it may exit before the end. */
+static int cpu_add_target(struct lt_session *s, void *state, int pid)
+{
+	struct cpu_state *st = state;
+	int r = lt_sym_add_pid(st->sym, pid);
+
+	if (r == -ENOMEM)
+		return lt_session_errorf(s, "cpu: out of memory reading the maps of %d", pid);
+	return 0; /* a pid already gone is not an error */
+}
+
+static int emit_symbol(void *arg, int pid, uint64_t addr, const struct lt_sym_info *in)
+{
+	struct lt_session *s = arg;
+	struct evlog_event ev = { .type = EV_SYMBOL, .ts = cpu_now_ns(), .pid = (uint32_t)pid };
+
+	ev.u.symbol.addr = addr;
+	ev.u.symbol.name = evlog_s(in->name);
+	ev.u.symbol.module = evlog_s(in->module);
+	ev.u.symbol.offset = in->offset;
+	return lt_session_emit(s, &ev) < 0 ? -EIO : 0;
+}
+
+/* After finish() the symbol table is out: a new address gets its symbol now. */
+static void note_frame(struct lt_session *s, struct cpu_state *st, int pid, uint32_t exec_id,
+		       uint64_t ip, int is_ret)
+{
+	struct lt_sym_info in;
+	int r = lt_sym_note(st->sym, pid, exec_id, ip, is_ret);
+
+	if (r < 0) {
+		st->note_errors++;
+		return;
+	}
+	if (r == 1 && st->finished && !lt_sym_resolve(st->sym, pid, ip, &in) &&
+	    !emit_symbol(s, pid, ip, &in))
+		st->symbols++;
+}
+
+static uint32_t frames(int32_t bytes, uint32_t max)
+{
+	uint32_t n = bytes > 0 ? (uint32_t)bytes / 8 : 0;
+
+	return n < max ? n : max;
+}
+
+static int cpu_handle(struct lt_session *s, void *state, const struct lt_rec_hdr *h, size_t size)
+{
+	const struct lt_rec_cpu_sample *r = (const void *)h;
+	struct cpu_state *st = state;
+	uint64_t ips[LT_CPU_KFRAMES + LT_CPU_UFRAMES];
+	struct evlog_event ev = { .type = EV_CPU_SAMPLE };
+	uint32_t nk, nu, i;
+
+	if (h->kind != LT_REC_CPU_SAMPLE || size < sizeof(*r))
+		return 0;
+	nk = frames(r->kstack_bytes, LT_CPU_KFRAMES);
+	nu = frames(r->ustack_bytes, LT_CPU_UFRAMES);
+	memcpy(ips, r->ips, nk * 8);
+	memcpy(ips + nk, r->ips + LT_CPU_KFRAMES, nu * 8);
+	for (i = 0; i < nk; i++)
+		note_frame(s, st, 0, 0, ips[i], i > 0);
+	for (i = 0; i < nu; i++)
+		note_frame(s, st, (int)h->pid, r->exec_id, ips[nk + i], i > 0);
+	ev.ts = h->ts;
+	ev.pid = h->pid;
+	ev.tid = h->tid;
+	ev.u.cpu_sample.cpu = h->cpu;
+	ev.u.cpu_sample.stack.n_kernel = nk;
+	ev.u.cpu_sample.stack.n_user = nu;
+	ev.u.cpu_sample.stack.ips = ips;
+	st->samples++;
+	return lt_session_emit(s, &ev);
+}
+
+/* Stop sampling, then write the symbol of every sampled address. */
+static void cpu_detach(struct cpu_state *st)
+{
+	for (int c = 0; st->links && c < st->n_cpus; c++) {
+		bpf_link__destroy(st->links[c]);
+		st->links[c] = NULL;
+	}
+	for (int c = 0; st->pfd && c < st->n_cpus; c++) {
+		if (st->pfd[c] >= 0)
+			close(st->pfd[c]);
+		st->pfd[c] = -1;
+	}
+}
+
+static int cpu_finish(struct lt_session *s, void *state)
+{
+	struct cpu_state *st = state;
+	struct lt_sym_stats ss;
+	uint64_t t0 = cpu_now_ns();
+	int r;
+
+	cpu_detach(st);
+	r = lt_sym_foreach(st->sym, emit_symbol, s);
+	st->finished = 1;
+	lt_sym_stats(st->sym, &ss);
+	st->symbols += ss.addrs;
+	LT_INFO(1, "cpu: %llu samples; %llu addresses in %llu processes, %llu named, "
+		"%llu objects, %llu symbols loaded, symbolized in %.1f ms",
+		(unsigned long long)st->samples, (unsigned long long)ss.addrs,
+		(unsigned long long)ss.procs, (unsigned long long)ss.resolved,
+		(unsigned long long)ss.objects, (unsigned long long)ss.symbols,
+		(double)(cpu_now_ns() - t0) / 1e6);
+	if (st->note_errors)
+		LT_WARN("cpu: %llu frames could not be noted for symbolization (out of memory)",
+			(unsigned long long)st->note_errors);
+	if (r)
+		return lt_session_errorf(s, "cpu: writing symbols failed");
+	return 0;
+}
+
+static void cpu_stop(struct lt_session *s, void *state)
+{
+	struct cpu_state *st = state;
+
+	(void)s;
+	if (!st)
+		return;
+	cpu_detach(st);
+	cpusample_bpf__destroy(st->skel);
+	lt_sym_free(st->sym);
+	free(st->links);
+	free(st->pfd);
+	free(st);
+}
+
+const struct lt_source lt_source_cpu = {
+	.name = "cpu",
+	.type_bit = LT_T_CPU,
+	.evsrc = EVSRC_CPU,
+	.kind_lo = LT_REC_CPU_SAMPLE,
+	.kind_hi = LT_REC_CPU_SAMPLE + 15,
+	.start = cpu_start,
+	.add_target = cpu_add_target,
+	.handle = cpu_handle,
+	.finish = cpu_finish,
+	.stop = cpu_stop,
+};
