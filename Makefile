@@ -167,6 +167,9 @@ $(BUILD)/tests/progs/%: tests/progs/%.c $(EVLOG_A) | $(GENERATED)
 
 # Per-program libraries for tests/progs (PROG_LIBS_<name> := ...).
 PROG_EVLOG := $(EVLOG_A) $(LIBS_EVLOG)
+PROG_LIBS_evlog_dump := $(PROG_EVLOG)
+PROG_LIBS_evlog_crashwriter := $(PROG_EVLOG)
+PROG_LIBS_evlog_cli := $(PROG_EVLOG)
 
 $(BUILD)/fuzz/%: tests/fuzz/%.c $(EVLOG_SRC) $(CONV_SRC) $(PROTO_C) | $(GENERATED)
 	@mkdir -p $(@D)

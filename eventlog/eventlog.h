@@ -25,6 +25,7 @@
 
 #include <stddef.h>
 #include <stdint.h>
+#include <stdio.h>
 
 #ifdef __cplusplus
 extern "C" {
@@ -254,6 +255,9 @@ int evlog_writer_flush(struct evlog_writer *w);
 
 /* Flush, then rename the partial file to its final path. Frees w. */
 int evlog_writer_close(struct evlog_writer *w);
+/* Same, and on error msg (size msgsz) says why (w is gone by then). On a
+ * failed flush or publish the partial file is kept, never removed. */
+int evlog_writer_close_msg(struct evlog_writer *w, char *msg, size_t msgsz);
 
 /* Discard: remove the partial file, free w. For error paths. */
 void evlog_writer_abort(struct evlog_writer *w);
@@ -286,6 +290,7 @@ int evlog_next(struct evlog_reader *r, const struct evlog_event **ev);
 struct evlog_reader_stats {
 	uint64_t events, chunks_ok, chunks_bad, bytes_skipped;
 	int truncated;        /* the file ends inside a chunk (crash or cut) */
+	uint64_t chunks_unknown; /* chunks whose tail held an event type newer than this reader */
 };
 void evlog_reader_stats(const struct evlog_reader *r, struct evlog_reader_stats *st);
 const char *evlog_reader_error(const struct evlog_reader *r);
@@ -296,6 +301,16 @@ void evlog_reader_close(struct evlog_reader *r);
 const char *evlog_type_name(uint32_t type);     /* "syscall", "gpu_kernel"... or NULL */
 const char *evlog_source_name(uint32_t source); /* "syscall", "cpu", "cupti"... */
 const char *evlog_strerror(int err);            /* for codes, positive or negative */
+
+/* ------------------------------------------------------------------ dump */
+
+/* One line per event: "<type_name> ts=<ns> pid=<pid> tid=<tid> key=value ...".
+ * Line format documented in eventlog/dump.c. Returns 0 or -EVLOG_EIO. */
+int evlog_dump_event(FILE *out, const struct evlog_event *ev);
+/* The header as "# key=value" lines. */
+int evlog_dump_header(FILE *out, const struct evlog_header *h);
+/* Writes s escaped (no spaces, no control or non-ASCII bytes, see dump.c). */
+void evlog_dump_str(FILE *out, struct evlog_str s);
 
 /* Helpers */
 static inline struct evlog_str evlog_s(const char *s)

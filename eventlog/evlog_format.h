@@ -1,0 +1,141 @@
+/* SPDX-License-Identifier: Apache-2.0 */
+/*
+ * evlog_format.h: on-disk constants and the varint primitives shared by the
+ * event log writer and reader. schemas/eventlog.md is the normative text;
+ * keep the two in step.
+ */
+#ifndef LLMT_EVLOG_FORMAT_H
+#define LLMT_EVLOG_FORMAT_H
+
+#include <stdint.h>
+#include <string.h>
+
+/* ------------------------------------------------------------ file header */
+#define EVF_MAGIC "LLMTRACE"
+#define EVF_MAGIC_LEN 8
+/* magic(8) major(2) minor(2) body_len(4) body_crc(4) */
+#define EVF_FILE_FIXED 20
+/* A header body larger than this is rejected as corrupt: it holds a few
+ * strings, each capped by the writer. */
+#define EVF_HEADER_BODY_MAX (7u * (16u << 20) + 4096u)
+
+enum evf_tag {
+	EVF_TAG_HOST = 1,
+	EVF_TAG_BOOT_ID = 2,
+	EVF_TAG_MACHINE = 3,
+	EVF_TAG_PRODUCER = 4,
+	EVF_TAG_CMDLINE = 5,
+	EVF_TAG_OPTIONS = 6,
+	EVF_TAG_MONO_NS = 7,      /* u64 */
+	EVF_TAG_REALTIME_NS = 8,  /* u64 */
+	EVF_TAG_PRODUCER_PID = 9, /* u32 */
+};
+
+/* ----------------------------------------------------------- chunk header */
+#define EVF_CHUNK_MAGIC 0x4b434c45u /* "ELCK" little-endian */
+#define EVF_CHUNK_HDR 48
+/*
+ * off size field
+ *   0   4  magic
+ *   4   4  header crc32 (bytes 8..47)
+ *   8   4  compressed payload size
+ *  12   4  raw (decompressed) payload size
+ *  16   4  event count
+ *  20   4  flags (0; reader ignores unknown bits)
+ *  24   8  sequence number (0, 1, 2 ... per file)
+ *  32   8  base timestamp (ts of the first event)
+ *  40   4  payload crc32 (of the compressed bytes)
+ *  44   4  reserved (0)
+ */
+/* Raw payload cap: bounds the reader's allocations from file-supplied
+ * sizes, and the largest single event the writer accepts. */
+#define EVF_CHUNK_RAW_MAX (64u << 20)
+#define EVF_CHUNK_DEFAULT (1u << 20)
+
+/* ------------------------------------------------------------- event byte */
+#define EVF_TYPE_MASK 0x3f
+#define EVF_SAME_THREAD 0x80 /* pid/tid omitted: same as the previous event */
+
+/* ------------------------------------------------------- little endian io */
+static inline void evf_put16(uint8_t *p, uint16_t v)
+{
+	p[0] = (uint8_t)v;
+	p[1] = (uint8_t)(v >> 8);
+}
+
+static inline void evf_put32(uint8_t *p, uint32_t v)
+{
+	for (int i = 0; i < 4; i++)
+		p[i] = (uint8_t)(v >> (8 * i));
+}
+
+static inline void evf_put64(uint8_t *p, uint64_t v)
+{
+	for (int i = 0; i < 8; i++)
+		p[i] = (uint8_t)(v >> (8 * i));
+}
+
+static inline uint16_t evf_get16(const uint8_t *p)
+{
+	return (uint16_t)(p[0] | (p[1] << 8));
+}
+
+static inline uint32_t evf_get32(const uint8_t *p)
+{
+	return (uint32_t)p[0] | (uint32_t)p[1] << 8 | (uint32_t)p[2] << 16 |
+	       (uint32_t)p[3] << 24;
+}
+
+static inline uint64_t evf_get64(const uint8_t *p)
+{
+	return (uint64_t)evf_get32(p) | (uint64_t)evf_get32(p + 4) << 32;
+}
+
+/* ------------------------------------------------------------------ varint */
+/* LEB128, at most 10 bytes for a u64. The caller guarantees room. */
+static inline uint8_t *evf_put_varint(uint8_t *p, uint64_t v)
+{
+	while (v >= 0x80) {
+		*p++ = (uint8_t)(v | 0x80);
+		v >>= 7;
+	}
+	*p++ = (uint8_t)v;
+	return p;
+}
+
+static inline uint64_t evf_zigzag(int64_t v)
+{
+	return ((uint64_t)v << 1) ^ (uint64_t)(v >> 63);
+}
+
+static inline int64_t evf_unzigzag(uint64_t v)
+{
+	return (int64_t)(v >> 1) ^ -(int64_t)(v & 1);
+}
+
+/* Bounds-checked decode: returns the new position, or NULL if the varint
+ * runs past `end` or is longer than 10 bytes / overflows 64 bits. */
+static inline const uint8_t *evf_get_varint(const uint8_t *p, const uint8_t *end,
+					    uint64_t *out)
+{
+	if (p < end && *p < 0x80) { /* fast path: one byte */
+		*out = *p;
+		return p + 1;
+	}
+	uint64_t v = 0;
+	for (unsigned shift = 0; shift < 64; shift += 7) {
+		if (p >= end)
+			return NULL;
+		uint8_t b = *p++;
+		if (shift == 63 && b > 1)
+			return NULL;
+		v |= (uint64_t)(b & 0x7f) << shift;
+		if (!(b & 0x80)) {
+			*out = v;
+			return p;
+		}
+	}
+	return NULL;
+}
+
+#endif /* LLMT_EVLOG_FORMAT_H */

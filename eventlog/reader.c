@@ -1,0 +1,617 @@
+// SPDX-License-Identifier: Apache-2.0
+/*
+ * Event log reader. The file is mapped (or given in memory); chunks are
+ * verified (header crc, payload crc, zstd frame size) before decoding, and
+ * every field is decoded with bounds checks. A bad region is skipped by
+ * scanning for the next chunk magic whose header crc verifies. Allocations
+ * are bounded by EVF_CHUNK_RAW_MAX whatever the file says.
+ */
+#include "eventlog/eventlog.h"
+#include "eventlog/evlog_format.h"
+
+#include <errno.h>
+#include <fcntl.h>
+#include <libdeflate.h>
+#include <stdarg.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/mman.h>
+#include <sys/stat.h>
+#include <unistd.h>
+#include <zstd.h>
+
+struct evr_stack {
+	uint32_t nk, nu;
+	size_t off;             /* into frames */
+};
+
+struct evr_pystack {
+	uint32_t n;
+	size_t off;             /* into pyframes */
+};
+
+struct evlog_reader {
+	const uint8_t *buf;
+	size_t len;
+	void *map;              /* munmap at close, if mapped */
+	char *name;
+	struct evlog_header hdr;
+	char *hdr_strs[6];
+
+	size_t pos;             /* next chunk candidate */
+	ZSTD_DCtx *dctx;
+
+	/* current chunk */
+	uint8_t *raw;
+	size_t raw_cap;
+	const uint8_t *p, *end;
+	uint32_t left;          /* events still to decode */
+	int in_chunk;
+	uint64_t prev_ts;
+	uint32_t prev_pid, prev_tid;
+
+	struct evlog_str *strs;
+	uint32_t nstrs, strs_cap;
+	char *sarena;           /* NUL-terminated copies; sized per chunk, never moves */
+	size_t sarena_len, sarena_cap;
+	struct evr_stack *stacks;
+	uint32_t nstacks, stacks_cap;
+	uint64_t *frames;
+	size_t frames_len, frames_cap;
+	struct evr_pystack *pystacks;
+	uint32_t npystacks, pystacks_cap;
+	struct evlog_str *pyframes;
+	size_t pyframes_len, pyframes_cap;
+
+	struct evlog_event ev;
+	struct evlog_reader_stats st;
+	char err[512];
+};
+
+__attribute__((format(printf, 4, 5)))
+static int evr_msg(char *msg, size_t msgsz, int code, const char *fmt, ...)
+{
+	if (msg && msgsz) {
+		va_list ap;
+		va_start(ap, fmt);
+		vsnprintf(msg, msgsz, fmt, ap);
+		va_end(ap);
+	}
+	return -code;
+}
+
+/* ----------------------------------------------------------------- header */
+
+static int evr_hdr_str(struct evlog_reader *r, int idx, struct evlog_str *dst,
+		       const uint8_t *v, uint32_t len)
+{
+	char *s = malloc((size_t)len + 1);
+	if (!s)
+		return -1;
+	memcpy(s, v, len);
+	s[len] = 0;
+	free(r->hdr_strs[idx]);
+	r->hdr_strs[idx] = s;
+	dst->ptr = s;
+	dst->len = len;
+	return 0;
+}
+
+static int evr_tlv(struct evlog_reader *r, uint16_t tag, const uint8_t *v, uint32_t len)
+{
+	struct evlog_header *h = &r->hdr;
+	struct evlog_str *strs[6] = { &h->host, &h->boot_id, &h->machine,
+				      &h->producer, &h->cmdline, &h->options };
+	if (tag >= EVF_TAG_HOST && tag <= EVF_TAG_OPTIONS)
+		return evr_hdr_str(r, tag - 1, strs[tag - 1], v, len) ? -EVLOG_ENOMEM : 0;
+	if (tag == EVF_TAG_MONO_NS || tag == EVF_TAG_REALTIME_NS) {
+		if (len != 8)
+			return -EVLOG_EHEADER;
+		*(tag == EVF_TAG_MONO_NS ? &h->mono_ns : &h->realtime_ns) = evf_get64(v);
+	} else if (tag == EVF_TAG_PRODUCER_PID) {
+		if (len != 4)
+			return -EVLOG_EHEADER;
+		h->producer_pid = evf_get32(v);
+	}
+	return 0; /* unknown tags: skipped (forward compatible) */
+}
+
+static int evr_header(struct evlog_reader *r, char *msg, size_t msgsz)
+{
+	const uint8_t *b = r->buf;
+	const char *n = r->name;
+	if (r->len == 0)
+		return evr_msg(msg, msgsz, EVLOG_EMAGIC, "%s: empty file, not an event log", n);
+	size_t cmp = r->len < EVF_MAGIC_LEN ? r->len : EVF_MAGIC_LEN;
+	if (memcmp(b, EVF_MAGIC, cmp))
+		return evr_msg(msg, msgsz, EVLOG_EMAGIC, "%s: not an llmtracker event log "
+			       "(bad magic)", n);
+	if (r->len < EVF_FILE_FIXED)
+		return evr_msg(msg, msgsz, EVLOG_EHEADER, "%s: file header cut short (%zu bytes)",
+			       n, r->len);
+	uint16_t major = evf_get16(b + 8), minor = evf_get16(b + 10);
+	if (major != EVLOG_VERSION_MAJOR)
+		return evr_msg(msg, msgsz, EVLOG_EVERSION, "%s: event log version %u.%u; this "
+			       "reader supports %u.x (use a matching llmtracker)", n, major, minor,
+			       EVLOG_VERSION_MAJOR);
+	uint32_t blen = evf_get32(b + 12);
+	if (blen > EVF_HEADER_BODY_MAX || blen > r->len - EVF_FILE_FIXED)
+		return evr_msg(msg, msgsz, EVLOG_EHEADER, "%s: file header length %u exceeds the "
+			       "file (%zu bytes): truncated or corrupt", n, blen, r->len);
+	const uint8_t *p = b + EVF_FILE_FIXED, *end = p + blen;
+	if (libdeflate_crc32(0, p, blen) != evf_get32(b + 16))
+		return evr_msg(msg, msgsz, EVLOG_EHEADER, "%s: file header checksum mismatch", n);
+	r->hdr.version_major = major;
+	r->hdr.version_minor = minor;
+	while (p < end) {
+		if (end - p < 6)
+			return evr_msg(msg, msgsz, EVLOG_EHEADER, "%s: header field cut short", n);
+		uint16_t tag = evf_get16(p);
+		uint32_t len = evf_get32(p + 2);
+		if (len > (size_t)(end - p) - 6)
+			return evr_msg(msg, msgsz, EVLOG_EHEADER, "%s: header field %u overruns the "
+				       "header", n, tag);
+		int rc = evr_tlv(r, tag, p + 6, len);
+		if (rc)
+			return evr_msg(msg, msgsz, -rc, "%s: header field %u: %s", n, tag,
+				       evlog_strerror(rc));
+		p += 6 + len;
+	}
+	r->pos = EVF_FILE_FIXED + blen;
+	return 0;
+}
+
+/* ------------------------------------------------------------------- open */
+
+static int evr_init(struct evlog_reader *r, const char *name, char *msg, size_t msgsz)
+{
+	static const char empty[1];
+	struct evlog_str *s[6] = { &r->hdr.host, &r->hdr.boot_id, &r->hdr.machine,
+				   &r->hdr.producer, &r->hdr.cmdline, &r->hdr.options };
+	for (int i = 0; i < 6; i++)
+		s[i]->ptr = empty;
+	r->name = strdup(name ? name : "(memory)");
+	r->dctx = ZSTD_createDCtx();
+	if (!r->name || !r->dctx)
+		return evr_msg(msg, msgsz, EVLOG_ENOMEM, "out of memory opening %s",
+			       name ? name : "(memory)");
+	return evr_header(r, msg, msgsz);
+}
+
+int evlog_reader_open_mem(struct evlog_reader **out, const void *buf, size_t len,
+			  const char *name, char *msg, size_t msgsz)
+{
+	if (!out || (!buf && len))
+		return evr_msg(msg, msgsz, EVLOG_EINVAL, "evlog_reader_open_mem: bad arguments");
+	*out = NULL;
+	struct evlog_reader *r = calloc(1, sizeof(*r));
+	if (!r)
+		return evr_msg(msg, msgsz, EVLOG_ENOMEM, "out of memory");
+	r->buf = buf;
+	r->len = len;
+	int rc = evr_init(r, name, msg, msgsz);
+	if (rc) {
+		evlog_reader_close(r);
+		return rc;
+	}
+	*out = r;
+	return 0;
+}
+
+int evlog_reader_open(struct evlog_reader **out, const char *path, char *msg, size_t msgsz)
+{
+	if (!out || !path)
+		return evr_msg(msg, msgsz, EVLOG_EINVAL, "evlog_reader_open: bad arguments");
+	*out = NULL;
+	int fd = open(path, O_RDONLY | O_CLOEXEC);
+	if (fd < 0)
+		return evr_msg(msg, msgsz, EVLOG_EIO, "%s: %s", path, strerror(errno));
+	struct stat sb;
+	if (fstat(fd, &sb) != 0 || !S_ISREG(sb.st_mode)) {
+		int e = errno;
+		close(fd);
+		if (S_ISDIR(sb.st_mode))
+			return evr_msg(msg, msgsz, EVLOG_EIO, "%s: is a directory, not an event log "
+				       "file", path);
+		return evr_msg(msg, msgsz, EVLOG_EIO, "%s: %s", path,
+			       e ? strerror(e) : "not a regular file");
+	}
+	void *map = NULL;
+	size_t len = (size_t)sb.st_size;
+	if (len) {
+		map = mmap(NULL, len, PROT_READ, MAP_PRIVATE, fd, 0);
+		if (map == MAP_FAILED) {
+			int e = errno;
+			close(fd);
+			return evr_msg(msg, msgsz, EVLOG_EIO, "%s: mmap: %s", path, strerror(e));
+		}
+		madvise(map, len, MADV_SEQUENTIAL);
+	}
+	close(fd);
+	int rc = evlog_reader_open_mem(out, map ? map : "", len, path, msg, msgsz);
+	if (rc) {
+		if (map)
+			munmap(map, len);
+		return rc;
+	}
+	(*out)->map = map;
+	return 0;
+}
+
+void evlog_reader_close(struct evlog_reader *r)
+{
+	if (!r)
+		return;
+	if (r->map)
+		munmap(r->map, r->len);
+	for (int i = 0; i < 6; i++)
+		free(r->hdr_strs[i]);
+	ZSTD_freeDCtx(r->dctx);
+	free(r->raw);
+	free(r->strs);
+	free(r->sarena);
+	free(r->stacks);
+	free(r->frames);
+	free(r->pystacks);
+	free(r->pyframes);
+	free(r->name);
+	free(r);
+}
+
+const struct evlog_header *evlog_reader_header(const struct evlog_reader *r)
+{
+	return r ? &r->hdr : NULL;
+}
+
+void evlog_reader_stats(const struct evlog_reader *r, struct evlog_reader_stats *st)
+{
+	if (r && st)
+		*st = r->st;
+}
+
+const char *evlog_reader_error(const struct evlog_reader *r)
+{
+	return r ? r->err : "NULL reader";
+}
+
+/* ------------------------------------------------------------------ chunks */
+
+static int evr_hdr_ok(const uint8_t *h)
+{
+	return evf_get32(h) == EVF_CHUNK_MAGIC &&
+	       libdeflate_crc32(0, h + 8, EVF_CHUNK_HDR - 8) == evf_get32(h + 4);
+}
+
+/* Offset of the next verified chunk header after `from`, or r->len. */
+static size_t evr_scan(const struct evlog_reader *r, size_t from)
+{
+	const uint8_t first = EVF_CHUNK_MAGIC & 0xff;
+	while (from + EVF_CHUNK_HDR <= r->len) {
+		const uint8_t *q = memchr(r->buf + from, first, r->len - EVF_CHUNK_HDR + 1 - from);
+		if (!q)
+			break;
+		from = (size_t)(q - r->buf);
+		if (evr_hdr_ok(q))
+			return from;
+		from++;
+	}
+	return r->len;
+}
+
+/* Skip a damaged region starting at r->pos. A verified header whose payload
+ * runs past the end, with nothing after it, is a torn tail (a writer killed
+ * mid-append), not damage. */
+static void evr_skip(struct evlog_reader *r, int torn_candidate)
+{
+	size_t next = evr_scan(r, r->pos + 1);
+	if (next == r->len && (torn_candidate || r->len - r->pos < EVF_CHUNK_HDR))
+		r->st.truncated = 1;
+	else
+		r->st.chunks_bad++;
+	r->st.bytes_skipped += next - r->pos;
+	r->pos = next;
+}
+
+static int evr_reserve(void **buf, size_t *cap, size_t need, size_t elem)
+{
+	if (need <= *cap)
+		return 0;
+	size_t n = *cap ? *cap : 256;
+	while (n < need)
+		n *= 2;
+	void *b = realloc(*buf, n * elem);
+	if (!b)
+		return -1;
+	*buf = b;
+	*cap = n;
+	return 0;
+}
+
+/* Try the chunk at r->pos: 1 loaded, 0 skipped (bad), <0 hard error. */
+static int evr_try_chunk(struct evlog_reader *r)
+{
+	const uint8_t *h = r->buf + r->pos;
+	size_t room = r->len - r->pos;
+	if (room < EVF_CHUNK_HDR || !evr_hdr_ok(h)) {
+		evr_skip(r, 0);
+		return 0;
+	}
+	uint32_t comp = evf_get32(h + 8), raw = evf_get32(h + 12), count = evf_get32(h + 16);
+	if (comp > room - EVF_CHUNK_HDR) {
+		evr_skip(r, 1);
+		return 0;
+	}
+	const uint8_t *payload = h + EVF_CHUNK_HDR;
+	if (raw > EVF_CHUNK_RAW_MAX || !count || count > raw ||
+	    libdeflate_crc32(0, payload, comp) != evf_get32(h + 40)) {
+		evr_skip(r, 0);
+		return 0;
+	}
+	size_t arena = (size_t)raw + raw / 2 + 16;
+	if (evr_reserve((void **)&r->raw, &r->raw_cap, raw + 1, 1) ||
+	    evr_reserve((void **)&r->sarena, &r->sarena_cap, arena, 1)) {
+		snprintf(r->err, sizeof(r->err), "%s: out of memory for a %u-byte chunk", r->name, raw);
+		return -EVLOG_ENOMEM;
+	}
+	size_t got = ZSTD_decompressDCtx(r->dctx, r->raw, raw, payload, comp);
+	if (ZSTD_isError(got) || got != raw) {
+		evr_skip(r, 0);
+		return 0;
+	}
+	r->p = r->raw;
+	r->end = r->raw + raw;
+	r->left = count;
+	r->in_chunk = 1;
+	r->prev_ts = evf_get64(h + 32);
+	r->prev_pid = r->prev_tid = 0;
+	r->nstrs = r->nstacks = r->npystacks = 0;
+	r->sarena_len = r->frames_len = r->pyframes_len = 0;
+	r->pos += EVF_CHUNK_HDR + comp;
+	return 1;
+}
+
+/* ---------------------------------------------------------------- decoding */
+
+#define GETV(dst) do { uint64_t v_; if (!(r->p = evf_get_varint(r->p, r->end, &v_))) return -1; \
+		       (dst) = v_; } while (0)
+#define GETZ(dst) do { uint64_t v_; if (!(r->p = evf_get_varint(r->p, r->end, &v_))) return -1; \
+		       (dst) = evf_unzigzag(v_); } while (0)
+#define GETN(dst, max) do { uint64_t v_; \
+		if (!(r->p = evf_get_varint(r->p, r->end, &v_)) || v_ > (max)) return -1; \
+		(dst) = v_; } while (0)
+#define GET32(dst) GETN(dst, UINT32_MAX)
+#define GET8(dst) GETN(dst, UINT8_MAX)
+#define GETS(dst) do { if (evr_str(r, &(dst))) return -1; } while (0)
+
+static int evr_str(struct evlog_reader *r, struct evlog_str *out)
+{
+	uint64_t id, len;
+	if (!(r->p = evf_get_varint(r->p, r->end, &id)))
+		return -1;
+	if (id < r->nstrs) {
+		*out = r->strs[id];
+		return 0;
+	}
+	if (id != r->nstrs || !(r->p = evf_get_varint(r->p, r->end, &len)) ||
+	    len > EVLOG_STR_MAX || len > (size_t)(r->end - r->p))
+		return -1;
+	size_t cap = r->strs_cap;
+	if (evr_reserve((void **)&r->strs, &cap, r->nstrs + 1, sizeof(*r->strs)))
+		return -1;
+	r->strs_cap = (uint32_t)cap;
+	/* Arena sized raw*1.5 at chunk load: each string costs >= 2 raw bytes. */
+	char *dst = r->sarena + r->sarena_len;
+	memcpy(dst, r->p, len);
+	dst[len] = 0;
+	r->sarena_len += len + 1;
+	r->p += len;
+	r->strs[r->nstrs++] = (struct evlog_str){ dst, (uint32_t)len };
+	*out = r->strs[id];
+	return 0;
+}
+
+static int evr_stack(struct evlog_reader *r, struct evlog_stack *out)
+{
+	uint64_t id;
+	if (!(r->p = evf_get_varint(r->p, r->end, &id)))
+		return -1;
+	if (id > r->nstacks)
+		return -1;
+	if (id == r->nstacks) {
+		uint32_t nk, nu;
+		GETN(nk, EVLOG_MAX_FRAMES);
+		GETN(nu, EVLOG_MAX_FRAMES - nk);
+		size_t cap = r->stacks_cap;
+		if (evr_reserve((void **)&r->stacks, &cap, r->nstacks + 1, sizeof(*r->stacks)) ||
+		    evr_reserve((void **)&r->frames, &r->frames_cap, r->frames_len + nk + nu, 8))
+			return -1;
+		r->stacks_cap = (uint32_t)cap;
+		uint64_t prev = 0;
+		for (uint32_t i = 0; i < nk + nu; i++) {
+			uint64_t d;
+			GETV(d);
+			prev += (uint64_t)evf_unzigzag(d);
+			r->frames[r->frames_len + i] = prev;
+		}
+		r->stacks[r->nstacks++] = (struct evr_stack){ nk, nu, r->frames_len };
+		r->frames_len += nk + nu;
+	}
+	const struct evr_stack *s = &r->stacks[id];
+	out->n_kernel = s->nk;
+	out->n_user = s->nu;
+	out->ips = r->frames + s->off;
+	return 0;
+}
+
+static int evr_pystack(struct evlog_reader *r, struct evlog_pystack *out)
+{
+	uint64_t id;
+	if (!(r->p = evf_get_varint(r->p, r->end, &id)))
+		return -1;
+	if (id > r->npystacks)
+		return -1;
+	if (id == r->npystacks) {
+		uint32_t n;
+		GETN(n, EVLOG_MAX_FRAMES);
+		size_t cap = r->pystacks_cap;
+		if (evr_reserve((void **)&r->pystacks, &cap, r->npystacks + 1, sizeof(*r->pystacks)) ||
+		    evr_reserve((void **)&r->pyframes, &r->pyframes_cap, r->pyframes_len + n,
+				sizeof(*r->pyframes)))
+			return -1;
+		r->pystacks_cap = (uint32_t)cap;
+		for (uint32_t i = 0; i < n; i++)
+			GETS(r->pyframes[r->pyframes_len + i]);
+		r->pystacks[r->npystacks++] = (struct evr_pystack){ n, r->pyframes_len };
+		r->pyframes_len += n;
+	}
+	out->n = r->pystacks[id].n;
+	out->frames = r->pyframes + r->pystacks[id].off;
+	return 0;
+}
+
+static int evr_fields(struct evlog_reader *r, struct evlog_event *ev)
+{
+	typeof(ev->u) *u = &ev->u;
+	switch (ev->type) {
+	case EV_PROCESS:
+		GET32(u->process.ppid); GETS(u->process.name); GETS(u->process.cmdline);
+		GETS(u->process.exe); GET8(u->process.is_exec);
+		break;
+	case EV_PROCESS_EXIT: GETZ(u->process_exit.code); break;
+	case EV_THREAD: GETS(u->thread.name); GET8(u->thread.is_new); break;
+	case EV_THREAD_EXIT: break;
+	case EV_SYSCALL:
+		GET32(u->syscall.nr); GETV(u->syscall.dur); GETZ(u->syscall.ret);
+		GETV(u->syscall.arg0); GETV(u->syscall.arg1); GETV(u->syscall.arg2);
+		break;
+	case EV_CPU_SAMPLE:
+		GET32(u->cpu_sample.cpu);
+		return evr_stack(r, &u->cpu_sample.stack);
+	case EV_PY_ENTER:
+		GETS(u->py_enter.func); GETS(u->py_enter.file); GET32(u->py_enter.line);
+		break;
+	case EV_PY_EXIT: GETS(u->py_exit.func); break;
+	case EV_PY_SAMPLE: return evr_pystack(r, &u->py_sample.stack);
+	case EV_LIB_CALL:
+		GET8(u->lib_call.lib_class); GETS(u->lib_call.lib); GETS(u->lib_call.symbol);
+		GETV(u->lib_call.dur); GETV(u->lib_call.ret); GET32(u->lib_call.depth);
+		GETN(u->lib_call.nargs, EVLOG_MAX_ARGS);
+		for (uint32_t i = 0; i < u->lib_call.nargs; i++)
+			GETV(u->lib_call.args[i]);
+		GETS(u->lib_call.detail); GETV(u->lib_call.correlation_id);
+		break;
+	case EV_GPU_KERNEL: {
+		typeof(u->gpu_kernel) *k = &u->gpu_kernel;
+		GETV(k->dur); GET32(k->device); GET32(k->context); GET32(k->stream);
+		GETV(k->correlation_id); GETS(k->name);
+		for (int i = 0; i < 3; i++)
+			GET32(k->grid[i]);
+		for (int i = 0; i < 3; i++)
+			GET32(k->block[i]);
+		GET32(k->registers); GET32(k->static_smem); GET32(k->dynamic_smem);
+		GET32(k->graph_id);
+		break;
+	}
+	case EV_GPU_MEMCPY: {
+		typeof(u->gpu_memcpy) *m = &u->gpu_memcpy;
+		GETV(m->dur); GET32(m->device); GET32(m->context); GET32(m->stream);
+		GETV(m->correlation_id); GETV(m->bytes); GET8(m->copy_kind); GET8(m->src_kind);
+		GET8(m->dst_kind);
+		break;
+	}
+	case EV_GPU_MEMSET: {
+		typeof(u->gpu_memset) *m = &u->gpu_memset;
+		GETV(m->dur); GET32(m->device); GET32(m->context); GET32(m->stream);
+		GETV(m->correlation_id); GETV(m->bytes); GET32(m->value);
+		break;
+	}
+	case EV_GPU_API:
+		GETV(u->gpu_api.dur); GET8(u->gpu_api.api_class); GET32(u->gpu_api.cbid);
+		GETV(u->gpu_api.correlation_id); GETZ(u->gpu_api.ret); GETS(u->gpu_api.name);
+		break;
+	case EV_GPU_DEVICE: {
+		typeof(u->gpu_device) *d = &u->gpu_device;
+		GET32(d->device); GETS(d->name); GETS(d->uuid); GET32(d->sm_count);
+		GET32(d->clock_khz); GETV(d->memory_bytes); GETV(d->memory_bandwidth);
+		GET32(d->cc_major); GET32(d->cc_minor); GET32(d->max_threads_per_sm);
+		GET32(d->max_regs_per_sm); GET32(d->max_smem_per_sm);
+		break;
+	}
+	case EV_LOST: GET32(u->lost.source); GETV(u->lost.count); break;
+	case EV_SYMBOL:
+		GETV(u->symbol.addr); GETS(u->symbol.name); GETS(u->symbol.module);
+		GETV(u->symbol.offset);
+		break;
+	case EV_MARKER:
+		GETS(u->marker.name); GETS(u->marker.text); GETV(u->marker.dur);
+		GETV(u->marker.value);
+		break;
+	case EV_CLOCK: GETV(u->clock.realtime_ns); break;
+	default: return -1;
+	}
+	return 0;
+}
+
+/* 1 event decoded, 0 chunk finished (ok or abandoned), -1 corrupt. */
+static int evr_event(struct evlog_reader *r)
+{
+	if (!r->left)
+		return r->p == r->end ? 0 : -1;
+	if (r->p >= r->end)
+		return -1;
+	uint8_t t = *r->p++;
+	struct evlog_event *ev = &r->ev;
+	memset(ev, 0, sizeof(*ev));
+	ev->type = t & EVF_TYPE_MASK;
+	if (ev->type == 0 || ev->type > EV_TYPE_MAX) {
+		/* A newer minor version's event: its length is unknown, so the
+		 * rest of the chunk cannot be decoded. */
+		r->st.chunks_unknown++;
+		return 0;
+	}
+	int64_t dt;
+	GETZ(dt);
+	ev->ts = r->prev_ts + (uint64_t)dt;
+	if (t & EVF_SAME_THREAD) {
+		ev->pid = r->prev_pid;
+		ev->tid = r->prev_tid;
+	} else {
+		GET32(ev->pid);
+		GET32(ev->tid);
+	}
+	if (evr_fields(r, ev))
+		return -1;
+	r->prev_ts = ev->ts;
+	r->prev_pid = ev->pid;
+	r->prev_tid = ev->tid;
+	r->left--;
+	return 1;
+}
+
+int evlog_next(struct evlog_reader *r, const struct evlog_event **ev)
+{
+	if (!r || !ev)
+		return -EVLOG_EINVAL;
+	for (;;) {
+		if (r->in_chunk) {
+			int rc = evr_event(r);
+			if (rc == 1) {
+				r->st.events++;
+				*ev = &r->ev;
+				return 0;
+			}
+			r->in_chunk = 0;
+			if (rc == 0 && !r->left)
+				r->st.chunks_ok++;
+			else if (rc < 0)
+				r->st.chunks_bad++;
+			continue;
+		}
+		if (r->pos >= r->len)
+			return -EVLOG_END;
+		int rc = evr_try_chunk(r);
+		if (rc < 0)
+			return rc;
+	}
+}

@@ -1,0 +1,827 @@
+// SPDX-License-Identifier: Apache-2.0
+/*
+ * Event log writer: encodes events into an in-memory chunk (per-chunk string,
+ * stack and Python-stack interning; delta timestamps), compresses full or
+ * stale chunks with zstd and appends each with a single write() to
+ * "<dir>/.<name>.partial"; close renames it to "<dir>/<name>" without ever
+ * replacing another file. Format: schemas/eventlog.md.
+ */
+#include "eventlog/eventlog.h"
+#include "eventlog/evlog_format.h"
+#include "eventlog/evlog_table.h"
+
+#include <errno.h>
+#include <fcntl.h>
+#include <libdeflate.h>
+#include <limits.h>
+#include <stdarg.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <time.h>
+#include <unistd.h>
+#include <zstd.h>
+
+#ifndef RENAME_NOREPLACE
+#define RENAME_NOREPLACE (1 << 0)
+#endif
+
+struct evlog_writer {
+	int fd, dirfd;
+	char *name;             /* final file name inside dirfd */
+	char *partial;          /* partial file name inside dirfd */
+	char *partial_path;     /* for messages and evlog_writer_partial_path() */
+	struct evlog_writer_opts opts;
+	ZSTD_CCtx *cctx;
+	int failed;             /* sticky error code (positive) */
+
+	/* current chunk */
+	uint8_t *raw;
+	size_t raw_len, raw_cap;
+	uint32_t n_events;
+	uint64_t base_ts, prev_ts;
+	uint32_t prev_pid, prev_tid;
+	uint64_t chunk_born_ns; /* CLOCK_MONOTONIC when its first event came */
+	uint64_t seq;
+
+	struct evt_table strs, stacks, pystacks;
+	uint64_t *frames;       /* native frames of interned stacks */
+	size_t frames_len, frames_cap;
+	uint32_t *pyids;        /* string ids of interned Python stacks */
+	size_t pyids_len, pyids_cap;
+
+	uint8_t *out;           /* chunk header + compressed payload */
+	size_t out_cap;
+
+	struct evlog_writer_stats st;
+	char err[512];
+};
+
+static uint64_t evw_now(clockid_t clk)
+{
+	struct timespec ts;
+	clock_gettime(clk, &ts);
+	return (uint64_t)ts.tv_sec * 1000000000ull + (uint64_t)ts.tv_nsec;
+}
+
+__attribute__((format(printf, 3, 4)))
+static int evw_fail(struct evlog_writer *w, int code, const char *fmt, ...)
+{
+	va_list ap;
+	va_start(ap, fmt);
+	vsnprintf(w->err, sizeof(w->err), fmt, ap);
+	va_end(ap);
+	return -code;
+}
+
+__attribute__((format(printf, 4, 5)))
+static int evw_msg(char *msg, size_t msgsz, int code, const char *fmt, ...)
+{
+	if (msg && msgsz) {
+		va_list ap;
+		va_start(ap, fmt);
+		vsnprintf(msg, msgsz, fmt, ap);
+		va_end(ap);
+	}
+	return -code;
+}
+
+/* ------------------------------------------------------------------ file io */
+
+/* One write() in the common case; loops over short writes and EINTR. */
+static int evw_write_all(int fd, const uint8_t *p, size_t n)
+{
+	while (n) {
+		ssize_t k = write(fd, p, n);
+		if (k < 0) {
+			if (errno == EINTR)
+				continue;
+			return -errno;
+		}
+		if (k == 0)
+			return -EIO;
+		p += k;
+		n -= (size_t)k;
+	}
+	return 0;
+}
+
+/* A failed append may have left part of a chunk: cut it off so the file
+ * stays a valid log up to its last complete chunk. */
+static int evw_append(struct evlog_writer *w, const uint8_t *p, size_t n)
+{
+	int rc = evw_write_all(w->fd, p, n);
+	if (rc == 0) {
+		w->st.file_bytes += n;
+		return 0;
+	}
+	if (ftruncate(w->fd, (off_t)w->st.file_bytes) == 0)
+		lseek(w->fd, (off_t)w->st.file_bytes, SEEK_SET);
+	w->failed = EVLOG_EIO;
+	const char *hint = (rc == -ENOSPC || rc == -EFBIG || rc == -EDQUOT)
+		? " (disk full or file size limit: free space or raise the limit)" : "";
+	return evw_fail(w, EVLOG_EIO,
+			"writing %s: %s%s; the log keeps its %llu complete chunks (%llu bytes)",
+			w->partial_path, strerror(-rc), hint,
+			(unsigned long long)w->st.chunks,
+			(unsigned long long)w->st.file_bytes);
+}
+
+/* ------------------------------------------------------------- file header */
+
+static uint8_t *evw_tlv(uint8_t *p, uint16_t tag, const void *v, uint32_t len)
+{
+	evf_put16(p, tag);
+	evf_put32(p + 2, len);
+	if (len)
+		memcpy(p + 6, v, len);
+	return p + 6 + len;
+}
+
+static uint8_t *evw_tlv_str(uint8_t *p, uint16_t tag, struct evlog_str s)
+{
+	return evw_tlv(p, tag, s.ptr, s.len);
+}
+
+static uint8_t *evw_tlv_u64(uint8_t *p, uint16_t tag, uint64_t v)
+{
+	uint8_t b[8];
+	evf_put64(b, v);
+	return evw_tlv(p, tag, b, 8);
+}
+
+static int evw_check_hstr(struct evlog_str s, const char *what, char *msg, size_t msgsz)
+{
+	if (s.len > EVLOG_STR_MAX)
+		return evw_msg(msg, msgsz, EVLOG_EINVAL, "header %s: %u bytes, over the %u limit",
+			       what, s.len, EVLOG_STR_MAX);
+	if (s.len && !s.ptr)
+		return evw_msg(msg, msgsz, EVLOG_EINVAL, "header %s: NULL pointer with length %u",
+			       what, s.len);
+	return 0;
+}
+
+static int evw_write_header(struct evlog_writer *w, const struct evlog_header *in,
+			    char *msg, size_t msgsz)
+{
+	static const struct evlog_header empty;
+	const struct evlog_header *h = in ? in : &empty;
+	const struct evlog_str *s[6] = { &h->host, &h->boot_id, &h->machine,
+					 &h->producer, &h->cmdline, &h->options };
+	static const char *const what[6] = { "host", "boot_id", "machine",
+					     "producer", "cmdline", "options" };
+	static const uint16_t tags[6] = { EVF_TAG_HOST, EVF_TAG_BOOT_ID, EVF_TAG_MACHINE,
+					  EVF_TAG_PRODUCER, EVF_TAG_CMDLINE, EVF_TAG_OPTIONS };
+	size_t body = 3 * 6 + 8 + 8 + 4;
+	for (int i = 0; i < 6; i++) {
+		int rc = evw_check_hstr(*s[i], what[i], msg, msgsz);
+		if (rc)
+			return rc;
+		body += 6 + s[i]->len;
+	}
+	uint8_t *buf = malloc(EVF_FILE_FIXED + body);
+	if (!buf)
+		return evw_msg(msg, msgsz, EVLOG_ENOMEM, "out of memory for the file header");
+	uint8_t *p = buf + EVF_FILE_FIXED;
+	for (int i = 0; i < 6; i++)
+		p = evw_tlv_str(p, tags[i], *s[i]);
+	p = evw_tlv_u64(p, EVF_TAG_MONO_NS, h->mono_ns ? h->mono_ns : evw_now(CLOCK_MONOTONIC));
+	p = evw_tlv_u64(p, EVF_TAG_REALTIME_NS,
+			h->realtime_ns ? h->realtime_ns : evw_now(CLOCK_REALTIME));
+	uint8_t pid[4];
+	evf_put32(pid, h->producer_pid ? h->producer_pid : (uint32_t)getpid());
+	p = evw_tlv(p, EVF_TAG_PRODUCER_PID, pid, 4);
+
+	memcpy(buf, EVF_MAGIC, EVF_MAGIC_LEN);
+	evf_put16(buf + 8, EVLOG_VERSION_MAJOR);
+	evf_put16(buf + 10, EVLOG_VERSION_MINOR);
+	evf_put32(buf + 12, (uint32_t)body);
+	evf_put32(buf + 16, libdeflate_crc32(0, buf + EVF_FILE_FIXED, body));
+	int rc = evw_append(w, buf, EVF_FILE_FIXED + body);
+	free(buf);
+	if (rc)
+		return evw_msg(msg, msgsz, EVLOG_EIO, "%s", w->err);
+	return 0;
+}
+
+/* ---------------------------------------------------------------- open */
+
+static int evw_split(struct evlog_writer *w, const char *path, char *msg, size_t msgsz)
+{
+	const char *slash = strrchr(path, '/');
+	const char *base = slash ? slash + 1 : path;
+	if (!*base || !strcmp(base, ".") || !strcmp(base, ".."))
+		return evw_msg(msg, msgsz, EVLOG_EINVAL,
+			       "output path '%s' names a directory; give a file name", path);
+	char *dir = slash ? strndup(path, (size_t)(slash - path) + (slash == path)) : strdup(".");
+	w->name = strdup(base);
+	if (!dir || !w->name) {
+		free(dir);
+		return evw_msg(msg, msgsz, EVLOG_ENOMEM, "out of memory");
+	}
+	w->dirfd = open(dir, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+	int e = errno;
+	free(dir);
+	if (w->dirfd < 0)
+		return evw_msg(msg, msgsz, EVLOG_EIO, "output directory of '%s': %s", path,
+			       strerror(e));
+	return 0;
+}
+
+static char *evw_join(const char *path, const char *partial)
+{
+	const char *slash = strrchr(path, '/');
+	int dlen = slash ? (int)(slash - path) + 1 : 0;
+	char *s = NULL;
+	if (asprintf(&s, "%.*s%s", dlen, path, partial) < 0)
+		return NULL;
+	return s;
+}
+
+/* O_EXCL|O_NOFOLLOW: never reuse, follow or clobber what is already there
+ * (a stale partial of a dead writer, a planted symlink); pick another name. */
+static int evw_create_partial(struct evlog_writer *w, const char *path, char *msg, size_t msgsz)
+{
+	int flags = O_WRONLY | O_CREAT | O_EXCL | O_NOFOLLOW | O_CLOEXEC;
+	for (unsigned n = 0; n < 1000; n++) {
+		char *p = NULL;
+		int k = n == 0 ? asprintf(&p, ".%s.partial", w->name)
+			       : asprintf(&p, ".%s.%d-%u.partial", w->name, (int)getpid(), n);
+		if (k < 0)
+			return evw_msg(msg, msgsz, EVLOG_ENOMEM, "out of memory");
+		w->fd = openat(w->dirfd, p, flags, 0644);
+		if (w->fd >= 0) {
+			w->partial = p;
+			w->partial_path = evw_join(path, p);
+			return w->partial_path ? 0 : evw_msg(msg, msgsz, EVLOG_ENOMEM, "out of memory");
+		}
+		int e = errno;
+		free(p);
+		if (e != EEXIST)
+			return evw_msg(msg, msgsz, EVLOG_EIO, "creating the partial file for '%s': %s",
+				       path, strerror(e));
+	}
+	return evw_msg(msg, msgsz, EVLOG_EIO, "creating the partial file for '%s': too many "
+		       "stale partial files next to it; remove them", path);
+}
+
+static void evw_free(struct evlog_writer *w)
+{
+	if (w->fd >= 0)
+		close(w->fd);
+	if (w->dirfd >= 0)
+		close(w->dirfd);
+	ZSTD_freeCCtx(w->cctx);
+	evt_free(&w->strs);
+	evt_free(&w->stacks);
+	evt_free(&w->pystacks);
+	free(w->frames);
+	free(w->pyids);
+	free(w->raw);
+	free(w->out);
+	free(w->name);
+	free(w->partial);
+	free(w->partial_path);
+	free(w);
+}
+
+static void evw_set_opts(struct evlog_writer *w, const struct evlog_writer_opts *o)
+{
+	if (o)
+		w->opts = *o;
+	if (!w->opts.chunk_bytes)
+		w->opts.chunk_bytes = EVF_CHUNK_DEFAULT;
+	if (w->opts.chunk_bytes > EVF_CHUNK_RAW_MAX / 2)
+		w->opts.chunk_bytes = EVF_CHUNK_RAW_MAX / 2;
+	if (w->opts.chunk_bytes < 4096)
+		w->opts.chunk_bytes = 4096;
+	if (!w->opts.flush_ns)
+		w->opts.flush_ns = 1000000000ull;
+	if (!w->opts.zstd_level)
+		w->opts.zstd_level = 1;
+}
+
+static int evw_init(struct evlog_writer *w, const char *path, const struct evlog_header *hdr,
+		    char *msg, size_t msgsz)
+{
+	int rc = evw_split(w, path, msg, msgsz);
+	if (rc)
+		return rc;
+	struct stat sb;
+	if (fstatat(w->dirfd, w->name, &sb, AT_SYMLINK_NOFOLLOW) == 0) {
+		if (S_ISDIR(sb.st_mode))
+			return evw_msg(msg, msgsz, EVLOG_EINVAL, "output '%s' is a directory", path);
+		if (!w->opts.overwrite)
+			return evw_msg(msg, msgsz, EVLOG_EEXIST, "output '%s' already exists; "
+				       "refusing to overwrite it (remove it or choose another name)",
+				       path);
+	}
+	w->cctx = ZSTD_createCCtx();
+	w->raw_cap = w->opts.chunk_bytes + 4096;
+	w->raw = malloc(w->raw_cap);
+	if (!w->cctx || !w->raw || evt_init(&w->strs, 1024) || evt_init(&w->stacks, 256) ||
+	    evt_init(&w->pystacks, 256))
+		return evw_msg(msg, msgsz, EVLOG_ENOMEM, "out of memory");
+	rc = evw_create_partial(w, path, msg, msgsz);
+	if (rc)
+		return rc;
+	return evw_write_header(w, hdr, msg, msgsz);
+}
+
+int evlog_writer_open(struct evlog_writer **out, const char *path,
+		      const struct evlog_header *hdr,
+		      const struct evlog_writer_opts *opts, char *msg, size_t msgsz)
+{
+	if (!out)
+		return evw_msg(msg, msgsz, EVLOG_EINVAL, "evlog_writer_open: NULL out");
+	*out = NULL;
+	if (!path || !*path)
+		return evw_msg(msg, msgsz, EVLOG_EINVAL, "evlog_writer_open: empty output path");
+	struct evlog_writer *w = calloc(1, sizeof(*w));
+	if (!w)
+		return evw_msg(msg, msgsz, EVLOG_ENOMEM, "out of memory");
+	w->fd = w->dirfd = -1;
+	evw_set_opts(w, opts);
+	int rc = evw_init(w, path, hdr, msg, msgsz);
+	if (rc) {
+		if (w->partial)
+			unlinkat(w->dirfd, w->partial, 0);
+		evw_free(w);
+		return rc;
+	}
+	*out = w;
+	return 0;
+}
+
+/* --------------------------------------------------------------- chunking */
+
+static void evw_reset_chunk(struct evlog_writer *w)
+{
+	w->raw_len = 0;
+	w->n_events = 0;
+	w->frames_len = 0;
+	w->pyids_len = 0;
+	evt_reset(&w->strs);
+	evt_reset(&w->stacks);
+	evt_reset(&w->pystacks);
+}
+
+static int evw_flush_chunk(struct evlog_writer *w)
+{
+	if (w->failed)
+		return -w->failed;
+	if (!w->n_events)
+		return 0;
+	size_t bound = ZSTD_compressBound(w->raw_len) + EVF_CHUNK_HDR;
+	if (bound > w->out_cap) {
+		uint8_t *o = realloc(w->out, bound);
+		if (!o)
+			return evw_fail(w, EVLOG_ENOMEM, "out of memory compressing a chunk");
+		w->out = o;
+		w->out_cap = bound;
+	}
+	size_t c = ZSTD_compressCCtx(w->cctx, w->out + EVF_CHUNK_HDR, bound - EVF_CHUNK_HDR,
+				     w->raw, w->raw_len, w->opts.zstd_level);
+	if (ZSTD_isError(c))
+		return evw_fail(w, EVLOG_ENOMEM, "zstd: %s", ZSTD_getErrorName(c));
+	uint8_t *h = w->out;
+	memset(h, 0, EVF_CHUNK_HDR);
+	evf_put32(h, EVF_CHUNK_MAGIC);
+	evf_put32(h + 8, (uint32_t)c);
+	evf_put32(h + 12, (uint32_t)w->raw_len);
+	evf_put32(h + 16, w->n_events);
+	evf_put64(h + 24, w->seq);
+	evf_put64(h + 32, w->base_ts);
+	evf_put32(h + 40, libdeflate_crc32(0, h + EVF_CHUNK_HDR, c));
+	evf_put32(h + 4, libdeflate_crc32(0, h + 8, EVF_CHUNK_HDR - 8));
+	int rc = evw_append(w, h, EVF_CHUNK_HDR + c);
+	if (rc)
+		return rc;
+	w->st.chunks++;
+	w->st.raw_bytes += w->raw_len;
+	w->seq++;
+	evw_reset_chunk(w);
+	return 0;
+}
+
+int evlog_writer_flush(struct evlog_writer *w)
+{
+	return w ? evw_flush_chunk(w) : -EVLOG_EINVAL;
+}
+
+int evlog_writer_tick(struct evlog_writer *w)
+{
+	if (!w)
+		return -EVLOG_EINVAL;
+	if (!w->n_events)
+		return w->failed ? -w->failed : 0;
+	if (evw_now(CLOCK_MONOTONIC) - w->chunk_born_ns < w->opts.flush_ns)
+		return 0;
+	return evw_flush_chunk(w);
+}
+
+/* --------------------------------------------------------------- interning */
+
+static uint8_t *evw_str(struct evlog_writer *w, uint8_t *p, struct evlog_str s,
+			uint32_t hash, uint32_t *id_out)
+{
+	struct evt_slot *sl = evt_find_str(&w->strs, hash, s.ptr, s.len, w->raw);
+	if (sl->gen == w->strs.gen) {
+		if (id_out)
+			*id_out = sl->id;
+		return evf_put_varint(p, sl->id);
+	}
+	uint32_t id = w->strs.next++;
+	p = evf_put_varint(p, id);
+	p = evf_put_varint(p, s.len);
+	uint32_t off = (uint32_t)(p - w->raw);
+	if (s.len)
+		memcpy(p, s.ptr, s.len);
+	/* A failed insert only costs compression: the string is re-sent. */
+	evt_insert(&w->strs, sl, hash, id, off, s.len, 0);
+	if (id_out)
+		*id_out = id;
+	return p + s.len;
+}
+
+static inline uint8_t *evw_s(struct evlog_writer *w, uint8_t *p, struct evlog_str s)
+{
+	return evw_str(w, p, s, evt_hash(s.ptr, s.len), NULL);
+}
+
+static int evw_grow(void **buf, size_t *cap, size_t need, size_t elem)
+{
+	if (need <= *cap)
+		return 0;
+	size_t n = *cap ? *cap * 2 : 1024;
+	while (n < need)
+		n *= 2;
+	void *b = realloc(*buf, n * elem);
+	if (!b)
+		return -1;
+	*buf = b;
+	*cap = n;
+	return 0;
+}
+
+static uint8_t *evw_stack(struct evlog_writer *w, uint8_t *p, const struct evlog_stack *st)
+{
+	uint32_t n = st->n_kernel + st->n_user;
+	uint32_t hash = evt_hash(st->ips, (size_t)n * 8) ^ (st->n_kernel * 0x9e3779b1u);
+	struct evt_slot *sl = evt_find_u64(&w->stacks, hash, st->ips, st->n_kernel, st->n_user,
+					   w->frames);
+	if (sl->gen == w->stacks.gen)
+		return evf_put_varint(p, sl->id);
+	uint32_t id = w->stacks.next++;
+	p = evf_put_varint(p, id);
+	p = evf_put_varint(p, st->n_kernel);
+	p = evf_put_varint(p, st->n_user);
+	uint64_t prev = 0;
+	for (uint32_t i = 0; i < n; i++) {
+		p = evf_put_varint(p, evf_zigzag((int64_t)(st->ips[i] - prev)));
+		prev = st->ips[i];
+	}
+	if (evw_grow((void **)&w->frames, &w->frames_cap, w->frames_len + n, 8) == 0) {
+		if (n)
+			memcpy(w->frames + w->frames_len, st->ips, (size_t)n * 8);
+		if (evt_insert(&w->stacks, sl, hash, id, (uint32_t)w->frames_len,
+			       st->n_kernel, st->n_user) == 0)
+			w->frames_len += n;
+	}
+	return p;
+}
+
+static uint8_t *evw_pystack(struct evlog_writer *w, uint8_t *p, const struct evlog_pystack *st)
+{
+	uint32_t hashes[EVLOG_MAX_FRAMES], ids[EVLOG_MAX_FRAMES];
+	int known = 1;
+	for (uint32_t i = 0; i < st->n; i++) {
+		const struct evlog_str *f = &st->frames[i];
+		hashes[i] = evt_hash(f->ptr, f->len);
+		struct evt_slot *sl = known ? evt_find_str(&w->strs, hashes[i], f->ptr, f->len,
+							   w->raw) : NULL;
+		if (!sl || sl->gen != w->strs.gen)
+			known = 0;
+		else
+			ids[i] = sl->id;
+	}
+	uint32_t hash = 0x51ed270bu ^ st->n;
+	struct evt_slot *sl = NULL;
+	if (known) {
+		hash ^= evt_hash(ids, (size_t)st->n * 4);
+		sl = evt_find_u32(&w->pystacks, hash, ids, st->n, w->pyids);
+		if (sl->gen == w->pystacks.gen)
+			return evf_put_varint(p, sl->id);
+	}
+	uint32_t id = w->pystacks.next++;
+	p = evf_put_varint(p, id);
+	p = evf_put_varint(p, st->n);
+	for (uint32_t i = 0; i < st->n; i++)
+		p = evw_str(w, p, st->frames[i], hashes[i], &ids[i]);
+	if (!known) {
+		hash ^= evt_hash(ids, (size_t)st->n * 4);
+		sl = evt_find_u32(&w->pystacks, hash, ids, st->n, w->pyids);
+	}
+	if (sl->gen != w->pystacks.gen &&
+	    evw_grow((void **)&w->pyids, &w->pyids_cap, w->pyids_len + st->n, 4) == 0) {
+		if (st->n)
+			memcpy(w->pyids + w->pyids_len, ids, (size_t)st->n * 4);
+		if (evt_insert(&w->pystacks, sl, hash, id, (uint32_t)w->pyids_len, st->n, 0) == 0)
+			w->pyids_len += st->n;
+	}
+	return p;
+}
+
+/* ------------------------------------------------------------- validation */
+
+static int evw_chk_str(struct evlog_writer *w, struct evlog_str s, size_t *bound,
+		       const char *field)
+{
+	if (s.len > EVLOG_STR_MAX)
+		return evw_fail(w, EVLOG_EINVAL, "%s: string of %u bytes, over the %u limit",
+				field, s.len, EVLOG_STR_MAX);
+	if (s.len && !s.ptr)
+		return evw_fail(w, EVLOG_EINVAL, "%s: NULL string with length %u", field, s.len);
+	*bound += (size_t)s.len + 20;
+	return 0;
+}
+
+#define CHK_STR(s, f) do { int rc_ = evw_chk_str(w, (s), &b, (f)); if (rc_) return rc_; } while (0)
+
+/* Validates the event and returns an upper bound of its encoded size. */
+static int evw_bound(struct evlog_writer *w, const struct evlog_event *ev, size_t *bound)
+{
+	size_t b = 256;
+	const char *tn = evlog_type_name(ev->type);
+	switch (ev->type) {
+	case EV_PROCESS:
+		CHK_STR(ev->u.process.name, "process.name");
+		CHK_STR(ev->u.process.cmdline, "process.cmdline");
+		CHK_STR(ev->u.process.exe, "process.exe");
+		break;
+	case EV_THREAD:
+		CHK_STR(ev->u.thread.name, "thread.name");
+		break;
+	case EV_CPU_SAMPLE: {
+		const struct evlog_stack *s = &ev->u.cpu_sample.stack;
+		if ((uint64_t)s->n_kernel + s->n_user > EVLOG_MAX_FRAMES)
+			return evw_fail(w, EVLOG_EINVAL, "cpu_sample: %u+%u frames, over the %u limit",
+					s->n_kernel, s->n_user, EVLOG_MAX_FRAMES);
+		if (s->n_kernel + s->n_user && !s->ips)
+			return evw_fail(w, EVLOG_EINVAL, "cpu_sample: NULL ips");
+		b += (size_t)(s->n_kernel + s->n_user) * 10;
+		break;
+	}
+	case EV_PY_ENTER:
+		CHK_STR(ev->u.py_enter.func, "py_enter.func");
+		CHK_STR(ev->u.py_enter.file, "py_enter.file");
+		break;
+	case EV_PY_EXIT:
+		CHK_STR(ev->u.py_exit.func, "py_exit.func");
+		break;
+	case EV_PY_SAMPLE: {
+		const struct evlog_pystack *s = &ev->u.py_sample.stack;
+		if (s->n > EVLOG_MAX_FRAMES)
+			return evw_fail(w, EVLOG_EINVAL, "py_sample: %u frames, over the %u limit",
+					s->n, EVLOG_MAX_FRAMES);
+		if (s->n && !s->frames)
+			return evw_fail(w, EVLOG_EINVAL, "py_sample: NULL frames");
+		for (uint32_t i = 0; i < s->n; i++)
+			CHK_STR(s->frames[i], "py_sample.frame");
+		break;
+	}
+	case EV_LIB_CALL:
+		if (ev->u.lib_call.nargs > EVLOG_MAX_ARGS)
+			return evw_fail(w, EVLOG_EINVAL, "lib_call: nargs %u, over the %u limit",
+					ev->u.lib_call.nargs, EVLOG_MAX_ARGS);
+		CHK_STR(ev->u.lib_call.lib, "lib_call.lib");
+		CHK_STR(ev->u.lib_call.symbol, "lib_call.symbol");
+		CHK_STR(ev->u.lib_call.detail, "lib_call.detail");
+		break;
+	case EV_GPU_KERNEL:
+		CHK_STR(ev->u.gpu_kernel.name, "gpu_kernel.name");
+		break;
+	case EV_GPU_API:
+		CHK_STR(ev->u.gpu_api.name, "gpu_api.name");
+		break;
+	case EV_GPU_DEVICE:
+		CHK_STR(ev->u.gpu_device.name, "gpu_device.name");
+		CHK_STR(ev->u.gpu_device.uuid, "gpu_device.uuid");
+		break;
+	case EV_SYMBOL:
+		CHK_STR(ev->u.symbol.name, "symbol.name");
+		CHK_STR(ev->u.symbol.module, "symbol.module");
+		break;
+	case EV_MARKER:
+		CHK_STR(ev->u.marker.name, "marker.name");
+		CHK_STR(ev->u.marker.text, "marker.text");
+		break;
+	default:
+		if (!tn)
+			return evw_fail(w, EVLOG_EINVAL, "unknown event type %u", ev->type);
+	}
+	if (b > EVF_CHUNK_RAW_MAX)
+		return evw_fail(w, EVLOG_EINVAL, "%s event of about %zu bytes, over the %u limit",
+				tn, b, EVF_CHUNK_RAW_MAX);
+	*bound = b;
+	return 0;
+}
+
+/* ---------------------------------------------------------------- encoding */
+
+#define V(x) (p = evf_put_varint(p, (uint64_t)(x)))
+#define Z(x) (p = evf_put_varint(p, evf_zigzag((int64_t)(x))))
+#define S(x) (p = evw_s(w, p, (x)))
+
+static uint8_t *evw_gpu_common(uint8_t *p, uint64_t dur, uint32_t dev, uint32_t ctx,
+			       uint32_t stream, uint64_t corr)
+{
+	V(dur); V(dev); V(ctx); V(stream); V(corr);
+	return p;
+}
+
+static uint8_t *evw_fields(struct evlog_writer *w, uint8_t *p, const struct evlog_event *ev)
+{
+	const typeof(ev->u) *u = &ev->u;
+	switch (ev->type) {
+	case EV_PROCESS:
+		V(u->process.ppid); S(u->process.name); S(u->process.cmdline); S(u->process.exe);
+		V(u->process.is_exec);
+		break;
+	case EV_PROCESS_EXIT: Z(u->process_exit.code); break;
+	case EV_THREAD: S(u->thread.name); V(u->thread.is_new); break;
+	case EV_THREAD_EXIT: break;
+	case EV_SYSCALL:
+		V(u->syscall.nr); V(u->syscall.dur); Z(u->syscall.ret);
+		V(u->syscall.arg0); V(u->syscall.arg1); V(u->syscall.arg2);
+		break;
+	case EV_CPU_SAMPLE: V(u->cpu_sample.cpu); p = evw_stack(w, p, &u->cpu_sample.stack); break;
+	case EV_PY_ENTER: S(u->py_enter.func); S(u->py_enter.file); V(u->py_enter.line); break;
+	case EV_PY_EXIT: S(u->py_exit.func); break;
+	case EV_PY_SAMPLE: p = evw_pystack(w, p, &u->py_sample.stack); break;
+	case EV_LIB_CALL:
+		V(u->lib_call.lib_class); S(u->lib_call.lib); S(u->lib_call.symbol);
+		V(u->lib_call.dur); V(u->lib_call.ret); V(u->lib_call.depth); V(u->lib_call.nargs);
+		for (uint32_t i = 0; i < u->lib_call.nargs; i++)
+			V(u->lib_call.args[i]);
+		S(u->lib_call.detail); V(u->lib_call.correlation_id);
+		break;
+	case EV_GPU_KERNEL: {
+		const typeof(u->gpu_kernel) *k = &u->gpu_kernel;
+		p = evw_gpu_common(p, k->dur, k->device, k->context, k->stream, k->correlation_id);
+		S(k->name);
+		for (int i = 0; i < 3; i++)
+			V(k->grid[i]);
+		for (int i = 0; i < 3; i++)
+			V(k->block[i]);
+		V(k->registers); V(k->static_smem); V(k->dynamic_smem); V(k->graph_id);
+		break;
+	}
+	case EV_GPU_MEMCPY: {
+		const typeof(u->gpu_memcpy) *m = &u->gpu_memcpy;
+		p = evw_gpu_common(p, m->dur, m->device, m->context, m->stream, m->correlation_id);
+		V(m->bytes); V(m->copy_kind); V(m->src_kind); V(m->dst_kind);
+		break;
+	}
+	case EV_GPU_MEMSET: {
+		const typeof(u->gpu_memset) *m = &u->gpu_memset;
+		p = evw_gpu_common(p, m->dur, m->device, m->context, m->stream, m->correlation_id);
+		V(m->bytes); V(m->value);
+		break;
+	}
+	case EV_GPU_API:
+		V(u->gpu_api.dur); V(u->gpu_api.api_class); V(u->gpu_api.cbid);
+		V(u->gpu_api.correlation_id); Z(u->gpu_api.ret); S(u->gpu_api.name);
+		break;
+	case EV_GPU_DEVICE: {
+		const typeof(u->gpu_device) *d = &u->gpu_device;
+		V(d->device); S(d->name); S(d->uuid); V(d->sm_count); V(d->clock_khz);
+		V(d->memory_bytes); V(d->memory_bandwidth); V(d->cc_major); V(d->cc_minor);
+		V(d->max_threads_per_sm); V(d->max_regs_per_sm); V(d->max_smem_per_sm);
+		break;
+	}
+	case EV_LOST: V(u->lost.source); V(u->lost.count); break;
+	case EV_SYMBOL:
+		V(u->symbol.addr); S(u->symbol.name); S(u->symbol.module); V(u->symbol.offset);
+		break;
+	case EV_MARKER:
+		S(u->marker.name); S(u->marker.text); V(u->marker.dur); V(u->marker.value);
+		break;
+	case EV_CLOCK: V(u->clock.realtime_ns); break;
+	}
+	return p;
+}
+
+int evlog_write(struct evlog_writer *w, const struct evlog_event *ev)
+{
+	if (!w || !ev)
+		return -EVLOG_EINVAL;
+	if (w->failed)
+		return -w->failed;
+	size_t bound = 0;
+	int rc = evw_bound(w, ev, &bound);
+	if (rc)
+		return rc;
+	if (w->n_events && w->raw_len + bound > w->opts.chunk_bytes) {
+		rc = evw_flush_chunk(w);
+		if (rc)
+			return rc;
+	}
+	if (w->raw_len + bound > w->raw_cap) {
+		uint8_t *r = realloc(w->raw, w->raw_len + bound);
+		if (!r)
+			return evw_fail(w, EVLOG_ENOMEM, "out of memory for a %zu-byte event", bound);
+		w->raw = r;
+		w->raw_cap = w->raw_len + bound;
+	}
+	if (!w->n_events) {
+		w->base_ts = w->prev_ts = ev->ts;
+		w->chunk_born_ns = evw_now(CLOCK_MONOTONIC);
+	}
+	uint8_t *p = w->raw + w->raw_len;
+	int same = w->n_events && ev->pid == w->prev_pid && ev->tid == w->prev_tid;
+	*p++ = (uint8_t)(ev->type | (same ? EVF_SAME_THREAD : 0));
+	Z(ev->ts - w->prev_ts);
+	if (!same) {
+		V(ev->pid);
+		V(ev->tid);
+	}
+	p = evw_fields(w, p, ev);
+	w->raw_len = (size_t)(p - w->raw);
+	w->prev_ts = ev->ts;
+	w->prev_pid = ev->pid;
+	w->prev_tid = ev->tid;
+	w->n_events++;
+	w->st.events++;
+	w->st.events_by_type[ev->type]++;
+	return 0;
+}
+
+/* ----------------------------------------------------------------- closing */
+
+/* Publish without replacing: renameat2(RENAME_NOREPLACE), or link+unlink on
+ * filesystems without it. */
+static int evw_publish(struct evlog_writer *w)
+{
+	if (w->opts.overwrite)
+		return renameat(w->dirfd, w->partial, w->dirfd, w->name) ? -errno : 0;
+	if (renameat2(w->dirfd, w->partial, w->dirfd, w->name, RENAME_NOREPLACE) == 0)
+		return 0;
+	if (errno != EINVAL && errno != ENOSYS && errno != EOPNOTSUPP)
+		return -errno;
+	if (linkat(w->dirfd, w->partial, w->dirfd, w->name, 0) != 0)
+		return -errno;
+	unlinkat(w->dirfd, w->partial, 0);
+	return 0;
+}
+
+int evlog_writer_close_msg(struct evlog_writer *w, char *msg, size_t msgsz)
+{
+	if (!w)
+		return evw_msg(msg, msgsz, EVLOG_EINVAL, "evlog_writer_close: NULL writer");
+	int rc = evw_flush_chunk(w);
+	if (rc == 0) {
+		int e = evw_publish(w);
+		if (e == -EEXIST)
+			rc = evw_fail(w, EVLOG_EEXIST, "publishing %s: it already exists (never "
+				      "replaced); this log was kept as %s", w->name, w->partial_path);
+		else if (e)
+			rc = evw_fail(w, EVLOG_EIO, "publishing %s: %s; this log was kept as %s",
+				      w->name, strerror(-e), w->partial_path);
+	}
+	if (rc)
+		evw_msg(msg, msgsz, -rc, "%s", w->err);
+	evw_free(w);
+	return rc;
+}
+
+int evlog_writer_close(struct evlog_writer *w)
+{
+	return evlog_writer_close_msg(w, NULL, 0);
+}
+
+void evlog_writer_abort(struct evlog_writer *w)
+{
+	if (!w)
+		return;
+	if (w->partial)
+		unlinkat(w->dirfd, w->partial, 0);
+	evw_free(w);
+}
+
+const char *evlog_writer_error(const struct evlog_writer *w)
+{
+	return w ? w->err : "NULL writer";
+}
+
+const char *evlog_writer_partial_path(const struct evlog_writer *w)
+{
+	return w ? w->partial_path : NULL;
+}
+
+void evlog_writer_stats(const struct evlog_writer *w, struct evlog_writer_stats *st)
+{
+	if (w && st)
+		*st = w->st;
+}
