@@ -1,0 +1,108 @@
+// SPDX-License-Identifier: GPL-2.0 OR Apache-2.0
+/*
+ * Every system call of every target thread: entry time, duration, return
+ * value and the first three arguments. sys_enter stores the call in a
+ * per-thread hash entry; sys_exit completes it into one ring-buffer record.
+ * BTF raw tracepoints: no tracefs, no kprobes, no per-call string copies.
+ */
+#include "vmlinux.h"
+/* BPF_PROG() declares a ctx parameter that typed programs do not use. */
+#pragma clang diagnostic ignored "-Wunused-parameter"
+#include <bpf/bpf_helpers.h>
+#include <bpf/bpf_tracing.h>
+#include <bpf/bpf_core_read.h>
+#include "common.bpf.h"
+#include "proc.h"
+#include "syscall.h"
+
+/* Set by the collector before load: this architecture's numbers of the
+ * calls that never return, and how full the ring buffer may get before the
+ * reader is woken (waking it per record would cost more than the record). */
+const volatile __s64 nr_exit = -1;
+const volatile __s64 nr_exit_group = -1;
+const volatile __u64 wakeup_bytes = 1 << 20;
+
+struct {
+	__uint(type, BPF_MAP_TYPE_HASH);
+	__uint(max_entries, 65536);
+	__type(key, __u32);              /* tid */
+	__type(value, struct lt_sys_pending);
+} lt_sys_pending SEC(".maps");
+
+static __always_inline void count_lost(void)
+{
+	__u32 src = LT_EVSRC_SYSCALL;
+	__u64 *n = bpf_map_lookup_elem(&lost, &src);
+
+	if (n)
+		*n += 1;
+}
+
+static __always_inline void submit(void *r)
+{
+	__u64 flags = BPF_RB_NO_WAKEUP;
+
+	if (bpf_ringbuf_query(&events, BPF_RB_AVAIL_DATA) >= wakeup_bytes)
+		flags = BPF_RB_FORCE_WAKEUP;
+	bpf_ringbuf_submit(r, flags);
+}
+
+static __always_inline void emit(__u64 id, const struct lt_sys_pending *p, __u64 dur,
+				 __s64 ret, __u32 flags)
+{
+	struct lt_rec_syscall *r;
+
+	r = lt_reserve(sizeof(*r), LT_REC_SYSCALL, LT_EVSRC_SYSCALL, id, p->ts);
+	if (!r)
+		return;
+	r->dur = dur;
+	r->ret = ret;
+	r->arg0 = p->arg0;
+	r->arg1 = p->arg1;
+	r->arg2 = p->arg2;
+	r->nr = p->nr;
+	r->flags = flags;
+	submit(r);
+}
+
+SEC("tp_btf/sys_enter")
+int BPF_PROG(lt_sys_enter, struct pt_regs *regs, long id)
+{
+	__u64 pid_tgid = bpf_get_current_pid_tgid();
+	__u32 tgid = pid_tgid >> 32, tid = (__u32)pid_tgid;
+	struct lt_sys_pending p;
+
+	if (!lt_is_target(tgid))
+		return 0;
+	p.ts = bpf_ktime_get_ns();
+	p.nr = id;
+	p.tgid = tgid;
+	p.arg0 = PT_REGS_PARM1_CORE_SYSCALL(regs);
+	p.arg1 = PT_REGS_PARM2_CORE_SYSCALL(regs);
+	p.arg2 = PT_REGS_PARM3_CORE_SYSCALL(regs);
+	if (id == nr_exit || id == nr_exit_group) {
+		/* No sys_exit will come: record it now. */
+		emit(pid_tgid, &p, 0, 0, LT_SYS_NORETURN);
+		return 0;
+	}
+	if (bpf_map_update_elem(&lt_sys_pending, &tid, &p, BPF_ANY))
+		count_lost();
+	return 0;
+}
+
+SEC("tp_btf/sys_exit")
+int BPF_PROG(lt_sys_exit, struct pt_regs *regs, long ret)
+{
+	__u64 pid_tgid = bpf_get_current_pid_tgid();
+	__u32 tid = (__u32)pid_tgid;
+	struct lt_sys_pending *p;
+
+	p = bpf_map_lookup_elem(&lt_sys_pending, &tid);
+	if (!p)
+		return 0;
+	emit(pid_tgid, p, bpf_ktime_get_ns() - p->ts, ret, 0);
+	bpf_map_delete_elem(&lt_sys_pending, &tid);
+	return 0;
+}
+
+char LICENSE[] SEC("license") = "GPL";

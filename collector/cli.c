@@ -1,0 +1,281 @@
+// SPDX-License-Identifier: Apache-2.0
+/*
+ * `llmtracker profile` options: the seed's flags (-p -t -o -d --delay -v
+ * --cpu-buffer-size --probe-file --enable-cuda-kernel) plus --cupti-dir,
+ * --freq, --no-children and the launch form `-- CMD ARGS`. Every bad value
+ * gets one line naming the flag, the value and what is expected.
+ */
+#include <errno.h>
+#include <getopt.h>
+#include <limits.h>
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "cli.h"
+
+static const struct {
+	const char *name;
+	unsigned bit;
+} type_names[] = {
+	{ "python", LT_T_PYTHON },
+	{ "cuda", LT_T_CUDA },
+	{ "syscall", LT_T_SYSCALL },
+	{ "cpu", LT_T_CPU },
+	{ "pysample", LT_T_PYSAMPLE },
+};
+#define N_TYPES (sizeof(type_names) / sizeof(type_names[0]))
+
+void lt_cli_usage(FILE *f)
+{
+	fprintf(f,
+		"usage: llmtracker profile -p PID [-p PID ...] -t TYPES -o FILE [-d SEC] [--delay SEC] [-v N]\n"
+		"                          [--cpu-buffer-size MB] [--probe-file FILE] [--enable-cuda-kernel true]\n"
+		"                          [--cupti-dir DIR] [--freq HZ] [--no-children] [-- CMD ARGS ...]\n"
+		"       llmtracker export -i FILE [-i FILE ...] -o OUT [--cupti-dir DIR]\n"
+		"       llmtracker generateCommand [--container-id ID | --pod-uid UID]\n"
+		"\n"
+		"  -p PID               process to profile (repeat for several); its descendants are followed\n"
+		"  -t TYPES             comma list of python, cuda, syscall, cpu, pysample, or all\n"
+		"  -o FILE              event log to write (binary whatever the extension; default %s)\n"
+		"  -d SEC               stop after SEC seconds (default: when every target exited, or on a signal)\n"
+		"  --delay SEC          wait SEC seconds before attaching (with -- CMD, the command runs meanwhile)\n"
+		"  -v N                 log level (glog-style lines on stderr)\n"
+		"  --cpu-buffer-size MB ring buffer per CPU (default %d)\n"
+		"  --probe-file FILE    CUDA library symbols to probe (-t cuda)\n"
+		"  --enable-cuda-kernel true   record GPU kernels through the injected CUPTI library\n"
+		"  --cupti-dir DIR      where the injected library writes its logs\n"
+		"  --freq HZ            CPU sampling frequency (default %d)\n"
+		"  --no-children        do not follow processes the targets start\n"
+		"  -- CMD ARGS          start CMD and profile it from its first instruction\n",
+		LT_DEFAULT_OUTPUT, LT_DEFAULT_CPU_BUFFER_MB, LT_DEFAULT_FREQ_HZ);
+}
+
+int lt_cli_parse_types(const char *s, unsigned *types, bool *all, char *err, size_t errsz)
+{
+	char buf[256], *save = NULL, *tok;
+
+	*types = 0;
+	*all = false;
+	if (!s || !*s || strlen(s) >= sizeof(buf)) {
+		snprintf(err, errsz, "-t needs a comma list of python, cuda, syscall, cpu, pysample or all");
+		return -1;
+	}
+	strcpy(buf, s);
+	for (tok = strtok_r(buf, ",", &save); tok; tok = strtok_r(NULL, ",", &save)) {
+		size_t i;
+
+		if (!strcmp(tok, "all")) {
+			*all = true;
+			*types |= LT_T_ALL;
+			continue;
+		}
+		for (i = 0; i < N_TYPES && strcmp(tok, type_names[i].name); i++)
+			;
+		if (i == N_TYPES) {
+			snprintf(err, errsz,
+				 "unknown profiling type '%s' in -t %s (expected python, cuda, syscall, cpu, pysample or all)",
+				 tok, s);
+			return -1;
+		}
+		*types |= type_names[i].bit;
+	}
+	if (!*types) {
+		snprintf(err, errsz, "-t %s names no profiling type", s);
+		return -1;
+	}
+	return 0;
+}
+
+const char *lt_cli_types_str(unsigned types, char *buf, size_t sz)
+{
+	size_t i, n = 0;
+
+	buf[0] = 0;
+	for (i = 0; i < N_TYPES; i++)
+		if (types & type_names[i].bit)
+			n += snprintf(buf + n, n < sz ? sz - n : 0, "%s%s", n ? "," : "",
+				      type_names[i].name);
+	return buf;
+}
+
+static int parse_double(const char *flag, const char *v, double lo, double hi, double *out,
+			char *err, size_t errsz)
+{
+	char *end;
+	double d;
+
+	errno = 0;
+	d = strtod(v, &end);
+	if (errno || end == v || *end || !isfinite(d) || d < lo || d > hi) {
+		snprintf(err, errsz, "%s %s: expected a number of seconds from %g to %g", flag, v, lo, hi);
+		return -1;
+	}
+	*out = d;
+	return 0;
+}
+
+static int parse_uint(const char *flag, const char *v, unsigned long lo, unsigned long hi,
+		      unsigned long *out, char *err, size_t errsz)
+{
+	char *end;
+	unsigned long n;
+
+	errno = 0;
+	n = strtoul(v, &end, 10);
+	if (errno || end == v || *end || v[0] == '-' || n < lo || n > hi) {
+		snprintf(err, errsz, "%s %s: expected a whole number from %lu to %lu", flag, v, lo, hi);
+		return -1;
+	}
+	*out = n;
+	return 0;
+}
+
+static int parse_bool(const char *flag, const char *v, bool *out, char *err, size_t errsz)
+{
+	if (!strcmp(v, "true") || !strcmp(v, "1") || !strcmp(v, "yes")) {
+		*out = true;
+		return 0;
+	}
+	if (!strcmp(v, "false") || !strcmp(v, "none") || !strcmp(v, "0") || !strcmp(v, "no") || !*v) {
+		*out = false;
+		return 0;
+	}
+	snprintf(err, errsz, "%s %s: expected true or false", flag, v);
+	return -1;
+}
+
+enum { OPT_DELAY = 256, OPT_CPUBUF, OPT_PROBE, OPT_CUDAK, OPT_CUPTI, OPT_FREQ, OPT_NOCHILD };
+
+static const struct option long_opts[] = {
+	{ "pid", required_argument, NULL, 'p' },
+	{ "type", required_argument, NULL, 't' },
+	{ "output", required_argument, NULL, 'o' },
+	{ "duration", required_argument, NULL, 'd' },
+	{ "verbose", required_argument, NULL, 'v' },
+	{ "delay", required_argument, NULL, OPT_DELAY },
+	{ "cpu-buffer-size", required_argument, NULL, OPT_CPUBUF },
+	{ "probe-file", required_argument, NULL, OPT_PROBE },
+	{ "enable-cuda-kernel", required_argument, NULL, OPT_CUDAK },
+	{ "cupti-dir", required_argument, NULL, OPT_CUPTI },
+	{ "freq", required_argument, NULL, OPT_FREQ },
+	{ "no-children", no_argument, NULL, OPT_NOCHILD },
+	{ "help", no_argument, NULL, 'h' },
+	{ 0 },
+};
+
+static int add_pid(struct lt_options *o, const char *v, char *err, size_t errsz)
+{
+	unsigned long pid;
+
+	if (parse_uint("-p", v, 1, INT_MAX, &pid, err, errsz))
+		return -1;
+	if (o->n_pids >= LT_MAX_TARGETS) {
+		snprintf(err, errsz, "too many -p (at most %d processes)", LT_MAX_TARGETS);
+		return -1;
+	}
+	o->pids[o->n_pids++] = (int)pid;
+	return 0;
+}
+
+static int parse_one(struct lt_options *o, int c, const char *v, bool *have_t, char *err, size_t errsz)
+{
+	unsigned long n;
+
+	switch (c) {
+	case 'p':
+		return add_pid(o, v, err, errsz);
+	case 't':
+		*have_t = true;
+		return lt_cli_parse_types(v, &o->types, &o->types_all, err, errsz);
+	case 'o':
+		if (!*v) {
+			snprintf(err, errsz, "-o needs a file name");
+			return -1;
+		}
+		o->output = v;
+		return 0;
+	case 'd':
+		return parse_double("-d", v, 0, 1e7, &o->duration_s, err, errsz);
+	case OPT_DELAY:
+		return parse_double("--delay", v, 0, 1e7, &o->delay_s, err, errsz);
+	case 'v':
+		if (parse_uint("-v", v, 0, 100, &n, err, errsz))
+			return -1;
+		o->verbosity = (int)n;
+		return 0;
+	case OPT_CPUBUF:
+		if (parse_uint("--cpu-buffer-size", v, 1, 1024, &n, err, errsz))
+			return -1;
+		o->cpu_buffer_mb = (unsigned)n;
+		return 0;
+	case OPT_FREQ:
+		if (parse_uint("--freq", v, 1, 100000, &n, err, errsz))
+			return -1;
+		o->freq_hz = (unsigned)n;
+		return 0;
+	case OPT_PROBE:
+		o->probe_file = v;
+		return 0;
+	case OPT_CUPTI:
+		o->cupti_dir = v;
+		return 0;
+	case OPT_CUDAK:
+		return parse_bool("--enable-cuda-kernel", v, &o->cuda_kernel, err, errsz);
+	case OPT_NOCHILD:
+		o->follow_children = false;
+		return 0;
+	}
+	snprintf(err, errsz, "unknown option (see llmtracker profile --help)");
+	return -1;
+}
+
+int lt_cli_parse_profile(int argc, char **argv, struct lt_options *o, char *err, size_t errsz)
+{
+	bool have_t = false;
+	int c;
+
+	memset(o, 0, sizeof(*o));
+	o->output = LT_DEFAULT_OUTPUT;
+	o->cpu_buffer_mb = LT_DEFAULT_CPU_BUFFER_MB;
+	o->freq_hz = LT_DEFAULT_FREQ_HZ;
+	o->follow_children = true;
+	optind = 1;
+	opterr = 0;
+	/* '+': stop at the first non-option, so `-- CMD -x` keeps CMD's flags. */
+	while ((c = getopt_long(argc, argv, "+p:t:o:d:v:h", long_opts, NULL)) != -1) {
+		if (c == 'h') {
+			lt_cli_usage(stdout);
+			return 1;
+		}
+		if (c == '?' || c == ':') {
+			if (optopt && optopt < 256)
+				snprintf(err, errsz, "option -%c %s (see llmtracker profile --help)", optopt,
+					 c == ':' ? "needs a value" : "is unknown");
+			else
+				snprintf(err, errsz, "option %s is unknown or needs a value (see llmtracker profile --help)",
+					 argv[optind - 1]);
+			return -1;
+		}
+		if (parse_one(o, c, optarg, &have_t, err, errsz))
+			return -1;
+	}
+	if (optind < argc) {
+		if (strcmp(argv[optind - 1], "--")) {
+			snprintf(err, errsz, "unexpected argument '%s' (put the command to launch after --)",
+				 argv[optind]);
+			return -1;
+		}
+		o->launch_argv = argv + optind;
+	}
+	if (!have_t) {
+		snprintf(err, errsz, "missing -t TYPES (python, cuda, syscall, cpu, pysample or all)");
+		return -1;
+	}
+	if (!o->n_pids && !o->launch_argv) {
+		snprintf(err, errsz, "nothing to profile: give -p PID or -- CMD ARGS");
+		return -1;
+	}
+	return 0;
+}

@@ -1,0 +1,173 @@
+// SPDX-License-Identifier: Apache-2.0
+/*
+ * `llmtracker generateCommand [--container-id ID | --pod-uid UID]`: list the
+ * processes worth profiling (those mapping libcuda / libcudart, and Python
+ * interpreters), optionally only those in one container's or pod's cgroup,
+ * then print a profiling command template and the Python path hint, as
+ * glog lines on stdout (the seed's tool prints the same).
+ */
+#include <dirent.h>
+#include <getopt.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+#include <json-c/json.h>
+
+#include "cli.h"
+#include "targets.h"
+
+#define INFO(...) lt_log('I', __FILE__, __LINE__, __VA_ARGS__)
+
+struct cand {
+	int pid;
+	bool cuda, python;
+	char comm[64], exe[1024];
+};
+
+/* Does /proc/<pid>/cgroup mention `id`? Pod UIDs appear with '-' (cgroupfs)
+ * or '_' (systemd driver), so both spellings are tried. */
+static bool in_cgroup(int pid, const char *id)
+{
+	char path[64], line[4096], alt[256];
+	bool hit = false;
+	FILE *f;
+
+	snprintf(path, sizeof(path), "/proc/%d/cgroup", pid);
+	snprintf(alt, sizeof(alt), "%s", id);
+	for (char *p = alt; *p; p++)
+		if (*p == '-')
+			*p = '_';
+	if (!(f = fopen(path, "re")))
+		return false;
+	while (!hit && fgets(line, sizeof(line), f))
+		hit = strstr(line, id) || strstr(line, alt);
+	fclose(f);
+	return hit;
+}
+
+static bool maps_cuda(int pid)
+{
+	char path[64], line[4096];
+	bool hit = false;
+	FILE *f;
+
+	snprintf(path, sizeof(path), "/proc/%d/maps", pid);
+	if (!(f = fopen(path, "re")))
+		return false;
+	while (!hit && fgets(line, sizeof(line), f))
+		hit = strstr(line, "/libcuda.so") || strstr(line, "/libcudart.so");
+	fclose(f);
+	return hit;
+}
+
+static bool is_python(const char *comm, const char *exe)
+{
+	const char *b = strrchr(exe, '/');
+
+	return !strncmp(comm, "python", 6) || (b && !strncmp(b + 1, "python", 6));
+}
+
+static int scan(const char *cgroup_id, struct cand **out)
+{
+	struct cand *v = NULL;
+	int n = 0, cap = 0;
+	struct dirent *de;
+	DIR *d = opendir("/proc");
+
+	if (!d)
+		return -1;
+	while ((de = readdir(d))) {
+		struct cand c = { .pid = atoi(de->d_name) };
+
+		if (c.pid <= 0 || c.pid == getpid() || (cgroup_id && !in_cgroup(c.pid, cgroup_id)))
+			continue;
+		if (lt_proc_read_comm(c.pid, c.pid, c.comm, sizeof(c.comm)))
+			continue;
+		lt_proc_read_exe(c.pid, c.exe, sizeof(c.exe));
+		c.cuda = maps_cuda(c.pid);
+		c.python = is_python(c.comm, c.exe);
+		if (!c.cuda && !c.python)
+			continue;
+		if (n == cap) {
+			struct cand *nv = realloc(v, (cap = cap ? cap * 2 : 16) * sizeof(*v));
+
+			if (!nv)
+				break;
+			v = nv;
+		}
+		v[n++] = c;
+	}
+	closedir(d);
+	*out = v;
+	return n;
+}
+
+static void print_cand(const struct cand *c)
+{
+	char cmdline[4096];
+	json_object *o = json_object_new_object();
+
+	lt_proc_read_cmdline(c->pid, cmdline, sizeof(cmdline));
+	json_object_object_add(o, "pid", json_object_new_int(c->pid));
+	json_object_object_add(o, "name", json_object_new_string(c->comm));
+	json_object_object_add(o, "cuda", json_object_new_boolean(c->cuda));
+	json_object_object_add(o, "python", json_object_new_boolean(c->python));
+	json_object_object_add(o, "cmdline", json_object_new_string(cmdline));
+	INFO("PID: %d, Name: %s", c->pid,
+	     json_object_to_json_string_ext(o, JSON_C_TO_STRING_PLAIN | JSON_C_TO_STRING_NOSLASHESCAPE));
+	json_object_put(o);
+}
+
+int lt_cmd_generate(int argc, char **argv)
+{
+	static const struct option opts[] = {
+		{ "container-id", required_argument, NULL, 'c' },
+		{ "pod-uid", required_argument, NULL, 'u' },
+		{ "help", no_argument, NULL, 'h' },
+		{ 0 },
+	};
+	const char *id = NULL, *python = NULL;
+	struct cand *v = NULL;
+	int c, n;
+
+	optind = 1;
+	opterr = 0;
+	while ((c = getopt_long(argc, argv, "h", opts, NULL)) != -1) {
+		if (c == 'h') {
+			printf("usage: llmtracker generateCommand [--container-id ID | --pod-uid UID]\n");
+			return 0;
+		}
+		if (c == '?' || (id && (c == 'c' || c == 'u'))) {
+			fprintf(stderr, "llmtracker generateCommand: expected at most one of --container-id ID or --pod-uid UID\n");
+			return 2;
+		}
+		id = optarg;
+	}
+	if (id && (!*id || strchr(id, '/'))) {
+		fprintf(stderr, "llmtracker generateCommand: '%s' is not a container id or pod uid\n", id);
+		return 2;
+	}
+	n = scan(id, &v);
+	if (n < 0) {
+		fprintf(stderr, "llmtracker generateCommand: cannot read /proc\n");
+		return 1;
+	}
+	lt_log_fd = STDOUT_FILENO;
+	INFO("GPU PIDs in %s%s:", id ? "container " : "this host's processes", id ? id : "");
+	for (int i = 0; i < n; i++) {
+		print_cand(&v[i]);
+		if (v[i].python && !python && v[i].exe[0])
+			python = v[i].exe;
+	}
+	if (!n)
+		lt_log('W', __FILE__, __LINE__, "no process maps libcuda/libcudart or runs Python%s",
+		       id ? " in that container" : "");
+	INFO("The profiling command is: llmtracker profile -p <ProcessID-To-Profiling> -t <Profiling-Type(python,cuda,syscall,cpu or all)> -o /tmp/data.json -v 5 --cpu-buffer-size <CPU-Buffer-Size, recommended 20> --probe-file <Enable-CUDA-Lib-Profile-File> -d <Duration-To-Profiling> --delay <Delay-Time> --enable-cuda-kernel <Enable-CUDA-Kernel-Profile(true or none)>");
+	if (python)
+		INFO("Profiling Python Path is: %s. If you want to profile Python, please set the environment variable: export EBPF_USDT_PYTHON_PATH=%s",
+		     python, python);
+	free(v);
+	return 0;
+}

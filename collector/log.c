@@ -1,0 +1,42 @@
+// SPDX-License-Identifier: Apache-2.0
+/*
+ * glog-style log lines, as the seed's tool prints them:
+ *   I1202 10:42:42.389890 2948136 file.c:51] message
+ * Each line is one write(2), so lines from several threads never interleave.
+ */
+#include <stdarg.h>
+#include <stdio.h>
+#include <string.h>
+#include <time.h>
+#include <unistd.h>
+
+#include "session.h"
+#include "cli.h"
+
+int lt_verbosity;
+int lt_log_fd = STDERR_FILENO;
+
+void lt_log(char level, const char *file, int line, const char *fmt, ...)
+{
+	char buf[4096];
+	struct timespec ts;
+	struct tm tm;
+	const char *base = strrchr(file, '/');
+	va_list ap;
+	int n, m;
+
+	clock_gettime(CLOCK_REALTIME, &ts);
+	localtime_r(&ts.tv_sec, &tm);
+	n = snprintf(buf, sizeof(buf), "%c%02d%02d %02d:%02d:%02d.%06ld %d %s:%d] ", level,
+		     tm.tm_mon + 1, tm.tm_mday, tm.tm_hour, tm.tm_min, tm.tm_sec,
+		     ts.tv_nsec / 1000, (int)gettid(), base ? base + 1 : file, line);
+	va_start(ap, fmt);
+	m = vsnprintf(buf + n, sizeof(buf) - n - 1, fmt, ap);
+	va_end(ap);
+	if (m < 0)
+		m = 0;
+	n += (size_t)m < sizeof(buf) - n - 1 ? m : (int)(sizeof(buf) - n - 2);
+	buf[n++] = '\n';
+	if (write(lt_log_fd, buf, n) < 0)
+		return; /* nowhere left to report it */
+}

@@ -1,0 +1,28 @@
+// SPDX-License-Identifier: Apache-2.0
+/* llmtracker: the node-side collector CLI. */
+#include <stdio.h>
+#include <string.h>
+
+#include "cli.h"
+
+int main(int argc, char **argv)
+{
+	const char *cmd = argc > 1 ? argv[1] : NULL;
+
+	if (!cmd) {
+		lt_cli_usage(stderr);
+		return 2;
+	}
+	if (!strcmp(cmd, "profile"))
+		return lt_cmd_profile(argc - 1, argv + 1);
+	if (!strcmp(cmd, "export"))
+		return lt_cmd_export(argc - 1, argv + 1);
+	if (!strcmp(cmd, "generateCommand") || !strcmp(cmd, "generate-command"))
+		return lt_cmd_generate(argc - 1, argv + 1);
+	if (!strcmp(cmd, "-h") || !strcmp(cmd, "--help") || !strcmp(cmd, "help")) {
+		lt_cli_usage(stdout);
+		return 0;
+	}
+	fprintf(stderr, "llmtracker: unknown command '%s' (expected profile, export or generateCommand)\n", cmd);
+	return 2;
+}

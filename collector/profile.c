@@ -1,0 +1,299 @@
+// SPDX-License-Identifier: Apache-2.0
+/*
+ * `llmtracker profile`: the run from checks to summary.
+ *
+ *   checks (privileges, BTF, PIDs) -> launch CMD stopped (if `--`)
+ *   -> --delay -> open log, create maps, start sources, add targets
+ *   -> [late-attach features start] -> release CMD -> main loop
+ *   -> [late-attach features stop] -> finish, detach, publish the log, summary
+ *
+ * Every exit path after the first attach goes through lt_session_stop(),
+ * so nothing stays attached; the kernel also drops every BPF link when the
+ * collector dies, even by SIGKILL.
+ */
+#include <errno.h>
+#include <linux/capability.h>
+#include <signal.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/resource.h>
+#include <sys/syscall.h>
+#include <time.h>
+#include <unistd.h>
+
+#include "cli.h"
+#include "launch.h"
+#include "profile.h"
+#include "targets.h"
+
+#define CLOCK_EVERY_NS (10ull * 1000000000ull)
+#define SWEEP_EVERY_NS (200ull * 1000000ull)
+#define POLL_MS 100
+
+static volatile sig_atomic_t stop_signal;
+
+static void on_signal(int sig)
+{
+	stop_signal = sig;
+}
+
+static void install_signals(void)
+{
+	struct sigaction sa = { .sa_handler = on_signal }; /* no SA_RESTART: wake poll() */
+
+	sigemptyset(&sa.sa_mask);
+	sigaction(SIGINT, &sa, NULL);
+	sigaction(SIGTERM, &sa, NULL);
+	signal(SIGPIPE, SIG_IGN);
+}
+
+/* ----------------------------------------------------------------- checks */
+
+static int check_caps(char *err, size_t sz)
+{
+	struct __user_cap_header_struct hdr = { _LINUX_CAPABILITY_VERSION_3, 0 };
+	struct __user_cap_data_struct d[2] = { 0 };
+	static const struct { int cap; const char *name; } need[] = {
+		{ 39, "CAP_BPF" }, { 38, "CAP_PERFMON" }, { CAP_SYS_PTRACE, "CAP_SYS_PTRACE" },
+	};
+	char missing[128] = "";
+	bool admin;
+
+	if (syscall(SYS_capget, &hdr, d))
+		return 0; /* cannot tell: let the BPF calls report */
+	admin = d[CAP_SYS_ADMIN / 32].effective & (1u << (CAP_SYS_ADMIN % 32));
+	for (size_t i = 0; i < sizeof(need) / sizeof(need[0]); i++) {
+		int c = need[i].cap;
+		bool has = d[c / 32].effective & (1u << (c % 32));
+
+		if (!has && !(admin && c != CAP_SYS_PTRACE)) /* CAP_SYS_ADMIN covers BPF and PERFMON */
+			snprintf(missing + strlen(missing), sizeof(missing) - strlen(missing), "%s%s",
+				 missing[0] ? ", " : "", need[i].name);
+	}
+	if (!missing[0])
+		return 0;
+	snprintf(err, sz, "profiling needs root or CAP_BPF, CAP_PERFMON and CAP_SYS_PTRACE (missing: %s); run it as root",
+		 missing);
+	return -1;
+}
+
+static int preflight(const struct lt_options *o, char *err, size_t sz)
+{
+	if (check_caps(err, sz))
+		return -1;
+	if (access("/sys/kernel/btf/vmlinux", R_OK)) {
+		snprintf(err, sz, "this kernel has no BTF (/sys/kernel/btf/vmlinux: %s); llmtracker needs a kernel built with CONFIG_DEBUG_INFO_BTF=y",
+			 strerror(errno));
+		return -1;
+	}
+	for (int i = 0; i < o->n_pids; i++) {
+		if (o->pids[i] == getpid()) {
+			snprintf(err, sz, "-p %d is llmtracker itself", o->pids[i]);
+			return -1;
+		}
+		if (!lt_proc_alive(o->pids[i])) {
+			snprintf(err, sz, "PID %d does not exist (no running process with that id in /proc)",
+				 o->pids[i]);
+			return -1;
+		}
+	}
+	return 0;
+}
+
+/* --delay: sleep in short steps so a signal ends it at once. */
+static int wait_delay(double seconds)
+{
+	uint64_t end = lt_now_ns() + (uint64_t)(seconds * 1e9);
+
+	LT_INFO(1, "waiting %.3g s before attaching", seconds);
+	while (!stop_signal && lt_now_ns() < end) {
+		struct timespec ts = { 0, 50 * 1000000 };
+
+		nanosleep(&ts, NULL);
+	}
+	return stop_signal ? -1 : 0;
+}
+
+/* ---------------------------------------------------------------- targets */
+
+static int add_one(struct lt_session *s, int pid)
+{
+	if (lt_session_add_target(s, pid))
+		return -1;
+	/* After the map update: threads born from now on are seen by BPF. */
+	lt_targets_snapshot(s, pid);
+	return 0;
+}
+
+static int add_targets(struct lt_session *s)
+{
+	int alive[LT_MAX_TARGETS], n = 0, kids[4096], n_kids;
+
+	for (int i = 0; i < s->opt.n_pids; i++) {
+		int pid = s->opt.pids[i];
+
+		if (!lt_proc_alive(pid)) {
+			LT_WARN("PID %d exited before profiling started", pid);
+			continue;
+		}
+		if (add_one(s, pid))
+			return -1;
+		alive[n++] = pid;
+	}
+	if (!n)
+		return lt_session_errorf(s, "no target is running any more: every PID exited before profiling started");
+	if (!s->opt.follow_children)
+		return 0;
+	n_kids = lt_targets_descendants(alive, n, kids, 4096);
+	for (int i = 0; i < n_kids; i++) {
+		LT_INFO(1, "following existing descendant %d", kids[i]);
+		if (lt_proc_alive(kids[i]) && add_one(s, kids[i]))
+			return -1;
+	}
+	return 0;
+}
+
+/* -------------------------------------------------------------- main loop */
+
+/* Poll until -d, a signal, a write error or every target gone. Returns why. */
+static const char *main_loop(struct lt_session *s, struct lt_launch *l)
+{
+	uint64_t start = lt_now_ns(), now;
+	uint64_t end = s->opt.duration_s > 0 ? start + (uint64_t)(s->opt.duration_s * 1e9) : UINT64_MAX;
+	uint64_t next_clock = start + CLOCK_EVERY_NS, next_sweep = start + SWEEP_EVERY_NS;
+
+	for (;;) {
+		if (stop_signal)
+			return stop_signal == SIGINT ? "interrupted (SIGINT)" : "terminated (SIGTERM)";
+		if (s->stopping)
+			return "the event log could not be written";
+		if (lt_session_poll(s, POLL_MS) < 0) {
+			LT_ERR("%s", s->err);
+			return "ring buffer error";
+		}
+		evlog_writer_tick(s->log);
+		now = lt_now_ns();
+		if (now >= end)
+			return "duration reached";
+		if (now >= next_clock) {
+			lt_session_emit_clock(s);
+			next_clock += CLOCK_EVERY_NS;
+		}
+		if (now >= next_sweep) {
+			next_sweep = now + SWEEP_EVERY_NS;
+			lt_launch_reap(l, false);
+			if (lt_targets_sweep(s) == 0)
+				return "every target exited";
+		}
+	}
+}
+
+static double cpu_seconds(void)
+{
+	struct rusage ru;
+
+	getrusage(RUSAGE_SELF, &ru);
+	return ru.ru_utime.tv_sec + ru.ru_stime.tv_sec + (ru.ru_utime.tv_usec + ru.ru_stime.tv_usec) / 1e6;
+}
+
+static int finish(struct lt_session *s, struct lt_launch *l, uint64_t t0, const char *why)
+{
+	char extra[512], st[128];
+	double secs = (lt_now_ns() - t0) / 1e9;
+	int rc = 0;
+
+	lt_session_finish(s);
+	lt_session_stop(s);
+	if (lt_session_close_log(s)) {
+		fprintf(stderr, "llmtracker: %s\n", s->err);
+		rc = 1;
+	}
+	snprintf(extra, sizeof(extra), "stopped: %s; collector CPU %.2f s", why, cpu_seconds());
+	if (l->pid) {
+		lt_launch_reap(l, false);
+		snprintf(extra + strlen(extra), sizeof(extra) - strlen(extra), "; command %s",
+			 lt_launch_status_str(l, st, sizeof(st)));
+	}
+	lt_session_summary(s, secs, extra);
+	lt_session_free(s);
+	return rc;
+}
+
+int lt_profile(const struct lt_options *opt_in, const char *cmdline)
+{
+	struct lt_options opt = *opt_in;
+	struct lt_launch l = { 0 };
+	struct lt_session s;
+	char err[512];
+	const char *why;
+	uint64_t t0;
+
+	lt_verbosity = opt.verbosity;
+	if (preflight(&opt, err, sizeof(err))) {
+		fprintf(stderr, "llmtracker: %s\n", err);
+		return 1;
+	}
+	install_signals();
+	if (opt.launch_argv) {
+		if (opt.n_pids >= LT_MAX_TARGETS || lt_launch_start(&l, opt.launch_argv, err, sizeof(err))) {
+			fprintf(stderr, "llmtracker: %s\n", opt.n_pids >= LT_MAX_TARGETS ? "too many targets" : err);
+			return 1;
+		}
+		opt.pids[opt.n_pids++] = l.pid;
+		if (opt.delay_s > 0)
+			lt_launch_release(&l); /* the command runs during the delay */
+	}
+	if (opt.delay_s > 0 && wait_delay(opt.delay_s)) {
+		fprintf(stderr, "llmtracker: interrupted before profiling started; nothing recorded\n");
+		lt_launch_abort(&l);
+		return 1;
+	}
+	lt_session_init(&s, &opt);
+	if (lt_session_open_log(&s, cmdline) || lt_session_create_maps(&s) ||
+	    lt_session_start_sources(&s) || add_targets(&s))
+		goto fail;
+	LT_INFO(1, "profiling %d process(es) into %s", opt.n_pids, opt.output);
+
+	/* ---- Late-attach features start here: every source is attached and
+	 * the targets are in the map; a launched command has not run yet. ---- */
+
+	lt_launch_release(&l);
+	t0 = lt_now_ns();
+	why = main_loop(&s, &l);
+	LT_INFO(1, "stopping: %s", why);
+
+	/* ---- Late-attach features stop here, before the sources detach. ---- */
+
+	return finish(&s, &l, t0, why);
+fail:
+	fprintf(stderr, "llmtracker: %s\n", s.err);
+	lt_session_free(&s); /* detaches whatever started, removes the partial log */
+	lt_launch_abort(&l);
+	return 1;
+}
+
+/* Our own command line, for the log header. */
+static void join_argv(int argc, char **argv, char *buf, size_t sz)
+{
+	size_t n = snprintf(buf, sz, "llmtracker");
+
+	for (int i = 0; i < argc && n < sz; i++)
+		n += snprintf(buf + n, sz - n, " %s", argv[i]);
+}
+
+int lt_cmd_profile(int argc, char **argv)
+{
+	struct lt_options o;
+	char err[512], cmdline[4096];
+	int rc = lt_cli_parse_profile(argc, argv, &o, err, sizeof(err));
+
+	if (rc == 1)
+		return 0;
+	if (rc) {
+		fprintf(stderr, "llmtracker profile: %s\n", err);
+		return 2;
+	}
+	join_argv(argc, argv, cmdline, sizeof(cmdline));
+	return lt_profile(&o, cmdline);
+}

@@ -1,0 +1,484 @@
+// SPDX-License-Identifier: Apache-2.0
+/*
+ * Session mechanics: the shared BPF maps every object reuses, the list of
+ * sources, ring-buffer dispatch by record kind, the lost-event table, the
+ * event-log writer and the end summary. The flow that uses these (checks,
+ * delay, launch, main loop, detach) is in profile.c.
+ */
+#include <errno.h>
+#include <stdarg.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/utsname.h>
+#include <time.h>
+#include <unistd.h>
+
+#include <bpf/bpf.h>
+#include <bpf/libbpf.h>
+
+#include "cli.h"
+#include "profile.h"
+#include "targets.h"
+
+/* Every source, in start order. proc first: it follows children and names
+ * threads for everyone else. */
+static const struct lt_source *const lt_sources[] = {
+	&lt_source_proc,
+	&lt_source_syscall,
+	&lt_source_cpu,
+	&lt_source_python,
+};
+#define LT_N_SOURCES (sizeof(lt_sources) / sizeof(lt_sources[0]))
+
+/* -t types no source here implements yet, reported as such. */
+static const unsigned lt_known_bits = LT_T_PYTHON | LT_T_CUDA | LT_T_SYSCALL | LT_T_CPU | LT_T_PYSAMPLE;
+
+struct lt_slot {
+	const struct lt_source *src;
+	void *state;
+	bool attempted, started;
+	uint64_t records;
+};
+
+struct lt_priv {
+	struct lt_slot slots[LT_N_SOURCES];
+	signed char kind_slot[LT_REC_KIND_MAX + 1];
+	uint64_t unknown_records, write_errors;
+	uint64_t lost[LT_LOST_SLOTS];
+	struct evlog_writer_stats wstats;
+	bool have_wstats;
+};
+
+static struct lt_priv *P(struct lt_session *s)
+{
+	return s->priv;
+}
+
+int lt_session_errorf(struct lt_session *s, const char *fmt, ...)
+{
+	char tmp[sizeof(s->err)];
+	va_list ap;
+
+	/* fmt's arguments may point into s->err itself. */
+	va_start(ap, fmt);
+	vsnprintf(tmp, sizeof(tmp), fmt, ap);
+	va_end(ap);
+	memcpy(s->err, tmp, sizeof(tmp));
+	return -1;
+}
+
+void lt_session_init(struct lt_session *s, const struct lt_options *opt)
+{
+	struct lt_priv *p;
+
+	memset(s, 0, sizeof(*s));
+	s->opt = *opt;
+	s->targets_fd = s->events_fd = s->lost_fd = -1;
+	p = calloc(1, sizeof(*p));
+	if (!p)
+		abort(); /* a few hundred bytes at start-up */
+	for (size_t i = 0; i < LT_N_SOURCES; i++)
+		p->slots[i].src = lt_sources[i];
+	memset(p->kind_slot, -1, sizeof(p->kind_slot));
+	s->priv = p;
+}
+
+/* ------------------------------------------------------------- event log */
+
+static void read_line(const char *path, char *buf, size_t sz)
+{
+	FILE *f = fopen(path, "re");
+
+	buf[0] = 0;
+	if (!f)
+		return;
+	if (fgets(buf, sz, f))
+		buf[strcspn(buf, "\n")] = 0;
+	fclose(f);
+}
+
+static void options_str(const struct lt_options *o, char *buf, size_t sz)
+{
+	char types[128];
+	size_t n;
+
+	n = snprintf(buf, sz, "types=%s%s duration=%g delay=%g cpu_buffer_mb=%u freq=%u children=%d cuda_kernel=%d pids=",
+		     lt_cli_types_str(o->types, types, sizeof(types)), o->types_all ? " (all)" : "",
+		     o->duration_s, o->delay_s, o->cpu_buffer_mb, o->freq_hz, o->follow_children,
+		     o->cuda_kernel);
+	for (int i = 0; i < o->n_pids && n < sz; i++)
+		n += snprintf(buf + n, sz - n, "%s%d", i ? "," : "", o->pids[i]);
+}
+
+int lt_session_open_log(struct lt_session *s, const char *cmdline)
+{
+	char host[256] = "", boot[64], opts[2048], msg[512];
+	struct evlog_header h = { 0 };
+	struct utsname u;
+	int rc;
+
+	gethostname(host, sizeof(host) - 1);
+	read_line("/proc/sys/kernel/random/boot_id", boot, sizeof(boot));
+	uname(&u);
+	options_str(&s->opt, opts, sizeof(opts));
+	h.host = evlog_s(host);
+	h.boot_id = evlog_s(boot);
+	h.machine = evlog_s(u.machine);
+	h.producer = evlog_s("collector");
+	h.cmdline = evlog_s(cmdline);
+	h.options = evlog_s(opts);
+	h.producer_pid = getpid();
+	rc = evlog_writer_open(&s->log, s->opt.output, &h, NULL, msg, sizeof(msg));
+	if (rc == -EVLOG_EEXIST)
+		return lt_session_errorf(s, "output %s already exists: choose another -o or remove it (never overwritten)",
+					 s->opt.output);
+	if (rc)
+		return lt_session_errorf(s, "cannot create the event log %s: %s", s->opt.output, msg);
+	return 0;
+}
+
+int lt_session_emit(struct lt_session *s, const struct evlog_event *ev)
+{
+	int rc;
+
+	if (!s->log)
+		return -1;
+	rc = evlog_write(s->log, ev);
+	if (rc < 0) {
+		/* The disk is full or gone: stop, keeping what was flushed. */
+		if (!P(s)->write_errors++)
+			LT_ERR("cannot write the event log %s: %s; stopping", s->opt.output,
+			       evlog_writer_error(s->log));
+		s->stopping = 1;
+	}
+	return rc;
+}
+
+int lt_session_emit_clock(struct lt_session *s)
+{
+	struct evlog_event ev = { .type = EV_CLOCK };
+	struct timespec rt;
+
+	ev.ts = lt_now_ns();
+	clock_gettime(CLOCK_REALTIME, &rt);
+	ev.u.clock.realtime_ns = (uint64_t)rt.tv_sec * 1000000000ull + rt.tv_nsec;
+	return lt_session_emit(s, &ev);
+}
+
+int lt_session_close_log(struct lt_session *s)
+{
+	int rc;
+
+	if (!s->log)
+		return 0;
+	evlog_writer_flush(s->log);
+	evlog_writer_stats(s->log, &P(s)->wstats);
+	P(s)->have_wstats = true;
+	rc = evlog_writer_close(s->log);
+	s->log = NULL;
+	if (rc)
+		return lt_session_errorf(s, "cannot publish the event log %s: %s (the partial file keeps what was written)",
+					 s->opt.output, evlog_strerror(rc));
+	return 0;
+}
+
+void lt_session_abort_log(struct lt_session *s)
+{
+	if (s->log)
+		evlog_writer_abort(s->log);
+	s->log = NULL;
+}
+
+/* ------------------------------------------------------------ shared maps */
+
+static unsigned long ringbuf_bytes(unsigned mb_per_cpu)
+{
+	int ncpu = libbpf_num_possible_cpus();
+	unsigned long want = (unsigned long)mb_per_cpu << 20, sz = 1ul << 20;
+
+	want *= ncpu > 0 ? ncpu : 1;
+	while (sz < want && sz < (1ul << 30))
+		sz <<= 1;
+	return sz;
+}
+
+int lt_session_create_maps(struct lt_session *s)
+{
+	unsigned long rb = ringbuf_bytes(s->opt.cpu_buffer_mb);
+
+	s->targets_fd = bpf_map_create(BPF_MAP_TYPE_HASH, "targets", 4, 1, 65536, NULL);
+	if (s->targets_fd < 0)
+		goto fail;
+	s->lost_fd = bpf_map_create(BPF_MAP_TYPE_PERCPU_ARRAY, "lost", 4, 8, LT_LOST_SLOTS, NULL);
+	if (s->lost_fd < 0)
+		goto fail;
+	s->events_fd = bpf_map_create(BPF_MAP_TYPE_RINGBUF, "events", 0, 0, rb, NULL);
+	if (s->events_fd < 0)
+		goto fail;
+	LT_INFO(1, "ring buffer: %lu MiB (%u MiB per CPU x %d CPUs, power of two)", rb >> 20,
+		s->opt.cpu_buffer_mb, libbpf_num_possible_cpus());
+	return 0;
+fail:
+	return lt_session_errorf(s, "cannot create BPF maps: %s%s", strerror(errno),
+				 errno == EPERM ? " (needs root or CAP_BPF + CAP_PERFMON)" : "");
+}
+
+int lt_session_share_maps(struct lt_session *s, struct bpf_object *obj)
+{
+	struct bpf_map *m;
+
+	bpf_object__for_each_map(m, obj) {
+		const char *n = bpf_map__name(m);
+		int fd = !strcmp(n, "targets") ? s->targets_fd :
+			 !strcmp(n, "events") ? s->events_fd :
+			 !strcmp(n, "lost") ? s->lost_fd : -1;
+		int err;
+
+		if (fd < 0)
+			continue;
+		err = bpf_map__reuse_fd(m, fd);
+		if (err)
+			return lt_session_errorf(s, "cannot share map %s with %s: %s", n,
+						 bpf_object__name(obj), strerror(-err));
+	}
+	return 0;
+}
+
+/* --------------------------------------------------------------- sources */
+
+static bool slot_wanted(const struct lt_session *s, const struct lt_source *src)
+{
+	return src->type_bit == 0 || (s->opt.types & src->type_bit);
+}
+
+/* -t names a type no source in this build records. */
+static int check_unimplemented(struct lt_session *s)
+{
+	unsigned have = 0, missing;
+	char names[128];
+
+	for (size_t i = 0; i < LT_N_SOURCES; i++)
+		have |= lt_sources[i]->type_bit;
+	missing = s->opt.types & lt_known_bits & ~have;
+	if (!missing)
+		return 0;
+	lt_cli_types_str(missing, names, sizeof(names));
+	if (s->opt.types_all && (s->opt.types & ~missing)) {
+		LT_WARN("-t all: %s profiling is not available in this build of llmtracker; recording the rest", names);
+		s->opt.types &= ~missing;
+		return 0;
+	}
+	return lt_session_errorf(s, "-t %s: %s profiling is not available in this build of llmtracker",
+				 names, names);
+}
+
+static void map_kinds(struct lt_priv *p, int idx)
+{
+	const struct lt_source *src = p->slots[idx].src;
+
+	for (uint32_t k = src->kind_lo; k <= src->kind_hi && k <= LT_REC_KIND_MAX; k++)
+		p->kind_slot[k] = (signed char)idx;
+}
+
+int lt_session_start_sources(struct lt_session *s)
+{
+	struct lt_priv *p = P(s);
+	int n_optional = 0;
+
+	if (check_unimplemented(s))
+		return -1;
+	for (size_t i = 0; i < LT_N_SOURCES; i++) {
+		struct lt_slot *sl = &p->slots[i];
+
+		if (!slot_wanted(s, sl->src))
+			continue;
+		sl->attempted = true;
+		s->err[0] = 0;
+		if (sl->src->start(s, &sl->state)) {
+			if (sl->src->type_bit && s->opt.types_all) {
+				LT_WARN("-t all: cannot record %s on this host: %s; recording the rest",
+					sl->src->name, s->err[0] ? s->err : "unknown error");
+				continue;
+			}
+			return lt_session_errorf(s, "cannot start %s: %s", sl->src->name,
+						 s->err[0] ? s->err : "unknown error");
+		}
+		sl->started = true;
+		n_optional += sl->src->type_bit != 0;
+		map_kinds(p, (int)i);
+		LT_INFO(1, "source %s attached", sl->src->name);
+	}
+	if (!n_optional)
+		return lt_session_errorf(s, "none of the requested sources could be started");
+	return 0;
+}
+
+static int dispatch(void *ctx, void *data, size_t size)
+{
+	struct lt_session *s = ctx;
+	struct lt_priv *p = P(s);
+	const struct lt_rec_hdr *h = data;
+	struct lt_slot *sl;
+
+	if (size < sizeof(*h) || h->kind > LT_REC_KIND_MAX || p->kind_slot[h->kind] < 0) {
+		p->unknown_records++;
+		return 0;
+	}
+	sl = &p->slots[(int)p->kind_slot[h->kind]];
+	sl->records++;
+	sl->src->handle(s, sl->state, h, size);
+	return 0; /* one bad record never stops the others */
+}
+
+int lt_session_poll(struct lt_session *s, int timeout_ms)
+{
+	int n;
+
+	if (!s->rb) {
+		s->rb = ring_buffer__new(s->events_fd, dispatch, s, NULL);
+		if (!s->rb)
+			return lt_session_errorf(s, "cannot read the ring buffer: %s", strerror(errno));
+	}
+	n = ring_buffer__poll(s->rb, timeout_ms);
+	if (n == -EINTR)
+		return 0;
+	if (n < 0)
+		return lt_session_errorf(s, "ring buffer poll: %s", strerror(-n));
+	return n;
+}
+
+void lt_session_notify_target(struct lt_session *s, int pid)
+{
+	struct lt_priv *p = P(s);
+
+	for (size_t i = 0; i < LT_N_SOURCES; i++) {
+		struct lt_slot *sl = &p->slots[i];
+
+		if (sl->started && sl->src->add_target && sl->src->add_target(s, sl->state, pid))
+			LT_INFO(1, "%s: cannot add pid %d: %s", sl->src->name, pid, s->err);
+	}
+}
+
+int lt_session_add_target(struct lt_session *s, int pid)
+{
+	uint32_t key = pid;
+	uint8_t one = 1;
+
+	if (bpf_map_update_elem(s->targets_fd, &key, &one, BPF_ANY))
+		return lt_session_errorf(s, "cannot add pid %d to the targets: %s", pid, strerror(errno));
+	lt_session_notify_target(s, pid);
+	return 0;
+}
+
+/* ------------------------------------------------------------ lost events */
+
+static void read_lost(struct lt_session *s)
+{
+	int ncpu = libbpf_num_possible_cpus();
+	uint64_t *v;
+
+	if (s->lost_fd < 0 || ncpu <= 0 || !(v = calloc(ncpu, sizeof(*v))))
+		return;
+	for (uint32_t k = 0; k < LT_LOST_SLOTS; k++) {
+		P(s)->lost[k] = 0;
+		if (bpf_map_lookup_elem(s->lost_fd, &k, v))
+			continue;
+		for (int c = 0; c < ncpu; c++)
+			P(s)->lost[k] += v[c];
+	}
+	free(v);
+}
+
+static void emit_lost(struct lt_session *s)
+{
+	read_lost(s);
+	for (uint32_t k = 0; k < LT_LOST_SLOTS; k++) {
+		struct evlog_event ev = { .type = EV_LOST, .ts = lt_now_ns() };
+
+		if (!P(s)->lost[k])
+			continue;
+		ev.u.lost.source = k;
+		ev.u.lost.count = P(s)->lost[k];
+		lt_session_emit(s, &ev);
+	}
+}
+
+void lt_session_finish(struct lt_session *s)
+{
+	struct lt_priv *p = P(s);
+
+	if (s->rb)
+		ring_buffer__consume(s->rb);
+	for (size_t i = 0; i < LT_N_SOURCES; i++) {
+		struct lt_slot *sl = &p->slots[i];
+
+		if (sl->started && sl->src->finish && sl->src->finish(s, sl->state))
+			LT_WARN("%s: %s", sl->src->name, s->err);
+	}
+	if (s->rb)
+		ring_buffer__consume(s->rb);
+}
+
+void lt_session_stop(struct lt_session *s)
+{
+	struct lt_priv *p = P(s);
+
+	if (!p)
+		return;
+	for (size_t i = LT_N_SOURCES; i-- > 0;) {
+		struct lt_slot *sl = &p->slots[i];
+
+		if (!sl->attempted)
+			continue;
+		sl->src->stop(s, sl->state);
+		sl->attempted = sl->started = false;
+		sl->state = NULL;
+	}
+	/* Records submitted between finish and detach. */
+	if (s->rb)
+		ring_buffer__consume(s->rb);
+	if (s->log)
+		emit_lost(s);
+	ring_buffer__free(s->rb);
+	s->rb = NULL;
+	if (s->targets_fd >= 0)
+		close(s->targets_fd);
+	if (s->events_fd >= 0)
+		close(s->events_fd);
+	if (s->lost_fd >= 0)
+		close(s->lost_fd);
+	s->targets_fd = s->events_fd = s->lost_fd = -1;
+}
+
+void lt_session_summary(struct lt_session *s, double seconds, const char *extra)
+{
+	struct lt_priv *p = P(s);
+
+	fprintf(stderr, "llmtracker: profiled %.1f s%s%s\n", seconds, extra && *extra ? "; " : "",
+		extra ? extra : "");
+	fprintf(stderr, "  %-10s %12s %10s\n", "source", "events", "lost");
+	for (size_t i = 0; i < LT_N_SOURCES; i++) {
+		const struct lt_source *src = p->slots[i].src;
+
+		if (!slot_wanted(s, src))
+			continue;
+		fprintf(stderr, "  %-10s %12llu %10llu\n", src->name,
+			(unsigned long long)p->slots[i].records,
+			(unsigned long long)(src->evsrc < LT_LOST_SLOTS ? p->lost[src->evsrc] : 0));
+	}
+	if (p->have_wstats)
+		fprintf(stderr, "  wrote %s: %llu bytes, %llu events in %llu chunks\n", s->opt.output,
+			(unsigned long long)p->wstats.file_bytes, (unsigned long long)p->wstats.events,
+			(unsigned long long)p->wstats.chunks);
+	if (p->write_errors)
+		fprintf(stderr, "  %llu events could not be written\n", (unsigned long long)p->write_errors);
+}
+
+void lt_session_free(struct lt_session *s)
+{
+	lt_session_stop(s);
+	lt_session_abort_log(s);
+	free(s->priv);
+	s->priv = NULL;
+}
