@@ -38,6 +38,7 @@ struct py_target {
 	dev_t dev;                  /* the probed interpreter file */
 	ino_t ino;
 	struct bpf_link *entry, *ret;
+	struct bpf_link *hold;      /* keeps 3.11's line semaphore raised */
 	int waiting;                /* no interpreter mapped yet: wait for exec */
 };
 
@@ -48,16 +49,28 @@ struct py_state {
 	unsigned n_traced, n_untraced;
 };
 
-/* What an ELF file offers: the python provider's probe names. */
+/* What an ELF file offers: the python provider's probe names, and what
+ * CPython 3.11 needs besides (see py_attach_hold). */
 struct py_probes {
 	int has_entry, has_return;
 	int n_python;               /* python:* probes of any name */
 	char names[256];            /* "audit, gc__start, ..." for messages */
+	int needs_line;             /* 3.11+ (exports Py_Version): entry fires only
+				     * while the line probe is enabled */
+	uint64_t line_sema;         /* file offset of the line probe's semaphore */
+	uint64_t hold_off;          /* file offset of a once-run function */
+};
+
+/* Raw facts gathered while walking the file, in virtual addresses. */
+struct py_elf_scan {
+	uint64_t line_sema_va, note_base, stapsdt_base;
+	uint64_t hold_va;
 };
 
 /* ------------------------------------------------------------ ELF notes */
 
-static void py_note_add(struct py_probes *p, const char *prov, const char *name)
+static void py_note_add(struct py_probes *p, struct py_elf_scan *sc, const char *prov,
+			const char *name, const uint64_t addr[3])
 {
 	size_t len = strlen(p->names);
 
@@ -68,13 +81,17 @@ static void py_note_add(struct py_probes *p, const char *prov, const char *name)
 		p->has_entry = 1;
 	else if (!strcmp(name, "function__return"))
 		p->has_return = 1;
+	else if (!strcmp(name, "line")) {
+		sc->line_sema_va = addr[2];
+		sc->note_base = addr[1];
+	}
 	if (len + strlen(name) + 3 < sizeof(p->names))
 		snprintf(p->names + len, sizeof(p->names) - len, "%s%s", len ? ", " : "", name);
 }
 
-/* Walk one SHT_NOTE section's stapsdt entries: 3 addresses, then
- * provider\0name\0args\0. */
-static void py_scan_notes(Elf_Data *d, size_t addr_sz, struct py_probes *p)
+/* Walk one SHT_NOTE section's stapsdt entries: 3 addresses (pc, base,
+ * semaphore), then provider\0name\0args\0. */
+static void py_scan_notes(Elf_Data *d, size_t addr_sz, struct py_probes *p, struct py_elf_scan *sc)
 {
 	size_t off = 0, name_off, desc_off;
 	GElf_Nhdr nh;
@@ -82,16 +99,94 @@ static void py_scan_notes(Elf_Data *d, size_t addr_sz, struct py_probes *p)
 	while ((off = gelf_getnote(d, off, &nh, &name_off, &desc_off)) > 0) {
 		const char *desc = (const char *)d->d_buf + desc_off;
 		const char *end = desc + nh.n_descsz, *prov, *name;
+		uint64_t addr[3] = { 0, 0, 0 };
 
 		if (nh.n_type != PY_NT_STAPSDT || nh.n_namesz != 8 ||
 		    memcmp((const char *)d->d_buf + name_off, "stapsdt", 8) != 0 ||
 		    nh.n_descsz < 3 * addr_sz + 2)
 			continue;
+		for (int i = 0; i < 3; i++) {
+			if (addr_sz == 8) {
+				memcpy(&addr[i], desc + 8 * i, 8);
+			} else {
+				uint32_t a;
+
+				memcpy(&a, desc + 4 * i, 4);
+				addr[i] = a;
+			}
+		}
 		prov = desc + 3 * addr_sz;
 		name = memchr(prov, 0, end - prov);
 		if (!name || ++name >= end || !memchr(name, 0, end - name))
 			continue;
-		py_note_add(p, prov, name);
+		py_note_add(p, sc, prov, name, addr);
+	}
+}
+
+/* Py_Version (exported since 3.11) and Py_FinalizeEx, from a symbol table. */
+static void py_scan_syms(Elf *e, Elf_Scn *scn, const GElf_Shdr *sh, struct py_probes *p,
+			 struct py_elf_scan *sc)
+{
+	Elf_Data *d = elf_getdata(scn, NULL);
+	size_t n = sh->sh_entsize ? sh->sh_size / sh->sh_entsize : 0;
+
+	for (size_t i = 0; d && i < n; i++) {
+		GElf_Sym sym;
+		const char *nm;
+
+		if (!gelf_getsym(d, (int)i, &sym) || sym.st_shndx == SHN_UNDEF || !sym.st_value)
+			continue;
+		nm = elf_strptr(e, sh->sh_link, sym.st_name);
+		if (!nm)
+			continue;
+		if (!strcmp(nm, "Py_Version"))
+			p->needs_line = 1;
+		else if (!strcmp(nm, "Py_FinalizeEx") && GELF_ST_TYPE(sym.st_info) == STT_FUNC)
+			sc->hold_va = sym.st_value;
+	}
+}
+
+/* Virtual address -> file offset through the PT_LOAD headers; 0 if none. */
+static uint64_t py_va_to_off(Elf *e, uint64_t va)
+{
+	size_t n = 0;
+	GElf_Phdr ph;
+
+	if (!va || elf_getphdrnum(e, &n) != 0)
+		return 0;
+	for (size_t i = 0; i < n; i++) {
+		if (!gelf_getphdr(e, (int)i, &ph) || ph.p_type != PT_LOAD)
+			continue;
+		if (va >= ph.p_vaddr && va < ph.p_vaddr + ph.p_filesz)
+			return va - ph.p_vaddr + ph.p_offset;
+	}
+	return 0;
+}
+
+static void py_scan_sections(Elf *e, size_t shstrndx, size_t addr_sz, struct py_probes *p,
+			     struct py_elf_scan *sc)
+{
+	Elf_Scn *scn = NULL;
+
+	while ((scn = elf_nextscn(e, scn))) {
+		GElf_Shdr sh;
+		const char *nm;
+		Elf_Data *d;
+
+		if (!gelf_getshdr(scn, &sh))
+			continue;
+		if (sh.sh_type == SHT_DYNSYM || sh.sh_type == SHT_SYMTAB) {
+			py_scan_syms(e, scn, &sh, p, sc);
+			continue;
+		}
+		nm = elf_strptr(e, shstrndx, sh.sh_name);
+		if (nm && !strcmp(nm, ".stapsdt.base"))
+			sc->stapsdt_base = sh.sh_addr;
+		if (sh.sh_type != SHT_NOTE || !nm || strcmp(nm, ".note.stapsdt") != 0)
+			continue;
+		d = elf_getdata(scn, NULL);
+		if (d && d->d_buf)
+			py_scan_notes(d, addr_sz, p, sc);
 	}
 }
 
@@ -99,8 +194,8 @@ static void py_scan_notes(Elf_Data *d, size_t addr_sz, struct py_probes *p)
  * as an ELF file. */
 static int py_read_probes(const char *path, struct py_probes *p)
 {
-	Elf_Scn *scn = NULL;
-	size_t shstrndx, addr_sz;
+	struct py_elf_scan sc = { 0 };
+	size_t shstrndx;
 	Elf *e;
 	int fd, rc = 0;
 
@@ -114,21 +209,12 @@ static int py_read_probes(const char *path, struct py_probes *p)
 		rc = -ENOEXEC;
 		goto out;
 	}
-	addr_sz = gelf_getclass(e) == ELFCLASS32 ? 4 : 8;
-	while ((scn = elf_nextscn(e, scn))) {
-		GElf_Shdr sh;
-		const char *nm;
-		Elf_Data *d;
-
-		if (!gelf_getshdr(scn, &sh) || sh.sh_type != SHT_NOTE)
-			continue;
-		nm = elf_strptr(e, shstrndx, sh.sh_name);
-		if (!nm || strcmp(nm, ".note.stapsdt") != 0)
-			continue;
-		d = elf_getdata(scn, NULL);
-		if (d && d->d_buf)
-			py_scan_notes(d, addr_sz, p);
-	}
+	py_scan_sections(e, shstrndx, gelf_getclass(e) == ELFCLASS32 ? 4 : 8, p, &sc);
+	/* A prelinked file moved its probes by (.stapsdt.base - note base). */
+	if (sc.line_sema_va && sc.stapsdt_base && sc.note_base)
+		sc.line_sema_va += sc.stapsdt_base - sc.note_base;
+	p->line_sema = py_va_to_off(e, sc.line_sema_va);
+	p->hold_off = py_va_to_off(e, sc.hold_va);
 out:
 	if (e)
 		elf_end(e);
@@ -264,7 +350,8 @@ static void py_detach(struct py_target *t)
 {
 	bpf_link__destroy(t->entry);
 	bpf_link__destroy(t->ret);
-	t->entry = t->ret = NULL;
+	bpf_link__destroy(t->hold);
+	t->entry = t->ret = t->hold = NULL;
 	t->dev = 0;
 	t->ino = 0;
 }
@@ -290,6 +377,32 @@ static void py_explain(struct py_state *st, int pid, const struct py_interp *in,
 			pid, in->path, in->probes.names);
 }
 
+/*
+ * CPython 3.11 calls the function__entry probe only from its tracing
+ * dispatch, which runs while the `line` probe's semaphore is non-zero. We
+ * raise it the way a USDT consumer would, through the kernel's uprobe
+ * reference counter, but on a function run once (Py_FinalizeEx) instead of
+ * on every line, so no line costs a trap; the kernel lowers it again when
+ * the link goes, even if we are killed. The interpreter still pays its
+ * per-instruction tracing dispatch while attached.
+ */
+static void py_attach_hold(struct py_state *st, struct py_target *t, const struct py_interp *in)
+{
+	LIBBPF_OPTS(bpf_uprobe_opts, uo, .ref_ctr_offset = in->probes.line_sema);
+
+	if (!in->probes.line_sema || !in->probes.hold_off) {
+		LT_WARN("python: pid %d: %s has no line probe semaphore or Py_FinalizeEx; "
+			"function entries will be missing (returns only)", t->pid, in->path);
+		return;
+	}
+	t->hold = bpf_program__attach_uprobe_opts(st->skel->progs.py_hold, t->pid, in->host,
+						  in->probes.hold_off, &uo);
+	if (!t->hold)
+		LT_WARN("python: pid %d: cannot enable the function__entry probe of %s (%s); "
+			"function entries will be missing (returns only)",
+			t->pid, in->path, strerror(errno));
+}
+
 static int py_attach(struct py_state *st, struct py_target *t, const struct py_interp *in)
 {
 	struct stat sb;
@@ -313,6 +426,8 @@ static int py_attach(struct py_state *st, struct py_target *t, const struct py_i
 	}
 	t->dev = sb.st_dev;
 	t->ino = sb.st_ino;
+	if (in->probes.needs_line)
+		py_attach_hold(st, t, in);
 	return 0;
 }
 
