@@ -108,9 +108,12 @@ $(BUILD)/obj/gen/%.o: $(BUILD)/gen/%.c
 	$(CC) $(CFLAGS) -Wno-unused-parameter -c $< -o $@
 
 # The inject library and its copy of the event log are position independent.
+# It links no zstd: libzstd.a is not PIC (collector/inject/zstd_shim.c). It is
+# never sanitized: it is loaded into programs that carry no sanitizer runtime.
 $(BUILD)/pic/%.o: %.c | $(GENERATED)
 	@mkdir -p $(@D)
-	$(CC) $(CFLAGS) -fPIC -fvisibility=hidden -I$(CUDA_HOME)/include -MMD -MP -c $< -o $@
+	$(CC) $(filter-out -fsanitize% -fno-sanitize%,$(CFLAGS)) -fPIC -fvisibility=hidden \
+		-I$(CUDA_HOME)/include -MMD -MP -c $< -o $@
 
 $(EVLOG_A): $(call obj,$(EVLOG_SRC))
 	@mkdir -p $(@D)
@@ -139,8 +142,9 @@ $(BIN_KUBE): $(call obj,$(KUBECTL_SRC))
 
 $(INJECT_SO): $(patsubst %.c,$(BUILD)/pic/%.o,$(INJECT_SRC) $(EVLOG_SRC))
 	@mkdir -p $(@D)
-	$(CC) $(LDFLAGS) -shared -Wl,--no-undefined -Wl,-z,nodelete -o $@ $^ \
-		-Wl,-Bstatic -lzstd -ldeflate -Wl,-Bdynamic -ldl -lpthread
+	$(CC) $(filter-out -fsanitize% -fno-sanitize%,$(LDFLAGS)) -shared -Wl,--no-undefined \
+		-Wl,--exclude-libs,ALL -o $@ $^ \
+		-Wl,-Bstatic -ldeflate -Wl,-Bdynamic -ldl -lpthread
 
 $(BUILD)/share/llmtracker/probes.json: examples/probes.json
 	@mkdir -p $(@D)
@@ -170,11 +174,16 @@ PROG_EVLOG := $(EVLOG_A) $(LIBS_EVLOG)
 PROG_LIBS_evlog_dump := $(PROG_EVLOG)
 PROG_LIBS_evlog_crashwriter := $(PROG_EVLOG)
 PROG_LIBS_evlog_cli := $(PROG_EVLOG)
+PROG_LIBS_xplane_genlog := $(PROG_EVLOG)
+PROG_LIBS_cuda_calls := -L$(CUDA_HOME)/lib64 -Wl,-rpath,$(CUDA_HOME)/lib64 -lcudart -ldl
+PROG_LIBS_cuda_logcount := -static $(PROG_EVLOG)
 
 $(BUILD)/fuzz/%: tests/fuzz/%.c $(EVLOG_SRC) $(CONV_SRC) $(PROTO_C) | $(GENERATED)
 	@mkdir -p $(@D)
 	$(CLANG) -g -O1 -fsanitize=fuzzer,address,undefined -std=gnu11 -D_GNU_SOURCE -I. -I$(BUILD) -I$(BUILD)/gen \
-		-o $@ $< $(EVLOG_SRC) $(CONV_SRC) $(PROTO_C) $(LIBS_CONVERTER)
+		-o $@ $< $(or $(FUZZ_SRC_$*),$(EVLOG_SRC) $(CONV_SRC) $(PROTO_C)) $(LIBS_CONVERTER)
+# A fuzzer that needs fewer sources sets FUZZ_SRC_<name>.
+FUZZ_SRC_fuzz_evlog_reader := $(EVLOG_SRC)
 
 $(BUILD)/bench/%: tests/bench/%.c $(TEST_LIBS) | $(GENERATED)
 	@mkdir -p $(@D)
