@@ -234,7 +234,6 @@ int lt_profile(const struct lt_options *opt_in, const char *cmdline)
 		fprintf(stderr, "llmtracker: %s\n", err);
 		return 1;
 	}
-	install_signals();
 	if (opt.launch_argv) {
 		if (opt.n_pids >= LT_MAX_TARGETS || lt_launch_start(&l, opt.launch_argv, err, sizeof(err))) {
 			fprintf(stderr, "llmtracker: %s\n", opt.n_pids >= LT_MAX_TARGETS ? "too many targets" : err);
@@ -244,6 +243,8 @@ int lt_profile(const struct lt_options *opt_in, const char *cmdline)
 		if (opt.delay_s > 0)
 			lt_launch_release(&l); /* the command runs during the delay */
 	}
+	/* After the launch: the command inherits our own signal dispositions. */
+	install_signals();
 	if (opt.delay_s > 0 && wait_delay(opt.delay_s)) {
 		fprintf(stderr, "llmtracker: interrupted before profiling started; nothing recorded\n");
 		lt_launch_abort(&l);
