@@ -138,7 +138,7 @@ $(BIN_CONV): $(call obj,converter/main.c) $(CONV_A) $(EVLOG_A)
 
 $(BIN_KUBE): $(call obj,$(KUBECTL_SRC))
 	@mkdir -p $(@D)
-	$(CC) $(LDFLAGS) -o $@ $^
+	$(CC) $(LDFLAGS) -o $@ $^ -ljson-c
 
 $(INJECT_SO): $(patsubst %.c,$(BUILD)/pic/%.o,$(INJECT_SRC) $(EVLOG_SRC))
 	@mkdir -p $(@D)
