@@ -1,0 +1,42 @@
+#!/bin/bash
+# -t cpu on targets whose binary the host cannot open by path: a copy in a
+# private tmpfs of another mount namespace (as in a container), and a copy
+# deleted while it runs. Symbols come through /proc/PID/map_files or
+# /proc/PID/root.
+set -u
+BUILD=${BUILD:-build}
+LLMT=$BUILD/bin/llmtracker DUMP=$BUILD/tests/progs/evlog_dump PROG=$(readlink -f "$BUILD/tests/progs/cpu_two_funcs")
+AWK="awk -f $(dirname "$0")/cpu_stacks.awk"
+[ "$(id -u)" = 0 ] || { echo "skip: needs root (BPF, perf events, mount namespaces)"; exit 77; }
+unshare -m true 2>/dev/null || { echo "skip: cannot create a mount namespace here"; exit 77; }
+for f in "$LLMT" "$DUMP" "$PROG"; do [ -x "$f" ] || { echo "not ok 1 - $f not built"; exit 1; }; done
+tmp=$(mktemp -d); trap 'rm -rf "$tmp"' EXIT
+n=0
+check() { n=$((n + 1)); if eval "$2"; then echo "ok $n - $1"; else echo "not ok $n - $1"; fi; }
+
+# unshare -> sh -> exec the copy: one pid, two execs (maps re-read on exec).
+ns=$tmp/ns; mkdir -p "$ns"
+"$LLMT" profile -t cpu -o "$tmp/c.evlog" -- unshare -m --propagation private sh -c \
+	"mount -t tmpfs none $ns && cp $PROG $ns/prog && exec $ns/prog 1.5 0" >"$tmp/out" 2>"$tmp/err"
+check "profile -- unshare -m ... exits 0" '[ $? = 0 ]'
+check "the copy is not visible from the host" '[ ! -e "$ns/prog" ]'
+"$DUMP" "$tmp/c.evlog" >"$tmp/c.txt" 2>&1
+$AWK -v mode=leaf "$tmp/c.txt" | sort -rn >"$tmp/leaf"
+head -3 "$tmp/leaf" | sed 's/^/# leaf: /'
+check "other mount namespace: burn_alpha then burn_beta are the top leaves" \
+	'[ "$(head -2 "$tmp/leaf" | awk "{print \$2}" | tr "\n" " ")" = "burn_alpha burn_beta " ]'
+check "module path is the path inside the namespace" \
+	'grep "^symbol .* name=burn_alpha " "$tmp/c.txt" | grep -q "module=$ns/prog "'
+
+# A copy deleted while it runs (a child of the launched shell: followed).
+cp "$PROG" "$tmp/gone"
+"$LLMT" profile -t cpu -o "$tmp/d.evlog" -- sh -c \
+	"$tmp/gone 1.5 0 & sleep 0.3; rm -f $tmp/gone; wait" >"$tmp/out2" 2>"$tmp/err2"
+check "profile -- (binary deleted while running) exits 0" '[ $? = 0 ]'
+check "the binary is gone" '[ ! -e "$tmp/gone" ]'
+"$DUMP" "$tmp/d.evlog" >"$tmp/d.txt" 2>&1
+$AWK -v mode=leaf "$tmp/d.txt" | sort -rn >"$tmp/dleaf"
+head -3 "$tmp/dleaf" | sed 's/^/# leaf: /'
+check "deleted binary: burn_alpha then burn_beta are the top leaves" \
+	'[ "$(head -2 "$tmp/dleaf" | awk "{print \$2}" | tr "\n" " ")" = "burn_alpha burn_beta " ]'
+exit 0

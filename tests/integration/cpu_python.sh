@@ -1,0 +1,37 @@
+#!/bin/bash
+# -t cpu on a CPU-bound Python workload under /usr/bin/python3.11: the
+# native stacks are symbolized inside the interpreter (_PyEval_EvalFrameDefault).
+set -u
+BUILD=${BUILD:-build}
+LLMT=$BUILD/bin/llmtracker DUMP=$BUILD/tests/progs/evlog_dump PY=/usr/bin/python3.11
+AWK="awk -f $(dirname "$0")/cpu_stacks.awk"
+[ "$(id -u)" = 0 ] || { echo "skip: needs root (BPF, perf events)"; exit 77; }
+[ -x "$PY" ] || { echo "skip: $PY not installed"; exit 77; }
+for f in "$LLMT" "$DUMP"; do [ -x "$f" ] || { echo "not ok 1 - $f not built"; exit 1; }; done
+tmp=$(mktemp -d); trap 'rm -rf "$tmp"' EXIT
+n=0
+check() { n=$((n + 1)); if eval "$2"; then echo "ok $n - $1"; else echo "not ok $n - $1"; fi; }
+
+cat >"$tmp/work.py" <<'PY'
+import time
+def fib(n):
+    return n if n < 2 else fib(n - 1) + fib(n - 2)
+end = time.monotonic() + 1.5
+while time.monotonic() < end:
+    fib(18)
+PY
+"$LLMT" profile -t cpu -o "$tmp/p.evlog" -- "$PY" "$tmp/work.py" >"$tmp/out" 2>"$tmp/err"
+check "profile -t cpu -- python3.11 exits 0" '[ $? = 0 ]'
+"$DUMP" "$tmp/p.evlog" >"$tmp/p.txt" 2>&1
+samples=$(grep -c '^cpu_sample ' "$tmp/p.txt")
+check "samples recorded ($samples)" '[ "$samples" -ge 30 ]'
+$AWK -v mode=any "$tmp/p.txt" | sort -rn >"$tmp/any"
+head -5 "$tmp/any" | sed 's/^/# in stacks: /'
+ev=$(awk '$2=="_PyEval_EvalFrameDefault"{print $1}' "$tmp/any")
+check "_PyEval_EvalFrameDefault in the stacks of most samples (${ev:-0}/$samples)" \
+	'[ -n "$ev" ] && [ $((ev * 2)) -ge "$samples" ]'
+check "interpreter symbols carry the interpreter's path" \
+	'grep "^symbol .* name=_PyEval_EvalFrameDefault " "$tmp/p.txt" | grep -q "module=$PY "'
+miss=$($AWK -v mode=missing "$tmp/p.txt" | awk '{print $1}')
+check "every sampled address has a symbol event (missing: $miss)" '[ "$miss" = 0 ]'
+exit 0
