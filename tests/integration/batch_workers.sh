@@ -1,0 +1,71 @@
+#!/bin/bash
+# batch: 4 workers started at once on one directory of 20 logs (plus a
+# directory holding one profile of two hosts, and a crashed writer's partial
+# log) convert each profile exactly once, publish no partial or temporary
+# file, take over a stale claim left by a killed worker, and leave a live
+# claim of another host alone.
+set -u
+BUILD=${BUILD:-build}
+conv=$(readlink -f "$BUILD/bin/llmtracker-convert")
+gen=$BUILD/tests/progs/xplane_genlog
+for p in "$conv" "$gen"; do [ -x "$p" ] || { echo "not ok 1 - $p not built"; exit 1; }; done
+dir=$(mktemp -d /tmp/batch-w.XXXXXX)
+trap 'rm -rf "$dir"' EXIT
+n=0
+t() { n=$((n + 1)); if "$@" >"$dir/out" 2>&1; then echo "ok $n - $desc"; else echo "not ok $n - $desc"; sed 's/^/# /' "$dir/out" | head -20; fi; }
+in=$dir/in out=$dir/logs state=$dir/logs/.llmtracker-batch
+mkdir -p "$in/multi" "$state"
+for i in $(seq 0 19); do "$gen" "$in/node-$i.log" "node-$i" 2 || exit 1; done
+"$gen" "$in/multi/a.log" host-a 1 && "$gen" "$in/multi/b.log" host-b 1
+"$gen" "$in/crashed.log" node-x 1 --partial    # leaves .crashed.log.partial
+echo "not a log" >"$in/notes.txt"
+
+key() { # unit name, kind (f|d) -> state key, as batch names it
+	/usr/bin/python3.11 - "$1" "$2" <<'PY'
+import re, sys
+name, kind = sys.argv[1], sys.argv[2]
+h = 2166136261
+for b in name.encode():
+    h = ((h ^ b) * 16777619) & 0xffffffff
+safe = re.sub(rb"[^A-Za-z0-9._-]", b"_", name.encode()[:160]).decode()
+if safe.startswith("."): safe = "_" + safe[1:]
+print("%s-%s-%08x" % (kind, safe, h))
+PY
+}
+# A worker killed while converting node-0: its claim names a dead pid on
+# this host and has not been refreshed for an hour.
+sleep 0 & dead=$!; wait $dead
+k0=$(key node-0.log f); echo "$(hostname) $dead $(( $(date +%s) - 3600 ))" >"$state/$k0.claim"
+touch -d '-1 hour' "$state/$k0.claim"
+# A live claim of another host on node-1: refreshed just now.
+k1=$(key node-1.log f); echo "other-host 1 $(date +%s)" >"$state/$k1.claim"
+
+for w in 1 2 3 4; do "$conv" batch --in "$in" --logdir "$out" --lease 30 >"$dir/w$w.log" 2>&1 & done
+wait
+cat "$dir"/w*.log | grep -v '^batch: converted' | sed 's/^/# /' | head -20
+
+desc="every complete profile converted exactly once (20 = 19 logs + 1 directory)"
+t bash -c "cat '$dir'/w*.log | grep '^batch: converted ' | sort | uniq -c | awk '\$1 != 1 {bad=1} END {exit bad}' &&
+	[ \$(cat '$dir'/w*.log | grep -c '^batch: converted ') -eq 20 ]"
+desc="one .done marker per converted profile, no failures, no claims left but the live one"
+t bash -c "[ \$(ls '$state' | grep -c '\.done$') -eq 20 ] && ! ls '$state' | grep -q '\.failed$' &&
+	[ \"\$(ls '$state' | grep '\.claim$')\" = '$k1.claim' ]"
+desc="the stale claim of the killed worker was taken over"
+t bash -c "[ -e '$state/$k0.done' ] && [ -s '$out/plugins/profile/node-0/node-0.xplane.pb' ] && grep -q 'took over' '$dir'/w*.log"
+desc="the live claim of another host was left alone"
+t bash -c "[ ! -e '$out/plugins/profile/node-1' ] && grep -q other-host '$state/$k1.claim'"
+desc="the directory profile became one run with both hosts"
+t test -s "$out/plugins/profile/multi/host-a.xplane.pb" -a -s "$out/plugins/profile/multi/host-b.xplane.pb"
+desc="the partial log and other files were not converted"
+t bash -c "[ ! -e '$out/plugins/profile/crashed' ] && [ ! -e '$out/plugins/profile/notes' ] && [ \$(ls '$out/plugins/profile' | wc -l) -eq 20 ]"
+desc="no partial or temporary file published anywhere under the logdir"
+t test -z "$(find "$out/plugins" -name '.*' -o -name '*.partial' -o -name '*.tmp')"
+desc="every published xplane.pb decodes in full"
+t bash -c "for f in '$out'/plugins/profile/*/*.xplane.pb; do protoc --decode=tensorflow.profiler.XSpace \
+	--proto_path='$LLMT_ROOT/schemas' '$LLMT_ROOT/schemas/xplane.proto' <\"\$f\" >/dev/null || exit 1; done"
+desc="a second pass converts nothing"
+t bash -c "'$conv' batch --in '$in' --logdir '$out' 2>&1 | grep -q '^batch: 0 converted'"
+desc="bad arguments are clear errors"
+t bash -c "'$conv' batch --in '$in' 2>'$dir/e1'; [ \$? -eq 2 ] && grep -q required '$dir/e1' &&
+	{ '$conv' batch --in '$in' --logdir '$out' --lease x 2>'$dir/e2'; [ \$? -eq 2 ]; } && grep -q positive '$dir/e2'"
+exit 0

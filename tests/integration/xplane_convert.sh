@@ -1,0 +1,44 @@
+#!/bin/bash
+# End to end: event logs written by the real writer -> llmtracker-convert
+# --logdir -> <logdir>/plugins/profile/<run>/<host>.xplane.pb, decoded and
+# checked by an independent decoder (protoc's text decoder and python3
+# protobuf): planes and ids, metadata ids resolve, lines sorted and nested,
+# kernels carry kernel_details and a correlation_id matching a launch, steps.
+set -u
+BUILD=${BUILD:-build}
+LLMT_ROOT=${LLMT_ROOT:-$(cd "$(dirname "$0")/../.." && pwd)}
+. "$LLMT_ROOT/tests/integration/xplane_check.inc"
+conv=$BUILD/bin/llmtracker-convert
+gen=$BUILD/tests/progs/xplane_genlog
+for p in "$conv" "$gen"; do [ -x "$p" ] || { echo "not ok 1 - $p not built"; exit 1; }; done
+$XPLANE_PY -c 'import google.protobuf' 2>/dev/null || { echo "# python3-protobuf missing for $XPLANE_PY"; exit 77; }
+dir=$(mktemp -d /tmp/xplane-e2e.XXXXXX)
+trap 'rm -rf "$dir"' EXIT
+xplane_check_setup "$dir" || { echo "not ok 1 - protoc --python_out failed"; exit 1; }
+n=0
+t() { n=$((n + 1)); if "$@" >"$dir/out" 2>&1; then echo "ok $n - $desc"; else echo "not ok $n - $desc"; sed 's/^/# /' "$dir/out" | head -20; fi; }
+
+"$gen" "$dir/a.log" "gpu-node:0" 5 && "$gen" "$dir/b.log" "gpu-node-b" 3
+desc="convert two hosts' logs into one run"
+t "$conv" -i "$dir/a.log" -i "$dir/b.log" --logdir "$dir/logs" --run r1
+run=$dir/logs/plugins/profile/r1
+desc="one file per host, host name made file-safe"
+t test -s "$run/gpu-node_0.xplane.pb" -a -s "$run/gpu-node-b.xplane.pb"
+desc="protoc decodes the whole file against schemas/xplane.proto"
+t bash -c "protoc --decode=tensorflow.profiler.XSpace --proto_path='$LLMT_ROOT/schemas' \
+	'$LLMT_ROOT/schemas/xplane.proto' <'$run/gpu-node_0.xplane.pb' | grep -q 'Stream #7(Compute,Memcpy)'"
+desc="host A: planes, metadata, order, nesting, kernel<->launch correlation, 5 steps"
+t xplane_check "$dir" "$run/gpu-node_0.xplane.pb" 5
+desc="host B: same checks, 3 steps"
+t xplane_check "$dir" "$run/gpu-node-b.xplane.pb" 3
+desc="no temporary or spill files left in the run directory"
+t test -z "$(ls -A "$run" | grep -v -e '\.xplane\.pb$' -e '\.trace\.json\.gz$' -e '\.folded$')"
+desc="a second conversion into the same run is refused, files kept"
+before=$(md5sum "$run/gpu-node_0.xplane.pb")
+t bash -c "! '$conv' -i '$dir/a.log' --logdir '$dir/logs' --run r1 && [ \"\$(md5sum '$run/gpu-node_0.xplane.pb')\" = '$before' ]"
+desc="a symlink planted as the run directory is not followed"
+ln -s "$dir/elsewhere" "$dir/logs/plugins/profile/evil"; mkdir "$dir/elsewhere"
+t bash -c "! '$conv' -i '$dir/a.log' --logdir '$dir/logs' --run evil && [ -z \"\$(ls -A '$dir/elsewhere')\" ]"
+desc="default run name is the profile start time YYYY_MM_DD_HH_MM_SS"
+t bash -c "TZ=UTC '$conv' -i '$dir/a.log' --logdir '$dir/logs2' && ls '$dir/logs2/plugins/profile' | grep -qE '^[0-9]{4}(_[0-9]{2}){5}$'"
+exit 0
