@@ -1,0 +1,53 @@
+#!/bin/bash
+# Bad requests get one clear line and a non-zero exit, leave nothing
+# attached and never touch an existing file; -t all records what it can.
+. "$(dirname "$0")/collector_common.inc"
+need_bpf "$PROGS/sys_counts" "$PROGS/sys_names"
+
+# expect_err "what" "regex" args...: non-zero exit, stderr matches, one line
+expect_err() {
+	local what=$1 re=$2 rc; shift 2
+	"$LT" "$@" >"$T/out" 2>"$T/err"; rc=$?
+	if [ "$rc" -ne 0 ] && grep -qE "$re" "$T/err" && [ "$(wc -l <"$T/err")" -eq 1 ]; then
+		ok "$what (rc $rc): $(cat "$T/err")"
+	else
+		notok "$what (rc $rc): $(cat "$T/err")"
+	fi
+}
+our_progs() { bpftool prog show 2>/dev/null | grep -cE 'name lt_(sys|proc)_'; }
+before=$(our_progs)
+
+sleep 20 & idle=$!
+cleanup_pids+=("$idle")
+expect_err "unknown -t" "unknown profiling type 'bogus'" profile -p "$idle" -t syscall,bogus -o "$T/a.evlog"
+expect_err "missing -t" "missing -t" profile -p "$idle" -o "$T/a.evlog"
+expect_err "PID that does not exist" "PID 99999999 does not exist" profile -p 99999999 -t syscall -o "$T/a.evlog"
+expect_err "bad -d" "^llmtracker profile: -d abc: expected" profile -p "$idle" -t syscall -d abc -o "$T/a.evlog"
+expect_err "nothing to profile" "nothing to profile" profile -t syscall -o "$T/a.evlog"
+expect_err "stray argument" "put the command to launch after --" profile -t syscall -o "$T/a.evlog" true
+expect_err "unknown command" "unknown command 'frobnicate'" frobnicate
+expect_err "output directory missing" "cannot create the event log $T/no/such/dir" \
+	profile -p "$idle" -t syscall -o "$T/no/such/dir/x.evlog"
+echo precious >"$T/exists.evlog"
+expect_err "existing output never clobbered" "already exists" profile -p "$idle" -t syscall -o "$T/exists.evlog"
+check "... and left as it was" grep -qx precious "$T/exists.evlog"
+if command -v setpriv >/dev/null; then
+	rc=0
+	setpriv --reuid=65534 --regid=65534 --clear-groups --inh-caps=-all \
+		"$LT" profile -p "$idle" -t syscall -o /tmp/lt-nonroot.evlog >"$T/out" 2>"$T/err" || rc=$?
+	if [ "$rc" -ne 0 ] && grep -q "needs root or CAP_BPF" "$T/err" && [ "$(wc -l <"$T/err")" -eq 1 ]; then
+		ok "not root (rc $rc): $(cat "$T/err")"
+	else
+		notok "not root (rc $rc): $(cat "$T/err")"
+	fi
+fi
+check "no program left attached after the errors" test "$(our_progs)" -le "$before"
+check "no partial file left" test -z "$(ls -A "$T" | grep partial)"
+
+# -t all records what it can (and says which sources it could not enable).
+"$LT" profile -t all -o "$T/all.evlog" -- "$PROGS/sys_counts" -n 1 2>"$T/all.err"
+rc=$?
+check "-t all succeeds (rc $rc)" test "$rc" -eq 0
+c=$(count_sys "$T/all.evlog" 0 "$(sys_nr getppid)")
+check "-t all records syscalls (getppid x$c)" test "$c" -eq 1000
+finish
