@@ -28,6 +28,7 @@ static const struct lt_source *const lt_sources[] = {
 	&lt_source_syscall,
 	&lt_source_cpu,
 	&lt_source_python,
+	&lt_source_cuda,
 };
 #define LT_N_SOURCES (sizeof(lt_sources) / sizeof(lt_sources[0]))
 
@@ -333,7 +334,7 @@ static int dispatch(void *ctx, void *data, size_t size)
 
 int lt_session_poll(struct lt_session *s, int timeout_ms)
 {
-	int n;
+	int n, c;
 
 	if (!s->rb) {
 		s->rb = ring_buffer__new(s->events_fd, dispatch, s, NULL);
@@ -342,10 +343,13 @@ int lt_session_poll(struct lt_session *s, int timeout_ms)
 	}
 	n = ring_buffer__poll(s->rb, timeout_ms);
 	if (n == -EINTR)
-		return 0;
+		n = 0;
 	if (n < 0)
 		return lt_session_errorf(s, "ring buffer poll: %s", strerror(-n));
-	return n;
+	/* Sources submit without waking us below a fill level (a wakeup per
+	 * record costs more than the record): read what is there anyway. */
+	c = ring_buffer__consume(s->rb);
+	return c > 0 ? n + c : n;
 }
 
 void lt_session_notify_target(struct lt_session *s, int pid)
