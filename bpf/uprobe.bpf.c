@@ -23,6 +23,10 @@ char LICENSE[] SEC("license") = "GPL";
 /* enum evlog_source EVSRC_CUDA_LIB (the BPF side does not include eventlog.h). */
 #define LT_EVSRC_CUDA_LIB 4
 
+/* Wake the reader only once this much is waiting: a wakeup per call would
+ * cost more than the call. Set by the collector from the buffer size. */
+const volatile __u64 wakeup_bytes = 1 << 20;
+
 struct lt_uframe {
 	__u64 ts;
 	__u64 cookie;
@@ -107,7 +111,8 @@ static __always_inline void lt_emit(struct pt_regs *ctx, struct lt_uframe *f,
 	r->dur = now - f->ts;
 	r->ret = PT_REGS_RC(ctx);
 	__builtin_memcpy(r->args, f->args, sizeof(r->args));
-	bpf_ringbuf_submit(r, 0);
+	bpf_ringbuf_submit(r, bpf_ringbuf_query(&events, BPF_RB_AVAIL_DATA) >= wakeup_bytes ?
+			   BPF_RB_FORCE_WAKEUP : BPF_RB_NO_WAKEUP);
 }
 
 SEC("uretprobe")
@@ -175,6 +180,6 @@ int lt_umap(struct bpf_raw_tracepoint_args *ctx)
 	if (!r)
 		return 0;
 	r->addr = ret;
-	bpf_ringbuf_submit(r, 0);
+	bpf_ringbuf_submit(r, BPF_RB_FORCE_WAKEUP); /* probe the new library soon */
 	return 0;
 }

@@ -1,0 +1,567 @@
+// SPDX-License-Identifier: Apache-2.0
+/*
+ * cudaprobe: `-t cuda`, library calls by uprobes (CUDA runtime and driver,
+ * NCCL, cuBLAS, or whatever the probe file names).
+ *
+ * For each target process the libraries it has mapped are matched against
+ * the probe file (a soname matches the copy the process actually loaded,
+ * e.g. site-packages/nvidia/.../libcudart.so.13); every selected function
+ * gets an entry and a return uprobe (uprobe.bpf.c) bound to that process.
+ * Libraries loaded later are found when the target maps an executable file
+ * (a record from the BPF side) and the maps are rescanned. Each returned
+ * call becomes one EV_LIB_CALL with its decoded arguments (cudadecode.c).
+ */
+#include <errno.h>
+#include <inttypes.h>
+#include <limits.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include <bpf/bpf.h>
+#include <bpf/libbpf.h>
+
+#include "bpf/uprobe.skel.h"
+#include "../bpf/uprobe.h"
+#include "cudadecode.h"
+#include "elfsym.h"
+#include "probefile.h"
+#include "session.h"
+#include "symbolize.h"
+
+#define CP_MAX_PER_LIB 4096   /* a glob selecting more is a mistake */
+#define CP_NAME_CACHE 4096    /* launch address -> kernel name, per session */
+
+struct cp_probe {             /* a probed function; its index is the cookie id */
+	const char *lib;      /* path as the target sees it (interned) */
+	char *symbol;
+	int lib_class;
+	const struct lt_decoder *dec;
+	uint8_t nargs, argidx[LT_PROBE_MAX_ARGS];
+	uint8_t nstack;
+	uint64_t dev, ino, offset;
+};
+
+struct cp_link {
+	int pid;
+	struct bpf_link *link;
+};
+
+struct cp_seen {              /* a (pid, file) already looked at */
+	int pid;
+	uint64_t dev, ino;
+};
+
+struct cp_name {              /* launch-address cache */
+	int pid;
+	uint64_t addr;
+	char *name;           /* NULL: could not be named */
+};
+
+struct cp_state {
+	struct uprobe_bpf *skel;
+	struct bpf_link *umap_link;
+	struct bpf_link **klinks;
+	size_t n_klinks, cap_klinks;
+	struct lt_probefile *pf;
+	struct cp_probe *probes;
+	size_t n_probes, cap_probes;
+	struct cp_link *links;
+	size_t n_links, cap_links;
+	struct cp_seen *seen;
+	size_t n_seen, cap_seen;
+	char **libs;          /* interned library paths */
+	size_t n_libs;
+	struct lt_sym *sym;
+	struct cp_name names[CP_NAME_CACHE];
+	uint64_t calls, attach_errors;
+};
+
+/* ------------------------------------------------------------ helpers */
+
+static int grow(void **p, size_t *cap, size_t n, size_t elem)
+{
+	size_t nc;
+	void *q;
+
+	if (n < *cap)
+		return 0;
+	nc = *cap ? *cap * 2 : 64;
+	q = realloc(*p, nc * elem);
+	if (!q)
+		return -ENOMEM;
+	*p = q;
+	*cap = nc;
+	return 0;
+}
+
+static const char *intern_lib(struct cp_state *st, const char *path)
+{
+	char **v;
+	size_t i;
+
+	for (i = 0; i < st->n_libs; i++)
+		if (!strcmp(st->libs[i], path))
+			return st->libs[i];
+	v = realloc(st->libs, (st->n_libs + 1) * sizeof(*v));
+	if (!v)
+		return NULL;
+	st->libs = v;
+	v[st->n_libs] = strdup(path);
+	return v[st->n_libs] ? v[st->n_libs++] : NULL;
+}
+
+/* The default probe file sits at <bindir>/../share/llmtracker/probes.json. */
+static int default_probe_file(char *buf, size_t n)
+{
+	char exe[PATH_MAX];
+	ssize_t k = readlink("/proc/self/exe", exe, sizeof(exe) - 1);
+	char *slash;
+
+	if (k <= 0)
+		return -errno;
+	exe[k] = 0;
+	slash = strrchr(exe, '/');
+	if (!slash)
+		return -ENOENT;
+	*slash = 0;
+	if (snprintf(buf, n, "%s/../share/llmtracker/probes.json", exe) >= (int)n)
+		return -ENAMETOOLONG;
+	return 0;
+}
+
+static int load_probe_file(struct lt_session *s, struct cp_state *st)
+{
+	char path[PATH_MAX], err[512];
+	const char *p = s->opt.probe_file;
+
+	if (!p) {
+		if (default_probe_file(path, sizeof(path)) || access(path, R_OK))
+			return lt_session_errorf(s, "no probe file: pass --probe-file FILE, or install the default "
+						 "one at <bindir>/../share/llmtracker/probes.json (looked for %s)", path);
+		p = path;
+	}
+	if (lt_probefile_load(p, &st->pf, err, sizeof(err)))
+		return lt_session_errorf(s, "%s", err);
+	LT_INFO(1, "cuda: probe file %s: %zu libraries, %zu kernel functions", p, st->pf->n_libs,
+		st->pf->n_kprobes);
+	return 0;
+}
+
+/* ------------------------------------------------------------ kprobes */
+
+static bool have_kprobes(void)
+{
+	return access("/sys/bus/event_source/devices/kprobe", F_OK) == 0;
+}
+
+/* Kernel functions run through the same entry/return pair; the per-thread
+ * stack and target filter apply as for library calls. */
+static void attach_kprobes(struct cp_state *st)
+{
+	size_t i;
+
+	for (i = 0; i < st->pf->n_kprobes; i++) {
+		const char *fn = st->pf->kprobes[i];
+		LIBBPF_OPTS(bpf_kprobe_opts, o);
+		struct bpf_link *l[2];
+		struct cp_probe *p;
+		int k;
+
+		if (!have_kprobes()) {
+			LT_WARN("kprobe %s skipped: this kernel has no kprobe support (CONFIG_KPROBES unset; "
+				"no /sys/bus/event_source/devices/kprobe)", fn);
+			continue;
+		}
+		if (grow((void **)&st->probes, &st->cap_probes, st->n_probes, sizeof(*p)) ||
+		    grow((void **)&st->klinks, &st->cap_klinks, st->n_klinks + 1, sizeof(*st->klinks)))
+			return;
+		p = &st->probes[st->n_probes];
+		memset(p, 0, sizeof(*p));
+		p->lib = intern_lib(st, "[kernel]");
+		p->symbol = strdup(fn);
+		p->lib_class = EVLIB_OTHER;
+		p->nargs = LT_UCALL_REG_ARGS;
+		for (k = 0; k < LT_UCALL_REG_ARGS; k++)
+			p->argidx[k] = (uint8_t)k;
+		o.bpf_cookie = LT_UCOOKIE(st->n_probes, 0);
+		l[0] = bpf_program__attach_kprobe_opts(st->skel->progs.lt_uentry, fn, &o);
+		o.retprobe = true;
+		l[1] = l[0] ? bpf_program__attach_kprobe_opts(st->skel->progs.lt_uret, fn, &o) : NULL;
+		if (!l[0] || !l[1]) {
+			LT_WARN("kprobe %s skipped: cannot attach: %s", fn, strerror(errno));
+			bpf_link__destroy(l[0]);
+			free(p->symbol);
+			continue;
+		}
+		st->klinks[st->n_klinks++] = l[0];
+		st->klinks[st->n_klinks++] = l[1];
+		st->n_probes++;
+	}
+}
+
+/* ------------------------------------------------------------ start/stop */
+
+static int cp_start(struct lt_session *s, void **state)
+{
+	struct cp_state *st = calloc(1, sizeof(*st));
+	int err;
+
+	*state = st;
+	if (!st)
+		return lt_session_errorf(s, "out of memory");
+	if (load_probe_file(s, st))
+		return -1;
+	st->skel = uprobe_bpf__open();
+	if (!st->skel)
+		return lt_session_errorf(s, "cannot open the uprobe BPF object: %s", strerror(errno));
+	if (lt_session_share_maps(s, st->skel->obj))
+		return -1;
+	st->skel->rodata->wakeup_bytes = bpf_map__max_entries(st->skel->maps.events) / 8;
+	err = uprobe_bpf__load(st->skel);
+	if (err)
+		return lt_session_errorf(s, "cannot load the uprobe BPF programs: %s", strerror(-err));
+	st->umap_link = bpf_program__attach(st->skel->progs.lt_umap);
+	if (!st->umap_link)
+		LT_WARN("cuda: libraries loaded after start will not be probed: cannot watch mmap: %s",
+			strerror(errno));
+	if (lt_sym_new(&st->sym, NULL))
+		st->sym = NULL; /* kernels are then named by address */
+	attach_kprobes(st);
+	return 0;
+}
+
+static void detach_pid(struct cp_state *st, int pid)
+{
+	size_t i, k = 0;
+
+	for (i = 0; i < st->n_links; i++) {
+		if (st->links[i].pid == pid)
+			bpf_link__destroy(st->links[i].link);
+		else
+			st->links[k++] = st->links[i];
+	}
+	st->n_links = k;
+	for (i = 0, k = 0; i < st->n_seen; i++)
+		if (st->seen[i].pid != pid)
+			st->seen[k++] = st->seen[i];
+	st->n_seen = k;
+}
+
+static void cp_stop(struct lt_session *s, void *state)
+{
+	struct cp_state *st = state;
+	size_t i;
+
+	(void)s;
+	if (!st)
+		return;
+	for (i = 0; i < st->n_links; i++)
+		bpf_link__destroy(st->links[i].link);
+	for (i = 0; i < st->n_klinks; i++)
+		bpf_link__destroy(st->klinks[i]);
+	bpf_link__destroy(st->umap_link);
+	uprobe_bpf__destroy(st->skel);
+	for (i = 0; i < st->n_probes; i++)
+		free(st->probes[i].symbol);
+	for (i = 0; i < st->n_libs; i++)
+		free(st->libs[i]);
+	for (i = 0; i < CP_NAME_CACHE; i++)
+		free(st->names[i].name);
+	lt_sym_free(st->sym);
+	lt_probefile_free(st->pf);
+	free(st->libs);
+	free(st->probes);
+	free(st->links);
+	free(st->klinks);
+	free(st->seen);
+	free(st);
+}
+
+/* ------------------------------------------------------------ attaching */
+
+/* Probe id for (file, offset), shared by every process mapping the file. */
+static int probe_for(struct cp_state *st, const char *lib, const struct lt_plib *pl,
+		     const struct lt_psym *ps, const char *name, uint64_t dev, uint64_t ino,
+		     uint64_t off)
+{
+	struct cp_probe *p;
+	unsigned need = 0;
+	size_t i;
+	int k;
+
+	for (i = 0; i < st->n_probes; i++)
+		if (st->probes[i].dev == dev && st->probes[i].ino == ino && st->probes[i].offset == off &&
+		    st->probes[i].lib)
+			return (int)i;
+	if (grow((void **)&st->probes, &st->cap_probes, st->n_probes, sizeof(*p)))
+		return -ENOMEM;
+	p = &st->probes[st->n_probes];
+	memset(p, 0, sizeof(*p));
+	p->symbol = strdup(name);
+	p->lib = intern_lib(st, lib);
+	if (!p->symbol || !p->lib) {
+		free(p->symbol);
+		return -ENOMEM;
+	}
+	p->dev = dev;
+	p->ino = ino;
+	p->offset = off;
+	p->lib_class = ps->lib_class >= 0 ? ps->lib_class : pl->lib_class;
+	p->dec = lt_cuda_decoder(name);
+	if (p->dec)
+		need = lt_cuda_decoder_nstack(p->dec);
+	if (ps->nargs >= 0) {
+		p->nargs = (uint8_t)ps->nargs;
+		memcpy(p->argidx, ps->argidx, sizeof(p->argidx));
+	} else {
+		p->nargs = LT_UCALL_REG_ARGS + need > LT_PROBE_MAX_ARGS ? LT_PROBE_MAX_ARGS
+									  : LT_UCALL_REG_ARGS + need;
+		for (k = 0; k < p->nargs; k++)
+			p->argidx[k] = (uint8_t)k;
+	}
+	for (k = 0; k < p->nargs; k++)
+		if (p->argidx[k] >= LT_UCALL_REG_ARGS && p->argidx[k] + 1u - LT_UCALL_REG_ARGS > need)
+			need = p->argidx[k] + 1u - LT_UCALL_REG_ARGS;
+	p->nstack = (uint8_t)need;
+	return (int)st->n_probes++;
+}
+
+static int attach_one(struct cp_state *st, int pid, const char *file, int id)
+{
+	const struct cp_probe *p = &st->probes[id];
+	LIBBPF_OPTS(bpf_uprobe_opts, o, .bpf_cookie = LT_UCOOKIE(id, p->nstack));
+	struct bpf_link *l[2];
+	int i;
+
+	if (grow((void **)&st->links, &st->cap_links, st->n_links + 1, sizeof(*st->links)))
+		return -ENOMEM;
+	l[0] = bpf_program__attach_uprobe_opts(st->skel->progs.lt_uentry, pid, file, p->offset, &o);
+	if (!l[0])
+		return -errno;
+	o.retprobe = true;
+	l[1] = bpf_program__attach_uprobe_opts(st->skel->progs.lt_uret, pid, file, p->offset, &o);
+	if (!l[1]) {
+		int e = -errno;
+
+		bpf_link__destroy(l[0]);
+		return e;
+	}
+	for (i = 0; i < 2; i++)
+		st->links[st->n_links++] = (struct cp_link){ pid, l[i] };
+	return 0;
+}
+
+/* Probe every function `pl` selects in the file mapped at `path`. */
+static void attach_lib(struct lt_session *s, struct cp_state *st, int pid, const char *path,
+		       const struct lt_plib *pl, uint64_t dev, uint64_t ino)
+{
+	char file[PATH_MAX + 32], err[512];
+	uint64_t last = UINT64_MAX;
+	struct lt_elf *e;
+	size_t i, n = 0, failed = 0;
+	int first_err = 0;
+
+	(void)s;
+	snprintf(file, sizeof(file), "/proc/%d/root%s", pid, path);
+	if (lt_elf_open(file, &e, err, sizeof(err))) {
+		LT_WARN("cuda: pid %d: cannot read %s: %s", pid, path, err);
+		return;
+	}
+	for (i = 0; i < e->n_syms && n < CP_MAX_PER_LIB; i++) {
+		const struct lt_elfsym *sy = &e->syms[i];
+		const struct lt_psym *ps;
+		uint64_t off;
+		int id, rc;
+
+		if (sy->vaddr == last) /* an alias of a function already probed */
+			continue;
+		ps = lt_plib_select(pl, sy->name, sy->exported);
+		if (!ps || lt_elf_vaddr_to_offset(e, sy->vaddr, &off))
+			continue;
+		last = sy->vaddr;
+		id = probe_for(st, path, pl, ps, sy->name, dev, ino, off);
+		rc = id < 0 ? id : attach_one(st, pid, file, id);
+		if (rc) {
+			failed++;
+			first_err = first_err ? first_err : rc;
+			continue;
+		}
+		n++;
+	}
+	if (n >= CP_MAX_PER_LIB)
+		LT_WARN("cuda: %s: stopped at %d probed functions; narrow the globs in the probe file",
+			path, CP_MAX_PER_LIB);
+	if (failed) {
+		st->attach_errors += failed;
+		LT_WARN("cuda: pid %d: %zu functions of %s could not be probed: %s", pid, failed, path,
+			strerror(-first_err));
+	}
+	LT_INFO(1, "cuda: pid %d: %s: %zu functions probed (%s)", pid, path, n,
+		lt_probefile_class_name(pl->lib_class));
+	lt_elf_free(e);
+}
+
+static bool seen_file(struct cp_state *st, int pid, uint64_t dev, uint64_t ino)
+{
+	size_t i;
+
+	for (i = 0; i < st->n_seen; i++)
+		if (st->seen[i].pid == pid && st->seen[i].dev == dev && st->seen[i].ino == ino)
+			return true;
+	if (!grow((void **)&st->seen, &st->cap_seen, st->n_seen, sizeof(*st->seen)))
+		st->seen[st->n_seen++] = (struct cp_seen){ pid, dev, ino };
+	return false;
+}
+
+/* One line of /proc/PID/maps: an executable file mapping we have not seen? */
+static void scan_line(struct lt_session *s, struct cp_state *st, int pid, const char *line)
+{
+	unsigned maj, min;
+	unsigned long ino;
+	char perms[8];
+	int pos = 0;
+	const char *path;
+	size_t i;
+
+	if (sscanf(line, "%*x-%*x %7s %*x %x:%x %lu %n", perms, &maj, &min, &ino, &pos) < 4 || !pos)
+		return;
+	path = line + pos;
+	if (perms[2] != 'x' || path[0] != '/' || !ino)
+		return;
+	if (seen_file(st, pid, ((uint64_t)maj << 32) | min, ino))
+		return;
+	for (i = 0; i < st->pf->n_libs; i++)
+		if (lt_plib_matches(&st->pf->libs[i], path, NULL))
+			attach_lib(s, st, pid, path, &st->pf->libs[i], ((uint64_t)maj << 32) | min, ino);
+}
+
+static int scan_maps(struct lt_session *s, struct cp_state *st, int pid)
+{
+	char path[64], line[PATH_MAX + 128];
+	FILE *f;
+
+	snprintf(path, sizeof(path), "/proc/%d/maps", pid);
+	f = fopen(path, "re");
+	if (!f)
+		return lt_session_errorf(s, "cannot read %s: %s", path, strerror(errno));
+	while (fgets(line, sizeof(line), f)) {
+		line[strcspn(line, "\n")] = 0;
+		if (strstr(line, " (deleted)"))
+			continue; /* the file is gone; its path would probe another */
+		scan_line(s, st, pid, line);
+	}
+	fclose(f);
+	return 0;
+}
+
+static int cp_add_target(struct lt_session *s, void *state, int pid)
+{
+	struct cp_state *st = state;
+
+	/* New process or new image (exec): start over for this pid. */
+	detach_pid(st, pid);
+	if (st->sym)
+		lt_sym_add_pid(st->sym, pid);
+	return scan_maps(s, st, pid);
+}
+
+/* ------------------------------------------------------------ records */
+
+static const char *resolve_kernel(void *arg, uint64_t addr, char *buf, size_t n)
+{
+	struct cp_state *st = ((void **)arg)[0];
+	int pid = (int)(intptr_t)((void **)arg)[1];
+	struct cp_name *c = &st->names[(addr >> 4 ^ (uint64_t)pid * 0x9e3779b97f4a7c15ull) % CP_NAME_CACHE];
+	struct lt_sym_info info;
+
+	if (c->pid != pid || c->addr != addr || (!c->name && !c->pid)) {
+		free(c->name);
+		c->name = NULL;
+		c->pid = pid;
+		c->addr = addr;
+		if (st->sym && !lt_sym_resolve(st->sym, pid, addr, &info) && info.name && *info.name)
+			c->name = strdup(info.name);
+	}
+	if (!c->name)
+		return NULL;
+	snprintf(buf, n, "%s", c->name);
+	return buf;
+}
+
+static bool returns_int(int lib_class)
+{
+	return lib_class == EVLIB_CUDA_RUNTIME || lib_class == EVLIB_CUDA_DRIVER ||
+	       lib_class == EVLIB_NCCL || lib_class == EVLIB_CUBLAS || lib_class == EVLIB_CUDNN;
+}
+
+static void on_call(struct lt_session *s, struct cp_state *st, const struct lt_rec_ucall *r)
+{
+	struct evlog_event ev = { .type = EV_LIB_CALL, .ts = r->h.ts, .pid = r->h.pid, .tid = r->h.tid };
+	const struct cp_probe *p;
+	char detail[768] = "";
+	void *rarg[2] = { st, (void *)(intptr_t)r->h.pid };
+	struct lt_decode_ctx cx = { resolve_kernel, rarg };
+	uint64_t args[LT_UCALL_ARGS];
+	unsigned i;
+
+	if (r->probe_id >= st->n_probes)
+		return;
+	p = &st->probes[r->probe_id];
+	st->calls++;
+	ev.u.lib_call.lib_class = (uint8_t)p->lib_class;
+	ev.u.lib_call.lib = evlog_s(p->lib);
+	ev.u.lib_call.symbol = evlog_s(p->symbol);
+	ev.u.lib_call.dur = r->dur;
+	/* These libraries return 32-bit status enums; the upper half of the
+	 * return register is undefined. */
+	ev.u.lib_call.ret = returns_int(p->lib_class) ? (uint64_t)(int64_t)(int32_t)r->ret : r->ret;
+	ev.u.lib_call.depth = r->depth;
+	ev.u.lib_call.nargs = p->nargs;
+	for (i = 0; i < LT_UCALL_ARGS; i++)
+		args[i] = r->args[i];
+	for (i = 0; i < p->nargs; i++)
+		ev.u.lib_call.args[i] = args[p->argidx[i]];
+	if (p->dec)
+		lt_cuda_decode(p->dec, args, &cx, detail, sizeof(detail));
+	ev.u.lib_call.detail = evlog_s(detail);
+	lt_session_emit(s, &ev);
+}
+
+static int cp_handle(struct lt_session *s, void *state, const struct lt_rec_hdr *rec, size_t size)
+{
+	struct cp_state *st = state;
+
+	if (rec->kind == LT_REC_UCALL && size >= sizeof(struct lt_rec_ucall)) {
+		on_call(s, st, (const struct lt_rec_ucall *)rec);
+	} else if (rec->kind == LT_REC_UMAP && size >= sizeof(struct lt_rec_umap)) {
+		if (scan_maps(s, st, (int)rec->pid))
+			LT_INFO(2, "cuda: %s", s->err);
+	}
+	return 0;
+}
+
+static int cp_finish(struct lt_session *s, void *state)
+{
+	struct cp_state *st = state;
+
+	(void)s;
+	LT_INFO(1, "cuda: %" PRIu64 " calls recorded, %zu functions probed, %zu uprobes, %" PRIu64
+		" attach errors", st->calls, st->n_probes, st->n_links, st->attach_errors);
+	return 0;
+}
+
+const struct lt_source lt_source_cuda = {
+	.name = "cuda",
+	.type_bit = LT_T_CUDA,
+	.evsrc = EVSRC_CUDA_LIB,
+	.kind_lo = LT_REC_UCALL,
+	.kind_hi = LT_REC_UMAP,
+	.start = cp_start,
+	.add_target = cp_add_target,
+	.handle = cp_handle,
+	.finish = cp_finish,
+	.stop = cp_stop,
+};

@@ -1,0 +1,191 @@
+// SPDX-License-Identifier: Apache-2.0
+/*
+ * cuda_calls: a target for the -t cuda tests. Calls the real CUDA runtime
+ * (and, loaded later with dlopen, NCCL and cuBLAS) a known number of times
+ * with known arguments. Without a GPU driver every call fails fast; its
+ * return code is printed ("ret SYMBOL CODE") so the test can compare.
+ *
+ *   cuda_calls [calls]      the fixed sequence (see main)
+ *   cuda_calls bench N      N calls of cudaGetDeviceCount, prints ns/call
+ *   cuda_calls nested N     N calls of cp_outer() -> cp_inner()
+ *
+ * With CUDA_CALLS_WAIT=1 it first waits (up to 10 s) until a breakpoint is
+ * planted on each function it is about to call, so a profiler attaching
+ * while it starts misses none of them.
+ */
+#include <cuda_runtime_api.h>
+#include <dlfcn.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+#include <unistd.h>
+
+/* A kernel's host stub, as nvcc would name it: vector_step(float*, int). */
+void vector_step(float *x, int n) __asm__("_Z11vector_stepPfi");
+__attribute__((noinline)) void vector_step(float *x, int n)
+{
+	(void)x;
+	(void)n;
+	__asm__ volatile("");
+}
+
+__attribute__((noinline)) int cp_inner(int x)
+{
+	__asm__ volatile("");
+	return x * 2;
+}
+
+__attribute__((noinline)) int cp_outer(int x)
+{
+	__asm__ volatile("");
+	return cp_inner(x) + 1;
+}
+
+static uint64_t now_ns(void)
+{
+	struct timespec t;
+
+	clock_gettime(CLOCK_MONOTONIC, &t);
+	return (uint64_t)t.tv_sec * 1000000000ull + (uint64_t)t.tv_nsec;
+}
+
+/* A uprobe replaces the function's first byte with int3 (x86). */
+static void wait_probe(const char *what, const void *fn)
+{
+	uint64_t end = now_ns() + 10000000000ull;
+
+	if (!getenv("CUDA_CALLS_WAIT") || !fn)
+		return;
+	while (*(const volatile unsigned char *)fn != 0xcc) {
+		if (now_ns() > end) {
+			fprintf(stderr, "cuda_calls: %s was never probed\n", what);
+			return;
+		}
+		usleep(2000);
+	}
+}
+
+static void *sym(void *h, const char *name)
+{
+	return dlsym(h ? h : RTLD_DEFAULT, name);
+}
+
+static void runtime_calls(void)
+{
+	static char host[64 << 10], host2[64 << 10];
+	void *dev[7] = { 0 };
+	int i;
+
+	wait_probe("cudaMalloc", sym(NULL, "cudaMalloc"));
+	wait_probe("cudaMemcpy", sym(NULL, "cudaMemcpy"));
+	wait_probe("cudaLaunchKernel", sym(NULL, "cudaLaunchKernel"));
+	wait_probe("cudaStreamSynchronize", sym(NULL, "cudaStreamSynchronize"));
+	for (i = 0; i < 7; i++)
+		printf("ret cudaMalloc %d bytes=%d\n", cudaMalloc(&dev[i], (size_t)(i + 1) << 20),
+		       (i + 1) << 20);
+	for (i = 0; i < 11; i++) {
+		enum cudaMemcpyKind k = (enum cudaMemcpyKind)(i % 4);
+		printf("ret cudaMemcpy %d bytes=%d kind=%d\n",
+		       cudaMemcpy(host2, host, (size_t)(i + 1) * 1000, k), (i + 1) * 1000, (int)k);
+	}
+	for (i = 0; i < 5; i++) {
+		float *arg0 = NULL;
+		int arg1 = 100 + i;
+		void *args[] = { &arg0, &arg1 };
+		dim3 grid = { 4, 2, 1 }, block = { 256, 1, 1 };
+
+		printf("ret cudaLaunchKernel %d\n",
+		       cudaLaunchKernel((const void *)vector_step, grid, block, args, 128 * (size_t)(i + 1), 0));
+	}
+	for (i = 0; i < 3; i++)
+		printf("ret cudaStreamSynchronize %d\n", cudaStreamSynchronize(0));
+}
+
+/* NCCL, loaded late: found through the mmap watch and a glob. */
+static void nccl_calls(void)
+{
+	typedef int (*allreduce_t)(const void *, void *, size_t, int, int, void *, void *);
+	void *h = dlopen("libnccl.so.2", RTLD_NOW | RTLD_LOCAL);
+	allreduce_t ar;
+	int i;
+
+	if (!h) {
+		printf("nccl absent\n");
+		return;
+	}
+	ar = (allreduce_t)sym(h, "ncclAllReduce");
+	wait_probe("ncclAllReduce", (void *)ar);
+	/* count 1000, float32 (7), sum (0), no communicator, stream 0x5000 */
+	for (i = 0; i < 2; i++)
+		printf("ret ncclAllReduce %d\n", ar(NULL, NULL, 1000, 7, 0, NULL, (void *)0x5000));
+}
+
+/* cuBLAS, loaded late: a gemm shape. */
+static void cublas_calls(void)
+{
+	typedef int (*sgemm_t)(void *, int, int, int, int, int, const float *, const float *, int,
+			       const float *, int, const float *, float *, int);
+	void *h = dlopen("libcublas.so.13", RTLD_NOW | RTLD_LOCAL);
+	float one = 1;
+	sgemm_t g;
+
+	if (!h) {
+		printf("cublas absent\n");
+		return;
+	}
+	g = (sgemm_t)sym(h, "cublasSgemm_v2");
+	wait_probe("cublasSgemm_v2", (void *)g);
+	/* No handle: fails at once. m=64 n=32 k=16, transa=T transb=N. */
+	printf("ret cublasSgemm_v2 %d\n", g(NULL, 1, 0, 64, 32, 16, &one, NULL, 64, NULL, 16, &one, NULL, 64));
+}
+
+static int bench(long n)
+{
+	uint64_t t0;
+	int count = 0;
+	long i;
+
+	wait_probe("cudaGetDeviceCount", sym(NULL, "cudaGetDeviceCount"));
+	cudaGetDeviceCount(&count); /* the first call loads the driver (or fails to) */
+	t0 = now_ns();
+	for (i = 0; i < n; i++)
+		cudaGetDeviceCount(&count);
+	printf("ns_per_call %.1f\n", (double)(now_ns() - t0) / (double)n);
+	return 0;
+}
+
+static int nested(long n)
+{
+	long i, s = 0;
+
+	wait_probe("cp_outer", (void *)cp_outer);
+	wait_probe("cp_inner", (void *)cp_inner);
+	for (i = 0; i < n; i++)
+		s += cp_outer((int)i);
+	printf("nested %ld sum %ld\n", n, s);
+	return 0;
+}
+
+int main(int argc, char **argv)
+{
+	const char *mode = argc > 1 ? argv[1] : "calls";
+	long n = argc > 2 ? strtol(argv[2], NULL, 10) : 1000;
+
+	setvbuf(stdout, NULL, _IOLBF, 0);
+	if (!strcmp(mode, "bench"))
+		return bench(n > 0 ? n : 1);
+	if (!strcmp(mode, "nested"))
+		return nested(n > 0 ? n : 1);
+	if (strcmp(mode, "calls")) {
+		fprintf(stderr, "usage: cuda_calls [calls | bench N | nested N]\n");
+		return 2;
+	}
+	vector_step(NULL, 0);
+	runtime_calls();
+	nccl_calls();
+	cublas_calls();
+	printf("done\n");
+	return 0;
+}
