@@ -27,7 +27,7 @@ LDFLAGS   += $(SAN)
 # Shared libraries each binary links.
 LIBS_EVLOG     := -lzstd -ldeflate
 LIBS_COLLECTOR := -lbpf -lelf -ldw -lz -ljson-c -lpthread $(LIBS_EVLOG)
-LIBS_CONVERTER := -lprotobuf-c -larchive -ljson-c -lz -lm $(LIBS_EVLOG)
+LIBS_CONVERTER := -lprotobuf-c -larchive -ljson-c -lz -lm -lstdc++ $(LIBS_EVLOG)
 
 # ------------------------------------------------------------------ sources
 EVLOG_SRC     := $(wildcard eventlog/*.c)
@@ -176,6 +176,10 @@ PROG_LIBS_evlog_crashwriter := $(PROG_EVLOG)
 PROG_LIBS_evlog_cli := $(PROG_EVLOG)
 PROG_LIBS_xplane_genlog := $(PROG_EVLOG)
 PROG_LIBS_cuda_calls := -L$(CUDA_HOME)/lib64 -Wl,-rpath,$(CUDA_HOME)/lib64 -lcudart -ldl
+PROG_LIBS_inject_cudart := -L$(CUDA_HOME)/lib64 -Wl,-rpath,$(CUDA_HOME)/lib64 -lcudart
+INJECT_TOOL_SRC := collector/injector.c collector/cuda_kernel.c
+PROG_LIBS_inject_tool := $(INJECT_TOOL_SRC) -lelf
+$(BUILD)/tests/progs/inject_tool: $(INJECT_TOOL_SRC) $(INJECT_TOOL_SRC:.c=.h)
 PROG_LIBS_cuda_logcount := -static $(PROG_EVLOG)
 
 $(BUILD)/fuzz/%: tests/fuzz/%.c $(EVLOG_SRC) $(CONV_SRC) $(PROTO_C) | $(GENERATED)
