@@ -1,0 +1,139 @@
+/* SPDX-License-Identifier: Apache-2.0 */
+/*
+ * The converter core's internal interface: inputs, pass-1 metadata, the
+ * pass-2 spill of timeline records, and the naming helpers shared by sinks.
+ */
+#ifndef LLMT_CONV_INT_H
+#define LLMT_CONV_INT_H
+
+#include <stdint.h>
+#include <stdio.h>
+#include "../eventlog/eventlog.h"
+#include "sink.h"
+#include "cv_util.h"
+
+/* ------------------------------------------------------------------ inputs */
+
+struct cv_log {
+	char *name;         /* as shown to the user (archive!member for archives) */
+	char *path;         /* the file opened */
+	uint32_t host;      /* index into cv_core.hosts */
+	int64_t clock_off;  /* ns added to each ts to put it on its host's clock */
+	int syscall_table;  /* syscall numbers follow our generated table */
+	uint64_t events;    /* pass-1 count */
+	int bad;            /* could not be opened in pass 1: skipped */
+	struct evlog_reader_stats rs;
+};
+
+struct cv_inputs {
+	struct cv_log *logs;
+	size_t n, cap;
+	char *tmpdir;       /* extracted archive members live here; removed at the end */
+	uint64_t skipped;   /* files that are not event logs */
+	struct cv_buf notes; /* one line per skipped input, for the user */
+};
+
+/* Expand files, directories and archives into logs (checked for the magic).
+ * Returns 0 (even if some inputs were skipped: see notes) or -1 on a fatal
+ * error (no such input, out of memory) with a message in err. */
+int cv_inputs_add(struct cv_inputs *in, const char *path, int from_cupti_dir,
+		  char *err, size_t errsz);
+void cv_inputs_free(struct cv_inputs *in);
+
+/* ---------------------------------------------------------------- metadata */
+
+struct cv_sym {
+	const char *name;   /* "" if unknown */
+	const char *module; /* "" if unknown */
+	uint64_t offset;
+};
+
+enum cv_corr_flag {
+	CV_CORR_API = 1,    /* EV_GPU_API with this correlation id */
+	CV_CORR_LIB = 2,    /* EV_LIB_CALL with this correlation id */
+	CV_CORR_GPU = 4,    /* GPU activity with this correlation id */
+};
+
+struct cv_track {
+	enum conv_track_kind kind;
+	uint32_t host;
+	uint32_t a, b;      /* pid, tid or device, stream */
+};
+
+struct cv_host {
+	char *name, *boot_id, *machine;
+	uint64_t anchor_mono, anchor_rt;  /* the first log's anchor pair */
+	uint64_t min_ts, max_ts;          /* aligned; min > max when no events */
+	int syscall_table;
+	struct cv_map procs;              /* pid -> index + 1 */
+	struct cv_map threads;            /* (pid, tid) -> index + 1, then track */
+	struct cv_map gpus;               /* device -> index + 1 */
+	struct cv_map streams;            /* (device, stream) -> track + 1 */
+	struct cv_map syms;               /* (pid, addr) -> struct cv_sym * */
+	struct conv_process *proc_v;
+	struct conv_thread *thr_v;
+	struct conv_gpu *gpu_v;
+	struct evlog_event *gpu_props;    /* deep copies, per gpu index */
+	size_t n_proc, n_thr, n_gpu, cap_proc, cap_thr, cap_gpu;
+	struct cv_map stream_set;         /* (device, stream) seen */
+	struct conv_host_meta meta;
+	uint32_t track_base, n_tracks;
+};
+
+struct cv_stats {
+	uint64_t read, written;
+	uint64_t py_unmatched_exit, py_unclosed, py_too_deep;
+	uint64_t overlaps_cut, unbound_flows, bad_time, unknown_type;
+	uint64_t lost[EVSRC_MAX + 1];
+	uint64_t chunks_bad, bytes_skipped, truncated_logs;
+};
+
+struct cv_core {
+	struct cv_inputs in;
+	struct cv_host *hosts;
+	size_t n_hosts;
+	struct cv_track *tracks;
+	uint32_t n_tracks;
+	struct cv_map corr_pages;         /* (host<<32|pid, corr>>12) -> page + 1 */
+	uint8_t **pages;
+	size_t n_pages, cap_pages;
+	uint64_t run_base_rt;             /* earliest wall time of all hosts */
+	struct cv_arena arena;
+	struct cv_strtab stacks;          /* folded stacks, interned */
+	struct cv_strtab names;           /* demangled / derived names */
+	struct cv_map demangle_cache;     /* hash(mangled) -> names index + 1 */
+	struct cv_stats st;
+	int progress;
+	uint64_t total_events;
+	char err[512];
+};
+
+int cv_pass1(struct cv_core *c);
+/* Lookup helpers after pass 1. */
+const struct cv_sym *cv_sym_find(const struct cv_host *h, uint32_t pid, uint64_t addr);
+uint8_t cv_corr_flags(const struct cv_core *c, uint32_t host, uint32_t pid, uint64_t corr);
+void cv_core_free(struct cv_core *c);
+
+/* Pass 2: stream every log into sorted runs and feed the sinks. */
+int cv_pass2(struct cv_core *c, struct conv_sink *const *sinks, int n_sinks);
+
+/* ------------------------------------------------------------------- names */
+
+/* Syscall name for nr ("syscall_<nr>" in buf when unknown). */
+const char *cv_syscall_name(int table, uint32_t nr, char *buf, size_t bufsz);
+/* Category string (SPEC §4) for a library call / API class. */
+const char *cv_lib_category(uint8_t lib_class, const char *lib, char *buf, size_t bufsz);
+/* Demangled C++ name (interned) or the input itself. */
+const char *cv_demangle(struct cv_core *c, const char *name, size_t len);
+/* "Memcpy HtoD (Pageable -> Device)" as Kineto names them. */
+const char *cv_memcpy_name(uint8_t kind, uint8_t src, uint8_t dst, char *buf, size_t bufsz);
+/* Folded stacks, root first, ';'-joined; frames cleaned of ';' and newlines. */
+int cv_fold_cpu(const struct cv_host *h, uint32_t pid, const struct evlog_stack *st,
+		struct cv_buf *out);
+int cv_fold_py(const struct evlog_pystack *st, struct cv_buf *out);
+
+/* -------------------------------------------------------------- progress */
+void cv_progress(struct cv_core *c, const char *phase, uint64_t done, uint64_t total);
+void cv_progress_end(struct cv_core *c);
+
+#endif

@@ -1,0 +1,312 @@
+/* SPDX-License-Identifier: Apache-2.0 */
+/*
+ * conv_convert(): inputs -> pass 1 -> sinks chosen by the request ->
+ * pass 2 -> publish (or discard everything on failure) -> one closing line.
+ * conv_summary_main(): the same core feeding only the summary sink.
+ */
+#include "convert.h"
+#include "conv_int.h"
+#include "folded.h"
+#include "summary.h"
+#include "trace_json.h"
+#include "xplane.h"
+#include "../tb_layout/tb_layout.h"
+
+#include <fcntl.h>
+#include <libgen.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+#define MAX_SINKS 4
+
+/* The XPlane writer is linked when present (it lives in its own module). */
+extern struct conv_sink *xplane_sink_new_logdir(const char *logdir, const char *run,
+						int overwrite, char *err, size_t errsz)
+	__attribute__((weak));
+extern void xplane_sink_free(struct conv_sink *s) __attribute__((weak));
+
+struct sinks {
+	struct conv_sink *v[MAX_SINKS];
+	void (*free_fn[MAX_SINKS])(struct conv_sink *);
+	int n;
+};
+
+static void sinks_add(struct sinks *s, struct conv_sink *k, void (*f)(struct conv_sink *))
+{
+	s->v[s->n] = k;
+	s->free_fn[s->n] = f;
+	s->n++;
+}
+
+static int sinks_finish(struct sinks *s, int ok, char *err, size_t errsz)
+{
+	int rc = 0;
+
+	for (int i = 0; i < s->n; i++) {
+		if (s->v[i]->finish && s->v[i]->finish(s->v[i]->ctx, ok && !rc) && ok && !rc) {
+			snprintf(err, errsz, "%s output: %s", s->v[i]->name, s->v[i]->err);
+			rc = -1;
+		}
+	}
+	/* A later sink failing to publish leaves earlier ones published: say so. */
+	return rc;
+}
+
+static void sinks_free(struct sinks *s)
+{
+	for (int i = 0; i < s->n; i++)
+		s->free_fn[i](s->v[i]);
+	s->n = 0;
+}
+
+static int load(struct cv_core *c, const struct conv_request *req, char *err, size_t errsz)
+{
+	for (int i = 0; i < req->n_inputs; i++)
+		if (cv_inputs_add(&c->in, req->inputs[i], 0, err, errsz))
+			return -1;
+	if (req->cupti_dir && cv_inputs_add(&c->in, req->cupti_dir, 1, err, errsz))
+		return -1;
+	if (c->in.notes.len)
+		fprintf(stderr, "%.*s", (int)c->in.notes.len, c->in.notes.p);
+	c->in.notes.len = 0;
+	if (!c->in.n) {
+		snprintf(err, errsz, "no event logs found in the inputs given (%llu files skipped); "
+			 "pass the collector's -o file or a directory holding it",
+			 (unsigned long long)c->in.skipped);
+		return -1;
+	}
+	if (cv_pass1(c)) {
+		snprintf(err, errsz, "%s", c->err);
+		return -1;
+	}
+	size_t good = 0;
+
+	for (size_t i = 0; i < c->in.n; i++)
+		good += !c->in.logs[i].bad;
+	if (c->in.notes.len)
+		fprintf(stderr, "%.*s", (int)c->in.notes.len, c->in.notes.p);
+	c->in.notes.len = 0;
+	if (!good) {
+		snprintf(err, errsz, "none of the %zu inputs could be read as an event log", c->in.n);
+		return -1;
+	}
+	return 0;
+}
+
+static int open_dir(const char *file, char *err, size_t errsz)
+{
+	char *copy = strdup(file);
+	int fd;
+
+	if (!copy) {
+		snprintf(err, errsz, "out of memory");
+		return -1;
+	}
+	fd = open(dirname(copy), O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+	if (fd < 0)
+		snprintf(err, errsz, "output directory of %s cannot be opened", file);
+	free(copy);
+	return fd;
+}
+
+static int make_sinks(struct sinks *s, const struct conv_request *req, const char *run,
+		      char *err, size_t errsz)
+{
+	struct conv_sink *k;
+	int dirfd;
+
+	if (req->json_out) {
+		if (!(k = trace_json_new_file(req->json_out, 1, err, errsz)))
+			return -1;
+		sinks_add(s, k, trace_json_free);
+		if ((dirfd = open_dir(req->json_out, err, errsz)) < 0)
+			return -1;
+		k = folded_new(dirfd, 1, err, errsz);
+		close(dirfd);
+		if (!k)
+			return -1;
+		sinks_add(s, k, folded_free);
+	}
+	if (req->logdir) {
+		if (!(k = trace_json_new_logdir(req->logdir, run, req->overwrite, err, errsz)))
+			return -1;
+		sinks_add(s, k, trace_json_free);
+		if (xplane_sink_new_logdir && xplane_sink_free) {
+			if (!(k = xplane_sink_new_logdir(req->logdir, run, req->overwrite, err, errsz)))
+				return -1;
+			sinks_add(s, k, xplane_sink_free);
+		}
+		if ((dirfd = tb_open_run_dir(req->logdir, run, 1, err, errsz)) < 0)
+			return -1;
+		k = folded_new(dirfd, req->overwrite, err, errsz);
+		close(dirfd);
+		if (!k)
+			return -1;
+		sinks_add(s, k, folded_free);
+	}
+	return 0;
+}
+
+static void final_line(const struct cv_core *c, const struct sinks *s)
+{
+	const struct cv_stats *st = &c->st;
+	uint64_t dropped = st->py_unmatched_exit + st->py_too_deep + st->unknown_type;
+	uint64_t lost = 0;
+	struct trace_json_stats js = { 0 };
+
+	for (int i = 0; i <= EVSRC_MAX; i++)
+		lost += st->lost[i];
+	for (int i = 0; i < s->n; i++)
+		if (s->free_fn[i] == trace_json_free) {
+			struct trace_json_stats one;
+
+			trace_json_stats(s->v[i], &one);
+			js.events += one.events;
+			js.bytes_file += one.bytes_file;
+		}
+	fprintf(stderr, "converted %llu events from %zu logs (written %llu, dropped %llu: "
+		"%llu unmatched python exits, %llu too deep, %llu unknown types; "
+		"repaired: %llu overlaps cut, %llu unbound flows, %llu bad durations, "
+		"%llu unclosed python frames)",
+		(unsigned long long)st->read, c->in.n, (unsigned long long)(st->read - dropped),
+		(unsigned long long)dropped, (unsigned long long)st->py_unmatched_exit,
+		(unsigned long long)st->py_too_deep, (unsigned long long)st->unknown_type,
+		(unsigned long long)st->overlaps_cut, (unsigned long long)st->unbound_flows,
+		(unsigned long long)st->bad_time, (unsigned long long)st->py_unclosed);
+	if (lost) {
+		fprintf(stderr, "; lost at the source:");
+		for (int i = 0; i <= EVSRC_MAX; i++)
+			if (st->lost[i])
+				fprintf(stderr, " %s %llu", evlog_source_name((uint32_t)i),
+					(unsigned long long)st->lost[i]);
+	}
+	if (st->chunks_bad || st->truncated_logs)
+		fprintf(stderr, "; %llu corrupt chunks skipped, %llu truncated logs",
+			(unsigned long long)st->chunks_bad, (unsigned long long)st->truncated_logs);
+	if (c->in.skipped)
+		fprintf(stderr, "; %llu inputs skipped", (unsigned long long)c->in.skipped);
+	if (js.events)
+		fprintf(stderr, "; %llu trace events, %llu bytes", (unsigned long long)js.events,
+			(unsigned long long)js.bytes_file);
+	fputs("\n", stderr);
+}
+
+/* Run the core into the given sinks. */
+static int run_core(struct cv_core *c, struct sinks *s, char *err, size_t errsz)
+{
+	int rc = cv_pass2(c, s->v, s->n);
+
+	if (rc)
+		snprintf(err, errsz, "%s", c->err[0] ? c->err : "conversion failed");
+	if (sinks_finish(s, rc == 0, err, errsz))
+		rc = -1;
+	c->st.read = c->total_events;
+	return rc;
+}
+
+int conv_convert(const struct conv_request *req, char *err, size_t errsz)
+{
+	struct cv_core c;
+	struct sinks s = { .n = 0 };
+	char runbuf[64];
+	const char *run = req->run;
+	int rc = -1;
+
+	memset(&c, 0, sizeof(c));
+	c.progress = req->progress && isatty(2);
+	*err = 0;
+	if (!req->json_out && !req->logdir) {
+		snprintf(err, errsz, "no output: give -o OUT.json[.gz] or --logdir DIR");
+		return -1;
+	}
+	if (run && tb_run_name_check(run, err, errsz))
+		return -1;
+	if (load(&c, req, err, errsz))
+		goto out;
+	if (!run) {
+		tb_run_name(c.run_base_rt, runbuf, sizeof(runbuf));
+		run = runbuf;
+	}
+	if (make_sinks(&s, req, run, err, errsz)) {
+		sinks_finish(&s, 0, err, errsz);
+		goto out;
+	}
+	rc = run_core(&c, &s, err, errsz);
+	if (!req->quiet)
+		final_line(&c, &s);
+	if (rc == 0 && !req->quiet && req->logdir)
+		fprintf(stderr, "wrote %s/plugins/profile/%s/\n", req->logdir, run);
+	if (rc == 0 && !req->quiet && req->json_out)
+		fprintf(stderr, "wrote %s\n", req->json_out);
+out:
+	sinks_free(&s);
+	cv_core_free(&c);
+	return rc;
+}
+
+/* ------------------------------------------------------------- summary */
+
+static void summary_usage(FILE *f)
+{
+	fprintf(f, "usage: llmtracker-convert summary [-n TOP] [--cupti-dir DIR] LOG|DIR ...\n"
+		   "  Prints top-N tables per source: GPU kernels, copies, library calls,\n"
+		   "  system calls, Python functions, hottest CPU and Python stacks.\n");
+}
+
+int conv_summary_main(int argc, char **argv)
+{
+	struct cv_core c;
+	struct conv_request req = { 0 };
+	const char **inputs = calloc((size_t)argc + 1, sizeof(*inputs));
+	struct sinks s = { .n = 0 };
+	char err[1024] = "";
+	int top = 15, rc = 1;
+
+	if (!inputs)
+		return 1;
+	memset(&c, 0, sizeof(c));
+	for (int i = 1; i < argc; i++) {
+		if (!strcmp(argv[i], "-h") || !strcmp(argv[i], "--help")) {
+			summary_usage(stdout);
+			free(inputs);
+			return 0;
+		} else if (!strcmp(argv[i], "-n") && i + 1 < argc) {
+			top = atoi(argv[++i]);
+		} else if (!strcmp(argv[i], "--cupti-dir") && i + 1 < argc) {
+			req.cupti_dir = argv[++i];
+		} else if (argv[i][0] == '-' && argv[i][1]) {
+			fprintf(stderr, "llmtracker-convert summary: unknown option %s\n", argv[i]);
+			summary_usage(stderr);
+			free(inputs);
+			return 2;
+		} else {
+			inputs[req.n_inputs++] = argv[i];
+		}
+	}
+	if (!req.n_inputs && !req.cupti_dir) {
+		summary_usage(stderr);
+		free(inputs);
+		return 2;
+	}
+	req.inputs = inputs;
+	c.progress = isatty(2);
+	if (load(&c, &req, err, sizeof(err)) == 0) {
+		struct conv_sink *k = summary_new(stdout, top);
+
+		if (k) {
+			sinks_add(&s, k, summary_free);
+			rc = run_core(&c, &s, err, sizeof(err)) ? 1 : 0;
+		} else {
+			snprintf(err, sizeof(err), "out of memory");
+		}
+	}
+	if (rc)
+		fprintf(stderr, "llmtracker-convert summary: %s\n", err);
+	else
+		final_line(&c, &s);
+	sinks_free(&s);
+	cv_core_free(&c);
+	free(inputs);
+	return rc;
+}

@@ -1,0 +1,619 @@
+/* SPDX-License-Identifier: Apache-2.0 */
+/*
+ * Pass 2: read every log again, turn events into timeline records (Python
+ * enter/exit pairs become one complete record; samples get their folded
+ * stack), spill them into sorted runs, then merge the runs and feed the
+ * sinks host by host, track by track, repairing nesting on the way.
+ */
+#include "conv_int.h"
+#include "spill.h"
+
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+#define DUR_MAX (1ULL << 46)
+#define PY_DEPTH_MAX 2048
+#define RUN_MB_DEFAULT 128
+
+/* ----------------------------------------------------- Python call stacks */
+
+struct py_frame {
+	uint64_t ts;
+	uint32_t line;
+	uint32_t func_off, func_len, file_off, file_len;
+};
+
+struct py_thread {
+	struct py_frame *fr;
+	uint32_t n, cap;
+	struct cv_buf strs;   /* func and file strings of open frames */
+	uint32_t host, log, pid, tid;
+};
+
+struct pass2 {
+	struct cv_core *c;
+	struct cv_spill *sp;
+	struct cv_map py;     /* (host<<32|pid, tid) -> struct py_thread * */
+	struct cv_buf fold;
+	uint64_t seq;
+	uint32_t *proc_base;  /* per host: ordinal of its first process */
+};
+
+static int32_t track_of_thread(const struct cv_host *h, uint32_t pid, uint32_t tid)
+{
+	const uint64_t *v = cv_map_get(&h->threads, pid, tid ? tid : pid);
+
+	return v ? (int32_t)(h->track_base + *v - 1) : -1;
+}
+
+static int32_t track_of_stream(const struct cv_host *h, uint32_t dev, uint32_t stream)
+{
+	const uint64_t *v = cv_map_get(&h->streams, dev, stream);
+
+	return v ? (int32_t)(*v - 1) : -1;
+}
+
+static int spill_event(struct pass2 *p, uint32_t log, int32_t track, uint64_t start,
+		       uint64_t dur, uint32_t stack, const struct evlog_event *e)
+{
+	struct cv_core *c = p->c;
+	struct cv_rec *r;
+	size_t len = cv_rec_size(e);
+
+	if (track < 0)
+		return 0; /* pass 1 registered every track: cannot happen */
+	if (!(r = cv_spill_reserve(p->sp, len, c->err, sizeof(c->err))))
+		return -1;
+	r->track = (uint32_t)track;
+	r->start = start;
+	r->dur = dur;
+	r->seq = p->seq++;
+	r->log = log;
+	r->stack = stack;
+	cv_rec_pack(r, e);
+	return 0;
+}
+
+static struct py_thread *py_thread(struct pass2 *p, uint32_t host, uint32_t log,
+				   const struct evlog_event *e)
+{
+	uint32_t tid = e->tid ? e->tid : e->pid;
+	int is_new;
+	uint64_t *v = cv_map_put(&p->py, ((uint64_t)host << 32) | e->pid, tid, &is_new);
+
+	if (!v)
+		return NULL;
+	if (is_new) {
+		struct py_thread *t = calloc(1, sizeof(*t));
+
+		if (!t)
+			return NULL;
+		t->host = host;
+		t->log = log;
+		t->pid = e->pid;
+		t->tid = tid;
+		*v = (uint64_t)(uintptr_t)t;
+	}
+	return (struct py_thread *)(uintptr_t)*v;
+}
+
+static int py_push(struct pass2 *p, struct py_thread *t, uint64_t ts, const struct evlog_event *e)
+{
+	if (t->n >= PY_DEPTH_MAX) {
+		p->c->st.py_too_deep++;
+		return 0;
+	}
+	if (t->n == t->cap) {
+		uint32_t nc = t->cap ? t->cap * 2 : 32;
+		struct py_frame *nf = realloc(t->fr, nc * sizeof(*nf));
+
+		if (!nf)
+			return -1;
+		t->fr = nf;
+		t->cap = nc;
+	}
+	struct py_frame *f = &t->fr[t->n];
+
+	f->ts = ts;
+	f->line = e->u.py_enter.line;
+	f->func_off = (uint32_t)t->strs.len;
+	f->func_len = e->u.py_enter.func.len;
+	if (cv_buf_append(&t->strs, e->u.py_enter.func.ptr, e->u.py_enter.func.len))
+		return -1;
+	f->file_off = (uint32_t)t->strs.len;
+	f->file_len = e->u.py_enter.file.len;
+	if (cv_buf_append(&t->strs, e->u.py_enter.file.ptr, e->u.py_enter.file.len))
+		return -1;
+	t->n++;
+	return 0;
+}
+
+/* Close the innermost open frame at end_ts as one complete record. */
+static int py_pop(struct pass2 *p, struct py_thread *t, uint64_t end_ts)
+{
+	const struct cv_host *h = &p->c->hosts[t->host];
+	struct py_frame *f = &t->fr[--t->n];
+	struct evlog_event e = { .type = EV_PY_ENTER, .ts = f->ts, .pid = t->pid, .tid = t->tid };
+
+	e.u.py_enter.func = (struct evlog_str){ t->strs.p + f->func_off, f->func_len };
+	e.u.py_enter.file = (struct evlog_str){ t->strs.p + f->file_off, f->file_len };
+	e.u.py_enter.line = f->line;
+	int rc = spill_event(p, t->log, track_of_thread(h, t->pid, t->tid), f->ts,
+			     end_ts > f->ts ? end_ts - f->ts : 0, 0, &e);
+
+	t->strs.len = f->func_off;
+	return rc;
+}
+
+static int py_exit(struct pass2 *p, struct py_thread *t, uint64_t ts)
+{
+	if (!t->n) {
+		p->c->st.py_unmatched_exit++;
+		return 0;
+	}
+	return py_pop(p, t, ts);
+}
+
+/* Frames still open when the logs end are closed at their host's end. */
+static int py_close_all(struct pass2 *p)
+{
+	for (size_t i = 0; i < p->py.cap; i++) {
+		if (!p->py.ents[i].used)
+			continue;
+		struct py_thread *t = (struct py_thread *)(uintptr_t)p->py.ents[i].val;
+
+		while (t->n) {
+			p->c->st.py_unclosed++;
+			if (py_pop(p, t, p->c->hosts[t->host].max_ts))
+				return -1;
+		}
+	}
+	return 0;
+}
+
+static void py_free(struct pass2 *p)
+{
+	for (size_t i = 0; i < p->py.cap; i++) {
+		if (!p->py.ents[i].used)
+			continue;
+		struct py_thread *t = (struct py_thread *)(uintptr_t)p->py.ents[i].val;
+
+		free(t->fr);
+		cv_buf_free(&t->strs);
+		free(t);
+	}
+	cv_map_free(&p->py);
+}
+
+/* ----------------------------------------------------------- pass 2 read */
+
+static uint64_t checked_dur(struct cv_core *c, uint64_t dur)
+{
+	if (dur > DUR_MAX) {
+		c->st.bad_time++;
+		return 0;
+	}
+	return dur;
+}
+
+static int sample_event(struct pass2 *p, const struct cv_host *h, uint32_t li, uint64_t ts,
+			const struct evlog_event *e)
+{
+	struct evlog_event copy = *e;
+	int rc;
+
+	if (e->type == EV_CPU_SAMPLE) {
+		rc = cv_fold_cpu(h, e->pid, &e->u.cpu_sample.stack, &p->fold);
+		memset(&copy.u.cpu_sample.stack, 0, sizeof(copy.u.cpu_sample.stack));
+	} else {
+		rc = cv_fold_py(&e->u.py_sample.stack, &p->fold);
+		memset(&copy.u.py_sample.stack, 0, sizeof(copy.u.py_sample.stack));
+	}
+	int64_t id = rc ? -1 : cv_strtab_intern(&p->c->stacks, p->fold.p, p->fold.len);
+
+	if (id < 0) {
+		snprintf(p->c->err, sizeof(p->c->err), "out of memory folding stacks");
+		return -1;
+	}
+	return spill_event(p, li, track_of_thread(h, e->pid, e->tid), ts, 0, (uint32_t)id + 1,
+			   &copy);
+}
+
+static int timeline_event(struct pass2 *p, uint32_t li, const struct evlog_event *e)
+{
+	struct cv_core *c = p->c;
+	const struct cv_log *l = &c->in.logs[li];
+	const struct cv_host *h = &c->hosts[l->host];
+	uint64_t ts = e->ts + (uint64_t)l->clock_off;
+	struct py_thread *t;
+
+	switch (e->type) {
+	case EV_SYSCALL:
+		return spill_event(p, li, track_of_thread(h, e->pid, e->tid), ts,
+				   checked_dur(c, e->u.syscall.dur), 0, e);
+	case EV_LIB_CALL:
+		return spill_event(p, li, track_of_thread(h, e->pid, e->tid), ts,
+				   checked_dur(c, e->u.lib_call.dur), 0, e);
+	case EV_GPU_API:
+		return spill_event(p, li, track_of_thread(h, e->pid, e->tid), ts,
+				   checked_dur(c, e->u.gpu_api.dur), 0, e);
+	case EV_MARKER:
+		return spill_event(p, li, track_of_thread(h, e->pid, e->tid), ts,
+				   checked_dur(c, e->u.marker.dur), 0, e);
+	case EV_GPU_KERNEL:
+		return spill_event(p, li, track_of_stream(h, e->u.gpu_kernel.device,
+							  e->u.gpu_kernel.stream),
+				   ts, checked_dur(c, e->u.gpu_kernel.dur), 0, e);
+	case EV_GPU_MEMCPY:
+		return spill_event(p, li, track_of_stream(h, e->u.gpu_memcpy.device,
+							  e->u.gpu_memcpy.stream),
+				   ts, checked_dur(c, e->u.gpu_memcpy.dur), 0, e);
+	case EV_GPU_MEMSET:
+		return spill_event(p, li, track_of_stream(h, e->u.gpu_memset.device,
+							  e->u.gpu_memset.stream),
+				   ts, checked_dur(c, e->u.gpu_memset.dur), 0, e);
+	case EV_CPU_SAMPLE:
+	case EV_PY_SAMPLE:
+		return sample_event(p, h, li, ts, e);
+	case EV_PY_ENTER:
+		return (t = py_thread(p, l->host, li, e)) ? py_push(p, t, ts, e) : -1;
+	case EV_PY_EXIT:
+		return (t = py_thread(p, l->host, li, e)) ? py_exit(p, t, ts) : -1;
+	default:
+		return 0; /* metadata: consumed by pass 1 */
+	}
+}
+
+static int read_log2(struct pass2 *p, uint32_t li, uint64_t *done)
+{
+	struct cv_core *c = p->c;
+	struct cv_log *l = &c->in.logs[li];
+	struct evlog_reader *r;
+	const struct evlog_event *e;
+	char msg[256];
+	int rc;
+	uint64_t n = 0;
+
+	if (l->bad)
+		return 0;
+	if (evlog_reader_open(&r, l->path, msg, sizeof(msg))) {
+		cv_buf_printf(&c->in.notes, "%s: could not be read again: %s\n", l->name, msg);
+		return 0;
+	}
+	/* Never read past what pass 1 saw (a log still being appended to). */
+	while (n < l->events && (rc = evlog_next(r, &e)) == 0) {
+		n++;
+		if (timeline_event(p, li, e)) {
+			if (!c->err[0])
+				snprintf(c->err, sizeof(c->err), "out of memory converting %s",
+					 l->name);
+			evlog_reader_close(r);
+			return -1;
+		}
+		if ((++*done & 0xffff) == 0)
+			cv_progress(c, "sorting", *done, c->total_events);
+	}
+	evlog_reader_close(r);
+	return 0;
+}
+
+/* ------------------------------------------------------------------ emit */
+
+struct emitter {
+	struct cv_core *c;
+	struct conv_sink *const *sinks;
+	int n_sinks;
+	int32_t host;         /* current host, -1 before the first */
+	uint32_t track;
+	uint64_t *ends;       /* open parents' end times on the current track */
+	size_t n_ends, cap_ends;
+	const uint32_t *proc_base;
+};
+
+static int sink_fail(struct cv_core *c, struct conv_sink *s)
+{
+	snprintf(c->err, sizeof(c->err), "%s output: %s", s->name,
+		 s->err[0] ? s->err : "write failed");
+	return -1;
+}
+
+static int host_begin(struct emitter *em, uint32_t h)
+{
+	for (int i = 0; i < em->n_sinks; i++)
+		if (em->sinks[i]->begin_host &&
+		    em->sinks[i]->begin_host(em->sinks[i]->ctx, &em->c->hosts[h].meta))
+			return sink_fail(em->c, em->sinks[i]);
+	return 0;
+}
+
+static int host_end(struct emitter *em)
+{
+	for (int i = 0; i < em->n_sinks; i++)
+		if (em->sinks[i]->end_host && em->sinks[i]->end_host(em->sinks[i]->ctx))
+			return sink_fail(em->c, em->sinks[i]);
+	return 0;
+}
+
+/* Move on to host h, opening and closing every host in between. */
+static int goto_host(struct emitter *em, int32_t h)
+{
+	while (em->host < h) {
+		if (em->host >= 0 && host_end(em))
+			return -1;
+		em->host++;
+		if (em->host < (int32_t)em->c->n_hosts && em->host <= h && host_begin(em, (uint32_t)em->host))
+			return -1;
+	}
+	return 0;
+}
+
+/* Cut an item that would overlap its parent; returns the (maybe cut) dur. */
+static uint64_t nest(struct emitter *em, uint32_t track, uint64_t start, uint64_t dur)
+{
+	if (track != em->track) {
+		em->track = track;
+		em->n_ends = 0;
+	}
+	while (em->n_ends && em->ends[em->n_ends - 1] <= start)
+		em->n_ends--;
+	if (!dur)
+		return 0;
+	if (em->n_ends && start + dur > em->ends[em->n_ends - 1]) {
+		dur = em->ends[em->n_ends - 1] - start;
+		em->c->st.overlaps_cut++;
+		if (!dur)
+			return 0;
+	}
+	if (em->n_ends == em->cap_ends) {
+		size_t nc = em->cap_ends ? em->cap_ends * 2 : 64;
+		uint64_t *ne = realloc(em->ends, nc * sizeof(*ne));
+
+		if (!ne)
+			return dur; /* nesting still holds; only this level is not tracked */
+		em->ends = ne;
+		em->cap_ends = nc;
+	}
+	em->ends[em->n_ends++] = start + dur;
+	return dur;
+}
+
+static uint64_t flow_id(const struct emitter *em, const struct cv_host *h, uint32_t pid,
+			uint64_t corr)
+{
+	const uint64_t *v = cv_map_get(&h->procs, pid, 0);
+	uint64_t ord = em->proc_base[em->host] + (v ? *v - 1 : 0);
+
+	return ((ord + 1) << 40) | (corr & ((1ULL << 40) - 1));
+}
+
+/* Launch side: the CUPTI API record carries the flow; a uprobe library call
+ * only when CUPTI did not see the launch. */
+static void launch_flow(struct emitter *em, const struct cv_host *h, struct conv_item *it,
+			uint64_t corr, int is_api)
+{
+	uint8_t f = cv_corr_flags(em->c, (uint32_t)em->host, it->pid, corr);
+
+	if (!(f & CV_CORR_GPU) || (!is_api && (f & CV_CORR_API)))
+		return;
+	it->flow_id = flow_id(em, h, it->pid, corr);
+	it->flow_start = 1;
+}
+
+static void gpu_flow(struct emitter *em, const struct cv_host *h, struct conv_item *it,
+		     uint32_t pid, uint64_t corr)
+{
+	uint8_t f = cv_corr_flags(em->c, (uint32_t)em->host, pid, corr);
+
+	if (!corr)
+		return;
+	if (!(f & (CV_CORR_API | CV_CORR_LIB))) {
+		em->c->st.unbound_flows++;
+		return;
+	}
+	it->flow_id = flow_id(em, h, pid, corr);
+	it->flow_start = 0;
+}
+
+static const char *leaf_of(const char *folded)
+{
+	const char *s = strrchr(folded, ';');
+
+	return s ? s + 1 : folded;
+}
+
+static int is_step_marker(const struct evlog_event *e)
+{
+	struct evlog_str n = e->u.marker.name;
+
+	return (n.len == 4 && !memcmp(n.ptr, "step", 4)) ||
+	       (n.len >= 12 && !memcmp(n.ptr, "ProfilerStep", 12));
+}
+
+static void describe(struct emitter *em, const struct cv_rec *r, const struct evlog_event *e,
+		     struct conv_item *it, char *buf, size_t bufsz)
+{
+	struct cv_core *c = em->c;
+	const struct cv_host *h = &c->hosts[em->host];
+	const struct cv_log *l = &c->in.logs[r->log < c->in.n ? r->log : 0];
+	const char *d;
+
+	switch (e->type) {
+	case EV_SYSCALL:
+		it->name = cv_syscall_name(l->syscall_table, e->u.syscall.nr, buf, bufsz);
+		it->category = "syscall";
+		break;
+	case EV_CPU_SAMPLE:
+	case EV_PY_SAMPLE:
+		it->stack_folded = cv_strtab_get(&c->stacks, r->stack ? r->stack - 1 : UINT32_MAX);
+		it->name = leaf_of(it->stack_folded);
+		it->category = e->type == EV_CPU_SAMPLE ? "cpu_sample" : "python_sample";
+		break;
+	case EV_PY_ENTER:
+		it->name = e->u.py_enter.func.len ? e->u.py_enter.func.ptr : "<python>";
+		it->category = "python_function";
+		break;
+	case EV_LIB_CALL:
+		d = cv_demangle(c, e->u.lib_call.symbol.ptr, e->u.lib_call.symbol.len);
+		it->name = d ? d : e->u.lib_call.symbol.len ? e->u.lib_call.symbol.ptr : "<call>";
+		it->category = cv_lib_category(e->u.lib_call.lib_class, e->u.lib_call.lib.ptr, buf,
+					       bufsz);
+		launch_flow(em, h, it, e->u.lib_call.correlation_id, 0);
+		break;
+	case EV_GPU_API:
+		it->name = e->u.gpu_api.name.len ? e->u.gpu_api.name.ptr : "<cuda api>";
+		it->category = e->u.gpu_api.api_class == EVLIB_CUDA_DRIVER ? "cuda_driver"
+									    : "cuda_runtime";
+		launch_flow(em, h, it, e->u.gpu_api.correlation_id, 1);
+		break;
+	case EV_GPU_KERNEL:
+		d = cv_demangle(c, e->u.gpu_kernel.name.ptr, e->u.gpu_kernel.name.len);
+		it->name = d ? d : e->u.gpu_kernel.name.len ? e->u.gpu_kernel.name.ptr : "<kernel>";
+		it->category = "kernel";
+		gpu_flow(em, h, it, e->pid, e->u.gpu_kernel.correlation_id);
+		break;
+	case EV_GPU_MEMCPY:
+		it->name = cv_memcpy_name(e->u.gpu_memcpy.copy_kind, e->u.gpu_memcpy.src_kind,
+					  e->u.gpu_memcpy.dst_kind, buf, bufsz);
+		it->category = "gpu_memcpy";
+		gpu_flow(em, h, it, e->pid, e->u.gpu_memcpy.correlation_id);
+		break;
+	case EV_GPU_MEMSET:
+		it->name = "Memset (Device)";
+		it->category = "gpu_memset";
+		gpu_flow(em, h, it, e->pid, e->u.gpu_memset.correlation_id);
+		break;
+	case EV_MARKER:
+		it->category = "user_annotation";
+		if (is_step_marker(e)) {
+			it->step = (uint32_t)e->u.marker.value + 1;
+			snprintf(buf, bufsz, "ProfilerStep#%llu", (unsigned long long)e->u.marker.value);
+			it->name = buf;
+		} else {
+			it->name = e->u.marker.name.len ? e->u.marker.name.ptr : "<marker>";
+		}
+		break;
+	default:
+		it->name = "?";
+		it->category = "other";
+	}
+}
+
+static int emit_rec(struct emitter *em, const struct cv_rec *r)
+{
+	struct cv_core *c = em->c;
+	struct evlog_event e;
+	struct conv_item it;
+	char buf[256];
+
+	if (r->track >= c->n_tracks || cv_rec_unpack(r, &e))
+		return 0;
+	const struct cv_track *t = &c->tracks[r->track];
+
+	if (goto_host(em, (int32_t)t->host))
+		return -1;
+	memset(&it, 0, sizeof(it));
+	it.track = t->kind;
+	if (t->kind == CONV_TRACK_THREAD) {
+		it.pid = t->a;
+		it.tid = t->b;
+	} else {
+		it.pid = e.pid;
+		it.device = t->a;
+		it.stream = t->b;
+	}
+	it.start_ns = r->start;
+	it.dur_ns = nest(em, r->track, r->start, r->dur);
+	it.ev = &e;
+	describe(em, r, &e, &it, buf, sizeof(buf));
+	for (int i = 0; i < em->n_sinks; i++)
+		if (em->sinks[i]->item(em->sinks[i]->ctx, &it))
+			return sink_fail(c, em->sinks[i]);
+	return 0;
+}
+
+static int emit_all(struct cv_core *c, struct cv_spill *sp, struct conv_sink *const *sinks,
+		    int n_sinks, const uint32_t *proc_base)
+{
+	struct emitter em = { .c = c, .sinks = sinks, .n_sinks = n_sinks, .host = -1,
+			      .track = UINT32_MAX, .proc_base = proc_base };
+	const struct cv_rec *r;
+	uint64_t n = 0, total = cv_spill_count(sp);
+	int rc;
+
+	while ((rc = cv_spill_next(sp, &r, c->err, sizeof(c->err))) == 1) {
+		if (emit_rec(&em, r)) {
+			rc = -1;
+			break;
+		}
+		if ((++n & 0xffff) == 0)
+			cv_progress(c, "writing", n, total);
+	}
+	if (rc == 0 && goto_host(&em, (int32_t)c->n_hosts - 1) == 0 && em.host >= 0)
+		rc = host_end(&em);
+	free(em.ends);
+	return rc;
+}
+
+static size_t run_bytes(void)
+{
+	const char *s = getenv("LLMT_CONV_RUN_MB");
+	long mb = s ? strtol(s, NULL, 10) : 0;
+
+	return (size_t)(mb > 0 && mb < 65536 ? mb : RUN_MB_DEFAULT) << 20;
+}
+
+int cv_pass2(struct cv_core *c, struct conv_sink *const *sinks, int n_sinks)
+{
+	struct pass2 p = { .c = c };
+	uint64_t done = 0;
+	int rc = -1;
+
+	p.proc_base = calloc(c->n_hosts + 1, sizeof(*p.proc_base));
+	if (!p.proc_base)
+		return -1;
+	for (size_t i = 0; i < c->n_hosts; i++)
+		p.proc_base[i + 1] = p.proc_base[i] + (uint32_t)c->hosts[i].n_proc;
+	p.sp = cv_spill_new(run_bytes(), c->n_tracks, NULL, c->err, sizeof(c->err));
+	if (!p.sp)
+		goto out;
+	for (uint32_t i = 0; i < c->in.n; i++)
+		if (read_log2(&p, i, &done))
+			goto out;
+	if (py_close_all(&p) || cv_spill_finish(p.sp, c->err, sizeof(c->err)))
+		goto out;
+	py_free(&p);
+	cv_buf_free(&p.fold);
+	rc = emit_all(c, p.sp, sinks, n_sinks, p.proc_base);
+out:
+	cv_progress_end(c);
+	py_free(&p);
+	cv_buf_free(&p.fold);
+	cv_spill_free(p.sp);
+	free(p.proc_base);
+	return rc;
+}
+
+/* --------------------------------------------------------------- progress */
+
+void cv_progress(struct cv_core *c, const char *phase, uint64_t done, uint64_t total)
+{
+	if (!c->progress)
+		return;
+	if (total) {
+		int pct = (int)(done * 100 / (total ? total : 1));
+		int bars = pct * 30 / 100;
+
+		fprintf(stderr, "\r%-8s [%.*s%*s] %3d%% %llu/%llu events", phase, bars,
+			"##############################", 30 - bars, "", pct > 100 ? 100 : pct,
+			(unsigned long long)done, (unsigned long long)total);
+	} else {
+		fprintf(stderr, "\r%-8s %llu events", phase, (unsigned long long)done);
+	}
+}
+
+void cv_progress_end(struct cv_core *c)
+{
+	if (c->progress)
+		fprintf(stderr, "\r\033[K");
+}

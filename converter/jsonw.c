@@ -1,0 +1,315 @@
+/* SPDX-License-Identifier: Apache-2.0 */
+#include "jsonw.h"
+
+#include <errno.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <unistd.h>
+
+static int gz_level(void)
+{
+	const char *s = getenv("LLMT_GZIP_LEVEL");
+	int l = s ? atoi(s) : 0;
+
+	/* Level 1: traces compress ~10x already, and conversion speed matters more. */
+	return l >= 1 && l <= 9 ? l : 1;
+}
+
+int cv_out_open(struct cv_out *o, int dirfd, const char *final, int gz, int overwrite,
+		char *err, size_t errsz)
+{
+	memset(o, 0, sizeof(*o));
+	o->tmp.fd = o->tmp.dirfd = -1;
+	o->gz = gz;
+	o->cap = CV_OUT_CHUNK;
+	o->buf = malloc(o->cap);
+	if (!o->buf)
+		goto oom;
+	if (gz) {
+		o->zcap = CV_OUT_CHUNK;
+		o->zbuf = malloc(o->zcap);
+		/* windowBits 15 + 16: a gzip wrapper, one stream for any reader. */
+		if (!o->zbuf || deflateInit2(&o->z, gz_level(), Z_DEFLATED, 15 + 16, 8,
+					     Z_DEFAULT_STRATEGY) != Z_OK)
+			goto oom;
+	}
+	if ((dirfd >= 0 ? tb_tmp_open(&o->tmp, dirfd, final, overwrite, err, errsz)
+			: tb_tmp_open_path(&o->tmp, final, overwrite, err, errsz))) {
+		if (gz)
+			deflateEnd(&o->z);
+		free(o->buf);
+		free(o->zbuf);
+		o->buf = NULL;
+		o->zbuf = NULL;
+		return -1;
+	}
+	o->open = 1;
+	return 0;
+oom:
+	free(o->buf);
+	free(o->zbuf);
+	o->buf = NULL;
+	o->zbuf = NULL;
+	snprintf(err, errsz, "out of memory opening %s", final);
+	return -1;
+}
+
+static int put(struct cv_out *o, const void *p, size_t n)
+{
+	if (tb_write_all(o->tmp.fd, p, n)) {
+		snprintf(o->err, sizeof(o->err), "writing %s: %s", o->tmp.final, strerror(errno));
+		return -1;
+	}
+	o->bytes_out += n;
+	return 0;
+}
+
+int cv_out_flush(struct cv_out *o, int final)
+{
+	if (!o->open)
+		return -1;
+	o->bytes_in += o->len;
+	if (!o->gz) {
+		int rc = o->len ? put(o, o->buf, o->len) : 0;
+
+		o->len = 0;
+		return rc;
+	}
+	o->z.next_in = (unsigned char *)o->buf;
+	o->z.avail_in = (uInt)o->len;
+	for (;;) {
+		o->z.next_out = o->zbuf;
+		o->z.avail_out = (uInt)o->zcap;
+		int r = deflate(&o->z, final ? Z_FINISH : Z_NO_FLUSH);
+
+		if (r == Z_STREAM_ERROR) {
+			snprintf(o->err, sizeof(o->err), "gzip stream error");
+			return -1;
+		}
+		size_t have = o->zcap - o->z.avail_out;
+
+		if (have && put(o, o->zbuf, have))
+			return -1;
+		if (final ? r == Z_STREAM_END : o->z.avail_in == 0 && o->z.avail_out != 0)
+			break;
+	}
+	o->len = 0;
+	return 0;
+}
+
+int cv_out_close(struct cv_out *o)
+{
+	if (!o->open)
+		return -1;
+	int rc = cv_out_flush(o, 1);
+
+	if (o->gz)
+		deflateEnd(&o->z);
+	o->gz = 0;
+	free(o->buf);
+	free(o->zbuf);
+	o->buf = NULL;
+	o->zbuf = NULL;
+	o->cap = o->len = 0;
+	return rc;
+}
+
+int cv_out_publish(struct cv_out *o, int overwrite, char *err, size_t errsz)
+{
+	if (o->buf && cv_out_close(o)) {
+		snprintf(err, errsz, "%s", o->err);
+		cv_out_discard(o);
+		return -1;
+	}
+	o->open = 0;
+	return tb_tmp_publish(&o->tmp, overwrite, err, errsz);
+}
+
+void cv_out_discard(struct cv_out *o)
+{
+	if (o->gz)
+		deflateEnd(&o->z);
+	o->gz = 0;
+	free(o->buf);
+	free(o->zbuf);
+	o->buf = NULL;
+	o->zbuf = NULL;
+	if (o->open || o->tmp.fd >= 0)
+		tb_tmp_discard(&o->tmp);
+	o->open = 0;
+}
+
+/* ---------------------------------------------------------------- JSON */
+
+/* Length of a valid UTF-8 sequence at s (1..4), or 0 if invalid
+ * (overlong forms, surrogates and code points past U+10FFFF are invalid). */
+static int utf8_len(const unsigned char *s, size_t n)
+{
+	unsigned char c = s[0];
+
+	if (c >= 0xc2 && c <= 0xdf)
+		return n >= 2 && (s[1] & 0xc0) == 0x80 ? 2 : 0;
+	if (c >= 0xe0 && c <= 0xef) {
+		if (n < 3 || (s[1] & 0xc0) != 0x80 || (s[2] & 0xc0) != 0x80)
+			return 0;
+		if ((c == 0xe0 && s[1] < 0xa0) || (c == 0xed && s[1] > 0x9f))
+			return 0;
+		return 3;
+	}
+	if (c >= 0xf0 && c <= 0xf4) {
+		if (n < 4 || (s[1] & 0xc0) != 0x80 || (s[2] & 0xc0) != 0x80 ||
+		    (s[3] & 0xc0) != 0x80)
+			return 0;
+		if ((c == 0xf0 && s[1] < 0x90) || (c == 0xf4 && s[1] > 0x8f))
+			return 0;
+		return 4;
+	}
+	return 0;
+}
+
+/* Escape up to max_in bytes of s (finishing a started sequence); returns
+ * the bytes consumed, *out the bytes written. */
+static size_t escape_some(char *dst, const char *src, size_t len, size_t max_in, size_t *out)
+{
+	static const char hex[] = "0123456789abcdef";
+	const unsigned char *s = (const unsigned char *)src;
+	size_t i = 0, o = 0;
+
+	while (i < len && i < max_in) {
+		unsigned char c = s[i];
+
+		if (c >= 0x20 && c < 0x80 && c != '"' && c != '\\') {
+			dst[o++] = (char)c;
+			i++;
+		} else if (c == '"' || c == '\\') {
+			dst[o++] = '\\';
+			dst[o++] = (char)c;
+			i++;
+		} else if (c < 0x20 || c == 0x7f) {
+			const char *e = c == '\n' ? "\\n" : c == '\t' ? "\\t" : c == '\r' ? "\\r" : NULL;
+
+			if (e) {
+				memcpy(dst + o, e, 2);
+				o += 2;
+			} else {
+				memcpy(dst + o, "\\u00", 4);
+				dst[o + 4] = hex[c >> 4];
+				dst[o + 5] = hex[c & 15];
+				o += 6;
+			}
+			i++;
+		} else {
+			int k = utf8_len(s + i, len - i);
+
+			if (k) {
+				memcpy(dst + o, s + i, (size_t)k);
+				o += (size_t)k;
+				i += (size_t)k;
+			} else {
+				memcpy(dst + o, "\xef\xbf\xbd", 3); /* U+FFFD */
+				o += 3;
+				i++;
+			}
+		}
+	}
+	*out = o;
+	return i;
+}
+
+size_t cv_json_escape(char *dst, const char *s, size_t len)
+{
+	size_t o;
+
+	dst[0] = '"';
+	escape_some(dst + 1, s, len, len, &o);
+	dst[o + 1] = '"';
+	return o + 2;
+}
+
+#define ESC_PIECE 4096
+
+int cv_json_str(struct cv_out *o, const char *s, size_t len)
+{
+	size_t i = 0;
+
+	if (cv_out_reserve(o, 1))
+		return -1;
+	o->buf[o->len++] = '"';
+	while (i < len) {
+		size_t w;
+
+		if (cv_out_reserve(o, ESC_PIECE * 6 + 32))
+			return -1;
+		i += escape_some(o->buf + o->len, s + i, len - i, ESC_PIECE, &w);
+		o->len += w;
+	}
+	if (cv_out_reserve(o, 1))
+		return -1;
+	o->buf[o->len++] = '"';
+	return 0;
+}
+
+int cv_out_str(struct cv_out *o, const char *s)
+{
+	return cv_out_write(o, s, strlen(s));
+}
+
+static size_t u64_digits(char *tmp, uint64_t v)
+{
+	size_t n = 0;
+
+	do {
+		tmp[n++] = (char)('0' + v % 10);
+		v /= 10;
+	} while (v);
+	return n;
+}
+
+int cv_json_u64(struct cv_out *o, uint64_t v)
+{
+	char tmp[24];
+	size_t n = u64_digits(tmp, v);
+
+	if (cv_out_reserve(o, n))
+		return -1;
+	for (size_t i = 0; i < n; i++)
+		o->buf[o->len++] = tmp[n - 1 - i];
+	return 0;
+}
+
+int cv_json_i64(struct cv_out *o, int64_t v)
+{
+	if (v < 0) {
+		if (CV_OUT_LIT(o, "-"))
+			return -1;
+		return cv_json_u64(o, (uint64_t)0 - (uint64_t)v);
+	}
+	return cv_json_u64(o, (uint64_t)v);
+}
+
+int cv_json_us(struct cv_out *o, int64_t ns)
+{
+	uint64_t a = ns < 0 ? (uint64_t)0 - (uint64_t)ns : (uint64_t)ns;
+	uint64_t frac = a % 1000;
+
+	if (ns < 0 && CV_OUT_LIT(o, "-"))
+		return -1;
+	if (cv_json_u64(o, a / 1000) || cv_out_reserve(o, 4))
+		return -1;
+	o->buf[o->len++] = '.';
+	o->buf[o->len++] = (char)('0' + frac / 100);
+	o->buf[o->len++] = (char)('0' + frac / 10 % 10);
+	o->buf[o->len++] = (char)('0' + frac % 10);
+	return 0;
+}
+
+int cv_json_double(struct cv_out *o, double v)
+{
+	char tmp[40];
+	int n;
+
+	if (v != v || v > 1e300 || v < -1e300)
+		return CV_OUT_LIT(o, "0");
+	n = snprintf(tmp, sizeof(tmp), "%.6g", v);
+	return cv_out_write(o, tmp, (size_t)n);
+}

@@ -1,0 +1,165 @@
+/* SPDX-License-Identifier: Apache-2.0 */
+/* llmtracker-convert: event logs -> trace JSON, TensorBoard run directories,
+ * folded stacks, summaries. See SPEC §3 and docs/ARCHITECTURE.md. */
+#include "convert.h"
+#include "../eventlog/eventlog.h"
+
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+/* Subcommands living in their own modules, linked when present. */
+extern int conv_batch_main(int argc, char **argv) __attribute__((weak));
+extern int conv_pack_main(int argc, char **argv) __attribute__((weak));
+
+static void usage(FILE *f)
+{
+	fprintf(f,
+		"usage: llmtracker-convert -i LOG [-i LOG ...] [--cupti-dir DIR]\n"
+		"                          [-o OUT.json | -o OUT.json.gz] [--logdir DIR [--run NAME]]\n"
+		"       llmtracker-convert batch --in DIR --logdir DIR\n"
+		"       llmtracker-convert pack --logdir DIR --run NAME -o FILE.tar.zst\n"
+		"       llmtracker-convert summary [-n TOP] LOG ...\n"
+		"       llmtracker-convert dump LOG ...\n"
+		"\n"
+		"  -i LOG          an event log, a directory of logs, or a .tar/.tar.gz/.tar.zst\n"
+		"  --cupti-dir DIR also read every event log found directly in DIR\n"
+		"  -o OUT          Perfetto / chrome://tracing JSON (.json, or gzip'ed .json.gz);\n"
+		"                  <host>.cpu.folded / <host>.python.folded go beside it\n"
+		"  --logdir DIR    TensorBoard layout: DIR/plugins/profile/<run>/<host>.xplane.pb\n"
+		"                  and <host>.trace.json.gz\n"
+		"  --run NAME      run name (default: the profile's start time)\n"
+		"  --force         replace existing files in --logdir\n"
+		"  -q              no closing line; --no-progress: no progress bar\n");
+}
+
+static int dump_main(int argc, char **argv)
+{
+	int rc = 0;
+
+	if (argc < 2) {
+		fprintf(stderr, "usage: llmtracker-convert dump LOG ...\n");
+		return 2;
+	}
+	for (int i = 1; i < argc; i++) {
+		struct evlog_reader *r;
+		const struct evlog_event *e;
+		char msg[512];
+		int n;
+
+		if (evlog_reader_open(&r, argv[i], msg, sizeof(msg))) {
+			fprintf(stderr, "llmtracker-convert dump: %s\n", msg);
+			rc = 1;
+			continue;
+		}
+		evlog_dump_header(stdout, evlog_reader_header(r));
+		while ((n = evlog_next(r, &e)) == 0)
+			if (evlog_dump_event(stdout, e))
+				break;
+		if (n != -EVLOG_END && n != 0) {
+			fprintf(stderr, "llmtracker-convert dump: %s: %s\n", argv[i],
+				evlog_reader_error(r));
+			rc = 1;
+		}
+		struct evlog_reader_stats st;
+
+		evlog_reader_stats(r, &st);
+		if (st.chunks_bad || st.truncated)
+			fprintf(stderr, "%s: %llu corrupt chunks skipped%s\n", argv[i],
+				(unsigned long long)st.chunks_bad, st.truncated ? ", truncated" : "");
+		evlog_reader_close(r);
+	}
+	return fflush(stdout) ? 1 : rc;
+}
+
+static int need_arg(int i, int argc, const char *opt)
+{
+	if (i + 1 < argc)
+		return 0;
+	fprintf(stderr, "llmtracker-convert: %s needs a value\n", opt);
+	return -1;
+}
+
+int main(int argc, char **argv)
+{
+	struct conv_request req = { 0 };
+	const char **inputs;
+	char err[1024];
+
+	if (argc > 1) {
+		const char *cmd = argv[1];
+
+		if (!strcmp(cmd, "batch") || !strcmp(cmd, "pack")) {
+			int (*fn)(int, char **) = !strcmp(cmd, "batch") ? conv_batch_main : conv_pack_main;
+
+			if (!fn) {
+				fprintf(stderr, "llmtracker-convert: %s is not part of this build\n", cmd);
+				return 2;
+			}
+			return fn(argc - 1, argv + 1);
+		}
+		if (!strcmp(cmd, "summary"))
+			return conv_summary_main(argc - 1, argv + 1);
+		if (!strcmp(cmd, "dump"))
+			return dump_main(argc - 1, argv + 1);
+	}
+	if (!(inputs = calloc((size_t)argc + 1, sizeof(*inputs))))
+		return 1;
+	req.inputs = inputs;
+	req.progress = 1;
+	for (int i = 1; i < argc; i++) {
+		const char *a = argv[i];
+
+		if (!strcmp(a, "-h") || !strcmp(a, "--help")) {
+			usage(stdout);
+			free(inputs);
+			return 0;
+		} else if (!strcmp(a, "-i") || !strcmp(a, "-o") || !strcmp(a, "--cupti-dir") ||
+			   !strcmp(a, "--logdir") || !strcmp(a, "--run")) {
+			if (need_arg(i, argc, a)) {
+				free(inputs);
+				return 2;
+			}
+			const char *v = argv[++i];
+
+			if (!strcmp(a, "-i"))
+				inputs[req.n_inputs++] = v;
+			else if (!strcmp(a, "-o"))
+				req.json_out = v;
+			else if (!strcmp(a, "--cupti-dir"))
+				req.cupti_dir = v;
+			else if (!strcmp(a, "--logdir"))
+				req.logdir = v;
+			else
+				req.run = v;
+		} else if (!strcmp(a, "--force")) {
+			req.overwrite = 1;
+		} else if (!strcmp(a, "-q")) {
+			req.quiet = 1;
+		} else if (!strcmp(a, "--no-progress")) {
+			req.progress = 0;
+		} else {
+			fprintf(stderr, "llmtracker-convert: unexpected argument '%s'\n", a);
+			usage(stderr);
+			free(inputs);
+			return 2;
+		}
+	}
+	if (!req.n_inputs && !req.cupti_dir) {
+		fprintf(stderr, "llmtracker-convert: no input: give -i LOG (or --cupti-dir DIR)\n");
+		usage(stderr);
+		free(inputs);
+		return 2;
+	}
+	if (req.run && !req.logdir) {
+		fprintf(stderr, "llmtracker-convert: --run only applies with --logdir\n");
+		free(inputs);
+		return 2;
+	}
+	int rc = conv_convert(&req, err, sizeof(err));
+
+	if (rc)
+		fprintf(stderr, "llmtracker-convert: %s\n", err);
+	free(inputs);
+	return rc ? 1 : 0;
+}

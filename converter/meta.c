@@ -1,0 +1,628 @@
+/* SPDX-License-Identifier: Apache-2.0 */
+/*
+ * Pass 1: read every log once for metadata only — hosts and their clocks,
+ * processes, threads, GPUs and streams, symbols, correlation ids seen on
+ * each side of a launch, the time range — then number the tracks. Symbols
+ * usually come at the end of a log, which is why timeline items can only be
+ * named in a second pass.
+ */
+#include "conv_int.h"
+
+#include <stdlib.h>
+#include <string.h>
+
+#define CORR_PAGE_BITS 12
+#define CORR_PAGE (1u << CORR_PAGE_BITS)
+/* Correlation ids are dense per process; random ids (corrupt logs) must not
+ * eat memory: past this many 4 KiB pages, new ids stay unbound. */
+#define CORR_PAGES_MAX 32768u
+#define DUR_MAX (1ULL << 46) /* ~19.5 h: longer durations are corrupt */
+
+static int str_eq(const char *a, struct evlog_str b)
+{
+	return strlen(a) == b.len && memcmp(a, b.ptr, b.len) == 0;
+}
+
+static char *dup_str(struct cv_core *c, struct evlog_str s)
+{
+	return cv_arena_strndup(&c->arena, s.len ? s.ptr : "", s.len);
+}
+
+static const char *clean_host(struct evlog_str h)
+{
+	return h.len ? NULL : "unknown-host";
+}
+
+static struct cv_host *host_for(struct cv_core *c, const struct evlog_header *hdr,
+				struct cv_log *log)
+{
+	const char *dflt = clean_host(hdr->host);
+	struct evlog_str hn = dflt ? evlog_s(dflt) : hdr->host;
+
+	for (size_t i = 0; i < c->n_hosts; i++) {
+		struct cv_host *h = &c->hosts[i];
+
+		if (!str_eq(h->name, hn))
+			continue;
+		log->host = (uint32_t)i;
+		/* Same boot: same CLOCK_MONOTONIC. Otherwise go through wall time. */
+		if (!str_eq(h->boot_id, hdr->boot_id) && hdr->mono_ns && h->anchor_mono)
+			log->clock_off = (int64_t)(hdr->realtime_ns - hdr->mono_ns) -
+					 (int64_t)(h->anchor_rt - h->anchor_mono);
+		return h;
+	}
+	struct cv_host *nh = realloc(c->hosts, (c->n_hosts + 1) * sizeof(*nh));
+
+	if (!nh)
+		return NULL;
+	c->hosts = nh;
+	struct cv_host *h = &c->hosts[c->n_hosts];
+
+	memset(h, 0, sizeof(*h));
+	h->name = dup_str(c, hn);
+	h->boot_id = dup_str(c, hdr->boot_id);
+	h->machine = dup_str(c, hdr->machine);
+	if (!h->name || !h->boot_id || !h->machine)
+		return NULL;
+	h->anchor_mono = hdr->mono_ns;
+	h->anchor_rt = hdr->realtime_ns;
+	h->min_ts = UINT64_MAX;
+	h->max_ts = 0;
+#if defined(__x86_64__)
+	h->syscall_table = !strcmp(h->machine, "x86_64");
+#endif
+	log->host = (uint32_t)c->n_hosts++;
+	return h;
+}
+
+/* ------------------------------------------------------------ registration */
+
+static struct conv_process *proc_get(struct cv_core *c, struct cv_host *h, uint32_t pid)
+{
+	int is_new;
+	uint64_t *v = cv_map_put(&h->procs, pid, 0, &is_new);
+
+	if (!v)
+		return NULL;
+	if (!is_new)
+		return &h->proc_v[*v - 1];
+	if (h->n_proc == h->cap_proc) {
+		size_t nc = h->cap_proc ? h->cap_proc * 2 : 16;
+		struct conv_process *np = realloc(h->proc_v, nc * sizeof(*np));
+
+		if (!np)
+			return NULL;
+		h->proc_v = np;
+		h->cap_proc = nc;
+	}
+	struct conv_process *p = &h->proc_v[h->n_proc++];
+
+	*v = h->n_proc;
+	p->pid = pid;
+	p->name = "";
+	p->cmdline = "";
+	(void)c;
+	return p;
+}
+
+static struct conv_thread *thread_get(struct cv_core *c, struct cv_host *h, uint32_t pid,
+				      uint32_t tid)
+{
+	int is_new;
+	uint64_t *v = cv_map_put(&h->threads, pid, tid, &is_new);
+
+	if (!v)
+		return NULL;
+	if (!is_new)
+		return &h->thr_v[*v - 1];
+	if (h->n_thr == h->cap_thr) {
+		size_t nc = h->cap_thr ? h->cap_thr * 2 : 16;
+		struct conv_thread *nt = realloc(h->thr_v, nc * sizeof(*nt));
+
+		if (!nt)
+			return NULL;
+		h->thr_v = nt;
+		h->cap_thr = nc;
+	}
+	struct conv_thread *t = &h->thr_v[h->n_thr++];
+
+	*v = h->n_thr;
+	t->pid = pid;
+	t->tid = tid;
+	t->name = "";
+	return proc_get(c, h, pid) ? t : NULL;
+}
+
+static int gpu_get(struct cv_host *h, uint32_t device)
+{
+	int is_new;
+	uint64_t *v = cv_map_put(&h->gpus, device, 0, &is_new);
+
+	if (!v)
+		return -1;
+	if (!is_new)
+		return (int)(*v - 1);
+	if (h->n_gpu == h->cap_gpu) {
+		size_t nc = h->cap_gpu ? h->cap_gpu * 2 : 8;
+		struct conv_gpu *ng = realloc(h->gpu_v, nc * sizeof(*ng));
+
+		if (!ng)
+			return -1;
+		h->gpu_v = ng;
+		struct evlog_event *np = realloc(h->gpu_props, nc * sizeof(*np));
+
+		if (!np)
+			return -1;
+		h->gpu_props = np;
+		h->cap_gpu = nc;
+	}
+	memset(&h->gpu_v[h->n_gpu], 0, sizeof(h->gpu_v[0]));
+	memset(&h->gpu_props[h->n_gpu], 0, sizeof(h->gpu_props[0]));
+	h->gpu_v[h->n_gpu].device = device;
+	*v = ++h->n_gpu;
+	return (int)(*v - 1);
+}
+
+static int stream_get(struct cv_core *c, struct cv_host *h, uint32_t pid, uint32_t device,
+		      uint32_t stream)
+{
+	int is_new;
+
+	if (gpu_get(h, device) < 0 || !proc_get(c, h, pid))
+		return -1;
+	return cv_map_put(&h->stream_set, device, stream, &is_new) ? 0 : -1;
+}
+
+static int corr_mark(struct cv_core *c, uint32_t host, uint32_t pid, uint64_t corr, uint8_t f)
+{
+	int is_new;
+	uint64_t *v;
+
+	if (!corr)
+		return 0;
+	if (!cv_map_get(&c->corr_pages, ((uint64_t)host << 32) | pid, corr >> CORR_PAGE_BITS) &&
+	    c->n_pages >= CORR_PAGES_MAX)
+		return 0;
+	v = cv_map_put(&c->corr_pages, ((uint64_t)host << 32) | pid, corr >> CORR_PAGE_BITS,
+		       &is_new);
+	if (!v)
+		return -1;
+	if (is_new) {
+		if (c->n_pages == c->cap_pages) {
+			size_t nc = c->cap_pages ? c->cap_pages * 2 : 64;
+			uint8_t **np = realloc(c->pages, nc * sizeof(*np));
+
+			if (!np)
+				return -1;
+			c->pages = np;
+			c->cap_pages = nc;
+		}
+		if (!(c->pages[c->n_pages] = calloc(1, CORR_PAGE)))
+			return -1;
+		*v = ++c->n_pages;
+	}
+	c->pages[*v - 1][corr & (CORR_PAGE - 1)] |= f;
+	return 0;
+}
+
+uint8_t cv_corr_flags(const struct cv_core *c, uint32_t host, uint32_t pid, uint64_t corr)
+{
+	const uint64_t *v;
+
+	if (!corr)
+		return 0;
+	v = cv_map_get(&c->corr_pages, ((uint64_t)host << 32) | pid, corr >> CORR_PAGE_BITS);
+	return v ? c->pages[*v - 1][corr & (CORR_PAGE - 1)] : 0;
+}
+
+static int add_symbol(struct cv_core *c, struct cv_host *h, const struct evlog_event *e)
+{
+	int is_new;
+	uint64_t *v = cv_map_put(&h->syms, e->pid, e->u.symbol.addr, &is_new);
+
+	if (!v)
+		return -1;
+	if (!is_new)
+		return 0;
+	struct cv_sym *s = cv_arena_alloc(&c->arena, sizeof(*s));
+
+	if (!s)
+		return -1;
+	s->name = dup_str(c, e->u.symbol.name);
+	s->module = dup_str(c, e->u.symbol.module);
+	s->offset = e->u.symbol.offset;
+	if (!s->name || !s->module)
+		return -1;
+	*v = (uint64_t)(uintptr_t)s;
+	return 0;
+}
+
+const struct cv_sym *cv_sym_find(const struct cv_host *h, uint32_t pid, uint64_t addr)
+{
+	const uint64_t *v = cv_map_get(&h->syms, pid, addr);
+
+	return v ? (const struct cv_sym *)(uintptr_t)*v : NULL;
+}
+
+static int gpu_props(struct cv_core *c, struct cv_host *h, const struct evlog_event *e)
+{
+	int g = gpu_get(h, e->u.gpu_device.device);
+
+	if (g < 0)
+		return -1;
+	struct evlog_event *p = &h->gpu_props[g];
+
+	*p = *e;
+	p->u.gpu_device.name.ptr = dup_str(c, e->u.gpu_device.name);
+	p->u.gpu_device.uuid.ptr = dup_str(c, e->u.gpu_device.uuid);
+	if (!p->u.gpu_device.name.ptr || !p->u.gpu_device.uuid.ptr)
+		return -1;
+	h->gpu_v[g].props = p;
+	return 0;
+}
+
+static int set_name(struct cv_core *c, const char **dst, struct evlog_str s)
+{
+	if (!s.len)
+		return 0;
+	char *n = dup_str(c, s);
+
+	if (!n)
+		return -1;
+	*dst = n;
+	return 0;
+}
+
+/* Time range of timeline events, on the host clock. */
+static void widen(struct cv_host *h, const struct cv_log *l, uint64_t ts, uint64_t dur)
+{
+	if (!ts)
+		return;
+	uint64_t s = ts + (uint64_t)l->clock_off;
+
+	if (dur > DUR_MAX)
+		dur = 0;
+	if (s < h->min_ts)
+		h->min_ts = s;
+	if (s + dur > h->max_ts)
+		h->max_ts = s + dur;
+}
+
+static uint64_t ev_dur(const struct evlog_event *e)
+{
+	switch (e->type) {
+	case EV_SYSCALL: return e->u.syscall.dur;
+	case EV_LIB_CALL: return e->u.lib_call.dur;
+	case EV_GPU_KERNEL: return e->u.gpu_kernel.dur;
+	case EV_GPU_MEMCPY: return e->u.gpu_memcpy.dur;
+	case EV_GPU_MEMSET: return e->u.gpu_memset.dur;
+	case EV_GPU_API: return e->u.gpu_api.dur;
+	case EV_MARKER: return e->u.marker.dur;
+	default: return 0;
+	}
+}
+
+static int thread_event(struct cv_core *c, struct cv_host *h, const struct evlog_event *e)
+{
+	return thread_get(c, h, e->pid, e->tid ? e->tid : e->pid) ? 0 : -1;
+}
+
+static int meta_event(struct cv_core *c, struct cv_host *h, struct cv_log *l,
+		      const struct evlog_event *e)
+{
+	struct conv_process *p;
+	struct conv_thread *t;
+
+	switch (e->type) {
+	case EV_PROCESS:
+		if (!(p = proc_get(c, h, e->pid)))
+			return -1;
+		return set_name(c, &p->name, e->u.process.name) ||
+		       set_name(c, &p->cmdline, e->u.process.cmdline) ? -1 : 0;
+	case EV_THREAD:
+		if (!(t = thread_get(c, h, e->pid, e->tid ? e->tid : e->pid)))
+			return -1;
+		return set_name(c, &t->name, e->u.thread.name);
+	case EV_PROCESS_EXIT:
+	case EV_THREAD_EXIT:
+	case EV_CLOCK:
+		return 0;
+	case EV_SYSCALL:
+	case EV_CPU_SAMPLE:
+	case EV_PY_ENTER:
+	case EV_PY_EXIT:
+	case EV_PY_SAMPLE:
+	case EV_MARKER:
+		widen(h, l, e->ts, ev_dur(e));
+		return thread_event(c, h, e);
+	case EV_LIB_CALL:
+		widen(h, l, e->ts, ev_dur(e));
+		if (corr_mark(c, l->host, e->pid, e->u.lib_call.correlation_id, CV_CORR_LIB))
+			return -1;
+		return thread_event(c, h, e);
+	case EV_GPU_API:
+		widen(h, l, e->ts, ev_dur(e));
+		if (corr_mark(c, l->host, e->pid, e->u.gpu_api.correlation_id, CV_CORR_API))
+			return -1;
+		return thread_event(c, h, e);
+	case EV_GPU_KERNEL:
+		widen(h, l, e->ts, ev_dur(e));
+		if (corr_mark(c, l->host, e->pid, e->u.gpu_kernel.correlation_id, CV_CORR_GPU))
+			return -1;
+		return stream_get(c, h, e->pid, e->u.gpu_kernel.device, e->u.gpu_kernel.stream);
+	case EV_GPU_MEMCPY:
+		widen(h, l, e->ts, ev_dur(e));
+		if (corr_mark(c, l->host, e->pid, e->u.gpu_memcpy.correlation_id, CV_CORR_GPU))
+			return -1;
+		return stream_get(c, h, e->pid, e->u.gpu_memcpy.device, e->u.gpu_memcpy.stream);
+	case EV_GPU_MEMSET:
+		widen(h, l, e->ts, ev_dur(e));
+		if (corr_mark(c, l->host, e->pid, e->u.gpu_memset.correlation_id, CV_CORR_GPU))
+			return -1;
+		return stream_get(c, h, e->pid, e->u.gpu_memset.device, e->u.gpu_memset.stream);
+	case EV_GPU_DEVICE:
+		return gpu_props(c, h, e);
+	case EV_LOST:
+		if (e->u.lost.source <= EVSRC_MAX)
+			c->st.lost[e->u.lost.source] += e->u.lost.count;
+		else
+			c->st.lost[EVSRC_OTHER] += e->u.lost.count;
+		return 0;
+	case EV_SYMBOL:
+		return add_symbol(c, h, e);
+	default:
+		c->st.unknown_type++;
+		return 0;
+	}
+}
+
+static int read_log(struct cv_core *c, struct cv_log *l)
+{
+	struct evlog_reader *r;
+	const struct evlog_event *e;
+	char msg[512];
+	int rc;
+
+	if (evlog_reader_open(&r, l->path, msg, sizeof(msg))) {
+		l->bad = 1;
+		c->in.skipped++;
+		cv_buf_printf(&c->in.notes, "skipped %s: %s\n", l->name, msg);
+		return 0;
+	}
+	struct cv_host *h = host_for(c, evlog_reader_header(r), l);
+
+	if (!h) {
+		evlog_reader_close(r);
+		snprintf(c->err, sizeof(c->err), "out of memory reading %s", l->name);
+		return -1;
+	}
+	l->syscall_table = h->syscall_table;
+	while ((rc = evlog_next(r, &e)) == 0) {
+		l->events++;
+		if (meta_event(c, h, l, e)) {
+			evlog_reader_close(r);
+			snprintf(c->err, sizeof(c->err), "out of memory reading %s", l->name);
+			return -1;
+		}
+		if ((l->events & 0xfffff) == 0)
+			cv_progress(c, "reading", l->events, 0);
+	}
+	if (rc != -EVLOG_END)
+		cv_buf_printf(&c->in.notes, "%s: read error after %llu events: %s\n", l->name,
+			      (unsigned long long)l->events, evlog_reader_error(r));
+	evlog_reader_stats(r, &l->rs);
+	evlog_reader_close(r);
+	c->total_events += l->events;
+	c->st.chunks_bad += l->rs.chunks_bad;
+	c->st.bytes_skipped += l->rs.bytes_skipped;
+	if (l->rs.truncated) {
+		c->st.truncated_logs++;
+		cv_buf_printf(&c->in.notes, "%s: truncated (cut while written); read its %llu "
+			      "complete chunks\n", l->name, (unsigned long long)l->rs.chunks_ok);
+	}
+	if (l->rs.chunks_bad)
+		cv_buf_printf(&c->in.notes, "%s: skipped %llu corrupt chunks (%llu bytes)\n",
+			      l->name, (unsigned long long)l->rs.chunks_bad,
+			      (unsigned long long)l->rs.bytes_skipped);
+	return 0;
+}
+
+/* ------------------------------------------------------------- finalizing */
+
+static int cmp_thread(const void *a, const void *b)
+{
+	const struct conv_thread *x = a, *y = b;
+
+	if (x->pid != y->pid)
+		return x->pid < y->pid ? -1 : 1;
+	return x->tid < y->tid ? -1 : x->tid > y->tid;
+}
+
+static int cmp_proc(const void *a, const void *b)
+{
+	const struct conv_process *x = a, *y = b;
+
+	return x->pid < y->pid ? -1 : x->pid > y->pid;
+}
+
+static int cmp_u64(const void *a, const void *b)
+{
+	uint64_t x = *(const uint64_t *)a, y = *(const uint64_t *)b;
+
+	return x < y ? -1 : x > y;
+}
+
+static int push_track(struct cv_core *c, enum conv_track_kind k, uint32_t host, uint32_t a,
+		      uint32_t b)
+{
+	if ((c->n_tracks & (c->n_tracks - 1)) == 0 || !c->tracks) {
+		size_t nc = c->n_tracks ? (size_t)c->n_tracks * 2 : 64;
+		struct cv_track *nt = realloc(c->tracks, nc * sizeof(*nt));
+
+		if (!nt)
+			return -1;
+		c->tracks = nt;
+	}
+	c->tracks[c->n_tracks++] = (struct cv_track){ k, host, a, b };
+	return 0;
+}
+
+/* Streams of every GPU, sorted: (device, stream) pairs packed in u64. */
+static int finalize_streams(struct cv_core *c, struct cv_host *h, uint32_t hi)
+{
+	size_t n = h->stream_set.n, k = 0;
+	uint64_t *v = malloc((n ? n : 1) * sizeof(*v));
+	uint32_t *ids = malloc((n ? n : 1) * sizeof(*ids));
+
+	if (!v || !ids)
+		goto oom;
+	for (size_t i = 0; i < h->stream_set.cap; i++)
+		if (h->stream_set.ents[i].used)
+			v[k++] = (h->stream_set.ents[i].a << 32) | (uint32_t)h->stream_set.ents[i].b;
+	qsort(v, n, sizeof(*v), cmp_u64);
+	for (size_t i = 0; i < n; i++) {
+		uint32_t dev = (uint32_t)(v[i] >> 32), s = (uint32_t)v[i];
+		uint64_t *slot = cv_map_put(&h->streams, dev, s, NULL);
+
+		ids[i] = s;
+		if (!slot || push_track(c, CONV_TRACK_STREAM, hi, dev, s))
+			goto oom;
+		*slot = c->n_tracks;
+	}
+	/* Point each GPU at its run of the ids array (kept in the arena). */
+	uint32_t *keep = cv_arena_alloc(&c->arena, (n ? n : 1) * sizeof(*keep));
+
+	if (!keep)
+		goto oom;
+	memcpy(keep, ids, n * sizeof(*ids));
+	for (size_t g = 0; g < h->n_gpu; g++) {
+		struct conv_gpu *gp = &h->gpu_v[g];
+		size_t i = 0;
+
+		while (i < n && (uint32_t)(v[i] >> 32) != gp->device)
+			i++;
+		gp->streams = keep + i;
+		while (i < n && (uint32_t)(v[i] >> 32) == gp->device) {
+			gp->n_streams++;
+			i++;
+		}
+	}
+	free(v);
+	free(ids);
+	return 0;
+oom:
+	free(v);
+	free(ids);
+	return -1;
+}
+
+static int cmp_gpu(const void *a, const void *b)
+{
+	const struct conv_gpu *x = a, *y = b;
+
+	return x->device < y->device ? -1 : x->device > y->device;
+}
+
+static int finalize_host(struct cv_core *c, struct cv_host *h, uint32_t hi)
+{
+	if (h->min_ts > h->max_ts)
+		h->min_ts = h->max_ts = h->anchor_mono;
+	if (h->n_proc)
+		qsort(h->proc_v, h->n_proc, sizeof(*h->proc_v), cmp_proc);
+	if (h->n_thr)
+		qsort(h->thr_v, h->n_thr, sizeof(*h->thr_v), cmp_thread);
+	/* Each GPU's props sit at its insertion index: carry it through the sort. */
+	if (h->n_gpu) {
+		for (size_t g = 0; g < h->n_gpu; g++)
+			h->gpu_v[g].n_streams = (uint32_t)g;
+		qsort(h->gpu_v, h->n_gpu, sizeof(*h->gpu_v), cmp_gpu);
+		for (size_t g = 0; g < h->n_gpu; g++) {
+			uint32_t pi = h->gpu_v[g].n_streams;
+
+			h->gpu_v[g].props = h->gpu_props[pi].type ? &h->gpu_props[pi] : NULL;
+			h->gpu_v[g].streams = NULL;
+			h->gpu_v[g].n_streams = 0;
+		}
+	}
+	h->track_base = c->n_tracks;
+	for (size_t i = 0; i < h->n_thr; i++) {
+		uint64_t *v = cv_map_get(&h->threads, h->thr_v[i].pid, h->thr_v[i].tid);
+
+		*v = i + 1;
+		if (push_track(c, CONV_TRACK_THREAD, hi, h->thr_v[i].pid, h->thr_v[i].tid))
+			return -1;
+	}
+	for (size_t i = 0; i < h->n_proc; i++)
+		*cv_map_get(&h->procs, h->proc_v[i].pid, 0) = i + 1;
+	if (finalize_streams(c, h, hi))
+		return -1;
+	h->n_tracks = c->n_tracks - h->track_base;
+
+	struct conv_host_meta *m = &h->meta;
+
+	m->host = h->name;
+	m->base_mono_ns = h->min_ts;
+	m->base_realtime_ns = h->anchor_rt ? h->min_ts - h->anchor_mono + h->anchor_rt : h->min_ts;
+	m->start_ns = h->min_ts;
+	m->stop_ns = h->max_ts;
+	m->n_processes = (uint32_t)h->n_proc;
+	m->n_threads = (uint32_t)h->n_thr;
+	m->n_gpus = (uint32_t)h->n_gpu;
+	m->processes = h->proc_v;
+	m->threads = h->thr_v;
+	m->gpus = h->gpu_v;
+	m->host_index = hi;
+	return 0;
+}
+
+int cv_pass1(struct cv_core *c)
+{
+	for (size_t i = 0; i < c->in.n; i++)
+		if (read_log(c, &c->in.logs[i]))
+			return -1;
+	c->run_base_rt = UINT64_MAX;
+	for (size_t i = 0; i < c->n_hosts; i++) {
+		if (finalize_host(c, &c->hosts[i], (uint32_t)i)) {
+			snprintf(c->err, sizeof(c->err), "out of memory numbering tracks");
+			return -1;
+		}
+		if (c->hosts[i].meta.base_realtime_ns < c->run_base_rt)
+			c->run_base_rt = c->hosts[i].meta.base_realtime_ns;
+	}
+	for (size_t i = 0; i < c->n_hosts; i++) {
+		c->hosts[i].meta.run_base_realtime_ns = c->run_base_rt;
+		c->hosts[i].meta.n_hosts = (uint32_t)c->n_hosts;
+	}
+	return 0;
+}
+
+static void host_free(struct cv_host *h)
+{
+	cv_map_free(&h->procs);
+	cv_map_free(&h->threads);
+	cv_map_free(&h->gpus);
+	cv_map_free(&h->streams);
+	cv_map_free(&h->syms);
+	cv_map_free(&h->stream_set);
+	free(h->proc_v);
+	free(h->thr_v);
+	free(h->gpu_v);
+	free(h->gpu_props);
+}
+
+void cv_core_free(struct cv_core *c)
+{
+	for (size_t i = 0; i < c->n_hosts; i++)
+		host_free(&c->hosts[i]);
+	free(c->hosts);
+	free(c->tracks);
+	for (size_t i = 0; i < c->n_pages; i++)
+		free(c->pages[i]);
+	free(c->pages);
+	cv_map_free(&c->corr_pages);
+	cv_map_free(&c->demangle_cache);
+	cv_strtab_free(&c->stacks);
+	cv_strtab_free(&c->names);
+	cv_arena_free(&c->arena);
+	cv_inputs_free(&c->in);
+}
