@@ -1,0 +1,409 @@
+// SPDX-License-Identifier: Apache-2.0
+/*
+ * cuda_kernel: get libllmtracker-inject.so into targets and out again, and
+ * talk to it over the socket described in collector/inject/inject.h.
+ */
+#include "cuda_kernel.h"
+#include "injector.h"
+
+#include <errno.h>
+#include <fcntl.h>
+#include <limits.h>
+#include <poll.h>
+#include <stdarg.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/socket.h>
+#include <signal.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#define MAX_TARGETS 256
+#define REPLY_MS 10000
+
+struct ck_target {
+	int pid;
+	int sock;
+	int launched;
+	struct lt_inj inj;
+};
+
+struct lt_cuda_kernel {
+	struct lt_ck_opts o;
+	char lib[PATH_MAX];
+	char dir[PATH_MAX];
+	char host[256];
+	int available;
+	int child_sock;                 /* launch mode: the child's end */
+	char *env[8];
+	char envbuf[8][PATH_MAX + 64];
+	struct ck_target t[MAX_TARGETS];
+	int n;
+	struct lt_ck_totals tot;
+};
+
+static void ck_log(const struct lt_cuda_kernel *ck, char level, const char *fmt, ...)
+	__attribute__((format(printf, 3, 4)));
+static void ck_log(const struct lt_cuda_kernel *ck, char level, const char *fmt, ...)
+{
+	char buf[1024];
+	va_list ap;
+	va_start(ap, fmt);
+	vsnprintf(buf, sizeof(buf), fmt, ap);
+	va_end(ap);
+	if (ck->o.log)
+		ck->o.log(level, buf);
+	else
+		fprintf(stderr, "%c llmtracker: %s\n", level, buf);
+}
+
+/* The driver's kernel side is what CUDA needs; no libcuda lookup here (the
+ * collector may be static, and the target's libraries are its own). */
+static int driver_present(void)
+{
+	return access("/proc/driver/nvidia/version", F_OK) == 0 || access("/dev/nvidiactl", F_OK) == 0;
+}
+
+static int find_lib(struct lt_cuda_kernel *ck, const char *given)
+{
+	if (given) {
+		if (!realpath(given, ck->lib))
+			return -errno;
+		return 0;
+	}
+	char exe[PATH_MAX];
+	ssize_t n = readlink("/proc/self/exe", exe, sizeof(exe) - 1);
+	if (n <= 0)
+		return -ENOENT;
+	exe[n] = 0;
+	char *slash = strrchr(exe, '/');
+	if (slash)
+		*slash = 0;
+	static const char *const rel[] = { "../lib/libllmtracker-inject.so", "libllmtracker-inject.so",
+					    "../lib/llmtracker/libllmtracker-inject.so" };
+	for (size_t i = 0; i < sizeof(rel) / sizeof(rel[0]); i++) {
+		char p[PATH_MAX + 64];
+		snprintf(p, sizeof(p), "%s/%s", exe, rel[i]);
+		if (realpath(p, ck->lib))
+			return 0;
+	}
+	return -ENOENT;
+}
+
+int lt_ck_new(struct lt_cuda_kernel **out, const struct lt_ck_opts *o, char *err, size_t errsz)
+{
+	*out = NULL;
+	struct lt_cuda_kernel *ck = calloc(1, sizeof(*ck));
+	if (!ck)
+		return -ENOMEM;
+	ck->o = *o;
+	ck->child_sock = -1;
+	for (int i = 0; i < MAX_TARGETS; i++)
+		ck->t[i].sock = -1;
+	if (!ck->o.finalize_ms)
+		ck->o.finalize_ms = 3000;
+	if (find_lib(ck, o->lib_path)) {
+		snprintf(err, errsz, "--enable-cuda-kernel: the inject library %s was not found; "
+			 "install it beside the collector (lib/libllmtracker-inject.so)",
+			 o->lib_path ? o->lib_path : "libllmtracker-inject.so");
+		free(ck);
+		return -ENOENT;
+	}
+	const char *dir = o->cupti_dir && *o->cupti_dir ? o->cupti_dir : ".";
+	mkdir(dir, 0755);
+	if (!realpath(dir, ck->dir)) {
+		snprintf(err, errsz, "--cupti-dir %s: %s", dir, strerror(errno));
+		free(ck);
+		return -errno;
+	}
+	if (o->host)
+		snprintf(ck->host, sizeof(ck->host), "%s", o->host);
+	else if (gethostname(ck->host, sizeof(ck->host) - 1))
+		snprintf(ck->host, sizeof(ck->host), "unknown");
+	for (char *p = ck->host; *p; p++)
+		if (*p == ' ' || *p == '/')
+			*p = '_';
+	ck->available = driver_present() || o->skip_driver_check;
+	if (!ck->available)
+		ck_log(ck, 'W', "CUDA kernel profiling cannot start: no NVIDIA GPU driver on this node "
+		       "(/proc/driver/nvidia/version and /dev/nvidiactl missing); the other sources go on");
+	*out = ck;
+	return 0;
+}
+
+int lt_ck_available(const struct lt_cuda_kernel *ck)
+{
+	return ck && ck->available;
+}
+
+/* ------------------------------------------------------------ protocol */
+
+static int send_start(struct lt_cuda_kernel *ck, struct ck_target *t)
+{
+	char msg[600];
+	snprintf(msg, sizeof(msg), "start pid=%d host=%s driver=%d finalize_ms=%d", t->pid, ck->host,
+		 !ck->o.no_driver_api, ck->o.finalize_ms);
+	int dfd = open(ck->dir, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+	char cbuf[CMSG_SPACE(sizeof(int))];
+	memset(cbuf, 0, sizeof(cbuf));
+	struct iovec iov = { msg, strlen(msg) };
+	struct msghdr mh = { .msg_iov = &iov, .msg_iovlen = 1 };
+	if (dfd >= 0) {
+		mh.msg_control = cbuf;
+		mh.msg_controllen = sizeof(cbuf);
+		struct cmsghdr *cm = CMSG_FIRSTHDR(&mh);
+		cm->cmsg_level = SOL_SOCKET;
+		cm->cmsg_type = SCM_RIGHTS;
+		cm->cmsg_len = CMSG_LEN(sizeof(int));
+		memcpy(CMSG_DATA(cm), &dfd, sizeof(int));
+	}
+	ssize_t n = sendmsg(t->sock, &mh, MSG_NOSIGNAL);
+	if (dfd >= 0)
+		close(dfd);
+	return n < 0 ? -errno : 0;
+}
+
+/* One reply, up to ms. Returns its length, 0 on EOF, -ETIMEDOUT. */
+static int recv_reply(int sock, char *buf, size_t len, int ms)
+{
+	struct pollfd p = { sock, POLLIN, 0 };
+	int r;
+	do
+		r = poll(&p, 1, ms);
+	while (r < 0 && errno == EINTR);
+	if (r == 0)
+		return -ETIMEDOUT;
+	ssize_t n = recv(sock, buf, len - 1, 0);
+	if (n <= 0)
+		return 0;
+	buf[n] = 0;
+	return (int)n;
+}
+
+static unsigned long long field(const char *msg, const char *key)
+{
+	char k[32];
+	snprintf(k, sizeof(k), " %s=", key);
+	const char *p = strstr(msg, k);
+	return p ? strtoull(p + strlen(k), NULL, 10) : 0;
+}
+
+/* "err pid=N text" -> "text" */
+static const char *msg_text(const char *m)
+{
+	m += strcspn(m, " ");
+	m += strspn(m, " ");
+	if (!strncmp(m, "pid=", 4)) {
+		m += strcspn(m, " ");
+		m += strspn(m, " ");
+	}
+	return m;
+}
+
+static int msg_pid(const char *m)
+{
+	const char *p = strstr(m, " pid=");
+	return p ? atoi(p + 5) : 0;
+}
+
+/* ------------------------------------------------------------ launch */
+
+char *const *lt_ck_launch_env(struct lt_cuda_kernel *ck)
+{
+	if (!ck || !ck->available)
+		return NULL;
+	int sv[2] = { -1, -1 };
+	if (socketpair(AF_UNIX, SOCK_SEQPACKET | SOCK_CLOEXEC, 0, sv) == 0) {
+		/* The child's end survives exec; the library marks it CLOEXEC. */
+		fcntl(sv[1], F_SETFD, 0);
+		ck->child_sock = sv[1];
+		ck->t[0].sock = sv[0];
+	}
+	int i = 0;
+	snprintf(ck->envbuf[i++], sizeof(ck->envbuf[0]), "CUDA_INJECTION64_PATH=%s", ck->lib);
+	snprintf(ck->envbuf[i++], sizeof(ck->envbuf[0]), "LLMT_CUPTI_DIR=%s", ck->dir);
+	snprintf(ck->envbuf[i++], sizeof(ck->envbuf[0]), "LLMT_HOST=%s", ck->host);
+	snprintf(ck->envbuf[i++], sizeof(ck->envbuf[0]), "LLMT_CUPTI_DRIVER=%d", !ck->o.no_driver_api);
+	if (ck->child_sock >= 0)
+		snprintf(ck->envbuf[i++], sizeof(ck->envbuf[0]), "LLMT_INJECT_SOCK=%d", ck->child_sock);
+	for (int j = 0; j < i; j++)
+		ck->env[j] = ck->envbuf[j];
+	ck->env[i] = NULL;
+	return ck->env;
+}
+
+int lt_ck_launched(struct lt_cuda_kernel *ck, int pid)
+{
+	if (!ck || !ck->available || ck->n >= MAX_TARGETS)
+		return 0;
+	if (ck->child_sock >= 0) {
+		close(ck->child_sock);
+		ck->child_sock = -1;
+	}
+	struct ck_target *t = &ck->t[ck->n];
+	if (ck->n > 0) /* a second launch: no socket of its own */
+		t->sock = -1;
+	t->pid = pid;
+	t->launched = 1;
+	ck->n++;
+	ck_log(ck, 'I', "CUDA kernel profiling of pid %d: CUDA will load %s at its first CUDA call; "
+	       "logs go to %s", pid, ck->lib, ck->dir);
+	return 0;
+}
+
+/* ------------------------------------------------------------ attach */
+
+int lt_ck_attach(struct lt_cuda_kernel *ck, int pid)
+{
+	if (!ck || !ck->available)
+		return -ENODEV;
+	if (ck->n >= MAX_TARGETS)
+		return -E2BIG;
+	struct ck_target *t = &ck->t[ck->n];
+	memset(t, 0, sizeof(*t));
+	t->pid = pid;
+	char err[512], reply[1024];
+	int rc = lt_inj_load(&t->inj, pid, ck->lib, err, sizeof(err));
+	if (rc) {
+		ck_log(ck, 'W', "CUDA kernel profiling cannot start in pid %d: %s; the process is as it was",
+		       pid, err);
+		return rc;
+	}
+	t->sock = t->inj.sock;
+	ck->n++;
+	if ((rc = send_start(ck, t)) == 0)
+		rc = recv_reply(t->sock, reply, sizeof(reply), REPLY_MS);
+	if (rc > 0 && !strncmp(reply, "ok", 2)) {
+		ck_log(ck, 'I', "CUDA kernel profiling of pid %d started: %s/%s", pid, ck->dir,
+		       strstr(reply, "file=") ? strstr(reply, "file=") + 5 : "?");
+		return 0;
+	}
+	if (rc > 0 && !strncmp(reply, "err ", 4))
+		ck_log(ck, 'W', "pid %d: %s", pid, msg_text(reply));
+	else
+		ck_log(ck, 'W', "CUDA kernel profiling cannot start in pid %d: the injected library %s",
+		       pid, rc == -ETIMEDOUT ? "did not answer" : "went away");
+	return -EIO; /* lt_ck_stop() unloads it */
+}
+
+/* ------------------------------------------------------------ stop */
+
+static void account(struct lt_cuda_kernel *ck, int pid, const char *reply)
+{
+	unsigned long long k = field(reply, "kernels"), a = field(reply, "api"), d = field(reply, "dropped");
+	int fin = (int)field(reply, "finalized");
+	ck->tot.kernels += k;
+	ck->tot.memcpys += field(reply, "memcpy");
+	ck->tot.memsets += field(reply, "memset");
+	ck->tot.apis += a;
+	ck->tot.dropped += d;
+	ck->tot.finalized += fin;
+	if (k || a)
+		ck_log(ck, 'I', "pid %d: %llu kernels, %llu memcpy, %llu memset, %llu API calls, "
+		       "%llu dropped; CUPTI %s", pid, k, field(reply, "memcpy"), field(reply, "memset"),
+		       a, d, fin ? "detached" : "still attached (no CUDA call to detach at); it detaches "
+		       "at the process's next CUDA call");
+}
+
+/* Launch mode: every CUDA process of the launched tree may have reported
+ * on the shared socket ("ok"/"err" at its CUDA start, "stopped" at exit).
+ * Stop those still running, one "stop" each. */
+static void stop_launched(struct lt_cuda_kernel *ck, struct ck_target *t)
+{
+	int pids[MAX_TARGETS], n = 0, asked = 0;
+	char reply[1024];
+	for (int round = 0; round < 2; round++) {
+		int wait_ms = round ? ck->o.finalize_ms + REPLY_MS : 0;
+		for (;;) {
+			int rc = recv_reply(t->sock, reply, sizeof(reply), wait_ms);
+			if (rc <= 0)
+				break;
+			int pid = msg_pid(reply);
+			if (!strncmp(reply, "ok", 2) && n < MAX_TARGETS) {
+				pids[n++] = pid;
+			} else if (!strncmp(reply, "err", 3)) {
+				ck_log(ck, 'W', "pid %d: %s", pid, msg_text(reply));
+			} else if (!strncmp(reply, "stopped", 7)) {
+				account(ck, pid, reply);
+				for (int i = 0; i < n; i++)
+					if (pids[i] == pid)
+						pids[i] = pids[--n];
+				if (round && --asked <= 0)
+					break;
+			}
+		}
+		if (round)
+			break;
+		for (int i = 0; i < n; i++)
+			if (kill(pids[i], 0) == 0 && send(t->sock, "stop", 4, MSG_NOSIGNAL) == 4)
+				asked++;
+		if (!asked)
+			break;
+	}
+	if (!ck->tot.kernels && !ck->tot.apis && !n)
+		ck_log(ck, 'I', "pid %d: no process of it started CUDA kernel profiling (no CUDA "
+		       "initialized, or no GPU)", t->pid);
+}
+
+static void stop_one(struct lt_cuda_kernel *ck, struct ck_target *t)
+{
+	char reply[1024] = "";
+	int rc = 0;
+	if (t->launched && t->sock >= 0) {
+		stop_launched(ck, t);
+	} else if (t->sock >= 0) {
+		send(t->sock, "stop", 4, MSG_NOSIGNAL);
+		do
+			rc = recv_reply(t->sock, reply, sizeof(reply), ck->o.finalize_ms + REPLY_MS);
+		while (rc > 0 && strncmp(reply, "stopped", 7));
+		if (rc > 0)
+			account(ck, t->pid, reply);
+		else
+			ck_log(ck, 'W', "pid %d: the injected library %s", t->pid,
+			       rc == -ETIMEDOUT ? "did not answer the stop request" : "is gone (process exited?)");
+	}
+	if (t->inj.loaded) {
+		char err[512];
+		int u = lt_inj_unload(&t->inj, err, sizeof(err));
+		t->sock = -1; /* closed by lt_inj_unload */
+		if (u == 1)
+			ck->tot.unloaded++;
+		else if (u == 0)
+			ck_log(ck, 'W', "pid %d: the library stays loaded until CUPTI lets go of it", t->pid);
+		else if (u != -ESRCH)
+			ck_log(ck, 'W', "pid %d: unloading the library: %s", t->pid, err);
+	}
+	if (t->sock >= 0)
+		close(t->sock);
+	t->sock = -1;
+}
+
+void lt_ck_stop(struct lt_cuda_kernel *ck)
+{
+	if (!ck)
+		return;
+	memset(&ck->tot, 0, sizeof(ck->tot));
+	for (int i = 0; i < ck->n; i++) {
+		stop_one(ck, &ck->t[i]);
+		ck->tot.targets++;
+	}
+	ck->n = 0;
+}
+
+void lt_ck_totals(const struct lt_cuda_kernel *ck, struct lt_ck_totals *t)
+{
+	*t = ck->tot;
+}
+
+void lt_ck_free(struct lt_cuda_kernel *ck)
+{
+	if (!ck)
+		return;
+	lt_ck_stop(ck);
+	if (ck->child_sock >= 0)
+		close(ck->child_sock);
+	if (ck->t[0].sock >= 0)
+		close(ck->t[0].sock);
+	free(ck);
+}

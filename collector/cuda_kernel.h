@@ -1,0 +1,64 @@
+/* SPDX-License-Identifier: Apache-2.0 */
+/*
+ * cuda_kernel: the collector side of --enable-cuda-kernel.
+ *
+ * GPU activity is recorded inside each target by libllmtracker-inject.so
+ * (CUPTI), which writes its own event log per process into the CUPTI
+ * directory (--cupti-dir, default: the directory of -o); the converter
+ * merges those logs by their clock anchors. This module gets the library in
+ * and out:
+ *   launch (-- CMD): lt_ck_launch_env() gives the environment for the child
+ *     (CUDA_INJECTION64_PATH: CUDA calls the library's InitializeInjection);
+ *   attach (-p PID, after --delay): lt_ck_attach() injects it with ptrace;
+ *   end (before the collector's log closes): lt_ck_stop() flushes, detaches
+ *     CUPTI (cuptiFinalize at an API exit) and unloads the library.
+ * Without a GPU driver on the node it says so in one line and touches no
+ * target. Every message goes through opts.log, one line each.
+ */
+#ifndef LLMT_CUDA_KERNEL_H
+#define LLMT_CUDA_KERNEL_H
+
+#include <stddef.h>
+
+struct lt_ck_opts {
+	const char *lib_path;     /* NULL: found next to the collector binary */
+	const char *cupti_dir;    /* the library's output directory (created if missing) */
+	const char *host;         /* NULL: gethostname() */
+	int no_driver_api;        /* record runtime API only */
+	int finalize_ms;          /* wait for an API exit to finalize CUPTI; 0 = 3000 */
+	int skip_driver_check;    /* inject even without a GPU driver on the node (tests) */
+	void (*log)(char level, const char *msg); /* 'I', 'W', 'E'; NULL: stderr */
+};
+
+struct lt_cuda_kernel;
+
+/* Check the node and the library. Returns 0 and *out, or -errno with err
+ * set (e.g. the library is missing). No GPU driver is not an error here:
+ * lt_ck_available() says so and the other calls do nothing. */
+int lt_ck_new(struct lt_cuda_kernel **out, const struct lt_ck_opts *o, char *err, size_t errsz);
+int lt_ck_available(const struct lt_cuda_kernel *ck);
+
+/* Launch mode. Before fork: a NULL-terminated list of "NAME=VALUE" strings
+ * the child must add to its environment (putenv) before exec, or NULL when
+ * CUDA kernel profiling is unavailable. After fork, the parent calls
+ * lt_ck_launched() with the child's pid. */
+char *const *lt_ck_launch_env(struct lt_cuda_kernel *ck);
+int lt_ck_launched(struct lt_cuda_kernel *ck, int pid);
+
+/* Attach mode: inject into a running process and start recording.
+ * 0 started; -errno when it could not (said through opts.log; the target
+ * is left as it was). */
+int lt_ck_attach(struct lt_cuda_kernel *ck, int pid);
+
+/* Stop recording in every target, detach CUPTI, unload the library. */
+void lt_ck_stop(struct lt_cuda_kernel *ck);
+void lt_ck_free(struct lt_cuda_kernel *ck);
+
+/* Figures of the last lt_ck_stop(), summed over targets. */
+struct lt_ck_totals {
+	unsigned long long kernels, memcpys, memsets, apis, dropped;
+	int targets, finalized, unloaded;
+};
+void lt_ck_totals(const struct lt_cuda_kernel *ck, struct lt_ck_totals *t);
+
+#endif

@@ -1,0 +1,691 @@
+// SPDX-License-Identifier: Apache-2.0
+/*
+ * CUDA activity through CUPTI's activity API, written to an event log.
+ *
+ * Every CUPTI (and driver) function is resolved with dlsym at run time from
+ * the copy the process already has (dlopen RTLD_NOLOAD), so this library has
+ * no link-time dependency on CUDA, and a process with its own CUPTI (PyTorch)
+ * is never given a second one. Timestamps come through CUPTI's timestamp
+ * callback as CLOCK_MONOTONIC, the eBPF clock (bpf_ktime_get_ns).
+ *
+ * Threads: CUPTI calls the buffer callbacks from its own thread; the control
+ * thread starts, ticks and stops. One mutex guards the log writer.
+ */
+#include "inject.h"
+#include "../../eventlog/eventlog.h"
+
+#include <cuda.h>
+#include <cupti.h>
+#include <dlfcn.h>
+#include <errno.h>
+#include <fcntl.h>
+#include <pthread.h>
+#include <stdatomic.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+#include <unistd.h>
+
+#define BUF_SIZE (8u << 20)
+#define BUF_ALIGN 8
+#define MAX_CBID 4096
+
+#define FN(name) __typeof__(name) *name
+static struct {
+	void *h;
+	FN(cuptiSubscribe);
+	FN(cuptiUnsubscribe);
+	FN(cuptiEnableDomain);
+	FN(cuptiActivityEnable);
+	FN(cuptiActivityDisable);
+	FN(cuptiActivityRegisterCallbacks);
+	FN(cuptiActivityFlushAll);
+	FN(cuptiActivityGetNextRecord);
+	FN(cuptiActivityGetNumDroppedRecords);
+	FN(cuptiActivityRegisterTimestampCallback);
+	FN(cuptiActivityEnableRuntimeApi);
+	FN(cuptiSetThreadIdType);
+	FN(cuptiFinalize);
+	FN(cuptiGetResultString);
+	FN(cuptiGetCallbackName);
+} cu;
+
+static struct {
+	void *h;
+	FN(cuDeviceGetCount);
+	FN(cuDeviceGet);
+	FN(cuDeviceGetName);
+	FN(cuDeviceTotalMem);
+	FN(cuDeviceGetAttribute);
+} drv;
+#undef FN
+
+static pthread_mutex_t lock = PTHREAD_MUTEX_INITIALIZER;
+static pthread_cond_t fin_cond = PTHREAD_COND_INITIALIZER;
+static struct evlog_writer *wr;
+static CUpti_SubscriberHandle sub;
+static int subscribed;
+static atomic_int running;
+static atomic_int finalize_wanted;
+static atomic_int finalized;
+static struct li_config cfg;
+static struct li_stats stats;
+static uint32_t devices_seen;        /* bit per device id already written */
+static const char *api_names[2][MAX_CBID];
+
+static const CUpti_ActivityKind kinds[] = {
+	CUPTI_ACTIVITY_KIND_DEVICE, CUPTI_ACTIVITY_KIND_CONCURRENT_KERNEL,
+	CUPTI_ACTIVITY_KIND_MEMCPY, CUPTI_ACTIVITY_KIND_MEMSET,
+	CUPTI_ACTIVITY_KIND_RUNTIME, CUPTI_ACTIVITY_KIND_DRIVER,
+	CUPTI_ACTIVITY_KIND_SYNCHRONIZATION, CUPTI_ACTIVITY_KIND_OVERHEAD,
+};
+static int kind_on[sizeof(kinds) / sizeof(kinds[0])];
+
+/* Runtime calls made so often and so cheaply that recording them costs
+ * more than they tell (as Kineto drops them too). */
+static const uint32_t noisy_runtime[] = {
+	CUPTI_RUNTIME_TRACE_CBID_cudaGetDeviceCount_v3020,
+	CUPTI_RUNTIME_TRACE_CBID_cudaGetLastError_v3020,
+	CUPTI_RUNTIME_TRACE_CBID_cudaPeekAtLastError_v3020,
+	CUPTI_RUNTIME_TRACE_CBID_cudaSetDevice_v3020,
+	CUPTI_RUNTIME_TRACE_CBID_cudaGetDevice_v3020,
+	CUPTI_RUNTIME_TRACE_CBID_cudaFuncGetAttributes_v3020,
+	CUPTI_RUNTIME_TRACE_CBID_cudaPointerGetAttributes_v4000,
+	CUPTI_RUNTIME_TRACE_CBID_cudaDeviceGetAttribute_v5000,
+	CUPTI_RUNTIME_TRACE_CBID_cudaStreamIsCapturing_v10000,
+	CUPTI_RUNTIME_TRACE_CBID_cudaStreamGetCaptureInfo_v10010,
+	CUPTI_RUNTIME_TRACE_CBID_cudaStreamGetCaptureInfo_ptsz_v10010,
+	CUPTI_RUNTIME_TRACE_CBID_cudaThreadExchangeStreamCaptureMode_v10010,
+	CUPTI_RUNTIME_TRACE_CBID_cudaGetFuncBySymbol_v11000,
+	CUPTI_RUNTIME_TRACE_CBID_cudaGetDriverEntryPoint_v11030,
+	CUPTI_RUNTIME_TRACE_CBID_cudaGetDriverEntryPoint_ptsz_v11030,
+	CUPTI_RUNTIME_TRACE_CBID_cudaStreamGetCaptureInfo_v2_v11030,
+	CUPTI_RUNTIME_TRACE_CBID_cudaStreamGetCaptureInfo_v2_ptsz_v11030,
+	CUPTI_RUNTIME_TRACE_CBID_cudaStreamGetCaptureInfo_v12030,
+};
+
+static int is_noisy_runtime(uint32_t cbid)
+{
+	for (size_t i = 0; i < sizeof(noisy_runtime) / sizeof(noisy_runtime[0]); i++)
+		if (noisy_runtime[i] == cbid)
+			return 1;
+	return 0;
+}
+
+static uint64_t CUPTIAPI mono_ns(void)
+{
+	struct timespec ts;
+	clock_gettime(CLOCK_MONOTONIC, &ts);
+	return (uint64_t)ts.tv_sec * 1000000000ull + (uint64_t)ts.tv_nsec;
+}
+
+static const char *cupti_err(CUptiResult r)
+{
+	const char *s = NULL;
+	if (cu.cuptiGetResultString)
+		cu.cuptiGetResultString(r, &s);
+	return s ? s : "unknown CUPTI error";
+}
+
+/* ------------------------------------------------------------ resolving */
+
+/* Directory of the libcudart the process has mapped, for a matching CUPTI. */
+static int cudart_dir(char *dir, size_t len)
+{
+	FILE *f = fopen("/proc/self/maps", "re");
+	char line[1200];
+	int found = 0;
+	while (f && !found && fgets(line, sizeof(line), f)) {
+		char *p = strchr(line, '/');
+		if (!p || !strstr(p, "/libcudart.so"))
+			continue;
+		p[strcspn(p, "\n")] = 0;
+		char *slash = strrchr(p, '/');
+		*slash = 0;
+		snprintf(dir, len, "%s", p);
+		found = 1;
+	}
+	if (f)
+		fclose(f);
+	return found;
+}
+
+static void *open_cupti(char *msg, size_t msgsz)
+{
+	void *h = dlopen("libcupti.so.13", RTLD_NOW | RTLD_NOLOAD);
+	if (h)
+		return h;
+	if (!dlopen("libcuda.so.1", RTLD_NOW | RTLD_NOLOAD)) {
+		snprintf(msg, msgsz, "err CUDA kernel profiling cannot start: the process has not loaded "
+			 "the CUDA driver (libcuda.so.1): not a CUDA program, CUDA not initialized yet "
+			 "(raise --delay), or no GPU driver on this node");
+		return NULL;
+	}
+	char dir[1024], path[1100];
+	if (cudart_dir(dir, sizeof(dir))) {
+		snprintf(path, sizeof(path), "%s/libcupti.so.13", dir);
+		if ((h = dlopen(path, RTLD_NOW | RTLD_LOCAL)))
+			return h;
+		snprintf(msg, msgsz, "err CUDA kernel profiling cannot start: no libcupti.so.13 loaded and "
+			 "none beside the process's libcudart (%s/); install CUPTI for CUDA 13 there", dir);
+		return NULL;
+	}
+	snprintf(msg, msgsz, "err CUDA kernel profiling cannot start: no libcupti.so.13 loaded and no "
+		 "libcudart mapped to find a matching one next to");
+	return NULL;
+}
+
+#define SYM(tab, name, required)                                                        \
+	do {                                                                            \
+		*(void **)&tab.name = dlsym(tab.h, #name);                              \
+		if (!tab.name && (required)) {                                         \
+			snprintf(msg, msgsz, "err CUDA kernel profiling cannot start: %s "    \
+				 "not found in the process's CUPTI", #name);                    \
+			return -ENOENT;                                                 \
+		}                                                                       \
+	} while (0)
+
+static int resolve(char *msg, size_t msgsz)
+{
+	if (!cu.h && !(cu.h = open_cupti(msg, msgsz)))
+		return -ENOENT;
+	SYM(cu, cuptiGetResultString, 0);
+	SYM(cu, cuptiSubscribe, 1);
+	SYM(cu, cuptiUnsubscribe, 1);
+	SYM(cu, cuptiEnableDomain, 1);
+	SYM(cu, cuptiActivityEnable, 1);
+	SYM(cu, cuptiActivityDisable, 1);
+	SYM(cu, cuptiActivityRegisterCallbacks, 1);
+	SYM(cu, cuptiActivityFlushAll, 1);
+	SYM(cu, cuptiActivityGetNextRecord, 1);
+	SYM(cu, cuptiActivityGetNumDroppedRecords, 1);
+	SYM(cu, cuptiActivityRegisterTimestampCallback, 1);
+	SYM(cu, cuptiFinalize, 1);
+	SYM(cu, cuptiActivityEnableRuntimeApi, 0);
+	SYM(cu, cuptiSetThreadIdType, 0);
+	SYM(cu, cuptiGetCallbackName, 0);
+	drv.h = dlopen("libcuda.so.1", RTLD_NOW | RTLD_NOLOAD);
+	if (drv.h) {
+		SYM(drv, cuDeviceGetCount, 0);
+		SYM(drv, cuDeviceGet, 0);
+		SYM(drv, cuDeviceGetName, 0);
+		*(void **)&drv.cuDeviceTotalMem = dlsym(drv.h, "cuDeviceTotalMem_v2");
+		SYM(drv, cuDeviceGetAttribute, 0);
+	}
+	return 0;
+}
+
+/* ------------------------------------------------------------ writing */
+
+static void emit(struct evlog_event *ev)
+{
+	ev->pid = cfg.pid;
+	if (wr)
+		evlog_write(wr, ev);
+}
+
+static const char *api_name(int driver, uint32_t cbid, char *buf, size_t len)
+{
+	const char *n = cbid < MAX_CBID ? api_names[driver][cbid] : NULL;
+	if (!n && cu.cuptiGetCallbackName &&
+	    cu.cuptiGetCallbackName(driver ? CUPTI_CB_DOMAIN_DRIVER_API : CUPTI_CB_DOMAIN_RUNTIME_API,
+				    cbid, &n) != CUPTI_SUCCESS)
+		n = NULL;
+	if (!n) {
+		snprintf(buf, len, "%s_cbid_%u", driver ? "cu" : "cuda", cbid);
+		return buf;
+	}
+	if (cbid < MAX_CBID && !api_names[driver][cbid]) {
+		/* "cudaLaunchKernel_v7000" -> "cudaLaunchKernel", as Kineto names it. */
+		char *s = strdup(n), *v = s ? strstr(s, "_v") : NULL;
+		while (v && v[2] >= '0' && v[2] <= '9' && strstr(v + 2, "_v"))
+			v = strstr(v + 2, "_v");
+		if (v && v[2] >= '0' && v[2] <= '9')
+			*v = 0;
+		api_names[driver][cbid] = s;
+		if (s)
+			n = s;
+	}
+	return n;
+}
+
+static void put_api(const CUpti_ActivityAPI *a, int driver)
+{
+	if (!driver && is_noisy_runtime(a->cbid))
+		return;
+	char buf[64];
+	struct evlog_event ev = { .type = EV_GPU_API, .ts = a->start, .tid = a->threadId };
+	ev.u.gpu_api.dur = a->end > a->start ? a->end - a->start : 0;
+	ev.u.gpu_api.api_class = driver ? EVLIB_CUDA_DRIVER : EVLIB_CUDA_RUNTIME;
+	ev.u.gpu_api.cbid = a->cbid;
+	ev.u.gpu_api.correlation_id = a->correlationId;
+	ev.u.gpu_api.ret = a->returnValue;
+	ev.u.gpu_api.name = evlog_s(api_name(driver, a->cbid, buf, sizeof(buf)));
+	emit(&ev);
+	stats.apis++;
+}
+
+static void put_kernel(const CUpti_ActivityKernel10 *k)
+{
+	struct evlog_event ev = { .type = EV_GPU_KERNEL, .ts = k->start };
+	ev.u.gpu_kernel.dur = k->end > k->start ? k->end - k->start : 0;
+	ev.u.gpu_kernel.device = k->deviceId;
+	ev.u.gpu_kernel.context = k->contextId;
+	ev.u.gpu_kernel.stream = k->streamId;
+	ev.u.gpu_kernel.correlation_id = k->correlationId;
+	ev.u.gpu_kernel.name = evlog_s(k->name ? k->name : "?");
+	ev.u.gpu_kernel.grid[0] = (uint32_t)k->gridX;
+	ev.u.gpu_kernel.grid[1] = (uint32_t)k->gridY;
+	ev.u.gpu_kernel.grid[2] = (uint32_t)k->gridZ;
+	ev.u.gpu_kernel.block[0] = (uint32_t)k->blockX;
+	ev.u.gpu_kernel.block[1] = (uint32_t)k->blockY;
+	ev.u.gpu_kernel.block[2] = (uint32_t)k->blockZ;
+	ev.u.gpu_kernel.registers = k->registersPerThread;
+	ev.u.gpu_kernel.static_smem = (uint32_t)k->staticSharedMemory;
+	ev.u.gpu_kernel.dynamic_smem = (uint32_t)k->dynamicSharedMemory;
+	ev.u.gpu_kernel.graph_id = k->graphId;
+	emit(&ev);
+	stats.kernels++;
+}
+
+static void put_memcpy(const CUpti_ActivityMemcpy6 *m)
+{
+	struct evlog_event ev = { .type = EV_GPU_MEMCPY, .ts = m->start };
+	ev.u.gpu_memcpy.dur = m->end > m->start ? m->end - m->start : 0;
+	ev.u.gpu_memcpy.device = m->deviceId;
+	ev.u.gpu_memcpy.context = m->contextId;
+	ev.u.gpu_memcpy.stream = m->streamId;
+	ev.u.gpu_memcpy.correlation_id = m->correlationId;
+	ev.u.gpu_memcpy.bytes = m->bytes;
+	ev.u.gpu_memcpy.copy_kind = m->copyKind;
+	ev.u.gpu_memcpy.src_kind = m->srcKind;
+	ev.u.gpu_memcpy.dst_kind = m->dstKind;
+	emit(&ev);
+	stats.memcpys++;
+}
+
+static void put_memset(const CUpti_ActivityMemset4 *m)
+{
+	struct evlog_event ev = { .type = EV_GPU_MEMSET, .ts = m->start };
+	ev.u.gpu_memset.dur = m->end > m->start ? m->end - m->start : 0;
+	ev.u.gpu_memset.device = m->deviceId;
+	ev.u.gpu_memset.context = m->contextId;
+	ev.u.gpu_memset.stream = m->streamId;
+	ev.u.gpu_memset.correlation_id = m->correlationId;
+	ev.u.gpu_memset.bytes = m->bytes;
+	ev.u.gpu_memset.value = m->value;
+	emit(&ev);
+	stats.memsets++;
+}
+
+/* Synchronization and CUPTI's own overhead have no event type of their
+ * own: markers named "cuda_sync:<type>" / "cupti_overhead:<kind>", value =
+ * correlation id (sync) or 0, text "context=C stream=S". */
+static void put_sync(const CUpti_ActivitySynchronization2 *s)
+{
+	static const char *const names[] = { "unknown", "event_synchronize", "stream_wait_event",
+					     "stream_synchronize", "context_synchronize" };
+	char name[64], text[64];
+	snprintf(name, sizeof(name), "cuda_sync:%s", s->type < 5 ? names[s->type] : "other");
+	snprintf(text, sizeof(text), "context=%u stream=%u", s->contextId, s->streamId);
+	struct evlog_event ev = { .type = EV_MARKER, .ts = s->start };
+	ev.u.marker.name = evlog_s(name);
+	ev.u.marker.text = evlog_s(text);
+	ev.u.marker.dur = s->end > s->start ? s->end - s->start : 0;
+	ev.u.marker.value = s->correlationId;
+	emit(&ev);
+	stats.syncs++;
+}
+
+static void put_overhead(const CUpti_ActivityOverhead3 *o)
+{
+	char name[64];
+	snprintf(name, sizeof(name), "cupti_overhead:%u", (unsigned)o->overheadKind);
+	struct evlog_event ev = { .type = EV_MARKER, .ts = o->start };
+	if (o->objectKind == CUPTI_ACTIVITY_OBJECT_THREAD || o->objectKind == CUPTI_ACTIVITY_OBJECT_PROCESS)
+		ev.tid = o->objectId.pt.threadId;
+	ev.u.marker.name = evlog_s(name);
+	ev.u.marker.text = evlog_s("");
+	ev.u.marker.dur = o->end > o->start ? o->end - o->start : 0;
+	emit(&ev);
+}
+
+static void put_device_ev(uint32_t id, const char *name, uint32_t sms, uint32_t clock_khz,
+			  uint64_t mem, uint64_t bw, uint32_t ccmaj, uint32_t ccmin,
+			  uint32_t thr_sm, uint32_t regs_sm, uint32_t smem_sm)
+{
+	if (id < 32 && (devices_seen & (1u << id)))
+		return;
+	if (id < 32)
+		devices_seen |= 1u << id;
+	struct evlog_event ev = { .type = EV_GPU_DEVICE, .ts = mono_ns() };
+	ev.u.gpu_device.device = id;
+	ev.u.gpu_device.name = evlog_s(name);
+	ev.u.gpu_device.uuid = evlog_s("");
+	ev.u.gpu_device.sm_count = sms;
+	ev.u.gpu_device.clock_khz = clock_khz;
+	ev.u.gpu_device.memory_bytes = mem;
+	ev.u.gpu_device.memory_bandwidth = bw;
+	ev.u.gpu_device.cc_major = ccmaj;
+	ev.u.gpu_device.cc_minor = ccmin;
+	ev.u.gpu_device.max_threads_per_sm = thr_sm;
+	ev.u.gpu_device.max_regs_per_sm = regs_sm;
+	ev.u.gpu_device.max_smem_per_sm = smem_sm;
+	emit(&ev);
+	stats.devices++;
+}
+
+static void put_device(const CUpti_ActivityDevice5 *d)
+{
+	put_device_ev(d->id, d->name ? d->name : "", d->numMultiprocessors, d->coreClockRate,
+		      d->globalMemorySize, d->globalMemoryBandwidth * 1000ull,
+		      d->computeCapabilityMajor, d->computeCapabilityMinor,
+		      d->maxWarpsPerMultiprocessor * d->numThreadsPerWarp,
+		      d->maxRegistersPerMultiprocessor, d->maxSharedMemoryPerMultiprocessor);
+}
+
+/* Devices of an already running process (the DEVICE activity only comes
+ * at context creation): ask the driver the process has loaded. */
+static void query_devices(void)
+{
+	int n = 0;
+	if (!drv.cuDeviceGetCount || !drv.cuDeviceGet || !drv.cuDeviceGetAttribute ||
+	    drv.cuDeviceGetCount(&n) != CUDA_SUCCESS)
+		return;
+	for (int i = 0; i < n && i < 32; i++) {
+		CUdevice d;
+		char name[256] = "";
+		size_t mem = 0;
+		int a[9] = { 0 };
+		static const CUdevice_attribute attrs[9] = {
+			CU_DEVICE_ATTRIBUTE_MULTIPROCESSOR_COUNT, CU_DEVICE_ATTRIBUTE_CLOCK_RATE,
+			CU_DEVICE_ATTRIBUTE_MEMORY_CLOCK_RATE, CU_DEVICE_ATTRIBUTE_GLOBAL_MEMORY_BUS_WIDTH,
+			CU_DEVICE_ATTRIBUTE_COMPUTE_CAPABILITY_MAJOR, CU_DEVICE_ATTRIBUTE_COMPUTE_CAPABILITY_MINOR,
+			CU_DEVICE_ATTRIBUTE_MAX_THREADS_PER_MULTIPROCESSOR,
+			CU_DEVICE_ATTRIBUTE_MAX_REGISTERS_PER_MULTIPROCESSOR,
+			CU_DEVICE_ATTRIBUTE_MAX_SHARED_MEMORY_PER_MULTIPROCESSOR,
+		};
+		if (drv.cuDeviceGet(&d, i) != CUDA_SUCCESS)
+			continue;
+		if (drv.cuDeviceGetName)
+			drv.cuDeviceGetName(name, sizeof(name) - 1, d);
+		if (drv.cuDeviceTotalMem)
+			drv.cuDeviceTotalMem(&mem, d);
+		for (int j = 0; j < 9; j++)
+			drv.cuDeviceGetAttribute(&a[j], attrs[j], d);
+		/* DDR: two transfers per memory clock (kHz) over the bus width. */
+		uint64_t bw = (uint64_t)a[2] * 1000ull * 2ull * (uint64_t)a[3] / 8ull;
+		put_device_ev((uint32_t)i, name, (uint32_t)a[0], (uint32_t)a[1], mem, bw,
+			      (uint32_t)a[4], (uint32_t)a[5], (uint32_t)a[6], (uint32_t)a[7], (uint32_t)a[8]);
+	}
+}
+
+static void put_record(const CUpti_Activity *r)
+{
+	switch (r->kind) {
+	case CUPTI_ACTIVITY_KIND_KERNEL:
+	case CUPTI_ACTIVITY_KIND_CONCURRENT_KERNEL:
+		put_kernel((const CUpti_ActivityKernel10 *)r);
+		break;
+	case CUPTI_ACTIVITY_KIND_MEMCPY:
+		put_memcpy((const CUpti_ActivityMemcpy6 *)r);
+		break;
+	case CUPTI_ACTIVITY_KIND_MEMSET:
+		put_memset((const CUpti_ActivityMemset4 *)r);
+		break;
+	case CUPTI_ACTIVITY_KIND_RUNTIME:
+		put_api((const CUpti_ActivityAPI *)r, 0);
+		break;
+	case CUPTI_ACTIVITY_KIND_DRIVER:
+		put_api((const CUpti_ActivityAPI *)r, 1);
+		break;
+	case CUPTI_ACTIVITY_KIND_SYNCHRONIZATION:
+		put_sync((const CUpti_ActivitySynchronization2 *)r);
+		break;
+	case CUPTI_ACTIVITY_KIND_OVERHEAD:
+		put_overhead((const CUpti_ActivityOverhead3 *)r);
+		break;
+	case CUPTI_ACTIVITY_KIND_DEVICE:
+		put_device((const CUpti_ActivityDevice5 *)r);
+		break;
+	default:
+		break;
+	}
+}
+
+static void put_lost(uint64_t n)
+{
+	struct evlog_event ev = { .type = EV_LOST, .ts = mono_ns() };
+	ev.u.lost.source = EVSRC_CUPTI;
+	ev.u.lost.count = n;
+	emit(&ev);
+	stats.dropped += n;
+}
+
+/* ------------------------------------------------------------ CUPTI callbacks */
+
+static void CUPTIAPI buf_requested(uint8_t **buf, size_t *size, size_t *max_records)
+{
+	*buf = aligned_alloc(BUF_ALIGN, BUF_SIZE);
+	*size = *buf ? BUF_SIZE : 0;
+	*max_records = 0;
+}
+
+static void CUPTIAPI buf_completed(CUcontext ctx, uint32_t stream, uint8_t *buf, size_t size,
+				   size_t valid)
+{
+	CUpti_Activity *r = NULL;
+	pthread_mutex_lock(&lock);
+	while (valid && cu.cuptiActivityGetNextRecord(buf, valid, &r) == CUPTI_SUCCESS)
+		put_record(r);
+	size_t dropped = 0;
+	if (cu.cuptiActivityGetNumDroppedRecords(ctx, stream, &dropped) == CUPTI_SUCCESS && dropped)
+		put_lost(dropped);
+	pthread_mutex_unlock(&lock);
+	(void)size;
+	free(buf);
+}
+
+/* Enabled only while detaching: the first runtime/driver API exit of any
+ * thread finalizes CUPTI, the safe place the CUPTI manual names. */
+static void CUPTIAPI api_callback(void *ud, CUpti_CallbackDomain dom, CUpti_CallbackId cbid,
+				  const void *data)
+{
+	const CUpti_CallbackData *cb = data;
+	(void)ud; (void)cbid;
+	if ((dom != CUPTI_CB_DOMAIN_RUNTIME_API && dom != CUPTI_CB_DOMAIN_DRIVER_API) ||
+	    cb->callbackSite != CUPTI_API_EXIT || !atomic_load(&finalize_wanted))
+		return;
+	int one = 1;
+	if (!atomic_compare_exchange_strong(&finalize_wanted, &one, 0))
+		return;
+	cu.cuptiFinalize();
+	pthread_mutex_lock(&lock);
+	atomic_store(&finalized, 1);
+	pthread_cond_broadcast(&fin_cond);
+	pthread_mutex_unlock(&lock);
+}
+
+/* ------------------------------------------------------------ start / stop */
+
+static int open_log(char *msg, size_t msgsz)
+{
+	struct timespec rt;
+	clock_gettime(CLOCK_REALTIME, &rt);
+	struct tm tm;
+	gmtime_r(&rt.tv_sec, &tm);
+	char stamp[32], path[1400];
+	strftime(stamp, sizeof(stamp), "%Y%m%dT%H%M%S", &tm);
+	snprintf(stats.file, sizeof(stats.file), "llmtracker-cupti.%.64s.%u.%s.%09ld.evlog",
+		 cfg.host, cfg.pid, stamp, rt.tv_nsec);
+	if (cfg.dir_fd >= 0)
+		/* The collector's directory, handed over as an fd: works across
+		 * mount namespaces, and rename stays inside it. */
+		snprintf(path, sizeof(path), "/proc/self/fd/%d/%s", cfg.dir_fd, stats.file);
+	else
+		snprintf(path, sizeof(path), "%s/%s", cfg.dir[0] ? cfg.dir : ".", stats.file);
+	char cmd[64];
+	snprintf(cmd, sizeof(cmd), "pid=%u", (unsigned)getpid());
+	struct evlog_header h = {
+		.host = evlog_s(cfg.host), .producer = evlog_s("inject"),
+		.cmdline = evlog_s(cmd),
+		.options = evlog_s(cfg.launch ? "cupti launch" : "cupti attach"),
+		.producer_pid = (uint32_t)getpid(),
+	};
+	char err[256];
+	if (evlog_writer_open(&wr, path, &h, NULL, err, sizeof(err))) {
+		snprintf(msg, msgsz, "err CUDA kernel profiling cannot start: cannot create its log: %s", err);
+		return -EIO;
+	}
+	return 0;
+}
+
+static int enable_kinds(void)
+{
+	for (size_t i = 0; i < sizeof(kinds) / sizeof(kinds[0]); i++) {
+		if (kinds[i] == CUPTI_ACTIVITY_KIND_DRIVER && !cfg.driver)
+			continue;
+		kind_on[i] = cu.cuptiActivityEnable(kinds[i]) == CUPTI_SUCCESS;
+	}
+	if (cu.cuptiActivityEnableRuntimeApi)
+		for (size_t i = 0; i < sizeof(noisy_runtime) / sizeof(noisy_runtime[0]); i++)
+			cu.cuptiActivityEnableRuntimeApi(noisy_runtime[i], 0);
+	return kind_on[1] ? 0 : -1; /* kernels are the point */
+}
+
+static void disable_kinds(void)
+{
+	for (size_t i = 0; i < sizeof(kinds) / sizeof(kinds[0]); i++)
+		if (kind_on[i])
+			cu.cuptiActivityDisable(kinds[i]);
+	memset(kind_on, 0, sizeof(kind_on));
+}
+
+static void close_log(void)
+{
+	pthread_mutex_lock(&lock);
+	if (wr && evlog_writer_close(wr))
+		stats.file[0] = 0;
+	wr = NULL;
+	pthread_mutex_unlock(&lock);
+}
+
+static int subscribe(char *msg, size_t msgsz)
+{
+	CUptiResult r = cu.cuptiSubscribe(&sub, (CUpti_CallbackFunc)api_callback, NULL);
+	if (r == CUPTI_ERROR_MULTIPLE_SUBSCRIBERS_NOT_SUPPORTED) {
+		snprintf(msg, msgsz, "err CUDA kernel profiling cannot start: another CUPTI client is "
+			 "active in this process (PyTorch profiler, Nsight, a CUDA debugger); "
+			 "the process is untouched");
+		return -EBUSY;
+	}
+	if (r != CUPTI_SUCCESS) {
+		snprintf(msg, msgsz, "err CUDA kernel profiling cannot start: cuptiSubscribe: %s", cupti_err(r));
+		return -EIO;
+	}
+	subscribed = 1;
+	return 0;
+}
+
+int li_cupti_start(const struct li_config *c, char *msg, size_t msgsz)
+{
+	if (atomic_load(&running)) {
+		snprintf(msg, msgsz, "err already running");
+		return -EBUSY;
+	}
+	cfg = *c;
+	memset(&stats, 0, sizeof(stats));
+	int rc = resolve(msg, msgsz);
+	if (rc || (rc = subscribe(msg, msgsz)))
+		return rc;
+	if ((rc = open_log(msg, msgsz))) {
+		cu.cuptiUnsubscribe(sub);
+		subscribed = 0;
+		return rc;
+	}
+	CUptiResult r;
+	if (cu.cuptiSetThreadIdType)
+		cu.cuptiSetThreadIdType(CUPTI_ACTIVITY_THREAD_ID_TYPE_SYSTEM);
+	if ((r = cu.cuptiActivityRegisterTimestampCallback(mono_ns)) != CUPTI_SUCCESS ||
+	    (r = cu.cuptiActivityRegisterCallbacks(buf_requested, buf_completed)) != CUPTI_SUCCESS) {
+		snprintf(msg, msgsz, "err CUDA kernel profiling cannot start: CUPTI set-up: %s", cupti_err(r));
+		evlog_writer_abort(wr);
+		wr = NULL;
+		cu.cuptiUnsubscribe(sub);
+		subscribed = 0;
+		return -EIO;
+	}
+	if (!cfg.launch) {
+		pthread_mutex_lock(&lock);
+		query_devices();
+		pthread_mutex_unlock(&lock);
+	}
+	if (enable_kinds()) {
+		snprintf(msg, msgsz, "err CUDA kernel profiling cannot start: CUPTI refused kernel activity");
+		disable_kinds();
+		evlog_writer_abort(wr);
+		wr = NULL;
+		atomic_store(&running, 1);  /* let stop() finalize: CUPTI holds our callbacks */
+		return -EIO;
+	}
+	atomic_store(&running, 1);
+	snprintf(msg, msgsz, "ok file=%s", stats.file);
+	return 0;
+}
+
+void li_cupti_tick(void)
+{
+	pthread_mutex_lock(&lock);
+	if (wr)
+		evlog_writer_tick(wr);
+	pthread_mutex_unlock(&lock);
+}
+
+int li_cupti_running(void)
+{
+	return atomic_load(&running);
+}
+
+/* Wait for an API exit to run cuptiFinalize. */
+static int wait_finalized(int ms)
+{
+	struct timespec dl;
+	clock_gettime(CLOCK_REALTIME, &dl);
+	dl.tv_sec += ms / 1000;
+	dl.tv_nsec += (long)(ms % 1000) * 1000000L;
+	if (dl.tv_nsec >= 1000000000L) {
+		dl.tv_sec++;
+		dl.tv_nsec -= 1000000000L;
+	}
+	pthread_mutex_lock(&lock);
+	while (!atomic_load(&finalized))
+		if (pthread_cond_timedwait(&fin_cond, &lock, &dl))
+			break;
+	pthread_mutex_unlock(&lock);
+	return atomic_load(&finalized);
+}
+
+int li_cupti_stop(struct li_stats *st, int finalize)
+{
+	int was = 1;
+	if (!atomic_compare_exchange_strong(&running, &was, 0)) {
+		*st = stats;
+		return !subscribed || atomic_load(&finalized);
+	}
+	disable_kinds();
+	cu.cuptiActivityFlushAll(CUPTI_ACTIVITY_FLAG_FLUSH_FORCED);
+	int done = 0;
+	if (finalize) {
+		atomic_store(&finalize_wanted, 1);
+		cu.cuptiEnableDomain(1, sub, CUPTI_CB_DOMAIN_RUNTIME_API);
+		cu.cuptiEnableDomain(1, sub, CUPTI_CB_DOMAIN_DRIVER_API);
+		done = wait_finalized(cfg.finalize_ms > 0 ? cfg.finalize_ms : 3000);
+	}
+	/* If no API call came, the callback stays armed: the next call the
+	 * process makes finalizes CUPTI, and this library stays loaded for it. */
+	stats.finalized = done;
+	close_log();
+	*st = stats;
+	return done;
+}

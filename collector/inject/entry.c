@@ -1,0 +1,275 @@
+// SPDX-License-Identifier: Apache-2.0
+/*
+ * Entry points of libllmtracker-inject.so and its control thread.
+ *
+ * The functions the injector calls run on a borrowed thread of the target,
+ * so they only start a thread and return; everything that can block
+ * (CUPTI, files) happens on that thread, with every signal blocked so the
+ * target's signal delivery is unchanged.
+ */
+#include "inject.h"
+
+#include <errno.h>
+#include <fcntl.h>
+#include <poll.h>
+#include <pthread.h>
+#include <signal.h>
+#include <stdatomic.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/socket.h>
+#include <unistd.h>
+
+enum { LI_IDLE, LI_RUNNING, LI_DONE };
+
+static pthread_t li_thread;
+static atomic_int li_state = LI_IDLE;
+static atomic_int li_unloadable = 1;
+static int li_sock = -1;
+static int li_started_early;            /* launch mode: CUPTI started in InitializeInjection */
+static char li_early_msg[512];
+static int li_early_rc;
+static struct li_config li_cfg;
+
+/* "WORD rest" -> "WORD pid=N rest": several processes may share a socket. */
+static void send_msg(const char *msg)
+{
+	char buf[1024];
+	size_t w = strcspn(msg, " ");
+	if (li_sock < 0)
+		return;
+	snprintf(buf, sizeof(buf), "%.*s pid=%d%s", (int)w, msg, (int)getpid(), msg + w);
+	send(li_sock, buf, strlen(buf), MSG_NOSIGNAL | MSG_DONTWAIT);
+}
+
+static void cfg_defaults(struct li_config *c)
+{
+	memset(c, 0, sizeof(*c));
+	c->pid = (uint32_t)getpid();
+	c->dir_fd = -1;
+	c->driver = 1;
+	c->finalize_ms = 3000;
+	if (gethostname(c->host, sizeof(c->host) - 1))
+		snprintf(c->host, sizeof(c->host), "unknown");
+}
+
+/* "start pid=1 host=h driver=1 finalize_ms=3000 dir=/x" -> cfg */
+static void cfg_parse(struct li_config *c, char *msg)
+{
+	char *save = NULL;
+	for (char *tok = strtok_r(msg, " ", &save); tok; tok = strtok_r(NULL, " ", &save)) {
+		char *eq = strchr(tok, '=');
+		if (!eq)
+			continue;
+		*eq++ = 0;
+		if (!strcmp(tok, "pid"))
+			c->pid = (uint32_t)strtoul(eq, NULL, 10);
+		else if (!strcmp(tok, "host"))
+			snprintf(c->host, sizeof(c->host), "%s", eq);
+		else if (!strcmp(tok, "driver"))
+			c->driver = atoi(eq);
+		else if (!strcmp(tok, "finalize_ms"))
+			c->finalize_ms = atoi(eq);
+		else if (!strcmp(tok, "dir"))
+			snprintf(c->dir, sizeof(c->dir), "%s", eq);
+	}
+}
+
+/* Receive one message (and an fd, if one came with it). 0 on EOF/error. */
+static ssize_t recv_msg(char *buf, size_t len, int *fd)
+{
+	char cbuf[CMSG_SPACE(sizeof(int))];
+	struct iovec iov = { buf, len - 1 };
+	struct msghdr mh = { .msg_iov = &iov, .msg_iovlen = 1,
+			     .msg_control = cbuf, .msg_controllen = sizeof(cbuf) };
+	ssize_t n;
+	do
+		n = recvmsg(li_sock, &mh, MSG_CMSG_CLOEXEC);
+	while (n < 0 && errno == EINTR);
+	if (n <= 0)
+		return 0;
+	buf[n] = 0;
+	for (struct cmsghdr *cm = CMSG_FIRSTHDR(&mh); cm; cm = CMSG_NXTHDR(&mh, cm))
+		if (cm->cmsg_level == SOL_SOCKET && cm->cmsg_type == SCM_RIGHTS && fd)
+			memcpy(fd, CMSG_DATA(cm), sizeof(int));
+	return n;
+}
+
+/* Wait for "stop" or EOF, ticking the log so data reaches disk. */
+static void wait_stop(void)
+{
+	char buf[256];
+	for (;;) {
+		struct pollfd p = { li_sock, POLLIN, 0 };
+		int r = poll(&p, 1, 200);
+		if (r == 0) {
+			li_cupti_tick();
+			continue;
+		}
+		if (r < 0 && errno == EINTR)
+			continue;
+		if (r < 0 || !recv_msg(buf, sizeof(buf), NULL) || !strncmp(buf, "stop", 4))
+			return;
+	}
+}
+
+/* The thread's last act: from LI_DONE on, llmt_inject_fini may join it,
+ * and nothing left here blocks (the send does not wait). */
+static void final_msg(const char *msg)
+{
+	int sock = li_sock;
+	if (li_cfg.dir_fd >= 0) {
+		close(li_cfg.dir_fd);
+		li_cfg.dir_fd = -1;
+	}
+	atomic_store(&li_state, LI_DONE);
+	if (msg)
+		send_msg(msg);
+	li_sock = -1;
+	close(sock);
+}
+
+static void stop_and_report(void)
+{
+	struct li_stats st;
+	memset(&st, 0, sizeof(st));
+	int unloadable = li_cupti_stop(&st, 1);
+	atomic_store(&li_unloadable, unloadable);
+	char msg[512];
+	snprintf(msg, sizeof(msg), "stopped kernels=%llu memcpy=%llu memset=%llu api=%llu sync=%llu "
+		 "devices=%llu dropped=%llu finalized=%d file=%s",
+		 (unsigned long long)st.kernels, (unsigned long long)st.memcpys,
+		 (unsigned long long)st.memsets, (unsigned long long)st.apis,
+		 (unsigned long long)st.syncs, (unsigned long long)st.devices,
+		 (unsigned long long)st.dropped, st.finalized, st.file[0] ? st.file : "-");
+	final_msg(msg);
+}
+
+static void *worker(void *arg)
+{
+	(void)arg;
+	char buf[2048], msg[600];
+	int rc = li_early_rc;
+	if (li_started_early) {
+		snprintf(msg, sizeof(msg), "%s", li_early_msg);
+	} else {
+		int fd = -1;
+		if (!recv_msg(buf, sizeof(buf), &fd) || strncmp(buf, "start", 5)) {
+			if (fd >= 0)
+				close(fd);
+			goto out; /* the collector went away before starting us */
+		}
+		cfg_parse(&li_cfg, buf + 5);
+		li_cfg.dir_fd = fd;
+		rc = li_cupti_start(&li_cfg, msg, sizeof(msg));
+	}
+	send_msg(msg);
+	wait_stop();
+	if (li_cfg.dir_fd >= 0 && rc != 0) {
+		close(li_cfg.dir_fd);
+		li_cfg.dir_fd = -1;
+	}
+	if (rc == 0)
+		stop_and_report();
+	else
+		final_msg("stopped kernels=0 memcpy=0 memset=0 api=0 sync=0 devices=0 dropped=0 "
+			  "finalized=0 file=-");
+	return NULL;
+out:
+	final_msg(NULL);
+	return NULL;
+}
+
+static int start_worker(void)
+{
+	sigset_t all, old;
+	sigfillset(&all);
+	pthread_sigmask(SIG_SETMASK, &all, &old);
+	int rc = pthread_create(&li_thread, NULL, worker, NULL);
+	pthread_sigmask(SIG_SETMASK, &old, NULL);
+	if (rc)
+		return -rc;
+	atomic_store(&li_state, LI_RUNNING);
+	return 0;
+}
+
+/* Called by the injector on a borrowed thread: start the control thread. */
+LI_API int llmt_inject_attach(int sock)
+{
+	if (atomic_load(&li_state) != LI_IDLE) {
+		close(sock);
+		return -EBUSY;
+	}
+	li_sock = sock;
+	cfg_defaults(&li_cfg);
+	int rc = start_worker();
+	if (rc) {
+		close(sock);
+		li_sock = -1;
+	}
+	return rc;
+}
+
+/* Called by the injector before dlclose: 1 if nothing of ours still runs
+ * and CUPTI holds no pointer into this library. */
+LI_API int llmt_inject_fini(void)
+{
+	int st = atomic_load(&li_state);
+	if (st == LI_RUNNING)
+		return 0;
+	if (st == LI_DONE) {
+		pthread_join(li_thread, NULL);
+		atomic_store(&li_state, LI_IDLE);
+	}
+	return atomic_load(&li_unloadable);
+}
+
+/* Launch mode: the collector left a socket in the environment. Every CUDA
+ * process of the launched tree that inherited it reports on it, each
+ * message tagged with its pid; the collector stops each one. */
+static int launch_socket(void)
+{
+	const char *s = getenv("LLMT_INJECT_SOCK");
+	if (!s)
+		return -1;
+	int fd = atoi(s), type = 0;
+	socklen_t len = sizeof(type);
+	if (fd < 0 || getsockopt(fd, SOL_SOCKET, SO_TYPE, &type, &len) || type != SOCK_SEQPACKET)
+		return -1;
+	fcntl(fd, F_SETFD, FD_CLOEXEC);
+	return fd;
+}
+
+/* CUPTI's injection entry (CUDA_INJECTION64_PATH), called once from cuInit. */
+LI_API int InitializeInjection(void)
+{
+	if (atomic_load(&li_state) != LI_IDLE || li_started_early)
+		return 1;
+	cfg_defaults(&li_cfg);
+	li_cfg.launch = 1;
+	const char *v;
+	if ((v = getenv("LLMT_CUPTI_DIR")))
+		snprintf(li_cfg.dir, sizeof(li_cfg.dir), "%s", v);
+	if ((v = getenv("LLMT_HOST")))
+		snprintf(li_cfg.host, sizeof(li_cfg.host), "%s", v);
+	if ((v = getenv("LLMT_CUPTI_DRIVER")))
+		li_cfg.driver = atoi(v);
+	li_early_rc = li_cupti_start(&li_cfg, li_early_msg, sizeof(li_early_msg));
+	li_started_early = 1;
+	li_sock = launch_socket();
+	if (li_sock >= 0 && start_worker()) {
+		close(li_sock);
+		li_sock = -1;
+	}
+	return 1;
+}
+
+/* Process exit (or dlclose): publish what was recorded. */
+__attribute__((destructor)) static void li_exit(void)
+{
+	if (li_cupti_running()) {
+		struct li_stats st;
+		li_cupti_stop(&st, 0);
+	}
+}

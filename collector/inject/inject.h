@@ -1,0 +1,53 @@
+/* SPDX-License-Identifier: Apache-2.0 */
+/*
+ * libllmtracker-inject.so internals. The library is loaded into a target
+ * process either by CUDA (CUDA_INJECTION64_PATH -> InitializeInjection) or by
+ * the collector's injector (llmt_inject_attach). It records CUDA activity
+ * through CUPTI into its own event log, one per process, in a directory the
+ * collector names.
+ *
+ * Control protocol on the AF_UNIX SOCK_SEQPACKET socket the collector holds
+ * the other end of (text messages, one per packet):
+ *   collector -> lib  "start KEY=VALUE ..." (+ SCM_RIGHTS: output dir fd)
+ *                     keys: pid (host pid), host, dir (path, if no fd),
+ *                           driver (0/1), finalize_ms
+ *   lib -> collector  "ok file=NAME" | "err MESSAGE"
+ *   collector -> lib  "stop"
+ *   lib -> collector  "stopped kernels=N memcpy=N memset=N api=N dropped=N
+ *                      finalized=0|1 file=NAME"
+ * EOF on the socket (the collector died) stops collection the same way.
+ */
+#ifndef LLMT_INJECT_H
+#define LLMT_INJECT_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#define LI_API __attribute__((visibility("default")))
+
+struct li_config {
+	uint32_t pid;          /* pid to record events under (host view) */
+	char host[256];
+	int dir_fd;            /* output directory, or -1 */
+	char dir[1024];        /* output directory path when dir_fd < 0 */
+	int driver;            /* record driver API calls too */
+	int finalize_ms;       /* how long to wait for an API exit to finalize */
+	int launch;            /* loaded by CUDA at start (InitializeInjection) */
+};
+
+struct li_stats {
+	uint64_t kernels, memcpys, memsets, apis, syncs, devices, dropped;
+	int finalized;
+	char file[256];
+};
+
+/* cupti.c */
+int li_cupti_start(const struct li_config *cfg, char *msg, size_t msgsz);
+void li_cupti_tick(void);
+/* Stop: disable, flush, finalize at the next API exit (waits up to
+ * cfg->finalize_ms) unless `finalize` is 0 (process exit), publish the log. Returns 1 if CUPTI let go of this
+ * library's code (it may be unloaded), else 0. */
+int li_cupti_stop(struct li_stats *st, int finalize);
+int li_cupti_running(void);
+
+#endif

@@ -1,0 +1,857 @@
+// SPDX-License-Identifier: Apache-2.0
+/*
+ * injector: ptrace-based loading and unloading of a library in a running
+ * process. See injector.h for the method; this file is x86-64 only.
+ */
+#include "injector.h"
+
+#include <dirent.h>
+#include <dlfcn.h>
+#include <elf.h>
+#include <errno.h>
+#include <fcntl.h>
+#include <gelf.h>
+#include <libelf.h>
+#include <signal.h>
+#include <stdarg.h>
+#include <stdbool.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/mman.h>
+#include <sys/ptrace.h>
+#include <sys/socket.h>
+#include <sys/stat.h>
+#include <sys/syscall.h>
+#include <sys/uio.h>
+#include <sys/user.h>
+#include <sys/wait.h>
+#include <time.h>
+#include <unistd.h>
+
+#ifndef __x86_64__
+int lt_inj_load(struct lt_inj *inj, int pid, const char *lib_path, char *err, size_t errsz)
+{
+	(void)inj; (void)lib_path;
+	snprintf(err, errsz, "attaching to pid %d: the injector supports x86-64 only", pid);
+	return -ENOSYS;
+}
+int lt_inj_unload(struct lt_inj *inj, char *err, size_t errsz)
+{
+	(void)inj;
+	snprintf(err, errsz, "the injector supports x86-64 only");
+	return -ENOSYS;
+}
+#else
+
+#ifndef MFD_EXEC
+#define MFD_EXEC 0x10U
+#endif
+#ifndef NT_X86_XSTATE
+#define NT_X86_XSTATE 0x202
+#endif
+#ifndef PTRACE_EVENT_STOP
+#define PTRACE_EVENT_STOP 128
+#endif
+
+#define XSTATE_MAX (64 * 1024)
+#define MAX_DEFERRED 16
+#define SCRATCH_SIZE 4096
+
+/* One seized thread and everything needed to put it back as it was. */
+struct inj_thread {
+	int pid, tid;
+	struct user_regs_struct regs;   /* as stopped */
+	void *fp;                       /* xstate (or FP regs) as stopped */
+	size_t fp_len;
+	int fp_note;                    /* NT_X86_XSTATE or NT_PRFPREG */
+	uint64_t sys_insn;              /* address of the `syscall` it sleeps in */
+	int deferred[MAX_DEFERRED];     /* signals held back during syscall injection */
+	int n_deferred;
+	bool gone;                      /* the thread or process exited */
+};
+
+static int fail(char *err, size_t errsz, int rc, const char *fmt, ...)
+	__attribute__((format(printf, 4, 5)));
+static int fail(char *err, size_t errsz, int rc, const char *fmt, ...)
+{
+	va_list ap;
+	va_start(ap, fmt);
+	vsnprintf(err, errsz, fmt, ap);
+	va_end(ap);
+	return rc;
+}
+
+static uint64_t now_ms(void)
+{
+	struct timespec ts;
+	clock_gettime(CLOCK_MONOTONIC, &ts);
+	return (uint64_t)ts.tv_sec * 1000 + (uint64_t)ts.tv_nsec / 1000000;
+}
+
+static bool pid_alive(int pid)
+{
+	return kill(pid, 0) == 0 || errno == EPERM;
+}
+
+/* ------------------------------------------------------------ waiting */
+
+/* Wait for the next stop of t->tid, up to timeout_ms. Returns the wait
+ * status, -ETIMEDOUT, or -ESRCH if the thread is gone. */
+static int wait_stop(struct inj_thread *t, int timeout_ms)
+{
+	uint64_t end = now_ms() + (uint64_t)timeout_ms;
+	useconds_t nap = 50;
+	for (;;) {
+		int st = 0;
+		pid_t r = waitpid(t->tid, &st, __WALL | WNOHANG);
+		if (r == t->tid) {
+			if (WIFEXITED(st) || WIFSIGNALED(st)) {
+				t->gone = true;
+				return -ESRCH;
+			}
+			return st;
+		}
+		if (r < 0 && errno != EINTR) {
+			t->gone = true;
+			return -ESRCH;
+		}
+		if (!pid_alive(t->tid)) {
+			t->gone = true;
+			return -ESRCH;
+		}
+		if (now_ms() >= end)
+			return -ETIMEDOUT;
+		usleep(nap);
+		if (nap < 2000)
+			nap *= 2;
+	}
+}
+
+static bool is_event_stop(int st)
+{
+	return WIFSTOPPED(st) && (st >> 16) == PTRACE_EVENT_STOP;
+}
+
+/* ------------------------------------------------------------ registers */
+
+static int get_regs(struct inj_thread *t, struct user_regs_struct *r)
+{
+	struct iovec iov = { r, sizeof(*r) };
+	return ptrace(PTRACE_GETREGSET, t->tid, (void *)NT_PRSTATUS, &iov) ? -errno : 0;
+}
+
+static int set_regs(struct inj_thread *t, const struct user_regs_struct *r)
+{
+	struct iovec iov = { (void *)r, sizeof(*r) };
+	return ptrace(PTRACE_SETREGSET, t->tid, (void *)NT_PRSTATUS, &iov) ? -errno : 0;
+}
+
+static int save_fp(struct inj_thread *t)
+{
+	t->fp = malloc(XSTATE_MAX);
+	if (!t->fp)
+		return -ENOMEM;
+	struct iovec iov = { t->fp, XSTATE_MAX };
+	t->fp_note = NT_X86_XSTATE;
+	if (ptrace(PTRACE_GETREGSET, t->tid, (void *)(long)t->fp_note, &iov)) {
+		iov.iov_len = XSTATE_MAX;
+		t->fp_note = NT_PRFPREG;
+		if (ptrace(PTRACE_GETREGSET, t->tid, (void *)(long)t->fp_note, &iov))
+			return -errno;
+	}
+	t->fp_len = iov.iov_len;
+	return 0;
+}
+
+static int restore_all(struct inj_thread *t)
+{
+	int rc = set_regs(t, &t->regs);
+	if (t->fp && t->fp_len) {
+		struct iovec iov = { t->fp, t->fp_len };
+		if (ptrace(PTRACE_SETREGSET, t->tid, (void *)(long)t->fp_note, &iov) && !rc)
+			rc = -errno;
+	}
+	return rc;
+}
+
+/* ------------------------------------------------------------ memory */
+
+static int peek(struct inj_thread *t, uint64_t addr, uint64_t *val)
+{
+	errno = 0;
+	long v = ptrace(PTRACE_PEEKDATA, t->tid, (void *)addr, NULL);
+	if (errno)
+		return -errno;
+	*val = (uint64_t)v;
+	return 0;
+}
+
+static int poke_bytes(struct inj_thread *t, uint64_t addr, const void *buf, size_t len)
+{
+	const uint8_t *p = buf;
+	for (size_t off = 0; off < len; off += 8) {
+		uint64_t word = 0;
+		size_t n = len - off < 8 ? len - off : 8;
+		if (n < 8 && peek(t, addr + off, &word))
+			return -errno;
+		memcpy(&word, p + off, n);
+		if (ptrace(PTRACE_POKEDATA, t->tid, (void *)(addr + off), (void *)word))
+			return -errno;
+	}
+	return 0;
+}
+
+static int peek_string(struct inj_thread *t, uint64_t addr, char *buf, size_t len)
+{
+	size_t off = 0;
+	while (off + 1 < len) {
+		uint64_t w;
+		if (peek(t, addr + off, &w))
+			break;
+		for (int i = 0; i < 8 && off + 1 < len; i++, off++) {
+			buf[off] = (char)(w >> (8 * i));
+			if (!buf[off])
+				return 0;
+		}
+	}
+	buf[off < len ? off : len - 1] = 0;
+	return 0;
+}
+
+/* ------------------------------------------------------------ seizing */
+
+/* Threads asleep in one of these are safe to borrow: they hold no lock of
+ * the loader or the allocator, and the call restarts transparently. */
+static bool restartable_sleep(long nr)
+{
+	switch (nr) {
+	case SYS_futex: case SYS_nanosleep: case SYS_clock_nanosleep:
+	case SYS_poll: case SYS_ppoll: case SYS_select: case SYS_pselect6:
+	case SYS_read: case SYS_wait4: case SYS_recvfrom: case SYS_recvmsg:
+	case SYS_accept: case SYS_accept4: case SYS_pause: case SYS_rt_sigsuspend:
+	case SYS_rt_sigtimedwait:
+		return true;
+	default:
+		return false;
+	}
+}
+
+/* The system call a thread sleeps in (from /proc), or -1. */
+static long thread_syscall(int pid, int tid)
+{
+	char path[64], buf[64];
+	snprintf(path, sizeof(path), "/proc/%d/task/%d/syscall", pid, tid);
+	int fd = open(path, O_RDONLY | O_CLOEXEC);
+	if (fd < 0)
+		return -1;
+	ssize_t n = read(fd, buf, sizeof(buf) - 1);
+	close(fd);
+	if (n <= 0)
+		return -1;
+	buf[n] = 0;
+	if (buf[0] < '0' || buf[0] > '9')
+		return -1; /* "running" or "-1 ..." (blocked outside a syscall) */
+	return strtol(buf, NULL, 10);
+}
+
+static int list_tids(int pid, int *tids, int max)
+{
+	char path[64];
+	snprintf(path, sizeof(path), "/proc/%d/task", pid);
+	DIR *d = opendir(path);
+	if (!d)
+		return -errno;
+	int n = 0;
+	struct dirent *de;
+	while ((de = readdir(d)) && n < max) {
+		int tid = atoi(de->d_name);
+		if (tid > 0)
+			tids[n++] = tid;
+	}
+	closedir(d);
+	return n;
+}
+
+/* Resume a seized thread we decided not to use and let it go. */
+static void release(struct inj_thread *t)
+{
+	if (!t->gone)
+		ptrace(PTRACE_DETACH, t->tid, NULL, NULL);
+}
+
+/* Seize `tid` and stop it; keep it only if it stopped inside a system call
+ * at a `syscall` instruction. Returns 0 (kept), 1 (not at a syscall: let
+ * go), or negative errno. */
+static int try_seize(struct inj_thread *t, int pid, int tid)
+{
+	memset(t, 0, sizeof(*t));
+	t->pid = pid;
+	t->tid = tid;
+	if (ptrace(PTRACE_SEIZE, tid, NULL, NULL))
+		return -errno;
+	if (ptrace(PTRACE_INTERRUPT, tid, NULL, NULL)) {
+		int e = errno;
+		release(t);
+		return -e;
+	}
+	for (;;) {
+		int st = wait_stop(t, 2000);
+		if (st == -ETIMEDOUT) {
+			release(t);
+			return 1;
+		}
+		if (st < 0)
+			return st;
+		if (is_event_stop(st))
+			break;
+		/* A signal arrived first: hand it on, the interrupt stop follows. */
+		int sig = WIFSTOPPED(st) ? WSTOPSIG(st) : 0;
+		if (ptrace(PTRACE_CONT, tid, NULL, (void *)(long)sig))
+			return -errno;
+	}
+	if (get_regs(t, &t->regs)) {
+		release(t);
+		return -ESRCH;
+	}
+	uint64_t word;
+	long nr = (long)t->regs.orig_rax;
+	if (nr < 0 || !restartable_sleep(nr) || peek(t, t->regs.rip - 2, &word) ||
+	    (word & 0xffff) != 0x050f) {
+		release(t);
+		return 1;
+	}
+	t->sys_insn = t->regs.rip - 2;
+	int rc = save_fp(t);
+	if (rc) {
+		release(t);
+		return rc;
+	}
+	return 0;
+}
+
+/* Stop one thread of `pid` at a system call boundary. */
+static int seize_one(struct inj_thread *t, int pid, char *err, size_t errsz)
+{
+	int tids[512];
+	uint64_t end = now_ms() + 3000;
+	while (now_ms() < end) {
+		int n = list_tids(pid, tids, 512);
+		if (n < 0)
+			return fail(err, errsz, -ESRCH, "process %d not found (exited?)", pid);
+		for (int i = 0; i < n; i++) {
+			long nr = thread_syscall(pid, tids[i]);
+			if (nr < 0 || !restartable_sleep(nr))
+				continue;
+			int rc = try_seize(t, pid, tids[i]);
+			if (rc == 0)
+				return 0;
+			free(t->fp);
+			t->fp = NULL;
+			if (rc == -EPERM)
+				return fail(err, errsz, rc, "cannot ptrace process %d: %s (need root or "
+					    "CAP_SYS_PTRACE; another tracer or a debugger attached?)",
+					    pid, strerror(-rc));
+			if (!pid_alive(pid))
+				return fail(err, errsz, -ESRCH, "process %d exited during injection", pid);
+		}
+		usleep(2000);
+	}
+	if (!pid_alive(pid))
+		return fail(err, errsz, -ESRCH, "process %d exited during injection", pid);
+	return fail(err, errsz, -EAGAIN, "process %d: no thread was found asleep in a system call "
+		    "within 3 s (all threads busy?); try again later", pid);
+}
+
+/* Put the thread back exactly as it was, re-raise held signals, detach. */
+static int unseize(struct inj_thread *t)
+{
+	int rc = 0;
+	if (!t->gone) {
+		rc = restore_all(t);
+		ptrace(PTRACE_DETACH, t->tid, NULL, NULL);
+		for (int i = 0; i < t->n_deferred; i++)
+			syscall(SYS_tgkill, t->pid, t->tid, t->deferred[i]);
+	}
+	free(t->fp);
+	t->fp = NULL;
+	return rc;
+}
+
+/* ------------------------------------------------------------ remote work */
+
+/* Run one system call in the target at its own `syscall` instruction.
+ * Returns 0 with *ret set, or negative errno (thread gone, ...). */
+static int remote_syscall(struct inj_thread *t, long nr, uint64_t a0, uint64_t a1,
+			  uint64_t a2, uint64_t a3, uint64_t a4, uint64_t a5, int64_t *ret)
+{
+	struct user_regs_struct r = t->regs;
+	r.rip = t->sys_insn;
+	r.rax = (uint64_t)nr;
+	r.orig_rax = (uint64_t)-1; /* no restart fix-up on the way out of this stop */
+	r.rdi = a0; r.rsi = a1; r.rdx = a2; r.r10 = a3; r.r8 = a4; r.r9 = a5;
+	int rc = set_regs(t, &r);
+	if (rc)
+		return rc;
+	if (ptrace(PTRACE_SINGLESTEP, t->tid, NULL, NULL))
+		return -errno;
+	for (;;) {
+		int st = wait_stop(t, 5000);
+		if (st < 0)
+			return st;
+		if (!WIFSTOPPED(st))
+			return -ESRCH;
+		int sig = WSTOPSIG(st);
+		if (sig == SIGTRAP && !is_event_stop(st))
+			break;
+		/* Hold other signals back until the thread is restored. */
+		if (!is_event_stop(st) && t->n_deferred < MAX_DEFERRED)
+			t->deferred[t->n_deferred++] = sig;
+		if (ptrace(PTRACE_SINGLESTEP, t->tid, NULL, NULL))
+			return -errno;
+	}
+	if ((rc = get_regs(t, &r)))
+		return rc;
+	*ret = (int64_t)r.rax;
+	return 0;
+}
+
+/* Call fn(a0, a1, a2) in the target on the borrowed thread's stack with a
+ * zero return address; the return traps as SIGSEGV at 0. */
+static int remote_call(struct inj_thread *t, uint64_t fn, uint64_t a0, uint64_t a1,
+		       uint64_t a2, uint64_t *ret, char *err, size_t errsz)
+{
+	struct user_regs_struct r = t->regs;
+	uint64_t sp = ((t->regs.rsp - 512) & ~0xfULL) - 8; /* below the red zone */
+	uint64_t zero = 0;
+	int rc = poke_bytes(t, sp, &zero, 8);
+	if (rc)
+		return fail(err, errsz, rc, "writing the target's stack: %s", strerror(-rc));
+	r.rsp = sp;
+	r.rip = fn;
+	r.rdi = a0; r.rsi = a1; r.rdx = a2;
+	r.rax = 0;
+	r.orig_rax = (uint64_t)-1;
+	if ((rc = set_regs(t, &r)) || ptrace(PTRACE_CONT, t->tid, NULL, NULL))
+		return fail(err, errsz, rc ? rc : -errno, "process %d exited during injection", t->pid);
+	for (;;) {
+		int st = wait_stop(t, LT_INJ_CALL_TIMEOUT_MS);
+		if (st == -ETIMEDOUT)
+			return fail(err, errsz, st, "process %d: a call into the target did not return "
+				    "within %d ms", t->pid, LT_INJ_CALL_TIMEOUT_MS);
+		if (st < 0 || !WIFSTOPPED(st))
+			return fail(err, errsz, -ESRCH, "process %d exited during injection", t->pid);
+		int sig = WSTOPSIG(st);
+		if (is_event_stop(st)) {
+			ptrace(PTRACE_CONT, t->tid, NULL, NULL);
+			continue;
+		}
+		if (sig == SIGSEGV) {
+			if ((rc = get_regs(t, &r)))
+				return fail(err, errsz, rc, "process %d exited during injection", t->pid);
+			if (r.rip == 0) {
+				*ret = r.rax;
+				return 0;
+			}
+			return fail(err, errsz, -EFAULT, "process %d: fault at 0x%llx inside the injected "
+				    "call; registers restored", t->pid, (unsigned long long)r.rip);
+		}
+		/* Not ours: deliver it now, the app's handler runs on top of our frame. */
+		if (ptrace(PTRACE_CONT, t->tid, NULL, (void *)(long)sig))
+			return fail(err, errsz, -errno, "process %d exited during injection", t->pid);
+	}
+}
+
+/* ------------------------------------------------------------ symbols */
+
+/* Address of a dynamic symbol of the object mapped from `path_match` in
+ * the target. */
+static int elf_dynsym(const char *file, const char *name, uint64_t *value, uint64_t *first_vaddr)
+{
+	int fd = open(file, O_RDONLY | O_CLOEXEC);
+	if (fd < 0)
+		return -errno;
+	elf_version(EV_CURRENT);
+	Elf *e = elf_begin(fd, ELF_C_READ, NULL);
+	int rc = -ENOENT;
+	size_t nph = 0;
+	*first_vaddr = UINT64_MAX;
+	if (e && !elf_getphdrnum(e, &nph)) {
+		for (size_t i = 0; i < nph; i++) {
+			GElf_Phdr ph;
+			if (gelf_getphdr(e, (int)i, &ph) && ph.p_type == PT_LOAD && ph.p_vaddr < *first_vaddr)
+				*first_vaddr = ph.p_vaddr & ~0xfffULL;
+		}
+	}
+	Elf_Scn *scn = NULL;
+	while (e && rc == -ENOENT && (scn = elf_nextscn(e, scn))) {
+		GElf_Shdr sh;
+		if (!gelf_getshdr(scn, &sh) || sh.sh_type != SHT_DYNSYM || !sh.sh_entsize)
+			continue;
+		Elf_Data *d = elf_getdata(scn, NULL);
+		size_t n = sh.sh_size / sh.sh_entsize;
+		for (size_t i = 0; d && i < n; i++) {
+			GElf_Sym s;
+			if (!gelf_getsym(d, (int)i, &s) || s.st_shndx == SHN_UNDEF || !s.st_value)
+				continue;
+			const char *nm = elf_strptr(e, sh.sh_link, s.st_name);
+			if (nm && !strcmp(nm, name)) {
+				*value = s.st_value;
+				rc = 0;
+				break;
+			}
+		}
+	}
+	if (e)
+		elf_end(e);
+	close(fd);
+	return rc;
+}
+
+struct target_lib {
+	char path[512];     /* as in maps */
+	char open_path[600];/* how we can open it from here */
+	uint64_t base;      /* start of its mapping at file offset 0 */
+};
+
+static bool is_libc_name(const char *base)
+{
+	return !strncmp(base, "libc.so", 7) || !strncmp(base, "libc-2.", 7) ||
+	       !strncmp(base, "ld-musl", 7) || !strncmp(base, "libc.musl", 9);
+}
+
+/* Find the target's C library in /proc/PID/maps. */
+static int find_libc(int pid, struct target_lib *lib)
+{
+	char path[64], line[1024];
+	snprintf(path, sizeof(path), "/proc/%d/maps", pid);
+	FILE *f = fopen(path, "re");
+	if (!f)
+		return -errno;
+	int rc = -ENOENT;
+	while (fgets(line, sizeof(line), f)) {
+		unsigned long long lo, hi, off;
+		int pos = 0;
+		if (sscanf(line, "%llx-%llx %*s %llx %*s %*s %n", &lo, &hi, &off, &pos) < 3 || !pos)
+			continue;
+		char *p = line + pos;
+		p[strcspn(p, "\n")] = 0;
+		const char *b = strrchr(p, '/');
+		if (off != 0 || !b || !is_libc_name(b + 1))
+			continue;
+		snprintf(lib->path, sizeof(lib->path), "%s", p);
+		lib->base = lo;
+		/* map_files reaches the file whatever the target's mount namespace. */
+		snprintf(lib->open_path, sizeof(lib->open_path), "/proc/%d/map_files/%llx-%llx", pid, lo, hi);
+		if (access(lib->open_path, R_OK))
+			snprintf(lib->open_path, sizeof(lib->open_path), "/proc/%d/root%s", pid, p);
+		rc = 0;
+		break;
+	}
+	fclose(f);
+	return rc;
+}
+
+struct libc_fns {
+	uint64_t mmap_unused;
+	uint64_t dlopen, dlsym, dlclose, dlerror;
+};
+
+static int resolve_libc(int pid, struct libc_fns *fn, char *err, size_t errsz)
+{
+	struct target_lib lib;
+	int rc = find_libc(pid, &lib);
+	if (rc)
+		return fail(err, errsz, rc, "process %d: no C library found in its maps (static binary?)", pid);
+	static const char *const names[4][2] = {
+		{ "dlopen", "__libc_dlopen_mode" }, { "dlsym", "__libc_dlsym" },
+		{ "dlclose", "__libc_dlclose" }, { "dlerror", NULL },
+	};
+	uint64_t *out[4] = { &fn->dlopen, &fn->dlsym, &fn->dlclose, &fn->dlerror };
+	for (int i = 0; i < 4; i++) {
+		uint64_t v = 0, first = 0;
+		*out[i] = 0;
+		for (int j = 0; j < 2 && names[i][j] && !*out[i]; j++)
+			if (!elf_dynsym(lib.open_path, names[i][j], &v, &first))
+				*out[i] = lib.base - first + v;
+		if (!*out[i] && i < 3)
+			return fail(err, errsz, -ENOENT, "process %d: %s has no %s (glibc older than 2.34 "
+				    "without libdl loaded?)", pid, lib.path, names[i][0]);
+	}
+	return 0;
+}
+
+/* ------------------------------------------------------------ loading */
+
+static int read_file(const char *path, void **buf, size_t *len)
+{
+	int fd = open(path, O_RDONLY | O_CLOEXEC);
+	if (fd < 0)
+		return -errno;
+	struct stat st;
+	if (fstat(fd, &st) || st.st_size <= 0) {
+		close(fd);
+		return -EINVAL;
+	}
+	*buf = malloc((size_t)st.st_size);
+	size_t got = 0;
+	while (*buf && got < (size_t)st.st_size) {
+		ssize_t n = read(fd, (char *)*buf + got, (size_t)st.st_size - got);
+		if (n <= 0)
+			break;
+		got += (size_t)n;
+	}
+	close(fd);
+	if (!*buf || got != (size_t)st.st_size) {
+		free(*buf);
+		*buf = NULL;
+		return -EIO;
+	}
+	*len = got;
+	return 0;
+}
+
+/* Fill the target's memfd from here through /proc/PID/fd/N. */
+static int fill_memfd(int pid, int fd, const void *buf, size_t len)
+{
+	char path[64];
+	snprintf(path, sizeof(path), "/proc/%d/fd/%d", pid, fd);
+	int wfd = open(path, O_WRONLY | O_CLOEXEC);
+	if (wfd < 0)
+		return -errno;
+	size_t done = 0;
+	while (done < len) {
+		ssize_t n = write(wfd, (const char *)buf + done, len - done);
+		if (n <= 0) {
+			int e = n < 0 ? errno : EIO;
+			close(wfd);
+			return -e;
+		}
+		done += (size_t)n;
+	}
+	close(wfd);
+	return 0;
+}
+
+/* State of one load, for unwinding on error. */
+struct load_ctx {
+	struct inj_thread t;
+	struct libc_fns fn;
+	uint64_t scratch;
+	int memfd, sv[2];
+	int pidfd;
+};
+
+static void undo_target_fds(struct load_ctx *c)
+{
+	int64_t r;
+	if (c->t.gone)
+		return;
+	if (c->memfd >= 0)
+		remote_syscall(&c->t, SYS_close, (uint64_t)c->memfd, 0, 0, 0, 0, 0, &r);
+	for (int i = 0; i < 2; i++)
+		if (c->sv[i] >= 0)
+			remote_syscall(&c->t, SYS_close, (uint64_t)c->sv[i], 0, 0, 0, 0, 0, &r);
+	c->memfd = c->sv[0] = c->sv[1] = -1;
+}
+
+static int make_memfd(struct load_ctx *c, const void *lib, size_t len, char *err, size_t errsz)
+{
+	static const char name[] = "llmtracker-inject";
+	int64_t r;
+	int rc = poke_bytes(&c->t, c->scratch, name, sizeof(name));
+	if (rc)
+		return fail(err, errsz, rc, "writing into process %d: %s", c->t.pid, strerror(-rc));
+	rc = remote_syscall(&c->t, SYS_memfd_create, c->scratch, MFD_CLOEXEC | MFD_EXEC, 0, 0, 0, 0, &r);
+	if (!rc && r == -EINVAL) /* kernels before 6.3 know no MFD_EXEC */
+		rc = remote_syscall(&c->t, SYS_memfd_create, c->scratch, MFD_CLOEXEC, 0, 0, 0, 0, &r);
+	if (rc || r < 0)
+		return fail(err, errsz, rc ? rc : (int)r, "process %d: memfd_create failed: %s",
+			    c->t.pid, strerror(rc ? -rc : (int)-r));
+	c->memfd = (int)r;
+	rc = fill_memfd(c->t.pid, c->memfd, lib, len);
+	if (rc)
+		return fail(err, errsz, rc, "writing the library into process %d's memfd: %s",
+			    c->t.pid, strerror(-rc));
+	return 0;
+}
+
+/* socketpair in the target; take one end here with pidfd_getfd. */
+static int make_channel(struct load_ctx *c, int *local, char *err, size_t errsz)
+{
+	int64_t r;
+	int rc = remote_syscall(&c->t, SYS_socketpair, AF_UNIX, SOCK_SEQPACKET | SOCK_CLOEXEC, 0,
+				c->scratch + 256, 0, 0, &r);
+	if (rc || r < 0)
+		return fail(err, errsz, rc ? rc : (int)r, "process %d: socketpair failed", c->t.pid);
+	uint64_t w;
+	if ((rc = peek(&c->t, c->scratch + 256, &w)))
+		return fail(err, errsz, rc, "reading process %d's memory", c->t.pid);
+	c->sv[0] = (int)(w & 0xffffffff);
+	c->sv[1] = (int)(w >> 32);
+	c->pidfd = (int)syscall(SYS_pidfd_open, c->t.pid, 0);
+	if (c->pidfd < 0)
+		return fail(err, errsz, -errno, "pidfd_open(%d): %s", c->t.pid, strerror(errno));
+	*local = (int)syscall(SYS_pidfd_getfd, c->pidfd, c->sv[1], 0);
+	if (*local < 0)
+		return fail(err, errsz, -errno, "pidfd_getfd on process %d: %s", c->t.pid, strerror(errno));
+	fcntl(*local, F_SETFD, FD_CLOEXEC);
+	rc = remote_syscall(&c->t, SYS_close, (uint64_t)c->sv[1], 0, 0, 0, 0, 0, &r);
+	c->sv[1] = -1;
+	return rc;
+}
+
+static int remote_dlerror(struct load_ctx *c, char *buf, size_t len)
+{
+	uint64_t p = 0;
+	char e2[16];
+	buf[0] = 0;
+	if (c->fn.dlerror && !remote_call(&c->t, c->fn.dlerror, 0, 0, 0, &p, e2, sizeof(e2)) && p)
+		peek_string(&c->t, p, buf, len);
+	return 0;
+}
+
+static int do_dlopen(struct load_ctx *c, struct lt_inj *inj, char *err, size_t errsz)
+{
+	char path[64];
+	snprintf(path, sizeof(path), "/proc/self/fd/%d", c->memfd);
+	int rc = poke_bytes(&c->t, c->scratch + 64, path, strlen(path) + 1);
+	static const char s_attach[] = "llmt_inject_attach", s_fini[] = "llmt_inject_fini";
+	if (!rc)
+		rc = poke_bytes(&c->t, c->scratch + 512, s_attach, sizeof(s_attach));
+	if (!rc)
+		rc = poke_bytes(&c->t, c->scratch + 576, s_fini, sizeof(s_fini));
+	if (rc)
+		return fail(err, errsz, rc, "writing into process %d: %s", c->t.pid, strerror(-rc));
+	uint64_t h = 0, attach = 0, fini = 0;
+	if ((rc = remote_call(&c->t, c->fn.dlopen, c->scratch + 64, RTLD_NOW | RTLD_LOCAL, 0, &h, err, errsz)))
+		return rc;
+	if (!h) {
+		char why[400];
+		remote_dlerror(c, why, sizeof(why));
+		return fail(err, errsz, -ENOEXEC, "process %d: dlopen of the library failed: %s",
+			    c->t.pid, why[0] ? why : "(no dlerror)");
+	}
+	inj->handle = h;
+	if ((rc = remote_call(&c->t, c->fn.dlsym, h, c->scratch + 512, 0, &attach, err, errsz)) ||
+	    (rc = remote_call(&c->t, c->fn.dlsym, h, c->scratch + 576, 0, &fini, err, errsz)))
+		return rc;
+	if (!attach || !fini)
+		return fail(err, errsz, -ENOENT, "the library lacks llmt_inject_attach/llmt_inject_fini");
+	inj->fini = fini;
+	inj->dlclose = c->fn.dlclose;
+	/* The library's mapping keeps the memfd alive; its fd is not needed. */
+	int64_t r;
+	remote_syscall(&c->t, SYS_close, (uint64_t)c->memfd, 0, 0, 0, 0, 0, &r);
+	c->memfd = -1;
+	uint64_t ret = 0;
+	if ((rc = remote_call(&c->t, attach, (uint64_t)c->sv[0], 0, 0, &ret, err, errsz)))
+		return rc;
+	c->sv[0] = -1; /* the library owns it now, whatever it returned */
+	if ((int)ret != 0)
+		return fail(err, errsz, -EIO, "process %d: the library refused to start (%d)",
+			    c->t.pid, (int)ret);
+	return 0;
+}
+
+static int load_steps(struct load_ctx *c, struct lt_inj *inj, const void *lib, size_t len,
+		      char *err, size_t errsz)
+{
+	int64_t r;
+	int rc = remote_syscall(&c->t, SYS_mmap, 0, SCRATCH_SIZE, PROT_READ | PROT_WRITE,
+				MAP_PRIVATE | MAP_ANONYMOUS, (uint64_t)-1, 0, &r);
+	if (rc)
+		return fail(err, errsz, rc, "process %d exited during injection", c->t.pid);
+	if (r < 0 && r > -4096)
+		return fail(err, errsz, (int)r, "process %d: mmap failed: %s", c->t.pid, strerror((int)-r));
+	c->scratch = (uint64_t)r;
+	if ((rc = make_memfd(c, lib, len, err, errsz)) ||
+	    (rc = make_channel(c, &inj->sock, err, errsz)) ||
+	    (rc = do_dlopen(c, inj, err, errsz)))
+		return rc;
+	inj->loaded = 1;
+	return 0;
+}
+
+int lt_inj_load(struct lt_inj *inj, int pid, const char *lib_path, char *err, size_t errsz)
+{
+	memset(inj, 0, sizeof(*inj));
+	inj->pid = pid;
+	inj->sock = -1;
+	void *lib = NULL;
+	size_t len = 0;
+	int rc = read_file(lib_path, &lib, &len);
+	if (rc)
+		return fail(err, errsz, rc, "cannot read the inject library %s: %s", lib_path, strerror(-rc));
+	struct load_ctx c = { .memfd = -1, .sv = { -1, -1 }, .pidfd = -1 };
+	rc = resolve_libc(pid, &c.fn, err, errsz);
+	if (!rc)
+		rc = seize_one(&c.t, pid, err, errsz);
+	if (rc) {
+		free(lib);
+		return rc;
+	}
+	rc = load_steps(&c, inj, lib, len, err, errsz);
+	free(lib);
+	if (rc && inj->handle && !c.t.gone) {
+		/* Half loaded: take it out again (the library started nothing). */
+		uint64_t ret;
+		char e2[64];
+		remote_call(&c.t, c.fn.dlclose, inj->handle, 0, 0, &ret, e2, sizeof(e2));
+		inj->handle = 0;
+	}
+	undo_target_fds(&c);
+	if (c.scratch && !c.t.gone) {
+		int64_t r;
+		remote_syscall(&c.t, SYS_munmap, c.scratch, SCRATCH_SIZE, 0, 0, 0, 0, &r);
+	}
+	bool gone = c.t.gone;
+	int urc = unseize(&c.t);
+	if (c.pidfd >= 0)
+		close(c.pidfd);
+	if (gone || (!pid_alive(pid) && rc))
+		rc = fail(err, errsz, -ESRCH, "process %d exited during injection", pid);
+	else if (!rc && urc)
+		rc = fail(err, errsz, urc, "process %d: restoring registers failed: %s", pid, strerror(-urc));
+	if (rc && inj->sock >= 0) {
+		close(inj->sock);
+		inj->sock = -1;
+	}
+	if (rc)
+		inj->loaded = 0;
+	return rc;
+}
+
+int lt_inj_unload(struct lt_inj *inj, char *err, size_t errsz)
+{
+	if (inj->sock >= 0) {
+		close(inj->sock);
+		inj->sock = -1;
+	}
+	if (!inj->loaded)
+		return 0;
+	inj->loaded = 0;
+	struct inj_thread t;
+	int rc = seize_one(&t, inj->pid, err, errsz);
+	if (rc)
+		return rc;
+	uint64_t ok = 0, ret = 0;
+	rc = remote_call(&t, inj->fini, 0, 0, 0, &ok, err, errsz);
+	if (!rc && (int)ok == 1)
+		rc = remote_call(&t, inj->dlclose, inj->handle, 0, 0, &ret, err, errsz);
+	bool gone = t.gone;
+	int urc = unseize(&t);
+	if (gone)
+		return fail(err, errsz, -ESRCH, "process %d exited during unloading", inj->pid);
+	if (!rc && urc)
+		rc = fail(err, errsz, urc, "process %d: restoring registers failed", inj->pid);
+	if (rc)
+		return rc;
+	if ((int)ok != 1)
+		return 0;
+	if ((int)ret != 0)
+		return fail(err, errsz, -EIO, "process %d: dlclose of the library failed", inj->pid);
+	return 1;
+}
+
+#endif /* __x86_64__ */

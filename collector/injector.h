@@ -1,0 +1,52 @@
+/* SPDX-License-Identifier: Apache-2.0 */
+/*
+ * injector: load a shared library into a running process and unload it
+ * again, leaving the process as it was.
+ *
+ * How (x86-64): one thread is seized (PTRACE_SEIZE + PTRACE_INTERRUPT) while
+ * it sleeps in a system call; set-up runs as system calls injected at that
+ * thread's own `syscall` instruction (mmap of a scratch page, memfd_create,
+ * socketpair, close); the library is written into the memfd from outside
+ * (/proc/PID/fd/N) and loaded with the target's own dlopen() on
+ * "/proc/self/fd/N", called with a zero return address that comes back as
+ * SIGSEGV at 0. Registers (general and FP/xstate) are restored exactly, the
+ * interrupted system call restarts as if nothing happened, no breakpoint is
+ * ever written, and the thread is detached. Signals that arrive meanwhile are
+ * passed on. Nothing is written into the target's filesystem.
+ *
+ * The library must export
+ *     int  llmt_inject_attach(int sock);   start; owns `sock` from then on
+ *     int  llmt_inject_fini(void);         1 if it may be unloaded now
+ * `sock` is one end of an AF_UNIX SOCK_SEQPACKET pair made in the target;
+ * the injector keeps the other end (taken with pidfd_getfd), so the library
+ * sees EOF when the collector goes away, whatever the cause.
+ */
+#ifndef LLMT_INJECTOR_H
+#define LLMT_INJECTOR_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+struct lt_inj {
+	int pid;
+	int sock;              /* collector's end of the socket pair; -1 if none */
+	uint64_t handle;       /* dlopen() handle in the target */
+	uint64_t fini;         /* address of llmt_inject_fini in the target */
+	uint64_t dlclose;      /* address of dlclose in the target */
+	int loaded;
+};
+
+/* Load `lib_path` (a file here) into process `pid` and call its
+ * llmt_inject_attach(). On success inj is filled in and 0 is returned; on
+ * error a negative errno, the target as it was, and err says why. */
+int lt_inj_load(struct lt_inj *inj, int pid, const char *lib_path, char *err, size_t errsz);
+
+/* Ask the library whether it may go (llmt_inject_fini) and dlclose() it if
+ * so. Returns 1 unloaded, 0 left loaded on purpose (the library said no),
+ * negative errno on error (err says why). Closes inj->sock. */
+int lt_inj_unload(struct lt_inj *inj, char *err, size_t errsz);
+
+/* Timeout for one remote call (dlopen can take a while on a busy target). */
+#define LT_INJ_CALL_TIMEOUT_MS 10000
+
+#endif
