@@ -2,8 +2,9 @@
 /*
  * Every system call of every target thread: entry time, duration, return
  * value and the first three arguments. sys_enter stores the call in a
- * per-thread hash entry; sys_exit completes it into one ring-buffer record.
+ * per-thread storage; sys_exit completes it into one ring-buffer record.
  * BTF raw tracepoints: no tracefs, no kprobes, no per-call string copies.
+ * A call in flight is marked by a non-zero ts in the thread's storage.
  */
 #include "vmlinux.h"
 /* BPF_PROG() declares a ctx parameter that typed programs do not use. */
@@ -22,10 +23,12 @@ const volatile __s64 nr_exit = -1;
 const volatile __s64 nr_exit_group = -1;
 const volatile __u64 wakeup_bytes = 1 << 20;
 
+/* The call in flight, per thread. Task storage, not a hash keyed by tid:
+ * no hash update/delete per call, and it is freed with the thread. */
 struct {
-	__uint(type, BPF_MAP_TYPE_HASH);
-	__uint(max_entries, 65536);
-	__type(key, __u32);              /* tid */
+	__uint(type, BPF_MAP_TYPE_TASK_STORAGE);
+	__uint(map_flags, BPF_F_NO_PREALLOC);
+	__type(key, int);
 	__type(value, struct lt_sys_pending);
 } lt_sys_pending SEC(".maps");
 
@@ -69,39 +72,50 @@ SEC("tp_btf/sys_enter")
 int BPF_PROG(lt_sys_enter, struct pt_regs *regs, long id)
 {
 	__u64 pid_tgid = bpf_get_current_pid_tgid();
-	__u32 tgid = pid_tgid >> 32, tid = (__u32)pid_tgid;
-	struct lt_sys_pending p;
+	__u32 tgid = pid_tgid >> 32;
+	struct lt_sys_pending *p, now;
 
 	if (!lt_is_target(tgid))
 		return 0;
-	p.ts = bpf_ktime_get_ns();
-	p.nr = id;
-	p.tgid = tgid;
-	p.arg0 = PT_REGS_PARM1_CORE_SYSCALL(regs);
-	p.arg1 = PT_REGS_PARM2_CORE_SYSCALL(regs);
-	p.arg2 = PT_REGS_PARM3_CORE_SYSCALL(regs);
 	if (id == nr_exit || id == nr_exit_group) {
 		/* No sys_exit will come: record it now. */
-		emit(pid_tgid, &p, 0, 0, LT_SYS_NORETURN);
+		now.ts = bpf_ktime_get_ns();
+		now.nr = id;
+		now.tgid = tgid;
+		now.arg0 = PT_REGS_PARM1(regs);
+		now.arg1 = PT_REGS_PARM2(regs);
+		now.arg2 = PT_REGS_PARM3(regs);
+		emit(pid_tgid, &now, 0, 0, LT_SYS_NORETURN);
 		return 0;
 	}
-	if (bpf_map_update_elem(&lt_sys_pending, &tid, &p, BPF_ANY))
+	p = bpf_task_storage_get(&lt_sys_pending, bpf_get_current_task_btf(), 0,
+				 BPF_LOCAL_STORAGE_GET_F_CREATE);
+	if (!p) {
 		count_lost();
+		return 0;
+	}
+	/* Direct loads from the BTF-typed regs: no helper call per argument. */
+	p->arg0 = PT_REGS_PARM1(regs);
+	p->arg1 = PT_REGS_PARM2(regs);
+	p->arg2 = PT_REGS_PARM3(regs);
+	p->nr = id;
+	p->tgid = tgid;
+	p->ts = bpf_ktime_get_ns();
 	return 0;
 }
 
 SEC("tp_btf/sys_exit")
 int BPF_PROG(lt_sys_exit, struct pt_regs *regs, long ret)
 {
-	__u64 pid_tgid = bpf_get_current_pid_tgid();
-	__u32 tid = (__u32)pid_tgid;
 	struct lt_sys_pending *p;
+	__u64 ts;
 
-	p = bpf_map_lookup_elem(&lt_sys_pending, &tid);
-	if (!p)
+	p = bpf_task_storage_get(&lt_sys_pending, bpf_get_current_task_btf(), 0, 0);
+	if (!p || !p->ts)
 		return 0;
-	emit(pid_tgid, p, bpf_ktime_get_ns() - p->ts, ret, 0);
-	bpf_map_delete_elem(&lt_sys_pending, &tid);
+	ts = bpf_ktime_get_ns();
+	emit(bpf_get_current_pid_tgid(), p, ts - p->ts, ret, 0);
+	p->ts = 0;
 	return 0;
 }
 

@@ -6,9 +6,14 @@
  * ret = -EINPROGRESS, so a thread stuck in the kernel is visible.
  */
 #include <asm/unistd.h>
+#include <dirent.h>
 #include <errno.h>
+#include <fcntl.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/syscall.h>
+#include <unistd.h>
 
 #include <bpf/bpf.h>
 #include <bpf/libbpf.h>
@@ -59,7 +64,49 @@ static int sys_handle(struct lt_session *s, void *state, const struct lt_rec_hdr
 	return lt_session_emit(s, &ev);
 }
 
-/* Write the calls still in flight; they stay in the map (detach frees it). */
+#ifndef PIDFD_THREAD
+#define PIDFD_THREAD O_EXCL /* Linux 6.9+: a pidfd for one thread */
+#endif
+
+/* The call in flight of one thread, looked up through a pidfd (task
+ * storage is keyed by pidfd from user space). */
+static void emit_in_flight(struct lt_session *s, int map_fd, int pid, int tid, uint64_t now)
+{
+	struct evlog_event ev = { .type = EV_SYSCALL, .pid = pid, .tid = tid };
+	struct lt_sys_pending p;
+	int pfd = syscall(SYS_pidfd_open, tid, tid == pid ? 0 : PIDFD_THREAD);
+
+	if (pfd < 0)
+		return;
+	if (bpf_map_lookup_elem(map_fd, &pfd, &p) == 0 && p.ts && p.ts <= now) {
+		ev.ts = p.ts;
+		ev.u.syscall.nr = p.nr;
+		ev.u.syscall.dur = now - p.ts;
+		ev.u.syscall.ret = -EINPROGRESS;
+		ev.u.syscall.arg0 = p.arg0;
+		ev.u.syscall.arg1 = p.arg1;
+		ev.u.syscall.arg2 = p.arg2;
+		lt_session_emit(s, &ev);
+	}
+	close(pfd);
+}
+
+static void in_flight_of(struct lt_session *s, int map_fd, int pid, uint64_t now)
+{
+	char path[64];
+	struct dirent *de;
+	DIR *d;
+
+	snprintf(path, sizeof(path), "/proc/%d/task", pid);
+	if (!(d = opendir(path)))
+		return;
+	while ((de = readdir(d)))
+		if (atoi(de->d_name) > 0)
+			emit_in_flight(s, map_fd, pid, atoi(de->d_name), now);
+	closedir(d);
+}
+
+/* Write the calls still in flight at the end (a thread blocked in read). */
 static int sys_finish(struct lt_session *s, void *state)
 {
 	struct syscall_bpf *skel = state;
@@ -68,27 +115,10 @@ static int sys_finish(struct lt_session *s, void *state)
 	uint32_t key, next;
 	void *prev = NULL;
 
-	while (bpf_map_get_next_key(fd, prev, &next) == 0) {
-		struct lt_sys_pending p;
-		struct evlog_event ev = { .type = EV_SYSCALL };
-		char comm[32];
-
+	while (bpf_map_get_next_key(s->targets_fd, prev, &next) == 0) {
 		key = next;
 		prev = &key;
-		/* Skip leftovers of threads that are gone (e.g. a non-leader exec). */
-		if (bpf_map_lookup_elem(fd, &key, &p) || p.ts > now ||
-		    lt_proc_read_comm(p.tgid, key, comm, sizeof(comm)))
-			continue;
-		ev.ts = p.ts;
-		ev.pid = p.tgid;
-		ev.tid = key;
-		ev.u.syscall.nr = p.nr;
-		ev.u.syscall.dur = now - p.ts;
-		ev.u.syscall.ret = -EINPROGRESS;
-		ev.u.syscall.arg0 = p.arg0;
-		ev.u.syscall.arg1 = p.arg1;
-		ev.u.syscall.arg2 = p.arg2;
-		lt_session_emit(s, &ev);
+		in_flight_of(s, fd, (int)key, now);
 	}
 	return 0;
 }
