@@ -15,7 +15,6 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/socket.h>
-#include <signal.h>
 #include <sys/stat.h>
 #include <unistd.h>
 
@@ -252,6 +251,56 @@ int lt_ck_launched(struct lt_cuda_kernel *ck, int pid)
 	return 0;
 }
 
+void lt_ck_env_set(struct lt_cuda_kernel *ck)
+{
+	char *const *env = lt_ck_launch_env(ck);
+	for (int i = 0; env && env[i]; i++)
+		putenv(env[i]);
+}
+
+void lt_ck_env_unset(struct lt_cuda_kernel *ck)
+{
+	for (int i = 0; ck && ck->env[i]; i++) {
+		char name[64];
+		snprintf(name, sizeof(name), "%.*s", (int)strcspn(ck->env[i], "="), ck->env[i]);
+		unsetenv(name);
+	}
+}
+
+struct lt_cuda_kernel *lt_ck_open(const char *cupti_dir, const char *output,
+				  void (*log)(char level, const char *msg))
+{
+	char dir[PATH_MAX], err[600];
+	if (cupti_dir && *cupti_dir) {
+		snprintf(dir, sizeof(dir), "%s", cupti_dir);
+	} else {
+		snprintf(dir, sizeof(dir), "%s", output && *output ? output : "./x");
+		char *slash = strrchr(dir, '/');
+		if (slash == dir)
+			dir[1] = 0;
+		else if (slash)
+			*slash = 0;
+		else
+			snprintf(dir, sizeof(dir), ".");
+	}
+	struct lt_ck_opts o = { .cupti_dir = dir, .log = log };
+	struct lt_cuda_kernel *ck = NULL;
+	if (lt_ck_new(&ck, &o, err, sizeof(err))) {
+		char line[700];
+		snprintf(line, sizeof(line), "CUDA kernel profiling cannot start: %s; the other sources go on", err);
+		if (log)
+			log('W', line);
+		else
+			fprintf(stderr, "W llmtracker: %s\n", line);
+		return NULL;
+	}
+	if (!ck->available) {
+		lt_ck_free(ck);
+		return NULL;
+	}
+	return ck;
+}
+
 /* ------------------------------------------------------------ attach */
 
 int lt_ck_attach(struct lt_cuda_kernel *ck, int pid)
@@ -306,6 +355,21 @@ static void account(struct lt_cuda_kernel *ck, int pid, const char *reply)
 		       "at the process's next CUDA call");
 }
 
+/* Alive and not a zombie (a launched child is reaped only after us). */
+static int proc_running(int pid)
+{
+	char path[64], buf[512];
+	snprintf(path, sizeof(path), "/proc/%d/stat", pid);
+	FILE *f = fopen(path, "re");
+	if (!f)
+		return 0;
+	size_t n = fread(buf, 1, sizeof(buf) - 1, f);
+	fclose(f);
+	buf[n] = 0;
+	const char *p = strrchr(buf, ')');
+	return p && p[1] == ' ' && p[2] != 'Z' && p[2] != 'X';
+}
+
 /* Launch mode: every CUDA process of the launched tree may have reported
  * on the shared socket ("ok"/"err" at its CUDA start, "stopped" at exit).
  * Stop those still running, one "stop" each. */
@@ -336,7 +400,7 @@ static void stop_launched(struct lt_cuda_kernel *ck, struct ck_target *t)
 		if (round)
 			break;
 		for (int i = 0; i < n; i++)
-			if (kill(pids[i], 0) == 0 && send(t->sock, "stop", 4, MSG_NOSIGNAL) == 4)
+			if (proc_running(pids[i]) && send(t->sock, "stop", 4, MSG_NOSIGNAL) == 4)
 				asked++;
 		if (!asked)
 			break;

@@ -38,6 +38,17 @@ struct lt_cuda_kernel;
 int lt_ck_new(struct lt_cuda_kernel **out, const struct lt_ck_opts *o, char *err, size_t errsz);
 int lt_ck_available(const struct lt_cuda_kernel *ck);
 
+/* The collector's one-call set-up: options as given on the command line
+ * (cupti_dir NULL: the directory of `output`). Logs and returns NULL when
+ * CUDA kernel profiling cannot start; every call below accepts NULL. */
+struct lt_cuda_kernel *lt_ck_open(const char *cupti_dir, const char *output,
+				  void (*log)(char level, const char *msg));
+
+/* Launch mode, for a fork that inherits the environment: put the variables
+ * of lt_ck_launch_env() into our own environment around the fork. */
+void lt_ck_env_set(struct lt_cuda_kernel *ck);
+void lt_ck_env_unset(struct lt_cuda_kernel *ck);
+
 /* Launch mode. Before fork: a NULL-terminated list of "NAME=VALUE" strings
  * the child must add to its environment (putenv) before exec, or NULL when
  * CUDA kernel profiling is unavailable. After fork, the parent calls

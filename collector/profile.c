@@ -23,6 +23,7 @@
 #include <unistd.h>
 
 #include "cli.h"
+#include "cuda_kernel.h"
 #include "launch.h"
 #include "profile.h"
 #include "targets.h"
@@ -197,6 +198,12 @@ static double cpu_seconds(void)
 	return ru.ru_utime.tv_sec + ru.ru_stime.tv_sec + (ru.ru_utime.tv_usec + ru.ru_stime.tv_usec) / 1e6;
 }
 
+/* --enable-cuda-kernel messages, in the collector's log format. */
+static void ck_log(char level, const char *msg)
+{
+	lt_log(level, "cuda_kernel.c", 0, "%s", msg);
+}
+
 static int finish(struct lt_session *s, struct lt_launch *l, uint64_t t0, const char *why)
 {
 	char extra[512], st[128];
@@ -224,6 +231,7 @@ int lt_profile(const struct lt_options *opt_in, const char *cmdline)
 {
 	struct lt_options opt = *opt_in;
 	struct lt_launch l = { 0 };
+	struct lt_cuda_kernel *ck = NULL;
 	struct lt_session s;
 	char err[512];
 	const char *why;
@@ -234,11 +242,17 @@ int lt_profile(const struct lt_options *opt_in, const char *cmdline)
 		fprintf(stderr, "llmtracker: %s\n", err);
 		return 1;
 	}
+	ck = opt.cuda_kernel ? lt_ck_open(opt.cupti_dir, opt.output, ck_log) : NULL;
 	if (opt.launch_argv) {
-		if (opt.n_pids >= LT_MAX_TARGETS || lt_launch_start(&l, opt.launch_argv, err, sizeof(err))) {
+		lt_ck_env_set(ck); /* CUDA_INJECTION64_PATH for the command only */
+		int lrc = opt.n_pids >= LT_MAX_TARGETS || lt_launch_start(&l, opt.launch_argv, err, sizeof(err));
+		lt_ck_env_unset(ck);
+		if (lrc) {
 			fprintf(stderr, "llmtracker: %s\n", opt.n_pids >= LT_MAX_TARGETS ? "too many targets" : err);
+			lt_ck_free(ck);
 			return 1;
 		}
+		lt_ck_launched(ck, l.pid);
 		opt.pids[opt.n_pids++] = l.pid;
 		if (opt.delay_s > 0)
 			lt_launch_release(&l); /* the command runs during the delay */
@@ -247,6 +261,7 @@ int lt_profile(const struct lt_options *opt_in, const char *cmdline)
 	install_signals();
 	if (opt.delay_s > 0 && wait_delay(opt.delay_s)) {
 		fprintf(stderr, "llmtracker: interrupted before profiling started; nothing recorded\n");
+		lt_ck_free(ck);
 		lt_launch_abort(&l);
 		return 1;
 	}
@@ -258,6 +273,9 @@ int lt_profile(const struct lt_options *opt_in, const char *cmdline)
 
 	/* ---- Late-attach features start here: every source is attached and
 	 * the targets are in the map; a launched command has not run yet. ---- */
+	for (int i = 0; ck && i < opt.n_pids; i++)
+		if (opt.pids[i] != l.pid)
+			lt_ck_attach(ck, opt.pids[i]);
 
 	lt_launch_release(&l);
 	t0 = lt_now_ns();
@@ -265,10 +283,12 @@ int lt_profile(const struct lt_options *opt_in, const char *cmdline)
 	LT_INFO(1, "stopping: %s", why);
 
 	/* ---- Late-attach features stop here, before the sources detach. ---- */
+	lt_ck_free(ck); /* flush, detach CUPTI, unload the library */
 
 	return finish(&s, &l, t0, why);
 fail:
 	fprintf(stderr, "llmtracker: %s\n", s.err);
+	lt_ck_free(ck);
 	lt_session_free(&s); /* detaches whatever started, removes the partial log */
 	lt_launch_abort(&l);
 	return 1;

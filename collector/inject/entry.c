@@ -130,19 +130,24 @@ static void final_msg(const char *msg)
 	close(sock);
 }
 
-static void stop_and_report(void)
+static void stats_msg(const struct li_stats *s, char *msg, size_t len)
 {
-	struct li_stats st;
-	memset(&st, 0, sizeof(st));
-	int unloadable = li_cupti_stop(&st, 1);
-	atomic_store(&li_unloadable, unloadable);
-	char msg[512];
-	snprintf(msg, sizeof(msg), "stopped kernels=%llu memcpy=%llu memset=%llu api=%llu sync=%llu "
+	const struct li_stats st = *s;
+	snprintf(msg, len, "stopped kernels=%llu memcpy=%llu memset=%llu api=%llu sync=%llu "
 		 "devices=%llu dropped=%llu finalized=%d file=%s",
 		 (unsigned long long)st.kernels, (unsigned long long)st.memcpys,
 		 (unsigned long long)st.memsets, (unsigned long long)st.apis,
 		 (unsigned long long)st.syncs, (unsigned long long)st.devices,
 		 (unsigned long long)st.dropped, st.finalized, st.file[0] ? st.file : "-");
+}
+
+static void stop_and_report(void)
+{
+	struct li_stats st;
+	char msg[512];
+	memset(&st, 0, sizeof(st));
+	atomic_store(&li_unloadable, li_cupti_stop(&st, 1));
+	stats_msg(&st, msg, sizeof(msg));
 	final_msg(msg);
 }
 
@@ -270,6 +275,9 @@ __attribute__((destructor)) static void li_exit(void)
 {
 	if (li_cupti_running()) {
 		struct li_stats st;
+		char msg[512];
 		li_cupti_stop(&st, 0);
+		stats_msg(&st, msg, sizeof(msg));
+		send_msg(msg);
 	}
 }
