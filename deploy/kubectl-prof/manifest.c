@@ -1,0 +1,235 @@
+// SPDX-License-Identifier: Apache-2.0
+/*
+ * kubectl-prof: the profiling pod.
+ *
+ * One pod on the target's node, container `debugger`, sharing the host's
+ * PID namespace (so the target's processes, and /proc/PID/root into its
+ * container, are visible), privileged for eBPF and process injection, with
+ * the kernel's BTF, bpffs and debugfs mounted. It sleeps for --duration and
+ * is stopped by activeDeadlineSeconds at the latest; `kubectl prof delete
+ * --expired` removes finished ones once --ttl has passed.
+ */
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include <json-c/json.h>
+
+#include "kube.h"
+
+#define J_STR(s) json_object_new_string(s)
+#define J_ADD(o, k, v) json_object_object_add((o), (k), (v))
+
+/* Label values: <= 63 of [A-Za-z0-9._-], alphanumeric at both ends. */
+static int kprof_label_ok(const char *v)
+{
+	size_t n = strlen(v);
+
+	if (!n || n > 63)
+		return 0;
+	for (size_t i = 0; i < n; i++) {
+		char c = v[i];
+		int alnum = (c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z') || (c >= '0' && c <= '9');
+
+		if (!alnum && ((i == 0 || i == n - 1) || (c != '-' && c != '_' && c != '.')))
+			return 0;
+	}
+	return 1;
+}
+
+static struct json_object *kprof_labels(const struct kprof_opts *o, const struct kprof_target *t)
+{
+	struct json_object *l = json_object_new_object();
+
+	J_ADD(l, "app.kubernetes.io/name", J_STR("ai-profiler"));
+	J_ADD(l, "app.kubernetes.io/managed-by", J_STR("kubectl-prof"));
+	if (o->pod && kprof_label_ok(o->pod))
+		J_ADD(l, "llmtracker.io/target-pod", J_STR(o->pod));
+	if (kprof_label_ok(t->node))
+		J_ADD(l, "llmtracker.io/node", J_STR(t->node));
+	return l;
+}
+
+static struct json_object *kprof_annotations(const struct kprof_opts *o, const struct kprof_target *t)
+{
+	struct json_object *a = json_object_new_object();
+	char buf[1024];
+
+	snprintf(buf, sizeof(buf), "%llu", (unsigned long long)o->ttl_s);
+	J_ADD(a, "llmtracker.io/ttl-seconds", J_STR(buf));
+	if (o->pod) {
+		snprintf(buf, sizeof(buf), "%s/%s/%s", o->namespace, o->pod, t->container);
+		J_ADD(a, "llmtracker.io/target", J_STR(buf));
+	}
+	if (t->container_id[0])
+		J_ADD(a, "llmtracker.io/container-id", J_STR(t->container_id));
+	if (t->pod_uid[0])
+		J_ADD(a, "llmtracker.io/pod-uid", J_STR(t->pod_uid));
+	if (o->region_id)
+		J_ADD(a, "llmtracker.io/region-id", J_STR(o->region_id));
+	return a;
+}
+
+static void kprof_env_add(struct json_object *env, const char *name, const char *value)
+{
+	struct json_object *e;
+
+	if (!value || !*value)
+		return;
+	e = json_object_new_object();
+	J_ADD(e, "name", J_STR(name));
+	J_ADD(e, "value", J_STR(value));
+	json_object_array_add(env, e);
+}
+
+/* What `llmtracker generateCommand` in the pod needs to find the target. */
+static struct json_object *kprof_env(const struct kprof_opts *o, const struct kprof_target *t)
+{
+	struct json_object *env = json_object_new_array();
+	const char *id = strstr(t->container_id, "://");
+
+	kprof_env_add(env, "LLMT_TARGET_NAMESPACE", o->pod ? o->namespace : NULL);
+	kprof_env_add(env, "LLMT_TARGET_POD", o->pod);
+	kprof_env_add(env, "LLMT_TARGET_POD_UID", t->pod_uid);
+	kprof_env_add(env, "LLMT_TARGET_CONTAINER", t->container);
+	kprof_env_add(env, "LLMT_TARGET_CONTAINER_ID", id ? id + 3 : t->container_id);
+	kprof_env_add(env, "LLMT_REGION_ID", o->region_id);
+	kprof_env_add(env, "LLMT_OUTPUT_DIR", "/data");
+	return env;
+}
+
+static struct json_object *kprof_mount(const char *name, const char *path, int ro)
+{
+	struct json_object *m = json_object_new_object();
+
+	J_ADD(m, "name", J_STR(name));
+	J_ADD(m, "mountPath", J_STR(path));
+	if (ro)
+		J_ADD(m, "readOnly", json_object_new_boolean(1));
+	return m;
+}
+
+static struct json_object *kprof_host_volume(const char *name, const char *path, const char *type)
+{
+	struct json_object *v = json_object_new_object(), *hp = json_object_new_object();
+
+	J_ADD(hp, "path", J_STR(path));
+	J_ADD(hp, "type", J_STR(type));
+	J_ADD(v, "name", J_STR(name));
+	J_ADD(v, "hostPath", hp);
+	return v;
+}
+
+/* Results: a PVC named by KUBECTL_PROF_RESULTS_PVC (shared storage for the
+ * converter and TensorBoard), else scratch space copied out with kubectl cp. */
+static struct json_object *kprof_results_volume(void)
+{
+	const char *pvc = getenv("KUBECTL_PROF_RESULTS_PVC");
+	struct json_object *v = json_object_new_object(), *src = json_object_new_object();
+
+	J_ADD(v, "name", J_STR("results"));
+	if (pvc && *pvc) {
+		J_ADD(src, "claimName", J_STR(pvc));
+		J_ADD(v, "persistentVolumeClaim", src);
+	} else {
+		J_ADD(v, "emptyDir", src);
+	}
+	return v;
+}
+
+static struct json_object *kprof_volumes(void)
+{
+	struct json_object *v = json_object_new_array();
+
+	json_object_array_add(v, kprof_host_volume("btf", "/sys/kernel/btf", "Directory"));
+	json_object_array_add(v, kprof_host_volume("bpffs", "/sys/fs/bpf", "DirectoryOrCreate"));
+	json_object_array_add(v, kprof_host_volume("debugfs", "/sys/kernel/debug", ""));
+	json_object_array_add(v, kprof_results_volume());
+	return v;
+}
+
+static struct json_object *kprof_security(void)
+{
+	struct json_object *sc = json_object_new_object(), *caps = json_object_new_object();
+	struct json_object *add = json_object_new_array();
+	static const char *const want[] = { "BPF", "PERFMON", "SYS_PTRACE", "SYS_ADMIN", "SYS_RESOURCE" };
+
+	/* privileged covers all of them; the list says which ones matter. */
+	for (size_t i = 0; i < sizeof(want) / sizeof(want[0]); i++)
+		json_object_array_add(add, J_STR(want[i]));
+	J_ADD(caps, "add", add);
+	J_ADD(sc, "privileged", json_object_new_boolean(1));
+	J_ADD(sc, "capabilities", caps);
+	return sc;
+}
+
+static struct json_object *kprof_resources(const struct kprof_opts *o)
+{
+	struct json_object *r = json_object_new_object();
+	struct json_object *lim = json_object_new_object(), *req = json_object_new_object();
+
+	J_ADD(lim, "memory", J_STR(o->memory_limit));
+	J_ADD(req, "memory", J_STR(o->memory_request));
+	J_ADD(r, "limits", lim);
+	J_ADD(r, "requests", req);
+	return r;
+}
+
+static struct json_object *kprof_container(const struct kprof_opts *o, const struct kprof_target *t)
+{
+	struct json_object *c = json_object_new_object(), *cmd = json_object_new_array();
+	struct json_object *mounts = json_object_new_array();
+	char secs[32];
+
+	snprintf(secs, sizeof(secs), "%llu", (unsigned long long)o->duration_s);
+	json_object_array_add(cmd, J_STR("sleep"));
+	json_object_array_add(cmd, J_STR(secs));
+	json_object_array_add(mounts, kprof_mount("btf", "/sys/kernel/btf", 1));
+	json_object_array_add(mounts, kprof_mount("bpffs", "/sys/fs/bpf", 0));
+	json_object_array_add(mounts, kprof_mount("debugfs", "/sys/kernel/debug", 0));
+	json_object_array_add(mounts, kprof_mount("results", "/data", 0));
+	J_ADD(c, "name", J_STR("debugger"));
+	J_ADD(c, "image", J_STR(o->image));
+	J_ADD(c, "imagePullPolicy", J_STR("IfNotPresent"));
+	J_ADD(c, "command", cmd);
+	J_ADD(c, "env", kprof_env(o, t));
+	J_ADD(c, "resources", kprof_resources(o));
+	J_ADD(c, "securityContext", kprof_security());
+	J_ADD(c, "volumeMounts", mounts);
+	J_ADD(c, "workingDir", J_STR("/data"));
+	return c;
+}
+
+struct json_object *kprof_manifest(const struct kprof_opts *o, const struct kprof_target *t,
+				   const char *name)
+{
+	struct json_object *pod = json_object_new_object(), *meta = json_object_new_object();
+	struct json_object *spec = json_object_new_object(), *ctrs = json_object_new_array();
+	struct json_object *tol = json_object_new_array(), *any = json_object_new_object();
+
+	J_ADD(meta, "name", J_STR(name));
+	J_ADD(meta, "namespace", J_STR(o->namespace));
+	J_ADD(meta, "labels", kprof_labels(o, t));
+	J_ADD(meta, "annotations", kprof_annotations(o, t));
+
+	json_object_array_add(ctrs, kprof_container(o, t));
+	/* GPU nodes are usually tainted; the profiler must land next to the target anyway. */
+	J_ADD(any, "operator", J_STR("Exists"));
+	json_object_array_add(tol, any);
+
+	J_ADD(spec, "nodeName", J_STR(t->node));
+	J_ADD(spec, "hostPID", json_object_new_boolean(1));
+	J_ADD(spec, "restartPolicy", J_STR("Never"));
+	J_ADD(spec, "activeDeadlineSeconds", json_object_new_int64((int64_t)o->duration_s));
+	J_ADD(spec, "terminationGracePeriodSeconds", json_object_new_int(10));
+	J_ADD(spec, "automountServiceAccountToken", json_object_new_boolean(0));
+	J_ADD(spec, "tolerations", tol);
+	J_ADD(spec, "containers", ctrs);
+	J_ADD(spec, "volumes", kprof_volumes());
+
+	J_ADD(pod, "apiVersion", J_STR("v1"));
+	J_ADD(pod, "kind", J_STR("Pod"));
+	J_ADD(pod, "metadata", meta);
+	J_ADD(pod, "spec", spec);
+	return pod;
+}

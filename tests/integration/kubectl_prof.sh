@@ -1,0 +1,190 @@
+#!/bin/bash
+# kubectl-prof against a fake kubectl that records its argv and stdin and
+# answers `get pod` from canned JSON: the manifest, the flags' defaults, the
+# kubectl calls made, and the errors.
+set -u
+BUILD=${BUILD:-build}
+KP=$(realpath -m "$BUILD/bin/kubectl-prof")
+[ -x "$KP" ] || { echo "not ok 1 - $KP not built"; exit 1; }
+command -v python3 >/dev/null || { echo "python3 missing: cannot parse manifests"; exit 77; }
+
+T=$(mktemp -d /tmp/kprof-test.XXXXXX)
+trap 'rm -rf "$T"' EXIT
+export FAKE_KUBE_DIR=$T/kube
+mkdir -p "$T/bin" "$FAKE_KUBE_DIR/pods"
+cat > "$T/bin/kubectl" <<'FAKE'
+#!/bin/bash
+d=$FAKE_KUBE_DIR
+n=$(( $(cat "$d/count" 2>/dev/null || echo 0) + 1 )); echo $n > "$d/count"
+printf '%s\n' "$@" > "$d/argv.$n"
+a=("$@")
+[ "${a[0]}" = --kubeconfig ] && a=("${a[@]:2}")
+case "${a[0]} ${a[1]}" in
+"get pod")
+	if [ -f "$d/pods/${a[2]}.json" ]; then cat "$d/pods/${a[2]}.json"
+	else echo "Error from server (NotFound): pods \"${a[2]}\" not found" >&2; exit 1; fi ;;
+"get pods") cat "$d/list.json" ;;
+"apply -f") cat > "$d/stdin.$n"; echo "pod/created" ;;
+"delete pod") echo "deleted: ${a[*]:2}" ;;
+*) echo "fake kubectl: unexpected: $*" >&2; exit 3 ;;
+esac
+FAKE
+chmod +x "$T/bin/kubectl"
+export PATH=$T/bin:$PATH
+unset KUBECTL KUBECTL_PROF_IMAGE KUBECTL_PROF_RESULTS_PVC
+
+pod_json() { # name phase node
+	cat <<JSON
+{"apiVersion":"v1","kind":"Pod",
+ "metadata":{"name":"$1","namespace":"default","uid":"0b9c4d2e-1111-2222-3333-444455556666"},
+ "spec":{"nodeName":"$3","containers":[{"name":"pytorch","image":"torch"},{"name":"log-agent","image":"fluent"}]},
+ "status":{"phase":"$2","containerStatuses":[
+   {"name":"log-agent","containerID":"containerd://ffff0000"},
+   {"name":"pytorch","containerID":"containerd://abcdef0123456789"}]}}
+JSON
+}
+pod_json pytorch-train-worker-sample Running gpu-node-7 > "$FAKE_KUBE_DIR/pods/pytorch-train-worker-sample.json"
+pod_json pending-worker Pending "" > "$FAKE_KUBE_DIR/pods/pending-worker.json"
+sed 's/,{"name":"log-agent","image":"fluent"}//' "$FAKE_KUBE_DIR/pods/pytorch-train-worker-sample.json" \
+	> "$FAKE_KUBE_DIR/pods/single.json"
+
+n=0
+ok() { n=$((n + 1)); if [ "$1" -eq 0 ]; then echo "ok $n - $2"; else echo "not ok $n - $2"; fi; }
+reset_calls() { rm -f "$FAKE_KUBE_DIR"/count "$FAKE_KUBE_DIR"/argv.* "$FAKE_KUBE_DIR"/stdin.*; }
+calls() { cat "$FAKE_KUBE_DIR/count" 2>/dev/null || echo 0; }
+
+# 1. help shows exactly the seed's flags with their defaults
+"$KP" deploy -h > "$T/help" 2>&1; rc=$?
+miss=0
+for f in '--container string' '-d, --duration uint' '(default 60)' '--image string' '--kubeconfig string' \
+	'--memory-limit string' '(default "1Gi")' '--memory-request string' '(default "128Mi")' \
+	'--namespace string' '(default "default")' '--node string' '--pod string' '--region-id string' \
+	'--ttl uint' 'Aliases:' 'deploy, run' '-h, --help' '--dry-run'; do
+	grep -qF -- "$f" "$T/help" || { echo "# help lacks: $f"; miss=1; }
+done
+ok $((rc | miss)) "deploy -h lists the seed's flags and defaults"
+"$KP" run --help | cmp -s - "$T/help"; ok $? "run is an alias of deploy"
+
+# 2. dry run: the manifest, with defaults
+reset_calls
+"$KP" deploy --dry-run --image reg.example/llmtracker:1 --pod pytorch-train-worker-sample \
+	--container pytorch > "$T/m.json" 2> "$T/err"; rc=$?
+ok $rc "deploy --dry-run exits 0"
+python3 - "$T/m.json" <<'PY' > "$T/check" 2>&1
+import json, re, sys
+m = json.load(open(sys.argv[1]))
+s = m["spec"]; c = s["containers"][0]; md = m["metadata"]
+def want(cond, what):
+    print(("ok " if cond else "FAIL ") + what)
+want(m["kind"] == "Pod" and m["apiVersion"] == "v1", "a v1 Pod")
+want(re.fullmatch(r"ai-profiler-[0-9a-f]{15}-[a-z0-9]{5}", md["name"]) is not None, "name ai-profiler-<hash>-<rand>: " + md["name"])
+want(md["namespace"] == "default", "namespace default")
+want(s["nodeName"] == "gpu-node-7", "on the target's node")
+want(s["hostPID"] is True, "hostPID")
+want(s["activeDeadlineSeconds"] == 60, "deadline = default duration 60")
+want(s["restartPolicy"] == "Never", "never restarted")
+want(c["name"] == "debugger" and c["image"] == "reg.example/llmtracker:1", "container debugger with the image")
+want(c["command"] == ["sleep", "60"], "sleeps for the duration")
+want(c["securityContext"]["privileged"] is True, "privileged")
+caps = set(c["securityContext"]["capabilities"]["add"])
+want({"BPF", "PERFMON", "SYS_PTRACE", "SYS_ADMIN"} <= caps, "capabilities BPF PERFMON SYS_PTRACE SYS_ADMIN")
+want(c["resources"] == {"limits": {"memory": "1Gi"}, "requests": {"memory": "128Mi"}}, "memory 1Gi / 128Mi defaults")
+mounts = {v["mountPath"]: v["name"] for v in c["volumeMounts"]}
+vols = {v["name"]: v for v in s["volumes"]}
+want(vols[mounts["/sys/kernel/btf"]]["hostPath"]["path"] == "/sys/kernel/btf", "BTF mounted from the host")
+want(vols[mounts["/sys/fs/bpf"]]["hostPath"]["path"] == "/sys/fs/bpf", "bpffs mounted from the host")
+want("/sys/kernel/debug" in mounts, "debugfs mounted")
+want("emptyDir" in vols[mounts["/data"]], "results volume at /data")
+env = {e["name"]: e["value"] for e in c["env"]}
+want(env.get("LLMT_TARGET_CONTAINER_ID") == "abcdef0123456789", "target container id passed on")
+want(env.get("LLMT_TARGET_POD") == "pytorch-train-worker-sample", "target pod passed on")
+want(md["labels"]["app.kubernetes.io/managed-by"] == "kubectl-prof", "cleanup label")
+want(md["annotations"]["llmtracker.io/ttl-seconds"] == "60", "ttl annotation default 60")
+want(md["annotations"]["llmtracker.io/target"] == "default/pytorch-train-worker-sample/pytorch", "target annotation")
+PY
+grep -q '^FAIL' "$T/check"; [ $? -ne 0 ]; ok $? "manifest: $(grep -c '^ok' "$T/check") checks passed"
+grep '^FAIL' "$T/check" | sed 's/^/# /'
+[ "$(calls)" = 1 ] && grep -qx 'get' "$FAKE_KUBE_DIR/argv.1" && tr '\n' ' ' < "$FAKE_KUBE_DIR/argv.1" |
+	grep -q 'get pod pytorch-train-worker-sample --namespace default -o json'
+ok $? "dry run only reads the pod (kubectl get pod ... -o json), applies nothing"
+
+# 3. the seed's example, applied
+reset_calls
+"$KP" deploy --image IMG --duration 100000 --namespace default --pod pytorch-train-worker-sample \
+	--container pytorch --memory-limit 10G --memory-request 1G --kubeconfig /etc/kc --ttl 300 \
+	--region-id cn-hangzhou > "$T/out" 2> "$T/err"; rc=$?
+ok $rc "deploy with the seed's example flags exits 0"
+[ "$(calls)" = 2 ] && [ "$(head -2 "$FAKE_KUBE_DIR/argv.2" | tr '\n' ' ')" = "--kubeconfig /etc/kc " ] &&
+	[ "$(tail -n +3 "$FAKE_KUBE_DIR/argv.2" | tr '\n' ' ')" = "apply -f - " ]
+ok $? "applied with kubectl --kubeconfig /etc/kc apply -f -"
+python3 - "$FAKE_KUBE_DIR/stdin.2" <<'PY'; ok $? "applied manifest has duration 100000, memory 10G/1G, ttl 300, region"
+import json, sys
+m = json.load(open(sys.argv[1])); c = m["spec"]["containers"][0]
+assert m["spec"]["activeDeadlineSeconds"] == 100000
+assert c["resources"]["limits"]["memory"] == "10G" and c["resources"]["requests"]["memory"] == "1G"
+assert m["metadata"]["annotations"]["llmtracker.io/ttl-seconds"] == "300"
+assert m["metadata"]["annotations"]["llmtracker.io/region-id"] == "cn-hangzhou"
+PY
+name=$(python3 -c 'import json,sys; print(json.load(open(sys.argv[1]))["metadata"]["name"])' "$FAKE_KUBE_DIR/stdin.2")
+grep -qF "kubectl --kubeconfig /etc/kc exec -ti $name -n default -c debugger -- bash" "$T/out" &&
+	grep -qF "llmtracker generateCommand --container-id abcdef0123456789" "$T/out"
+ok $? "prints the kubectl exec line and the generateCommand to run next"
+
+# 4. names: same target -> same hash, fresh random suffix
+a=$("$KP" deploy --dry-run --image I --pod single | python3 -c 'import json,sys; print(json.load(sys.stdin)["metadata"]["name"])')
+b=$("$KP" deploy --dry-run --image I --pod single | python3 -c 'import json,sys; print(json.load(sys.stdin)["metadata"]["name"])')
+[ "${a%-*}" = "${b%-*}" ] && [ "$a" != "$b" ]; ok $? "one target: same hash, new suffix ($a, $b)"
+"$KP" deploy --dry-run --image I --pod single > /dev/null; ok $? "a single-container pod needs no --container"
+"$KP" deploy --dry-run --image I --node gpu-node-3 | python3 -c '
+import json,sys; m=json.load(sys.stdin); assert m["spec"]["nodeName"]=="gpu-node-3"'
+ok $? "--node alone deploys on that node"
+
+# 5. errors: clear message, right exit code, nothing applied
+err_case() { # want_rc pattern what -- args
+	local want=$1 pat=$2 what=$3; shift 4
+	reset_calls
+	"$KP" "$@" > "$T/out" 2> "$T/err"; local rc=$?
+	if [ $rc -eq "$want" ] && grep -qF -- "$pat" "$T/err" && ! ls "$FAKE_KUBE_DIR"/stdin.* >/dev/null 2>&1; then
+		ok 0 "$what"
+	else
+		ok 1 "$what (rc $rc, stderr: $(head -c 300 "$T/err"))"
+	fi
+}
+err_case 1 'pod "nope" not found in namespace "default"' "missing pod" -- deploy --image I --pod nope
+err_case 1 'choose one with --container' "several containers, no --container" -- deploy --image I --pod pytorch-train-worker-sample
+err_case 1 'no container named "tf"' "unknown container" -- deploy --image I --pod pytorch-train-worker-sample --container tf
+err_case 1 'not scheduled on a node' "pending pod" -- deploy --image I --pod pending-worker --container pytorch
+err_case 1 'runs on node gpu-node-7, not on --node other' "--node disagrees with the pod" -- deploy --image I --pod single --node other
+err_case 2 '--image is required' "no --image" -- deploy --pod single
+err_case 2 'invalid argument "abc" for "-d, --duration"' "bad duration" -- deploy --image I --pod single -d abc
+err_case 2 'invalid argument "-5" for "--ttl"' "negative ttl" -- deploy --image I --pod single --ttl -5
+err_case 2 'invalid --memory-limit "10X"' "bad memory quantity" -- deploy --image I --pod single --memory-limit 10X
+err_case 2 'is more than --memory-limit' "request above limit" -- deploy --image I --pod single --memory-request 2Gi
+err_case 2 'unknown flag: --bogus' "unknown flag" -- deploy --image I --pod single --bogus
+err_case 2 'say what to profile' "no --pod nor --node" -- deploy --image I
+reset_calls; mkdir -p "$T/empty"
+env PATH="$T/empty" "$KP" deploy --image I --pod single > "$T/out" 2> "$T/err"; rc=$?
+[ $rc -eq 1 ] && grep -qF 'kubectl not found on PATH' "$T/err"; ok $? "kubectl missing"
+KUBECTL=/nonexistent/kubectl err_case 1 'KUBECTL=/nonexistent/kubectl is not an executable' "KUBECTL unusable" -- deploy --image I --pod single
+
+# 6. delete
+reset_calls
+"$KP" delete --namespace ml > "$T/out" 2>&1
+[ "$(tr '\n' ' ' < "$FAKE_KUBE_DIR/argv.1")" = "delete pod --namespace ml -l app.kubernetes.io/managed-by=kubectl-prof " ]
+ok $? "delete removes this plugin's pods by label"
+now=$(date -u +%Y-%m-%dT%H:%M:%SZ)
+cat > "$FAKE_KUBE_DIR/list.json" <<JSON
+{"items":[
+ {"metadata":{"name":"ai-profiler-old-aaaaa","annotations":{"llmtracker.io/ttl-seconds":"60"}},
+  "status":{"phase":"Succeeded","containerStatuses":[{"state":{"terminated":{"finishedAt":"2024-03-14T11:42:42Z"}}}]}},
+ {"metadata":{"name":"ai-profiler-run-bbbbb","annotations":{"llmtracker.io/ttl-seconds":"60"}},
+  "status":{"phase":"Running"}},
+ {"metadata":{"name":"ai-profiler-new-ccccc","annotations":{"llmtracker.io/ttl-seconds":"3600"}},
+  "status":{"phase":"Failed","containerStatuses":[{"state":{"terminated":{"finishedAt":"$now"}}}]}}]}
+JSON
+reset_calls
+"$KP" delete --expired > "$T/out" 2>&1
+[ "$(tr '\n' ' ' < "$FAKE_KUBE_DIR/argv.2")" = "delete pod --namespace default ai-profiler-old-aaaaa " ]
+ok $? "delete --expired removes only finished pods past their ttl"
+err_case 2 'is not a profiling pod' "delete refuses other pods" -- delete pytorch-train-worker-sample
+exit 0
