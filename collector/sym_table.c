@@ -409,6 +409,42 @@ struct sym_table *sym_table_load_kallsyms(const char *path, char *err, size_t er
 	return t;
 }
 
+/* --------------------------------------------------------------- perf map */
+
+struct sym_table *sym_table_load_perfmap(int fd, char *err, size_t errsz)
+{
+	struct sym_table *t = calloc(1, sizeof(*t));
+	char *line = NULL;
+	size_t len = 0;
+	int r = 0;
+	FILE *f;
+
+	if (!t || (fd = dup(fd)) < 0 || !(f = fdopen(fd, "re"))) {
+		if (t && fd >= 0)
+			close(fd);
+		free(t);
+		snprintf(err, errsz, "perf map: %s", strerror(errno));
+		return NULL;
+	}
+	while (!r && getline(&line, &len, f) > 0) {
+		unsigned long long start, size;
+		int n = 0;
+
+		line[strcspn(line, "\n")] = 0;
+		if (sscanf(line, "%llx %llx %n", &start, &size, &n) == 2 && n && line[n])
+			r = sym_push(t, start, size, line + n, 0, 0);
+	}
+	free(line);
+	fclose(f);
+	if (r || !t->n) {
+		snprintf(err, errsz, r ? "perf map: out of memory" : "perf map: no entries");
+		sym_table_free(t);
+		return NULL;
+	}
+	sym_finalize(t);
+	return t;
+}
+
 /* --------------------------------------------------------------- lookup */
 
 uint64_t sym_table_vaddr(const struct sym_table *t, uint64_t off)

@@ -24,6 +24,11 @@ struct sym_table *sym_table_load_elf(int fd, const char *const *debug_roots,
  * file is unreadable or its addresses are hidden (kptr_restrict). */
 struct sym_table *sym_table_load_kallsyms(const char *path, char *err, size_t errsz);
 
+/* Load a JIT symbol map ("/tmp/perf-PID.map": lines "START SIZE name", hex)
+ * open at fd (not closed). Addresses are absolute. NULL (and err) when it
+ * holds no entry. */
+struct sym_table *sym_table_load_perfmap(int fd, char *err, size_t errsz);
+
 void sym_table_free(struct sym_table *t);
 
 /* ELF virtual address of a file offset (through the PT_LOAD headers); the

@@ -46,6 +46,12 @@ struct sym_proc {
 	uint64_t read_ns;      /* when maps were last read */
 	struct sym_map *maps;
 	size_t n_maps;
+	/* JIT code: the process's /tmp/perf-<pid in its namespace>.map, read
+	 * at the end through its root (kept open: the process may be gone). */
+	int root_state;        /* 0 not tried, 1 root_fd open, -1 unavailable */
+	int root_fd, nspid;
+	int perfmap_tried;
+	struct sym_table *perfmap;
 };
 
 struct sym_addr {
@@ -226,8 +232,12 @@ void lt_sym_free(struct lt_sym *s)
 	for (i = 0; i < s->n_tabs; i++)
 		sym_table_free(s->tabs[i].t);
 	free(s->tabs);
-	for (i = 0; i < s->n_procs; i++)
+	for (i = 0; i < s->n_procs; i++) {
 		free(s->procs[i].maps);
+		if (s->procs[i].root_state == 1)
+			close(s->procs[i].root_fd);
+		sym_table_free(s->procs[i].perfmap);
+	}
 	free(s->procs);
 	free(s->proc_h.slot);
 	free(s->addrs);
@@ -498,6 +508,70 @@ static const struct sym_map *proc_find_map(const struct sym_proc *p, uint64_t ad
 	return NULL;
 }
 
+/* The pid a process has in its own namespace (NSpid's last field). */
+static int proc_nspid(const struct lt_sym *s, int pid)
+{
+	char path[256], line[256];
+	int nspid = pid;
+	FILE *f;
+
+	snprintf(path, sizeof(path), "%s/%d/status", s->proc_root, pid);
+	f = fopen(path, "re");
+	if (!f)
+		return pid;
+	while (fgets(line, sizeof(line), f))
+		if (!strncmp(line, "NSpid:", 6)) {
+			char *p = strrchr(line, '\t');
+
+			nspid = p ? atoi(p + 1) : pid;
+			break;
+		}
+	fclose(f);
+	return nspid > 0 ? nspid : pid;
+}
+
+/* Keep a handle on the process's root for its perf map (JIT frames). */
+static void proc_open_root(struct lt_sym *s, int pid)
+{
+	char path[256];
+	long idx;
+	struct sym_proc *p;
+
+	hash_find(s, &s->proc_h, mix64((uint64_t)pid), proc_eq, &pid, &idx);
+	if (idx < 0 || (p = &s->procs[idx])->root_state)
+		return;
+	snprintf(path, sizeof(path), "%s/%d/root", s->proc_root, pid);
+	p->root_fd = open(path, O_PATH | O_DIRECTORY | O_CLOEXEC);
+	p->root_state = p->root_fd >= 0 ? 1 : -1;
+	p->nspid = proc_nspid(s, pid);
+}
+
+static const char *perfmap_lookup(struct lt_sym *s, int pid, uint64_t addr, uint64_t *off)
+{
+	char path[64], err[128];
+	struct sym_proc *p;
+	long idx;
+	int fd;
+
+	hash_find(s, &s->proc_h, mix64((uint64_t)pid), proc_eq, &pid, &idx);
+	if (idx < 0 || (p = &s->procs[idx])->root_state != 1)
+		return NULL;
+	if (!p->perfmap_tried) {
+		p->perfmap_tried = 1;
+		snprintf(path, sizeof(path), "tmp/perf-%d.map", p->nspid);
+		fd = openat(p->root_fd, path, O_RDONLY | O_NOFOLLOW | O_NONBLOCK | O_CLOEXEC);
+		if (fd >= 0) {
+			struct stat st;
+
+			/* The target's own /tmp: only a regular file is read. */
+			if (!fstat(fd, &st) && S_ISREG(st.st_mode))
+				p->perfmap = sym_table_load_perfmap(fd, err, sizeof(err));
+			close(fd);
+		}
+	}
+	return p->perfmap ? sym_table_lookup(p->perfmap, addr, off, NULL) : NULL;
+}
+
 /* ------------------------------------------------------------ addresses */
 
 struct addr_key { int pid; uint64_t addr; };
@@ -591,6 +665,7 @@ static int addr_add(struct lt_sym *s, int pid, uint32_t exec_id, uint64_t addr, 
 		a->kind = AK_ANON;
 		a->anon = m->anon;
 		a->rel = addr - m->start;
+		proc_open_root(s, pid);
 	}
 	s->addr_h.slot[pos] = (uint32_t)++s->n_addrs;
 	s->addr_h.n++;
@@ -717,10 +792,18 @@ static void resolve_one(struct lt_sym *s, const struct sym_addr *a, struct lt_sy
 	case AK_FILE:
 		resolve_file(s, a, out);
 		break;
-	case AK_ANON:
+	case AK_ANON: {
+		const char *jit = perfmap_lookup(s, a->pid, a->addr - a->is_ret, &out->offset);
+
 		out->module = s->anon_names[a->anon];
-		out->offset = a->rel;
+		if (jit) {
+			out->name = demangle(s, jit);
+			out->offset += a->is_ret;
+		} else {
+			out->offset = a->rel;
+		}
 		break;
+	}
 	default:
 		break;
 	}

@@ -15,8 +15,11 @@
  * Results that cannot be named keep module + offset:
  *   file-backed, no symbol: name "", module = path, offset = ELF address
  *                           (what `addr2line -e module` takes)
- *   anonymous / memfd (JIT): name "", module "[anon]" (or "[heap]",
- *                           "[stack]", "[vdso]"...), offset from mapping start
+ *   anonymous / memfd (JIT): name from the process's perf map
+ *                           (/tmp/perf-PID.map in its own root and pid
+ *                           namespace) when it has one, else name "";
+ *                           module "[anon]" (or "[heap]", "[stack]",
+ *                           "[vdso]"...), offset from mapping start
  *   no mapping known:        name "", module "[unknown]", offset = address
  */
 #ifndef LLMT_SYMBOLIZE_H

@@ -375,6 +375,43 @@ static void test_anon_and_vanished(void **st)
 	munmap(p, 8192);
 }
 
+/* JIT code named by the process's perf map (/tmp/perf-PID.map). */
+static void test_perf_map_jit(void **st)
+{
+	char path[64];
+	struct lt_sym *s;
+	struct lt_sym_info in;
+	char *p = mmap(NULL, 8192, PROT_READ | PROT_WRITE | PROT_EXEC, MAP_PRIVATE | MAP_ANONYMOUS,
+		       -1, 0);
+	FILE *f;
+
+	(void)st;
+	assert_true(p != MAP_FAILED);
+	snprintf(path, sizeof(path), "/tmp/perf-%d.map", getpid());
+	f = fopen(path, "w");
+	assert_non_null(f);
+	fprintf(f, "%lx 40 py::fib:/tmp/work.py\n%lx 100 _ZN5torch3jit8run_loopEv\n",
+		(unsigned long)p, (unsigned long)p + 0x40);
+	fclose(f);
+	assert_int_equal(lt_sym_new(&s, NULL), 0);
+	assert_int_equal(lt_sym_note(s, getpid(), 1, (uint64_t)p + 0x10, 0), 1);
+	assert_int_equal(lt_sym_note(s, getpid(), 1, (uint64_t)p + 0x50, 1), 1);
+	assert_int_equal(lt_sym_note(s, getpid(), 1, (uint64_t)p + 0x1000, 0), 1);
+	assert_int_equal(lt_sym_resolve(s, getpid(), (uint64_t)p + 0x10, &in), 0);
+	assert_string_equal(in.name, "py::fib:/tmp/work.py");
+	assert_string_equal(in.module, "[anon]");
+	assert_int_equal(in.offset, 0x10);
+	assert_int_equal(lt_sym_resolve(s, getpid(), (uint64_t)p + 0x50, &in), 0);
+	assert_string_equal(in.name, "torch::jit::run_loop()");
+	assert_int_equal(in.offset, 0x10);
+	assert_int_equal(lt_sym_resolve(s, getpid(), (uint64_t)p + 0x1000, &in), 0);
+	assert_string_equal(in.name, ""); /* past every entry: [anon]+offset */
+	assert_int_equal(in.offset, 0x1000);
+	lt_sym_free(s);
+	unlink(path);
+	munmap(p, 8192);
+}
+
 /* Mappings captured while alive resolve after the process exited. */
 static int count_cb(void *arg, int pid, uint64_t addr, const struct lt_sym_info *in)
 {
@@ -424,6 +461,7 @@ int main(void)
 		cmocka_unit_test(test_kernel),
 		cmocka_unit_test(test_anon_and_vanished),
 		cmocka_unit_test(test_resolve_after_exit),
+		cmocka_unit_test(test_perf_map_jit),
 	};
 
 	return cmocka_run_group_tests(tests, NULL, NULL);
