@@ -1,0 +1,212 @@
+// SPDX-License-Identifier: Apache-2.0
+/* The collector's option parsing, launch helper and /proc readers. */
+#include <stdarg.h>
+#include <stddef.h>
+#include <setjmp.h>
+#include <cmocka.h>
+#include <signal.h>
+#include <stdio.h>
+#include <string.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include "collector/cli.h"
+#include "collector/launch.h"
+#include "collector/targets.h"
+
+static int parse(struct lt_options *o, char *err, const char *const *args, int n)
+{
+	char *argv[32];
+
+	for (int i = 0; i < n; i++)
+		argv[i] = (char *)args[i];
+	argv[n] = NULL;
+	return lt_cli_parse_profile(n, argv, o, err, 256);
+}
+#define PARSE(o, err, ...) parse(o, err, (const char *const[]){ __VA_ARGS__ }, \
+				 sizeof((const char *const[]){ __VA_ARGS__ }) / sizeof(char *))
+
+static void types_ok(void **st)
+{
+	unsigned t;
+	bool all;
+	char err[256];
+
+	(void)st;
+	assert_int_equal(lt_cli_parse_types("syscall,cpu", &t, &all, err, sizeof(err)), 0);
+	assert_int_equal(t, LT_T_SYSCALL | LT_T_CPU);
+	assert_false(all);
+	assert_int_equal(lt_cli_parse_types("all", &t, &all, err, sizeof(err)), 0);
+	assert_int_equal(t, LT_T_ALL);
+	assert_true(all);
+	assert_int_equal(lt_cli_parse_types("pysample", &t, &all, err, sizeof(err)), 0);
+	assert_int_equal(t, LT_T_PYSAMPLE);
+}
+
+static void types_bad(void **st)
+{
+	unsigned t;
+	bool all;
+	char err[256];
+
+	(void)st;
+	assert_int_equal(lt_cli_parse_types("syscall,gpu", &t, &all, err, sizeof(err)), -1);
+	assert_non_null(strstr(err, "unknown profiling type 'gpu'"));
+	assert_int_equal(lt_cli_parse_types(",", &t, &all, err, sizeof(err)), -1);
+	assert_int_equal(lt_cli_parse_types("", &t, &all, err, sizeof(err)), -1);
+}
+
+static void seed_flags(void **st)
+{
+	struct lt_options o;
+	char err[256];
+
+	(void)st;
+	assert_int_equal(PARSE(&o, err, "profile", "-p", "12", "-p", "34", "-t", "all", "-o", "/tmp/d.json",
+			       "-v", "5", "--enable-cuda-kernel", "true", "--cpu-buffer-size", "20",
+			       "--probe-file", "probe.json", "--delay", "3", "-d", "5", "--freq", "49",
+			       "--cupti-dir", "/tmp"), 0);
+	assert_int_equal(o.n_pids, 2);
+	assert_int_equal(o.pids[1], 34);
+	assert_true(o.types_all);
+	assert_string_equal(o.output, "/tmp/d.json");
+	assert_int_equal(o.verbosity, 5);
+	assert_true(o.cuda_kernel);
+	assert_int_equal(o.cpu_buffer_mb, 20);
+	assert_string_equal(o.probe_file, "probe.json");
+	assert_true(o.delay_s == 3 && o.duration_s == 5);
+	assert_int_equal(o.freq_hz, 49);
+	assert_string_equal(o.cupti_dir, "/tmp");
+	assert_true(o.follow_children);
+	assert_null(o.launch_argv);
+}
+
+static void defaults_and_launch(void **st)
+{
+	struct lt_options o;
+	char err[256];
+
+	(void)st;
+	assert_int_equal(PARSE(&o, err, "profile", "-t", "syscall", "--no-children", "--", "sh", "-c", "x"), 0);
+	assert_string_equal(o.output, LT_DEFAULT_OUTPUT);
+	assert_int_equal(o.cpu_buffer_mb, LT_DEFAULT_CPU_BUFFER_MB);
+	assert_int_equal(o.freq_hz, LT_DEFAULT_FREQ_HZ);
+	assert_false(o.follow_children);
+	assert_non_null(o.launch_argv);
+	assert_string_equal(o.launch_argv[0], "sh");
+	assert_string_equal(o.launch_argv[1], "-c"); /* the command's flags stay its own */
+	assert_null(o.launch_argv[3]);
+}
+
+static void bad_values(void **st)
+{
+	struct lt_options o;
+	char err[256];
+
+	(void)st;
+	assert_int_equal(PARSE(&o, err, "profile", "-t", "cpu", "-p", "abc"), -1);
+	assert_non_null(strstr(err, "-p abc"));
+	assert_int_equal(PARSE(&o, err, "profile", "-t", "cpu", "-p", "1", "-d", "-1"), -1);
+	assert_non_null(strstr(err, "-d -1"));
+	assert_int_equal(PARSE(&o, err, "profile", "-t", "cpu", "-p", "1", "--cpu-buffer-size", "0"), -1);
+	assert_int_equal(PARSE(&o, err, "profile", "-t", "cpu", "-p", "1", "--enable-cuda-kernel", "maybe"), -1);
+	assert_non_null(strstr(err, "expected true or false"));
+	assert_int_equal(PARSE(&o, err, "profile", "-p", "1"), -1);
+	assert_non_null(strstr(err, "missing -t"));
+	assert_int_equal(PARSE(&o, err, "profile", "-t", "cpu"), -1);
+	assert_non_null(strstr(err, "nothing to profile"));
+	assert_int_equal(PARSE(&o, err, "profile", "-t", "cpu", "-p", "1", "--bogus"), -1);
+	assert_int_equal(PARSE(&o, err, "profile", "-t", "cpu", "-p"), -1);
+}
+
+static void launch_runs_after_release(void **st)
+{
+	struct lt_launch l;
+	char err[256], buf[64];
+	char *argv[] = { "sh", "-c", "exit 7", NULL };
+
+	(void)st;
+	assert_int_equal(lt_launch_start(&l, argv, err, sizeof(err)), 0);
+	assert_true(l.pid > 0);
+	assert_true(lt_proc_alive(l.pid)); /* stopped, not gone */
+	assert_false(lt_launch_reap(&l, false));
+	assert_int_equal(lt_launch_release(&l), 0);
+	assert_true(lt_launch_reap(&l, true));
+	assert_string_equal(lt_launch_status_str(&l, buf, sizeof(buf)), "exited with status 7");
+}
+
+static void launch_missing_command(void **st)
+{
+	struct lt_launch l;
+	char err[256];
+	char *argv[] = { "no-such-command-xyz", NULL };
+
+	(void)st;
+	assert_int_equal(lt_launch_start(&l, argv, err, sizeof(err)), -1);
+	assert_non_null(strstr(err, "no-such-command-xyz"));
+	assert_int_equal(l.pid, 0);
+}
+
+static void launch_abort_kills_unreleased(void **st)
+{
+	struct lt_launch l;
+	char err[256];
+	char *argv[] = { "sleep", "100", NULL };
+
+	(void)st;
+	assert_int_equal(lt_launch_start(&l, argv, err, sizeof(err)), 0);
+	lt_launch_abort(&l);
+	assert_true(l.reaped);
+	assert_true(WIFSIGNALED(l.status));
+}
+
+static void proc_readers(void **st)
+{
+	char buf[4096];
+	int kids[8];
+	pid_t child;
+
+	(void)st;
+	assert_true(lt_proc_alive(getpid()));
+	assert_false(lt_proc_alive(0x3fffffff));
+	assert_int_equal(lt_proc_read_ppid(getpid()), getppid());
+	assert_int_equal(lt_proc_read_cmdline(getpid(), buf, sizeof(buf)), 0);
+	assert_non_null(strstr(buf, "test_collector_cli"));
+	assert_int_equal(lt_proc_read_exe(getpid(), buf, sizeof(buf)), 0);
+	assert_non_null(strstr(buf, "test_collector_cli"));
+	child = fork();
+	if (child == 0) {
+		pause();
+		_exit(0);
+	}
+	{
+		int self = getpid(), n = 0;
+
+		for (int i = 0; i < 100 && n == 0; i++) {
+			n = lt_targets_descendants(&self, 1, kids, 8);
+			if (!n)
+				usleep(10000);
+		}
+		assert_int_equal(n, 1);
+		assert_int_equal(kids[0], child);
+	}
+	kill(child, SIGKILL);
+	waitpid(child, NULL, 0);
+	assert_false(lt_proc_alive(child));
+}
+
+int main(void)
+{
+	const struct CMUnitTest tests[] = {
+		cmocka_unit_test(types_ok),
+		cmocka_unit_test(types_bad),
+		cmocka_unit_test(seed_flags),
+		cmocka_unit_test(defaults_and_launch),
+		cmocka_unit_test(bad_values),
+		cmocka_unit_test(launch_runs_after_release),
+		cmocka_unit_test(launch_missing_command),
+		cmocka_unit_test(launch_abort_kills_unreleased),
+		cmocka_unit_test(proc_readers),
+	};
+	return cmocka_run_group_tests(tests, NULL, NULL);
+}
