@@ -1,0 +1,56 @@
+#!/bin/bash
+# generateCommand lists Python (and CUDA) processes, filtered by a container's
+# cgroup, with the profiling command template and the Python path hint;
+# export runs llmtracker-convert from the collector's directory.
+. "$(dirname "$0")/collector_common.inc"
+[ -x "$LT" ] || { echo "# missing $LT"; exit 1; }
+py=/usr/bin/python3.11
+[ -x "$py" ] || py=$(command -v python3)
+[ -n "$py" ] || { echo "# skip: no python interpreter"; exit 77; }
+
+"$py" -c 'import time; time.sleep(20)' & p=$!
+cleanup_pids+=("$p")
+sleep 0.3
+"$LT" generateCommand >"$T/all.out" 2>"$T/all.err"
+check "generateCommand exits 0" test $? -eq 0
+check "glog-style lines" grep -qE '^I[0-9]{4} [0-9:.]{15} [0-9]+ generate\.c:[0-9]+\] ' "$T/all.out"
+check "lists the python process" grep -qE "PID: $p, Name: \\{\"pid\":$p,\"name\":\"python" "$T/all.out"
+check "prints the command template" grep -q 'The profiling command is: llmtracker profile -p <ProcessID-To-Profiling> -t ' "$T/all.out"
+check "prints the Python path hint" grep -qE "Profiling Python Path is: /.*export EBPF_USDT_PYTHON_PATH=/" "$T/all.out"
+
+# --container-id: a cgroup named like a container's holds one python process;
+# another python outside it must not be listed.
+"$py" -c 'import time; time.sleep(20)' & q=$!
+cleanup_pids+=("$q")
+cid=cri-containerd-$(printf '%064x' $$)
+cg=""
+for root in /sys/fs/cgroup/pids /sys/fs/cgroup/unified /sys/fs/cgroup; do
+	if mkdir "$root/lt-test-$cid.scope" 2>/dev/null; then
+		if echo "$p" >"$root/lt-test-$cid.scope/cgroup.procs" 2>/dev/null; then cg=$root/lt-test-$cid.scope; break; fi
+		rmdir "$root/lt-test-$cid.scope"
+	fi
+done
+if [ -n "$cg" ]; then
+	"$LT" generateCommand --container-id "${cid#cri-containerd-}" >"$T/c.out" 2>&1
+	check "--container-id keeps the process in that container's cgroup" grep -q "PID: $p," "$T/c.out"
+	check "--container-id drops processes outside it" test "$(grep -c "PID: $q," "$T/c.out")" -eq 0
+	echo "$p" >"$(dirname "$cg")/cgroup.procs" 2>/dev/null
+	kill "$p"; wait "$p" 2>/dev/null
+	rmdir "$cg" 2>/dev/null
+else
+	echo "# no writable cgroup hierarchy: --container-id filtering not checked"
+fi
+"$LT" generateCommand --container-id no-such-container-0123 >"$T/none.out" 2>&1
+check "--container-id of no container lists nothing" test "$(grep -c 'PID: ' "$T/none.out")" -eq 0
+check "... and says so" grep -q "no process maps libcuda/libcudart or runs Python in that container" "$T/none.out"
+"$LT" generateCommand --container-id a --pod-uid b >/dev/null 2>"$T/both.err"
+check "--container-id with --pod-uid is refused" test $? -ne 0
+
+if [ -x "$BUILD/bin/llmtracker-convert" ]; then
+	"$LT" export -i "$T/does-not-exist.evlog" -o "$T/out.json" >"$T/exp.out" 2>"$T/exp.err"
+	rc=$?
+	check "export runs llmtracker-convert (fails on a missing input, rc $rc)" \
+		test "$rc" -ne 0 -a -s "$T/exp.err"
+	check "... naming the input" grep -q "does-not-exist.evlog" "$T/exp.err"
+fi
+finish
