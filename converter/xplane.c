@@ -39,6 +39,87 @@
 typedef Tensorflow__Profiler__XStat XStat;
 typedef Tensorflow__Profiler__XEvent XEvent;
 
+/* ------------------------------------------------------------------ UTF-8 */
+
+/* Length of the valid UTF-8 sequence at s, or 0. Reads no further than a
+ * NUL, which never continues a sequence. */
+static size_t utf8_seq(const unsigned char *s)
+{
+	if (s[0] < 0x80)
+		return 1;
+	if (s[0] >= 0xc2 && s[0] <= 0xdf)
+		return (s[1] & 0xc0) == 0x80 ? 2 : 0;
+	if (s[0] >= 0xe0 && s[0] <= 0xef) {
+		if ((s[1] & 0xc0) != 0x80 || (s[2] & 0xc0) != 0x80 ||
+		    (s[0] == 0xe0 && s[1] < 0xa0) || (s[0] == 0xed && s[1] > 0x9f))
+			return 0; /* overlong or a UTF-16 surrogate */
+		return 3;
+	}
+	if (s[0] >= 0xf0 && s[0] <= 0xf4) {
+		if ((s[1] & 0xc0) != 0x80 || (s[2] & 0xc0) != 0x80 || (s[3] & 0xc0) != 0x80 ||
+		    (s[0] == 0xf0 && s[1] < 0x90) || (s[0] == 0xf4 && s[1] > 0x8f))
+			return 0;
+		return 4;
+	}
+	return 0;
+}
+
+static int utf8_valid(const char *s)
+{
+	const unsigned char *p = (const unsigned char *)s;
+	size_t n;
+
+	while (*p) {
+		if (*p < 0x80) {
+			p++;
+			continue;
+		}
+		if (!(n = utf8_seq(p)))
+			return 0;
+		p += n;
+	}
+	return 1;
+}
+
+/*
+ * proto3 strings must be UTF-8, or readers (xprof, protoc) reject the whole
+ * file; names from targets are only bytes. A malloc'd copy with each invalid
+ * byte replaced by U+FFFD, or NULL when out of memory.
+ */
+static char *utf8_clean_dup(const char *s)
+{
+	const unsigned char *p = (const unsigned char *)s;
+	char *out = malloc(strlen(s) * 3 + 1), *o = out;
+	size_t n;
+
+	if (!out)
+		return NULL;
+	while (*p) {
+		n = utf8_seq(p);
+		if (n) {
+			memcpy(o, p, n);
+			o += n;
+			p += n;
+		} else {
+			memcpy(o, "\xef\xbf\xbd", 3);
+			o += 3;
+			p++;
+		}
+	}
+	*o = 0;
+	return out;
+}
+
+/* s itself when valid, else a cleaned copy stored in *owned (to free). */
+static const char *utf8_ok(const char *s, char **owned)
+{
+	*owned = NULL;
+	if (!s || utf8_valid(s))
+		return s;
+	*owned = utf8_clean_dup(s);
+	return *owned ? *owned : "";
+}
+
 /* ------------------------------------------------------------ string map */
 
 /* Interns strings to dense ids 1..n (open addressing, FNV-1a). */
@@ -192,12 +273,16 @@ static uint64_t len_field_size(unsigned field, uint64_t len)
 
 static void wout_str_field(struct wout *w, unsigned field, const char *s)
 {
-	size_t n = s ? strlen(s) : 0;
+	char *owned;
+	size_t n;
 
-	if (!n)
-		return;
-	wout_len_header(w, field, n);
-	wout_bytes(w, s, n);
+	s = utf8_ok(s, &owned);
+	n = s ? strlen(s) : 0;
+	if (n) {
+		wout_len_header(w, field, n);
+		wout_bytes(w, s, n);
+	}
+	free(owned);
 }
 
 /* A protobuf-c message as a length-delimited field. */
@@ -370,7 +455,7 @@ static int plane_stat(struct xplane_p *p, const char *name, int vcase,
 	s->value_case = vcase;
 	strs[p->n_plane_stats] = NULL;
 	if (vcase == TENSORFLOW__PROFILER__XSTAT__VALUE_STR_VALUE) {
-		strs[p->n_plane_stats] = strdup(str ? str : "");
+		strs[p->n_plane_stats] = utf8_clean_dup(str ? str : "");
 		if (!strs[p->n_plane_stats])
 			return -1;
 		s->str_value = strs[p->n_plane_stats];
@@ -607,7 +692,8 @@ struct evstats {
 	XStat s[MAX_EVENT_STATS];
 	XStat *ptrs[MAX_EVENT_STATS];
 	char strs[3][512];
-	size_t n, nstr;
+	char *owned[MAX_EVENT_STATS]; /* UTF-8-cleaned copies, freed after packing */
+	size_t n, nstr, nown;
 };
 
 static XStat *es_add(struct evstats *e, struct xplane_p *p, const char *name, int vcase)
@@ -655,9 +741,13 @@ static void es_dbl(struct evstats *e, struct xplane_p *p, const char *name, doub
 static void es_str(struct evstats *e, struct xplane_p *p, const char *name, const char *v)
 {
 	XStat *s = es_add(e, p, name, TENSORFLOW__PROFILER__XSTAT__VALUE_STR_VALUE);
+	char *owned;
 
-	if (s)
-		s->str_value = (char *)v;
+	if (!s)
+		return;
+	s->str_value = (char *)utf8_ok(v, &owned);
+	if (owned)
+		e->owned[e->nown++] = owned;
 }
 
 /* A string interned in the plane's stat metadata (repeating values). */
@@ -804,8 +894,9 @@ static int write_event(struct xsink *x, struct xline *l, const struct conv_item 
 	struct evstats es;
 	uint64_t before = x->spill->pos;
 	int64_t end;
+	int rc;
 
-	es.n = es.nstr = 0;
+	es.n = es.nstr = es.nown = 0;
 	ev.metadata_id = strmap_id(&p->events, it->name && *it->name ? it->name : "<unknown>");
 	if (!ev.metadata_id)
 		return xerr(x, "xplane: out of memory interning event names");
@@ -818,7 +909,10 @@ static int write_event(struct xsink *x, struct xline *l, const struct conv_item 
 		host_item_stats(x, &es, p, it);
 	ev.n_stats = es.n;
 	ev.stats = es.ptrs;
-	if (wout_msg_field(x->spill, 4, &ev.base) < 0)
+	rc = wout_msg_field(x->spill, 4, &ev.base);
+	for (size_t i = 0; i < es.nown; i++)
+		free(es.owned[i]);
+	if (rc < 0)
 		return xerr(x, "xplane: out of memory packing an event");
 	l->segs[l->n_segs - 1].len += x->spill->pos - before;
 	end = (int64_t)(it->start_ns - x->start_mono) + dur;
@@ -932,7 +1026,8 @@ static void emit_metadata(struct wout *w, unsigned field, const struct strmap *m
 {
 	for (size_t i = 0; i < m->n; i++) {
 		int64_t id = (int64_t)i + 1;
-		size_t nlen = strlen(m->names[i]);
+		char *owned;
+		size_t nlen = strlen(utf8_ok(m->names[i], &owned));
 		uint64_t val = varint_len(1 << 3) + varint_len((uint64_t)id) +
 			       (nlen ? len_field_size(2, nlen) : 0);
 		uint64_t entry = varint_len(1 << 3) + varint_len((uint64_t)id) +
@@ -943,6 +1038,7 @@ static void emit_metadata(struct wout *w, unsigned field, const struct strmap *m
 		wout_len_header(w, 2, val);
 		wout_int_field(w, 1, id);
 		wout_str_field(w, 2, m->names[i]);
+		free(owned);
 	}
 }
 

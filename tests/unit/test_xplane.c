@@ -400,6 +400,35 @@ static void test_logdir_layout(void **state)
 	assert_non_null(strstr(err, "'/'"));
 }
 
+/* Names from targets are bytes, not UTF-8; proto3 strings must be UTF-8 or
+ * readers (xprof, protoc) reject the whole file. */
+static void test_invalid_utf8(void **state)
+{
+	char path[512], cmd[1200], err[256];
+	const char *root = getenv("LLMT_ROOT") ? getenv("LLMT_ROOT") : ".";
+	struct conv_host_meta m = meta();
+	struct conv_thread bad_threads[] = { { 100, 100, "py\xff\xfe" }, { 100, 101, "ok" } };
+	struct conv_item it = thr(100, 1000, 100, "fn_\xc3(");
+	struct conv_sink *s;
+
+	(void)state;
+	m.host = "host\xe9";
+	m.threads = bad_threads;
+	snprintf(path, sizeof(path), "%s/utf8.xplane.pb", tmpdir);
+	s = xplane_sink_new(path, 0, err, sizeof(err));
+	assert_int_equal(s->begin_host(s->ctx, &m), 0);
+	it.stack_folded = "a;\xed\xa0\x80;b";          /* a UTF-16 surrogate: invalid */
+	assert_int_equal(s->item(s->ctx, &it), 0);
+	it = strm(7, 2000, 100, "k\xf8\x88\x80\x80\x80", &kern);
+	assert_int_equal(s->item(s->ctx, &it), 0);
+	assert_int_equal(s->end_host(s->ctx), 0);
+	assert_int_equal(s->finish(s->ctx, 1), 0);
+	xplane_sink_free(s);
+	snprintf(cmd, sizeof(cmd), "protoc --decode=tensorflow.profiler.XSpace --proto_path=%s/schemas "
+		 "%s/schemas/xplane.proto < %s > /dev/null", root, root, path);
+	assert_int_equal(system(cmd), 0);
+}
+
 static void test_occupancy(void **state)
 {
 	(void)state;
@@ -416,6 +445,7 @@ int main(void)
 		cmocka_unit_test(test_no_clobber),
 		cmocka_unit_test(test_failure_leaves_nothing),
 		cmocka_unit_test(test_logdir_layout),
+		cmocka_unit_test(test_invalid_utf8),
 		cmocka_unit_test(test_occupancy),
 	};
 
