@@ -55,6 +55,7 @@ enum evf_tag {
 /* ------------------------------------------------------------- event byte */
 #define EVF_TYPE_MASK 0x3f
 #define EVF_SAME_THREAD 0x80 /* pid/tid omitted: same as the previous event */
+#define EVF_SAME_PID 0x40    /* pid omitted (same as the previous event), tid follows */
 
 /* ------------------------------------------------------- little endian io */
 static inline void evf_put16(uint8_t *p, uint16_t v)

@@ -50,6 +50,7 @@ struct evlog_reader {
 	int in_chunk;
 	uint64_t prev_ts;
 	uint32_t prev_pid, prev_tid;
+	uint64_t prev_corr;
 
 	struct evlog_str *strs;
 	uint32_t nstrs, strs_cap;
@@ -365,6 +366,7 @@ static int evr_try_chunk(struct evlog_reader *r)
 	r->in_chunk = 1;
 	r->prev_ts = evf_get64(h + 32);
 	r->prev_pid = r->prev_tid = 0;
+	r->prev_corr = 0;
 	r->nstrs = r->nstacks = r->npystacks = 0;
 	r->sarena_len = r->frames_len = r->pyframes_len = 0;
 	r->pos += EVF_CHUNK_HDR + comp;
@@ -382,6 +384,7 @@ static int evr_try_chunk(struct evlog_reader *r)
 		(dst) = v_; } while (0)
 #define GET32(dst) GETN(dst, UINT32_MAX)
 #define GET8(dst) GETN(dst, UINT8_MAX)
+#define GETC(dst) do { int64_t d_; GETZ(d_); r->prev_corr += (uint64_t)d_; (dst) = r->prev_corr; } while (0)
 #define GETS(dst) do { if (evr_str(r, &(dst))) return -1; } while (0)
 
 static int evr_str(struct evlog_reader *r, struct evlog_str *out)
@@ -499,12 +502,12 @@ static int evr_fields(struct evlog_reader *r, struct evlog_event *ev)
 		GETN(u->lib_call.nargs, EVLOG_MAX_ARGS);
 		for (uint32_t i = 0; i < u->lib_call.nargs; i++)
 			GETV(u->lib_call.args[i]);
-		GETS(u->lib_call.detail); GETV(u->lib_call.correlation_id);
+		GETS(u->lib_call.detail); GETC(u->lib_call.correlation_id);
 		break;
 	case EV_GPU_KERNEL: {
 		typeof(u->gpu_kernel) *k = &u->gpu_kernel;
 		GETV(k->dur); GET32(k->device); GET32(k->context); GET32(k->stream);
-		GETV(k->correlation_id); GETS(k->name);
+		GETC(k->correlation_id); GETS(k->name);
 		for (int i = 0; i < 3; i++)
 			GET32(k->grid[i]);
 		for (int i = 0; i < 3; i++)
@@ -516,19 +519,19 @@ static int evr_fields(struct evlog_reader *r, struct evlog_event *ev)
 	case EV_GPU_MEMCPY: {
 		typeof(u->gpu_memcpy) *m = &u->gpu_memcpy;
 		GETV(m->dur); GET32(m->device); GET32(m->context); GET32(m->stream);
-		GETV(m->correlation_id); GETV(m->bytes); GET8(m->copy_kind); GET8(m->src_kind);
+		GETC(m->correlation_id); GETV(m->bytes); GET8(m->copy_kind); GET8(m->src_kind);
 		GET8(m->dst_kind);
 		break;
 	}
 	case EV_GPU_MEMSET: {
 		typeof(u->gpu_memset) *m = &u->gpu_memset;
 		GETV(m->dur); GET32(m->device); GET32(m->context); GET32(m->stream);
-		GETV(m->correlation_id); GETV(m->bytes); GET32(m->value);
+		GETC(m->correlation_id); GETV(m->bytes); GET32(m->value);
 		break;
 	}
 	case EV_GPU_API:
 		GETV(u->gpu_api.dur); GET8(u->gpu_api.api_class); GET32(u->gpu_api.cbid);
-		GETV(u->gpu_api.correlation_id); GETZ(u->gpu_api.ret); GETS(u->gpu_api.name);
+		GETC(u->gpu_api.correlation_id); GETZ(u->gpu_api.ret); GETS(u->gpu_api.name);
 		break;
 	case EV_GPU_DEVICE: {
 		typeof(u->gpu_device) *d = &u->gpu_device;
@@ -577,8 +580,16 @@ static int evr_event(struct evlog_reader *r)
 		ev->pid = r->prev_pid;
 		ev->tid = r->prev_tid;
 	} else {
-		GET32(ev->pid);
-		GET32(ev->tid);
+		if (t & EVF_SAME_PID)
+			ev->pid = r->prev_pid;
+		else
+			GET32(ev->pid);
+		int64_t d;
+		GETZ(d);
+		d += ev->pid;
+		if (d < 0 || d > UINT32_MAX)
+			return -1;
+		ev->tid = (uint32_t)d;
 	}
 	if (evr_fields(r, ev))
 		return -1;

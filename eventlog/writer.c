@@ -42,6 +42,7 @@ struct evlog_writer {
 	uint32_t n_events;
 	uint64_t base_ts, prev_ts;
 	uint32_t prev_pid, prev_tid;
+	uint64_t prev_corr;     /* correlation ids are delta-coded */
 	uint64_t chunk_born_ns; /* CLOCK_MONOTONIC when its first event came */
 	uint64_t seq;
 
@@ -634,11 +635,20 @@ static int evw_bound(struct evlog_writer *w, const struct evlog_event *ev, size_
 #define Z(x) (p = evf_put_varint(p, evf_zigzag((int64_t)(x))))
 #define S(x) (p = evw_s(w, p, (x)))
 
-static uint8_t *evw_gpu_common(uint8_t *p, uint64_t dur, uint32_t dev, uint32_t ctx,
-			       uint32_t stream, uint64_t corr)
+/* Correlation ids mostly rise by small steps: code the signed difference
+ * from the previous one in the chunk. */
+static inline uint8_t *evw_corr(struct evlog_writer *w, uint8_t *p, uint64_t corr)
 {
-	V(dur); V(dev); V(ctx); V(stream); V(corr);
+	Z(corr - w->prev_corr);
+	w->prev_corr = corr;
 	return p;
+}
+
+static uint8_t *evw_gpu_common(struct evlog_writer *w, uint8_t *p, uint64_t dur, uint32_t dev,
+			       uint32_t ctx, uint32_t stream, uint64_t corr)
+{
+	V(dur); V(dev); V(ctx); V(stream);
+	return evw_corr(w, p, corr);
 }
 
 static uint8_t *evw_fields(struct evlog_writer *w, uint8_t *p, const struct evlog_event *ev)
@@ -665,11 +675,11 @@ static uint8_t *evw_fields(struct evlog_writer *w, uint8_t *p, const struct evlo
 		V(u->lib_call.dur); V(u->lib_call.ret); V(u->lib_call.depth); V(u->lib_call.nargs);
 		for (uint32_t i = 0; i < u->lib_call.nargs; i++)
 			V(u->lib_call.args[i]);
-		S(u->lib_call.detail); V(u->lib_call.correlation_id);
+		S(u->lib_call.detail); p = evw_corr(w, p, u->lib_call.correlation_id);
 		break;
 	case EV_GPU_KERNEL: {
 		const typeof(u->gpu_kernel) *k = &u->gpu_kernel;
-		p = evw_gpu_common(p, k->dur, k->device, k->context, k->stream, k->correlation_id);
+		p = evw_gpu_common(w, p, k->dur, k->device, k->context, k->stream, k->correlation_id);
 		S(k->name);
 		for (int i = 0; i < 3; i++)
 			V(k->grid[i]);
@@ -680,19 +690,19 @@ static uint8_t *evw_fields(struct evlog_writer *w, uint8_t *p, const struct evlo
 	}
 	case EV_GPU_MEMCPY: {
 		const typeof(u->gpu_memcpy) *m = &u->gpu_memcpy;
-		p = evw_gpu_common(p, m->dur, m->device, m->context, m->stream, m->correlation_id);
+		p = evw_gpu_common(w, p, m->dur, m->device, m->context, m->stream, m->correlation_id);
 		V(m->bytes); V(m->copy_kind); V(m->src_kind); V(m->dst_kind);
 		break;
 	}
 	case EV_GPU_MEMSET: {
 		const typeof(u->gpu_memset) *m = &u->gpu_memset;
-		p = evw_gpu_common(p, m->dur, m->device, m->context, m->stream, m->correlation_id);
+		p = evw_gpu_common(w, p, m->dur, m->device, m->context, m->stream, m->correlation_id);
 		V(m->bytes); V(m->value);
 		break;
 	}
 	case EV_GPU_API:
 		V(u->gpu_api.dur); V(u->gpu_api.api_class); V(u->gpu_api.cbid);
-		V(u->gpu_api.correlation_id); Z(u->gpu_api.ret); S(u->gpu_api.name);
+		p = evw_corr(w, p, u->gpu_api.correlation_id); Z(u->gpu_api.ret); S(u->gpu_api.name);
 		break;
 	case EV_GPU_DEVICE: {
 		const typeof(u->gpu_device) *d = &u->gpu_device;
@@ -737,16 +747,19 @@ int evlog_write(struct evlog_writer *w, const struct evlog_event *ev)
 	}
 	if (!w->n_events) {
 		w->base_ts = w->prev_ts = ev->ts;
+		w->prev_corr = 0;
 		w->chunk_born_ns = evw_now(CLOCK_MONOTONIC);
 	}
 	uint8_t *p = w->raw + w->raw_len;
-	int same = w->n_events && ev->pid == w->prev_pid && ev->tid == w->prev_tid;
-	*p++ = (uint8_t)(ev->type | (same ? EVF_SAME_THREAD : 0));
+	/* Thread ids sit near their pid: the tid is coded as tid - pid. */
+	int same_pid = w->n_events && ev->pid == w->prev_pid;
+	int same = same_pid && ev->tid == w->prev_tid;
+	*p++ = (uint8_t)(ev->type | (same ? EVF_SAME_THREAD : same_pid ? EVF_SAME_PID : 0));
 	Z(ev->ts - w->prev_ts);
-	if (!same) {
+	if (!same_pid)
 		V(ev->pid);
-		V(ev->tid);
-	}
+	if (!same)
+		Z((int64_t)ev->tid - (int64_t)ev->pid);
 	p = evw_fields(w, p, ev);
 	w->raw_len = (size_t)(p - w->raw);
 	w->prev_ts = ev->ts;

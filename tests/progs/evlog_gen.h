@@ -29,7 +29,7 @@ struct evgen {
 	char str[EVGEN_NSTR][EVGEN_BIG + 64];
 	uint64_t ips[EVLOG_MAX_FRAMES];
 	struct evlog_str frames[EVLOG_MAX_FRAMES];
-	char fbuf[EVLOG_MAX_FRAMES][48];
+	char fbuf[EVLOG_MAX_FRAMES][96];
 	uint64_t ts;                      /* evgen_mixed clock */
 };
 
@@ -147,6 +147,8 @@ static inline void evgen_pystack(struct evgen *g, struct evlog_pystack *s, int o
 		int n = snprintf(g->fbuf[i], sizeof(g->fbuf[i]), "%s (t.py:%u)",
 				 evgen_words[evgen_below(g, EVGEN_NWORDS)],
 				 (unsigned)evgen_below(g, 400));
+		if (n >= (int)sizeof(g->fbuf[i]))
+			n = (int)sizeof(g->fbuf[i]) - 1; /* truncated */
 		g->frames[i] = (struct evlog_str){ g->fbuf[i], (uint32_t)n };
 	}
 	g->rng = save;
