@@ -182,8 +182,8 @@ static int cpu_handle(struct lt_session *s, void *state, const struct lt_rec_hdr
 	struct evlog_event ev = { .type = EV_CPU_SAMPLE };
 	uint32_t nk, nu, i;
 
-	if (h->kind != LT_REC_CPU_SAMPLE || size < sizeof(*r))
-		return 0;
+	if (!st || h->kind != LT_REC_CPU_SAMPLE || size < sizeof(*r))
+		return 0; /* !st: a record drained after stop() */
 	nk = frames(r->kstack_bytes, LT_CPU_KFRAMES);
 	nu = frames(r->ustack_bytes, LT_CPU_UFRAMES);
 	memcpy(ips, r->ips, nk * 8);

@@ -20,7 +20,7 @@ $1 == "symbol" {
 }
 $1 == "cpu_sample" && (pid == "" || kv("pid") == pid) {
 	ns++
-	spid[ns] = kv("pid"); snk[ns] = kv("n_kernel"); snu[ns] = kv("n_user")
+	spid[ns] = kv("pid"); snk[ns] = kv("n_kernel") + 0; snu[ns] = kv("n_user") + 0
 	sstack[ns] = kv("stack")
 }
 function name(p, a) {
