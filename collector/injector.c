@@ -89,9 +89,21 @@ static uint64_t now_ms(void)
 	return (uint64_t)ts.tv_sec * 1000 + (uint64_t)ts.tv_nsec / 1000000;
 }
 
+/* Alive and not a zombie: a killed target may linger unreaped. */
 static bool pid_alive(int pid)
 {
-	return kill(pid, 0) == 0 || errno == EPERM;
+	char path[64], buf[512];
+	snprintf(path, sizeof(path), "/proc/%d/stat", pid);
+	int fd = open(path, O_RDONLY | O_CLOEXEC);
+	if (fd < 0)
+		return false;
+	ssize_t n = read(fd, buf, sizeof(buf) - 1);
+	close(fd);
+	if (n <= 0)
+		return false;
+	buf[n] = 0;
+	const char *p = strrchr(buf, ')');
+	return p && p[1] == ' ' && p[2] != 'Z' && p[2] != 'X';
 }
 
 /* ------------------------------------------------------------ waiting */
@@ -778,6 +790,10 @@ int lt_inj_load(struct lt_inj *inj, int pid, const char *lib_path, char *err, si
 	memset(inj, 0, sizeof(*inj));
 	inj->pid = pid;
 	inj->sock = -1;
+	char proc[32];
+	snprintf(proc, sizeof(proc), "/proc/%d", pid);
+	if (pid <= 0 || access(proc, F_OK))
+		return fail(err, errsz, -ESRCH, "process %d not found", pid);
 	void *lib = NULL;
 	size_t len = 0;
 	int rc = read_file(lib_path, &lib, &len);
@@ -789,6 +805,8 @@ int lt_inj_load(struct lt_inj *inj, int pid, const char *lib_path, char *err, si
 		rc = seize_one(&c.t, pid, err, errsz);
 	if (rc) {
 		free(lib);
+		if (!pid_alive(pid))
+			return fail(err, errsz, -ESRCH, "process %d exited during injection", pid);
 		return rc;
 	}
 	rc = load_steps(&c, inj, lib, len, err, errsz);
