@@ -223,41 +223,61 @@ static int claim_stale(struct batch *b, const char *cname, struct stat *st)
  * several workers doing this at once, one moves it and the others get
  * ENOENT. If what we moved is not the file we judged (it was replaced in
  * between), it goes back. */
-static void take_over(struct batch *b, const char *cname)
+static int take_over(struct batch *b, const char *cname)
 {
 	struct stat st, moved;
 	char aside[NAME_MAX + 1];
 
 	if (!claim_stale(b, cname, &st))
-		return;
+		return 0;
 	snprintf(aside, sizeof(aside), ".%.180s.stale.%d", cname, (int)getpid());
 	if (renameat(b->statefd, cname, b->statefd, aside) < 0)
-		return;
+		return 0;
 	if (fstatat(b->statefd, aside, &moved, AT_SYMLINK_NOFOLLOW) == 0 &&
 	    moved.st_ino != st.st_ino) {
 		syscall(SYS_renameat2, b->statefd, aside, b->statefd, cname, RENAME_NOREPLACE);
-		return;
+		return 0;
 	}
 	unlinkat(b->statefd, aside, 0);
 	if (!b->o.quiet)
 		fprintf(stderr, "batch: took over the stale claim %s\n", cname);
+	return 1;
 }
 
-/* 1: claimed (cname holds our claim), 0: someone else has it, -1: error. */
+/* 1: claimed (cname holds our claim), 2: claimed after taking over a dead
+ * worker's claim, 0: someone else has it, -1: error. */
 static int claim(struct batch *b, const char *key, char *cname, size_t csz)
 {
 	char text[400];
+	int took = 0;
 
 	snprintf(cname, csz, "%s.claim", key);
 	snprintf(text, sizeof(text), "%s %d %lld\n", b->host, (int)getpid(), (long long)time(NULL));
 	for (int attempt = 0; attempt < 2; attempt++) {
 		if (write_state(b, cname, text) == 0)
-			return 1;
+			return took ? 2 : 1;
 		if (errno != EEXIST)
 			return -1;
-		take_over(b, cname);
+		took = take_over(b, cname);
 	}
 	return 0;
+}
+
+/* Remove our claim, only if it is still ours (never another worker's). */
+static void release_claim(struct batch *b, const char *cname)
+{
+	char buf[512], mine[300];
+	int fd = openat(b->statefd, cname, O_RDONLY | O_NOFOLLOW | O_CLOEXEC);
+	ssize_t r = fd >= 0 ? read(fd, buf, sizeof(buf) - 1) : -1;
+
+	if (fd >= 0)
+		close(fd);
+	if (r <= 0)
+		return;
+	buf[r] = 0;
+	snprintf(mine, sizeof(mine), "%s %d ", b->host, (int)getpid());
+	if (!strncmp(buf, mine, strlen(mine)))
+		unlinkat(b->statefd, cname, 0);
 }
 
 /* ------------------------------------------------------------- heartbeat */
@@ -324,7 +344,9 @@ static void run_name(const struct unit *u, char *out, size_t outsz)
 		*dot = 0;
 }
 
-static int convert_unit(struct batch *b, const struct unit *u, char *err, size_t errsz)
+/* A unit taken over from a dead worker may have some of its outputs
+ * published already: those are replaced (we own the claim now). */
+static int convert_unit(struct batch *b, const struct unit *u, int replace, char *err, size_t errsz)
 {
 	char path[PATH_MAX], run[TB_NAME_MAX + 1];
 	const char *inputs[1] = { path };
@@ -339,7 +361,7 @@ static int convert_unit(struct batch *b, const struct unit *u, char *err, size_t
 	req.n_inputs = 1;
 	req.logdir = b->o.logdir;
 	req.run = run;
-	req.overwrite = b->o.overwrite;
+	req.overwrite = b->o.overwrite || replace;
 	req.quiet = b->o.quiet;
 	return conv_convert(&req, err, errsz);
 }
@@ -349,29 +371,29 @@ static void process_unit(struct batch *b, const struct unit *u)
 	char key[NAME_MAX - 16], cname[NAME_MAX + 1], n[NAME_MAX + 1], err[1024] = "";
 	char text[1400];
 	struct heartbeat hb;
-	int rc, hb_ok;
+	int rc, hb_ok, claimed;
 
 	unit_key(u, key, sizeof(key));
 	if (state_exists(b, key, ".done") || state_exists(b, key, ".failed") ||
-	    claim(b, key, cname, sizeof(cname)) != 1) {
+	    (claimed = claim(b, key, cname, sizeof(cname))) < 1) {
 		b->skipped++;
 		return;
 	}
 	/* Done by another worker between our check and our claim? */
 	if (state_exists(b, key, ".done")) {
-		unlinkat(b->statefd, cname, 0);
+		release_claim(b, cname);
 		b->skipped++;
 		return;
 	}
 	hb_ok = heartbeat_start(&hb, b, cname) == 0;
-	rc = convert_unit(b, u, err, sizeof(err));
+	rc = convert_unit(b, u, claimed == 2, err, sizeof(err));
 	if (hb_ok)
 		heartbeat_stop(&hb);
 	snprintf(n, sizeof(n), "%s%s", key, rc == 0 ? ".done" : ".failed");
 	snprintf(text, sizeof(text), "%s %d %lld %s\n", b->host, (int)getpid(),
 		 (long long)time(NULL), rc == 0 ? "ok" : err);
 	write_state(b, n, text);
-	unlinkat(b->statefd, cname, 0);
+	release_claim(b, cname);
 	if (rc == 0) {
 		b->converted++;
 		if (!b->o.quiet)

@@ -37,6 +37,8 @@ PY
 sleep 0 & dead=$!; wait $dead
 k0=$(key node-0.log f); echo "$(hostname) $dead $(( $(date +%s) - 3600 ))" >"$state/$k0.claim"
 touch -d '-1 hour' "$state/$k0.claim"
+# ...it had published one of its outputs before dying.
+mkdir -p "$out/plugins/profile/node-0" && echo "left by the dead worker" >"$out/plugins/profile/node-0/node-0.xplane.pb"
 # A live claim of another host on node-1: refreshed just now.
 k1=$(key node-1.log f); echo "other-host 1 $(date +%s)" >"$state/$k1.claim"
 
@@ -50,8 +52,9 @@ t bash -c "cat '$dir'/w*.log | grep '^batch: converted ' | sort | uniq -c | awk 
 desc="one .done marker per converted profile, no failures, no claims left but the live one"
 t bash -c "[ \$(ls '$state' | grep -c '\.done$') -eq 20 ] && ! ls '$state' | grep -q '\.failed$' &&
 	[ \"\$(ls '$state' | grep '\.claim$')\" = '$k1.claim' ]"
-desc="the stale claim of the killed worker was taken over"
-t bash -c "[ -e '$state/$k0.done' ] && [ -s '$out/plugins/profile/node-0/node-0.xplane.pb' ] && grep -q 'took over' '$dir'/w*.log"
+desc="the stale claim of the killed worker was taken over, its leftover output replaced"
+t bash -c "[ -e '$state/$k0.done' ] && grep -q 'took over' '$dir'/w*.log &&
+	! grep -q 'dead worker' '$out/plugins/profile/node-0/node-0.xplane.pb'"
 desc="the live claim of another host was left alone"
 t bash -c "[ ! -e '$out/plugins/profile/node-1' ] && grep -q other-host '$state/$k1.claim'"
 desc="the directory profile became one run with both hosts"
@@ -65,6 +68,18 @@ t bash -c "for f in '$out'/plugins/profile/*/*.xplane.pb; do protoc --decode=ten
 	--proto_path='$LLMT_ROOT/schemas' '$LLMT_ROOT/schemas/xplane.proto' <\"\$f\" >/dev/null || exit 1; done"
 desc="a second pass converts nothing"
 t bash -c "'$conv' batch --in '$in' --logdir '$out' 2>&1 | grep -q '^batch: 0 converted'"
+desc="a worker killed -9 mid-conversion leaves only its claim; after the lease another takes over"
+mkdir -p "$dir/in2"; "$gen" "$dir/in2/big.log" big 100000
+"$conv" batch --in "$dir/in2" --logdir "$dir/logs2" >"$dir/k.log" 2>&1 & victim=$!
+for i in $(seq 1 300); do ls "$dir/logs2/.llmtracker-batch/"*.claim >/dev/null 2>&1 && break; sleep 0.01; done
+kill -9 $victim; wait $victim 2>/dev/null
+t bash -c "ls '$dir/logs2/.llmtracker-batch/' | grep -q '\.claim\$' && ! ls '$dir/logs2/.llmtracker-batch/' | grep -q '\.done\$' &&
+	[ -z \"\$(ls '$dir/logs2/plugins/profile/big' 2>/dev/null | grep -v '^\.')\" ] &&
+	'$conv' batch --in '$dir/in2' --logdir '$dir/logs2' --lease 60 2>&1 | grep -q '^batch: 0 converted' &&
+	sleep 2 && '$conv' batch --in '$dir/in2' --logdir '$dir/logs2' --lease 1 >'$dir/k2.log' 2>&1 &&
+	grep -q 'took over' '$dir/k2.log' && ls '$dir/logs2/.llmtracker-batch/' | grep -q '\.done\$' &&
+	protoc --decode=tensorflow.profiler.XSpace --proto_path='$LLMT_ROOT/schemas' '$LLMT_ROOT/schemas/xplane.proto' \
+		<'$dir/logs2/plugins/profile/big/big.xplane.pb' >/dev/null"
 desc="bad arguments are clear errors"
 t bash -c "'$conv' batch --in '$in' 2>'$dir/e1'; [ \$? -eq 2 ] && grep -q required '$dir/e1' &&
 	{ '$conv' batch --in '$in' --logdir '$out' --lease x 2>'$dir/e2'; [ \$? -eq 2 ]; } && grep -q positive '$dir/e2'"
