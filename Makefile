@@ -173,7 +173,9 @@ $(BUILD)/tests/progs/%: tests/progs/%.c $(EVLOG_A) | $(GENERATED)
 		-I$(CUDA_HOME)/include -o $@ $< $(PROG_LIBS_$*) -lpthread
 
 # Per-program libraries for tests/progs (PROG_LIBS_<name> := ...).
-PROG_EVLOG := $(EVLOG_A) $(LIBS_EVLOG)
+# Sources, not the archive: under `make asan` the archive is instrumented and
+# these plain programs could not link it.
+PROG_EVLOG := $(EVLOG_SRC) $(LIBS_EVLOG)
 PROG_LIBS_evlog_dump := $(PROG_EVLOG)
 PROG_LIBS_evlog_crashwriter := $(PROG_EVLOG)
 PROG_LIBS_evlog_cli := $(PROG_EVLOG)
