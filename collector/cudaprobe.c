@@ -534,6 +534,8 @@ static int cp_handle(struct lt_session *s, void *state, const struct lt_rec_hdr 
 {
 	struct cp_state *st = state;
 
+	if (!st || !st->skel)
+		return 0; /* records drained after stop */
 	if (rec->kind == LT_REC_UCALL && size >= sizeof(struct lt_rec_ucall)) {
 		on_call(s, st, (const struct lt_rec_ucall *)rec);
 	} else if (rec->kind == LT_REC_UMAP && size >= sizeof(struct lt_rec_umap)) {

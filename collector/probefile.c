@@ -670,14 +670,33 @@ void lt_probefile_free(struct lt_probefile *pf)
 
 /* ------------------------------------------------------------ matching */
 
-static bool soname_matches(const char *spec, const char *name)
+/* "libcudart.so" names "libcudart.so.13" and "libcudart.so.13.0.48". */
+static bool versioned_match(const char *spec, const char *name)
 {
 	size_t n = strlen(spec);
 
-	if (!fnmatch(spec, name, 0))
-		return true;
-	/* "libcudart.so" names "libcudart.so.13" and "libcudart.so.13.0.48" */
-	return !strncmp(name, spec, n) && name[n] == '.';
+	return !strncmp(name, spec, n) && (name[n] == '.' || name[n] == 0);
+}
+
+/* Wheels repaired by auditwheel carry renamed copies:
+ * "libcudart.so.13" -> "libcudart-d0da41ae.so.13". */
+static bool hashed_match(const char *spec, const char *name)
+{
+	const char *so = strstr(spec, ".so"), *dot;
+	size_t stem;
+
+	if (!so)
+		return false;
+	stem = (size_t)(so - spec);
+	if (strncmp(name, spec, stem) || name[stem] != '-')
+		return false;
+	dot = strstr(name + stem + 1, ".so");
+	return dot && versioned_match(so, dot);
+}
+
+static bool soname_matches(const char *spec, const char *name)
+{
+	return !fnmatch(spec, name, 0) || versioned_match(spec, name) || hashed_match(spec, name);
 }
 
 bool lt_plib_matches(const struct lt_plib *lib, const char *path, const char *soname)

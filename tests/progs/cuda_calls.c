@@ -8,6 +8,9 @@
  *   cuda_calls [calls]      the fixed sequence (see main)
  *   cuda_calls bench N      N calls of cudaGetDeviceCount, prints ns/call
  *   cuda_calls nested N     N calls of cp_outer() -> cp_inner()
+ *   cuda_calls watch        call cp_outer() every 10 ms; print "probed" when
+ *                           a breakpoint appears on it and "unprobed" (then
+ *                           exit 0) once it is gone again; exit 1 after 20 s
  *
  * With CUDA_CALLS_WAIT=1 it first waits (up to 10 s) until a breakpoint is
  * planted on each function it is about to call, so a profiler attaching
@@ -168,6 +171,29 @@ static int nested(long n)
 	return 0;
 }
 
+static int watch(void)
+{
+	const volatile unsigned char *code = (const void *)cp_outer;
+	unsigned char orig = *code;
+	uint64_t end = now_ns() + 20000000000ull;
+	int probed = 0, calls = 0;
+
+	printf("watching pid %d\n", (int)getpid());
+	while (now_ns() < end) {
+		calls += cp_outer(calls) > 0;
+		if (!probed && *code == 0xcc) {
+			probed = 1;
+			printf("probed\n");
+		} else if (probed && *code == orig) {
+			printf("unprobed after %d calls\n", calls);
+			return 0;
+		}
+		usleep(10000);
+	}
+	printf("timeout (probed=%d)\n", probed);
+	return 1;
+}
+
 int main(int argc, char **argv)
 {
 	const char *mode = argc > 1 ? argv[1] : "calls";
@@ -176,10 +202,12 @@ int main(int argc, char **argv)
 	setvbuf(stdout, NULL, _IOLBF, 0);
 	if (!strcmp(mode, "bench"))
 		return bench(n > 0 ? n : 1);
+	if (!strcmp(mode, "watch"))
+		return watch();
 	if (!strcmp(mode, "nested"))
 		return nested(n > 0 ? n : 1);
 	if (strcmp(mode, "calls")) {
-		fprintf(stderr, "usage: cuda_calls [calls | bench N | nested N]\n");
+		fprintf(stderr, "usage: cuda_calls [calls | bench N | nested N | watch]\n");
 		return 2;
 	}
 	vector_step(NULL, 0);
