@@ -40,6 +40,7 @@ struct py_target {
 	struct bpf_link *entry, *ret;
 	struct bpf_link *hold;      /* keeps 3.11's line semaphore raised */
 	int waiting;                /* no interpreter mapped yet: wait for exec */
+	int explained;              /* said why it cannot be traced */
 };
 
 struct py_state {
@@ -411,7 +412,7 @@ static int py_attach(struct py_state *st, struct py_target *t, const struct py_i
 	if (stat(in->host, &sb) != 0)
 		return -errno;
 	if (t->entry && t->dev == sb.st_dev && t->ino == sb.st_ino)
-		return 0; /* already probing this very file */
+		return 1; /* already probing this very file */
 	py_detach(t);
 	t->entry = bpf_program__attach_usdt(st->skel->progs.py_entry, t->pid, in->host,
 					    "python", "function__entry", NULL);
@@ -431,34 +432,107 @@ static int py_attach(struct py_state *st, struct py_target *t, const struct py_i
 	return 0;
 }
 
+/* Is `pid` our own fork, stopped before it execs the launched command? */
+static int py_is_own_fork(int pid)
+{
+	char a[64], self[PATH_MAX], other[PATH_MAX];
+	ssize_t n, m;
+
+	snprintf(a, sizeof(a), "/proc/%d/exe", pid);
+	n = readlink(a, other, sizeof(other) - 1);
+	m = readlink("/proc/self/exe", self, sizeof(self) - 1);
+	return n > 0 && n == m && !memcmp(self, other, n);
+}
+
+/* `name` as execvp would find it. */
+static int py_which(const char *name, char *out, size_t sz)
+{
+	const char *path = getenv("PATH");
+
+	if (strchr(name, '/'))
+		return snprintf(out, sz, "%s", name), access(out, X_OK) == 0;
+	for (const char *p = path ? path : "/usr/bin:/bin"; *p;) {
+		size_t n = strcspn(p, ":");
+
+		snprintf(out, sz, "%.*s/%s", (int)n, p, name);
+		if (n && access(out, X_OK) == 0)
+			return 1;
+		p += n + (p[n] == ':');
+	}
+	return 0;
+}
+
+/* The interpreter a launched command will run: the file itself, or the one
+ * its "#!" line names (through /usr/bin/env too). */
+static void py_launch_interp(const char *argv0, char *out, size_t sz)
+{
+	char line[PATH_MAX], *tok, *save = NULL;
+	FILE *f;
+
+	out[0] = 0;
+	if (!py_which(argv0, out, sz) || !(f = fopen(out, "re")))
+		return;
+	if (!fgets(line, sizeof(line), f) || strncmp(line, "#!", 2) != 0) {
+		fclose(f);
+		return;
+	}
+	fclose(f);
+	tok = strtok_r(line + 2, " \t\r\n", &save);
+	if (tok && !strcmp(strrchr(tok, '/') ? strrchr(tok, '/') + 1 : tok, "env"))
+		tok = strtok_r(NULL, " \t\r\n", &save);
+	if (!tok || !py_which(tok, out, sz))
+		out[0] = 0;
+}
+
+/* Find the interpreter of `pid` (returns 1 if EBPF_USDT_PYTHON_PATH forced it). */
+static int py_resolve(struct lt_session *s, int pid, struct py_interp *in)
+{
+	char exe[PATH_MAX];
+
+	if (py_forced(pid, in))
+		return 1;
+	/* A launched command is made a target before it execs: probe the file
+	 * it is about to run, so its first Python call is seen. */
+	if (s->opt.launch_argv && s->opt.launch_argv[0] && py_is_own_fork(pid)) {
+		memset(in, 0, sizeof(*in));
+		py_launch_interp(s->opt.launch_argv[0], exe, sizeof(exe));
+		if (exe[0])
+			py_try(pid, exe, in);
+		if (in->probes.has_entry)
+			return 0;
+		memset(in, 0, sizeof(*in)); /* not Python (yet): wait for the exec */
+		return 0;
+	}
+	py_discover(pid, in);
+	return 0;
+}
+
 static int py_add_target(struct lt_session *s, void *state, int pid)
 {
 	struct py_state *st = state;
+	struct py_target *t = py_slot(st, pid);
 	struct py_interp in;
-	struct py_target *t;
 	int forced, err;
 
-	(void)s;
-	forced = py_forced(pid, &in);
-	if (!forced)
-		py_discover(pid, &in);
-	if (!in.probes.has_entry || !in.probes.has_return) {
-		/* A launcher not yet exec'd into python: wait for its exec. */
-		if (!in.path[0] && !forced && py_find(st, pid) == NULL && (t = py_slot(st, pid))) {
-			t->waiting = 1;
-			LT_INFO(1, "python: pid %d maps no interpreter yet; waiting for exec", pid);
-			return 0;
-		}
-		if ((t = py_find(st, pid)))
-			t->waiting = 0;
-		py_explain(st, pid, &in, forced);
-		return 0;
-	}
-	t = py_slot(st, pid);
 	if (!t)
 		return -ENOMEM;
+	forced = py_resolve(s, pid, &in);
+	if (!in.probes.has_entry || !in.probes.has_return) {
+		/* Not a Python process (yet): a launcher or shell may exec one. */
+		if (!forced && (!in.path[0] || (!in.probes.n_python && !py_is_candidate(in.path)))) {
+			t->waiting = 1;
+			LT_INFO(1, "python: pid %d runs no Python interpreter yet; waiting for an exec", pid);
+			return 0;
+		}
+		t->waiting = 0;
+		if (!t->explained++)
+			py_explain(st, pid, &in, forced);
+		return 0;
+	}
 	t->waiting = 0;
 	err = py_attach(st, t, &in);
+	if (err > 0)
+		return 0;
 	if (err) {
 		st->n_untraced++;
 		LT_WARN("python: pid %d: cannot attach to the USDT probes of %s: %s",
@@ -470,19 +544,19 @@ static int py_add_target(struct lt_session *s, void *state, int pid)
 	return 0;
 }
 
-/* A target exec'd: probe the new image if it is a different interpreter. */
+/* A target exec'd: probe the new image unless it is the file we already
+ * probe (a launched command we attached to before its exec). */
 static void py_on_exec(struct lt_session *s, struct py_state *st, int pid)
 {
-	struct py_interp in;
 	struct py_target *t = py_find(st, pid);
+	struct py_interp in;
 	struct stat sb;
 
-	if (t && t->entry && !py_forced(pid, &in)) {
-		py_discover(pid, &in);
+	if (t && t->entry) {
+		if (!py_forced(pid, &in))
+			py_discover(pid, &in);
 		if (stat(in.host, &sb) == 0 && sb.st_dev == t->dev && sb.st_ino == t->ino)
 			return;
-	}
-	if (t && t->entry) {
 		py_detach(t);
 		st->n_traced--;
 	}
@@ -555,17 +629,26 @@ static int py_start(struct lt_session *s, void **state)
 static int py_finish(struct lt_session *s, void *state)
 {
 	struct py_state *st = state;
+	char pids[128] = "";
+	unsigned n = 0;
 
 	(void)s;
-	for (size_t i = 0; st && i < st->n; i++) {
+	if (!st)
+		return 0;
+	for (size_t i = 0; i < st->n; i++) {
+		size_t len = strlen(pids);
+
 		if (!st->t[i].waiting)
 			continue;
 		st->t[i].waiting = 0;
-		st->n_untraced++;
-		LT_WARN("python: pid %d: cannot trace Python functions: it never ran a Python interpreter",
-			st->t[i].pid);
+		if (n++ < 8)
+			snprintf(pids + len, sizeof(pids) - len, "%s%d", len ? ", " : "", st->t[i].pid);
 	}
-	if (st && (st->n_traced || st->n_untraced))
+	if (n)
+		LT_WARN("python: %u process(es) ran no Python interpreter, nothing to trace there (pid %s%s)",
+			n, pids, n > 8 ? ", ..." : "");
+	st->n_untraced += n;
+	if (st->n_traced || st->n_untraced)
 		LT_INFO(0, "python: functions traced in %u process(es), %u could not be traced",
 			st->n_traced, st->n_untraced);
 	return 0;

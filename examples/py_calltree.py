@@ -1,7 +1,7 @@
 """A known Python call tree for tests: each iteration calls f() once, and
 f() calls g() 3 times. Usage: py_calltree.py ITERATIONS [GO_FILE]
 With GO_FILE, waits (sleeping) until that file exists before starting, so a
-profiler can attach first."""
+profiler can attach first. PY_CALLTREE_DELAY=SECONDS sleeps before starting."""
 import os
 import sys
 import time
@@ -21,6 +21,7 @@ def f(i):
 def main():
     n = int(sys.argv[1]) if len(sys.argv) > 1 else 100
     go = sys.argv[2] if len(sys.argv) > 2 else None
+    time.sleep(float(os.environ.get("PY_CALLTREE_DELAY", "0")))
     if go:
         while not os.path.exists(go):
             time.sleep(0.01)
