@@ -235,6 +235,8 @@ static int cpu_finish(struct lt_session *s, void *state)
 		(unsigned long long)ss.procs, (unsigned long long)ss.resolved,
 		(unsigned long long)ss.objects, (unsigned long long)ss.symbols,
 		(double)(cpu_now_ns() - t0) / 1e6);
+	if (ss.kernel_error)
+		LT_WARN("cpu: kernel frames are kept as addresses: %s", ss.kernel_error);
 	if (st->note_errors)
 		LT_WARN("cpu: %llu frames could not be noted for symbolization (out of memory)",
 			(unsigned long long)st->note_errors);

@@ -86,6 +86,7 @@ struct lt_sym {
 	size_t n_anon;
 	struct sym_table *kernel;
 	int kernel_tried;
+	char kernel_err[256];
 	char *(*demangle)(const char *, char *, size_t *, int *);
 	int demangle_tried;
 	char *demangled;
@@ -744,12 +745,12 @@ static struct sym_table *obj_table(struct lt_sym *s, struct sym_obj *o)
 
 static void resolve_kernel(struct lt_sym *s, const struct sym_addr *a, struct lt_sym_info *out)
 {
-	char err[256];
 	const char *mod = NULL, *name = NULL;
 
 	if (!s->kernel_tried) {
 		s->kernel_tried = 1;
-		s->kernel = sym_table_load_kallsyms(s->kallsyms_path, err, sizeof(err));
+		s->kernel = sym_table_load_kallsyms(s->kallsyms_path, s->kernel_err,
+						    sizeof(s->kernel_err));
 	}
 	out->module = "[kernel.kallsyms]";
 	out->offset = a->addr;
@@ -851,4 +852,6 @@ void lt_sym_stats(const struct lt_sym *s, struct lt_sym_stats *st)
 		st->symbols += sym_table_count(s->tabs[i].t);
 	if (s->kernel)
 		st->symbols += sym_table_count(s->kernel);
+	if (s->kernel_tried && !s->kernel)
+		st->kernel_error = s->kernel_err;
 }

@@ -75,6 +75,7 @@ struct lt_sym_stats {
 	uint64_t procs, objects; /* processes, distinct objects opened */
 	uint64_t resolved;       /* addresses given a name by the last foreach */
 	uint64_t symbols;        /* symbols loaded over all tables */
+	const char *kernel_error; /* why kernel frames stay unnamed, or NULL */
 };
 void lt_sym_stats(const struct lt_sym *s, struct lt_sym_stats *st);
 

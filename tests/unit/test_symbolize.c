@@ -375,6 +375,49 @@ static void test_anon_and_vanished(void **st)
 	munmap(p, 8192);
 }
 
+/* Hidden kernel addresses (kptr_restrict: all zero) leave kernel frames
+ * unnamed but kept; a mapped file that is not ELF keeps module + offset. */
+static void test_hidden_kallsyms_and_non_elf(void **st)
+{
+	char kpath[] = "/tmp/llmt-kallsyms-XXXXXX", fpath[] = "/tmp/llmt-notelf-XXXXXX";
+	struct lt_sym_opts o = { .kallsyms = kpath };
+	struct lt_sym *s;
+	struct lt_sym_info in;
+	int kfd = mkstemp(kpath), ffd = mkstemp(fpath);
+	char page[8192];
+	void *m;
+
+	(void)st;
+	assert_true(kfd >= 0 && ffd >= 0);
+	assert_true(write(kfd, "0000000000000000 T schedule\n0000000000000000 t foo [mod]\n", 57) == 57);
+	memset(page, 'x', sizeof(page));
+	assert_true(write(ffd, page, sizeof(page)) == (ssize_t)sizeof(page));
+	m = mmap(NULL, sizeof(page), PROT_READ | PROT_EXEC, MAP_PRIVATE, ffd, 0);
+	assert_true(m != MAP_FAILED);
+	assert_int_equal(lt_sym_new(&s, &o), 0);
+	assert_int_equal(lt_sym_resolve(s, 0, 0xffffffff81000010ull, &in), 0);
+	assert_string_equal(in.name, "");
+	assert_string_equal(in.module, "[kernel.kallsyms]");
+	assert_true(in.offset == 0xffffffff81000010ull);
+	{
+		struct lt_sym_stats ss;
+
+		lt_sym_stats(s, &ss);
+		assert_non_null(ss.kernel_error);
+		assert_non_null(strstr(ss.kernel_error, "kptr_restrict"));
+	}
+	assert_int_equal(lt_sym_resolve(s, getpid(), (uint64_t)m + 0x1234, &in), 0);
+	assert_string_equal(in.name, "");
+	assert_string_equal(in.module, fpath);
+	assert_int_equal(in.offset, 0x1234);
+	lt_sym_free(s);
+	munmap(m, sizeof(page));
+	close(kfd);
+	close(ffd);
+	unlink(kpath);
+	unlink(fpath);
+}
+
 /* JIT code named by the process's perf map (/tmp/perf-PID.map). */
 static void test_perf_map_jit(void **st)
 {
@@ -462,6 +505,7 @@ int main(void)
 		cmocka_unit_test(test_anon_and_vanished),
 		cmocka_unit_test(test_resolve_after_exit),
 		cmocka_unit_test(test_perf_map_jit),
+		cmocka_unit_test(test_hidden_kallsyms_and_non_elf),
 	};
 
 	return cmocka_run_group_tests(tests, NULL, NULL);
