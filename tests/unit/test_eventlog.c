@@ -6,7 +6,12 @@
 #include <cmocka.h>
 
 #include "eventlog/eventlog.h"
+#include "eventlog/evlog_format.h"
 #include "tests/progs/evlog_gen.h"
+
+#include <libdeflate.h>
+#include <sys/mman.h>
+#include <zstd.h>
 
 #include <fcntl.h>
 #include <stdio.h>
@@ -138,12 +143,540 @@ static void test_roundtrip_mixed(void **state)
 	roundtrip("mixed.evlog", 0, 200000, 0);
 }
 
+
+static struct evlog_writer *wopen(const char *name, size_t chunk, uint64_t flush_ns)
+{
+	struct evlog_writer_opts o = { .chunk_bytes = chunk, .flush_ns = flush_ns };
+	struct evlog_writer *w;
+	char msg[512];
+	if (evlog_writer_open(&w, tpath(name), NULL, &o, msg, sizeof(msg)))
+		fail_msg("open %s: %s", name, msg);
+	return w;
+}
+
+static struct evlog_reader *ropen(const char *path)
+{
+	struct evlog_reader *r;
+	char msg[512];
+	if (evlog_reader_open(&r, path, msg, sizeof(msg)))
+		fail_msg("reader %s: %s", path, msg);
+	return r;
+}
+
+/* Odd strings in every string field of every type, read back exactly. */
+static void test_odd_strings(void **state)
+{
+	(void)state;
+	static char big[EVGEN_BIG];
+	for (size_t i = 0; i < sizeof(big); i++)
+		big[i] = (char)(i * 7 + 1);
+	big[5] = 0;
+	const struct evlog_str odd[] = {
+		{ "", 0 }, { NULL, 0 }, { big, sizeof(big) }, { "\xff\xfe\xc0\x80\xed\xa0\x80", 7 },
+		{ "a\0b\0", 4 }, { "\0", 1 }, { "line\nbreak tab\t", 15 },
+	};
+	const size_t nodd = sizeof(odd) / sizeof(odd[0]);
+	struct evlog_writer *w = wopen("odd.evlog", 0, 0);
+	struct evlog_event ev;
+	struct evlog_str frames[3];
+	int nev = 0;
+	for (size_t k = 0; k < nodd; k++) {
+		struct evlog_str s = odd[k], t = odd[(k + 1) % nodd];
+		for (uint32_t type = 1; type <= EV_TYPE_MAX; type++) {
+			memset(&ev, 0, sizeof(ev));
+			ev.type = type;
+			ev.ts = 1000 + (uint64_t)nev;
+			ev.pid = 1;
+			ev.tid = 2;
+			typeof(ev.u) *u = &ev.u;
+			u->process.name = s; /* overlays first string of most types */
+			switch (type) {
+			case EV_PROCESS: u->process.cmdline = t; u->process.exe = s; break;
+			case EV_PY_ENTER: u->py_enter.func = s; u->py_enter.file = t; break;
+			case EV_PY_EXIT: u->py_exit.func = s; break;
+			case EV_THREAD: u->thread.name = s; break;
+			case EV_PY_SAMPLE:
+				memset(u, 0, sizeof(*u));
+				frames[0] = s; frames[1] = t; frames[2] = s;
+				u->py_sample.stack = (struct evlog_pystack){ 3, frames };
+				break;
+			case EV_LIB_CALL:
+				memset(u, 0, sizeof(*u));
+				u->lib_call.lib = s; u->lib_call.symbol = t; u->lib_call.detail = s;
+				break;
+			case EV_GPU_KERNEL: memset(u, 0, sizeof(*u)); u->gpu_kernel.name = s; break;
+			case EV_GPU_API: memset(u, 0, sizeof(*u)); u->gpu_api.name = t; break;
+			case EV_GPU_DEVICE:
+				memset(u, 0, sizeof(*u));
+				u->gpu_device.name = s; u->gpu_device.uuid = t;
+				break;
+			case EV_SYMBOL: memset(u, 0, sizeof(*u)); u->symbol.name = s; u->symbol.module = t; break;
+			case EV_MARKER: memset(u, 0, sizeof(*u)); u->marker.name = s; u->marker.text = t; break;
+			default: memset(u, 0, sizeof(*u)); break;
+			}
+			assert_int_equal(evlog_write(w, &ev), 0);
+			nev++;
+		}
+	}
+	assert_int_equal(evlog_writer_close(w), 0);
+
+	struct evlog_reader *r = ropen(tpath("odd.evlog"));
+	const struct evlog_event *got;
+	int i = 0;
+	while (evlog_next(r, &got) == 0) {
+		size_t k = (size_t)i / EV_TYPE_MAX;
+		struct evlog_str s = odd[k], t = odd[(k + 1) % nodd];
+		const typeof(got->u) *u = &got->u;
+		assert_int_equal(got->type, 1 + i % EV_TYPE_MAX);
+		switch (got->type) {
+		case EV_PROCESS:
+			assert_true(evgen_str_eq(u->process.name, s));
+			assert_true(evgen_str_eq(u->process.cmdline, t));
+			assert_true(evgen_str_eq(u->process.exe, s));
+			assert_int_equal(u->process.name.ptr[u->process.name.len], 0);
+			break;
+		case EV_PY_ENTER:
+			assert_true(evgen_str_eq(u->py_enter.func, s));
+			assert_true(evgen_str_eq(u->py_enter.file, t));
+			break;
+		case EV_PY_SAMPLE:
+			assert_int_equal(u->py_sample.stack.n, 3);
+			assert_true(evgen_str_eq(u->py_sample.stack.frames[0], s));
+			assert_true(evgen_str_eq(u->py_sample.stack.frames[1], t));
+			assert_true(evgen_str_eq(u->py_sample.stack.frames[2], s));
+			break;
+		case EV_LIB_CALL:
+			assert_true(evgen_str_eq(u->lib_call.lib, s));
+			assert_true(evgen_str_eq(u->lib_call.symbol, t));
+			assert_true(evgen_str_eq(u->lib_call.detail, s));
+			break;
+		case EV_GPU_DEVICE:
+			assert_true(evgen_str_eq(u->gpu_device.name, s));
+			assert_true(evgen_str_eq(u->gpu_device.uuid, t));
+			break;
+		case EV_SYMBOL:
+			assert_true(evgen_str_eq(u->symbol.name, s));
+			assert_true(evgen_str_eq(u->symbol.module, t));
+			break;
+		case EV_MARKER:
+			assert_true(evgen_str_eq(u->marker.name, s));
+			assert_true(evgen_str_eq(u->marker.text, t));
+			break;
+		case EV_GPU_API: assert_true(evgen_str_eq(u->gpu_api.name, t)); break;
+		case EV_GPU_KERNEL: assert_true(evgen_str_eq(u->gpu_kernel.name, s)); break;
+		case EV_THREAD: assert_true(evgen_str_eq(u->thread.name, s)); break;
+		case EV_PY_EXIT: assert_true(evgen_str_eq(u->py_exit.func, s)); break;
+		}
+		i++;
+	}
+	assert_int_equal(i, nev);
+	evlog_reader_close(r);
+}
+
+/* The largest string allowed round-trips; one byte more is refused. */
+static void test_string_limit(void **state)
+{
+	(void)state;
+	char *big = malloc(EVLOG_STR_MAX + 1);
+	assert_non_null(big);
+	memset(big, 'x', EVLOG_STR_MAX + 1);
+	struct evlog_writer *w = wopen("limit.evlog", 0, 0);
+	struct evlog_event ev = { .type = EV_MARKER, .ts = 5, .pid = 1, .tid = 1 };
+	ev.u.marker.name = (struct evlog_str){ big, EVLOG_STR_MAX + 1 };
+	assert_int_equal(evlog_write(w, &ev), -EVLOG_EINVAL);
+	assert_non_null(strstr(evlog_writer_error(w), "marker.name"));
+	ev.u.marker.name.len = EVLOG_STR_MAX;
+	ev.u.marker.text = evlog_s("after");
+	assert_int_equal(evlog_write(w, &ev), 0);
+	assert_int_equal(evlog_writer_close(w), 0);
+	struct evlog_reader *r = ropen(tpath("limit.evlog"));
+	const struct evlog_event *got;
+	assert_int_equal(evlog_next(r, &got), 0);
+	assert_int_equal(got->u.marker.name.len, EVLOG_STR_MAX);
+	assert_memory_equal(got->u.marker.name.ptr, big, EVLOG_STR_MAX);
+	assert_int_equal(evlog_next(r, &got), -EVLOG_END);
+	evlog_reader_close(r);
+	free(big);
+}
+
+/* Invalid events are refused with a reason; the writer stays usable. */
+static void test_invalid_events(void **state)
+{
+	(void)state;
+	struct evlog_writer *w = wopen("inval.evlog", 0, 0);
+	struct evlog_event ev = { .type = 0 };
+	assert_int_equal(evlog_write(w, &ev), -EVLOG_EINVAL);
+	assert_non_null(strstr(evlog_writer_error(w), "unknown event type"));
+	ev.type = EV_TYPE_MAX + 1;
+	assert_int_equal(evlog_write(w, &ev), -EVLOG_EINVAL);
+	ev.type = EV_LIB_CALL;
+	ev.u.lib_call.nargs = EVLOG_MAX_ARGS + 1;
+	assert_int_equal(evlog_write(w, &ev), -EVLOG_EINVAL);
+	memset(&ev.u, 0, sizeof(ev.u));
+	ev.type = EV_CPU_SAMPLE;
+	static uint64_t ips[EVLOG_MAX_FRAMES + 1];
+	ev.u.cpu_sample.stack = (struct evlog_stack){ 1, EVLOG_MAX_FRAMES, ips };
+	assert_int_equal(evlog_write(w, &ev), -EVLOG_EINVAL);
+	ev.u.cpu_sample.stack = (struct evlog_stack){ 1, 1, NULL };
+	assert_int_equal(evlog_write(w, &ev), -EVLOG_EINVAL);
+	ev.type = EV_PY_EXIT;
+	ev.u.py_exit.func = (struct evlog_str){ NULL, 3 };
+	assert_int_equal(evlog_write(w, &ev), -EVLOG_EINVAL);
+	ev.u.py_exit.func = evlog_s("ok");
+	assert_int_equal(evlog_write(w, &ev), 0);
+	ev.type = EV_CPU_SAMPLE;
+	ev.u.cpu_sample.stack = (struct evlog_stack){ 0, EVLOG_MAX_FRAMES, ips };
+	assert_int_equal(evlog_write(w, &ev), 0);
+	assert_int_equal(evlog_writer_close(w), 0);
+	struct evlog_reader *r = ropen(tpath("inval.evlog"));
+	const struct evlog_event *got;
+	assert_int_equal(evlog_next(r, &got), 0);
+	assert_int_equal(got->type, EV_PY_EXIT);
+	assert_int_equal(evlog_next(r, &got), 0);
+	assert_int_equal(got->u.cpu_sample.stack.n_user, EVLOG_MAX_FRAMES);
+	assert_int_equal(evlog_next(r, &got), -EVLOG_END);
+	evlog_reader_close(r);
+}
+
+static uint8_t *slurp(const char *path, size_t *len)
+{
+	FILE *f = fopen(path, "rb");
+	assert_non_null(f);
+	fseek(f, 0, SEEK_END);
+	*len = (size_t)ftell(f);
+	rewind(f);
+	uint8_t *b = malloc(*len + 1);
+	assert_int_equal(fread(b, 1, *len, f), *len);
+	fclose(f);
+	return b;
+}
+
+/* Offsets of each chunk of a log (walking the verified headers). */
+static int chunk_offsets(const uint8_t *b, size_t len, size_t *off, int max)
+{
+	size_t pos = EVF_FILE_FIXED + evf_get32(b + 12);
+	int n = 0;
+	while (pos + EVF_CHUNK_HDR <= len && n < max) {
+		off[n++] = pos;
+		pos += EVF_CHUNK_HDR + evf_get32(b + pos + 8);
+	}
+	return n;
+}
+
+/* Write the evgen_all stream in chunks of exactly `per` events. */
+static void write_chunked(const char *name, int nchunks, int per)
+{
+	struct evgen *g = evgen_new(9, 0);
+	struct evlog_writer *w = wopen(name, 1 << 20, 0);
+	struct evlog_event ev;
+	for (int i = 0; i < nchunks * per; i++) {
+		evgen_all(g, (uint64_t)i, &ev);
+		assert_int_equal(evlog_write(w, &ev), 0);
+		if ((i + 1) % per == 0)
+			assert_int_equal(evlog_writer_flush(w), 0);
+	}
+	assert_int_equal(evlog_writer_close(w), 0);
+	free(g);
+}
+
+/* Read buf; return how many leading events match the stream, and check the
+ * rest also match the stream at the given index mapping (skip: index of the
+ * first event lost, count lost). */
+static uint64_t read_check(const uint8_t *buf, size_t len, uint64_t skip_at, uint64_t skip_n,
+			   struct evlog_reader_stats *st)
+{
+	struct evlog_reader *r;
+	char msg[256], why[64];
+	if (evlog_reader_open_mem(&r, buf, len, "mem", msg, sizeof(msg)))
+		fail_msg("%s", msg);
+	struct evgen *g = evgen_new(9, 0);
+	struct evlog_event want;
+	const struct evlog_event *got;
+	uint64_t i = 0, n = 0;
+	int rc;
+	while ((rc = evlog_next(r, &got)) == 0) {
+		if (i == skip_at)
+			i += skip_n;
+		evgen_all(g, i, &want);
+		if (!evgen_equal(&want, got, why, sizeof(why)))
+			fail_msg("event %llu: %s differs", (unsigned long long)i, why);
+		i++;
+		n++;
+	}
+	assert_int_equal(rc, -EVLOG_END);
+	evlog_reader_stats(r, st);
+	evlog_reader_close(r);
+	free(g);
+	return n;
+}
+
+/* A damaged chunk is skipped and counted; the chunks after it are read. */
+static void test_corrupt_chunk_skipped(void **state)
+{
+	(void)state;
+	write_chunked("corrupt.evlog", 10, 100);
+	size_t len, off[16];
+	uint8_t *b = slurp(tpath("corrupt.evlog"), &len);
+	assert_int_equal(chunk_offsets(b, len, off, 16), 10);
+	struct evlog_reader_stats st;
+	/* payload byte, header byte, magic byte of chunk 3 */
+	size_t where[] = { off[3] + EVF_CHUNK_HDR + 40, off[3] + 20, off[3] };
+	for (int k = 0; k < 3; k++) {
+		uint8_t *c = malloc(len);
+		memcpy(c, b, len);
+		c[where[k]] ^= 0x55;
+		assert_int_equal(read_check(c, len, 300, 100, &st), 900);
+		assert_int_equal(st.chunks_bad, 1);
+		assert_int_equal(st.chunks_ok, 9);
+		assert_int_equal(st.bytes_skipped, off[4] - off[3]);
+		assert_int_equal(st.truncated, 0);
+		free(c);
+	}
+	/* Garbage between chunks is skipped too. */
+	uint8_t *c = malloc(len + 1000);
+	memcpy(c, b, off[5]);
+	memset(c + off[5], 'E', 1000);
+	memcpy(c + off[5] + 1000, b + off[5], len - off[5]);
+	assert_int_equal(read_check(c, len + 1000, 1000000, 0, &st), 1000);
+	assert_int_equal(st.chunks_bad, 1);
+	assert_int_equal(st.bytes_skipped, 1000);
+	free(c);
+	free(b);
+}
+
+/* Cut anywhere: the reader returns exactly the complete chunks before the
+ * cut, never an error, and flags the torn tail. */
+static void test_truncation_every_offset(void **state)
+{
+	(void)state;
+	write_chunked("cut.evlog", 4, 30);
+	size_t len, off[8];
+	uint8_t *b = slurp(tpath("cut.evlog"), &len);
+	assert_int_equal(chunk_offsets(b, len, off, 8), 4);
+	off[4] = len;
+	for (size_t cut = off[0]; cut <= len; cut++) {
+		uint8_t *c = malloc(cut + 1); /* exact size: ASan catches overreads */
+		memcpy(c, b, cut);
+		struct evlog_reader_stats st;
+		uint64_t n = read_check(c, cut, 1000000, 0, &st);
+		int whole = 0;
+		while (whole < 4 && off[whole + 1] <= cut)
+			whole++;
+		assert_int_equal(n, (uint64_t)whole * 30);
+		assert_int_equal(st.chunks_bad, 0);
+		assert_int_equal(st.truncated, cut != off[whole]);
+		free(c);
+	}
+	free(b);
+}
+
+/* Build a log by hand: header with an unknown field, then chunks. */
+static size_t put_chunk(uint8_t *dst, const uint8_t *raw, size_t rawlen, uint32_t count,
+			uint64_t seq)
+{
+	uint8_t *h = dst;
+	size_t c = ZSTD_compress(h + EVF_CHUNK_HDR, ZSTD_compressBound(rawlen), raw, rawlen, 1);
+	assert_false(ZSTD_isError(c));
+	memset(h, 0, EVF_CHUNK_HDR);
+	evf_put32(h, EVF_CHUNK_MAGIC);
+	evf_put32(h + 8, (uint32_t)c);
+	evf_put32(h + 12, (uint32_t)rawlen);
+	evf_put32(h + 16, count);
+	evf_put64(h + 24, seq);
+	evf_put64(h + 32, 5000);
+	evf_put32(h + 40, libdeflate_crc32(0, h + EVF_CHUNK_HDR, c));
+	evf_put32(h + 4, libdeflate_crc32(0, h + 8, EVF_CHUNK_HDR - 8));
+	return EVF_CHUNK_HDR + c;
+}
+
+static void test_forward_compat(void **state)
+{
+	(void)state;
+	uint8_t *b = calloc(1, 4096);
+	memcpy(b, EVF_MAGIC, 8);
+	evf_put16(b + 8, 1);
+	evf_put16(b + 10, 7); /* a newer minor */
+	uint8_t *p = b + EVF_FILE_FIXED;
+	evf_put16(p, 999); evf_put32(p + 2, 3); memcpy(p + 6, "new", 3); p += 9;
+	evf_put16(p, EVF_TAG_HOST); evf_put32(p + 2, 2); memcpy(p + 6, "h1", 2); p += 8;
+	uint32_t blen = (uint32_t)(p - (b + EVF_FILE_FIXED));
+	evf_put32(b + 12, blen);
+	evf_put32(b + 16, libdeflate_crc32(0, b + EVF_FILE_FIXED, blen));
+	/* Chunk 1: a thread_exit (pid 7, tid 8), then an unknown type 40 with
+	 * bytes this reader cannot interpret. Chunk 2: one clock event. */
+	const uint8_t raw1[] = { EV_THREAD_EXIT, 2 /* +1 */, 7, 2 /* tid-pid=+1 */,
+				 40, 0, 1, 2, 3, 4 };
+	const uint8_t raw2[] = { EV_CLOCK, 0, 7, 0, 42 };
+	size_t len = (size_t)(p - b);
+	len += put_chunk(b + len, raw1, sizeof(raw1), 2, 0);
+	len += put_chunk(b + len, raw2, sizeof(raw2), 1, 1);
+
+	struct evlog_reader *r;
+	char msg[256];
+	if (evlog_reader_open_mem(&r, b, len, "compat", msg, sizeof(msg)))
+		fail_msg("%s", msg);
+	const struct evlog_header *h = evlog_reader_header(r);
+	assert_int_equal(h->version_minor, 7);
+	assert_true(evgen_str_eq(h->host, evlog_s("h1")));
+	const struct evlog_event *ev;
+	assert_int_equal(evlog_next(r, &ev), 0);
+	assert_int_equal(ev->type, EV_THREAD_EXIT);
+	assert_int_equal(ev->ts, 5001);
+	assert_int_equal(ev->pid, 7);
+	assert_int_equal(ev->tid, 8);
+	assert_int_equal(evlog_next(r, &ev), 0);
+	assert_int_equal(ev->type, EV_CLOCK);
+	assert_int_equal(ev->pid, 7);
+	assert_int_equal(ev->tid, 7);
+	assert_int_equal(ev->u.clock.realtime_ns, 42);
+	assert_int_equal(evlog_next(r, &ev), -EVLOG_END);
+	struct evlog_reader_stats st;
+	evlog_reader_stats(r, &st);
+	assert_int_equal(st.chunks_unknown, 1);
+	assert_int_equal(st.chunks_bad, 0);
+	assert_int_equal(st.events, 2);
+	evlog_reader_close(r);
+	free(b);
+}
+
+/* Corrupt structure inside a chunk whose checksums verify. */
+static void test_bad_payload(void **state)
+{
+	(void)state;
+	const uint8_t cases[][8] = {
+		{ EV_PY_EXIT, 0, 1, 0, 5 /* string id 5 > next id 0 */ },
+		{ EV_SYSCALL, 0x80 }, /* varint runs off the end */
+		{ EV_PY_EXIT, 0, 1, 0, 0, 60 /* length 60 past the end */ },
+		{ EV_LIB_CALL, 0, 1, 0, 0, 0, 0, 0 /* runs out */ },
+		{ EV_THREAD, 0, 1, 0, 0, 0, 7 /* is_new ok */, 9 /* trailing */ },
+	};
+	for (size_t k = 0; k < sizeof(cases) / sizeof(cases[0]); k++) {
+		uint8_t *b = calloc(1, 4096);
+		memcpy(b, EVF_MAGIC, 8);
+		evf_put16(b + 8, 1);
+		evf_put32(b + 16, libdeflate_crc32(0, b, 0));
+		size_t len = EVF_FILE_FIXED;
+		len += put_chunk(b + len, cases[k], 8, 1, 0);
+		const uint8_t ok[] = { EV_CLOCK, 0, 7, 0, 42 };
+		len += put_chunk(b + len, ok, sizeof(ok), 1, 1);
+		struct evlog_reader *r;
+		char msg[256];
+		assert_int_equal(evlog_reader_open_mem(&r, b, len, "bad", msg, sizeof(msg)), 0);
+		const struct evlog_event *ev;
+		int n = 0;
+		while (evlog_next(r, &ev) == 0)
+			n++;
+		struct evlog_reader_stats st;
+		evlog_reader_stats(r, &st);
+		assert_int_equal(st.chunks_bad, 1);
+		assert_int_equal(st.chunks_ok, 1);
+		assert_true(n >= 1);
+		evlog_reader_close(r);
+		free(b);
+	}
+}
+
+/* tick() flushes a quiet chunk once it is older than flush_ns. */
+static void test_tick_flush(void **state)
+{
+	(void)state;
+	struct evlog_writer *w = wopen("tick.evlog", 0, 2000000 /* 2 ms */);
+	struct evlog_event ev = { .type = EV_LOST, .ts = 1, .pid = 3, .tid = 3 };
+	ev.u.lost.count = 17;
+	assert_int_equal(evlog_write(w, &ev), 0);
+	assert_int_equal(evlog_writer_tick(w), 0);
+	struct evlog_writer_stats st;
+	evlog_writer_stats(w, &st);
+	assert_int_equal(st.chunks, 0);
+	usleep(5000);
+	assert_int_equal(evlog_writer_tick(w), 0);
+	evlog_writer_stats(w, &st);
+	assert_int_equal(st.chunks, 1);
+	/* The partial file is readable while the writer is still open. */
+	struct evlog_reader *r = ropen(evlog_writer_partial_path(w));
+	const struct evlog_event *got;
+	assert_int_equal(evlog_next(r, &got), 0);
+	assert_int_equal(got->u.lost.count, 17);
+	evlog_reader_close(r);
+	evlog_writer_abort(w);
+	assert_int_equal(access(tpath(".tick.evlog.partial"), F_OK), -1);
+	assert_int_equal(access(tpath("tick.evlog"), F_OK), -1);
+}
+
+/* close refuses to replace a file that appeared meanwhile, keeps the data. */
+static void test_publish_race(void **state)
+{
+	(void)state;
+	struct evlog_writer *w = wopen("race.evlog", 0, 0);
+	struct evlog_event ev = { .type = EV_THREAD_EXIT, .ts = 1, .pid = 3, .tid = 4 };
+	assert_int_equal(evlog_write(w, &ev), 0);
+	FILE *f = fopen(tpath("race.evlog"), "w");
+	fputs("other writer", f);
+	fclose(f);
+	char msg[512];
+	assert_int_equal(evlog_writer_close_msg(w, msg, sizeof(msg)), -EVLOG_EEXIST);
+	assert_non_null(strstr(msg, ".race.evlog.partial"));
+	size_t len;
+	uint8_t *b = slurp(tpath("race.evlog"), &len);
+	assert_int_equal(len, 12);
+	free(b);
+	struct evlog_reader *r = ropen(tpath(".race.evlog.partial"));
+	const struct evlog_event *got;
+	assert_int_equal(evlog_next(r, &got), 0);
+	assert_int_equal(got->tid, 4);
+	evlog_reader_close(r);
+}
+
+static void test_dump_format(void **state)
+{
+	(void)state;
+	char *buf = NULL;
+	size_t sz = 0;
+	FILE *f = open_memstream(&buf, &sz);
+	struct evlog_event ev = { .type = EV_SYSCALL, .ts = 12, .pid = 3, .tid = 4 };
+	ev.u.syscall = (typeof(ev.u.syscall)){ .nr = 1, .dur = 50, .ret = -11, .arg0 = 255 };
+	evlog_dump_event(f, &ev);
+	struct evlog_str fr[2] = { evlog_s("f (a.py:1)"), { "g,\\\0", 4 } };
+	memset(&ev.u, 0, sizeof(ev.u));
+	ev.type = EV_PY_SAMPLE;
+	ev.u.py_sample.stack = (struct evlog_pystack){ 2, fr };
+	evlog_dump_event(f, &ev);
+	uint64_t ips[3] = { 0xffffffff81000000ull, 0x401000, 0x7f00 };
+	ev.type = EV_CPU_SAMPLE;
+	ev.u.cpu_sample.cpu = 1;
+	ev.u.cpu_sample.stack = (struct evlog_stack){ 1, 2, ips };
+	evlog_dump_event(f, &ev);
+	memset(&ev.u, 0, sizeof(ev.u));
+	ev.type = EV_LOST;
+	ev.u.lost.source = EVSRC_CUPTI;
+	ev.u.lost.count = 9;
+	evlog_dump_event(f, &ev);
+	fclose(f);
+	assert_string_equal(buf,
+		"syscall ts=12 pid=3 tid=4 nr=1 dur=50 ret=-11 arg0=0xff arg1=0x0 arg2=0x0\n"
+		"py_sample ts=12 pid=3 tid=4 n=2 frames=f\\x20(a.py:1),g\\x2c\\x5c\\x00\n"
+		"cpu_sample ts=12 pid=3 tid=4 cpu=1 n_kernel=1 n_user=2 "
+		"stack=0xffffffff81000000,0x401000,0x7f00\n"
+		"lost ts=12 pid=3 tid=4 source=cupti count=9\n");
+	free(buf);
+}
+
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
 		cmocka_unit_test(test_roundtrip_all_types),
 		cmocka_unit_test(test_roundtrip_all_types_big_chunks),
 		cmocka_unit_test(test_roundtrip_mixed),
+		cmocka_unit_test(test_odd_strings),
+		cmocka_unit_test(test_string_limit),
+		cmocka_unit_test(test_invalid_events),
+		cmocka_unit_test(test_corrupt_chunk_skipped),
+		cmocka_unit_test(test_truncation_every_offset),
+		cmocka_unit_test(test_forward_compat),
+		cmocka_unit_test(test_bad_payload),
+		cmocka_unit_test(test_tick_flush),
+		cmocka_unit_test(test_publish_race),
+		cmocka_unit_test(test_dump_format),
 	};
 	return cmocka_run_group_tests(tests, setup, teardown);
 }
