@@ -89,10 +89,12 @@ static int cpu_attach(struct lt_session *s, struct cpu_state *st)
 		attached++;
 	}
 	if (!attached)
-		return lt_session_errorf(s, "cannot open the cpu-clock perf event: %s%s",
-					 strerror(last_err ? last_err : ENODEV),
+		return lt_session_errorf(s, "cannot open the cpu-clock perf event at %u Hz: %s%s",
+					 freq, strerror(last_err ? last_err : ENODEV),
 					 last_err == EACCES || last_err == EPERM ?
-					 " (needs root or CAP_PERFMON; see kernel.perf_event_paranoid)" : "");
+					 " (needs root or CAP_PERFMON; see kernel.perf_event_paranoid)" :
+					 last_err == EINVAL ?
+					 " (is --freq above kernel.perf_event_max_sample_rate?)" : "");
 	LT_INFO(1, "cpu: sampling at %u Hz on %d CPUs", freq, attached);
 	return 0;
 }
