@@ -180,10 +180,12 @@ PROG_LIBS_evlog_dump := $(PROG_EVLOG)
 PROG_LIBS_evlog_crashwriter := $(PROG_EVLOG)
 PROG_LIBS_evlog_cli := $(PROG_EVLOG)
 PROG_LIBS_xplane_genlog := $(PROG_EVLOG)
+PROG_LIBS_conv_genlog := $(PROG_EVLOG)
 PROG_LIBS_cuda_calls := -L$(CUDA_HOME)/lib64 -Wl,-rpath,$(CUDA_HOME)/lib64 -lcudart -ldl
 PROG_LIBS_inject_cudart := -L$(CUDA_HOME)/lib64 -Wl,-rpath,$(CUDA_HOME)/lib64 -lcudart
 INJECT_TOOL_SRC := collector/injector.c collector/cuda_kernel.c
 PROG_LIBS_inject_tool := $(INJECT_TOOL_SRC) -lelf
+PROG_LIBS_inject_logdump := -static $(PROG_EVLOG)
 $(BUILD)/tests/progs/inject_tool: $(INJECT_TOOL_SRC) $(INJECT_TOOL_SRC:.c=.h)
 PROG_LIBS_cuda_logcount := -static $(PROG_EVLOG)
 

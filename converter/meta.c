@@ -228,7 +228,10 @@ static int add_symbol(struct cv_core *c, struct cv_host *h, const struct evlog_e
 
 	if (!s)
 		return -1;
-	s->name = dup_str(c, e->u.symbol.name);
+	/* Frames show demangled names; the collector may have logged raw ones. */
+	const char *dm = cv_demangle(c, e->u.symbol.name.ptr, e->u.symbol.name.len);
+
+	s->name = dm ? dm : dup_str(c, e->u.symbol.name);
 	s->module = dup_str(c, e->u.symbol.module);
 	s->offset = e->u.symbol.offset;
 	if (!s->name || !s->module)

@@ -142,6 +142,14 @@ static size_t rows_of(const struct sm *s, cat_pred pred, struct row *rows, uint6
 	return n;
 }
 
+/* Names may hold anything: keep the table one line per row. */
+static void put_name(FILE *f, const char *s)
+{
+	for (; *s; s++)
+		fputc((unsigned char)*s < 0x20 || *s == 0x7f ? '?' : *s, f);
+	fputc('\n', f);
+}
+
 static void print_timed(struct sm *s, const char *title, cat_pred pred, struct row *rows)
 {
 	uint64_t sum;
@@ -155,9 +163,10 @@ static void print_timed(struct sm *s, const char *title, cat_pred pred, struct r
 	for (size_t i = 0; i < n && i < (size_t)s->top; i++) {
 		const struct agg *a = rows[i].a;
 
-		fprintf(s->out, "  %12.3f %6.1f %10llu %12.3f %12.3f  %s\n", a->total / 1e6,
+		fprintf(s->out, "  %12.3f %6.1f %10llu %12.3f %12.3f  ", a->total / 1e6,
 			sum ? 100.0 * a->total / sum : 0.0, (unsigned long long)a->count,
-			a->count ? a->total / 1e3 / a->count : 0.0, a->max / 1e3, rows[i].name);
+			a->count ? a->total / 1e3 / a->count : 0.0, a->max / 1e3);
+		put_name(s->out, rows[i].name);
 	}
 }
 
@@ -178,9 +187,11 @@ static void print_counted(struct sm *s, const char *title, cat_pred pred, struct
 	qsort(rows, n, sizeof(*rows), by_count);
 	fprintf(s->out, "\n%s (%llu samples, %zu distinct)\n", title, (unsigned long long)sum, n);
 	fprintf(s->out, "  %10s %6s  %s\n", "samples", "%", "stack");
-	for (size_t i = 0; i < n && i < (size_t)s->top; i++)
-		fprintf(s->out, "  %10llu %6.1f  %s\n", (unsigned long long)rows[i].a->count,
-			sum ? 100.0 * rows[i].a->count / sum : 0.0, rows[i].name);
+	for (size_t i = 0; i < n && i < (size_t)s->top; i++) {
+		fprintf(s->out, "  %10llu %6.1f  ", (unsigned long long)rows[i].a->count,
+			sum ? 100.0 * rows[i].a->count / sum : 0.0);
+		put_name(s->out, rows[i].name);
+	}
 }
 
 static int sm_end(void *ctx)

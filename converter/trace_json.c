@@ -78,14 +78,14 @@ static int dp_append(struct tj *t, const char *s, size_t n)
 static int add_devprops(struct tj *t, const struct conv_gpu *g)
 {
 	const struct evlog_event *p = g->props;
-	char name[600], buf[1024];
+	char name[6 * 100 + 8], buf[1200];
 	int n;
 
 	if (!p)
 		return 0;
 	size_t nl = p->u.gpu_device.name.len < 100 ? p->u.gpu_device.name.len : 100;
 
-	cv_json_escape(name, p->u.gpu_device.name.ptr ? p->u.gpu_device.name.ptr : "", nl);
+	name[cv_json_escape(name, p->u.gpu_device.name.ptr ? p->u.gpu_device.name.ptr : "", nl)] = 0;
 	n = snprintf(buf, sizeof(buf),
 		     "%s{\"id\":%u,\"name\":%s,\"totalGlobalMem\":%llu,\"computeMajor\":%u,"
 		     "\"computeMinor\":%u,\"maxThreadsPerMultiprocessor\":%u,"
