@@ -14,10 +14,11 @@
 #include "collector/launch.h"
 #include "collector/targets.h"
 
+/* Static: o->launch_argv points into it after parsing. */
+static char *argv[32];
+
 static int parse(struct lt_options *o, char *err, const char *const *args, int n)
 {
-	char *argv[32];
-
 	for (int i = 0; i < n; i++)
 		argv[i] = (char *)args[i];
 	argv[n] = NULL;
