@@ -71,7 +71,11 @@ static int feed_stream(struct conv_sink *s, uint32_t stream, uint64_t n, uint64_
 	return 0;
 }
 
-static int run_once(uint64_t events, const char *dir)
+struct result {
+	double eps, rss_mb;
+};
+
+static int run_once(uint64_t events, const char *dir, struct result *res)
 {
 	char path[512], err[256];
 	struct conv_host_meta m = { .host = "bench", .start_ns = 1000000, .stop_ns = 1000000 + events * 1000,
@@ -109,6 +113,8 @@ static int run_once(uint64_t events, const char *dir)
 	       st.events / secs, (double)st.bytes / (double)st.events, secs,
 	       ru.ru_maxrss / 1024.0);
 	fflush(stdout); /* the child leaves with _exit */
+	res->eps = st.events / secs;
+	res->rss_mb = ru.ru_maxrss / 1024.0;
 	unlink(path);
 	return 0;
 }
@@ -117,6 +123,7 @@ int main(int argc, char **argv)
 {
 	uint64_t sizes[2] = { 250000, 2000000 };
 	char dir[] = "/tmp/bench_xplane.XXXXXX";
+	struct result res[2] = { { 0, 0 }, { 0, 0 } };
 	int status = 0;
 
 	if (argc == 3) {
@@ -131,15 +138,29 @@ int main(int argc, char **argv)
 	       "peak RSS MB");
 	fflush(stdout);
 	for (int i = 0; i < 2; i++) {
-		pid_t pid = fork();
-		int ws;
+		int fds[2], ws;
+		pid_t pid;
 
-		if (pid == 0)
-			_exit(run_once(sizes[i], dir));
-		if (pid < 0 || waitpid(pid, &ws, 0) < 0 || !WIFEXITED(ws) || WEXITSTATUS(ws))
+		if (pipe(fds) < 0)
+			return perror("pipe"), 1;
+		pid = fork();
+		if (pid == 0) {
+			int rc = run_once(sizes[i], dir, &res[i]);
+
+			if (write(fds[1], &res[i], sizeof(res[i])) != sizeof(res[i]))
+				rc = 1;
+			_exit(rc);
+		}
+		close(fds[1]);
+		if (pid < 0 || read(fds[0], &res[i], sizeof(res[i])) != sizeof(res[i]) ||
+		    waitpid(pid, &ws, 0) < 0 || !WIFEXITED(ws) || WEXITSTATUS(ws))
 			status = 1;
+		close(fds[0]);
 	}
-	printf("(peak RSS of the larger run over the smaller: the spill file keeps it flat)\n");
+	if (!status)
+		printf("large/small: %.1fx events, %.2fx events/s, %.2fx peak RSS "
+		       "(the spill file keeps memory flat)\n", (double)sizes[1] / sizes[0],
+		       res[1].eps / res[0].eps, res[1].rss_mb / res[0].rss_mb);
 	rmdir(dir);
 	return status;
 }
