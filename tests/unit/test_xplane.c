@@ -144,13 +144,21 @@ static void feed(struct conv_sink *s)
 static XSpace *load(const char *path)
 {
 	FILE *f = fopen(path, "rb");
-	static unsigned char buf[1 << 20];
-	size_t n;
+	unsigned char *buf;
+	XSpace *xs;
+	long n;
 
 	assert_non_null(f);
-	n = fread(buf, 1, sizeof(buf), f);
+	assert_int_equal(fseek(f, 0, SEEK_END), 0);
+	n = ftell(f);
+	rewind(f);
+	buf = malloc((size_t)n + 1);
+	assert_non_null(buf);
+	assert_int_equal(fread(buf, 1, (size_t)n, f), (size_t)n);
 	fclose(f);
-	return tensorflow__profiler__xspace__unpack(NULL, n, buf);
+	xs = tensorflow__profiler__xspace__unpack(NULL, (size_t)n, buf);
+	free(buf);
+	return xs;
 }
 
 static const XPlane *plane(const XSpace *xs, const char *name)
@@ -429,6 +437,52 @@ static void test_invalid_utf8(void **state)
 	assert_int_equal(system(cmd), 0);
 }
 
+/* Whatever order and overlap the items come in (tracks revisited, starts
+ * going back, children outliving parents), every line comes out sorted and
+ * nested, and every event is either written, cut or counted as dropped. */
+static void test_random_items(void **state)
+{
+	char path[512], err[256];
+	struct conv_host_meta m = meta();
+	struct xplane_stats st;
+	struct conv_sink *s;
+	XSpace *xs;
+	uint64_t rng = 42, written = 0;
+	static const char *const names[] = { "a", "b", "c", "d" };
+
+	(void)state;
+	snprintf(path, sizeof(path), "%s/random.xplane.pb", tmpdir);
+	s = xplane_sink_new(path, 0, err, sizeof(err));
+	assert_int_equal(s->begin_host(s->ctx, &m), 0);
+	for (int i = 0; i < 20000; i++) {
+		struct conv_item it;
+
+		rng = rng * 6364136223846793005ull + 1442695040888963407ull;
+		if ((rng >> 60) & 1)
+			it = strm(7 + (uint32_t)((rng >> 20) % 3), (rng >> 24) % 100000,
+				  (rng >> 40) % 5000, names[(rng >> 8) % 4], &kern);
+		else
+			it = thr(100 + (uint32_t)((rng >> 20) % 2), (rng >> 24) % 100000,
+				 (rng >> 40) % 5000, names[(rng >> 8) % 4]);
+		assert_int_equal(s->item(s->ctx, &it), 0);
+	}
+	assert_int_equal(s->end_host(s->ctx), 0);
+	xplane_sink_stats(s, &st);
+	assert_int_equal(st.events + st.dropped, 20000);
+	assert_true(st.repaired > 0 && st.dropped > 0);
+	assert_int_equal(s->finish(s->ctx, 1), 0);
+	xplane_sink_free(s);
+	xs = load(path);
+	assert_non_null(xs);
+	for (size_t p = 0; p < xs->n_planes; p++) {
+		check_plane(xs->planes[p]);
+		for (size_t l = 0; l < xs->planes[p]->n_lines; l++)
+			written += xs->planes[p]->lines[l]->n_events;
+	}
+	assert_int_equal(written, st.events);
+	tensorflow__profiler__xspace__free_unpacked(xs, NULL);
+}
+
 static void test_occupancy(void **state)
 {
 	(void)state;
@@ -446,6 +500,7 @@ int main(void)
 		cmocka_unit_test(test_failure_leaves_nothing),
 		cmocka_unit_test(test_logdir_layout),
 		cmocka_unit_test(test_invalid_utf8),
+		cmocka_unit_test(test_random_items),
 		cmocka_unit_test(test_occupancy),
 	};
 
