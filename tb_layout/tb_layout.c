@@ -151,6 +151,29 @@ int tb_mkdirs_at(int dirfd, const char *relpath, int create, char *err, size_t e
 	return cur;
 }
 
+/* mkdir -p of the user's logdir (a path of their choosing: symlinks in it
+ * are theirs and are followed). */
+static int mkdir_user_path(const char *path)
+{
+	char buf[4096];
+	size_t n = strlen(path);
+
+	if (n == 0 || n >= sizeof(buf)) {
+		errno = ENAMETOOLONG;
+		return -1;
+	}
+	memcpy(buf, path, n + 1);
+	for (char *p = buf + 1; *p; p++) {
+		if (*p != '/')
+			continue;
+		*p = 0;
+		if (mkdir(buf, 0755) < 0 && errno != EEXIST)
+			return -1;
+		*p = '/';
+	}
+	return mkdir(buf, 0755) < 0 && errno != EEXIST ? -1 : 0;
+}
+
 int tb_open_run_dir(const char *logdir, const char *run, int create, char *err, size_t errsz)
 {
 	char rel[TB_NAME_MAX + 64], sub[512];
@@ -158,7 +181,7 @@ int tb_open_run_dir(const char *logdir, const char *run, int create, char *err, 
 
 	if (tb_run_name_check(run, sub, sizeof(sub)) < 0)
 		return fail(err, errsz, "%s", sub);
-	if (create && mkdir(logdir, 0755) < 0 && errno != EEXIST)
+	if (create && mkdir_user_path(logdir) < 0)
 		return fail(err, errsz, "cannot create logdir %s: %s", logdir, strerror(errno));
 	/* The logdir itself is the user's path: symlinks to it are fine. */
 	root = open(logdir, O_RDONLY | O_DIRECTORY | O_CLOEXEC);

@@ -112,6 +112,11 @@ static void test_mkdir_refuses_symlinks(void **state)
 	fd = tb_open_run_dir(logdir, "run1", 0, err, sizeof(err));
 	assert_true(fd >= 0);
 	close(fd);
+	/* A logdir several levels deep is created whole. */
+	snprintf(path, sizeof(path), "%s/deep/er/logs", tmpdir);
+	fd = tb_open_run_dir(path, "r", 1, err, sizeof(err));
+	assert_true(fd >= 0);
+	close(fd);
 	/* A run that does not exist is an error without create. */
 	assert_int_equal(tb_open_run_dir(logdir, "nope", 0, err, sizeof(err)), -1);
 
@@ -187,7 +192,8 @@ static void test_publish(void **state)
 	{
 		char cmd[400];
 
-		snprintf(cmd, sizeof(cmd), "test $(ls -A '%s' | wc -l) -eq 4", tmpdir); /* logs logs2 out race */
+		/* deep logs logs2 out.pb race.pb */
+		snprintf(cmd, sizeof(cmd), "test $(ls -A '%s' | wc -l) -eq 5", tmpdir);
 		assert_int_equal(system(cmd), 0);
 	}
 	assert_int_equal(tb_tmp_open(&t, dfd, "a/b", 0, err, sizeof(err)), -1);
