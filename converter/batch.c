@@ -468,7 +468,7 @@ static int open_state(struct batch *b)
 	char err[512];
 	int root;
 
-	if (mkdir(b->o.logdir, 0755) < 0 && errno != EEXIST) {
+	if (tb_mkdir_user_path(b->o.logdir) < 0) {
 		fprintf(stderr, "batch: cannot create --logdir %s: %s\n", b->o.logdir, strerror(errno));
 		return -1;
 	}

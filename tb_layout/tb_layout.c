@@ -153,7 +153,7 @@ int tb_mkdirs_at(int dirfd, const char *relpath, int create, char *err, size_t e
 
 /* mkdir -p of the user's logdir (a path of their choosing: symlinks in it
  * are theirs and are followed). */
-static int mkdir_user_path(const char *path)
+int tb_mkdir_user_path(const char *path)
 {
 	char buf[4096];
 	size_t n = strlen(path);
@@ -181,7 +181,7 @@ int tb_open_run_dir(const char *logdir, const char *run, int create, char *err, 
 
 	if (tb_run_name_check(run, sub, sizeof(sub)) < 0)
 		return fail(err, errsz, "%s", sub);
-	if (create && mkdir_user_path(logdir) < 0)
+	if (create && tb_mkdir_user_path(logdir) < 0)
 		return fail(err, errsz, "cannot create logdir %s: %s", logdir, strerror(errno));
 	/* The logdir itself is the user's path: symlinks to it are fine. */
 	root = open(logdir, O_RDONLY | O_DIRECTORY | O_CLOEXEC);

@@ -51,6 +51,10 @@ int tb_run_file_path(const char *logdir, const char *run, const char *host,
 int tb_open_run_dir(const char *logdir, const char *run, int create,
 		    char *err, size_t errsz);
 
+/* mkdir -p of a path the user gave (their symlinks are followed); 0 or -1
+ * with errno set. */
+int tb_mkdir_user_path(const char *path);
+
 /* mkdir -p of a relative path under dirfd, one component at a time with
  * mkdirat + openat(O_NOFOLLOW|O_DIRECTORY). Returns an fd of the last
  * component or -1. "." and ".." components are refused. */
