@@ -1,0 +1,56 @@
+#!/bin/bash
+# deploy/: the manifests parse and agree with each other and with the
+# converter's batch mode; the image's runtime stage installs every shared
+# library the built binaries need (checked against the binaries, via dpkg).
+set -u
+BUILD=${BUILD:-build}
+D=deploy
+n=0
+ok() { n=$((n + 1)); if [ "$1" -eq 0 ]; then echo "ok $n - $2"; else echo "not ok $n - $2"; fi; }
+python3 -c 'import yaml' 2>/dev/null || { echo "python3 with PyYAML is needed to parse the manifests"; exit 77; }
+
+python3 - "$D/manifests" <<'PY' > /tmp/kdf.$$ 2>&1; rc=$?
+import sys, yaml
+d = sys.argv[1]
+def load(f):
+    return list(yaml.safe_load_all(open("%s/%s" % (d, f))))
+pvc, = load("results-pvc.yaml")
+job, = load("convert-job.yaml")
+dep, svc = load("tensorboard.yaml")
+claim = pvc["metadata"]["name"]
+assert pvc["kind"] == "PersistentVolumeClaim" and "ReadWriteMany" in pvc["spec"]["accessModes"]
+js = job["spec"]; pod = js["template"]["spec"]; c = pod["containers"][0]
+assert job["kind"] == "Job" and js["parallelism"] > 1, "Job with parallelism N"
+assert c["command"] == ["llmtracker-convert", "batch", "--in", "/data/logs", "--logdir", "/data/tb"], c["command"]
+assert pod["volumes"][0]["persistentVolumeClaim"]["claimName"] == claim
+assert c["volumeMounts"][0]["mountPath"] == "/data"
+tp = dep["spec"]["template"]["spec"]; tc = tp["containers"][0]
+assert dep["kind"] == "Deployment" and svc["kind"] == "Service"
+assert "--logdir /data/tb" in " ".join(tc["args"]) and "tensorboard-plugin-profile" in " ".join(tc["args"])
+assert tp["volumes"][0]["persistentVolumeClaim"]["claimName"] == claim
+assert svc["spec"]["selector"] == dep["spec"]["selector"]["matchLabels"]
+print("manifests consistent: claim", claim)
+PY
+sed 's/^/# /' /tmp/kdf.$$; rm -f /tmp/kdf.$$
+ok $rc "manifests parse; Job runs batch --in /data/logs --logdir /data/tb; TensorBoard and Job share the PVC"
+
+grep -q '^FROM debian:12 AS build' $D/Dockerfile && [ "$(grep -c '^FROM debian:12' $D/Dockerfile)" = 2 ] &&
+	grep -q 'make .*all' $D/Dockerfile && grep -q 'make .*install' $D/Dockerfile
+ok $? "Dockerfile: multi-stage on debian:12, builds and installs from this repository"
+
+# Every NEEDED soname of the built binaries comes from a package the runtime stage installs.
+bins=$(ls "$BUILD"/bin/llmtracker "$BUILD"/bin/llmtracker-convert "$BUILD"/bin/kubectl-prof 2>/dev/null)
+if [ -z "$bins" ] || ! command -v dpkg >/dev/null; then
+	ok 0 "# SKIP binaries not built or no dpkg"
+else
+	runtime=$(sed -n '/^FROM debian:12$/,$p' $D/Dockerfile)
+	missing=""
+	for so in $(for b in $bins; do readelf -d "$b" | sed -n 's/.*NEEDED.*\[\(.*\)\]/\1/p'; done | sort -u); do
+		pkg=$(dpkg -S "*/$so" 2>/dev/null | head -1 | cut -d: -f1)
+		case $pkg in libc6|"") continue ;; esac
+		grep -qw -- "$pkg" <<< "$runtime" || missing="$missing $so($pkg)"
+	done
+	echo "# runtime libraries missing from the image:${missing:- none}"
+	[ -z "$missing" ]; ok $? "the image installs every shared library the binaries need"
+fi
+exit 0
