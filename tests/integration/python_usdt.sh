@@ -38,6 +38,22 @@ wait_for() { # file pattern: up to 5 s
 ok $? "profile -t python -- python3.11 script exits 0"
 check "$T/launch.log" "launched: exact f/g enter+exit counts, nested per thread" f=100 g=300
 
+CONV=$(realpath -m "$BUILD/bin/llmtracker-convert")
+if [ -x "$CONV" ] && "$CONV" -i "$T/launch.log" -o "$T/launch.json" > /dev/null 2>&1; then
+	python3 - "$T/launch.json" "$SCRIPT" <<'PY'
+import collections, json, sys
+ev = json.load(open(sys.argv[1]))["traceEvents"]
+py = [e for e in ev if e.get("cat") == "python_function" and e.get("ph") == "X"]
+n = collections.Counter(e["name"] for e in py if e["args"]["file"] == sys.argv[2])
+print("# python_function X events from the script:", dict(n))
+assert n["f"] == 100 and n["g"] == 300
+assert all(e["args"]["line"] > 0 for e in py if e["name"] in ("f", "g"))
+PY
+	ok $? "converted: python_function X events f=100 g=300 with file and line"
+else
+	ok 0 "# SKIP llmtracker-convert not built or failed"
+fi
+
 # 2. attached by -p to a running interpreter, which then runs the tree
 $PY "$SCRIPT" 100 "$T/go" > "$T/p.out" & tp=$!; pids+=($tp)
 sleep 0.3
