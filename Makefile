@@ -167,15 +167,10 @@ $(BUILD)/tests/%: tests/unit/%.c $(TEST_LIBS) | $(GENERATED)
 
 # Test programs (targets of profiling): plain, no sanitizers, symbols kept.
 # A program that needs more libraries sets PROG_LIBS_<name> (below).
-$(BUILD)/tests/progs/%: tests/progs/%.c $(EVLOG_A) | $(GENERATED)
+$(BUILD)/tests/progs/%: tests/progs/%.c $(EVLOG_SRC) | $(GENERATED)
 	@mkdir -p $(@D)
 	$(CC) -O1 -g -fno-omit-frame-pointer -fno-inline $(WARN) -D_GNU_SOURCE -I. -I$(BUILD)/gen \
-		-I$(CUDA_HOME)/include -o $@ $< $(call prog_libs,$*) -lpthread
-
-# Programs that link the (possibly sanitized) event log library link the
-# sanitizer runtime too; sanitized builds cannot be static.
-prog_libs = $(if $(SAN),$(if $(findstring $(EVLOG_A),$(PROG_LIBS_$(1))),$(SAN)) \
-	$(filter-out -static,$(PROG_LIBS_$(1))),$(PROG_LIBS_$(1)))
+		-I$(CUDA_HOME)/include -o $@ $< $(PROG_LIBS_$*) -lpthread
 
 # Per-program libraries for tests/progs (PROG_LIBS_<name> := ...).
 # Sources, not the archive: under `make asan` the archive is instrumented and
