@@ -132,11 +132,17 @@ static int add_targets(struct lt_session *s)
 	int alive[LT_MAX_TARGETS], n = 0, kids[4096], n_kids;
 
 	for (int i = 0; i < s->opt.n_pids; i++) {
-		int pid = s->opt.pids[i];
+		int pid = s->opt.pids[i], tgid;
 
 		if (!lt_proc_alive(pid)) {
 			LT_WARN("PID %d exited before profiling started", pid);
 			continue;
+		}
+		/* A thread id given as -p stands for its whole process. */
+		tgid = lt_proc_read_tgid(pid);
+		if (tgid > 0 && tgid != pid) {
+			LT_WARN("-p %d is a thread of process %d: profiling the whole process", pid, tgid);
+			pid = s->opt.pids[i] = tgid;
 		}
 		if (add_one(s, pid))
 			return -1;

@@ -115,7 +115,8 @@ static int sys_finish(struct lt_session *s, void *state)
 	uint32_t key, next;
 	void *prev = NULL;
 
-	while (bpf_map_get_next_key(s->targets_fd, prev, &next) == 0) {
+	for (int guard = 0; guard < 2 * 65536 && bpf_map_get_next_key(s->targets_fd, prev, &next) == 0;
+	     guard++) {
 		key = next;
 		prev = &key;
 		in_flight_of(s, fd, (int)key, now);

@@ -72,6 +72,16 @@ int lt_proc_read_ppid(int pid)
 	return read_stat(pid, &st, &ppid) ? 0 : ppid;
 }
 
+int lt_proc_read_tgid(int pid)
+{
+	char path[64], buf[4096], *p;
+
+	snprintf(path, sizeof(path), "/proc/%d/status", pid);
+	if (read_small(path, buf, sizeof(buf)) <= 0 || !(p = strstr(buf, "\nTgid:")))
+		return 0;
+	return atoi(p + 6);
+}
+
 int lt_proc_read_comm(int pid, int tid, char *buf, size_t sz)
 {
 	char path[64];
@@ -236,7 +246,10 @@ int lt_targets_sweep(struct lt_session *s)
 	int alive = 0, n_dead = 0;
 	void *prev = NULL;
 
-	while (bpf_map_get_next_key(s->targets_fd, prev, &next) == 0) {
+	/* Bounded: BPF deletes exiting targets meanwhile, and a vanished key
+	 * makes get_next_key start over. */
+	for (int guard = 0; guard < 2 * 65536 && bpf_map_get_next_key(s->targets_fd, prev, &next) == 0;
+	     guard++) {
 		key = next;
 		prev = &key;
 		if (lt_proc_alive((int)key))

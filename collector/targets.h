@@ -23,6 +23,8 @@ int lt_proc_read_comm(int pid, int tid, char *buf, size_t sz);
 int lt_proc_read_cmdline(int pid, char *buf, size_t sz);
 int lt_proc_read_exe(int pid, char *buf, size_t sz);
 int lt_proc_read_ppid(int pid);
+/* The process (thread group) a thread id belongs to; 0 if gone. */
+int lt_proc_read_tgid(int pid);
 
 /* Write EV_PROCESS for `pid` (is_exec as given) at time ts. */
 int lt_targets_emit_process(struct lt_session *s, uint64_t ts, int pid, int tid, int ppid,
