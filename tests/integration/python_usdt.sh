@@ -54,6 +54,12 @@ else
 	ok 0 "# SKIP llmtracker-convert not built or failed"
 fi
 
+# 1b. four threads at once: every thread's calls, each nested on its own thread
+"$LT" profile -t python -o "$T/threads.log" -- $PY "$PWD/examples/py_threads.py" 4 200 > /dev/null 2> "$T/err"
+check "$T/threads.log" "4 threads: exact counts, nesting per thread" f=800 g=2400 work=4
+"$DUMP" "$T/threads.log" | grep '^py_enter.* func=work ' | grep -o 'tid=[0-9]*' | sort -u | wc -l | grep -qx 4
+ok $? "the 4 workers are recorded on 4 distinct threads"
+
 # 2. attached by -p to a running interpreter, which then runs the tree
 $PY "$SCRIPT" 100 "$T/go" > "$T/p.out" & tp=$!; pids+=($tp)
 sleep 0.3
