@@ -22,6 +22,19 @@ check "launch: summary names the output" grep -q "wrote $T/launch.evlog" "$T/lau
 check "launch: 3 new threads recorded" test "$(events "$T/launch.evlog" thread | grep -c 'is_new=1')" -ge 3
 check "launch: process exit recorded" test "$(events "$T/launch.evlog" process_exit | grep -c "pid=$pid ")" -eq 1
 
+# --- end to end: `llmtracker export` names the calls in the trace JSON
+if [ -x "$BUILD/bin/llmtracker-convert" ] && command -v python3 >/dev/null; then
+	"$LT" export -i "$T/launch.evlog" -o "$T/launch.json" >/dev/null 2>&1
+	check "export to trace JSON exits 0" test $? -eq 0
+	got=$(python3 -c '
+import json, sys
+d = json.load(open(sys.argv[1]))
+ev = d["traceEvents"] if isinstance(d, dict) else d
+n = lambda name: sum(1 for e in ev if e.get("cat") == "syscall" and e.get("name") == name and e.get("ph") == "X")
+print(n("getppid"), n("write"), n("nanosleep"))' "$T/launch.json")
+	check "trace JSON: getppid/write/nanosleep events by name ($got)" test "$got" = "3000 2331 150"
+fi
+
 # --- several -p at once; A exits mid-run, B keeps the session going
 "$PROGS/sys_counts" -w -n 2 & a=$!
 "$PROGS/sys_counts" -w -n 1 & b=$!
