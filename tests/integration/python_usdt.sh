@@ -95,6 +95,12 @@ if readelf -h $PY | grep -q 'EXEC (Executable'; then
 	echo "# semaphores entry/return/line: before '$before' during '$during' after '$after'"
 	[ "$before" = "0 0 0" ] && [ "$during" = "1 1 1" ] && [ "$after" = "0 0 0" ]
 	ok $? "probes raised while profiling, the target left as found after"
+	"$LT" profile -p $tp -t python -d 10 -o "$T/k.log" > /dev/null 2>&1 & cp=$!; pids+=($cp)
+	sleep 0.6; during=$(sema $tp); kill -KILL $cp; wait $cp 2>/dev/null; sleep 0.2
+	after=$(sema $tp)
+	echo "# collector killed with SIGKILL: during '$during' after '$after'"
+	[ "$during" = "1 1 1" ] && [ "$after" = "0 0 0" ] && kill -0 $tp
+	ok $? "even a SIGKILLed collector leaves the target's probes off and the target running"
 else
 	ok 0 "# SKIP python3.11 is position independent; semaphore check needs fixed addresses"
 fi
