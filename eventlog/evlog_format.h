@@ -51,6 +51,11 @@ enum evf_tag {
  * sizes, and the largest single event the writer accepts. */
 #define EVF_CHUNK_RAW_MAX (64u << 20)
 #define EVF_CHUNK_DEFAULT (1u << 20)
+/* Per-chunk caps on interned items, so a reader's tables stay small
+ * whatever a (checksum-valid but hostile) chunk says. */
+#define EVF_CHUNK_STRS_MAX (1u << 20)     /* strings defined */
+#define EVF_CHUNK_FRAMES_MAX (1u << 22)   /* native frames defined (new stacks) */
+#define EVF_CHUNK_PYFRAMES_MAX (1u << 20) /* Python frames defined (new pystacks) */
 
 /* ------------------------------------------------------------- event byte */
 #define EVF_TYPE_MASK 0x3f

@@ -396,7 +396,8 @@ static int evr_str(struct evlog_reader *r, struct evlog_str *out)
 		*out = r->strs[id];
 		return 0;
 	}
-	if (id != r->nstrs || !(r->p = evf_get_varint(r->p, r->end, &len)) ||
+	if (id != r->nstrs || id >= EVF_CHUNK_STRS_MAX ||
+	    !(r->p = evf_get_varint(r->p, r->end, &len)) ||
 	    len > EVLOG_STR_MAX || len > (size_t)(r->end - r->p))
 		return -1;
 	size_t cap = r->strs_cap;
@@ -425,6 +426,8 @@ static int evr_stack(struct evlog_reader *r, struct evlog_stack *out)
 		uint32_t nk, nu;
 		GETN(nk, EVLOG_MAX_FRAMES);
 		GETN(nu, EVLOG_MAX_FRAMES - nk);
+		if (r->frames_len + nk + nu > EVF_CHUNK_FRAMES_MAX)
+			return -1;
 		size_t cap = r->stacks_cap;
 		if (evr_reserve((void **)&r->stacks, &cap, r->nstacks + 1, sizeof(*r->stacks)) ||
 		    evr_reserve((void **)&r->frames, &r->frames_cap, r->frames_len + nk + nu, 8))
@@ -457,6 +460,8 @@ static int evr_pystack(struct evlog_reader *r, struct evlog_pystack *out)
 	if (id == r->npystacks) {
 		uint32_t n;
 		GETN(n, EVLOG_MAX_FRAMES);
+		if (r->pyframes_len + n > EVF_CHUNK_PYFRAMES_MAX)
+			return -1;
 		size_t cap = r->pystacks_cap;
 		if (evr_reserve((void **)&r->pystacks, &cap, r->npystacks + 1, sizeof(*r->pystacks)) ||
 		    evr_reserve((void **)&r->pyframes, &r->pyframes_cap, r->pyframes_len + n,

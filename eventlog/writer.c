@@ -51,6 +51,7 @@ struct evlog_writer {
 	size_t frames_len, frames_cap;
 	uint32_t *pyids;        /* string ids of interned Python stacks */
 	size_t pyids_len, pyids_cap;
+	uint32_t frames_def, pyframes_def; /* frames defined in this chunk */
 
 	uint8_t *out;           /* chunk header + compressed payload */
 	size_t out_cap;
@@ -363,6 +364,7 @@ static void evw_reset_chunk(struct evlog_writer *w)
 	w->n_events = 0;
 	w->frames_len = 0;
 	w->pyids_len = 0;
+	w->frames_def = w->pyframes_def = 0;
 	evt_reset(&w->strs);
 	evt_reset(&w->stacks);
 	evt_reset(&w->pystacks);
@@ -475,6 +477,7 @@ static uint8_t *evw_stack(struct evlog_writer *w, uint8_t *p, const struct evlog
 	if (sl->gen == w->stacks.gen)
 		return evf_put_varint(p, sl->id);
 	uint32_t id = w->stacks.next++;
+	w->frames_def += n;
 	p = evf_put_varint(p, id);
 	p = evf_put_varint(p, st->n_kernel);
 	p = evf_put_varint(p, st->n_user);
@@ -516,6 +519,7 @@ static uint8_t *evw_pystack(struct evlog_writer *w, uint8_t *p, const struct evl
 			return evf_put_varint(p, sl->id);
 	}
 	uint32_t id = w->pystacks.next++;
+	w->pyframes_def += st->n;
 	p = evf_put_varint(p, id);
 	p = evf_put_varint(p, st->n);
 	for (uint32_t i = 0; i < st->n; i++)
@@ -723,6 +727,14 @@ static uint8_t *evw_fields(struct evlog_writer *w, uint8_t *p, const struct evlo
 	return p;
 }
 
+/* One more event could pass a per-chunk cap (3 + 512 strings, 512 frames). */
+static int evw_tables_full(const struct evlog_writer *w)
+{
+	return w->strs.next + 3 + EVLOG_MAX_FRAMES > EVF_CHUNK_STRS_MAX ||
+	       w->frames_def + EVLOG_MAX_FRAMES > EVF_CHUNK_FRAMES_MAX ||
+	       w->pyframes_def + EVLOG_MAX_FRAMES > EVF_CHUNK_PYFRAMES_MAX;
+}
+
 int evlog_write(struct evlog_writer *w, const struct evlog_event *ev)
 {
 	if (!w || !ev)
@@ -733,7 +745,7 @@ int evlog_write(struct evlog_writer *w, const struct evlog_event *ev)
 	int rc = evw_bound(w, ev, &bound);
 	if (rc)
 		return rc;
-	if (w->n_events && w->raw_len + bound > w->opts.chunk_bytes) {
+	if (w->n_events && (w->raw_len + bound > w->opts.chunk_bytes || evw_tables_full(w))) {
 		rc = evw_flush_chunk(w);
 		if (rc)
 			return rc;

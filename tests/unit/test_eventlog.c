@@ -661,6 +661,38 @@ static void test_dump_format(void **state)
 	free(buf);
 }
 
+/* More distinct strings than a chunk may define: the writer starts new
+ * chunks on its own, everything reads back. */
+static void test_chunk_table_caps(void **state)
+{
+	(void)state;
+	const uint32_t n = EVF_CHUNK_STRS_MAX + 1000;
+	struct evlog_writer *w = wopen("caps.evlog", 32u << 20, 0);
+	struct evlog_event ev = { .type = EV_PY_EXIT, .pid = 1, .tid = 1 };
+	char name[32];
+	for (uint32_t i = 0; i < n; i++) {
+		int k = snprintf(name, sizeof(name), "f%u", i);
+		ev.ts = i;
+		ev.u.py_exit.func = (struct evlog_str){ name, (uint32_t)k };
+		assert_int_equal(evlog_write(w, &ev), 0);
+	}
+	struct evlog_writer_stats ws;
+	assert_int_equal(evlog_writer_flush(w), 0);
+	evlog_writer_stats(w, &ws);
+	assert_true(ws.chunks >= 2);
+	assert_int_equal(evlog_writer_close(w), 0);
+	struct evlog_reader *r = ropen(tpath("caps.evlog"));
+	const struct evlog_event *got;
+	uint32_t i = 0;
+	while (evlog_next(r, &got) == 0) {
+		int k = snprintf(name, sizeof(name), "f%u", i);
+		assert_true(evgen_str_eq(got->u.py_exit.func, (struct evlog_str){ name, (uint32_t)k }));
+		i++;
+	}
+	assert_int_equal(i, n);
+	evlog_reader_close(r);
+}
+
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
@@ -677,6 +709,7 @@ int main(void)
 		cmocka_unit_test(test_tick_flush),
 		cmocka_unit_test(test_publish_race),
 		cmocka_unit_test(test_dump_format),
+		cmocka_unit_test(test_chunk_table_caps),
 	};
 	return cmocka_run_group_tests(tests, setup, teardown);
 }
