@@ -1,0 +1,66 @@
+#!/bin/bash
+# llmtracker-convert on bad inputs: random bytes, a PNG, an empty file, a
+# truncated log, a log with a damaged chunk, a directory of junk, missing
+# paths, bad output names, a symlink at the output path. It converts what
+# is valid, says what it skipped and why, never crashes, and leaves no
+# partial output behind.
+set -u
+BUILD=${BUILD:-build}
+LLMT_ROOT=${LLMT_ROOT:-$(cd "$(dirname "$0")/../.." && pwd)}
+conv=$BUILD/bin/llmtracker-convert
+gen=$BUILD/tests/progs/conv_genlog
+check="python3 $LLMT_ROOT/tests/integration/convert_check.py"
+for p in "$conv" "$gen"; do [ -x "$p" ] || { echo "not ok 1 - $p not built"; exit 1; }; done
+dir=$(mktemp -d /tmp/convert-bad.XXXXXX)
+trap 'rm -rf "$dir"' EXIT
+n=0
+t() { n=$((n + 1)); if "$@" >"$dir/out" 2>&1; then echo "ok $n - $desc"; else echo "not ok $n - $desc"; sed 's/^/# /' "$dir/out" | head -20; fi; }
+# run CONV-ARGS...: exit status in $rc (never a signal), stderr in $dir/err
+run() { "$conv" "$@" 2>"$dir/err" >/dev/null; rc=$?; [ $rc -lt 128 ] || { echo "crashed with $rc"; return 1; }; }
+
+"$gen" "$dir/good.log" -n 200000 >/dev/null || { echo "not ok 1 - generator failed"; exit 1; }
+size=$(stat -c %s "$dir/good.log")
+head -c 5000 /dev/urandom >"$dir/random.bin"
+printf '\x89PNG\r\n\x1a\n\0\0\0\rIHDR\0\0\0\1\0\0\0\1\10\6\0\0\0\x1f\x15\xc4\x89' >"$dir/image.png"
+: >"$dir/empty.log"
+head -c $((size * 6 / 10)) "$dir/good.log" >"$dir/cut.log"
+cp "$dir/good.log" "$dir/damaged.log"
+printf 'XXXXXXXXXXXXXXXXXXXXXXXXXXXXXXXX' | dd of="$dir/damaged.log" bs=1 seek=$((size / 2)) conv=notrunc 2>/dev/null
+head -c 300 "$dir/good.log" >"$dir/header-only.log"
+mkdir -p "$dir/junk/sub"
+cp "$dir/random.bin" "$dir/image.png" "$dir/empty.log" "$dir/junk/"
+cp "$dir/good.log" "$dir/junk/sub/real.log"
+ln -s /etc/passwd "$dir/junk/passwd-link"
+
+desc="random bytes: exit 1, says it is not an event log, writes nothing"
+t bash -c "$(declare -f run); conv='$conv' dir='$dir'; run -i '$dir/random.bin' -o '$dir/r.json'; [ \$rc = 1 ] && \
+	grep -q 'random.bin: not an event log' '$dir/err' && grep -q 'no event logs found' '$dir/err' && [ ! -e '$dir/r.json' ] && \
+	[ -z \"\$(ls -A '$dir' | grep '^\\.')\" ]"
+desc="a PNG and an empty file: skipped with the reason"
+t bash -c "$(declare -f run); conv='$conv' dir='$dir'; run -i '$dir/image.png' -i '$dir/empty.log' -i '$dir/good.log' -o '$dir/p.json'; [ \$rc = 0 ] && \
+	grep -q 'image.png: not an event log' '$dir/err' && grep -q 'empty.log: empty file' '$dir/err' && $check '$dir/p.json'"
+desc="truncated log: converts every complete chunk, says it was truncated"
+t bash -c "$(declare -f run); conv='$conv' dir='$dir'; run -i '$dir/cut.log' -o '$dir/c.json'; [ \$rc = 0 ] && grep -q 'truncated' '$dir/err' && \
+	$check '$dir/c.json' --min-events 50000"
+desc="damaged chunk: skipped and counted, the rest converted"
+t bash -c "$(declare -f run); conv='$conv' dir='$dir'; run -i '$dir/damaged.log' -o '$dir/d.json'; [ \$rc = 0 ] && grep -q 'corrupt chunk' '$dir/err' && \
+	$check '$dir/d.json' --min-events 100000"
+desc="header-only log: valid, empty trace"
+t bash -c "$(declare -f run); conv='$conv' dir='$dir'; run -i '$dir/header-only.log' -o '$dir/h.json'; [ \$rc = 0 ] && python3 -c 'import json; json.load(open(\"$dir/h.json\"))'"
+desc="directory of junk with one real log in a subdirectory: converts it, lists the rest"
+t bash -c "$(declare -f run); conv='$conv' dir='$dir'; run -i '$dir/junk' -o '$dir/j.json'; [ \$rc = 0 ] && grep -q 'random.bin: not an event log' '$dir/err' && \
+	! grep -q passwd '$dir/j.json' && $check '$dir/j.json' --min-events 200000"
+desc="missing input: exit 1 with the path and the reason"
+t bash -c "$(declare -f run); conv='$conv' dir='$dir'; run -i '$dir/nope.log' -o '$dir/x.json'; [ \$rc = 1 ] && grep -q 'nope.log: No such file' '$dir/err'"
+desc="output in a missing directory: exit 1, clear message"
+t bash -c "$(declare -f run); conv='$conv' dir='$dir'; run -i '$dir/good.log' -o '$dir/missing/x.json'; [ \$rc = 1 ] && grep -q 'missing' '$dir/err'"
+desc="output not named .json/.json.gz: refused"
+t bash -c "$(declare -f run); conv='$conv' dir='$dir'; run -i '$dir/good.log' -o '$dir/x.txt'; [ \$rc = 1 ] && grep -q '.json or .json.gz' '$dir/err' && [ ! -e '$dir/x.txt' ]"
+desc="a symlink at the output path is replaced, its target never written"
+t bash -c "echo keep >'$dir/target'; ln -s '$dir/target' '$dir/link.json'; '$conv' -q -i '$dir/good.log' -o '$dir/link.json' && \
+	[ ! -L '$dir/link.json' ] && [ \"\$(cat '$dir/target')\" = keep ] && $check '$dir/link.json'"
+desc="unknown option and no input: usage, exit 2"
+t bash -c "$(declare -f run); conv='$conv' dir='$dir'; run --bogus; [ \$rc = 2 ] && run -o '$dir/y.json'; [ \$rc = 2 ] && grep -q 'no input' '$dir/err'"
+desc="summary and dump on junk: clear errors, no crash"
+t bash -c "$(declare -f run); conv='$conv' dir='$dir'; run summary '$dir/random.bin'; [ \$rc = 1 ] && run dump '$dir/image.png'; [ \$rc = 1 ]"
+exit 0
