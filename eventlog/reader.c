@@ -205,7 +205,8 @@ int evlog_reader_open(struct evlog_reader **out, const char *path, char *msg, si
 	if (!out || !path)
 		return evr_msg(msg, msgsz, EVLOG_EINVAL, "evlog_reader_open: bad arguments");
 	*out = NULL;
-	int fd = open(path, O_RDONLY | O_CLOEXEC);
+	/* O_NONBLOCK: a FIFO given as a log must not block the open. */
+	int fd = open(path, O_RDONLY | O_CLOEXEC | O_NONBLOCK);
 	if (fd < 0)
 		return evr_msg(msg, msgsz, EVLOG_EIO, "%s: %s", path, strerror(errno));
 	struct stat sb;

@@ -113,6 +113,8 @@ for tool in "$cli count" "$dump"; do
 	expect_fail "$t, directory" "is a directory" $tool "$dir/isdir"
 	: >"$dir/empty"
 	expect_fail "$t, empty file" "empty file" $tool "$dir/empty"
+	[ -p "$dir/fifo" ] || mkfifo "$dir/fifo"
+	expect_fail "$t, a FIFO (no hang)" "not a regular file" timeout 10 $tool "$dir/fifo"
 	head -c 5000 /dev/urandom >"$dir/garbage"
 	expect_fail "$t, garbage" "not an llmtracker event log" $tool "$dir/garbage"
 	head -c 14 "$dir/exists.evlog" >"$dir/cut"
