@@ -47,7 +47,9 @@ int BPF_PROG(lt_proc_fork, struct task_struct *parent, struct task_struct *child
 	r->child_pid = ctgid;
 	r->child_tid = ctid;
 	copy_comm(r->comm, child->comm);
-	bpf_ringbuf_submit(r, 0);
+	/* A new process: wake the collector now, other sources attach
+	 * per-process probes to it, the sooner the fewer calls they miss. */
+	bpf_ringbuf_submit(r, ctgid != ptgid ? BPF_RB_FORCE_WAKEUP : 0);
 	return 0;
 }
 
@@ -66,7 +68,7 @@ int BPF_PROG(lt_proc_exec, struct task_struct *p, pid_t old_pid, struct linux_bi
 	r->old_tid = old_pid;
 	copy_comm(r->comm, p->comm);
 	bpf_probe_read_kernel_str(r->filename, sizeof(r->filename), BPF_CORE_READ(bprm, filename));
-	bpf_ringbuf_submit(r, 0);
+	bpf_ringbuf_submit(r, BPF_RB_FORCE_WAKEUP); /* new image: probes to place */
 	return 0;
 }
 
