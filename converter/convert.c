@@ -67,7 +67,7 @@ static int load(struct cv_core *c, const struct conv_request *req, char *err, si
 			return -1;
 	if (req->cupti_dir && cv_inputs_add(&c->in, req->cupti_dir, 1, err, errsz))
 		return -1;
-	if (c->in.notes.len)
+	if (c->in.notes.len && !req->quiet)
 		fprintf(stderr, "%.*s", (int)c->in.notes.len, c->in.notes.p);
 	c->in.notes.len = 0;
 	if (!c->in.n) {
@@ -84,7 +84,7 @@ static int load(struct cv_core *c, const struct conv_request *req, char *err, si
 
 	for (size_t i = 0; i < c->in.n; i++)
 		good += !c->in.logs[i].bad;
-	if (c->in.notes.len)
+	if (c->in.notes.len && !req->quiet)
 		fprintf(stderr, "%.*s", (int)c->in.notes.len, c->in.notes.p);
 	c->in.notes.len = 0;
 	if (!good) {

@@ -30,7 +30,8 @@ static void usage(FILE *f)
 		"                  and <host>.trace.json.gz\n"
 		"  --run NAME      run name (default: the profile's start time)\n"
 		"  --force         replace existing files in --logdir\n"
-		"  -q              no closing line; --no-progress: no progress bar\n");
+		"  -q              quiet: no notes on skipped input, no closing line\n"
+		"  --no-progress   no progress bar (it is only shown when stderr is a terminal)\n");
 }
 
 static int dump_main(int argc, char **argv)
