@@ -69,6 +69,22 @@ wait $cp; rc=$?
 ok $rc "profile -p PID -t python exits 0 when the target ends"
 check "$T/attach.log" "attached: exact f/g enter+exit counts, nested per thread" f=100 g=300
 
+# 2b. a target in another mount namespace (as in a container), where
+# /usr/bin/python3.11 is a different file than ours: probed through /proc/PID/root
+if command -v unshare >/dev/null && unshare -m true 2>/dev/null; then
+	cp $PY "$T/py-copy"
+	unshare -m sh -c "mount --bind '$T/py-copy' $PY && exec $PY '$SCRIPT' 100 '$T/gomnt'" > /dev/null & tp=$!; pids+=($tp)
+	sleep 0.5
+	"$LT" profile -p $tp -t python -o "$T/mnt.log" -v 1 > /dev/null 2> "$T/err" & cp=$!; pids+=($cp)
+	wait_for "$T/err" "tracing functions" && touch "$T/gomnt"
+	wait $cp
+	[ "$(stat -L -c %i /proc/$tp/exe 2>/dev/null || stat -c %i "$T/py-copy")" != "$(stat -c %i $PY)" ]
+	ok $? "the namespaced target runs a different python3.11 file than the host's"
+	check "$T/mnt.log" "other mount namespace: exact counts through /proc/PID/root" f=100 g=300
+else
+	ok 0 "# SKIP unshare -m not available"
+fi
+
 # 3. the interpreter's probes are off again once we detach
 $PY "$SCRIPT" 10 "$T/go2" > /dev/null & tp=$!; pids+=($tp)
 sleep 0.3
