@@ -124,9 +124,15 @@ static inline int64_t evf_unzigzag(uint64_t v)
 static inline const uint8_t *evf_get_varint(const uint8_t *p, const uint8_t *end,
 					    uint64_t *out)
 {
-	if (p < end && *p < 0x80) { /* fast path: one byte */
-		*out = *p;
-		return p + 1;
+	if (end - p >= 2) { /* fast paths: one or two bytes */
+		if (p[0] < 0x80) {
+			*out = p[0];
+			return p + 1;
+		}
+		if (p[1] < 0x80) {
+			*out = (uint64_t)(p[0] & 0x7f) | (uint64_t)p[1] << 7;
+			return p + 2;
+		}
 	}
 	uint64_t v = 0;
 	for (unsigned shift = 0; shift < 64; shift += 7) {

@@ -376,17 +376,20 @@ static int evr_try_chunk(struct evlog_reader *r)
 
 /* ---------------------------------------------------------------- decoding */
 
-#define GETV(dst) do { uint64_t v_; if (!(r->p = evf_get_varint(r->p, r->end, &v_))) return -1; \
+/* The decoders keep the cursor in locals p/end (stores into the event could
+ * otherwise alias r->p and force a reload per field) and write it back to
+ * r->p before calling out and when done. */
+#define GETV(dst) do { uint64_t v_; if (!(p = evf_get_varint(p, end, &v_))) return -1; \
 		       (dst) = v_; } while (0)
-#define GETZ(dst) do { uint64_t v_; if (!(r->p = evf_get_varint(r->p, r->end, &v_))) return -1; \
+#define GETZ(dst) do { uint64_t v_; if (!(p = evf_get_varint(p, end, &v_))) return -1; \
 		       (dst) = evf_unzigzag(v_); } while (0)
 #define GETN(dst, max) do { uint64_t v_; \
-		if (!(r->p = evf_get_varint(r->p, r->end, &v_)) || v_ > (max)) return -1; \
+		if (!(p = evf_get_varint(p, end, &v_)) || v_ > (max)) return -1; \
 		(dst) = v_; } while (0)
 #define GET32(dst) GETN(dst, UINT32_MAX)
 #define GET8(dst) GETN(dst, UINT8_MAX)
 #define GETC(dst) do { int64_t d_; GETZ(d_); r->prev_corr += (uint64_t)d_; (dst) = r->prev_corr; } while (0)
-#define GETS(dst) do { if (evr_str(r, &(dst))) return -1; } while (0)
+#define GETS(dst) do { r->p = p; if (evr_str(r, &(dst))) return -1; p = r->p; } while (0)
 
 static int evr_str(struct evlog_reader *r, struct evlog_str *out)
 {
@@ -418,9 +421,9 @@ static int evr_str(struct evlog_reader *r, struct evlog_str *out)
 
 static int evr_stack(struct evlog_reader *r, struct evlog_stack *out)
 {
+	const uint8_t *p = r->p, *end = r->end;
 	uint64_t id;
-	if (!(r->p = evf_get_varint(r->p, r->end, &id)))
-		return -1;
+	GETV(id);
 	if (id > r->nstacks)
 		return -1;
 	if (id == r->nstacks) {
@@ -444,6 +447,7 @@ static int evr_stack(struct evlog_reader *r, struct evlog_stack *out)
 		r->stacks[r->nstacks++] = (struct evr_stack){ nk, nu, r->frames_len };
 		r->frames_len += nk + nu;
 	}
+	r->p = p;
 	const struct evr_stack *s = &r->stacks[id];
 	out->n_kernel = s->nk;
 	out->n_user = s->nu;
@@ -453,9 +457,9 @@ static int evr_stack(struct evlog_reader *r, struct evlog_stack *out)
 
 static int evr_pystack(struct evlog_reader *r, struct evlog_pystack *out)
 {
+	const uint8_t *p = r->p, *end = r->end;
 	uint64_t id;
-	if (!(r->p = evf_get_varint(r->p, r->end, &id)))
-		return -1;
+	GETV(id);
 	if (id > r->npystacks)
 		return -1;
 	if (id == r->npystacks) {
@@ -474,6 +478,7 @@ static int evr_pystack(struct evlog_reader *r, struct evlog_pystack *out)
 		r->pystacks[r->npystacks++] = (struct evr_pystack){ n, r->pyframes_len };
 		r->pyframes_len += n;
 	}
+	r->p = p;
 	out->n = r->pystacks[id].n;
 	out->frames = r->pyframes + r->pystacks[id].off;
 	return 0;
@@ -481,6 +486,7 @@ static int evr_pystack(struct evlog_reader *r, struct evlog_pystack *out)
 
 static int evr_fields(struct evlog_reader *r, struct evlog_event *ev)
 {
+	const uint8_t *p = r->p, *end = r->end;
 	typeof(ev->u) *u = &ev->u;
 	switch (ev->type) {
 	case EV_PROCESS:
@@ -496,12 +502,13 @@ static int evr_fields(struct evlog_reader *r, struct evlog_event *ev)
 		break;
 	case EV_CPU_SAMPLE:
 		GET32(u->cpu_sample.cpu);
+		r->p = p;
 		return evr_stack(r, &u->cpu_sample.stack);
 	case EV_PY_ENTER:
 		GETS(u->py_enter.func); GETS(u->py_enter.file); GET32(u->py_enter.line);
 		break;
 	case EV_PY_EXIT: GETS(u->py_exit.func); break;
-	case EV_PY_SAMPLE: return evr_pystack(r, &u->py_sample.stack);
+	case EV_PY_SAMPLE: r->p = p; return evr_pystack(r, &u->py_sample.stack);
 	case EV_LIB_CALL:
 		GET8(u->lib_call.lib_class); GETS(u->lib_call.lib); GETS(u->lib_call.symbol);
 		GETV(u->lib_call.dur); GETV(u->lib_call.ret); GET32(u->lib_call.depth);
@@ -559,17 +566,19 @@ static int evr_fields(struct evlog_reader *r, struct evlog_event *ev)
 	case EV_CLOCK: GETV(u->clock.realtime_ns); break;
 	default: return -1;
 	}
+	r->p = p;
 	return 0;
 }
 
 /* 1 event decoded, 0 chunk finished (ok or abandoned), -1 corrupt. */
 static int evr_event(struct evlog_reader *r)
 {
+	const uint8_t *p = r->p, *end = r->end;
 	if (!r->left)
-		return r->p == r->end ? 0 : -1;
-	if (r->p >= r->end)
+		return p == end ? 0 : -1;
+	if (p >= end)
 		return -1;
-	uint8_t t = *r->p++;
+	uint8_t t = *p++;
 	struct evlog_event *ev = &r->ev;
 	memset(ev, 0, sizeof(*ev));
 	ev->type = t & EVF_TYPE_MASK;
@@ -597,6 +606,7 @@ static int evr_event(struct evlog_reader *r)
 			return -1;
 		ev->tid = (uint32_t)d;
 	}
+	r->p = p;
 	if (evr_fields(r, ev))
 		return -1;
 	r->prev_ts = ev->ts;

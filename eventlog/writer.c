@@ -558,7 +558,6 @@ static int evw_chk_str(struct evlog_writer *w, struct evlog_str s, size_t *bound
 static int evw_bound(struct evlog_writer *w, const struct evlog_event *ev, size_t *bound)
 {
 	size_t b = 256;
-	const char *tn = evlog_type_name(ev->type);
 	switch (ev->type) {
 	case EV_PROCESS:
 		CHK_STR(ev->u.process.name, "process.name");
@@ -623,12 +622,12 @@ static int evw_bound(struct evlog_writer *w, const struct evlog_event *ev, size_
 		CHK_STR(ev->u.marker.text, "marker.text");
 		break;
 	default:
-		if (!tn)
+		if (!evlog_type_name(ev->type))
 			return evw_fail(w, EVLOG_EINVAL, "unknown event type %u", ev->type);
 	}
 	if (b > EVF_CHUNK_RAW_MAX)
 		return evw_fail(w, EVLOG_EINVAL, "%s event of about %zu bytes, over the %u limit",
-				tn, b, EVF_CHUNK_RAW_MAX);
+				evlog_type_name(ev->type), b, EVF_CHUNK_RAW_MAX);
 	*bound = b;
 	return 0;
 }
