@@ -171,6 +171,9 @@ static int add_pid(struct lt_options *o, const char *v, char *err, size_t errsz)
 
 	if (parse_uint("-p", v, 1, INT_MAX, &pid, err, errsz))
 		return -1;
+	for (int i = 0; i < o->n_pids; i++)
+		if (o->pids[i] == (int)pid)
+			return 0; /* given twice: profiled once */
 	if (o->n_pids >= LT_MAX_TARGETS) {
 		snprintf(err, errsz, "too many -p (at most %d processes)", LT_MAX_TARGETS);
 		return -1;

@@ -68,6 +68,12 @@ static void seed_flags(void **st)
 			       "--probe-file", "probe.json", "--delay", "3", "-d", "5", "--freq", "49",
 			       "--cupti-dir", "/tmp"), 0);
 	assert_int_equal(o.n_pids, 2);
+	assert_int_equal(PARSE(&o, err, "profile", "-p", "7", "-p", "7", "-t", "cpu"), 0);
+	assert_int_equal(o.n_pids, 1); /* a PID given twice is profiled once */
+	assert_int_equal(PARSE(&o, err, "profile", "-p", "12", "-p", "34", "-t", "all", "-o", "/tmp/d.json",
+			       "-v", "5", "--enable-cuda-kernel", "true", "--cpu-buffer-size", "20",
+			       "--probe-file", "probe.json", "--delay", "3", "-d", "5", "--freq", "49",
+			       "--cupti-dir", "/tmp"), 0);
 	assert_int_equal(o.pids[1], 34);
 	assert_true(o.types_all);
 	assert_string_equal(o.output, "/tmp/d.json");
