@@ -20,7 +20,10 @@ int lt_cmd_export(int argc, char **argv)
 	}
 	self[n] = 0;
 	slash = strrchr(self, '/');
-	*slash = 0;
+	if (slash)
+		*slash = 0;
+	else
+		strcpy(self, ".");
 	snprintf(conv, sizeof(conv), "%s/llmtracker-convert", self);
 	argv[0] = conv; /* the rest of argv passes through unchanged */
 	execv(conv, argv);
