@@ -176,6 +176,23 @@ static uint32_t frames(int32_t bytes, uint32_t max)
 	return n < max ? n : max;
 }
 
+/* Frame-pointer unwinding through code built without frame pointers
+ * (most Python interpreters) reads saved registers or data as return
+ * addresses: bytes of text, small integers. No user code lives at or above
+ * the canonical-address hole (x86-64: 0x0000800000000000) or in the first
+ * page, so the stack ends at the first such frame; what follows it was
+ * found through the same broken chain and is dropped too. */
+#define LT_CPU_USER_MIN 4096ull
+#define LT_CPU_USER_END 0x0000800000000000ull
+
+static uint32_t user_frames_kept(const uint64_t *ips, uint32_t n)
+{
+	for (uint32_t i = 0; i < n; i++)
+		if (ips[i] < LT_CPU_USER_MIN || ips[i] >= LT_CPU_USER_END)
+			return i;
+	return n;
+}
+
 static int cpu_handle(struct lt_session *s, void *state, const struct lt_rec_hdr *h, size_t size)
 {
 	const struct lt_rec_cpu_sample *r = (const void *)h;
@@ -190,6 +207,7 @@ static int cpu_handle(struct lt_session *s, void *state, const struct lt_rec_hdr
 	nu = frames(r->ustack_bytes, LT_CPU_UFRAMES);
 	memcpy(ips, r->ips, nk * 8);
 	memcpy(ips + nk, r->ips + LT_CPU_KFRAMES, nu * 8);
+	nu = user_frames_kept(ips + nk, nu);
 	for (i = 0; i < nk; i++)
 		note_frame(s, st, 0, 0, ips[i], i > 0);
 	for (i = 0; i < nu; i++)

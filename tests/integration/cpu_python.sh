@@ -32,6 +32,21 @@ check "_PyEval_EvalFrameDefault in the stacks of most samples (${ev:-0}/$samples
 	'[ -n "$ev" ] && [ $((ev * 2)) -ge "$samples" ]'
 check "interpreter symbols carry the interpreter's path" \
 	'grep "^symbol .* name=_PyEval_EvalFrameDefault " "$tmp/p.txt" | grep -q "module=$PY "'
+# Frame-pointer unwinding through the interpreter (built without frame
+# pointers) meets saved data; such frames must not reach the log.
+bad=$(awk '$1 == "cpu_sample" {
+	nk = 0; st = ""
+	for (i = 2; i <= NF; i++) {
+		if ($i ~ /^n_kernel=/) nk = substr($i, 10) + 0
+		if ($i ~ /^stack=/) st = substr($i, 7)
+	}
+	n = split(st, f, ",")
+	for (i = nk + 1; i <= n; i++) {
+		h = substr(f[i], 3)
+		if (length(h) > 12 || (length(h) == 12 && h ~ /^[89a-f]/) || length(h) <= 3) bad++
+	}
+} END { print bad + 0 }' "$tmp/p.txt")
+check "no user frame outside canonical user addresses ($bad)" '[ "$bad" = 0 ]'
 miss=$($AWK -v mode=missing "$tmp/p.txt" | awk '{print $1}')
 check "every sampled address has a symbol event (missing: $miss)" '[ "$miss" = 0 ]'
 exit 0
