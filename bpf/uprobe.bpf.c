@@ -58,8 +58,7 @@ struct {
 #define LT_PARM6(x) (((struct user_pt_regs *)(x))->regs[5])
 #endif
 
-SEC("uprobe")
-int BPF_KPROBE(lt_uentry)
+static __always_inline int lt_entry(struct pt_regs *ctx)
 {
 	__u64 pid_tgid = bpf_get_current_pid_tgid();
 	struct lt_ustack *st;
@@ -115,8 +114,7 @@ static __always_inline void lt_emit(struct pt_regs *ctx, struct lt_uframe *f,
 			   BPF_RB_FORCE_WAKEUP : BPF_RB_NO_WAKEUP);
 }
 
-SEC("uretprobe")
-int BPF_KRETPROBE(lt_uret)
+static __always_inline int lt_return(struct pt_regs *ctx)
 {
 	__u64 now = bpf_ktime_get_ns();
 	__u64 pid_tgid = bpf_get_current_pid_tgid();
@@ -147,6 +145,37 @@ int BPF_KRETPROBE(lt_uret)
 		return 0;
 	}
 	return 0; /* a return without a recorded entry (attached mid-call) */
+}
+
+/*
+ * Two attachments of the same bodies. The *_multi programs are loaded for
+ * uprobe_multi links (one link per library and process: attaching and,
+ * above all, detaching hundreds of functions costs one RCU grace period
+ * instead of one per function). The others attach one perf event per
+ * function: kprobes, and uprobes on kernels without uprobe_multi.
+ */
+SEC("uprobe")
+int lt_uentry(struct pt_regs *ctx)
+{
+	return lt_entry(ctx);
+}
+
+SEC("uretprobe")
+int lt_uret(struct pt_regs *ctx)
+{
+	return lt_return(ctx);
+}
+
+SEC("uprobe")
+int lt_uentry_multi(struct pt_regs *ctx)
+{
+	return lt_entry(ctx);
+}
+
+SEC("uretprobe")
+int lt_uret_multi(struct pt_regs *ctx)
+{
+	return lt_return(ctx);
 }
 
 /* A target mapped a file executable: user space rescans its libraries. */

@@ -18,6 +18,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/stat.h>
+#include <sys/syscall.h>
 #include <unistd.h>
 
 #include <bpf/bpf.h>
@@ -46,7 +47,8 @@ struct cp_probe {             /* a probed function; its index is the cookie id *
 
 struct cp_link {
 	int pid;
-	struct bpf_link *link;
+	struct bpf_link *link;  /* a perf-event attachment, or */
+	int fd;                 /* a uprobe_multi link (-1 if none) */
 };
 
 struct cp_seen {              /* a (pid, file) already looked at */
@@ -75,6 +77,7 @@ struct cp_state {
 	char **libs;          /* interned library paths */
 	size_t n_libs;
 	struct lt_sym *sym;
+	bool multi;           /* uprobe_multi links (kernel 6.6+) */
 	struct cp_name names[CP_NAME_CACHE];
 	uint64_t calls, attach_errors;
 };
@@ -113,32 +116,13 @@ static const char *intern_lib(struct cp_state *st, const char *path)
 	return v[st->n_libs] ? v[st->n_libs++] : NULL;
 }
 
-/* The default probe file sits at <bindir>/../share/llmtracker/probes.json. */
-static int default_probe_file(char *buf, size_t n)
-{
-	char exe[PATH_MAX];
-	ssize_t k = readlink("/proc/self/exe", exe, sizeof(exe) - 1);
-	char *slash;
-
-	if (k <= 0)
-		return -errno;
-	exe[k] = 0;
-	slash = strrchr(exe, '/');
-	if (!slash)
-		return -ENOENT;
-	*slash = 0;
-	if (snprintf(buf, n, "%s/../share/llmtracker/probes.json", exe) >= (int)n)
-		return -ENAMETOOLONG;
-	return 0;
-}
-
 static int load_probe_file(struct lt_session *s, struct cp_state *st)
 {
 	char path[PATH_MAX], err[512];
 	const char *p = s->opt.probe_file;
 
 	if (!p) {
-		if (default_probe_file(path, sizeof(path)) || access(path, R_OK))
+		if (lt_probefile_default_path(path, sizeof(path)) || access(path, R_OK))
 			return lt_session_errorf(s, "no probe file: pass --probe-file FILE, or install the default "
 						 "one at <bindir>/../share/llmtracker/probes.json (looked for %s)", path);
 		p = path;
@@ -204,6 +188,39 @@ static void attach_kprobes(struct cp_state *st)
 
 /* ------------------------------------------------------------ start/stop */
 
+#define LT_BPF_TRACE_UPROBE_MULTI 48   /* enum bpf_attach_type, kernel 6.6+ */
+#define LT_BPF_F_UPROBE_MULTI_RETURN 1
+
+/* Open and load the BPF object; `multi` loads the *_multi programs for
+ * uprobe_multi links, else leaves them out. */
+static int open_and_load(struct lt_session *s, struct cp_state *st, bool multi)
+{
+	int err;
+
+	uprobe_bpf__destroy(st->skel);
+	st->skel = uprobe_bpf__open();
+	if (!st->skel)
+		return lt_session_errorf(s, "cannot open the uprobe BPF object: %s", strerror(errno)),
+		       -ENOENT;
+	if (lt_session_share_maps(s, st->skel->obj))
+		return -ENOENT;
+	st->skel->rodata->wakeup_bytes = bpf_map__max_entries(st->skel->maps.events) / 8;
+	if (multi) {
+		bpf_program__set_expected_attach_type(st->skel->progs.lt_uentry_multi,
+						      LT_BPF_TRACE_UPROBE_MULTI);
+		bpf_program__set_expected_attach_type(st->skel->progs.lt_uret_multi,
+						      LT_BPF_TRACE_UPROBE_MULTI);
+	} else {
+		bpf_program__set_autoload(st->skel->progs.lt_uentry_multi, false);
+		bpf_program__set_autoload(st->skel->progs.lt_uret_multi, false);
+	}
+	err = uprobe_bpf__load(st->skel);
+	if (err)
+		lt_session_errorf(s, "cannot load the uprobe BPF programs: %s", strerror(-err));
+	st->multi = multi && !err;
+	return err;
+}
+
 static int cp_start(struct lt_session *s, void **state)
 {
 	struct cp_state *st = calloc(1, sizeof(*st));
@@ -214,15 +231,14 @@ static int cp_start(struct lt_session *s, void **state)
 		return lt_session_errorf(s, "out of memory");
 	if (load_probe_file(s, st))
 		return -1;
-	st->skel = uprobe_bpf__open();
-	if (!st->skel)
-		return lt_session_errorf(s, "cannot open the uprobe BPF object: %s", strerror(errno));
-	if (lt_session_share_maps(s, st->skel->obj))
-		return -1;
-	st->skel->rodata->wakeup_bytes = bpf_map__max_entries(st->skel->maps.events) / 8;
-	err = uprobe_bpf__load(st->skel);
+	err = open_and_load(s, st, true);
+	if (err == -EINVAL || err == -EOPNOTSUPP || err == -E2BIG) {
+		LT_INFO(1, "cuda: no uprobe_multi on this kernel (%s): one perf event per function",
+			strerror(-err));
+		err = open_and_load(s, st, false);
+	}
 	if (err)
-		return lt_session_errorf(s, "cannot load the uprobe BPF programs: %s", strerror(-err));
+		return -1;
 	st->umap_link = bpf_program__attach(st->skel->progs.lt_umap);
 	if (!st->umap_link)
 		LT_WARN("cuda: libraries loaded after start will not be probed: cannot watch mmap: %s",
@@ -233,13 +249,22 @@ static int cp_start(struct lt_session *s, void **state)
 	return 0;
 }
 
+static void link_close(struct cp_link *l)
+{
+	bpf_link__destroy(l->link);
+	if (l->fd >= 0)
+		close(l->fd);
+	l->link = NULL;
+	l->fd = -1;
+}
+
 static void detach_pid(struct cp_state *st, int pid)
 {
 	size_t i, k = 0;
 
 	for (i = 0; i < st->n_links; i++) {
 		if (st->links[i].pid == pid)
-			bpf_link__destroy(st->links[i].link);
+			link_close(&st->links[i]);
 		else
 			st->links[k++] = st->links[i];
 	}
@@ -259,7 +284,7 @@ static void cp_stop(struct lt_session *s, void *state)
 	if (!st)
 		return;
 	for (i = 0; i < st->n_links; i++)
-		bpf_link__destroy(st->links[i].link);
+		link_close(&st->links[i]);
 	for (i = 0; i < st->n_klinks; i++)
 		bpf_link__destroy(st->klinks[i]);
 	bpf_link__destroy(st->umap_link);
@@ -350,58 +375,134 @@ static int attach_one(struct cp_state *st, int pid, const char *file, int id)
 		return e;
 	}
 	for (i = 0; i < 2; i++)
-		st->links[st->n_links++] = (struct cp_link){ pid, l[i] };
+		st->links[st->n_links++] = (struct cp_link){ pid, l[i], -1 };
 	return 0;
 }
 
-/* Probe every function `pl` selects in the file mapped at `path`. */
-static void attach_lib(struct lt_session *s, struct cp_state *st, int pid, const char *path,
-		       const struct lt_plib *pl, uint64_t dev, uint64_t ino)
+/* One uprobe_multi link for every function in ids (entry or return). */
+static int multi_link(struct cp_state *st, int pid, const char *file, const int *ids, size_t n,
+		      bool ret)
 {
-	char file[PATH_MAX + 32], err[512];
-	uint64_t last = UINT64_MAX;
-	struct lt_elf *e;
-	size_t i, n = 0, failed = 0;
-	int first_err = 0;
+	struct {
+		uint32_t prog_fd, target_fd, attach_type, flags;
+		uint64_t path, offsets, ref_ctr_offsets, cookies;
+		uint32_t cnt, um_flags, pid;
+		uint32_t pad;
+	} attr;
+	uint64_t *offs = calloc(n, sizeof(*offs)), *cookies = calloc(n, sizeof(*cookies));
+	int fd = -ENOMEM;
+	size_t i;
 
-	(void)s;
-	snprintf(file, sizeof(file), "/proc/%d/root%s", pid, path);
-	if (lt_elf_open(file, &e, err, sizeof(err))) {
-		LT_WARN("cuda: pid %d: cannot read %s: %s", pid, path, err);
-		return;
+	if (offs && cookies) {
+		for (i = 0; i < n; i++) {
+			offs[i] = st->probes[ids[i]].offset;
+			cookies[i] = LT_UCOOKIE(ids[i], st->probes[ids[i]].nstack);
+		}
+		memset(&attr, 0, sizeof(attr));
+		attr.prog_fd = (uint32_t)bpf_program__fd(ret ? st->skel->progs.lt_uret_multi
+							      : st->skel->progs.lt_uentry_multi);
+		attr.attach_type = LT_BPF_TRACE_UPROBE_MULTI;
+		attr.path = (uint64_t)(uintptr_t)file;
+		attr.offsets = (uint64_t)(uintptr_t)offs;
+		attr.cookies = (uint64_t)(uintptr_t)cookies;
+		attr.cnt = (uint32_t)n;
+		attr.um_flags = ret ? LT_BPF_F_UPROBE_MULTI_RETURN : 0;
+		attr.pid = (uint32_t)pid;
+		fd = (int)syscall(SYS_bpf, 28 /* BPF_LINK_CREATE */, &attr, sizeof(attr));
+		if (fd < 0)
+			fd = -errno;
 	}
+	free(offs);
+	free(cookies);
+	return fd;
+}
+
+static int attach_multi(struct cp_state *st, int pid, const char *file, const int *ids, size_t n)
+{
+	int fd[2], i;
+
+	if (grow((void **)&st->links, &st->cap_links, st->n_links + 1, sizeof(*st->links)))
+		return -ENOMEM;
+	/* Returns first: a call caught by its entry is then always completed. */
+	fd[0] = multi_link(st, pid, file, ids, n, true);
+	if (fd[0] < 0)
+		return fd[0];
+	fd[1] = multi_link(st, pid, file, ids, n, false);
+	if (fd[1] < 0) {
+		close(fd[0]);
+		return fd[1];
+	}
+	for (i = 0; i < 2; i++)
+		st->links[st->n_links++] = (struct cp_link){ pid, NULL, fd[i] };
+	return 0;
+}
+
+/* The probes `pl` selects in ELF e (mapped as path); ids gets their ids. */
+static size_t select_probes(struct cp_state *st, const struct lt_elf *e, const char *path,
+			    const struct lt_plib *pl, uint64_t dev, uint64_t ino, int *ids)
+{
+	uint64_t last = UINT64_MAX;
+	size_t i, n = 0;
+
 	for (i = 0; i < e->n_syms && n < CP_MAX_PER_LIB; i++) {
 		const struct lt_elfsym *sy = &e->syms[i];
 		const struct lt_psym *ps;
 		uint64_t off;
-		int id, rc;
+		int id;
 
-		if (sy->vaddr == last) /* an alias of a function already probed */
+		if (sy->vaddr == last) /* an alias of a function already selected */
 			continue;
 		ps = lt_plib_select(pl, sy->name, sy->exported);
 		if (!ps || lt_elf_vaddr_to_offset(e, sy->vaddr, &off))
 			continue;
 		last = sy->vaddr;
 		id = probe_for(st, path, pl, ps, sy->name, dev, ino, off);
-		rc = id < 0 ? id : attach_one(st, pid, file, id);
-		if (rc) {
-			failed++;
-			first_err = first_err ? first_err : rc;
-			continue;
-		}
-		n++;
+		if (id >= 0)
+			ids[n++] = id;
 	}
 	if (n >= CP_MAX_PER_LIB)
 		LT_WARN("cuda: %s: stopped at %d probed functions; narrow the globs in the probe file",
 			path, CP_MAX_PER_LIB);
+	return n;
+}
+
+/* Probe every function `pl` selects in the file mapped at `path`. */
+static void attach_lib(struct cp_state *st, int pid, const char *path, const struct lt_plib *pl,
+		       uint64_t dev, uint64_t ino)
+{
+	char file[PATH_MAX + 32], err[512];
+	size_t i, n, failed = 0;
+	int first_err = 0, *ids;
+	struct lt_elf *e;
+
+	snprintf(file, sizeof(file), "/proc/%d/root%s", pid, path);
+	if (lt_elf_open(file, &e, err, sizeof(err))) {
+		LT_WARN("cuda: pid %d: cannot read %s: %s", pid, path, err);
+		return;
+	}
+	ids = calloc(CP_MAX_PER_LIB, sizeof(*ids));
+	n = ids ? select_probes(st, e, path, pl, dev, ino, ids) : 0;
+	lt_elf_free(e);
+	if (n && st->multi && (first_err = attach_multi(st, pid, file, ids, n)))
+		LT_INFO(1, "cuda: uprobe_multi on %s: %s; one perf event per function", path,
+			strerror(-first_err));
+	if (n && (!st->multi || first_err)) {
+		first_err = 0;
+		for (i = 0; i < n; i++) {
+			int rc = attach_one(st, pid, file, ids[i]);
+
+			if (rc && !failed++)
+				first_err = rc;
+		}
+	}
 	if (failed) {
 		st->attach_errors += failed;
 		LT_WARN("cuda: pid %d: %zu functions of %s could not be probed: %s", pid, failed, path,
 			strerror(-first_err));
 	}
-	LT_INFO(1, "cuda: pid %d: %s: %zu functions probed (%s)", pid, path, n,
+	LT_INFO(1, "cuda: pid %d: %s: %zu functions probed (%s)", pid, path, n - failed,
 		lt_probefile_class_name(pl->lib_class));
-	lt_elf_free(e);
+	free(ids);
 }
 
 static bool seen_file(struct cp_state *st, int pid, uint64_t dev, uint64_t ino)
@@ -417,7 +518,7 @@ static bool seen_file(struct cp_state *st, int pid, uint64_t dev, uint64_t ino)
 }
 
 /* One line of /proc/PID/maps: an executable file mapping we have not seen? */
-static void scan_line(struct lt_session *s, struct cp_state *st, int pid, const char *line)
+static void scan_line(struct cp_state *st, int pid, const char *line)
 {
 	unsigned maj, min;
 	unsigned long ino;
@@ -435,7 +536,7 @@ static void scan_line(struct lt_session *s, struct cp_state *st, int pid, const 
 		return;
 	for (i = 0; i < st->pf->n_libs; i++)
 		if (lt_plib_matches(&st->pf->libs[i], path, NULL))
-			attach_lib(s, st, pid, path, &st->pf->libs[i], ((uint64_t)maj << 32) | min, ino);
+			attach_lib(st, pid, path, &st->pf->libs[i], ((uint64_t)maj << 32) | min, ino);
 }
 
 static int scan_maps(struct lt_session *s, struct cp_state *st, int pid)
@@ -451,7 +552,7 @@ static int scan_maps(struct lt_session *s, struct cp_state *st, int pid)
 		line[strcspn(line, "\n")] = 0;
 		if (strstr(line, " (deleted)"))
 			continue; /* the file is gone; its path would probe another */
-		scan_line(s, st, pid, line);
+		scan_line(st, pid, line);
 	}
 	fclose(f);
 	return 0;
@@ -550,7 +651,7 @@ static int cp_finish(struct lt_session *s, void *state)
 	struct cp_state *st = state;
 
 	(void)s;
-	LT_INFO(1, "cuda: %" PRIu64 " calls recorded, %zu functions probed, %zu uprobes, %" PRIu64
+	LT_INFO(1, "cuda: %" PRIu64 " calls recorded, %zu functions probed, %zu links, %" PRIu64
 		" attach errors", st->calls, st->n_probes, st->n_links, st->attach_errors);
 	return 0;
 }

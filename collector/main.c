@@ -4,6 +4,7 @@
 #include <string.h>
 
 #include "cli.h"
+#include "probefile.h"
 
 int main(int argc, char **argv)
 {
@@ -19,10 +20,12 @@ int main(int argc, char **argv)
 		return lt_cmd_export(argc - 1, argv + 1);
 	if (!strcmp(cmd, "generateCommand") || !strcmp(cmd, "generate-command"))
 		return lt_cmd_generate(argc - 1, argv + 1);
+	if (!strcmp(cmd, "generateProbe") || !strcmp(cmd, "generate-probe"))
+		return lt_generate_probe_main(argc - 1, argv + 1);
 	if (!strcmp(cmd, "-h") || !strcmp(cmd, "--help") || !strcmp(cmd, "help")) {
 		lt_cli_usage(stdout);
 		return 0;
 	}
-	fprintf(stderr, "llmtracker: unknown command '%s' (expected profile, export or generateCommand)\n", cmd);
+	fprintf(stderr, "llmtracker: unknown command '%s' (expected profile, export, generateCommand or generateProbe)\n", cmd);
 	return 2;
 }

@@ -442,6 +442,8 @@ static int parse_lib_member(struct pctx *c, const char *key, struct json_object 
 		return get_class(c, v, &lib->lib_class);
 	if (!strcmp(key, "exclude"))
 		return parse_strings(c, v, &lib->exclude, &lib->n_exclude, "a symbol name or glob");
+	if (is_key(key, "available", "comment", "resolved"))
+		return 0; /* written by generateProbe for the reader */
 	return perr(c, "unknown key; expected \"library\" (or \"path\"), \"symbols\", \"class\" or \"exclude\"");
 }
 
@@ -503,7 +505,7 @@ static int parse_root(struct pctx *c, struct json_object *root, struct lt_probef
 			rc = parse_uprobes(c, v, pf);
 		else if (is_key(key, "kprobes", "kprobe", NULL))
 			rc = parse_strings(c, v, &pf->kprobes, &pf->n_kprobes, "a kernel function name");
-		else if (is_key(key, "version", "comment", "description"))
+		else if (is_key(key, "version", "comment", "description") || !strcmp(key, "generated"))
 			rc = 0;
 		else
 			rc = perr(c, "unknown key; expected \"uprobes\" or \"kprobes\"");
@@ -666,6 +668,24 @@ void lt_probefile_free(struct lt_probefile *pf)
 	free_strv(pf->kprobes, pf->n_kprobes);
 	free(pf->path);
 	free(pf);
+}
+
+int lt_probefile_default_path(char *buf, size_t n)
+{
+	char exe[4096];
+	ssize_t k = readlink("/proc/self/exe", exe, sizeof(exe) - 1);
+	char *slash;
+
+	if (k <= 0)
+		return -errno;
+	exe[k] = 0;
+	slash = strrchr(exe, '/');
+	if (!slash)
+		return -ENOENT;
+	*slash = 0;
+	if (snprintf(buf, n, "%s/../share/llmtracker/probes.json", exe) >= (int)n)
+		return -ENAMETOOLONG;
+	return 0;
 }
 
 /* ------------------------------------------------------------ matching */

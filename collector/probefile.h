@@ -62,6 +62,13 @@ bool lt_plib_matches(const struct lt_plib *lib, const char *path, const char *so
  * exported symbols; exclusions win. */
 const struct lt_psym *lt_plib_select(const struct lt_plib *lib, const char *name, bool exported);
 
+/* Where the collector looks for the default probe file:
+ * <directory of our executable>/../share/llmtracker/probes.json. */
+int lt_probefile_default_path(char *buf, size_t n);
+
+/* `llmtracker generateProbe -p PID [-o FILE] [--force]` (generate_probe.c). */
+int lt_generate_probe_main(int argc, char **argv);
+
 /* Offset in the text of a JSON path ("uprobes", 2, "symbols", 1): used to
  * point errors at the right place. Components: string keys, or array
  * indexes encoded as "#N". Returns the offset, or -1. */

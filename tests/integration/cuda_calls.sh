@@ -25,7 +25,7 @@ T=$(mktemp -d /tmp/cuda_calls.XXXXXX)
 trap 'rm -rf "$T"' EXIT
 
 # ---- 1. the fixed call sequence with the default probe file
-CUDA_CALLS_WAIT=1 timeout 120 "$LT" profile -t cuda -o "$T/a.log" -- "$PROG" calls \
+CUDA_CALLS_WAIT=10 timeout 120 "$LT" profile -t cuda -o "$T/a.log" -- "$PROG" calls \
 	>"$T/a.out" 2>"$T/a.err"
 rc=$?
 check "profile -t cuda -- cuda_calls exits 0" "[ $rc = 0 ] && grep -q '^done' $T/a.out"
@@ -83,7 +83,7 @@ prog_abs=$(readlink -f "$PROG")
 cat >"$T/nested.json" <<JSON
 { "uprobes": [ { "path": "$prog_abs", "class": "other", "symbols": ["cp_outer", {"name": "cp_inner", "args": 1}] } ] }
 JSON
-CUDA_CALLS_WAIT=1 timeout 60 "$LT" profile -t cuda --probe-file "$T/nested.json" -o "$T/n.log" -- "$PROG" nested 500 \
+CUDA_CALLS_WAIT=10 timeout 60 "$LT" profile -t cuda --probe-file "$T/nested.json" -o "$T/n.log" -- "$PROG" nested 500 \
 	>"$T/n.out" 2>"$T/n.err"
 "$COUNT" "$T/n.log" --dump >"$T/n.calls" 2>&1
 check "nested: cp_outer at depth 0, 500 times" "grep -qx 'count cp_outer 0 500' $T/n.calls"
@@ -110,7 +110,7 @@ check "-p PID: breakpoints removed at the end, target ran on" \
 cat >"$T/k.json" <<JSON
 { "uprobes": [ { "path": "$prog_abs", "symbols": ["cp_outer"] } ], "kprobes": ["tcp_sendmsg"] }
 JSON
-CUDA_CALLS_WAIT=1 timeout 60 "$LT" profile -t cuda --probe-file "$T/k.json" -o "$T/k.log" -- "$PROG" nested 20 \
+CUDA_CALLS_WAIT=10 timeout 60 "$LT" profile -t cuda --probe-file "$T/k.json" -o "$T/k.log" -- "$PROG" nested 20 \
 	>/dev/null 2>"$T/k.err"
 krc=$?
 "$COUNT" "$T/k.log" >"$T/kk.calls" 2>&1

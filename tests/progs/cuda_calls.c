@@ -8,11 +8,14 @@
  *   cuda_calls [calls]      the fixed sequence (see main)
  *   cuda_calls bench N      N calls of cudaGetDeviceCount, prints ns/call
  *   cuda_calls nested N     N calls of cp_outer() -> cp_inner()
+ *   cuda_calls mapfile PATH map PATH executable without loading it (its
+ *                           dependencies stay unloaded), print "mapped",
+ *                           wait up to 30 s to be killed
  *   cuda_calls watch        call cp_outer() every 10 ms; print "probed" when
  *                           a breakpoint appears on it and "unprobed" (then
  *                           exit 0) once it is gone again; exit 1 after 20 s
  *
- * With CUDA_CALLS_WAIT=1 it first waits (up to 10 s) until a breakpoint is
+ * With CUDA_CALLS_WAIT=SEC it first waits (up to SEC s) until a breakpoint is
  * planted on each function it is about to call, so a profiler attaching
  * while it starts misses none of them.
  */
@@ -23,6 +26,9 @@
 #include <stdlib.h>
 #include <string.h>
 #include <time.h>
+#include <fcntl.h>
+#include <sys/mman.h>
+#include <sys/stat.h>
 #include <unistd.h>
 
 /* A kernel's host stub, as nvcc would name it: vector_step(float*, int). */
@@ -57,9 +63,10 @@ static uint64_t now_ns(void)
 /* A uprobe replaces the function's first byte with int3 (x86). */
 static void wait_probe(const char *what, const void *fn)
 {
-	uint64_t end = now_ns() + 10000000000ull;
+	const char *w = getenv("CUDA_CALLS_WAIT");
+	uint64_t end = now_ns() + (uint64_t)((w ? atof(w) : 0) * 1e9);
 
-	if (!getenv("CUDA_CALLS_WAIT") || !fn)
+	if (!w || !fn)
 		return;
 	while (*(const volatile unsigned char *)fn != 0xcc) {
 		if (now_ns() > end) {
@@ -68,6 +75,7 @@ static void wait_probe(const char *what, const void *fn)
 		}
 		usleep(2000);
 	}
+	usleep(50000); /* the profiler may still be attaching the rest */
 }
 
 static void *sym(void *h, const char *name)
@@ -171,6 +179,21 @@ static int nested(long n)
 	return 0;
 }
 
+static int mapfile(const char *path)
+{
+	struct stat st;
+	int fd = open(path, O_RDONLY);
+
+	if (fd < 0 || fstat(fd, &st) ||
+	    mmap(NULL, (size_t)st.st_size, PROT_READ | PROT_EXEC, MAP_PRIVATE, fd, 0) == MAP_FAILED) {
+		perror(path);
+		return 1;
+	}
+	printf("mapped\n");
+	sleep(30);
+	return 0;
+}
+
 static int watch(void)
 {
 	const volatile unsigned char *code = (const void *)cp_outer;
@@ -202,12 +225,14 @@ int main(int argc, char **argv)
 	setvbuf(stdout, NULL, _IOLBF, 0);
 	if (!strcmp(mode, "bench"))
 		return bench(n > 0 ? n : 1);
+	if (!strcmp(mode, "mapfile") && argc > 2)
+		return mapfile(argv[2]);
 	if (!strcmp(mode, "watch"))
 		return watch();
 	if (!strcmp(mode, "nested"))
 		return nested(n > 0 ? n : 1);
 	if (strcmp(mode, "calls")) {
-		fprintf(stderr, "usage: cuda_calls [calls | bench N | nested N | watch]\n");
+		fprintf(stderr, "usage: cuda_calls [calls | bench N | nested N | watch | mapfile PATH]\n");
 		return 2;
 	}
 	vector_step(NULL, 0);

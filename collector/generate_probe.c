@@ -1,0 +1,503 @@
+// SPDX-License-Identifier: Apache-2.0
+/*
+ * `llmtracker generateProbe -p PID [-o FILE] [--force]`: write a probe file
+ * for a running process. The libraries it has mapped and their DT_NEEDED
+ * dependencies (resolved the way ld.so would, inside the process's root:
+ * RPATH, LD_LIBRARY_PATH, RUNPATH, ld.so.conf, the default directories)
+ * are walked; each CUDA-related one is listed with the path the process
+ * sees, the symbols the default probe file selects in it, and every
+ * exported function under "available", to pick from.
+ */
+#include <errno.h>
+#include <fcntl.h>
+#include <getopt.h>
+#include <glob.h>
+#include <json-c/json.h>
+#include <limits.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include "elfsym.h"
+#include "probefile.h"
+
+#define GP_MAX_OBJS 4096
+#define GP_MAX_DIRS 256
+
+struct gp_obj {
+	char *path;          /* as the target sees it */
+	char *why;           /* "mapped" or "needed by X" */
+	bool cuda;
+};
+
+struct gp {
+	int pid;
+	char root[64];       /* /proc/PID/root */
+	struct gp_obj objs[GP_MAX_OBJS];
+	size_t n_objs;
+	char *ld_path[GP_MAX_DIRS];   /* LD_LIBRARY_PATH of the target */
+	size_t n_ld_path;
+	char *conf[GP_MAX_DIRS];      /* ld.so.conf directories + defaults */
+	size_t n_conf;
+};
+
+/* Libraries worth probing for a GPU job (the profiler's own CUPTI is not). */
+static bool is_cuda_lib(const char *path)
+{
+	static const char *const pfx[] = {
+		"libcudart", "libcuda.", "libnccl", "libcublas", "libcudnn", "libcufft",
+		"libcurand", "libcusparse", "libcusolver", "libnvrtc", "libnvJitLink",
+		"libnvshmem", "libcutensor",
+	};
+	const char *b = strrchr(path, '/');
+	size_t i;
+
+	b = b ? b + 1 : path;
+	for (i = 0; i < sizeof(pfx) / sizeof(pfx[0]); i++)
+		if (!strncmp(b, pfx[i], strlen(pfx[i])))
+			return true;
+	return false;
+}
+
+/* snprintf that says whether everything fitted (a cut path must not be used). */
+#define FITS(buf, n, ...) (snprintf((buf), (n), __VA_ARGS__) < (int)(n))
+
+static const char *base_name(const char *p)
+{
+	const char *b = strrchr(p, '/');
+
+	return b ? b + 1 : p;
+}
+
+static bool exists_in_root(const struct gp *g, const char *path)
+{
+	char full[PATH_MAX];
+	struct stat st;
+
+	return FITS(full, sizeof(full), "%s%s", g->root, path) && stat(full, &st) == 0 &&
+	       S_ISREG(st.st_mode);
+}
+
+static int add_obj(struct gp *g, const char *path, const char *why)
+{
+	size_t i;
+
+	for (i = 0; i < g->n_objs; i++)
+		if (!strcmp(g->objs[i].path, path))
+			return 0;
+	if (g->n_objs == GP_MAX_OBJS)
+		return -E2BIG;
+	g->objs[g->n_objs].path = strdup(path);
+	g->objs[g->n_objs].why = strdup(why);
+	g->objs[g->n_objs].cuda = is_cuda_lib(path);
+	if (!g->objs[g->n_objs].path || !g->objs[g->n_objs].why)
+		return -ENOMEM;
+	g->n_objs++;
+	return 0;
+}
+
+/* ------------------------------------------------------------ ld.so paths */
+
+static void add_dir(char **v, size_t *n, const char *d)
+{
+	size_t i;
+
+	for (i = 0; i < *n; i++)
+		if (!strcmp(v[i], d))
+			return;
+	if (*n < GP_MAX_DIRS && (v[*n] = strdup(d)))
+		(*n)++;
+}
+
+static void read_ld_conf(struct gp *g, const char *file, int depth)
+{
+	char full[PATH_MAX], line[PATH_MAX];
+	FILE *f;
+
+	f = depth < 3 && FITS(full, sizeof(full), "%s%s", g->root, file) ? fopen(full, "re") : NULL;
+	if (!f)
+		return;
+	while (fgets(line, sizeof(line), f)) {
+		char *s = line + strspn(line, " \t");
+
+		s[strcspn(s, "#\n")] = 0;
+		while (*s && s[strlen(s) - 1] == ' ')
+			s[strlen(s) - 1] = 0;
+		if (!strncmp(s, "include", 7) && (s[7] == ' ' || s[7] == '\t')) {
+			glob_t gl;
+			char pat[PATH_MAX];
+			const char *p = s + 8 + strspn(s + 8, " \t");
+
+			if (!FITS(pat, sizeof(pat), "%s%s%s", g->root, *p == '/' ? "" : "/etc/", p))
+				continue;
+			if (!glob(pat, 0, NULL, &gl))
+				for (size_t i = 0; i < gl.gl_pathc; i++)
+					read_ld_conf(g, gl.gl_pathv[i] + strlen(g->root), depth + 1);
+			globfree(&gl);
+		} else if (*s == '/') {
+			add_dir(g->conf, &g->n_conf, s);
+		}
+	}
+	fclose(f);
+}
+
+static void read_env_paths(struct gp *g)
+{
+	char path[64], buf[1 << 16];
+	size_t n, off;
+	int fd;
+
+	snprintf(path, sizeof(path), "/proc/%d/environ", g->pid);
+	fd = open(path, O_RDONLY | O_CLOEXEC);
+	if (fd < 0)
+		return;
+	n = (size_t)read(fd, buf, sizeof(buf) - 1);
+	close(fd);
+	if (n >= sizeof(buf))
+		return;
+	buf[n] = 0;
+	for (off = 0; off < n; off += strlen(buf + off) + 1) {
+		char *save = NULL, *d;
+
+		if (strncmp(buf + off, "LD_LIBRARY_PATH=", 16))
+			continue;
+		for (d = strtok_r(buf + off + 16, ":", &save); d; d = strtok_r(NULL, ":", &save))
+			if (*d == '/')
+				add_dir(g->ld_path, &g->n_ld_path, d);
+	}
+}
+
+static void init_paths(struct gp *g)
+{
+	static const char *const defaults[] = {
+		"/lib/x86_64-linux-gnu", "/usr/lib/x86_64-linux-gnu", "/lib/aarch64-linux-gnu",
+		"/usr/lib/aarch64-linux-gnu", "/lib64", "/usr/lib64", "/lib", "/usr/lib",
+	};
+	size_t i;
+
+	read_env_paths(g);
+	read_ld_conf(g, "/etc/ld.so.conf", 0);
+	for (i = 0; i < sizeof(defaults) / sizeof(defaults[0]); i++)
+		add_dir(g->conf, &g->n_conf, defaults[i]);
+}
+
+/* Try each directory of a ':' list ($ORIGIN = the loader's directory). */
+static bool search_list(const struct gp *g, const char *list, const char *origin,
+			const char *name, char *out, size_t n)
+{
+	char buf[PATH_MAX * 2], *save = NULL, *d;
+
+	if (!list)
+		return false;
+	snprintf(buf, sizeof(buf), "%s", list);
+	for (d = strtok_r(buf, ":", &save); d; d = strtok_r(NULL, ":", &save)) {
+		const char *rest = NULL;
+
+		if (!strncmp(d, "$ORIGIN", 7))
+			rest = d + 7;
+		else if (!strncmp(d, "${ORIGIN}", 9))
+			rest = d + 9;
+		if (rest ? FITS(out, n, "%s%s/%s", origin, rest, name) : FITS(out, n, "%s/%s", d, name))
+			if (exists_in_root(g, out))
+				return true;
+	}
+	return false;
+}
+
+static bool search_dirs(const struct gp *g, char *const *dirs, size_t nd, const char *name,
+			char *out, size_t n)
+{
+	size_t i;
+
+	for (i = 0; i < nd; i++) {
+		if (FITS(out, n, "%s/%s", dirs[i], name) && exists_in_root(g, out))
+			return true;
+	}
+	return false;
+}
+
+/* Resolve one DT_NEEDED entry of `loader` (path in the target). */
+static bool resolve_needed(const struct gp *g, const struct lt_elf *loader, const char *lpath,
+			   const char *name, char *out, size_t n)
+{
+	char origin[PATH_MAX];
+	size_t i;
+
+	if (strchr(name, '/')) {
+		return FITS(out, n, "%s", name) && exists_in_root(g, out);
+	}
+	for (i = 0; i < g->n_objs; i++) /* already loaded: ld.so reuses it */
+		if (!strcmp(base_name(g->objs[i].path), name)) {
+			return FITS(out, n, "%s", g->objs[i].path);
+		}
+	if (!FITS(origin, sizeof(origin), "%s", lpath) || !strrchr(origin, '/'))
+		return false;
+	*strrchr(origin, '/') = 0;
+	if (!loader->runpath && search_list(g, loader->rpath, origin, name, out, n))
+		return true;
+	if (search_dirs(g, g->ld_path, g->n_ld_path, name, out, n))
+		return true;
+	if (search_list(g, loader->runpath, origin, name, out, n))
+		return true;
+	return search_dirs(g, g->conf, g->n_conf, name, out, n);
+}
+
+/* ------------------------------------------------------------ walking */
+
+static int read_mapped(struct gp *g)
+{
+	char path[64], line[PATH_MAX + 128];
+	FILE *f;
+
+	snprintf(path, sizeof(path), "/proc/%d/maps", g->pid);
+	f = fopen(path, "re");
+	if (!f)
+		return -errno;
+	while (fgets(line, sizeof(line), f)) {
+		char perms[8];
+		int pos = 0;
+
+		line[strcspn(line, "\n")] = 0;
+		if (sscanf(line, "%*x-%*x %7s %*x %*x:%*x %*u %n", perms, &pos) < 1 || !pos)
+			continue;
+		if (perms[2] == 'x' && line[pos] == '/' && !strstr(line + pos, " (deleted)"))
+			add_obj(g, line + pos, "mapped");
+	}
+	fclose(f);
+	return 0;
+}
+
+static void walk_deps(struct gp *g)
+{
+	size_t i, k;
+
+	for (i = 0; i < g->n_objs; i++) { /* objs grows while we walk */
+		char full[PATH_MAX], err[256], why[PATH_MAX + 16], dep[PATH_MAX];
+		struct lt_elf *e;
+
+		if (!FITS(full, sizeof(full), "%s%s", g->root, g->objs[i].path) ||
+		    lt_elf_open(full, &e, err, sizeof(err)))
+			continue;
+		snprintf(why, sizeof(why), "needed by %.4000s", base_name(g->objs[i].path));
+		for (k = 0; k < e->n_needed; k++)
+			if (resolve_needed(g, e, g->objs[i].path, e->needed[k], dep, sizeof(dep)))
+				add_obj(g, dep, why);
+			else
+				fprintf(stderr, "llmtracker generateProbe: %s needs %s: not found in the target's root\n",
+					g->objs[i].path, e->needed[k]);
+		lt_elf_free(e);
+	}
+}
+
+/* ------------------------------------------------------------ output */
+
+/* The default probe file's entry for this library, if any (JSON object). */
+static struct json_object *default_entry(struct json_object *defaults,
+					 const struct lt_probefile *pf, const char *path)
+{
+	struct json_object *ups;
+	size_t i;
+
+	if (!defaults || !pf || !json_object_object_get_ex(defaults, "uprobes", &ups))
+		return NULL;
+	for (i = 0; i < pf->n_libs && i < json_object_array_length(ups); i++)
+		if (lt_plib_matches(&pf->libs[i], path, NULL))
+			return json_object_array_get_idx(ups, i);
+	return NULL;
+}
+
+static struct json_object *exported_funcs(const struct gp *g, const char *path, size_t *n)
+{
+	struct json_object *arr = json_object_new_array();
+	char full[PATH_MAX], err[256];
+	struct lt_elf *e;
+	size_t i;
+
+	*n = 0;
+	if (!arr || !FITS(full, sizeof(full), "%s%s", g->root, path) ||
+	    lt_elf_open(full, &e, err, sizeof(err)))
+		return arr;
+	for (i = 0; i < e->n_syms; i++)
+		if (e->syms[i].exported && !json_object_array_add(arr, json_object_new_string(e->syms[i].name)))
+			(*n)++;
+	lt_elf_free(e);
+	return arr;
+}
+
+static int sort_names(const void *a, const void *b)
+{
+	return strcmp(json_object_get_string(*(struct json_object *const *)a),
+		      json_object_get_string(*(struct json_object *const *)b));
+}
+
+static struct json_object *lib_entry(const struct gp *g, const struct gp_obj *o,
+				     struct json_object *defaults, const struct lt_probefile *pf)
+{
+	struct json_object *e = json_object_new_object(), *d = default_entry(defaults, pf, o->path);
+	struct json_object *syms = NULL, *excl = NULL, *avail;
+	size_t n;
+
+	avail = exported_funcs(g, o->path, &n);
+	json_object_array_sort(avail, sort_names);
+	json_object_object_add(e, "library", json_object_new_string(o->path));
+	json_object_object_add(e, "class", json_object_new_string(
+		lt_probefile_class_name(lt_probefile_guess_class(o->path))));
+	json_object_object_add(e, "resolved", json_object_new_string(o->why));
+	if (d && json_object_object_get_ex(d, "symbols", &syms))
+		json_object_object_add(e, "symbols", json_object_get(syms));
+	else
+		json_object_object_add(e, "symbols", json_object_new_array());
+	if (d && json_object_object_get_ex(d, "exclude", &excl))
+		json_object_object_add(e, "exclude", json_object_get(excl));
+	json_object_object_add(e, "available", avail);
+	fprintf(stderr, "  %-70s %6zu exported functions (%s)\n", o->path, n, o->why);
+	return e;
+}
+
+/* Publish atomically; never replace an existing file unless asked. */
+static int write_file(const char *path, const char *text, bool force)
+{
+	char tmp[PATH_MAX];
+	const char *slash = strrchr(path, '/');
+	size_t len = strlen(text);
+	int fd, rc = 0;
+
+	if (slash ? !FITS(tmp, sizeof(tmp), "%.*s/.%s.XXXXXX", (int)(slash - path), path, slash + 1)
+		  : !FITS(tmp, sizeof(tmp), ".%s.XXXXXX", path))
+		return -ENAMETOOLONG;
+	fd = mkstemp(tmp); /* O_EXCL: no planted symlink is followed */
+	if (fd < 0)
+		return -errno;
+	if (write(fd, text, len) != (ssize_t)len || fsync(fd))
+		rc = errno ? -errno : -EIO;
+	fchmod(fd, 0644);
+	close(fd);
+	if (!rc && !force && renameat2(AT_FDCWD, tmp, AT_FDCWD, path, RENAME_NOREPLACE))
+		rc = -errno;
+	else if (!rc && force && rename(tmp, path))
+		rc = -errno;
+	if (rc)
+		unlink(tmp);
+	return rc;
+}
+
+static void usage(FILE *f)
+{
+	fprintf(f, "usage: llmtracker generateProbe -p PID [-o FILE] [--force]\n"
+		   "  Lists the CUDA libraries PID has loaded or depends on, with their exported\n"
+		   "  functions, and writes a probe file for --probe-file (stdout without -o).\n"
+		   "  --force replaces an existing FILE.\n");
+}
+
+static void load_defaults(struct json_object **defaults, struct lt_probefile **pf)
+{
+	char path[PATH_MAX], err[512];
+
+	*defaults = NULL;
+	*pf = NULL;
+	if (lt_probefile_default_path(path, sizeof(path)) || access(path, R_OK))
+		return;
+	if (lt_probefile_load(path, pf, err, sizeof(err))) {
+		fprintf(stderr, "llmtracker generateProbe: ignoring the default probe file: %s\n", err);
+		return;
+	}
+	*defaults = json_object_from_file(path);
+}
+
+static int generate(struct gp *g, const char *out, bool force)
+{
+	struct json_object *root = json_object_new_object(), *ups = json_object_new_array(), *defaults;
+	struct lt_probefile *pf;
+	char note[128];
+	size_t i, n = 0;
+	int rc;
+
+	load_defaults(&defaults, &pf);
+	snprintf(note, sizeof(note), "generated by llmtracker generateProbe -p %d", g->pid);
+	json_object_object_add(root, "generated", json_object_new_string(note));
+	fprintf(stderr, "CUDA libraries of pid %d:\n", g->pid);
+	for (i = 0; i < g->n_objs; i++)
+		if (g->objs[i].cuda && ++n)
+			json_object_array_add(ups, lib_entry(g, &g->objs[i], defaults, pf));
+	if (!n)
+		fprintf(stderr, "  none: pid %d neither maps nor needs a CUDA library\n", g->pid);
+	json_object_object_add(root, "uprobes", ups);
+	json_object_object_add(root, "kprobes", json_object_new_array());
+	const char *text = json_object_to_json_string_ext(root, JSON_C_TO_STRING_PRETTY |
+							  JSON_C_TO_STRING_NOSLASHESCAPE);
+	if (!out) {
+		printf("%s\n", text);
+		rc = 0;
+	} else if ((rc = write_file(out, text, force))) {
+		fprintf(stderr, "llmtracker generateProbe: cannot write %s: %s%s\n", out, strerror(-rc),
+			rc == -EEXIST ? " (pass --force to replace it)" : "");
+	} else {
+		fprintf(stderr, "wrote %s: edit \"symbols\" (names or globs; see \"available\"), then "
+			"pass it with --probe-file\n", out);
+	}
+	json_object_put(root);
+	json_object_put(defaults);
+	lt_probefile_free(pf);
+	return rc ? 1 : 0;
+}
+
+int lt_generate_probe_main(int argc, char **argv)
+{
+	static const struct option opts[] = {
+		{ "pid", required_argument, NULL, 'p' }, { "output", required_argument, NULL, 'o' },
+		{ "force", no_argument, NULL, 'f' }, { "help", no_argument, NULL, 'h' }, { 0 },
+	};
+	const char *out = NULL;
+	struct gp *g;
+	bool force = false;
+	int c, pid = 0, rc;
+	char *end;
+
+	optind = 1;
+	while ((c = getopt_long(argc, argv, "p:o:fh", opts, NULL)) != -1) {
+		switch (c) {
+		case 'p':
+			pid = (int)strtol(optarg, &end, 10);
+			if (*end || pid <= 0) {
+				fprintf(stderr, "llmtracker generateProbe: -p %s: expected a process id\n", optarg);
+				return 2;
+			}
+			break;
+		case 'o': out = optarg; break;
+		case 'f': force = true; break;
+		case 'h': usage(stdout); return 0;
+		default: usage(stderr); return 2;
+		}
+	}
+	if (!pid || optind < argc) {
+		usage(stderr);
+		return 2;
+	}
+	g = calloc(1, sizeof(*g));
+	if (!g)
+		return 1;
+	g->pid = pid;
+	snprintf(g->root, sizeof(g->root), "/proc/%d/root", pid);
+	rc = read_mapped(g);
+	if (rc) {
+		fprintf(stderr, "llmtracker generateProbe: cannot read the mappings of pid %d: %s\n", pid,
+			strerror(-rc));
+		free(g);
+		return 1;
+	}
+	init_paths(g);
+	walk_deps(g);
+	rc = generate(g, out, force);
+	for (size_t i = 0; i < g->n_objs; i++) {
+		free(g->objs[i].path);
+		free(g->objs[i].why);
+	}
+	for (size_t i = 0; i < g->n_ld_path; i++)
+		free(g->ld_path[i]);
+	for (size_t i = 0; i < g->n_conf; i++)
+		free(g->conf[i]);
+	free(g);
+	return rc;
+}
