@@ -1,0 +1,38 @@
+#!/bin/bash
+# End to end: `llmtracker profile -t syscall,cpu` on a real program, then
+# llmtracker-convert to trace JSON: the independent checker passes, read()
+# system calls are named, CPU samples carry symbolized stacks down to
+# burn_alpha, and the folded-stack file's hottest leaf is burn_alpha.
+set -u
+BUILD=${BUILD:-build}
+LLMT_ROOT=${LLMT_ROOT:-$(cd "$(dirname "$0")/../.." && pwd)}
+llmt=$BUILD/bin/llmtracker conv=$BUILD/bin/llmtracker-convert prog=$BUILD/tests/progs/cpu_two_funcs
+check="python3 $LLMT_ROOT/tests/integration/convert_check.py"
+[ "$(id -u)" = 0 ] || { echo "# skip: needs root (BPF, perf events)"; exit 77; }
+for f in "$llmt" "$conv" "$prog"; do [ -x "$f" ] || { echo "not ok 1 - $f not built"; exit 1; }; done
+dir=$(mktemp -d /tmp/convert-profile.XXXXXX)
+trap 'rm -rf "$dir"' EXIT
+n=0
+t() { n=$((n + 1)); if "$@" >"$dir/out" 2>&1; then echo "ok $n - $desc"; else echo "not ok $n - $desc"; sed 's/^/# /' "$dir/out" | head -20; fi; }
+
+desc="profile -t syscall,cpu -- cpu_two_funcs (1 s)"
+t "$llmt" profile -t syscall,cpu -o "$dir/p.log" -- "$prog" 1 0.3
+desc="convert to JSON.gz; the independent checker passes"
+t bash -c "'$conv' -q -i '$dir/p.log' -o '$dir/p.json.gz' && $check '$dir/p.json.gz' --min-events 50"
+desc="read() system calls by name with ret/fd/size, CPU samples with burn_alpha stacks"
+t python3 - "$dir/p.json.gz" <<'EOF'
+import gzip, json, sys
+ev = json.load(gzip.open(sys.argv[1]))["traceEvents"]
+reads = [e for e in ev if e.get("cat") == "syscall" and e["name"] == "read"]
+assert len(reads) >= 10, len(reads)
+assert all({"ret", "fd", "size"} <= e["args"].keys() for e in reads)
+samples = [e for e in ev if e.get("cat") == "cpu_sample"]
+assert len(samples) >= 20, len(samples)
+assert any(e["args"]["stack"].split(";")[-1] == "burn_alpha" for e in samples)
+assert any("main" in e["args"]["stack"].split(";") for e in samples)
+names = {e["args"]["name"] for e in ev if e.get("name") == "process_name"}
+assert any("cpu_two_funcs" in n for n in names), names
+EOF
+desc="folded stacks: hottest leaf is burn_alpha"
+t bash -c "f=\$(ls '$dir'/*.cpu.folded) && [ \"\$(awk '{n=split(\$1,a,\";\"); c[a[n]]+=\$NF} END {for (k in c) print c[k], k}' \"\$f\" | sort -rn | head -1 | cut -d' ' -f2)\" = burn_alpha ]"
+exit 0
