@@ -141,8 +141,8 @@ int lt_ck_available(const struct lt_cuda_kernel *ck)
 static int send_start(struct lt_cuda_kernel *ck, struct ck_target *t)
 {
 	char msg[600];
-	snprintf(msg, sizeof(msg), "start pid=%d host=%s driver=%d finalize_ms=%d", t->pid, ck->host,
-		 !ck->o.no_driver_api, ck->o.finalize_ms);
+	snprintf(msg, sizeof(msg), "start pid=%d host=%s driver=%d runtime=%d finalize_ms=%d", t->pid,
+		 ck->host, !ck->o.no_driver_api, !ck->o.kernels_only, ck->o.finalize_ms);
 	int dfd = open(ck->dir, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
 	char cbuf[CMSG_SPACE(sizeof(int))];
 	memset(cbuf, 0, sizeof(cbuf));

@@ -25,6 +25,8 @@ struct lt_ck_opts {
 	const char *cupti_dir;    /* the library's output directory (created if missing) */
 	const char *host;         /* NULL: gethostname() */
 	int no_driver_api;        /* record runtime API only */
+	int kernels_only;         /* no API records at all (lightest; launches then pair
+				   * with kernels by thread and time, from uprobes) */
 	int finalize_ms;          /* wait for an API exit to finalize CUPTI; 0 = 3000 */
 	int skip_driver_check;    /* inject even without a GPU driver on the node (tests) */
 	void (*log)(char level, const char *msg); /* 'I', 'W', 'E'; NULL: stderr */

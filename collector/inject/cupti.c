@@ -45,6 +45,7 @@ static struct {
 	FN(cuptiActivityGetNumDroppedRecords);
 	FN(cuptiActivityRegisterTimestampCallback);
 	FN(cuptiActivityEnableRuntimeApi);
+	FN(cuptiActivityEnableDriverApi);
 	FN(cuptiSetThreadIdType);
 	FN(cuptiFinalize);
 	FN(cuptiGetResultString);
@@ -203,6 +204,7 @@ static int resolve(char *msg, size_t msgsz)
 	SYM(cu, cuptiActivityRegisterTimestampCallback, 1);
 	SYM(cu, cuptiFinalize, 1);
 	SYM(cu, cuptiActivityEnableRuntimeApi, 0);
+	SYM(cu, cuptiActivityEnableDriverApi, 0);
 	SYM(cu, cuptiSetThreadIdType, 0);
 	SYM(cu, cuptiGetCallbackName, 0);
 	drv.h = dlopen("libcuda.so.1", RTLD_NOW | RTLD_NOLOAD);
@@ -541,12 +543,46 @@ static int open_log(char *msg, size_t msgsz)
 	return 0;
 }
 
+/* Driver calls worth a record: work submission, copies, synchronization,
+ * allocation. The rest (cuDevicePrimaryCtxGetState, cuKernelGetName,
+ * cuCtxGetCurrent... made several times per kernel launch by the runtime
+ * itself) outnumber kernels 6 to 1 and would double the cost of tracing. */
+static int driver_api_wanted(const char *n)
+{
+	static const char *const prefixes[] = {
+		"cuLaunch", "cuMemcpy", "cuMemset", "cuGraphLaunch", "cuStreamSynchronize",
+		"cuCtxSynchronize", "cuEventSynchronize", "cuStreamWaitEvent", "cuMemAlloc",
+		"cuMemFree",
+	};
+	for (size_t i = 0; i < sizeof(prefixes) / sizeof(prefixes[0]); i++)
+		if (!strncmp(n, prefixes[i], strlen(prefixes[i])))
+			return 1;
+	return 0;
+}
+
+/* With the DRIVER kind on, switch off every driver call not wanted (CUPTI
+ * takes per-call settings only as exceptions to the kind). */
+static void select_driver_apis(void)
+{
+	if (!cu.cuptiActivityEnableDriverApi || !cu.cuptiGetCallbackName)
+		return;
+	for (uint32_t cbid = 1; cbid < CUPTI_DRIVER_TRACE_CBID_SIZE && cbid < MAX_CBID; cbid++) {
+		const char *name = NULL;
+		if (cu.cuptiGetCallbackName(CUPTI_CB_DOMAIN_DRIVER_API, cbid, &name) == CUPTI_SUCCESS &&
+		    name && !driver_api_wanted(name))
+			cu.cuptiActivityEnableDriverApi(cbid, 0);
+	}
+}
+
 static int enable_kinds(void)
 {
 	for (size_t i = 0; i < sizeof(kinds) / sizeof(kinds[0]); i++) {
-		if (kinds[i] == CUPTI_ACTIVITY_KIND_DRIVER && !cfg.driver)
+		if ((kinds[i] == CUPTI_ACTIVITY_KIND_DRIVER && (!cfg.driver || !cfg.runtime)) ||
+		    (kinds[i] == CUPTI_ACTIVITY_KIND_RUNTIME && !cfg.runtime))
 			continue;
 		kind_on[i] = cu.cuptiActivityEnable(kinds[i]) == CUPTI_SUCCESS;
+		if (kinds[i] == CUPTI_ACTIVITY_KIND_DRIVER && kind_on[i] && cfg.driver == 1)
+			select_driver_apis();
 	}
 	if (cu.cuptiActivityEnableRuntimeApi)
 		for (size_t i = 0; i < sizeof(noisy_runtime) / sizeof(noisy_runtime[0]); i++)

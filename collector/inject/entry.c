@@ -49,6 +49,7 @@ static void cfg_defaults(struct li_config *c)
 	c->pid = (uint32_t)getpid();
 	c->dir_fd = -1;
 	c->driver = 1;
+	c->runtime = 1;
 	c->finalize_ms = 3000;
 	if (gethostname(c->host, sizeof(c->host) - 1))
 		snprintf(c->host, sizeof(c->host), "unknown");
@@ -69,6 +70,8 @@ static void cfg_parse(struct li_config *c, char *msg)
 			snprintf(c->host, sizeof(c->host), "%s", eq);
 		else if (!strcmp(tok, "driver"))
 			c->driver = atoi(eq);
+		else if (!strcmp(tok, "runtime"))
+			c->runtime = atoi(eq);
 		else if (!strcmp(tok, "finalize_ms"))
 			c->finalize_ms = atoi(eq);
 		else if (!strcmp(tok, "dir"))

@@ -10,7 +10,7 @@
  * the other end of (text messages, one per packet):
  *   collector -> lib  "start KEY=VALUE ..." (+ SCM_RIGHTS: output dir fd)
  *                     keys: pid (host pid), host, dir (path, if no fd),
- *                           driver (0/1), finalize_ms
+ *                           driver (0/1/2), runtime (0/1), finalize_ms
  *   lib -> collector  "ok file=NAME" | "err MESSAGE"
  *   collector -> lib  "stop"
  *   lib -> collector  "stopped kernels=N memcpy=N memset=N api=N dropped=N
@@ -30,7 +30,10 @@ struct li_config {
 	char host[256];
 	int dir_fd;            /* output directory, or -1 */
 	char dir[1024];        /* output directory path when dir_fd < 0 */
-	int driver;            /* record driver API calls too */
+	int driver;            /* driver API calls: 0 none, 1 launches/copies/syncs/allocs,
+				* 2 every one (costly: the runtime makes ~6 per launch) */
+	int runtime;           /* record runtime API calls (launch correlation); 0 = kernels,
+				* copies and sets only, the lightest mode */
 	int finalize_ms;       /* how long to wait for an API exit to finalize */
 	int launch;            /* loaded by CUDA at start (InitializeInjection) */
 };

@@ -6,7 +6,8 @@
 #   tests/gpu/cupti_attach.sh run [OUTDIR] (on the GPU host)
 # The run starts a launch-bound PyTorch training loop, attaches twice with
 # `llmtracker profile -p PID --enable-cuda-kernel true -d 5 --delay 3`
-# (A: -t cpu, B: -t cuda, to compare uprobe and CUPTI timestamps), then the
+# (A: -t cpu, B: -t cuda, to compare uprobe and CUPTI timestamps), and twice
+# with the injector tool alone (C: default recording, D: kernels only), then the
 # loop profiles the same number of steps with torch.profiler; the analysis
 # prints PASS/FAIL lines and steps/s before, during and after.
 set -u
@@ -46,10 +47,10 @@ for _ in $(seq 240); do [ -e "$W/ready" ] && break; kill -0 $TP 2>/dev/null || b
 grep -E "libcupti|libcudart|libcuda\.so" /proc/$TP/maps | awk '{print "INFO maps:", $6}' | sort -u
 sleep 6
 
-attach() { # TAG TYPES
+attach() { # TAG TYPES SECONDS
 	mkdir -p "$W/$1"
 	echo "$1_begin $(mono)" >>"$W/marks.txt"
-	"$COLL" profile -p $TP -t "$2" --enable-cuda-kernel true -d 5 --delay 3 -v 1 \
+	"$COLL" profile -p $TP -t "$2" --enable-cuda-kernel true -d "$3" --delay 3 -v 1 \
 		-o "$W/$1/collector.evlog" --cupti-dir "$W/$1" >"$OUT/$1.collector.log" 2>&1
 	echo "INFO [$1] collector exit $?"
 	echo "$1_end $(mono)" >>"$W/marks.txt"
@@ -57,10 +58,26 @@ attach() { # TAG TYPES
 	ls "$W/$1" | sed "s/^/INFO [$1] file: /"
 	"$CARRY/bin/inject_logdump" "$W/$1"/*.evlog >"$W/$1.tsv" 2>&1
 }
-attach A cpu
+# CUPTI alone through the injector tool: the default recording (C) and
+# kernels, copies and sets only (D), for the cost of each.
+tool() { # TAG ARGS
+	local tag=$1; shift
+	mkdir -p "$W/$tag"
+	echo "${tag}_begin $(mono)" >>"$W/marks.txt"
+	"$CARRY/bin/inject_tool-static" attach $TP "$CARRY/lib/libllmtracker-inject.so" "$W/$tag" 5 "$@" \
+		>"$OUT/$tag.tool.log" 2>&1
+	echo "${tag}_end $(mono)" >>"$W/marks.txt"
+	sed "s/^/INFO [$tag] /" "$OUT/$tag.tool.log" | head -5
+	"$CARRY/bin/inject_logdump" "$W/$tag"/*.evlog >"$W/$tag.tsv" 2>&1
+}
+attach A cpu 5
 sleep 6
-attach B cuda
-sleep 5
+tool C
+sleep 6
+tool D --kernels-only
+sleep 6
+attach B cuda 2
+sleep 3
 touch "$W/stop"
 wait $TP; echo "INFO training loop exit $?"
 trap - EXIT
@@ -68,5 +85,5 @@ tail -3 "$OUT/train.log"
 cp "$W/marks.txt" "$W/train.json" "$OUT/" 2>/dev/null
 "$PY" tests/gpu/cupti_attach.py analyze "$W" | tee "$OUT/result.txt"
 rc=${PIPESTATUS[0]}
-tar -C "$W" -czf "$OUT/logs.tar.gz" A B 2>/dev/null
+tar -C "$W" -czf "$OUT/logs.tar.gz" A B C D 2>/dev/null
 exit $rc

@@ -6,7 +6,7 @@
  *                                      checks the memfd mapping comes and goes
  *   inject_tool hold PID LIB           load, print "loaded", wait for a stdin
  *                                      line, unload
- *   inject_tool attach PID LIB DIR SEC [--no-driver-api]
+ *   inject_tool attach PID LIB DIR SEC [--no-driver-api | --kernels-only]
  *                                      lt_ck_attach, sleep, lt_ck_stop; totals
  *   inject_tool launch LIB DIR -- CMD ...
  *                                      lt_ck_launch_env + fork/exec, wait, stop
@@ -125,7 +125,7 @@ static void print_totals(struct lt_cuda_kernel *ck)
 static struct lt_cuda_kernel *make_ck(const char *lib, const char *dir, int no_drv)
 {
 	struct lt_ck_opts o = { .lib_path = lib, .cupti_dir = dir, .log = logline,
-				.no_driver_api = no_drv };
+				.no_driver_api = no_drv == 1, .kernels_only = no_drv == 2 };
 	o.skip_driver_check = getenv("LLMT_SKIP_DRIVER_CHECK") != NULL;
 	struct lt_cuda_kernel *ck;
 	char err[512];
@@ -184,7 +184,8 @@ int main(int argc, char **argv)
 		return cmd_hold(atoi(argv[2]), argv[3]);
 	if (argc >= 6 && !strcmp(argv[1], "attach"))
 		return cmd_attach(atoi(argv[2]), argv[3], argv[4], atof(argv[5]),
-				  argc > 6 && !strcmp(argv[6], "--no-driver-api"));
+				  argc <= 6 ? 0 : !strcmp(argv[6], "--no-driver-api") ? 1 :
+				  !strcmp(argv[6], "--kernels-only") ? 2 : 0);
 	if (argc >= 6 && !strcmp(argv[1], "launch") && !strcmp(argv[4], "--"))
 		return cmd_launch(argv[2], argv[3], argv + 5);
 	fprintf(stderr, "usage: see the comment at the top of tests/progs/inject_tool.c\n");
