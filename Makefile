@@ -157,7 +157,8 @@ $(BUILD)/share/llmtracker/probes.json: examples/probes.json
 static:
 	$(MAKE) $(BUILD)/bin/llmtracker-static
 $(BUILD)/bin/llmtracker-static: $(call obj,collector/main.c) $(COLL_A) $(EVLOG_A)
-	$(CC) -static $(LDFLAGS) -o $@ $^ -lbpf -ldw -lelf -lz -ljson-c -lzstd -ldeflate -llzma -lbz2 -lm -lpthread
+	$(CC) -static $(LDFLAGS) -o $@ $^ -lbpf -ldw -lelf -lz -ljson-c -lzstd -ldeflate -llzma -lbz2 \
+		-Wl,-u,__cxa_demangle -lstdc++ -lm -lpthread
 
 # -------------------------------------------------------------------- tests
 TEST_LIBS := $(COLL_A) $(CONV_A) $(EVLOG_A)

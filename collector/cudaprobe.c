@@ -30,10 +30,10 @@
 #include "elfsym.h"
 #include "probefile.h"
 #include "session.h"
-#include "symbolize.h"
 
 #define CP_MAX_PER_LIB 4096   /* a glob selecting more is a mistake */
 #define CP_NAME_CACHE 4096    /* launch address -> kernel name, per session */
+#define CP_MAX_ELVES 64       /* objects whose symbols are kept for naming */
 
 struct cp_probe {             /* a probed function; its index is the cookie id */
 	const char *lib;      /* path as the target sees it (interned) */
@@ -76,7 +76,11 @@ struct cp_state {
 	size_t n_seen, cap_seen;
 	char **libs;          /* interned library paths */
 	size_t n_libs;
-	struct lt_sym *sym;
+	struct cp_elf {           /* symbol tables of objects holding kernel stubs */
+		uint64_t dev, ino;
+		struct lt_elf *e;     /* NULL: unreadable */
+	} elves[CP_MAX_ELVES];
+	size_t n_elves;
 	bool multi;           /* uprobe_multi links (kernel 6.6+) */
 	struct cp_name names[CP_NAME_CACHE];
 	uint64_t calls, attach_errors;
@@ -243,8 +247,6 @@ static int cp_start(struct lt_session *s, void **state)
 	if (!st->umap_link)
 		LT_WARN("cuda: libraries loaded after start will not be probed: cannot watch mmap: %s",
 			strerror(errno));
-	if (lt_sym_new(&st->sym, NULL))
-		st->sym = NULL; /* kernels are then named by address */
 	attach_kprobes(st);
 	return 0;
 }
@@ -295,7 +297,8 @@ static void cp_stop(struct lt_session *s, void *state)
 		free(st->libs[i]);
 	for (i = 0; i < CP_NAME_CACHE; i++)
 		free(st->names[i].name);
-	lt_sym_free(st->sym);
+	for (i = 0; i < st->n_elves; i++)
+		lt_elf_free(st->elves[i].e);
 	lt_probefile_free(st->pf);
 	free(st->libs);
 	free(st->probes);
@@ -564,27 +567,75 @@ static int cp_add_target(struct lt_session *s, void *state, int pid)
 
 	/* New process or new image (exec): start over for this pid. */
 	detach_pid(st, pid);
-	if (st->sym)
-		lt_sym_add_pid(st->sym, pid);
 	return scan_maps(s, st, pid);
 }
 
 /* ------------------------------------------------------------ records */
+
+static struct lt_elf *elf_for(struct cp_state *st, int pid, const char *path, uint64_t dev,
+			      uint64_t ino)
+{
+	char file[PATH_MAX + 32], err[256];
+	struct cp_elf *c;
+	size_t i;
+
+	for (i = 0; i < st->n_elves; i++)
+		if (st->elves[i].dev == dev && st->elves[i].ino == ino)
+			return st->elves[i].e;
+	if (st->n_elves == CP_MAX_ELVES)
+		return NULL;
+	c = &st->elves[st->n_elves++];
+	c->dev = dev;
+	c->ino = ino;
+	snprintf(file, sizeof(file), "/proc/%d/root%s", pid, path);
+	if (lt_elf_open(file, &c->e, err, sizeof(err)))
+		LT_INFO(1, "cuda: kernels in %s stay unnamed: %s", path, err);
+	return c->e;
+}
+
+/* Name the code at addr in pid: its mapping, the file offset, the symbol. */
+static char *name_addr(struct cp_state *st, int pid, uint64_t addr)
+{
+	char path[64], line[PATH_MAX + 128], buf[1024];
+	char *name = NULL;
+	FILE *f;
+
+	snprintf(path, sizeof(path), "/proc/%d/maps", pid);
+	f = fopen(path, "re");
+	if (!f)
+		return NULL;
+	while (!name && fgets(line, sizeof(line), f)) {
+		unsigned long long lo, hi, pgoff, ino;
+		unsigned maj, min;
+		struct lt_elf *e;
+		const struct lt_elfsym *sy;
+		uint64_t va;
+		int pos = 0;
+
+		if (sscanf(line, "%llx-%llx %*s %llx %x:%x %llu %n", &lo, &hi, &pgoff, &maj, &min, &ino,
+			   &pos) < 6 || addr < lo || addr >= hi || !pos || line[pos] != '/')
+			continue;
+		line[strcspn(line, "\n")] = 0;
+		e = elf_for(st, pid, line + pos, ((uint64_t)maj << 32) | min, ino);
+		if (e && !lt_elf_offset_to_vaddr(e, addr - lo + pgoff, &va) && (sy = lt_elf_lookup(e, va)))
+			name = strdup(lt_elf_demangle(sy->name, buf, sizeof(buf)));
+		break;
+	}
+	fclose(f);
+	return name;
+}
 
 static const char *resolve_kernel(void *arg, uint64_t addr, char *buf, size_t n)
 {
 	struct cp_state *st = ((void **)arg)[0];
 	int pid = (int)(intptr_t)((void **)arg)[1];
 	struct cp_name *c = &st->names[(addr >> 4 ^ (uint64_t)pid * 0x9e3779b97f4a7c15ull) % CP_NAME_CACHE];
-	struct lt_sym_info info;
 
-	if (c->pid != pid || c->addr != addr || (!c->name && !c->pid)) {
+	if (c->pid != pid || c->addr != addr) {
 		free(c->name);
-		c->name = NULL;
 		c->pid = pid;
 		c->addr = addr;
-		if (st->sym && !lt_sym_resolve(st->sym, pid, addr, &info) && info.name && *info.name)
-			c->name = strdup(info.name);
+		c->name = name_addr(st, pid, addr);
 	}
 	if (!c->name)
 		return NULL;

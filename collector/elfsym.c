@@ -14,9 +14,34 @@
 #include <string.h>
 #include <unistd.h>
 
-/* The C++ runtime's demangler, when the program carries it. */
+#include <dlfcn.h>
+
+/* The C++ runtime's demangler, when the program carries it (the static
+ * build links it in); a dynamic build loads libstdc++ on first use. */
 extern char *__cxa_demangle(const char *name, char *buf, size_t *n, int *status)
 	__attribute__((weak));
+/* NULL in a static executable, where dlopen would bring in a second libc
+ * with its own heap. */
+extern const char _DYNAMIC[] __attribute__((weak));
+
+typedef char *(*demangle_fn)(const char *, char *, size_t *, int *);
+
+static demangle_fn find_demangler(void)
+{
+	static demangle_fn fn;
+	static int tried;
+	void *h;
+
+	if (__cxa_demangle)
+		return __cxa_demangle;
+	if (tried || !_DYNAMIC)
+		return fn;
+	tried = 1;
+	h = dlopen("libstdc++.so.6", RTLD_LAZY | RTLD_LOCAL);
+	if (h)
+		*(void **)&fn = dlsym(h, "__cxa_demangle");
+	return fn;
+}
 
 struct lt_strbuf {
 	char *p;
@@ -328,13 +353,14 @@ const struct lt_elfsym *lt_elf_lookup(const struct lt_elf *e, uint64_t vaddr)
 
 const char *lt_elf_demangle(const char *name, char *buf, size_t n)
 {
+	demangle_fn fn = name[0] == '_' && name[1] == 'Z' ? find_demangler() : NULL;
 	char *d = NULL;
 	int status = -1;
 
 	if (!n)
 		return buf;
-	if (__cxa_demangle && name[0] == '_' && name[1] == 'Z')
-		d = __cxa_demangle(name, NULL, NULL, &status);
+	if (fn)
+		d = fn(name, NULL, NULL, &status);
 	snprintf(buf, n, "%s", d && status == 0 ? d : name);
 	free(d);
 	return buf;
