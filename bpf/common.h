@@ -32,6 +32,8 @@ enum lt_rec_kind {
 	/* python.bpf.c: 64..79 */
 	LT_REC_PY_ENTER = 64,
 	LT_REC_PY_EXIT = 65,
+	/* pysample.bpf.c: 80..95 */
+	LT_REC_PY_SAMPLE = 80,
 	LT_REC_KIND_MAX = 127,
 };
 

@@ -28,6 +28,7 @@ static const struct lt_source *const lt_sources[] = {
 	&lt_source_syscall,
 	&lt_source_cpu,
 	&lt_source_python,
+	&lt_source_pysample,
 	&lt_source_cuda,
 };
 #define LT_N_SOURCES (sizeof(lt_sources) / sizeof(lt_sources[0]))

@@ -117,5 +117,6 @@ extern const struct lt_source lt_source_syscall;  /* syscall.c */
 extern const struct lt_source lt_source_cpu;      /* cpusample.c */
 extern const struct lt_source lt_source_cuda;     /* cudaprobe.c */
 extern const struct lt_source lt_source_python;   /* python.c */
+extern const struct lt_source lt_source_pysample; /* pysample.c */
 
 #endif

@@ -1,0 +1,35 @@
+# A CPU-bound Python program with known hot functions, for sampled Python
+# stacks (-t pysample): the main thread spends its time in
+# hot_outer -> hot_inner, a second thread named "other" in other_worker.
+import sys
+import threading
+import time
+
+SECONDS = float(sys.argv[1]) if len(sys.argv) > 1 else 1.5
+
+
+def hot_inner(n):
+    s = 0
+    for i in range(n):
+        s += i * i
+    return s
+
+
+def hot_outer(end):
+    while time.monotonic() < end:
+        hot_inner(20000)
+
+
+def other_worker(end):
+    x = 0
+    while time.monotonic() < end:
+        x = (x * 31 + 7) % 1000003
+        time.sleep(0.002)  # mostly off CPU: the main thread stays the hottest
+
+
+# At module level, so the hottest stack is <module>;hot_outer;hot_inner.
+END = time.monotonic() + SECONDS
+worker = threading.Thread(target=other_worker, args=(END,), name="other")
+worker.start()
+hot_outer(END)
+worker.join()
