@@ -1,0 +1,297 @@
+/* SPDX-License-Identifier: Apache-2.0 */
+/* Unit tests of the converter's building blocks: JSON escaping and numbers,
+ * the sorted spill runs (in memory and merged from files), interning,
+ * folded-stack cleaning, names. */
+#include <setjmp.h>
+#include <stdarg.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <cmocka.h>
+
+#include <fcntl.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+#include "converter/conv_int.h"
+#include "converter/jsonw.h"
+#include "converter/spill.h"
+
+static void test_json_escape(void **state)
+{
+	(void)state;
+	/* quote, backslash, newline, control, invalid byte, valid 2-byte,
+	 * a UTF-16 surrogate (invalid in UTF-8), a valid 4-byte emoji, overlong '/' */
+	const char in[] = "a\"b\\c\n\x01\xff\xc3\xa9\xed\xa0\x80\xf0\x9f\x98\x80\xc0\xaf";
+	const char want[] = "\"a\\\"b\\\\c\\n\\u0001\xef\xbf\xbd\xc3\xa9\xef\xbf\xbd\xef\xbf\xbd"
+			    "\xef\xbf\xbd\xf0\x9f\x98\x80\xef\xbf\xbd\xef\xbf\xbd\"";
+	char out[256];
+	size_t n = cv_json_escape(out, in, sizeof(in) - 1);
+
+	out[n] = 0;
+	assert_string_equal(out, want);
+	/* an embedded NUL is data, not the end */
+	n = cv_json_escape(out, "x\0y", 3);
+	out[n] = 0;
+	assert_string_equal(out, "\"x\\u0000y\"");
+	/* a sequence cut by the end of the string is repaired, not overrun */
+	n = cv_json_escape(out, "ok\xe2\x82", 4);
+	out[n] = 0;
+	assert_string_equal(out, "\"ok\xef\xbf\xbd\xef\xbf\xbd\"");
+}
+
+/* Write through a cv_out into a temp file and read it back. */
+static char *through_out(void (*fn)(struct cv_out *), size_t *len)
+{
+	char path[] = "/tmp/test_convert.XXXXXX", file[64], err[256];
+	struct cv_out o;
+
+	assert_non_null(mkdtemp(path));
+	snprintf(file, sizeof(file), "%s/o.json", path);
+	assert_int_equal(cv_out_open(&o, -1, file, 0, 0, err, sizeof(err)), 0);
+	fn(&o);
+	assert_int_equal(cv_out_publish(&o, 0, err, sizeof(err)), 0);
+	FILE *f = fopen(file, "rb");
+	char *buf = malloc(1 << 20);
+
+	assert_non_null(f);
+	*len = fread(buf, 1, (1 << 20) - 1, f);
+	buf[*len] = 0;
+	fclose(f);
+	unlink(file);
+	rmdir(path);
+	return buf;
+}
+
+static void write_numbers(struct cv_out *o)
+{
+	cv_json_us(o, 1234567);
+	CV_OUT_LIT(o, " ");
+	cv_json_us(o, -1500);
+	CV_OUT_LIT(o, " ");
+	cv_json_us(o, 0);
+	CV_OUT_LIT(o, " ");
+	cv_json_u64(o, UINT64_MAX);
+	CV_OUT_LIT(o, " ");
+	cv_json_i64(o, INT64_MIN);
+}
+
+static void test_json_numbers(void **state)
+{
+	size_t n;
+	char *s = through_out(write_numbers, &n);
+
+	(void)state;
+	assert_string_equal(s, "1234.567 -1.500 0.000 18446744073709551615 -9223372036854775808");
+	free(s);
+}
+
+/* 10001 two-byte characters after one ASCII byte: escaping works in 4 KiB
+ * pieces, so sequences straddle piece ends. */
+static void write_long(struct cv_out *o)
+{
+	size_t n = 1 + 2 * 10001 + 1;
+	char *s = malloc(n);
+
+	s[0] = 'a';
+	for (size_t i = 0; i < 10001; i++)
+		memcpy(s + 1 + 2 * i, "\xc3\xa9", 2);
+	s[n - 1] = (char)0xff;
+	cv_json_str(o, s, n);
+	free(s);
+}
+
+static void test_json_long_string(void **state)
+{
+	size_t n;
+	char *s = through_out(write_long, &n);
+
+	(void)state;
+	assert_int_equal(n, 1 + 1 + 2 * 10001 + 3 + 1);
+	assert_memory_equal(s, "\"a\xc3\xa9", 4);
+	assert_memory_equal(s + n - 4, "\xef\xbf\xbd\"", 4);
+	for (size_t i = 0; i < 10001; i++)
+		assert_memory_equal(s + 2 + 2 * i, "\xc3\xa9", 2);
+	free(s);
+}
+
+/* ------------------------------------------------------------- spill */
+
+static void spill_roundtrip(size_t buf_bytes, unsigned n, uint32_t tracks)
+{
+	char err[256];
+	struct cv_spill *s = cv_spill_new(buf_bytes, tracks, NULL, err, sizeof(err));
+	uint64_t rng = 42;
+
+	assert_non_null(s);
+	for (unsigned i = 0; i < n; i++) {
+		struct evlog_event e = { .type = EV_LIB_CALL, .pid = 7, .tid = i };
+		char sym[32];
+
+		rng = rng * 6364136223846793005ULL + 1442695040888963407ULL;
+		snprintf(sym, sizeof(sym), "sym%u", i);
+		e.u.lib_call.symbol = evlog_s(sym);
+		e.u.lib_call.lib = evlog_s(i % 3 ? "libx.so" : "");
+		e.u.lib_call.correlation_id = i;
+		struct cv_rec *r = cv_spill_reserve(s, cv_rec_size(&e), err, sizeof(err));
+
+		assert_non_null(r);
+		r->track = (uint32_t)((rng >> 33) % tracks);
+		r->start = (rng >> 40) % 1000;      /* many ties on purpose */
+		r->dur = (rng >> 20) % 7;
+		r->seq = i;
+		r->log = 0;
+		r->stack = 0;
+		cv_rec_pack(r, &e);
+	}
+	assert_int_equal(cv_spill_finish(s, err, sizeof(err)), 0);
+	const struct cv_rec *r;
+	struct cv_rec prev = { 0 };
+	unsigned got = 0;
+	int rc;
+
+	while ((rc = cv_spill_next(s, &r, err, sizeof(err))) == 1) {
+		struct evlog_event e;
+		char want[32];
+
+		if (got) {
+			/* (track, start, longer first, arrival) */
+			int ok = prev.track < r->track ||
+				 (prev.track == r->track &&
+				  (prev.start < r->start ||
+				   (prev.start == r->start &&
+				    (prev.dur > r->dur || (prev.dur == r->dur && prev.seq < r->seq)))));
+			assert_true(ok);
+		}
+		prev = *r;
+		assert_int_equal(cv_rec_unpack(r, &e), 0);
+		assert_int_equal(e.type, EV_LIB_CALL);
+		snprintf(want, sizeof(want), "sym%llu", (unsigned long long)e.u.lib_call.correlation_id);
+		assert_int_equal(e.u.lib_call.symbol.len, strlen(want));
+		assert_memory_equal(e.u.lib_call.symbol.ptr, want, strlen(want));
+		assert_int_equal(e.tid, (uint32_t)e.u.lib_call.correlation_id);
+		got++;
+	}
+	assert_int_equal(rc, 0);
+	assert_int_equal(got, n);
+	if (buf_bytes < 100000)
+		assert_true(cv_spill_runs(s) > 1);
+	cv_spill_free(s);
+}
+
+static void test_spill_in_memory(void **state)
+{
+	(void)state;
+	spill_roundtrip(64 << 20, 20000, 5);
+}
+
+static void test_spill_merged_runs(void **state)
+{
+	(void)state;
+	spill_roundtrip(64 << 10, 20000, 5); /* ~40 runs on disk, merged */
+}
+
+static void test_rec_unpack_rejects_garbage(void **state)
+{
+	uint64_t buf[32] = { 0 };
+	struct cv_rec *r = (struct cv_rec *)buf;
+	struct evlog_event e;
+
+	(void)state;
+	r->len = sizeof(buf);
+	memset(r + 1, 0xff, sizeof(buf) - sizeof(*r)); /* type 0xffffffff */
+	assert_int_equal(cv_rec_unpack(r, &e), -1);
+}
+
+/* ------------------------------------------------------------- names */
+
+static void test_strtab(void **state)
+{
+	struct cv_strtab t = { 0 };
+	char s[32];
+
+	(void)state;
+	for (int i = 0; i < 50000; i++) {
+		snprintf(s, sizeof(s), "frame%d", i);
+		assert_int_equal(cv_strtab_intern(&t, s, strlen(s)), i);
+	}
+	assert_int_equal(cv_strtab_intern(&t, "frame123", 8), 123);
+	assert_string_equal(cv_strtab_get(&t, 49999), "frame49999");
+	assert_int_equal(cv_strtab_intern(&t, "a\0b", 3), 50000); /* binary-safe */
+	assert_int_equal(cv_strtab_intern(&t, "a", 1), 50001);
+	cv_strtab_free(&t);
+}
+
+static void test_fold_py_cleans_frames(void **state)
+{
+	struct evlog_str fr[2] = { evlog_s("leaf;x (/a.py:1)"), evlog_s("root\n(/b.py:2)") };
+	struct evlog_pystack st = { 2, fr };
+	struct cv_buf b = { 0 };
+
+	(void)state;
+	assert_int_equal(cv_fold_py(&st, &b), 0);
+	cv_buf_cstr(&b);
+	assert_string_equal(b.p, "root (/b.py:2);leaf:x (/a.py:1)");
+	st.n = 0;
+	assert_int_equal(cv_fold_py(&st, &b), 0);
+	cv_buf_cstr(&b);
+	assert_string_equal(b.p, "[no frames]");
+	cv_buf_free(&b);
+}
+
+static void test_names(void **state)
+{
+	char buf[64];
+
+	(void)state;
+#if defined(__x86_64__)
+	assert_string_equal(cv_syscall_name(1, 0, buf, sizeof(buf)), "read");
+	assert_string_equal(cv_syscall_name(1, 202, buf, sizeof(buf)), "futex");
+#endif
+	assert_string_equal(cv_syscall_name(0, 0, buf, sizeof(buf)), "syscall_0");
+	assert_string_equal(cv_syscall_name(1, 99999, buf, sizeof(buf)), "syscall_99999");
+	assert_string_equal(cv_memcpy_name(1, 1, 3, buf, sizeof(buf)),
+			    "Memcpy HtoD (Pageable -> Device)");
+	assert_string_equal(cv_memcpy_name(200, 99, 2, buf, sizeof(buf)),
+			    "Memcpy Unknown (Unknown -> Pinned)");
+	assert_string_equal(cv_lib_category(EVLIB_NCCL, "x", buf, sizeof(buf)), "nccl");
+	assert_string_equal(cv_lib_category(EVLIB_OTHER, "/usr/lib/libfoo.so.1", buf, sizeof(buf)),
+			    "foo");
+	assert_string_equal(cv_lib_category(EVLIB_OTHER, "", buf, sizeof(buf)), "library");
+}
+
+static void test_demangle(void **state)
+{
+	struct cv_core c;
+
+	(void)state;
+	memset(&c, 0, sizeof(c));
+	const char *m = "_Z11gemm_kernelPfS_i";
+	const char *d = cv_demangle(&c, m, strlen(m));
+
+	assert_non_null(d);
+	assert_string_equal(d, "gemm_kernel(float*, float*, int)");
+	assert_ptr_equal(cv_demangle(&c, m, strlen(m)), d); /* cached */
+	assert_null(cv_demangle(&c, "cudaLaunchKernel", 16));
+	assert_null(cv_demangle(&c, "_Zgarbage", 9));
+	cv_core_free(&c);
+}
+
+int main(void)
+{
+	const struct CMUnitTest tests[] = {
+		cmocka_unit_test(test_json_escape),
+		cmocka_unit_test(test_json_numbers),
+		cmocka_unit_test(test_json_long_string),
+		cmocka_unit_test(test_spill_in_memory),
+		cmocka_unit_test(test_spill_merged_runs),
+		cmocka_unit_test(test_rec_unpack_rejects_garbage),
+		cmocka_unit_test(test_strtab),
+		cmocka_unit_test(test_fold_py_cleans_frames),
+		cmocka_unit_test(test_names),
+		cmocka_unit_test(test_demangle),
+	};
+
+	return cmocka_run_group_tests(tests, NULL, NULL);
+}
