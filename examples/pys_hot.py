@@ -23,8 +23,9 @@ def hot_outer(end):
 def other_worker(end):
     x = 0
     while time.monotonic() < end:
-        x = (x * 31 + 7) % 1000003
-        time.sleep(0.002)  # mostly off CPU: the main thread stays the hottest
+        for _ in range(20000):
+            x = (x * 31 + 7) % 1000003
+        time.sleep(0.003)  # off CPU most of the time: main stays the hottest
 
 
 # At module level, so the hottest stack is <module>;hot_outer;hot_inner.

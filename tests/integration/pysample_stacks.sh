@@ -1,0 +1,84 @@
+#!/bin/bash
+# -t pysample: sampled Python stacks from CPython's own structures, on
+# /usr/bin/python3.11 (a static interpreter) and on a python3 with a shared
+# libpython (pyenv's, when installed), launched with `--` and attached with
+# -p. examples/pys_hot.py spends its time in <module> -> hot_outer ->
+# hot_inner, and a thread in other_worker.
+set -u
+BUILD=${BUILD:-build}
+LLMT=$BUILD/bin/llmtracker CONV=$BUILD/bin/llmtracker-convert DUMP=$BUILD/tests/progs/evlog_dump
+SCRIPT=$(cd "$(dirname "$0")/../.." && pwd)/examples/pys_hot.py
+[ "$(id -u)" = 0 ] || { echo "skip: needs root (BPF, perf events)"; exit 77; }
+[ -x /usr/bin/python3.11 ] || { echo "skip: /usr/bin/python3.11 not installed"; exit 77; }
+for f in "$LLMT" "$CONV" "$DUMP"; do [ -x "$f" ] || { echo "not ok 1 - $f not built"; exit 1; }; done
+tmp=$(mktemp -d); trap 'kill $bg 2>/dev/null; rm -rf "$tmp"' EXIT
+bg=
+n=0
+check() { n=$((n + 1)); if eval "$2"; then echo "ok $n - $1"; else echo "not ok $n - $1"; fi; }
+
+# "count root;..;leaf" per stack of the folded file, frames without (file:line).
+folded() {
+	find "$1" -name '*.python.folded' -exec cat {} + |
+		sed -E 's/ \([^;]*:[0-9]+\)//g' | awk '{c = $NF; $NF = ""; sub(/ $/, ""); print c, $0}' |
+		sort -rn
+}
+
+# Samples per "tid frames" of a log (frames leaf first, without file:line).
+by_tid() {
+	"$DUMP" "$1" | awk '$1 == "py_sample" { t = ""; f = ""
+		for (i = 2; i <= NF; i++) {
+			if ($i ~ /^tid=/) t = substr($i, 5)
+			if ($i ~ /^frames=/) f = substr($i, 8)
+		}
+		gsub(/\\x20\([^,]*:[0-9]+\)/, "", f); print t, f }'
+}
+
+# check_run NAME LOG PID: the expectations on one profile.
+check_run() {
+	local name=$1 log=$2 pid=$3 top other
+	rm -rf "$tmp/tb"
+	"$CONV" -q -i "$log" --logdir "$tmp/tb" >"$tmp/conv.out" 2>&1
+	check "$name: converts" '[ $? = 0 ]'
+	folded "$tmp/tb" >"$tmp/folded"
+	head -3 "$tmp/folded" | cut -c1-160 | sed 's/^/# /'
+	top=$(head -1 "$tmp/folded" | cut -d' ' -f2-)
+	check "$name: hottest Python stack is <module>;hot_outer;hot_inner ($top)" \
+		'[ "$top" = "<module>;hot_outer;hot_inner" ]'
+	by_tid "$log" >"$tmp/tids"
+	other=$(awk -v p="$pid" '$1 != p && $2 ~ /^other_worker,/' "$tmp/tids" | wc -l)
+	check "$name: other_worker sampled on its own thread ($other samples)" '[ "$other" -ge 1 ]'
+	check "$name: other_worker never on the main thread" \
+		'! awk -v p="$pid" '"'"'$1 == p && /other_worker/'"'"' "$tmp/tids" | grep -q .'
+}
+
+# 1. Launched, static interpreter.
+"$LLMT" profile -t pysample -o "$tmp/a.evlog" -- /usr/bin/python3.11 "$SCRIPT" 1.5 \
+	>"$tmp/a.out" 2>&1
+check "profile -t pysample -- python3.11 exits 0" '[ $? = 0 ]'
+pid=$("$DUMP" "$tmp/a.evlog" | awk '$1 == "process" && /is_exec=1/ { sub(/pid=/, "", $3); print $3; exit }')
+check_run "python3.11 launched" "$tmp/a.evlog" "$pid"
+
+# 2. Attached with -p to a running interpreter with a shared libpython.
+PY=$(command -v python3)
+PY=$("$PY" -c 'import sys; print(sys.executable)' 2>/dev/null)
+if [ -n "$PY" ] && "$PY" -c 'import sys; sys.exit(sys.version_info[:2] not in ((3, 11), (3, 12)))'; then
+	"$PY" "$SCRIPT" 3 &
+	bg=$!
+	sleep 0.5
+	"$LLMT" profile -t pysample -p "$bg" -d 1.5 -o "$tmp/b.evlog" >"$tmp/b.out" 2>&1
+	check "profile -t pysample -p PID ($PY) exits 0" '[ $? = 0 ]'
+	check_run "$PY attached" "$tmp/b.evlog" "$bg"
+	wait "$bg"
+	check "the target ran to its end undisturbed" '[ $? = 0 ]'
+	bg=
+else
+	echo "# no python3 3.11/3.12 on PATH besides /usr/bin/python3.11: -p case not run"
+fi
+
+# 3. A target that is no Python: one line saying so, the other sources record.
+"$LLMT" profile -t pysample,cpu -v 1 -o "$tmp/c.evlog" -- /bin/sh -c \
+	'i=0; while [ $i -lt 30000 ]; do i=$((i+1)); done' >"$tmp/c.out" 2>&1
+check "a non-Python target profiles fine with -t pysample,cpu" '[ $? = 0 ]'
+check "it is named as running no CPython" 'grep -q "pysample: pid [0-9]*: no CPython" "$tmp/c.out"'
+check "cpu samples still recorded" '"$DUMP" "$tmp/c.evlog" | grep -q "^cpu_sample "'
+exit 0
