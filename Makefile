@@ -187,6 +187,8 @@ PROG_LIBS_inject_cudart := -L$(CUDA_HOME)/lib64 -Wl,-rpath,$(CUDA_HOME)/lib64 -l
 INJECT_TOOL_SRC := collector/injector.c collector/cuda_kernel.c
 PROG_LIBS_inject_tool := $(INJECT_TOOL_SRC) -lelf
 PROG_LIBS_inject_logdump := -static $(PROG_EVLOG)
+PROG_LIBS_inject_rawzstd := -lzstd -ldl
+$(BUILD)/tests/progs/inject_rawzstd: collector/inject/zstd_shim.c
 $(BUILD)/tests/progs/inject_tool: $(INJECT_TOOL_SRC) $(INJECT_TOOL_SRC:.c=.h)
 PROG_LIBS_cuda_logcount := -static $(PROG_EVLOG)
 
