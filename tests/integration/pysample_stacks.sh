@@ -81,4 +81,22 @@ fi
 check "a non-Python target profiles fine with -t pysample,cpu" '[ $? = 0 ]'
 check "it is named as running no CPython" 'grep -q "pysample: pid [0-9]*: no CPython" "$tmp/c.out"'
 check "cpu samples still recorded" '"$DUMP" "$tmp/c.evlog" | grep -q "^cpu_sample "'
+
+# 4. An interpreter of another version: a copy of python3.11 whose Py_Version
+# says 3.10 (it runs the same). One warning naming pid, file and version.
+cp /usr/bin/python3.11 "$tmp/python3.10"
+va=$((16#$(readelf -Ws "$tmp/python3.10" | awk '$8 == "Py_Version" { print $2; exit }')))
+off=
+while read -r t o v _ f _; do
+	[ "$t" = LOAD ] || continue
+	if [ "$va" -ge $((v)) ] && [ "$va" -lt $((v + f)) ]; then off=$((va - v + o)); break; fi
+done < <(readelf -lW "$tmp/python3.10")
+printf '\x0a' | dd of="$tmp/python3.10" bs=1 seek=$((off + 2)) conv=notrunc status=none
+"$LLMT" profile -t pysample -o "$tmp/d.evlog" -- "$tmp/python3.10" -c \
+	'import time; e = time.monotonic() + 0.5
+while time.monotonic() < e: pass' >"$tmp/d.out" 2>&1
+check "an unsupported version still profiles (exit 0)" '[ $? = 0 ]'
+grep 'pysample: pid' "$tmp/d.out" | sed 's/^/# /'
+check "one line names the pid, the file and the version" \
+	'[ "$(grep -c "pysample: pid [0-9]*: cannot sample Python stacks: .*python3.10 is CPython 3.10" "$tmp/d.out")" = 1 ]'
 exit 0
