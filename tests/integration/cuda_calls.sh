@@ -93,7 +93,15 @@ check "nested: per-symbol args option (1 argument kept)" \
 check "nested: every inner call lies within an outer call" \
 	"awk '\$9==\"cp_outer\" {s=\$4; e=\$4+\$5} \$9==\"cp_inner\" {if (\$4<s || \$4+\$5>e) bad=1; k++} END {exit bad || k!=500}' <(sort -k4,4n $T/n.calls | grep '^call')"
 
-# ---- 3. attach to a running process, detach and leave it as found
+# ---- 3. a followed child that execs is probed too
+CUDA_CALLS_WAIT=10 timeout 60 "$LT" profile -t cuda --probe-file "$T/nested.json" -o "$T/c.log" -- "$PROG" spawn 300 \
+	>"$T/c.out" 2>"$T/c.err"
+"$COUNT" "$T/c.log" --dump >"$T/c.calls" 2>&1
+child=$(awk '/^child/ {print $2}' "$T/c.out")
+check "followed child: its 300 cp_outer calls recorded under its own pid ($child)" \
+	"grep -qx 'count cp_outer 0 300' $T/c.calls && [ \"\$(awk '\$1==\"call\" {print \$2}' $T/c.calls | sort -u)\" = '$child' ]"
+
+# ---- 4. attach to a running process, detach and leave it as found
 "$PROG" watch >"$T/w.out" 2>&1 &
 wpid=$!
 sleep 0.3
@@ -106,7 +114,7 @@ check "-p PID: calls of a running process recorded" \
 check "-p PID: breakpoints removed at the end, target ran on" \
 	"[ $wrc = 0 ] && grep -q '^probed' $T/w.out && grep -q '^unprobed' $T/w.out"
 
-# ---- 4. kprobes: a clear warning where the kernel has none, the rest runs
+# ---- 5. kprobes: a clear warning where the kernel has none, the rest runs
 cat >"$T/k.json" <<JSON
 { "uprobes": [ { "path": "$prog_abs", "symbols": ["cp_outer"] } ], "kprobes": ["tcp_sendmsg"] }
 JSON
@@ -122,7 +130,7 @@ else
 	check "kprobe skipped, uprobes still recorded" "[ $krc = 0 ] && grep -qx 'count cp_outer 0 20' $T/kk.calls"
 fi
 
-# ---- 5. probe-file errors name file, line, column and what is expected
+# ---- 6. probe-file errors name file, line, column and what is expected
 printf '{\n  "uprobes": [\n    { "library": "libcudart.so", "symbols": [ "cudaMalloc", 42 ] }\n  ]\n}\n' >"$T/bad1.json"
 "$LT" profile -t cuda --probe-file "$T/bad1.json" -o "$T/b1.log" -- /bin/true >/dev/null 2>"$T/b1.err"
 brc=$?

@@ -11,6 +11,7 @@
  *   cuda_calls mapfile PATH map PATH executable without loading it (its
  *                           dependencies stay unloaded), print "mapped",
  *                           wait up to 30 s to be killed
+ *   cuda_calls spawn N      fork a child that execs `cuda_calls nested N`
  *   cuda_calls watch        call cp_outer() every 10 ms; print "probed" when
  *                           a breakpoint appears on it and "unprobed" (then
  *                           exit 0) once it is gone again; exit 1 after 20 s
@@ -29,6 +30,7 @@
 #include <fcntl.h>
 #include <sys/mman.h>
 #include <sys/stat.h>
+#include <sys/wait.h>
 #include <unistd.h>
 
 /* A kernel's host stub, as nvcc would name it: vector_step(float*, int). */
@@ -217,6 +219,23 @@ static int watch(void)
 	return 1;
 }
 
+static int spawn(const char *n)
+{
+	int status = 0;
+	pid_t pid = fork();
+
+	if (pid == 0) {
+		execl("/proc/self/exe", "cuda_calls", "nested", n, (char *)NULL);
+		_exit(127);
+	}
+	if (pid < 0)
+		return 1;
+	printf("child %d of %d\n", (int)pid, (int)getpid());
+	if (waitpid(pid, &status, 0) < 0)
+		return 1;
+	return WIFEXITED(status) ? WEXITSTATUS(status) : 1;
+}
+
 int main(int argc, char **argv)
 {
 	const char *mode = argc > 1 ? argv[1] : "calls";
@@ -227,12 +246,14 @@ int main(int argc, char **argv)
 		return bench(n > 0 ? n : 1);
 	if (!strcmp(mode, "mapfile") && argc > 2)
 		return mapfile(argv[2]);
+	if (!strcmp(mode, "spawn") && argc > 2)
+		return spawn(argv[2]);
 	if (!strcmp(mode, "watch"))
 		return watch();
 	if (!strcmp(mode, "nested"))
 		return nested(n > 0 ? n : 1);
 	if (strcmp(mode, "calls")) {
-		fprintf(stderr, "usage: cuda_calls [calls | bench N | nested N | watch | mapfile PATH]\n");
+		fprintf(stderr, "usage: cuda_calls [calls | bench N | nested N | spawn N | watch | mapfile PATH]\n");
 		return 2;
 	}
 	vector_step(NULL, 0);
