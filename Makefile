@@ -191,6 +191,7 @@ PROG_LIBS_inject_rawzstd := -lzstd -ldl
 $(BUILD)/tests/progs/inject_rawzstd: collector/inject/zstd_shim.c
 $(BUILD)/tests/progs/inject_tool: $(INJECT_TOOL_SRC) $(INJECT_TOOL_SRC:.c=.h)
 PROG_LIBS_cuda_logcount := -static $(PROG_EVLOG)
+PROG_LIBS_pys_folded := -static $(PROG_EVLOG)
 
 $(BUILD)/fuzz/%: tests/fuzz/%.c $(EVLOG_SRC) $(CONV_SRC) $(PROTO_C) | $(GENERATED)
 	@mkdir -p $(@D)
