@@ -469,12 +469,18 @@ static size_t select_probes(struct cp_state *st, const struct lt_elf *e, const c
 	return n;
 }
 
-/* Probe every function `pl` selects in the file mapped at `path`. */
-static void attach_lib(struct cp_state *st, int pid, const char *path, const struct lt_plib *pl,
-		       uint64_t dev, uint64_t ino)
+static int id_cmp(const void *a, const void *b)
+{
+	return *(const int *)a - *(const int *)b;
+}
+
+/* Probe every function the matching entries of the probe file select in
+ * the file mapped at `path` (each function once, whatever selects it). */
+static void attach_lib(struct cp_state *st, int pid, const char *path,
+		       const struct lt_plib *const *pls, size_t n_pls, uint64_t dev, uint64_t ino)
 {
 	char file[PATH_MAX + 32], err[512];
-	size_t i, n, failed = 0;
+	size_t i, k, n = 0, failed = 0;
 	int first_err = 0, *ids;
 	struct lt_elf *e;
 
@@ -483,9 +489,17 @@ static void attach_lib(struct cp_state *st, int pid, const char *path, const str
 		LT_WARN("cuda: pid %d: cannot read %s: %s", pid, path, err);
 		return;
 	}
-	ids = calloc(CP_MAX_PER_LIB, sizeof(*ids));
-	n = ids ? select_probes(st, e, path, pl, dev, ino, ids) : 0;
+	ids = calloc(CP_MAX_PER_LIB * n_pls, sizeof(*ids));
+	for (k = 0; ids && k < n_pls; k++)
+		n += select_probes(st, e, path, pls[k], dev, ino, ids + n);
 	lt_elf_free(e);
+	if (n_pls > 1 && n) { /* probe ids are per (file, offset): drop repeats */
+		qsort(ids, n, sizeof(*ids), id_cmp);
+		for (i = 1, k = 1; i < n; i++)
+			if (ids[i] != ids[k - 1])
+				ids[k++] = ids[i];
+		n = k;
+	}
 	if (n && st->multi && (first_err = attach_multi(st, pid, file, ids, n)))
 		LT_INFO(1, "cuda: uprobe_multi on %s: %s; one perf event per function", path,
 			strerror(-first_err));
@@ -504,7 +518,7 @@ static void attach_lib(struct cp_state *st, int pid, const char *path, const str
 			strerror(-first_err));
 	}
 	LT_INFO(1, "cuda: pid %d: %s: %zu functions probed (%s)", pid, path, n - failed,
-		lt_probefile_class_name(pl->lib_class));
+		lt_probefile_class_name(pls[0]->lib_class));
 	free(ids);
 }
 
@@ -537,9 +551,15 @@ static void scan_line(struct cp_state *st, int pid, const char *line)
 		return;
 	if (seen_file(st, pid, ((uint64_t)maj << 32) | min, ino))
 		return;
-	for (i = 0; i < st->pf->n_libs; i++)
+	const struct lt_plib **pls = calloc(st->pf->n_libs ? st->pf->n_libs : 1, sizeof(*pls));
+	size_t n = 0;
+
+	for (i = 0; pls && i < st->pf->n_libs; i++)
 		if (lt_plib_matches(&st->pf->libs[i], path, NULL))
-			attach_lib(st, pid, path, &st->pf->libs[i], ((uint64_t)maj << 32) | min, ino);
+			pls[n++] = &st->pf->libs[i];
+	if (n)
+		attach_lib(st, pid, path, pls, n, ((uint64_t)maj << 32) | min, ino);
+	free(pls);
 }
 
 static int scan_maps(struct lt_session *s, struct cp_state *st, int pid)

@@ -93,6 +93,17 @@ check "nested: per-symbol args option (1 argument kept)" \
 check "nested: every inner call lies within an outer call" \
 	"awk '\$9==\"cp_outer\" {s=\$4; e=\$4+\$5} \$9==\"cp_inner\" {if (\$4<s || \$4+\$5>e) bad=1; k++} END {exit bad || k!=500}' <(sort -k4,4n $T/n.calls | grep '^call')"
 
+# Two entries selecting the same functions: each call is still recorded once.
+cat >"$T/dup.json" <<JSON
+{ "uprobes": [ { "path": "$prog_abs", "symbols": ["cp_outer"] },
+               { "library": "$(basename "$prog_abs")", "symbols": ["cp_outer", "cp_inner"] } ] }
+JSON
+CUDA_CALLS_WAIT=10 timeout 60 "$LT" profile -t cuda --probe-file "$T/dup.json" -o "$T/d.log" -- "$PROG" nested 50 \
+	>/dev/null 2>&1
+"$COUNT" "$T/d.log" >"$T/d.calls" 2>&1
+check "a function selected by two entries is probed once" \
+	"grep -qx 'count cp_outer 0 50' $T/d.calls && grep -qx 'count cp_inner 1 50' $T/d.calls && grep -qx 'total 100' $T/d.calls"
+
 # ---- 3. a followed child that execs is probed too
 CUDA_CALLS_WAIT=10 timeout 60 "$LT" profile -t cuda --probe-file "$T/nested.json" -o "$T/c.log" -- "$PROG" spawn 300 \
 	>"$T/c.out" 2>"$T/c.err"
