@@ -36,6 +36,7 @@ struct pass2 {
 	struct cv_spill *sp;
 	struct cv_map py;     /* (host<<32|pid, tid) -> struct py_thread * */
 	struct cv_buf fold;
+	struct cv_map stack_cache; /* hash of a raw CPU stack -> folded id + 1 */
 	uint64_t seq;
 	uint32_t *proc_base;  /* per host: ordinal of its first process */
 };
@@ -204,8 +205,32 @@ static int sample_event(struct pass2 *p, const struct cv_host *h, uint32_t li, u
 	int rc;
 
 	if (e->type == EV_CPU_SAMPLE) {
-		rc = cv_fold_cpu(h, e->pid, &e->u.cpu_sample.stack, &p->fold);
+		const struct evlog_stack *st = &e->u.cpu_sample.stack;
+		uint64_t nf = (uint64_t)st->n_kernel + st->n_user;
+		/* Samples repeat a few stacks: fold each distinct one once. The key
+		 * is a 64-bit hash of (host, pid, frames) plus the frame counts. */
+		uint64_t key = st->ips && nf <= EVLOG_MAX_FRAMES
+			? cv_hash_bytes(st->ips, nf * 8) ^ ((uint64_t)e->pid << 20) ^ li * 0x9e3779b97f4a7c15ULL
+			: 0;
+		uint64_t *hit = key ? cv_map_get(&p->stack_cache, key,
+						  ((uint64_t)st->n_kernel << 32) | st->n_user) : NULL;
+
 		memset(&copy.u.cpu_sample.stack, 0, sizeof(copy.u.cpu_sample.stack));
+		if (hit)
+			return spill_event(p, li, track_of_thread(h, e->pid, e->tid), ts, 0,
+					   (uint32_t)*hit, &copy);
+		rc = cv_fold_cpu(h, e->pid, st, &p->fold);
+		if (!rc && key) {
+			int64_t id = cv_strtab_intern(&p->c->stacks, p->fold.p, p->fold.len);
+			uint64_t *v = id < 0 ? NULL : cv_map_put(&p->stack_cache, key,
+					((uint64_t)st->n_kernel << 32) | st->n_user, NULL);
+
+			if (!v) {
+				snprintf(p->c->err, sizeof(p->c->err), "out of memory folding stacks");
+				return -1;
+			}
+			*v = (uint64_t)id + 1;
+		}
 	} else {
 		rc = cv_fold_py(&e->u.py_sample.stack, &p->fold);
 		memset(&copy.u.py_sample.stack, 0, sizeof(copy.u.py_sample.stack));
@@ -591,6 +616,7 @@ out:
 	cv_buf_free(&p.fold);
 	cv_spill_free(p.sp);
 	free(p.proc_base);
+	cv_map_free(&p.stack_cache);
 	return rc;
 }
 

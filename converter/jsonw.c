@@ -254,26 +254,29 @@ int cv_out_str(struct cv_out *o, const char *s)
 	return cv_out_write(o, s, strlen(s));
 }
 
-static size_t u64_digits(char *tmp, uint64_t v)
-{
-	size_t n = 0;
-
-	do {
-		tmp[n++] = (char)('0' + v % 10);
-		v /= 10;
-	} while (v);
-	return n;
-}
-
 int cv_json_u64(struct cv_out *o, uint64_t v)
 {
+	static const char pairs[] = "00010203040506070809101112131415161718192021222324"
+				    "25262728293031323334353637383940414243444546474849"
+				    "50515253545556575859606162636465666768697071727374"
+				    "75767778798081828384858687888990919293949596979899";
 	char tmp[24];
-	size_t n = u64_digits(tmp, v);
+	size_t i = sizeof(tmp);
+
+	while (v >= 100) {
+		memcpy(tmp + (i -= 2), pairs + (v % 100) * 2, 2);
+		v /= 100;
+	}
+	if (v >= 10)
+		memcpy(tmp + (i -= 2), pairs + v * 2, 2);
+	else
+		tmp[--i] = (char)('0' + v);
+	size_t n = sizeof(tmp) - i;
 
 	if (cv_out_reserve(o, n))
 		return -1;
-	for (size_t i = 0; i < n; i++)
-		o->buf[o->len++] = tmp[n - 1 - i];
+	memcpy(o->buf + o->len, tmp + i, n);
+	o->len += n;
 	return 0;
 }
 
