@@ -23,8 +23,10 @@ check "the copy is not visible from the host" '[ ! -e "$ns/prog" ]'
 "$DUMP" "$tmp/c.evlog" >"$tmp/c.txt" 2>&1
 $AWK -v mode=leaf "$tmp/c.txt" | sort -rn >"$tmp/leaf"
 head -3 "$tmp/leaf" | sed 's/^/# leaf: /'
-check "other mount namespace: burn_alpha then burn_beta are the top leaves" \
-	'[ "$(head -2 "$tmp/leaf" | awk "{print \$2}" | tr "\n" " ")" = "burn_alpha burn_beta " ]'
+# The 2:1 split itself is checked by cpu_two_funcs.sh; here, where the
+# binary lives elsewhere, what matters is that both functions are named.
+check "other mount namespace: burn_alpha and burn_beta are the top leaves" \
+	'[ "$(head -2 "$tmp/leaf" | awk "{print \$2}" | sort | tr "\n" " ")" = "burn_alpha burn_beta " ]'
 check "module path is the path inside the namespace" \
 	'grep "^symbol .* name=burn_alpha " "$tmp/c.txt" | grep -q "module=$ns/prog "'
 
@@ -37,6 +39,8 @@ check "the binary is gone" '[ ! -e "$tmp/gone" ]'
 "$DUMP" "$tmp/d.evlog" >"$tmp/d.txt" 2>&1
 $AWK -v mode=leaf "$tmp/d.txt" | sort -rn >"$tmp/dleaf"
 head -3 "$tmp/dleaf" | sed 's/^/# leaf: /'
-check "deleted binary: burn_alpha then burn_beta are the top leaves" \
-	'[ "$(head -2 "$tmp/dleaf" | awk "{print \$2}" | tr "\n" " ")" = "burn_alpha burn_beta " ]'
+# The 2:1 split itself is checked by cpu_two_funcs.sh; here, where the
+# binary lives elsewhere, what matters is that both functions are named.
+check "deleted binary: burn_alpha and burn_beta are the top leaves" \
+	'[ "$(head -2 "$tmp/dleaf" | awk "{print \$2}" | sort | tr "\n" " ")" = "burn_alpha burn_beta " ]'
 exit 0

@@ -38,9 +38,14 @@ static const char *build_dir(void)
 	return b && *b ? b : "build";
 }
 
+/* Absolute, because some tests run shell commands in another directory. */
 static void two_funcs_path(char *buf, size_t sz)
 {
-	snprintf(buf, sz, "%s/tests/progs/cpu_two_funcs", build_dir());
+	char rel[512];
+
+	snprintf(rel, sizeof(rel), "%s/tests/progs/cpu_two_funcs", build_dir());
+	if (!realpath(rel, buf) || strlen(buf) >= sz)
+		snprintf(buf, sz, "%s", rel);
 }
 
 /* Run `sh -c cmd` whose first stdout line is "alpha=0x.. beta=0x..". */
