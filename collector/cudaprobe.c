@@ -722,6 +722,9 @@ static int cp_finish(struct lt_session *s, void *state)
 	struct cp_state *st = state;
 
 	(void)s;
+	if (!st->n_links && !st->n_klinks)
+		LT_WARN("cuda: nothing was probed: no library named in %s is loaded by the targets "
+			"(see `llmtracker generateProbe -p PID`)", st->pf->path);
 	LT_INFO(1, "cuda: %" PRIu64 " calls recorded, %zu functions probed, %zu links, %" PRIu64
 		" attach errors", st->calls, st->n_probes, st->n_links, st->attach_errors);
 	return 0;

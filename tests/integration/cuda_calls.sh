@@ -78,6 +78,12 @@ check "libcudart.so resolved to the mapped $real" \
 check "durations are positive and calls are timed in order" \
 	"awk '\$1==\"call\" { if (\$5 <= 0 || \$4 < last) bad=1; last=\$4 } END {exit bad}' $T/a.calls"
 
+# The converter shows them as Kineto-style library-call events.
+if [ -x "$BUILD/bin/llmtracker-convert" ] && "$BUILD/bin/llmtracker-convert" -i "$T/a.log" -o "$T/a.json" >/dev/null 2>&1; then
+	check "trace JSON: 5 cudaLaunchKernel events (cat cuda_runtime) with the kernel name" \
+		"/usr/bin/python3.11 -c \"import json,sys; d=json.load(open('$T/a.json')); ev=d['traceEvents'] if isinstance(d,dict) else d; l=[e for e in ev if e.get('ph')=='X' and e.get('cat')=='cuda_runtime' and e.get('name')=='cudaLaunchKernel' and 'vector_step' in json.dumps(e.get('args'))]; sys.exit(len(l)!=5)\""
+fi
+
 # ---- 2. nested calls pair per thread; a probe file naming the program by path
 prog_abs=$(readlink -f "$PROG")
 cat >"$T/nested.json" <<JSON
