@@ -113,6 +113,34 @@ static void errors_name_line_and_column(void **state)
 	expect_error("", "p.json:1:1: invalid JSON");
 }
 
+/* Every prefix and every one-byte corruption of the default file: an error
+ * naming a position, or a valid file; never a crash. */
+static void truncated_and_corrupted_input(void **state)
+{
+	static char buf[1 << 16];
+	FILE *f = fopen("examples/probes.json", "r");
+	size_t n, i;
+
+	(void)state;
+	assert_non_null(f);
+	n = fread(buf, 1, sizeof(buf) - 1, f);
+	fclose(f);
+	for (i = 0; i < n; i += 7) {
+		struct lt_probefile *pf = NULL;
+		char err[512] = "", saved = buf[i];
+		int rc = lt_probefile_parse(buf, i, "t.json", &pf, err, sizeof(err));
+
+		assert_int_not_equal(rc, 0);
+		assert_non_null(strstr(err, "t.json:"));
+		buf[i] = "}]\",:x0"[i % 8];
+		rc = lt_probefile_parse(buf, n, "t.json", &pf, err, sizeof(err));
+		assert_true(rc == 0 ? pf != NULL : strstr(err, "t.json:") != NULL);
+		lt_probefile_free(pf);
+		pf = NULL;
+		buf[i] = saved;
+	}
+}
+
 static void locate_and_linecol(void **state)
 {
 	const char *t = "{ \"a\": [1, {\"b\": \"x,]}\"}, 3],\n \"c\": 5 }";
@@ -258,6 +286,7 @@ int main(void)
 		cmocka_unit_test(default_file_parses),
 		cmocka_unit_test(seed_style_and_options),
 		cmocka_unit_test(errors_name_line_and_column),
+		cmocka_unit_test(truncated_and_corrupted_input),
 		cmocka_unit_test(locate_and_linecol),
 		cmocka_unit_test(soname_matching),
 		cmocka_unit_test(symbol_selection),
