@@ -122,7 +122,7 @@ static const char *intern_lib(struct cp_state *st, const char *path)
 
 static int load_probe_file(struct lt_session *s, struct cp_state *st)
 {
-	char path[PATH_MAX], err[512];
+	char path[PATH_MAX] = "", err[512];
 	const char *p = s->opt.probe_file;
 
 	if (!p) {
