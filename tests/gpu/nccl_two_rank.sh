@@ -1,0 +1,60 @@
+#!/bin/bash
+# Multi-rank NCCL job profiled on every rank, one merged run (issue: two ranks
+# on two GPUs). One call on the GPU machine:
+#   tests/gpu/nccl_two_rank.sh run OUTDIR [WORLD]   (WORLD=2 by default; 1 on one GPU)
+# then, here (the converter needs nothing from the node):
+#   tests/gpu/nccl_two_rank.sh check OUTDIR
+# Needs .carry/ filled by `tests/gpu/cupti_attach.sh prepare` (static collector,
+# inject library, default probe file).
+set -u
+cd "$(dirname "$0")/../.."
+CARRY=${CARRY:-.carry}
+PY=${PY:-/opt/torch/.venv/bin/python3}
+mode=${1:-}; OUT=${2:-/tmp/nccl-ranks}; WORLD=${3:-2}
+
+run() {
+	local W COLL=$CARRY/bin/llmtracker rc
+	W=$(mktemp -d /tmp/nccl-ranks.XXXXXX)
+	mkdir -p "$OUT" "$W/logs"
+	nvidia-smi -L 2>/dev/null
+	echo "NCCL_NVLS_ENABLE=${NCCL_NVLS_ENABLE:-unset}"
+	PYTHONUNBUFFERED=1 NCCL_NVLS_ENABLE=0 "$PY" tests/gpu/nccl_two_rank.py --dir "$W" \
+		--seconds 24 --world "$WORLD" >"$OUT/ranks.log" 2>&1 &
+	local job=$!
+	for _ in $(seq 240); do
+		[ "$(ls "$W"/rank*.pid 2>/dev/null | wc -l)" -ge "$WORLD" ] && break
+		kill -0 $job 2>/dev/null || break
+		sleep 0.5
+	done
+	local pids=()
+	for f in "$W"/rank*.pid; do pids+=(-p "$(cat "$f")"); done
+	[ ${#pids[@]} -ge "$WORLD" ] || { echo "FAIL ranks did not start"; tail -30 "$OUT/ranks.log"; exit 1; }
+	echo "INFO ranks: ${pids[*]}"
+	sleep 5    # steps/s before profiling
+	"$COLL" profile "${pids[@]}" -t cuda,syscall,cpu --enable-cuda-kernel true -d 5 --delay 3 -v 1 \
+		-o "$W/logs/node.evlog" --cupti-dir "$W/logs" >"$OUT/collector.log" 2>&1
+	rc=$?
+	echo "INFO collector exit $rc"
+	tail -12 "$OUT/collector.log"
+	wait $job
+	echo "INFO job exit $?"
+	tail -3 "$OUT/ranks.log"
+	cp "$W"/rank*.json "$W/logs/"
+	tar -C "$W" -czf "$OUT/nccl-logs.tar.gz" logs
+	ls -la "$W/logs"
+}
+
+check() {
+	local B=${BUILD:-build} T
+	T=$(mktemp -d /tmp/nccl-check.XXXXXX)
+	tar -C "$T" -xzf "$OUT/nccl-logs.tar.gz" || exit 1
+	"$B/bin/llmtracker-convert" -i "$T/logs" --logdir "$T/tb" --run nccl -o "$T/trace.json.gz" || {
+		echo "FAIL conversion"; exit 1; }
+	python3 tests/gpu/nccl_check.py "$T/trace.json.gz" "$T/logs" "$T/tb/plugins/profile/nccl"
+}
+
+case "$mode" in
+run) run ;;
+check) check ;;
+*) echo "usage: $0 run OUTDIR [WORLD] | check OUTDIR"; exit 2 ;;
+esac
