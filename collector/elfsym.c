@@ -24,9 +24,7 @@ extern char *__cxa_demangle(const char *name, char *buf, size_t *n, int *status)
  * with its own heap. */
 extern const char _DYNAMIC[] __attribute__((weak));
 
-typedef char *(*demangle_fn)(const char *, char *, size_t *, int *);
-
-static demangle_fn find_demangler(void)
+demangle_fn lt_find_demangler(void)
 {
 	static demangle_fn fn;
 	static int tried;
@@ -353,7 +351,7 @@ const struct lt_elfsym *lt_elf_lookup(const struct lt_elf *e, uint64_t vaddr)
 
 const char *lt_elf_demangle(const char *name, char *buf, size_t n)
 {
-	demangle_fn fn = name[0] == '_' && name[1] == 'Z' ? find_demangler() : NULL;
+	demangle_fn fn = name[0] == '_' && name[1] == 'Z' ? lt_find_demangler() : NULL;
 	char *d = NULL;
 	int status = -1;
 

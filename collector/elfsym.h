@@ -53,4 +53,10 @@ const struct lt_elfsym *lt_elf_lookup(const struct lt_elf *e, uint64_t vaddr);
  * mangled or no demangler is available. Returns buf. */
 const char *lt_elf_demangle(const char *name, char *buf, size_t n);
 
+/* The C++ demangler (__cxa_demangle): linked in (static build) or loaded
+ * from libstdc++ (dynamic build only: a static program must never dlopen, it
+ * would bring in a second libc and heap). NULL when there is none. */
+typedef char *(*demangle_fn)(const char *, char *, size_t *, int *);
+demangle_fn lt_find_demangler(void);
+
 #endif

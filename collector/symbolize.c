@@ -4,6 +4,7 @@
  * addresses; see symbolize.h for the contract.
  */
 #include "symbolize.h"
+#include "elfsym.h"
 #include "sym_table.h"
 
 #include <dlfcn.h>
@@ -691,12 +692,9 @@ static const char *demangle(struct lt_sym *s, const char *name)
 	if (strncmp(name, "_Z", 2))
 		return name;
 	if (!s->demangle_tried) {
-		/* Optional: without libstdc++ names stay mangled. */
-		void *h = dlopen("libstdc++.so.6", RTLD_LAZY | RTLD_LOCAL);
-
+		/* Optional: without a demangler names stay mangled. */
 		s->demangle_tried = 1;
-		if (h)
-			*(void **)&s->demangle = dlsym(h, "__cxa_demangle");
+		s->demangle = lt_find_demangler();
 	}
 	if (!s->demangle)
 		return name;
