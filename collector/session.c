@@ -328,6 +328,8 @@ static int dispatch(void *ctx, void *data, size_t size)
 		return 0;
 	}
 	sl = &p->slots[(int)p->kind_slot[h->kind]];
+	if (!sl->started || !sl->state)
+		return 0; /* its source is stopped: nothing to hand the record to */
 	sl->records++;
 	sl->src->handle(s, sl->state, h, size);
 	return 0; /* one bad record never stops the others */
@@ -431,6 +433,10 @@ void lt_session_stop(struct lt_session *s)
 
 	if (!p)
 		return;
+	/* Records submitted between finish and detach, while every source can
+	 * still take them. */
+	if (s->rb)
+		ring_buffer__consume(s->rb);
 	for (size_t i = LT_N_SOURCES; i-- > 0;) {
 		struct lt_slot *sl = &p->slots[i];
 
@@ -440,9 +446,6 @@ void lt_session_stop(struct lt_session *s)
 		sl->attempted = sl->started = false;
 		sl->state = NULL;
 	}
-	/* Records submitted between finish and detach. */
-	if (s->rb)
-		ring_buffer__consume(s->rb);
 	if (s->log)
 		emit_lost(s);
 	ring_buffer__free(s->rb);
