@@ -157,6 +157,7 @@ $(BUILD)/share/llmtracker/probes.json: examples/probes.json
 static:
 	$(MAKE) $(BUILD)/bin/llmtracker-static
 $(BUILD)/bin/llmtracker-static: $(call obj,collector/main.c) $(COLL_A) $(EVLOG_A)
+	@mkdir -p $(@D)
 	$(CC) -static $(LDFLAGS) -o $@ $^ -lbpf -ldw -lelf -lz -ljson-c -lzstd -ldeflate -llzma -lbz2 \
 		-Wl,-u,__cxa_demangle -lstdc++ -lm -lpthread
 
