@@ -22,6 +22,7 @@ struct cv_log {
 	int syscall_table;  /* syscall numbers follow our generated table */
 	uint64_t events;    /* pass-1 count */
 	int bad;            /* could not be opened in pass 1: skipped */
+	int from_cupti;     /* found by scanning --cupti-dir */
 	struct evlog_reader_stats rs;
 };
 
@@ -39,6 +40,10 @@ struct cv_inputs {
 int cv_inputs_add(struct cv_inputs *in, const char *path, int from_cupti_dir,
 		  char *err, size_t errsz);
 void cv_inputs_free(struct cv_inputs *in);
+/* Drop --cupti-dir logs that cannot belong to the profile given with -i:
+ * another host, or last written before the profile started (an older run
+ * left in a shared directory such as /tmp). Says what it dropped. */
+void cv_inputs_filter_cupti(struct cv_inputs *in);
 
 /* ---------------------------------------------------------------- metadata */
 

@@ -67,6 +67,7 @@ static int load(struct cv_core *c, const struct conv_request *req, char *err, si
 			return -1;
 	if (req->cupti_dir && cv_inputs_add(&c->in, req->cupti_dir, 1, err, errsz))
 		return -1;
+	cv_inputs_filter_cupti(&c->in);
 	if (c->in.notes.len && !req->quiet)
 		fprintf(stderr, "%.*s", (int)c->in.notes.len, c->in.notes.p);
 	c->in.notes.len = 0;

@@ -183,7 +183,10 @@ static int add_file(struct cv_inputs *in, const char *path, const struct stat *s
 	int fd = open(path, O_RDONLY | O_CLOEXEC);
 
 	if (fd < 0) {
-		note(in, path, strerror(errno));
+		if (quiet_skip)
+			in->skipped++;
+		else
+			note(in, path, strerror(errno));
 		return 0;
 	}
 	int is_log = has_magic_fd(fd);
@@ -192,7 +195,10 @@ static int add_file(struct cv_inputs *in, const char *path, const struct stat *s
 	if (is_log) {
 		if (seen_before(in, st))
 			return 0;
-		return push_log(in, path, path) ? -1 : 0;
+		if (push_log(in, path, path))
+			return -1;
+		in->logs[in->n - 1].from_cupti = quiet_skip;
+		return 0;
 	}
 	if (quiet_skip) {
 		in->skipped++;
@@ -307,6 +313,77 @@ int cv_inputs_add(struct cv_inputs *in, const char *path, int from_cupti_dir,
 			      (unsigned long long)(in->skipped - before));
 	(void)logs_before;
 	return 0;
+}
+
+struct hdr_info {
+	char host[256];
+	uint64_t rt;
+	int ok;
+};
+
+static struct hdr_info read_hdr(const char *path)
+{
+	struct hdr_info hi = { .ok = 0 };
+	struct evlog_reader *r;
+	char msg[256];
+
+	if (evlog_reader_open(&r, path, msg, sizeof(msg)))
+		return hi;
+	const struct evlog_header *h = evlog_reader_header(r);
+
+	snprintf(hi.host, sizeof(hi.host), "%.*s", (int)(h->host.len < 255 ? h->host.len : 255),
+		 h->host.len ? h->host.ptr : "");
+	hi.rt = h->realtime_ns;
+	hi.ok = 1;
+	evlog_reader_close(r);
+	return hi;
+}
+
+void cv_inputs_filter_cupti(struct cv_inputs *in)
+{
+	uint64_t start = UINT64_MAX;
+	size_t n_main = 0;
+	char (*hosts)[256] = calloc(in->n ? in->n : 1, sizeof(*hosts));
+
+	if (!hosts)
+		return;
+	for (size_t i = 0; i < in->n; i++) {
+		if (in->logs[i].from_cupti)
+			continue;
+		struct hdr_info h = read_hdr(in->logs[i].path);
+
+		if (!h.ok)
+			continue;
+		memcpy(hosts[n_main++], h.host, sizeof(h.host));
+		if (h.rt && h.rt < start)
+			start = h.rt;
+	}
+	for (size_t i = 0; n_main && i < in->n; i++) {
+		struct cv_log *l = &in->logs[i];
+		struct stat st;
+		int same_host = 0;
+
+		if (!l->from_cupti || l->bad)
+			continue;
+		struct hdr_info h = read_hdr(l->path);
+
+		for (size_t k = 0; k < n_main && h.ok; k++)
+			same_host |= !strcmp(hosts[k], h.host);
+		if (h.ok && !same_host) {
+			l->bad = 1;
+			in->skipped++;
+			cv_buf_printf(&in->notes, "skipped %s: from host %s, not the profiled one\n",
+				      l->name, h.host);
+		} else if (start != UINT64_MAX && stat(l->path, &st) == 0 &&
+			   (uint64_t)st.st_mtim.tv_sec * 1000000000ULL + (uint64_t)st.st_mtim.tv_nsec +
+				   1000000000ULL < start) {
+			l->bad = 1;
+			in->skipped++;
+			cv_buf_printf(&in->notes, "skipped %s: last written before the profile "
+				      "started (an older run)\n", l->name);
+		}
+	}
+	free(hosts);
 }
 
 static void rm_tmpdir(const char *dir)

@@ -386,6 +386,8 @@ static int read_log(struct cv_core *c, struct cv_log *l)
 	char msg[512];
 	int rc;
 
+	if (l->bad) /* dropped before reading (see cv_inputs_filter_cupti) */
+		return 0;
 	if (evlog_reader_open(&r, l->path, msg, sizeof(msg))) {
 		l->bad = 1;
 		c->in.skipped++;

@@ -60,6 +60,16 @@ desc="the same file named twice (-i and inside --cupti-dir) is read once"
 t bash -c "'$conv' -q -i '$dir/cupti/inject-4000.log' --cupti-dir '$dir/cupti' -i '$dir/host.log' -o '$dir/b/twice.json' && \
 	[ \$(grep -c '\"cat\":\"kernel\"' '$dir/b/twice.json') = \$(grep -c '\"cat\":\"kernel\"' '$dir/b/merged.json') ]"
 
+mkdir -p "$dir/shared"
+cp "$dir/cupti/inject-4000.log" "$dir/shared/inject-new.log"
+cp "$dir/cupti/inject-4000.log" "$dir/shared/inject-old.log"; touch -d '2020-01-01' "$dir/shared/inject-old.log"
+"$gen" "$dir/shared/inject-elsewhere.log" -n 300 --part gpu --host other-node >/dev/null
+desc="--cupti-dir skips another host's log and logs older than the profile, saying so"
+t bash -c "'$conv' -i '$dir/host.log' --cupti-dir '$dir/shared' -o '$dir/b/shared.json' 2>'$dir/s.err' && \
+	grep -q 'inject-old.log: last written before the profile started' '$dir/s.err' && \
+	grep -q 'inject-elsewhere.log: from host other-node' '$dir/s.err' && \
+	[ \$(grep -c '\"cat\":\"kernel\"' '$dir/b/shared.json') = \$(grep -c '\"cat\":\"kernel\"' '$dir/b/merged.json') ]"
+
 # Two hosts, different monotonic clocks, aligned by wall time (B starts 2 ms later).
 "$gen" "$dir/ha.log" -n 3000 --host gpu-a:0 --mono 5000000000000 --realtime 1790000000000000000 >/dev/null
 "$gen" "$dir/hb.log" -n 3000 --host gpu-b --boot other --mono 9000000000000 --realtime 1790000000002000000 >/dev/null
