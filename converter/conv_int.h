@@ -109,6 +109,8 @@ struct cv_core {
 	struct cv_map demangle_cache;     /* hash(mangled) -> names index + 1 */
 	struct cv_stats st;
 	int progress;
+	int progress_last;                /* last percentage drawn */
+	const char *progress_phase;
 	uint64_t total_events;
 	char err[512];
 };

@@ -630,6 +630,12 @@ void cv_progress(struct cv_core *c, const char *phase, uint64_t done, uint64_t t
 		int pct = (int)(done * 100 / (total ? total : 1));
 		int bars = pct * 30 / 100;
 
+		/* Redraw only when the figure changes: a terminal is slow. */
+		if (pct == c->progress_last && phase == c->progress_phase)
+			return;
+		c->progress_last = pct;
+		c->progress_phase = phase;
+
 		fprintf(stderr, "\r%-8s [%.*s%*s] %3d%% %llu/%llu events", phase, bars,
 			"##############################", 30 - bars, "", pct > 100 ? 100 : pct,
 			(unsigned long long)done, (unsigned long long)total);
