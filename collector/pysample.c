@@ -176,7 +176,8 @@ static int pys_read_str(int pid, const struct lt_pyoff_obj *o, uint64_t addr, ch
 	uint32_t state, kind, n;
 	size_t w = 0;
 
-	if (!addr || o->str_compact_data > sizeof(hdr) || pys_read(pid, addr, hdr, o->str_compact_data))
+	/* The ASCII header only: a short str ends soon after it. */
+	if (!addr || o->str_ascii_data > sizeof(hdr) || pys_read(pid, addr, hdr, o->str_ascii_data))
 		return -1;
 	memcpy(&length, hdr + o->str_length, 8);
 	memcpy(&state, hdr + o->str_state, 4);
