@@ -15,23 +15,25 @@ make -j"$(nproc)" >/dev/null
 
 # /usr/bin/python3.11 on Debian is built with USDT probes: Python functions
 # are then traced too. Other interpreters still get syscalls and CPU stacks.
-py=python3 types=syscall,cpu
-if [ -x /usr/bin/python3.11 ]; then py=/usr/bin/python3.11 types=syscall,cpu,python; fi
+py=python3 types=syscall,cpu,pysample
+if [ -x /usr/bin/python3.11 ]; then py=/usr/bin/python3.11 types=syscall,cpu,pysample,python; fi
 
 rm -rf "$out" && mkdir -p "$out"
 echo "== profiling: $py examples/train_sim.py  (-t $types)"
 build/bin/llmtracker profile -t "$types" -o "$out/data.evlog" -v 1 -- \
-	"$py" examples/train_sim.py --steps 400 --data "$out/work"
+	"$py" examples/train_sim.py --steps 100 --data "$out/work"
 echo "== converting"
 build/bin/llmtracker export -i "$out/data.evlog" --logdir "$out/tb" --run demo
 build/bin/llmtracker export -i "$out/data.evlog" -o "$out/trace.json.gz"
 echo "== summary"
-build/bin/llmtracker-convert summary "$out/data.evlog" | head -n 60
+build/bin/llmtracker-convert summary "$out/data.evlog" >"$out/summary.txt"
+sed -n 1,60p "$out/summary.txt"
 run_dir=$out/tb/plugins/profile/demo
 cat <<MSG
 
 Results
   event log         $out/data.evlog
+  summary           $out/summary.txt
   TensorBoard run   $run_dir/  ($(cd "$run_dir" && ls | tr '\n' ' '))
   Perfetto trace    $out/trace.json.gz
 How to open them
