@@ -12,6 +12,10 @@
  *
  * When a target execs (a launcher or shell starting python), the exec
  * record sends us back to look for probes in the new image.
+ *
+ * A CPython without the function probes (most builds: pyenv, python.org,
+ * Ubuntu's python3.12) is traced by an injected profile hook instead
+ * (pyhook_attach.h), unless LLMT_PYTHON_HOOK=0.
  */
 #include <errno.h>
 #include <fcntl.h>
@@ -28,6 +32,7 @@
 
 #include "bpf/python.skel.h"
 #include "bpf/python.h"
+#include "pyhook_attach.h"
 #include "session.h"
 
 #define PY_ENV_PATH "EBPF_USDT_PYTHON_PATH"
@@ -41,6 +46,7 @@ struct py_target {
 	struct bpf_link *hold;      /* keeps 3.11's line semaphore raised */
 	int waiting;                /* no interpreter mapped yet: wait for exec */
 	int explained;              /* said why it cannot be traced */
+	int hooked;                 /* traced by the injected hook */
 };
 
 struct py_state {
@@ -48,6 +54,8 @@ struct py_state {
 	struct py_target *t;
 	size_t n, cap;
 	unsigned n_traced, n_untraced;
+	struct lt_pyhook *hook;     /* targets without probes; NULL until needed */
+	int hook_failed;            /* the hook cannot work here at all (said once) */
 };
 
 /* What an ELF file offers: the python provider's probe names, and what
@@ -507,7 +515,48 @@ static int py_resolve(struct lt_session *s, int pid, struct py_interp *in)
 	return 0;
 }
 
-static int py_add_target(struct lt_session *s, void *state, int pid)
+static void py_hook_log(char level, const char *msg)
+{
+	lt_log(level, "pyhook_attach.c", 0, "%s", msg);
+}
+
+/* No function probes: inject the profile hook. 1 if it runs (or is pending
+ * for a process still starting), 0 if not (the reason is said). */
+static int py_try_hook(struct lt_session *s, struct py_state *st, struct py_target *t,
+		       const struct py_interp *in, int starting)
+{
+	const char *env = getenv("LLMT_PYTHON_HOOK");
+	char msg[1024];
+
+	if ((env && !strcmp(env, "0")) || st->hook_failed)
+		return 0;
+	if (!st->hook && !(st->hook = lt_pyh_new(s->opt.cupti_dir, s->opt.output, msg, sizeof(msg)))) {
+		st->hook_failed = 1;
+		LT_WARN("python: the function hook cannot be used: %s", msg);
+		return 0;
+	}
+	if (starting) {
+		lt_pyh_attach_later(st->hook, t->pid, py_hook_log);
+		t->hooked = 1;
+		LT_INFO(1, "python: pid %d: %s has no USDT function probes; the profile hook goes in "
+			"once the process can take it", t->pid, in->path);
+		return 1;
+	}
+	if (lt_pyh_attach(st->hook, t->pid, 0, msg, sizeof(msg))) {
+		st->n_untraced++;
+		t->explained = 1;
+		LT_WARN("python: pid %d: cannot trace Python functions: %s has no USDT function probes and "
+			"the profile hook could not go in: %s", t->pid, in->path, msg);
+		return 1; /* said why: no second message */
+	}
+	t->hooked = 1;
+	st->n_traced++;
+	LT_INFO(1, "python: pid %d: tracing functions through the injected profile hook (%s has no "
+		"USDT function probes): %s, in %s", t->pid, in->path, msg, lt_pyh_dir(st->hook));
+	return 1;
+}
+
+static int py_add_target_at(struct lt_session *s, void *state, int pid, int starting)
 {
 	struct py_state *st = state;
 	struct py_target *t = py_slot(st, pid);
@@ -525,8 +574,10 @@ static int py_add_target(struct lt_session *s, void *state, int pid)
 			return 0;
 		}
 		t->waiting = 0;
-		if (!t->explained++)
-			py_explain(st, pid, &in, forced);
+		if (t->hooked || t->explained || (!forced && py_try_hook(s, st, t, &in, starting)))
+			return 0;
+		t->explained++;
+		py_explain(st, pid, &in, forced);
 		return 0;
 	}
 	t->waiting = 0;
@@ -542,6 +593,11 @@ static int py_add_target(struct lt_session *s, void *state, int pid)
 	st->n_traced++;
 	LT_INFO(1, "python: pid %d: tracing functions through the USDT probes of %s", pid, in.path);
 	return 0;
+}
+
+static int py_add_target(struct lt_session *s, void *state, int pid)
+{
+	return py_add_target_at(s, state, pid, 0);
 }
 
 /* A target exec'd: probe the new image unless it is the file we already
@@ -560,7 +616,8 @@ static void py_on_exec(struct lt_session *s, struct py_state *st, int pid)
 		py_detach(t);
 		st->n_traced--;
 	}
-	py_add_target(s, st, pid);
+	/* Just exec'd: its libraries are not mapped yet, a hook goes in later. */
+	py_add_target_at(s, st, pid, 1);
 }
 
 /* ------------------------------------------------------------- records */
@@ -635,6 +692,7 @@ static int py_finish(struct lt_session *s, void *state)
 	(void)s;
 	if (!st)
 		return 0;
+	st->n_traced += lt_pyh_stop(st->hook, py_hook_log);
 	for (size_t i = 0; i < st->n; i++) {
 		size_t len = strlen(pids);
 
@@ -665,6 +723,7 @@ static void py_stop(struct lt_session *s, void *state)
 	 * so the target goes back to CPython's untraced fast path. */
 	for (size_t i = 0; i < st->n; i++)
 		py_detach(&st->t[i]);
+	lt_pyh_free(st->hook);
 	free(st->t);
 	python_bpf__destroy(st->skel);
 	free(st);

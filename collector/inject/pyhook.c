@@ -1,0 +1,607 @@
+// SPDX-License-Identifier: Apache-2.0
+/*
+ * pyhook: a C-level profile function in the target's CPython (3.10-3.13),
+ * for interpreters built without USDT probes. See pyhook.h.
+ *
+ * Hot path (the profile callback, run by the interpreter under the GIL):
+ * PyFrame_GetCode, one hash lookup by code-object address, one evlog_write
+ * under a mutex (the control thread ticks the same writer). Names are read
+ * once per code object, on its first call, and kept with a reference on the
+ * code object so that its address cannot be reused by another one while we
+ * run. The callback never calls Python code, never leaves an exception set
+ * and ignores C calls.
+ *
+ * Threads: CPython has no C hook for "a thread state was created", so the
+ * control thread covers new thread states at each tick (when the process's
+ * thread count changed, and every second): a new thread's first ~200 ms of
+ * calls can be missed. A thread that already has a profile function (cProfile,
+ * sys.setprofile) is left alone and counted.
+ *
+ * Pids: events carry the pid the collector passed (the host's view); tids
+ * are gettid() in the target, which is the host's tid unless the target runs
+ * in another pid namespace, where only the main thread is mapped (to pid).
+ */
+#include "inject.h"
+#include "pyhook.h"
+#include "../../eventlog/eventlog.h"
+
+#include <dirent.h>
+#include <dlfcn.h>
+#include <errno.h>
+#include <pthread.h>
+#include <stdatomic.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+#include <unistd.h>
+
+/* CPython's Py_tracefunc `what` values (Include/cpython/pystate.h). */
+enum { PYT_CALL = 0, PYT_RETURN = 3 };
+
+typedef int (*pyh_tracefunc)(void *obj, void *frame, int what, void *arg);
+
+/* The C API we use, resolved in the target. */
+static struct {
+	void *lib;                 /* libpython handle (dlopen NOLOAD), or NULL */
+	int (*Py_IsInitialized)(void);
+	int (*IsFinalizing)(void);
+	int (*PyGILState_Ensure)(void);
+	void (*PyGILState_Release)(int);
+	void *(*PyGILState_GetThisThreadState)(void);
+	void *(*PyThreadState_GetInterpreter)(void *);
+	void *(*PyInterpreterState_ThreadHead)(void *);
+	void *(*PyThreadState_Next)(void *);
+	int (*SetProfile)(void *tstate, pyh_tracefunc f, void *arg);
+	void *(*PyFrame_GetCode)(void *);
+	void *(*PyObject_GetAttrString)(void *, const char *);
+	const char *(*PyUnicode_AsUTF8AndSize)(void *, ssize_t *);
+	long (*PyLong_AsLong)(void *);
+	void (*Py_IncRef)(void *);
+	void (*Py_DecRef)(void *);
+	void (*PyErr_Fetch)(void **, void **, void **);
+	void (*PyErr_Restore)(void *, void *, void *);
+	void (*PyErr_Clear)(void);
+	int major, minor;
+} api;
+
+/* One code object seen: its names, interned for the hot path. */
+struct pyh_code {
+	void *code;                /* holds a reference; NULL = free slot */
+	struct evlog_str func, file;
+	uint32_t line;
+};
+
+#define CACHE_MAX (1u << 20)
+
+static struct pyh_code *tab;
+static size_t tab_cap, tab_n;
+static struct pyh_code unknown_code = { NULL, { "?", 1 }, { "", 0 }, 0 };
+
+struct pyh_tls {
+	uint32_t gen;              /* session this state belongs to */
+	uint32_t tid;
+	uint32_t depth;            /* calls entered while we watched */
+};
+static __thread struct pyh_tls pyh_t;
+
+static pthread_mutex_t lock = PTHREAD_MUTEX_INITIALIZER;
+static struct evlog_writer *wr;
+static struct li_config cfg;
+static atomic_int running;
+static atomic_uint gen;
+static int installed, pending, removed;
+static long slot_off = -1;         /* offset of c_profilefunc in PyThreadState */
+static int last_tasks, ticks;
+static uint64_t n_enter, n_exit, n_dropped;
+static unsigned n_threads, n_busy;
+static char file_name[256];
+
+/* ------------------------------------------------------------ resolving */
+
+static void *sym(const char *name)
+{
+	void *p = api.lib ? dlsym(api.lib, name) : NULL;
+	return p ? p : dlsym(RTLD_DEFAULT, name);
+}
+
+/* libpython loaded RTLD_LOCAL (an embedding program): find it in our maps. */
+static void *find_libpython(void)
+{
+	char line[1280];
+	void *h = NULL;
+	FILE *f = fopen("/proc/self/maps", "re");
+	if (!f)
+		return NULL;
+	while (!h && fgets(line, sizeof(line), f)) {
+		char *path = strchr(line, '/');
+		if (!path || !strstr(path, "libpython"))
+			continue;
+		path[strcspn(path, "\n")] = 0;
+		h = dlopen(path, RTLD_LAZY | RTLD_NOLOAD);
+	}
+	fclose(f);
+	return h;
+}
+
+static int parse_version(void)
+{
+	const unsigned long *v = sym("Py_Version");
+	if (v) {
+		api.major = (int)(*v >> 24);
+		api.minor = (int)((*v >> 16) & 0xff);
+		return 0;
+	}
+	const char *(*get)(void) = (const char *(*)(void))sym("Py_GetVersion");
+	if (!get || sscanf(get(), "%d.%d", &api.major, &api.minor) != 2)
+		return -1;
+	return 0;
+}
+
+#define NEED(field, name) ((*(void **)&api.field = sym(name)) ? 0 : (miss = name, -1))
+
+static int resolve(char *msg, size_t msgsz)
+{
+	const char *miss = NULL;
+	if (!dlsym(RTLD_DEFAULT, "Py_IsInitialized"))
+		api.lib = find_libpython();
+	if (!sym("Py_IsInitialized")) {
+		snprintf(msg, msgsz, "err Python function tracing cannot start: not a CPython process "
+			 "(no Py_IsInitialized in it); the process is untouched");
+		return -ENOENT;
+	}
+	if (parse_version() || api.major != 3 || api.minor < 10 || api.minor > 13) {
+		snprintf(msg, msgsz, "err Python function tracing cannot start: CPython %d.%d is not "
+			 "supported (3.10 to 3.13 are); the process is untouched", api.major, api.minor);
+		return -ENOTSUP;
+	}
+	*(void **)&api.IsFinalizing = sym(api.minor >= 13 ? "Py_IsFinalizing" : "_Py_IsFinalizing");
+	if (NEED(Py_IsInitialized, "Py_IsInitialized") || NEED(PyGILState_Ensure, "PyGILState_Ensure") ||
+	    NEED(PyGILState_Release, "PyGILState_Release") ||
+	    NEED(PyGILState_GetThisThreadState, "PyGILState_GetThisThreadState") ||
+	    NEED(PyThreadState_GetInterpreter, "PyThreadState_GetInterpreter") ||
+	    NEED(PyInterpreterState_ThreadHead, "PyInterpreterState_ThreadHead") ||
+	    NEED(PyThreadState_Next, "PyThreadState_Next") || NEED(SetProfile, "_PyEval_SetProfile") ||
+	    NEED(PyFrame_GetCode, "PyFrame_GetCode") ||
+	    NEED(PyObject_GetAttrString, "PyObject_GetAttrString") ||
+	    NEED(PyUnicode_AsUTF8AndSize, "PyUnicode_AsUTF8AndSize") ||
+	    NEED(PyLong_AsLong, "PyLong_AsLong") || NEED(Py_IncRef, "Py_IncRef") ||
+	    NEED(Py_DecRef, "Py_DecRef") || NEED(PyErr_Fetch, "PyErr_Fetch") ||
+	    NEED(PyErr_Restore, "PyErr_Restore") || NEED(PyErr_Clear, "PyErr_Clear")) {
+		snprintf(msg, msgsz, "err Python function tracing cannot start: CPython %d.%d does not "
+			 "export %s; the process is untouched", api.major, api.minor, miss);
+		return -ENOTSUP;
+	}
+	return 0;
+}
+
+/* ------------------------------------------------------------ code cache */
+
+static size_t hash_ptr(const void *p, size_t cap)
+{
+	return (size_t)(((uintptr_t)p >> 4) * 0x9E3779B97F4A7C15ull >> 20) & (cap - 1);
+}
+
+static int cache_grow(void)
+{
+	size_t ncap = tab_cap ? tab_cap * 2 : 4096;
+	struct pyh_code *nt = calloc(ncap, sizeof(*nt));
+	if (!nt)
+		return -1;
+	for (size_t i = 0; i < tab_cap; i++) {
+		if (!tab[i].code)
+			continue;
+		size_t j = hash_ptr(tab[i].code, ncap);
+		while (nt[j].code)
+			j = (j + 1) & (ncap - 1);
+		nt[j] = tab[i];
+	}
+	free(tab);
+	tab = nt;
+	tab_cap = ncap;
+	return 0;
+}
+
+/* A str attribute of `code` as a malloc'd evlog_str ("?" on failure). */
+static struct evlog_str code_str(void *code, const char *attr, const char *alt)
+{
+	struct evlog_str s = { NULL, 0 };
+	void *o = api.PyObject_GetAttrString(code, attr);
+	if (!o && alt) {
+		api.PyErr_Clear();
+		o = api.PyObject_GetAttrString(code, alt);
+	}
+	ssize_t n = 0;
+	const char *u = o ? api.PyUnicode_AsUTF8AndSize(o, &n) : NULL;
+	char *copy = u && n >= 0 ? malloc((size_t)n + 1) : NULL;
+	if (copy) {
+		memcpy(copy, u, (size_t)n);
+		copy[n] = 0;
+		s.ptr = copy;
+		s.len = (uint32_t)n;
+	}
+	if (o)
+		api.Py_DecRef(o);
+	api.PyErr_Clear();
+	return s;
+}
+
+/* First call of a code object: read its names. Saves and restores any
+ * exception being raised, so the interpreter sees no change. */
+static void code_fill(struct pyh_code *c, void *code)
+{
+	void *et, *ev, *tb;
+	api.PyErr_Fetch(&et, &ev, &tb);
+	c->func = code_str(code, api.minor >= 11 ? "co_qualname" : "co_name", "co_name");
+	c->file = code_str(code, "co_filename", NULL);
+	void *ln = api.PyObject_GetAttrString(code, "co_firstlineno");
+	long line = ln ? api.PyLong_AsLong(ln) : 0;
+	if (ln)
+		api.Py_DecRef(ln);
+	api.PyErr_Clear();
+	api.PyErr_Restore(et, ev, tb);
+	c->line = line > 0 ? (uint32_t)line : 0;
+	if (!c->func.ptr)
+		c->func = (struct evlog_str){ strdup("?"), 1 };
+	if (!c->file.ptr)
+		c->file = (struct evlog_str){ strdup(""), 0 };
+	api.Py_IncRef(code);
+	c->code = code;
+}
+
+static struct pyh_code *cache_get(void *code)
+{
+	if (tab_cap) {
+		for (size_t i = hash_ptr(code, tab_cap);; i = (i + 1) & (tab_cap - 1)) {
+			if (tab[i].code == code)
+				return &tab[i];
+			if (!tab[i].code)
+				break;
+		}
+	}
+	if (tab_n >= CACHE_MAX || ((tab_n + 1) * 2 > tab_cap && cache_grow()))
+		return &unknown_code;
+	size_t i = hash_ptr(code, tab_cap);
+	while (tab[i].code)
+		i = (i + 1) & (tab_cap - 1);
+	code_fill(&tab[i], code);
+	if (!tab[i].func.ptr || !tab[i].file.ptr)
+		return &unknown_code; /* out of memory: slot stays taken, harmless */
+	tab_n++;
+	return &tab[i];
+}
+
+/* Under the GIL: drop our references to code objects. */
+static void cache_free(int decref)
+{
+	for (size_t i = 0; i < tab_cap; i++) {
+		if (!tab[i].code)
+			continue;
+		if (decref)
+			api.Py_DecRef(tab[i].code);
+		free((void *)tab[i].func.ptr);
+		free((void *)tab[i].file.ptr);
+	}
+	free(tab);
+	tab = NULL;
+	tab_cap = tab_n = 0;
+}
+
+/* ------------------------------------------------------------ hot path */
+
+static uint64_t mono_ns(void)
+{
+	struct timespec ts;
+	clock_gettime(CLOCK_MONOTONIC, &ts);
+	return (uint64_t)ts.tv_sec * 1000000000ull + (uint64_t)ts.tv_nsec;
+}
+
+static void emit(struct evlog_event *ev, uint64_t *count)
+{
+	pthread_mutex_lock(&lock);
+	if (wr && evlog_write(wr, ev) == 0)
+		(*count)++;
+	else
+		n_dropped++;
+	pthread_mutex_unlock(&lock);
+}
+
+static struct pyh_tls *tls_get(void)
+{
+	struct pyh_tls *t = &pyh_t;
+	unsigned g = atomic_load_explicit(&gen, memory_order_relaxed);
+	if (t->gen != g) {
+		t->gen = g;
+		t->depth = 0;
+		t->tid = (uint32_t)gettid();
+		if (cfg.pid != (uint32_t)getpid() && t->tid == (uint32_t)getpid())
+			t->tid = cfg.pid; /* another pid namespace: the main thread is known */
+	}
+	return t;
+}
+
+static int pyh_profile(void *obj, void *frame, int what, void *arg)
+{
+	(void)obj;
+	(void)arg;
+	if ((what != PYT_CALL && what != PYT_RETURN) || !atomic_load_explicit(&running, memory_order_relaxed))
+		return 0;
+	struct pyh_tls *t = tls_get();
+	if (what == PYT_RETURN && !t->depth)
+		return 0; /* entered before we started watching */
+	void *code = api.PyFrame_GetCode(frame);
+	if (!code)
+		return 0;
+	struct pyh_code *c = cache_get(code);
+	api.Py_DecRef(code); /* the cache holds its own reference */
+	struct evlog_event ev = { .ts = mono_ns(), .pid = cfg.pid, .tid = t->tid };
+	if (what == PYT_CALL) {
+		t->depth++;
+		ev.type = EV_PY_ENTER;
+		ev.u.py_enter.func = c->func;
+		ev.u.py_enter.file = c->file;
+		ev.u.py_enter.line = c->line;
+		emit(&ev, &n_enter);
+	} else {
+		t->depth--;
+		ev.type = EV_PY_EXIT;
+		ev.u.py_exit.func = c->func;
+		emit(&ev, &n_exit);
+	}
+	return 0;
+}
+
+/* ------------------------------------------------------------ threads */
+
+static int gil_take(int *st)
+{
+	if (!api.Py_IsInitialized() || (api.IsFinalizing && api.IsFinalizing()))
+		return -1;
+	*st = api.PyGILState_Ensure();
+	return 0;
+}
+
+static void **slot_of(void *ts)
+{
+	return (void **)((char *)ts + slot_off);
+}
+
+/* Under the GIL: where does a thread state keep its profile function?
+ * Found on our own (otherwise idle) thread state by setting it and looking,
+ * so no struct layout is compiled in. */
+static int find_slot(void *self)
+{
+	if (api.SetProfile(self, pyh_profile, NULL) < 0) {
+		api.PyErr_Clear();
+		return -1;
+	}
+	long found = -1;
+	int hits = 0;
+	for (long off = 0; off < 1024; off += (long)sizeof(void *))
+		if (*(void **)((char *)self + off) == (void *)pyh_profile)
+			found = off, hits++;
+	if (api.SetProfile(self, NULL, NULL) < 0)
+		api.PyErr_Clear();
+	if (hits != 1 || *(void **)((char *)self + found) != NULL)
+		return -1;
+	slot_off = found;
+	return 0;
+}
+
+/* Under the GIL: put the profile function on every thread state lacking one. */
+static void cover_threads(void)
+{
+	void *self = api.PyGILState_GetThisThreadState();
+	void *interp = api.PyThreadState_GetInterpreter(self);
+	unsigned busy = 0;
+	for (void *ts = api.PyInterpreterState_ThreadHead(interp); ts; ts = api.PyThreadState_Next(ts)) {
+		if (ts == self || *slot_of(ts) == (void *)pyh_profile)
+			continue;
+		if (*slot_of(ts)) {
+			busy++;
+			continue;
+		}
+		if (api.SetProfile(ts, pyh_profile, NULL) < 0)
+			api.PyErr_Clear(); /* an audit hook said no */
+		else
+			n_threads++;
+	}
+	n_busy = busy;
+}
+
+/* Under the GIL: take it off every thread that has ours. 1 if all gone. */
+static int uncover_threads(void)
+{
+	void *self = api.PyGILState_GetThisThreadState();
+	void *interp = api.PyThreadState_GetInterpreter(self);
+	int all = 1;
+	for (void *ts = api.PyInterpreterState_ThreadHead(interp); ts; ts = api.PyThreadState_Next(ts)) {
+		if (*slot_of(ts) != (void *)pyh_profile)
+			continue;
+		if (api.SetProfile(ts, NULL, NULL) < 0) {
+			api.PyErr_Clear();
+			all = 0;
+		}
+	}
+	return all;
+}
+
+static int install(char *msg, size_t msgsz)
+{
+	int st;
+	if (gil_take(&st)) {
+		snprintf(msg, msgsz, "err Python function tracing cannot start: the interpreter is "
+			 "shutting down");
+		return -ESHUTDOWN;
+	}
+	int rc = slot_off >= 0 ? 0 : find_slot(api.PyGILState_GetThisThreadState());
+	if (!rc) {
+		atomic_store(&running, 1);
+		cover_threads();
+		installed = 1;
+	}
+	api.PyGILState_Release(st);
+	if (rc)
+		snprintf(msg, msgsz, "err Python function tracing cannot start: CPython %d.%d refused a "
+			 "profile function (an audit hook?) or keeps it where it is not expected; "
+			 "the process is untouched", api.major, api.minor);
+	return rc ? -EPERM : 0;
+}
+
+static int count_tasks(void)
+{
+	DIR *d = opendir("/proc/self/task");
+	int n = 0;
+	if (!d)
+		return -1;
+	for (struct dirent *de; (de = readdir(d));)
+		n += de->d_name[0] != '.';
+	closedir(d);
+	return n;
+}
+
+/* ------------------------------------------------------------ log */
+
+static int open_log(char *msg, size_t msgsz)
+{
+	struct timespec rt;
+	struct tm tm;
+	char stamp[32], path[1400], err[256], cmd[64], opts[64];
+	clock_gettime(CLOCK_REALTIME, &rt);
+	gmtime_r(&rt.tv_sec, &tm);
+	strftime(stamp, sizeof(stamp), "%Y%m%dT%H%M%S", &tm);
+	snprintf(file_name, sizeof(file_name), "llmtracker-python.%.64s.%u.%s.%09ld.evlog", cfg.host,
+		 cfg.pid, stamp, rt.tv_nsec);
+	if (cfg.dir_fd >= 0)
+		snprintf(path, sizeof(path), "/proc/self/fd/%d/%s", cfg.dir_fd, file_name);
+	else
+		snprintf(path, sizeof(path), "%s/%s", cfg.dir[0] ? cfg.dir : ".", file_name);
+	snprintf(cmd, sizeof(cmd), "pid=%u", (unsigned)getpid());
+	snprintf(opts, sizeof(opts), "pyhook cpython=%d.%d", api.major, api.minor);
+	struct evlog_header h = {
+		.host = evlog_s(cfg.host), .producer = evlog_s("inject"),
+		.cmdline = evlog_s(cmd), .options = evlog_s(opts),
+		.producer_pid = (uint32_t)getpid(),
+	};
+	if (evlog_writer_open(&wr, path, &h, NULL, err, sizeof(err))) {
+		snprintf(msg, msgsz, "err Python function tracing cannot start: cannot create its log: %s", err);
+		file_name[0] = 0;
+		return -EIO;
+	}
+	return 0;
+}
+
+static void close_log(void)
+{
+	pthread_mutex_lock(&lock);
+	if (wr && evlog_writer_close(wr))
+		file_name[0] = 0;
+	wr = NULL;
+	pthread_mutex_unlock(&lock);
+}
+
+/* ------------------------------------------------------------ control */
+
+/* Launch: the interpreter may still be starting; catch its end quickly. */
+static int wait_initialized(int ms)
+{
+	for (int i = 0; i < ms && !api.Py_IsInitialized(); i++)
+		usleep(1000);
+	return api.Py_IsInitialized();
+}
+
+int li_pyhook_start(const struct li_config *c, char *msg, size_t msgsz)
+{
+	if (atomic_load(&running) || wr) {
+		snprintf(msg, msgsz, "err Python function tracing is already running here");
+		return -EBUSY;
+	}
+	cfg = *c;
+	n_enter = n_exit = n_dropped = 0;
+	n_threads = n_busy = 0;
+	installed = pending = removed = 0;
+	int rc = resolve(msg, msgsz);
+	if (rc || (rc = open_log(msg, msgsz)))
+		return rc;
+	atomic_fetch_add(&gen, 1);
+	if (!wait_initialized(c->py_wait_ms)) {
+		pending = 1;
+		snprintf(msg, msgsz, "ok pyfile=%s cpython=%d.%d pending=1", file_name, api.major, api.minor);
+		return 0;
+	}
+	if ((rc = install(msg, msgsz))) {
+		pthread_mutex_lock(&lock);
+		evlog_writer_abort(wr);
+		wr = NULL;
+		pthread_mutex_unlock(&lock);
+		return rc;
+	}
+	last_tasks = count_tasks();
+	snprintf(msg, msgsz, "ok pyfile=%s cpython=%d.%d threads=%u busy=%u", file_name, api.major,
+		 api.minor, n_threads, n_busy);
+	return 0;
+}
+
+int li_pyhook_running(void)
+{
+	return wr != NULL;
+}
+
+void li_pyhook_tick(void)
+{
+	if (!wr)
+		return;
+	if (pending && api.Py_IsInitialized()) {
+		char m[256];
+		pending = 0;
+		install(m, sizeof(m)); /* on failure the log stays empty; stop says so */
+		last_tasks = count_tasks();
+	} else if (installed) {
+		int n = count_tasks();
+		int st;
+		if ((n != last_tasks || ++ticks % 5 == 0) && !gil_take(&st)) {
+			cover_threads();
+			api.PyGILState_Release(st);
+		}
+		last_tasks = n;
+	}
+	pthread_mutex_lock(&lock);
+	if (wr)
+		evlog_writer_tick(wr);
+	pthread_mutex_unlock(&lock);
+}
+
+static void stats_msg(char *msg, size_t msgsz)
+{
+	snprintf(msg, msgsz, "stopped py_enter=%llu py_exit=%llu threads=%u busy=%u dropped=%llu "
+		 "removed=%d pyfile=%s", (unsigned long long)n_enter, (unsigned long long)n_exit,
+		 n_threads, n_busy, (unsigned long long)n_dropped, removed,
+		 file_name[0] ? file_name : "-");
+}
+
+int li_pyhook_stop(int at_exit, char *msg, size_t msgsz)
+{
+	int st;
+	if (!wr && !installed) {
+		stats_msg(msg, msgsz);
+		return 1;
+	}
+	atomic_store(&running, 0);
+	if (installed && !at_exit && !gil_take(&st)) {
+		removed = uncover_threads();
+		if (removed)
+			cache_free(1);
+		api.PyGILState_Release(st);
+	}
+	close_log();
+	stats_msg(msg, msgsz);
+	if (installed && !removed)
+		return 0; /* the interpreter may still call into us: stay loaded */
+	installed = pending = 0;
+	if (api.lib) {
+		dlclose(api.lib);
+		api.lib = NULL;
+	}
+	return 1;
+}

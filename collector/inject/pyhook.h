@@ -1,0 +1,37 @@
+/* SPDX-License-Identifier: Apache-2.0 */
+/*
+ * pyhook: Python function calls for interpreters without USDT probes.
+ *
+ * Runs inside the target (libllmtracker-inject.so). It finds CPython's C
+ * API in the process (dlsym; no link-time libpython), installs a C-level
+ * profile function on every thread state under the GIL and writes
+ * EV_PY_ENTER / EV_PY_EXIT events into its own event log, one per process,
+ * in the directory the collector names ("llmtracker-python.HOST.PID.*").
+ *
+ * Control, from the library's control thread (entry.c):
+ *   li_pyhook_start()  resolve, open the log, install (or wait for
+ *                      Py_IsInitialized when the interpreter is starting);
+ *   li_pyhook_tick()   every ~200 ms: install if it was waiting, cover
+ *                      threads created since, let the log reach disk;
+ *   li_pyhook_stop()   remove the profile function from every thread under
+ *                      the GIL, drop the code-object cache, publish the log.
+ * Messages follow inject.h: "ok pyfile=NAME ..." / "err ...", and
+ * "stopped py_enter=N py_exit=N threads=N removed=0|1 pyfile=NAME".
+ */
+#ifndef LLMT_PYHOOK_H
+#define LLMT_PYHOOK_H
+
+#include <stddef.h>
+
+struct li_config;
+
+/* 0 and "ok ..." in msg, or -errno and "err ..." (the target untouched). */
+int li_pyhook_start(const struct li_config *cfg, char *msg, size_t msgsz);
+void li_pyhook_tick(void);
+/* Stop; `at_exit`: the process is exiting (no GIL is taken). Returns 1 if
+ * nothing of this library can be called by the interpreter any more (it
+ * may be unloaded), else 0. msg gets the "stopped ..." line. */
+int li_pyhook_stop(int at_exit, char *msg, size_t msgsz);
+int li_pyhook_running(void);
+
+#endif

@@ -1,0 +1,373 @@
+// SPDX-License-Identifier: Apache-2.0
+/*
+ * pyhook_attach: get libllmtracker-inject.so into Python targets for
+ * function tracing, and out again. See pyhook_attach.h; the library side is
+ * collector/inject/pyhook.c, the protocol collector/inject/inject.h.
+ */
+#include "pyhook_attach.h"
+#include "injector.h"
+
+#include <errno.h>
+#include <fcntl.h>
+#include <limits.h>
+#include <poll.h>
+#include <pthread.h>
+#include <signal.h>
+#include <stdatomic.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/socket.h>
+#include <sys/stat.h>
+#include <time.h>
+#include <unistd.h>
+
+#define PYH_MAX 256
+#define PYH_REPLY_MS 10000
+#define PYH_LATER_MS 30000   /* how long a starting process may take to become injectable */
+#define PYH_LATER_WAIT_MS 5000
+
+struct pyh_target {
+	int pid;
+	struct lt_inj inj;
+	int started;
+};
+
+struct pyh_later {
+	struct lt_pyhook *ph;
+	int pid;
+	void (*log)(char, const char *);
+	pthread_t th;
+};
+
+struct lt_pyhook {
+	char lib[PATH_MAX];
+	char dir[PATH_MAX];
+	char host[256];
+	pthread_mutex_t mu;             /* t[], n: deferred attaches add targets */
+	struct pyh_target t[PYH_MAX];
+	int n;
+	struct pyh_later later[PYH_MAX];
+	int n_later;
+	atomic_int stopping;
+	atomic_int later_ok;
+};
+
+static int pyh_find_lib(char *out)
+{
+	static const char *const rel[] = { "../lib/libllmtracker-inject.so", "libllmtracker-inject.so",
+					    "../lib/llmtracker/libllmtracker-inject.so" };
+	char exe[PATH_MAX], p[PATH_MAX + 64];
+	ssize_t n = readlink("/proc/self/exe", exe, sizeof(exe) - 1);
+	if (n <= 0)
+		return -ENOENT;
+	exe[n] = 0;
+	char *slash = strrchr(exe, '/');
+	if (slash)
+		*slash = 0;
+	for (size_t i = 0; i < sizeof(rel) / sizeof(rel[0]); i++) {
+		snprintf(p, sizeof(p), "%s/%s", exe, rel[i]);
+		if (realpath(p, out))
+			return 0;
+	}
+	return -ENOENT;
+}
+
+/* --cupti-dir, else the directory of -o. */
+static void pyh_pick_dir(const char *log_dir, const char *output, char *dir, size_t sz)
+{
+	if (log_dir && *log_dir) {
+		snprintf(dir, sz, "%s", log_dir);
+		return;
+	}
+	snprintf(dir, sz, "%s", output && *output ? output : "./x");
+	char *slash = strrchr(dir, '/');
+	if (slash == dir)
+		dir[1] = 0;
+	else if (slash)
+		*slash = 0;
+	else
+		snprintf(dir, sz, ".");
+}
+
+struct lt_pyhook *lt_pyh_new(const char *log_dir, const char *output, char *err, size_t errsz)
+{
+	char dir[PATH_MAX];
+	struct lt_pyhook *ph = calloc(1, sizeof(*ph));
+	if (!ph) {
+		snprintf(err, errsz, "out of memory");
+		return NULL;
+	}
+	if (pyh_find_lib(ph->lib)) {
+		snprintf(err, errsz, "the inject library libllmtracker-inject.so was not found beside the "
+			 "collector (lib/libllmtracker-inject.so); install it there");
+		free(ph);
+		return NULL;
+	}
+	pyh_pick_dir(log_dir, output, dir, sizeof(dir));
+	mkdir(dir, 0755);
+	if (!realpath(dir, ph->dir)) {
+		snprintf(err, errsz, "log directory %s: %s", dir, strerror(errno));
+		free(ph);
+		return NULL;
+	}
+	if (gethostname(ph->host, sizeof(ph->host) - 1))
+		snprintf(ph->host, sizeof(ph->host), "unknown");
+	for (char *p = ph->host; *p; p++)
+		if (*p == ' ' || *p == '/')
+			*p = '_';
+	pthread_mutex_init(&ph->mu, NULL);
+	return ph;
+}
+
+const char *lt_pyh_dir(const struct lt_pyhook *ph)
+{
+	return ph ? ph->dir : NULL;
+}
+
+int lt_pyh_has(struct lt_pyhook *ph, int pid)
+{
+	int found = 0;
+	if (!ph)
+		return 0;
+	pthread_mutex_lock(&ph->mu);
+	for (int i = 0; i < ph->n; i++)
+		found |= ph->t[i].pid == pid && ph->t[i].started;
+	pthread_mutex_unlock(&ph->mu);
+	return found;
+}
+
+/* ------------------------------------------------------------ protocol */
+
+/* "start ..." with the log directory as an fd (works across mount
+ * namespaces: the target needs no path of ours). */
+static int pyh_send_start(struct lt_pyhook *ph, struct pyh_target *t, int wait_ms)
+{
+	char msg[600], cbuf[CMSG_SPACE(sizeof(int))];
+	snprintf(msg, sizeof(msg), "start pid=%d host=%s cuda=0 python=1 py_wait_ms=%d", t->pid, ph->host,
+		 wait_ms);
+	int dfd = open(ph->dir, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+	memset(cbuf, 0, sizeof(cbuf));
+	struct iovec iov = { msg, strlen(msg) };
+	struct msghdr mh = { .msg_iov = &iov, .msg_iovlen = 1 };
+	if (dfd >= 0) {
+		mh.msg_control = cbuf;
+		mh.msg_controllen = sizeof(cbuf);
+		struct cmsghdr *cm = CMSG_FIRSTHDR(&mh);
+		cm->cmsg_level = SOL_SOCKET;
+		cm->cmsg_type = SCM_RIGHTS;
+		cm->cmsg_len = CMSG_LEN(sizeof(int));
+		memcpy(CMSG_DATA(cm), &dfd, sizeof(int));
+	}
+	ssize_t n = sendmsg(t->inj.sock, &mh, MSG_NOSIGNAL);
+	if (dfd >= 0)
+		close(dfd);
+	return n < 0 ? -errno : 0;
+}
+
+/* One reply within ms: its length, 0 on EOF, -ETIMEDOUT. */
+static int pyh_recv(int sock, char *buf, size_t len, int ms)
+{
+	struct pollfd p = { sock, POLLIN, 0 };
+	int r;
+	do
+		r = poll(&p, 1, ms);
+	while (r < 0 && errno == EINTR);
+	if (r == 0)
+		return -ETIMEDOUT;
+	ssize_t n = recv(sock, buf, len - 1, 0);
+	if (n <= 0)
+		return 0;
+	buf[n] = 0;
+	return (int)n;
+}
+
+/* "err pid=N text" -> "text" */
+static const char *pyh_text(const char *m)
+{
+	m += strcspn(m, " ");
+	m += strspn(m, " ");
+	if (!strncmp(m, "pid=", 4)) {
+		m += strcspn(m, " ");
+		m += strspn(m, " ");
+	}
+	return m;
+}
+
+static void pyh_unload(struct pyh_target *t, void (*log)(char, const char *))
+{
+	char err[512], line[700];
+	if (!t->inj.loaded) {
+		if (t->inj.sock >= 0)
+			close(t->inj.sock);
+		t->inj.sock = -1;
+		return;
+	}
+	int u = lt_inj_unload(&t->inj, err, sizeof(err));
+	if (u == 0)
+		snprintf(line, sizeof(line), "python: pid %d: the hook library stays loaded: the interpreter "
+			 "could not be reached to remove its profile function (GIL held, or exiting)", t->pid);
+	else if (u < 0 && u != -ESRCH)
+		snprintf(line, sizeof(line), "python: pid %d: unloading the hook library: %s", t->pid, err);
+	else
+		return;
+	if (log)
+		log('W', line);
+}
+
+int lt_pyh_attach(struct lt_pyhook *ph, int pid, int wait_ms, char *msg, size_t msgsz)
+{
+	char err[512], reply[1024];
+	struct pyh_target t = { .pid = pid, .inj = { .sock = -1 } };
+	if (!ph)
+		return snprintf(msg, msgsz, "no hook set-up"), -EINVAL;
+	int rc = lt_inj_load(&t.inj, pid, ph->lib, err, sizeof(err));
+	if (rc) {
+		snprintf(msg, msgsz, "%s", err);
+		return rc;
+	}
+	if ((rc = pyh_send_start(ph, &t, wait_ms)) == 0)
+		rc = pyh_recv(t.inj.sock, reply, sizeof(reply), PYH_REPLY_MS + wait_ms);
+	if (rc > 0 && !strncmp(reply, "ok", 2)) {
+		t.started = 1;
+		snprintf(msg, msgsz, "%s", pyh_text(reply));
+		pthread_mutex_lock(&ph->mu);
+		if (ph->n < PYH_MAX)
+			ph->t[ph->n++] = t;
+		else
+			t.started = 0;
+		pthread_mutex_unlock(&ph->mu);
+		if (t.started)
+			return 0;
+		snprintf(msg, msgsz, "too many hooked processes");
+	} else if (rc > 0 && !strncmp(reply, "err", 3)) {
+		snprintf(msg, msgsz, "%s", pyh_text(reply));
+	} else {
+		snprintf(msg, msgsz, "the injected library %s", rc == -ETIMEDOUT ? "did not answer" : "went away");
+	}
+	pyh_unload(&t, NULL); /* it started nothing: take it out again */
+	return -EIO;
+}
+
+/* ------------------------------------------------------------ later */
+
+static int pyh_alive(int pid)
+{
+	char path[64];
+	snprintf(path, sizeof(path), "/proc/%d", pid);
+	return access(path, F_OK) == 0 && kill(pid, 0) == 0;
+}
+
+/* Has the dynamic loader of `pid` mapped libc (dlopen is there)? */
+static int pyh_libc_mapped(int pid)
+{
+	char path[64], line[1024];
+	int found = 0;
+	snprintf(path, sizeof(path), "/proc/%d/maps", pid);
+	FILE *f = fopen(path, "re");
+	while (f && !found && fgets(line, sizeof(line), f))
+		found = strstr(line, "/libc.so") || strstr(line, "/libc-");
+	if (f)
+		fclose(f);
+	return found;
+}
+
+static uint64_t pyh_now_ms(void)
+{
+	struct timespec ts;
+	clock_gettime(CLOCK_MONOTONIC, &ts);
+	return (uint64_t)ts.tv_sec * 1000 + (uint64_t)ts.tv_nsec / 1000000;
+}
+
+/* A process that has just exec'd: inject as soon as it has libc and a
+ * thread asleep in a system call (the injector borrows one), then let the
+ * library wait for the interpreter to finish starting. */
+static void *pyh_later_main(void *arg)
+{
+	struct pyh_later *l = arg;
+	char msg[1024], line[1400 + PATH_MAX];
+	uint64_t end = pyh_now_ms() + PYH_LATER_MS;
+	int rc = -ETIMEDOUT;
+	while (!atomic_load(&l->ph->stopping) && pyh_now_ms() < end && pyh_alive(l->pid)) {
+		if (!pyh_libc_mapped(l->pid)) {
+			usleep(2000);
+			continue;
+		}
+		rc = lt_pyh_attach(l->ph, l->pid, PYH_LATER_WAIT_MS, msg, sizeof(msg));
+		if (rc != -EAGAIN)
+			break;
+	}
+	if (!rc) {
+		atomic_fetch_add(&l->ph->later_ok, 1);
+		snprintf(line, sizeof(line), "python: pid %d: tracing functions through the injected "
+			 "profile hook (no USDT function probes): %s, in %s", l->pid, msg, l->ph->dir);
+		l->log('I', line);
+	} else if (pyh_alive(l->pid) && !atomic_load(&l->ph->stopping)) {
+		snprintf(line, sizeof(line), "python: pid %d: cannot trace Python functions: the profile "
+			 "hook could not go in: %s", l->pid, rc == -ETIMEDOUT ? "timed out" : msg);
+		l->log('W', line);
+	}
+	return NULL;
+}
+
+int lt_pyh_attach_later(struct lt_pyhook *ph, int pid, void (*log)(char level, const char *msg))
+{
+	if (!ph || ph->n_later >= PYH_MAX)
+		return -E2BIG;
+	struct pyh_later *l = &ph->later[ph->n_later];
+	l->ph = ph;
+	l->pid = pid;
+	l->log = log;
+	int rc = pthread_create(&l->th, NULL, pyh_later_main, l);
+	if (rc)
+		return -rc;
+	ph->n_later++;
+	return 0;
+}
+
+/* ------------------------------------------------------------ stop */
+
+static void pyh_stop_one(struct pyh_target *t, void (*log)(char, const char *))
+{
+	char reply[1024] = "", line[1200];
+	int rc = 0;
+	if (t->inj.sock >= 0 && t->started) {
+		send(t->inj.sock, "stop", 4, MSG_NOSIGNAL);
+		do
+			rc = pyh_recv(t->inj.sock, reply, sizeof(reply), PYH_REPLY_MS);
+		while (rc > 0 && strncmp(reply, "stopped", 7));
+	}
+	if (rc > 0)
+		snprintf(line, sizeof(line), "python: pid %d: hook %s", t->pid, pyh_text(reply));
+	else
+		snprintf(line, sizeof(line), "python: pid %d: the hook library %s", t->pid,
+			 rc == -ETIMEDOUT ? "did not answer the stop request (GIL held?)"
+					  : "is gone (process exited; its log was published at exit)");
+	if (log)
+		log(rc > 0 || rc == 0 ? 'I' : 'W', line);
+	pyh_unload(t, log);
+	t->started = 0;
+}
+
+int lt_pyh_stop(struct lt_pyhook *ph, void (*log)(char level, const char *msg))
+{
+	if (!ph)
+		return 0;
+	atomic_store(&ph->stopping, 1);
+	for (int i = 0; i < ph->n_later; i++)
+		pthread_join(ph->later[i].th, NULL);
+	ph->n_later = 0;
+	for (int i = 0; i < ph->n; i++)
+		pyh_stop_one(&ph->t[i], log);
+	ph->n = 0;
+	return atomic_exchange(&ph->later_ok, 0);
+}
+
+void lt_pyh_free(struct lt_pyhook *ph)
+{
+	if (!ph)
+		return;
+	lt_pyh_stop(ph, NULL);
+	pthread_mutex_destroy(&ph->mu);
+	free(ph);
+}
