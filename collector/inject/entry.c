@@ -8,6 +8,7 @@
  * target's signal delivery is unchanged.
  */
 #include "inject.h"
+#include "pyhook.h"
 
 #include <errno.h>
 #include <fcntl.h>
@@ -51,6 +52,7 @@ static void cfg_defaults(struct li_config *c)
 	c->driver = 1;
 	c->runtime = 1;
 	c->finalize_ms = 3000;
+	c->cuda = 1;
 	if (gethostname(c->host, sizeof(c->host) - 1))
 		snprintf(c->host, sizeof(c->host), "unknown");
 }
@@ -74,6 +76,12 @@ static void cfg_parse(struct li_config *c, char *msg)
 			c->runtime = atoi(eq);
 		else if (!strcmp(tok, "finalize_ms"))
 			c->finalize_ms = atoi(eq);
+		else if (!strcmp(tok, "cuda"))
+			c->cuda = atoi(eq);
+		else if (!strcmp(tok, "python"))
+			c->python = atoi(eq);
+		else if (!strcmp(tok, "py_wait_ms"))
+			c->py_wait_ms = atoi(eq);
 		else if (!strcmp(tok, "dir"))
 			snprintf(c->dir, sizeof(c->dir), "%s", eq);
 	}
@@ -108,6 +116,7 @@ static void wait_stop(void)
 		int r = poll(&p, 1, 200);
 		if (r == 0) {
 			li_cupti_tick();
+			li_pyhook_tick();
 			continue;
 		}
 		if (r < 0 && errno == EINTR)
@@ -149,9 +158,41 @@ static void stop_and_report(void)
 	struct li_stats st;
 	char msg[512];
 	memset(&st, 0, sizeof(st));
-	atomic_store(&li_unloadable, li_cupti_stop(&st, 1));
-	stats_msg(&st, msg, sizeof(msg));
+	msg[0] = 0;
+	int unloadable = 1;
+	if (li_cfg.cuda) {
+		unloadable = li_cupti_stop(&st, 1);
+		stats_msg(&st, msg, sizeof(msg));
+	}
+	if (li_cfg.python) { /* "stopped py_enter=..." alone, or appended */
+		char pm[512];
+		size_t n = strlen(msg);
+		unloadable &= li_pyhook_stop(0, pm, sizeof(pm));
+		snprintf(msg + n, sizeof(msg) - n, "%s", n ? pm + 7 : pm);
+	}
+	atomic_store(&li_unloadable, unloadable);
 	final_msg(msg);
+}
+
+/* CUPTI and/or Python calls, as "start" asked (cuda=, python=); one reply. */
+static int start_sources(char *msg, size_t len)
+{
+	int rc = 0;
+	msg[0] = 0;
+	if (li_cfg.cuda)
+		rc = li_cupti_start(&li_cfg, msg, len);
+	if (!li_cfg.python || rc)
+		return rc;
+	char pm[600];
+	int prc = li_pyhook_start(&li_cfg, pm, sizeof(pm));
+	size_t n = strlen(msg);
+	if (!n)
+		snprintf(msg, len, "%s", pm);
+	else
+		snprintf(msg + n, len - n, " %s", prc ? "python=0" : pm + 3);
+	if (!n && prc)
+		li_cfg.python = 0;
+	return n ? 0 : prc;
 }
 
 static void *worker(void *arg)
@@ -170,7 +211,7 @@ static void *worker(void *arg)
 		}
 		cfg_parse(&li_cfg, buf + 5);
 		li_cfg.dir_fd = fd;
-		rc = li_cupti_start(&li_cfg, msg, sizeof(msg));
+		rc = start_sources(msg, sizeof(msg));
 	}
 	send_msg(msg);
 	wait_stop();
@@ -276,6 +317,11 @@ LI_API int InitializeInjection(void)
 /* Process exit (or dlclose): publish what was recorded. */
 __attribute__((destructor)) static void li_exit(void)
 {
+	if (li_pyhook_running()) {
+		char pm[512];
+		li_pyhook_stop(1, pm, sizeof(pm));
+		send_msg(pm);
+	}
 	if (li_cupti_running()) {
 		struct li_stats st;
 		char msg[512];

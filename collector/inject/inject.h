@@ -10,7 +10,8 @@
  * the other end of (text messages, one per packet):
  *   collector -> lib  "start KEY=VALUE ..." (+ SCM_RIGHTS: output dir fd)
  *                     keys: pid (host pid), host, dir (path, if no fd),
- *                           driver (0/1/2), runtime (0/1), finalize_ms
+ *                           driver (0/1/2), runtime (0/1), finalize_ms,
+ *                           cuda (0/1), python (0/1), py_wait_ms (pyhook.h)
  *   lib -> collector  "ok file=NAME" | "err MESSAGE"
  *   collector -> lib  "stop"
  *   lib -> collector  "stopped kernels=N memcpy=N memset=N api=N dropped=N
@@ -36,6 +37,10 @@ struct li_config {
 				* copies and sets only, the lightest mode */
 	int finalize_ms;       /* how long to wait for an API exit to finalize */
 	int launch;            /* loaded by CUDA at start (InitializeInjection) */
+	int cuda;              /* start key cuda=0|1 (default 1): CUPTI recording */
+	int python;            /* start key python=0|1 (default 0): Python calls (pyhook.c) */
+	int py_wait_ms;        /* start key py_wait_ms: wait this long for the interpreter
+				* to finish starting before answering */
 };
 
 struct li_stats {
