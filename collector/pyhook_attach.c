@@ -310,6 +310,11 @@ static void *pyh_later_main(void *arg)
 	return NULL;
 }
 
+int lt_pyh_ready(int pid)
+{
+	return pyh_libc_mapped(pid);
+}
+
 int lt_pyh_attach_later(struct lt_pyhook *ph, int pid, void (*log)(char level, const char *msg))
 {
 	if (!ph || ph->n_later >= PYH_MAX)

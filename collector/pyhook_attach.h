@@ -26,6 +26,9 @@ struct lt_pyhook *lt_pyh_new(const char *log_dir, const char *output, char *err,
  * said), -errno otherwise with msg saying why; the target is as it was. */
 int lt_pyh_attach(struct lt_pyhook *ph, int pid, int wait_ms, char *msg, size_t msgsz);
 
+/* Can `pid` be injected now (its libc is mapped)? */
+int lt_pyh_ready(int pid);
+
 /* A process that has just exec'd (launch form): attach from a thread of
  * ours as soon as the process can take it (libc mapped, a thread asleep in
  * a system call), within 30 s; the library then waits up to 5 s for the

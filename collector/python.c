@@ -535,14 +535,17 @@ static int py_try_hook(struct lt_session *s, struct py_state *st, struct py_targ
 		LT_WARN("python: the function hook cannot be used: %s", msg);
 		return 0;
 	}
-	if (starting) {
+	int rc = starting || !lt_pyh_ready(t->pid) ? -EAGAIN :
+		 lt_pyh_attach(st->hook, t->pid, 0, msg, sizeof(msg));
+
+	if (rc == -EAGAIN) { /* starting, or busy: no thread asleep to borrow yet */
 		lt_pyh_attach_later(st->hook, t->pid, py_hook_log);
 		t->hooked = 1;
 		LT_INFO(1, "python: pid %d: %s has no USDT function probes; the profile hook goes in "
 			"once the process can take it", t->pid, in->path);
 		return 1;
 	}
-	if (lt_pyh_attach(st->hook, t->pid, 0, msg, sizeof(msg))) {
+	if (rc) {
 		st->n_untraced++;
 		t->explained = 1;
 		LT_WARN("python: pid %d: cannot trace Python functions: %s has no USDT function probes and "

@@ -1,0 +1,142 @@
+#!/bin/bash
+# -t python on interpreters without USDT function probes (pyenv's python3
+# 3.11, and 3.12 / 3.13 / 3.10 when present): the injected profile hook.
+# A known call tree (f() calls g() 3 times, 100 iterations) runs only after
+# the collector says it is tracing, so the counts are exact; the target's
+# output and exit status are unchanged and the library is gone from its
+# maps after the detach. Also: the converter merges the hook's log, an
+# unsupported CPython gets one clear line, the launch form, and a SIGKILLed
+# collector leaves the target running.
+set -u
+BUILD=${BUILD:-build}
+LT=$(realpath -m "$BUILD/bin/llmtracker")
+CONV=$(realpath -m "$BUILD/bin/llmtracker-convert")
+DUMP=$(realpath -m "$BUILD/tests/progs/evlog_dump")
+LIB=$(realpath -m "$BUILD/lib/libllmtracker-inject.so")
+SCRIPT=$PWD/examples/pyh_calltree.py
+CHECK=$PWD/tests/integration/python_check.py
+PYENV=${PYENV_ROOT:-/root/.pyenv}/versions
+for f in "$LT" "$DUMP" "$LIB"; do [ -e "$f" ] || { echo "not ok 1 - $f not built"; exit 1; }; done
+[ "$(id -u)" = 0 ] || { echo "needs root (eBPF, ptrace)"; exit 77; }
+PY=$(ls "$PYENV"/3.11*/bin/python3.11 2>/dev/null | head -1)
+[ -x "$PY" ] || { echo "no pyenv python3.11 (the interpreter without USDT probes) under $PYENV"; exit 77; }
+[ "$("$PY" -c 'import sysconfig; print(sysconfig.get_config_var("WITH_DTRACE"))')" = 0 ] ||
+	{ echo "$PY has USDT probes; this test needs one without"; exit 77; }
+
+T=$(mktemp -d /tmp/pyhook-test.XXXXXX)
+pids=()
+cleanup() { for p in "${pids[@]}"; do kill -9 "$p" 2>/dev/null; done; rm -rf "$T"; }
+trap cleanup EXIT
+n=0
+ok() { n=$((n + 1)); if [ "$1" -eq 0 ]; then echo "ok $n - $2"; else echo "not ok $n - $2"; fi; }
+wait_for() { # file regex [tenths]: up to 10 s
+	for _ in $(seq "${3:-100}"); do grep -qE "$2" "$1" 2>/dev/null && return 0; sleep 0.1; done; return 1
+}
+check() { # dir what func=n...
+	local d=$1 what=$2; shift 2
+	cat "$d"/llmtracker-python.*.evlog > /dev/null 2>&1 &&
+		"$DUMP" "$d"/llmtracker-python.*.evlog > "$d/dump" 2> "$d/dump.err" &&
+		python3 "$CHECK" "$@" < "$d/dump" > "$d/check"
+	local rc=$?
+	sed 's/^/# /' "$d/check" 2>/dev/null
+	ok $rc "$what"
+}
+inject_mapped() { grep -c "memfd:llmtracker-inject" "/proc/$1/maps" 2>/dev/null; }
+
+# attach PY TAG N THREADS: run the tree under `profile -p`, detach while the
+# target idles, then let it exit. Leaves $T/TAG/{out,rc,err,maps_after}.
+attach() {
+	local py=$1 d=$T/$2 tp cp
+	mkdir -p "$d"
+	"$py" "$SCRIPT" "$3" "$d/go" "$d/hold" "$4" > "$d/out" 2> "$d/stderr" & tp=$!; pids+=($tp)
+	sleep 0.3
+	"$LT" profile -p $tp -t python -o "$d/c.log" -v 1 > /dev/null 2> "$d/err" & cp=$!; pids+=($cp)
+	wait_for "$d/err" "tracing functions|cannot trace" && touch "$d/go"
+	wait_for "$d/out" "pyh_calltree done"
+	inject_mapped $tp > "$d/maps_during"
+	kill -INT $cp; wait $cp; echo $? > "$d/coll_rc"
+	inject_mapped $tp > "$d/maps_after"
+	touch "$d/hold"; wait $tp; echo $? > "$d/rc"
+}
+
+# 1. pyenv python3.11 by -p
+attach "$PY" a 100 0
+ok "$(cat $T/a/coll_rc)" "profile -p PID -t python (no USDT: $PY) exits 0"
+grep -q "tracing functions through the injected profile hook" "$T/a/err"
+ok $? "the collector says it traces through the injected hook"
+check "$T/a" "exact f/g enter+exit counts, nested per thread" f=100 g=300 loop=1
+[ "$(cat $T/a/rc)" = 3 ] && [ "$(cat $T/a/out)" = "pyh_calltree done 100 0 30300" ] && [ ! -s "$T/a/stderr" ]
+ok $? "the target's output and exit status (3) are unchanged"
+grep -q "removed=1" "$T/a/err" && [ "$(cat $T/a/maps_during)" -ge 1 ] && [ "$(cat $T/a/maps_after)" = 0 ]
+ok $? "profile function removed, library mapped while profiling ($(cat $T/a/maps_during)) and gone after ($(cat $T/a/maps_after))"
+"$DUMP" "$T/a"/llmtracker-python.*.evlog | awk '/^py_enter/ && / func=g / { for (i = 2; i <= NF; i++) if ($i ~ /^(pid|tid|line|file)=/) print $i }' |
+	sort -u > "$T/a/fields"
+grep -qx "pid=$(sed -n 's/.*pid \([0-9]*\): tracing.*/\1/p' "$T/a/err")" "$T/a/fields" && grep -q "^file=$SCRIPT$" "$T/a/fields" &&
+	grep -qx "line=15" "$T/a/fields"
+ok $? "g's events carry the target's pid, the script's file and g's first line"
+
+# 2. the converter merges the hook's log with the collector's
+if [ -x "$CONV" ] && "$CONV" -i "$T/a/c.log" --cupti-dir "$T/a" -o "$T/a/t.json" > "$T/a/conv" 2>&1; then
+	python3 - "$T/a/t.json" <<'PY'
+import collections, json, sys
+ev = json.load(open(sys.argv[1]))["traceEvents"]
+py = [e for e in ev if e.get("cat") == "python_function" and e.get("ph") == "X"]
+n = collections.Counter(e["name"] for e in py)
+print("# python_function X: f=%d g=%d loop=%d" % (n["f"], n["g"], n["loop"]))
+assert (n["f"], n["g"], n["loop"]) == (100, 300, 1)
+PY
+	ok $? "converted with --cupti-dir: python_function X events f=100 g=300"
+else
+	sed 's/^/# /' "$T/a/conv" 2>/dev/null | head -5
+	ok 1 "llmtracker-convert -i LOG --cupti-dir DIR"
+fi
+
+# 3. other CPython versions without probes, when installed
+for v in 3.12 3.13 3.10; do
+	p=$(ls "$PYENV"/$v.*/bin/python$v 2>/dev/null | head -1)
+	if [ ! -x "$p" ]; then ok 0 "# SKIP no python$v"; continue; fi
+	attach "$p" "v$v" 50 0
+	check "$T/v$v" "python$v: exact counts, nesting" f=50 g=150 loop=1
+	[ "$(cat $T/v$v/rc)" = 3 ] && [ "$(cat $T/v$v/maps_after)" = 0 ]
+	ok $? "python$v: exit status unchanged, library gone after detach"
+done
+
+# 4. an unsupported CPython: one clear line, the target untouched
+p=$(ls "$PYENV"/3.9.*/bin/python3.9 2>/dev/null | head -1)
+if [ -x "$p" ]; then
+	attach "$p" old 10 0
+	grep "cannot trace" "$T/old/err" | sed 's/^/# /'
+	[ "$(grep -c "cannot trace Python functions.*CPython 3.9 is not supported" "$T/old/err")" = 1 ] &&
+		[ "$(cat $T/old/rc)" = 3 ] && [ "$(cat $T/old/maps_after)" = 0 ] &&
+		[ "$(cat $T/old/out)" = "pyh_calltree done 10 0 330" ]
+	ok $? "CPython 3.9: one clear line, target untouched and unchanged"
+else
+	ok 0 "# SKIP no python3.9"
+fi
+
+# 5. launch form: the hook goes in once the new process can take it
+mkdir -p "$T/l"
+( "$LT" profile -t python -o "$T/l/c.log" -v 1 -- "$PY" "$SCRIPT" 100 "$T/l/go" "$T/l/hold" 0 \
+	> "$T/l/out" 2> "$T/l/err"; echo $? > "$T/l/coll_rc" ) & cp=$!; pids+=($cp)
+wait_for "$T/l/err" "tracing functions|cannot trace" && touch "$T/l/go"
+wait_for "$T/l/out" "pyh_calltree done"
+touch "$T/l/hold"; wait $cp
+grep -E "python: pid" "$T/l/err" | cut -c1-200 | sed 's/^/# /'
+check "$T/l" "launched: exact counts once the hook is in" f=100 g=300 loop=1
+[ "$(cat $T/l/coll_rc)" = 0 ] && grep -q "command exited with status 3" "$T/l/err"
+ok $? "launched: collector exits 0, the command's status 3 is reported"
+
+# 6. the collector is SIGKILLed: the library sees the socket close, removes
+# its hook and publishes its log; the target carries on
+mkdir -p "$T/k"
+"$PY" "$SCRIPT" 100 "$T/k/go" "$T/k/hold" 0 > "$T/k/out" & tp=$!; pids+=($tp)
+sleep 0.3
+"$LT" profile -p $tp -t python -o "$T/k/c.log" -v 1 > /dev/null 2> "$T/k/err" & cp=$!; pids+=($cp)
+wait_for "$T/k/err" "tracing functions"
+kill -KILL $cp; wait $cp 2>/dev/null
+for _ in $(seq 50); do ls "$T/k"/llmtracker-python.*.evlog > /dev/null 2>&1 && break; sleep 0.1; done
+touch "$T/k/go"; wait_for "$T/k/out" "pyh_calltree done"; touch "$T/k/hold"; wait $tp; rc=$?
+"$DUMP" "$T/k"/llmtracker-python.*.evlog 2>/dev/null | grep -c " func=g " > "$T/k/g"
+[ $rc = 3 ] && [ "$(cat $T/k/out)" = "pyh_calltree done 100 0 30300" ] && [ "$(cat $T/k/g)" = 0 ]
+ok $? "collector SIGKILLed: hook removed (no g calls recorded after), log published, target unchanged"
+exit 0
