@@ -142,7 +142,8 @@ if [ -n "$NOUSDT" ] && ! readelf -n "$NOUSDT" 2>/dev/null | grep -q function__en
 	$PY "$SCRIPT" 100 "$T/go3" > /dev/null & a=$!; pids+=($a)
 	"$NOUSDT" -c 'import time; time.sleep(30)' & b=$!; pids+=($b)
 	sleep 0.3
-	"$LT" profile -p $a -p $b -t python -o "$T/mixed.log" -d 3 -v 1 > /dev/null 2> "$T/err" & cp=$!; pids+=($cp)
+	# LLMT_PYTHON_HOOK=0: no profile-hook fallback (tests/integration/pyhook_attach.sh covers it)
+	LLMT_PYTHON_HOOK=0 "$LT" profile -p $a -p $b -t python -o "$T/mixed.log" -d 3 -v 1 > /dev/null 2> "$T/err" & cp=$!; pids+=($cp)
 	wait_for "$T/err" "tracing functions" && touch "$T/go3"
 	wait $a; wait $cp; rc=$?
 	grep "cannot trace" "$T/err" | sed 's/^/# /'
