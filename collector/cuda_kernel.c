@@ -140,9 +140,10 @@ int lt_ck_available(const struct lt_cuda_kernel *ck)
 
 static int send_start(struct lt_cuda_kernel *ck, struct ck_target *t)
 {
-	char msg[600];
-	snprintf(msg, sizeof(msg), "start pid=%d host=%s driver=%d runtime=%d finalize_ms=%d", t->pid,
-		 ck->host, !ck->o.no_driver_api, !ck->o.kernels_only, ck->o.finalize_ms);
+	char msg[900];
+	snprintf(msg, sizeof(msg), "start pid=%d host=%s driver=%d runtime=%d finalize_ms=%d %.256s",
+		 t->pid, ck->host, !ck->o.no_driver_api, !ck->o.kernels_only, ck->o.finalize_ms,
+		 ck->o.start_extra ? ck->o.start_extra : "");
 	int dfd = open(ck->dir, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
 	char cbuf[CMSG_SPACE(sizeof(int))];
 	memset(cbuf, 0, sizeof(cbuf));
@@ -283,7 +284,8 @@ struct lt_cuda_kernel *lt_ck_open(const char *cupti_dir, const char *output,
 		else
 			snprintf(dir, sizeof(dir), ".");
 	}
-	struct lt_ck_opts o = { .cupti_dir = dir, .log = log };
+	/* Recording options for measurements (see inject.h), e.g. "runtime=0". */
+	struct lt_ck_opts o = { .cupti_dir = dir, .log = log, .start_extra = getenv("LLMT_CUPTI_START") };
 	struct lt_cuda_kernel *ck = NULL;
 	if (lt_ck_new(&ck, &o, err, sizeof(err))) {
 		char line[700];

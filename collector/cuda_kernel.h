@@ -28,6 +28,9 @@ struct lt_ck_opts {
 	int kernels_only;         /* no API records at all (lightest; launches then pair
 				   * with kernels by thread and time, from uprobes) */
 	int finalize_ms;          /* wait for an API exit to finalize CUPTI; 0 = 3000 */
+	const char *start_extra;  /* "KEY=VALUE ..." appended to the library's start
+				   * message (inject.h), overriding the above; lt_ck_open
+				   * takes it from $LLMT_CUPTI_START */
 	int skip_driver_check;    /* inject even without a GPU driver on the node (tests) */
 	void (*log)(char level, const char *msg); /* 'I', 'W', 'E'; NULL: stderr */
 };

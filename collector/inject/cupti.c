@@ -8,8 +8,21 @@
  * is never given a second one. Timestamps come through CUPTI's timestamp
  * callback as CLOCK_MONOTONIC, the eBPF clock (bpf_ktime_get_ns).
  *
- * Threads: CUPTI calls the buffer callbacks from its own thread; the control
- * thread starts, ticks and stops. One mutex guards the log writer.
+ * Cost: what runs on the application's threads is kept to CUPTI's own
+ * per-record work. Runtime and driver API records are asked for per call
+ * (an allow-list of launches, copies, sets, syncs, allocations: see
+ * api_wanted) rather than per kind, so the calls torch makes most
+ * (cudaGetDevice, cudaStreamIsCapturing, cuDevicePrimaryCtxGetState...) are
+ * not traced at all. Activity buffers come from a pool made ready (zeroed,
+ * pages faulted in) at start, so a buffer request costs a list pop; a
+ * completed buffer is queued to our encoder thread, so CUPTI's worker never
+ * waits for the log's encoding or compression. No callback is enabled while
+ * recording; the API callbacks only come on at detach, to finalize.
+ *
+ * Threads: CUPTI calls the buffer callbacks (request: the application's
+ * thread; completion: CUPTI's worker or a flushing thread); the encoder
+ * thread turns completed buffers into events; the control thread starts,
+ * ticks and stops. `lock` guards the log writer, `pool_mu` the buffer lists.
  */
 #include "inject.h"
 #include "../../eventlog/eventlog.h"
@@ -20,6 +33,7 @@
 #include <errno.h>
 #include <fcntl.h>
 #include <pthread.h>
+#include <signal.h>
 #include <stdatomic.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -28,7 +42,10 @@
 #include <unistd.h>
 
 #define BUF_SIZE (8u << 20)
-#define BUF_ALIGN 8
+#define BUF_HDR 64               /* struct lbuf before the data; keeps it 64-aligned */
+#define POOL_PRE 4               /* buffers made ready at start */
+#define POOL_KEEP 16             /* free buffers kept for reuse at most */
+#define DRAIN_MS 5000            /* stop: longest wait for the encoder to catch up */
 #define MAX_CBID 4096
 
 #define FN(name) __typeof__(name) *name
@@ -50,6 +67,7 @@ static struct {
 	FN(cuptiFinalize);
 	FN(cuptiGetResultString);
 	FN(cuptiGetCallbackName);
+	FN(cuptiActivitySetAttribute);
 } cu;
 
 static struct {
@@ -207,6 +225,7 @@ static int resolve(char *msg, size_t msgsz)
 	SYM(cu, cuptiActivityEnableDriverApi, 0);
 	SYM(cu, cuptiSetThreadIdType, 0);
 	SYM(cu, cuptiGetCallbackName, 0);
+	SYM(cu, cuptiActivitySetAttribute, 0);
 	drv.h = dlopen("libcuda.so.1", RTLD_NOW | RTLD_NOLOAD);
 	if (drv.h) {
 		SYM(drv, cuDeviceGetCount, 0);
@@ -465,28 +484,207 @@ static void put_lost(uint64_t n)
 	stats.dropped += n;
 }
 
-/* ------------------------------------------------------------ CUPTI callbacks */
+/* ------------------------------------------------------------ buffers */
 
-static void CUPTIAPI buf_requested(uint8_t **buf, size_t *size, size_t *max_records)
+/* A CUPTI activity buffer with our bookkeeping in front of it. */
+struct lbuf {
+	struct lbuf *next;
+	size_t valid;                /* bytes CUPTI filled */
+	size_t dropped;              /* records CUPTI dropped for its context/stream */
+};
+
+static pthread_mutex_t pool_mu = PTHREAD_MUTEX_INITIALIZER;
+static pthread_cond_t done_cv = PTHREAD_COND_INITIALIZER;   /* encoder: work came */
+static pthread_cond_t drain_cv = PTHREAD_COND_INITIALIZER;  /* stop: queue empty */
+static struct lbuf *free_list, *done_head, *done_tail;
+static int n_free, enc_busy, enc_quit, enc_running, zeroed;
+static pthread_t enc_thread;
+
+static uint8_t *lb_data(struct lbuf *b)
 {
-	*buf = aligned_alloc(BUF_ALIGN, BUF_SIZE);
-	*size = *buf ? BUF_SIZE : 0;
-	*max_records = 0;
+	return (uint8_t *)b + BUF_HDR;
 }
 
-static void CUPTIAPI buf_completed(CUcontext ctx, uint32_t stream, uint8_t *buf, size_t size,
-				   size_t valid)
+static struct lbuf *lb_of(uint8_t *data)
+{
+	return (struct lbuf *)(data - BUF_HDR);
+}
+
+/* Zeroed, with every page faulted in: CUPTI's first writes into it cost
+ * nothing more on the application's thread. */
+static struct lbuf *lb_new(void)
+{
+	struct lbuf *b = aligned_alloc(BUF_HDR, BUF_HDR + BUF_SIZE);
+	if (b)
+		memset(b, 0, BUF_HDR + BUF_SIZE);
+	return b;
+}
+
+/* Back to the pool, zeroed again (CUPTI relies on that when
+ * ZEROED_OUT_ACTIVITY_BUFFER is set, and may have written past `valid`).
+ * Runs on the encoder thread: ~1 ms per buffer, off the application. */
+static void lb_release(struct lbuf *b)
+{
+	if (zeroed)
+		memset(lb_data(b), 0, BUF_SIZE);
+	b->valid = b->dropped = 0;
+	pthread_mutex_lock(&pool_mu);
+	int keep = n_free < POOL_KEEP;
+	if (keep) {
+		b->next = free_list;
+		free_list = b;
+		n_free++;
+	}
+	pthread_mutex_unlock(&pool_mu);
+	if (!keep)
+		free(b);
+}
+
+static void pool_fill(int n)
+{
+	for (int i = 0; i < n; i++) {
+		struct lbuf *b = lb_new();
+		if (!b)
+			break;
+		pthread_mutex_lock(&pool_mu);
+		b->next = free_list;
+		free_list = b;
+		n_free++;
+		pthread_mutex_unlock(&pool_mu);
+	}
+}
+
+static void pool_free(void)
+{
+	pthread_mutex_lock(&pool_mu);
+	struct lbuf *b = free_list;
+	free_list = NULL;
+	n_free = 0;
+	pthread_mutex_unlock(&pool_mu);
+	while (b) {
+		struct lbuf *n = b->next;
+		free(b);
+		b = n;
+	}
+}
+
+static void encode(struct lbuf *b)
 {
 	CUpti_Activity *r = NULL;
 	pthread_mutex_lock(&lock);
-	while (valid && cu.cuptiActivityGetNextRecord(buf, valid, &r) == CUPTI_SUCCESS)
+	while (b->valid && cu.cuptiActivityGetNextRecord(lb_data(b), b->valid, &r) == CUPTI_SUCCESS)
 		put_record(r);
-	size_t dropped = 0;
-	if (cu.cuptiActivityGetNumDroppedRecords(ctx, stream, &dropped) == CUPTI_SUCCESS && dropped)
-		put_lost(dropped);
+	if (b->dropped)
+		put_lost(b->dropped);
 	pthread_mutex_unlock(&lock);
+}
+
+static void *encoder(void *arg)
+{
+	(void)arg;
+	pthread_mutex_lock(&pool_mu);
+	for (;;) {
+		while (!done_head && !enc_quit)
+			pthread_cond_wait(&done_cv, &pool_mu);
+		struct lbuf *b = done_head;
+		if (!b)
+			break; /* quit, and nothing left */
+		done_head = b->next;
+		if (!done_head)
+			done_tail = NULL;
+		enc_busy = 1;
+		pthread_mutex_unlock(&pool_mu);
+		encode(b);
+		lb_release(b);
+		pthread_mutex_lock(&pool_mu);
+		enc_busy = 0;
+		if (!done_head)
+			pthread_cond_broadcast(&drain_cv);
+	}
+	pthread_mutex_unlock(&pool_mu);
+	return NULL;
+}
+
+static int encoder_start(void)
+{
+	sigset_t all, old;
+	sigfillset(&all);
+	pthread_sigmask(SIG_SETMASK, &all, &old);
+	enc_quit = 0;
+	int rc = pthread_create(&enc_thread, NULL, encoder, NULL);
+	pthread_sigmask(SIG_SETMASK, &old, NULL);
+	enc_running = rc == 0;
+	return -rc;
+}
+
+/* Wait until every queued buffer is written (bounded), then end the thread. */
+static void encoder_stop(void)
+{
+	if (!enc_running)
+		return;
+	struct timespec dl;
+	clock_gettime(CLOCK_REALTIME, &dl);
+	dl.tv_sec += DRAIN_MS / 1000;
+	pthread_mutex_lock(&pool_mu);
+	while ((done_head || enc_busy) && !pthread_cond_timedwait(&drain_cv, &pool_mu, &dl))
+		;
+	enc_quit = 1;
+	pthread_cond_broadcast(&done_cv);
+	pthread_mutex_unlock(&pool_mu);
+	pthread_join(enc_thread, NULL);
+	enc_running = 0;
+}
+
+/* ------------------------------------------------------------ CUPTI callbacks */
+
+/* On the application's thread: a list pop, a fresh buffer only when the
+ * pool ran dry. */
+static void CUPTIAPI buf_requested(uint8_t **buf, size_t *size, size_t *max_records)
+{
+	pthread_mutex_lock(&pool_mu);
+	struct lbuf *b = free_list;
+	if (b) {
+		free_list = b->next;
+		n_free--;
+	}
+	pthread_mutex_unlock(&pool_mu);
+	if (!b)
+		b = lb_new();
+	*buf = b ? lb_data(b) : NULL;
+	*size = b ? BUF_SIZE : 0;
+	*max_records = 0;
+}
+
+/* Queue the buffer for the encoder; encode here only when it is not
+ * running (after stop, a late flush). */
+static void CUPTIAPI buf_completed(CUcontext ctx, uint32_t stream, uint8_t *buf, size_t size,
+				   size_t valid)
+{
 	(void)size;
-	free(buf);
+	if (!buf)
+		return;
+	struct lbuf *b = lb_of(buf);
+	b->valid = valid;
+	b->dropped = 0;
+	b->next = NULL;
+	size_t dropped = 0;
+	if (cu.cuptiActivityGetNumDroppedRecords(ctx, stream, &dropped) == CUPTI_SUCCESS)
+		b->dropped = dropped;
+	pthread_mutex_lock(&pool_mu);
+	int queued = enc_running && !enc_quit;
+	if (queued) {
+		if (done_tail)
+			done_tail->next = b;
+		else
+			done_head = b;
+		done_tail = b;
+		pthread_cond_signal(&done_cv);
+	}
+	pthread_mutex_unlock(&pool_mu);
+	if (!queued) {
+		encode(b);
+		lb_release(b);
+	}
 }
 
 /* Enabled only while detaching: the first runtime/driver API exit of any
@@ -543,50 +741,104 @@ static int open_log(char *msg, size_t msgsz)
 	return 0;
 }
 
-/* Driver calls worth a record: work submission, copies, synchronization,
- * allocation. The rest (cuDevicePrimaryCtxGetState, cuKernelGetName,
- * cuCtxGetCurrent... made several times per kernel launch by the runtime
- * itself) outnumber kernels 6 to 1 and would double the cost of tracing. */
-static int driver_api_wanted(const char *n)
+/* API calls worth a record: work submission, copies, sets,
+ * synchronization, allocation (name prefixes, as cuptiGetCallbackName
+ * spells them). Launch records carry the correlation id that ties a kernel
+ * to its thread and call site; cuBLAS launches through cuLaunchKernel, so
+ * both domains are needed to place every kernel. The rest (cudaGetDevice,
+ * cudaStreamIsCapturing, cuDevicePrimaryCtxGetState, cuKernelGetName...,
+ * made several times per launch) outnumber kernels 6 to 1. */
+static const char *const runtime_wanted[] = {
+	"cudaLaunch", "cudaGraphLaunch", "cudaMemcpy", "cudaMemset", "cudaMalloc", "cudaFree",
+	"cudaHostAlloc", "cudaStreamSynchronize", "cudaDeviceSynchronize", "cudaThreadSynchronize",
+	"cudaEventSynchronize", "cudaStreamWaitEvent", "cudaEventRecord",
+};
+static const char *const driver_wanted[] = {
+	"cuLaunch", "cuGraphLaunch", "cuMemcpy", "cuMemset", "cuStreamSynchronize",
+	"cuCtxSynchronize", "cuEventSynchronize", "cuStreamWaitEvent", "cuMemAlloc", "cuMemFree",
+	"cuEventRecord",
+};
+
+static int api_wanted(int driver, const char *n)
 {
-	static const char *const prefixes[] = {
-		"cuLaunch", "cuMemcpy", "cuMemset", "cuGraphLaunch", "cuStreamSynchronize",
-		"cuCtxSynchronize", "cuEventSynchronize", "cuStreamWaitEvent", "cuMemAlloc",
-		"cuMemFree",
-	};
-	for (size_t i = 0; i < sizeof(prefixes) / sizeof(prefixes[0]); i++)
-		if (!strncmp(n, prefixes[i], strlen(prefixes[i])))
+	const char *const *w = driver ? driver_wanted : runtime_wanted;
+	size_t k = driver ? sizeof(driver_wanted) / sizeof(driver_wanted[0])
+			  : sizeof(runtime_wanted) / sizeof(runtime_wanted[0]);
+	for (size_t i = 0; i < k; i++)
+		if (!strncmp(n, w[i], strlen(w[i])))
 			return 1;
 	return 0;
 }
 
-/* With the DRIVER kind on, switch off every driver call not wanted (CUPTI
- * takes per-call settings only as exceptions to the kind). */
-static void select_driver_apis(void)
+/* cbids switched on one by one, to switch off at stop. */
+static uint8_t api_on[2][MAX_CBID];
+static unsigned api_on_count[2];
+
+/* Record only the wanted calls of one domain, without its activity kind:
+ * CUPTI then traces those calls alone (the kind would trace every call and
+ * per-call settings would only be exceptions to it). */
+static void enable_api_list(int driver)
 {
-	if (!cu.cuptiActivityEnableDriverApi || !cu.cuptiGetCallbackName)
+	__typeof__(cu.cuptiActivityEnableRuntimeApi) en =
+		driver ? cu.cuptiActivityEnableDriverApi : cu.cuptiActivityEnableRuntimeApi;
+	uint32_t max = driver ? CUPTI_DRIVER_TRACE_CBID_SIZE : CUPTI_RUNTIME_TRACE_CBID_SIZE;
+	CUpti_CallbackDomain dom = driver ? CUPTI_CB_DOMAIN_DRIVER_API : CUPTI_CB_DOMAIN_RUNTIME_API;
+	if (!en || !cu.cuptiGetCallbackName)
 		return;
-	for (uint32_t cbid = 1; cbid < CUPTI_DRIVER_TRACE_CBID_SIZE && cbid < MAX_CBID; cbid++) {
+	for (uint32_t cbid = 1; cbid < max && cbid < MAX_CBID; cbid++) {
 		const char *name = NULL;
-		if (cu.cuptiGetCallbackName(CUPTI_CB_DOMAIN_DRIVER_API, cbid, &name) == CUPTI_SUCCESS &&
-		    name && !driver_api_wanted(name))
-			cu.cuptiActivityEnableDriverApi(cbid, 0);
+		if (cu.cuptiGetCallbackName(dom, cbid, &name) != CUPTI_SUCCESS || !name ||
+		    !api_wanted(driver, name))
+			continue;
+		if (en(cbid, 1) == CUPTI_SUCCESS) {
+			api_on[driver][cbid] = 1;
+			api_on_count[driver]++;
+		}
+	}
+}
+
+static void disable_api_list(int driver)
+{
+	__typeof__(cu.cuptiActivityEnableRuntimeApi) en =
+		driver ? cu.cuptiActivityEnableDriverApi : cu.cuptiActivityEnableRuntimeApi;
+	for (uint32_t cbid = 1; en && api_on_count[driver] && cbid < MAX_CBID; cbid++)
+		if (api_on[driver][cbid])
+			en(cbid, 0);
+	memset(api_on[driver], 0, sizeof(api_on[driver]));
+	api_on_count[driver] = 0;
+}
+
+/* runtime/driver: 0 no records, 1 the allow-list above, 2 every call (the
+ * activity kind; noisy runtime calls still off). runtime=0 is the kernels-
+ * only mode: no API, synchronization or overhead records, nothing traced on
+ * the application's calls but the launches CUPTI must see for kernels. */
+static int kind_wanted(CUpti_ActivityKind k)
+{
+	switch (k) {
+	case CUPTI_ACTIVITY_KIND_RUNTIME:
+		return cfg.runtime >= 2;
+	case CUPTI_ACTIVITY_KIND_DRIVER:
+		return cfg.runtime && cfg.driver >= 2;
+	case CUPTI_ACTIVITY_KIND_SYNCHRONIZATION:
+	case CUPTI_ACTIVITY_KIND_OVERHEAD:
+		return cfg.runtime != 0;
+	default:
+		return 1;
 	}
 }
 
 static int enable_kinds(void)
 {
-	for (size_t i = 0; i < sizeof(kinds) / sizeof(kinds[0]); i++) {
-		if ((kinds[i] == CUPTI_ACTIVITY_KIND_DRIVER && (!cfg.driver || !cfg.runtime)) ||
-		    (kinds[i] == CUPTI_ACTIVITY_KIND_RUNTIME && !cfg.runtime))
-			continue;
-		kind_on[i] = cu.cuptiActivityEnable(kinds[i]) == CUPTI_SUCCESS;
-		if (kinds[i] == CUPTI_ACTIVITY_KIND_DRIVER && kind_on[i] && cfg.driver == 1)
-			select_driver_apis();
-	}
-	if (cu.cuptiActivityEnableRuntimeApi)
+	for (size_t i = 0; i < sizeof(kinds) / sizeof(kinds[0]); i++)
+		if (kind_wanted(kinds[i]))
+			kind_on[i] = cu.cuptiActivityEnable(kinds[i]) == CUPTI_SUCCESS;
+	if (cfg.runtime >= 2 && cu.cuptiActivityEnableRuntimeApi)
 		for (size_t i = 0; i < sizeof(noisy_runtime) / sizeof(noisy_runtime[0]); i++)
 			cu.cuptiActivityEnableRuntimeApi(noisy_runtime[i], 0);
+	if (cfg.runtime == 1)
+		enable_api_list(0);
+	if (cfg.runtime && cfg.driver == 1)
+		enable_api_list(1);
 	return kind_on[1] ? 0 : -1; /* kernels are the point */
 }
 
@@ -596,6 +848,8 @@ static void disable_kinds(void)
 		if (kind_on[i])
 			cu.cuptiActivityDisable(kinds[i]);
 	memset(kind_on, 0, sizeof(kind_on));
+	disable_api_list(0);
+	disable_api_list(1);
 }
 
 static void close_log(void)
@@ -605,6 +859,17 @@ static void close_log(void)
 		stats.file[0] = 0;
 	wr = NULL;
 	pthread_mutex_unlock(&lock);
+}
+
+/* We hand CUPTI zeroed buffers (the pool), so it need not clear each one
+ * on the application's thread when it takes it. */
+static void set_attributes(void)
+{
+	uint8_t one = 1;
+	size_t sz = sizeof(one);
+	zeroed = cu.cuptiActivitySetAttribute &&
+		 cu.cuptiActivitySetAttribute(CUPTI_ACTIVITY_ATTR_ZEROED_OUT_ACTIVITY_BUFFER, &sz,
+					      &one) == CUPTI_SUCCESS;
 }
 
 static int subscribe(char *msg, size_t msgsz)
@@ -657,6 +922,9 @@ int li_cupti_start(const struct li_config *c, char *msg, size_t msgsz)
 		query_devices();
 		pthread_mutex_unlock(&lock);
 	}
+	set_attributes();
+	pool_fill(POOL_PRE);
+	encoder_start(); /* if it cannot start, buffers are encoded where they complete */
 	if (enable_kinds()) {
 		snprintf(msg, msgsz, "err CUDA kernel profiling cannot start: CUPTI refused kernel activity");
 		disable_kinds();
@@ -720,8 +988,10 @@ int li_cupti_stop(struct li_stats *st, int finalize)
 	}
 	/* If no API call came, the callback stays armed: the next call the
 	 * process makes finalizes CUPTI, and this library stays loaded for it. */
+	encoder_stop();
 	stats.finalized = done;
 	close_log();
+	pool_free();
 	*st = stats;
 	return done;
 }

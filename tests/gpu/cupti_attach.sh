@@ -4,12 +4,14 @@
 #                                          into .carry/: static collector, the
 #                                          inject library, static tools)
 #   tests/gpu/cupti_attach.sh run [OUTDIR] (on the GPU host)
-# The run starts a launch-bound PyTorch training loop, attaches twice with
-# `llmtracker profile -p PID --enable-cuda-kernel true -d 5 --delay 3`
-# (A: -t cpu, B: -t cuda, to compare uprobe and CUPTI timestamps), and twice
-# with the injector tool alone (C: default recording, D: kernels only), then the
-# loop profiles the same number of steps with torch.profiler; the analysis
-# prints PASS/FAIL lines and steps/s before, during and after.
+# The run starts a launch-bound PyTorch training loop and measures its
+# steps/s before, during and after each of: the inject library alone
+# (injector tool) in each recording mode, twice for the default; the static
+# collector `profile -p PID -t cpu --enable-cuda-kernel true -d 5 --delay 3`
+# (A), and the same without CUDA kernels (N). Then the loop profiles the same
+# number of steps with torch.profiler; the analysis prints PASS/FAIL lines
+# (names and counts vs torch.profiler, pairing, drops, collector exit) and
+# the figures. Everything the analysis printed is in OUTDIR/result.txt.
 set -u
 cd "$(dirname "$0")/../.."
 CARRY=${CARRY:-.carry}
@@ -36,54 +38,76 @@ PY=${PY:-/opt/torch/.venv/bin/python3}
 COLL=$CARRY/bin/llmtracker
 mkdir -p "$OUT"
 W=$(mktemp -d /tmp/cupti-attach.XXXXXX)
+L=$W/logs   # text logs, brought back as one tar (the device returns 8 files)
+mkdir -p "$L"
 mono() { "$PY" -c 'import time; print(time.monotonic_ns())'; }
 nvidia-smi -L 2>/dev/null | head -2
 
-PYTHONUNBUFFERED=1 "$PY" tests/gpu/cupti_attach.py train "$W" >"$OUT/train.log" 2>&1 &
+PYTHONUNBUFFERED=1 "$PY" tests/gpu/cupti_attach.py train "$W" >"$L/train.log" 2>&1 &
 TP=$!
 trap 'kill $TP 2>/dev/null' EXIT
 for _ in $(seq 240); do [ -e "$W/ready" ] && break; kill -0 $TP 2>/dev/null || break; sleep 0.5; done
-[ -e "$W/ready" ] || { echo "FAIL training loop did not start"; cat "$OUT/train.log"; exit 1; }
+[ -e "$W/ready" ] || { echo "FAIL training loop did not start"; cat "$L/train.log"; exit 1; }
 grep -E "libcupti|libcudart|libcuda\.so" /proc/$TP/maps | awk '{print "INFO maps:", $6}' | sort -u
-sleep 6
+sleep 2
 
-attach() { # TAG TYPES SECONDS
+# Every window is bracketed by marks; the analysis takes steps/s in the
+# 3.5 s before, during, and 0.5-3.5 s after it.
+mark() { echo "$1 $(mono)" >>"$W/marks.txt"; }
+attach() { # TAG TYPES SECONDS [--no-cuda]
 	mkdir -p "$W/$1"
-	echo "$1_begin $(mono)" >>"$W/marks.txt"
-	"$COLL" profile -p $TP -t "$2" --enable-cuda-kernel true -d "$3" --delay 3 -v 1 \
-		-o "$W/$1/collector.evlog" --cupti-dir "$W/$1" >"$OUT/$1.collector.log" 2>&1
-	echo "INFO [$1] collector exit $?"
-	echo "$1_end $(mono)" >>"$W/marks.txt"
-	grep -iE "cuda|cupti|kernel|error|cannot|W[0-9]{4}" "$OUT/$1.collector.log" | head -12 | sed "s/^/INFO [$1] /"
+	local ck="--enable-cuda-kernel true"
+	[ "${4:-}" = --no-cuda ] && ck=""
+	mark "$1_begin"
+	dmesg 2>/dev/null | wc -l >"$W/dmesg.before"
+	"$COLL" profile -p $TP -t "$2" $ck -d "$3" --delay 3 -v 1 \
+		-o "$W/$1/collector.evlog" --cupti-dir "$W/$1" >"$L/$1.collector.log" 2>&1
+	local rc=$?
+	mark "$1_end"
+	echo "$1_rc $rc" >>"$W/marks.txt"
+	echo "INFO [$1] collector exit $rc"
+	dmesg 2>/dev/null | tail -n +$(($(cat "$W/dmesg.before") + 1)) | grep -iE "trap|divide|segfault" |
+		sed "s/^/INFO [$1] dmesg: /"
+	grep -iE "cuda|cupti|kernel|error|cannot|cpu:|W[0-9]{4}" "$L/$1.collector.log" | head -12 | sed "s/^/INFO [$1] /"
 	ls "$W/$1" | sed "s/^/INFO [$1] file: /"
-	"$CARRY/bin/inject_logdump" "$W/$1"/*.evlog >"$W/$1.tsv" 2>&1
+	if ls "$W/$1"/llmtracker-cupti.*.evlog >/dev/null 2>&1; then
+		"$CARRY/bin/inject_logdump" "$W/$1"/llmtracker-cupti.*.evlog >"$W/$1.tsv" 2>&1
+	fi
 }
-# CUPTI alone through the injector tool: the default recording (C) and
-# kernels, copies and sets only (D), for the cost of each.
-tool() { # TAG ARGS
-	local tag=$1; shift
+# CUPTI alone through the injector tool, one recording mode per window.
+tool() { # TAG SECONDS ARGS
+	local tag=$1 sec=$2; shift 2
 	mkdir -p "$W/$tag"
-	echo "${tag}_begin $(mono)" >>"$W/marks.txt"
-	"$CARRY/bin/inject_tool-static" attach $TP "$CARRY/lib/libllmtracker-inject.so" "$W/$tag" 5 "$@" \
-		>"$OUT/$tag.tool.log" 2>&1
-	echo "${tag}_end $(mono)" >>"$W/marks.txt"
-	sed "s/^/INFO [$tag] /" "$OUT/$tag.tool.log" | head -5
+	mark "${tag}_begin"
+	"$CARRY/bin/inject_tool-static" attach $TP "$CARRY/lib/libllmtracker-inject.so" "$W/$tag" "$sec" "$@" \
+		>"$L/$tag.tool.log" 2>&1
+	mark "${tag}_end"
+	sed "s/^/INFO [$tag] /" "$L/$tag.tool.log" | head -5
 	"$CARRY/bin/inject_logdump" "$W/$tag"/*.evlog >"$W/$tag.tsv" 2>&1
 }
-attach A cpu 5
-sleep 6
-tool C
-sleep 6
-tool D --kernels-only
-sleep 6
-attach B cuda 2
-sleep 3
+# The matrix (modes: collector/inject/inject.h): K kernels only; R runtime
+# allow-list; D runtime + driver allow-lists (the default); F every runtime
+# call (the activity kind, as before). K and D twice, apart, for the noise.
+GAP=${GAP:-4}
+sleep $GAP
+tool K1 4 runtime=0 driver=0; sleep $GAP
+tool D1 4 runtime=1 driver=1; sleep $GAP
+tool R1 4 runtime=1 driver=0; sleep $GAP
+tool F1 4 runtime=2 driver=0; sleep $GAP
+tool K2 4 runtime=0 driver=0; sleep $GAP
+tool D2 4 runtime=1 driver=1; sleep $GAP
+# The full collector (static), as a user runs it: default recording.
+attach A cpu 5; sleep $GAP
+# The same without CUDA kernel profiling: tells a crash of the cpu source
+# from one of the CUPTI stop path.
+attach N cpu 3 --no-cuda; sleep 2
 touch "$W/stop"
 wait $TP; echo "INFO training loop exit $?"
 trap - EXIT
-tail -3 "$OUT/train.log"
-cp "$W/marks.txt" "$W/train.json" "$OUT/" 2>/dev/null
+tail -3 "$L/train.log"
+cp "$W/marks.txt" "$W/train.json" "$L/" 2>/dev/null
 "$PY" tests/gpu/cupti_attach.py analyze "$W" | tee "$OUT/result.txt"
 rc=${PIPESTATUS[0]}
-tar -C "$W" -czf "$OUT/logs.tar.gz" A B C D 2>/dev/null
+tar -C "$W" -czf "$OUT/logs.tar.gz" logs 2>/dev/null
+tar -C "$W" -czf "$OUT/evlogs.tar.gz" D1 A 2>/dev/null
 exit $rc

@@ -6,8 +6,9 @@
  *                                      checks the memfd mapping comes and goes
  *   inject_tool hold PID LIB           load, print "loaded", wait for a stdin
  *                                      line, unload
- *   inject_tool attach PID LIB DIR SEC [--no-driver-api | --kernels-only]
- *                                      lt_ck_attach, sleep, lt_ck_stop; totals
+ *   inject_tool attach PID LIB DIR SEC [--no-driver-api | --kernels-only] [KEY=VALUE...]
+ *                                      lt_ck_attach, sleep, lt_ck_stop; totals;
+ *                                      KEY=VALUE: start-message keys (inject.h)
  *   inject_tool launch LIB DIR -- CMD ...
  *                                      lt_ck_launch_env + fork/exec, wait, stop
  * Set LLMT_SKIP_DRIVER_CHECK=1 to inject on a node without a GPU driver.
@@ -122,10 +123,12 @@ static void print_totals(struct lt_cuda_kernel *ck)
 	       t.dropped, t.finalized, t.unloaded);
 }
 
-static struct lt_cuda_kernel *make_ck(const char *lib, const char *dir, int no_drv)
+static struct lt_cuda_kernel *make_ck(const char *lib, const char *dir, int no_drv,
+				      const char *extra)
 {
 	struct lt_ck_opts o = { .lib_path = lib, .cupti_dir = dir, .log = logline,
-				.no_driver_api = no_drv == 1, .kernels_only = no_drv == 2 };
+				.no_driver_api = no_drv == 1, .kernels_only = no_drv == 2,
+				.start_extra = extra };
 	o.skip_driver_check = getenv("LLMT_SKIP_DRIVER_CHECK") != NULL;
 	struct lt_cuda_kernel *ck;
 	char err[512];
@@ -136,9 +139,10 @@ static struct lt_cuda_kernel *make_ck(const char *lib, const char *dir, int no_d
 	return ck;
 }
 
-static int cmd_attach(int pid, const char *lib, const char *dir, double sec, int no_drv)
+static int cmd_attach(int pid, const char *lib, const char *dir, double sec, int no_drv,
+		      const char *extra)
 {
-	struct lt_cuda_kernel *ck = make_ck(lib, dir, no_drv);
+	struct lt_cuda_kernel *ck = make_ck(lib, dir, no_drv, extra);
 	if (!ck)
 		return 1;
 	int rc = lt_ck_available(ck) ? lt_ck_attach(ck, pid) : -ENODEV;
@@ -153,7 +157,7 @@ static int cmd_attach(int pid, const char *lib, const char *dir, double sec, int
 
 static int cmd_launch(const char *lib, const char *dir, char **argv)
 {
-	struct lt_cuda_kernel *ck = make_ck(lib, dir, 0);
+	struct lt_cuda_kernel *ck = make_ck(lib, dir, 0, NULL);
 	if (!ck)
 		return 1;
 	char *const *env = lt_ck_launch_env(ck);
@@ -182,10 +186,20 @@ int main(int argc, char **argv)
 		return cmd_cycle(atoi(argv[2]), atoi(argv[3]), argv[4]);
 	if (argc >= 4 && !strcmp(argv[1], "hold"))
 		return cmd_hold(atoi(argv[2]), argv[3]);
-	if (argc >= 6 && !strcmp(argv[1], "attach"))
-		return cmd_attach(atoi(argv[2]), argv[3], argv[4], atof(argv[5]),
-				  argc <= 6 ? 0 : !strcmp(argv[6], "--no-driver-api") ? 1 :
-				  !strcmp(argv[6], "--kernels-only") ? 2 : 0);
+	if (argc >= 6 && !strcmp(argv[1], "attach")) {
+		int mode = 0;
+		char extra[512] = "";
+		for (int i = 6; i < argc; i++) {
+			size_t n = strlen(extra);
+			if (!strcmp(argv[i], "--no-driver-api"))
+				mode = 1;
+			else if (!strcmp(argv[i], "--kernels-only"))
+				mode = 2;
+			else if (strchr(argv[i], '='))
+				snprintf(extra + n, sizeof(extra) - n, "%s%s", n ? " " : "", argv[i]);
+		}
+		return cmd_attach(atoi(argv[2]), argv[3], argv[4], atof(argv[5]), mode, extra);
+	}
 	if (argc >= 6 && !strcmp(argv[1], "launch") && !strcmp(argv[4], "--"))
 		return cmd_launch(argv[2], argv[3], argv + 5);
 	fprintf(stderr, "usage: see the comment at the top of tests/progs/inject_tool.c\n");
