@@ -599,7 +599,11 @@ int cv_pass2(struct cv_core *c, struct conv_sink *const *sinks, int n_sinks)
 		return -1;
 	for (size_t i = 0; i < c->n_hosts; i++)
 		p.proc_base[i + 1] = p.proc_base[i] + (uint32_t)c->hosts[i].n_proc;
-	p.sp = cv_spill_new(run_bytes(), c->n_tracks, NULL, c->err, sizeof(c->err));
+	/* No bigger than the logs need (~100 bytes a record): small logs stay
+	 * small in memory, big ones get the whole run buffer. */
+	size_t want = run_bytes(), need = (size_t)(c->total_events < (1ULL << 40) ? c->total_events : 0) * 160 + (4u << 20);
+
+	p.sp = cv_spill_new(need < want ? need : want, c->n_tracks, NULL, c->err, sizeof(c->err));
 	if (!p.sp)
 		goto out;
 	for (uint32_t i = 0; i < c->in.n; i++)

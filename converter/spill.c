@@ -227,8 +227,46 @@ static int cmp_ent(const void *a, const void *b)
 	return x->off < y->off ? -1 : x->off > y->off;
 }
 
+#define SORT_BLOCK 32
+
+/* Stable merge sort of a mostly ordered track (records of a thread arrive
+ * nearly in time order): insertion sort of small blocks, then merges that
+ * are skipped when two blocks are already in order. tmp holds n entries. */
+static void merge_sort(struct idx_ent *a, struct idx_ent *tmp, size_t n)
+{
+	for (size_t lo = 0; lo < n; lo += SORT_BLOCK) {
+		size_t hi = lo + SORT_BLOCK < n ? lo + SORT_BLOCK : n;
+
+		for (size_t i = lo + 1; i < hi; i++) {
+			struct idx_ent x = a[i];
+			size_t j = i;
+
+			while (j > lo && cmp_ent(&a[j - 1], &x) > 0) {
+				a[j] = a[j - 1];
+				j--;
+			}
+			a[j] = x;
+		}
+	}
+	for (size_t w = SORT_BLOCK; w < n; w *= 2) {
+		for (size_t lo = 0; lo + w < n; lo += 2 * w) {
+			size_t mid = lo + w, hi = lo + 2 * w < n ? lo + 2 * w : n;
+			size_t i = lo, j = mid, k = lo;
+
+			if (cmp_ent(&a[mid - 1], &a[mid]) <= 0)
+				continue;
+			memcpy(tmp + lo, a + lo, (mid - lo) * sizeof(*a));
+			while (i < mid && j < hi)
+				a[k++] = cmp_ent(&tmp[i], &a[j]) <= 0 ? tmp[i++] : a[j++];
+			while (i < mid)
+				a[k++] = tmp[i++];
+		}
+	}
+}
+
 /* Counting sort by track (stable), then each track by time: tracks are
- * mostly in order already, so most segments are only checked. */
+ * mostly in order already, so most segments are only checked. The input
+ * index, no longer needed once distributed, is the merge sort's scratch. */
 static int sort_run(struct cv_spill *s)
 {
 	size_t n = s->n_idx;
@@ -259,7 +297,7 @@ static int sort_run(struct cv_spill *s)
 			j++;
 		}
 		if (!sorted)
-			qsort(out + i, j - i, sizeof(*out), cmp_ent);
+			merge_sort(out + i, s->idx + i, j - i);
 		i = j;
 	}
 	return 0;
