@@ -1,0 +1,33 @@
+"""A call-heavy loop for measuring the profile hook's cost: waits (asleep)
+until GO exists, so a profiler can attach, then makes N calls of a tiny
+function, timed inside the process. Prints "calls_per_s <rate> elapsed <s>".
+Usage: pyh_callheavy.py CALLS [GO]"""
+import os
+import sys
+import time
+
+
+def leaf(x):
+    return x + 1
+
+
+def loop(n):
+    acc = 0
+    for i in range(n):
+        acc = leaf(acc)
+    return acc
+
+
+def main():
+    n = int(sys.argv[1])
+    if len(sys.argv) > 2:
+        while not os.path.exists(sys.argv[2]):
+            time.sleep(0.01)
+    t0 = time.perf_counter()
+    loop(n)
+    dt = time.perf_counter() - t0
+    print("calls_per_s %.0f elapsed %.4f" % (n / dt, dt), flush=True)
+
+
+if __name__ == "__main__":
+    main()
