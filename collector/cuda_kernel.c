@@ -142,7 +142,7 @@ static int send_start(struct lt_cuda_kernel *ck, struct ck_target *t)
 {
 	char msg[900];
 	snprintf(msg, sizeof(msg), "start pid=%d host=%s driver=%d runtime=%d finalize_ms=%d %.256s",
-		 t->pid, ck->host, !ck->o.no_driver_api, !ck->o.kernels_only, ck->o.finalize_ms,
+		 t->pid, ck->host, !!ck->o.driver_api, !ck->o.kernels_only, ck->o.finalize_ms,
 		 ck->o.start_extra ? ck->o.start_extra : "");
 	int dfd = open(ck->dir, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
 	char cbuf[CMSG_SPACE(sizeof(int))];
@@ -224,7 +224,7 @@ char *const *lt_ck_launch_env(struct lt_cuda_kernel *ck)
 	snprintf(ck->envbuf[i++], sizeof(ck->envbuf[0]), "CUDA_INJECTION64_PATH=%s", ck->lib);
 	snprintf(ck->envbuf[i++], sizeof(ck->envbuf[0]), "LLMT_CUPTI_DIR=%s", ck->dir);
 	snprintf(ck->envbuf[i++], sizeof(ck->envbuf[0]), "LLMT_HOST=%s", ck->host);
-	snprintf(ck->envbuf[i++], sizeof(ck->envbuf[0]), "LLMT_CUPTI_DRIVER=%d", !ck->o.no_driver_api);
+	snprintf(ck->envbuf[i++], sizeof(ck->envbuf[0]), "LLMT_CUPTI_DRIVER=%d", !!ck->o.driver_api);
 	if (ck->child_sock >= 0)
 		snprintf(ck->envbuf[i++], sizeof(ck->envbuf[0]), "LLMT_INJECT_SOCK=%d", ck->child_sock);
 	for (int j = 0; j < i; j++)

@@ -24,9 +24,11 @@ struct lt_ck_opts {
 	const char *lib_path;     /* NULL: found next to the collector binary */
 	const char *cupti_dir;    /* the library's output directory (created if missing) */
 	const char *host;         /* NULL: gethostname() */
-	int no_driver_api;        /* record runtime API only */
-	int kernels_only;         /* no API records at all (lightest; launches then pair
-				   * with kernels by thread and time, from uprobes) */
+	int driver_api;           /* also record every driver API call: pairs the kernels
+				   * cuBLAS launches through cuLaunchKernel, at a much
+				   * higher cost (see collector/inject/cupti.c) */
+	int kernels_only;         /* no API records at all (lightest; kernels then have
+				   * no launch to pair with) */
 	int finalize_ms;          /* wait for an API exit to finalize CUPTI; 0 = 3000 */
 	const char *start_extra;  /* "KEY=VALUE ..." appended to the library's start
 				   * message (inject.h), overriding the above; lt_ck_open

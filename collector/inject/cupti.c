@@ -9,11 +9,8 @@
  * callback as CLOCK_MONOTONIC, the eBPF clock (bpf_ktime_get_ns).
  *
  * Cost: what runs on the application's threads is kept to CUPTI's own
- * per-record work. Runtime and driver API records are asked for per call
- * (an allow-list of launches, copies, sets, syncs, allocations: see
- * api_wanted) rather than per kind, so the calls torch makes most
- * (cudaGetDevice, cudaStreamIsCapturing, cuDevicePrimaryCtxGetState...) are
- * not traced at all. Activity buffers come from a pool made ready (zeroed,
+ * per-record work (see kind_wanted for what each mode costs). Activity
+ * buffers come from a pool made ready (zeroed,
  * pages faulted in) at start, so a buffer request costs a list pop; a
  * completed buffer is queued to our encoder thread, so CUPTI's worker never
  * waits for the log's encoding or compression. No callback is enabled while
@@ -741,87 +738,30 @@ static int open_log(char *msg, size_t msgsz)
 	return 0;
 }
 
-/* API calls worth a record: work submission, copies, sets,
- * synchronization, allocation (name prefixes, as cuptiGetCallbackName
- * spells them). Launch records carry the correlation id that ties a kernel
- * to its thread and call site; cuBLAS launches through cuLaunchKernel, so
- * both domains are needed to place every kernel. The rest (cudaGetDevice,
- * cudaStreamIsCapturing, cuDevicePrimaryCtxGetState, cuKernelGetName...,
- * made several times per launch) outnumber kernels 6 to 1. */
-static const char *const runtime_wanted[] = {
-	"cudaLaunch", "cudaGraphLaunch", "cudaMemcpy", "cudaMemset", "cudaMalloc", "cudaFree",
-	"cudaHostAlloc", "cudaStreamSynchronize", "cudaDeviceSynchronize", "cudaThreadSynchronize",
-	"cudaEventSynchronize", "cudaStreamWaitEvent", "cudaEventRecord",
-};
-static const char *const driver_wanted[] = {
-	"cuLaunch", "cuGraphLaunch", "cuMemcpy", "cuMemset", "cuStreamSynchronize",
-	"cuCtxSynchronize", "cuEventSynchronize", "cuStreamWaitEvent", "cuMemAlloc", "cuMemFree",
-	"cuEventRecord",
-};
-
-static int api_wanted(int driver, const char *n)
-{
-	const char *const *w = driver ? driver_wanted : runtime_wanted;
-	size_t k = driver ? sizeof(driver_wanted) / sizeof(driver_wanted[0])
-			  : sizeof(runtime_wanted) / sizeof(runtime_wanted[0]);
-	for (size_t i = 0; i < k; i++)
-		if (!strncmp(n, w[i], strlen(w[i])))
-			return 1;
-	return 0;
-}
-
-/* cbids switched on one by one, to switch off at stop. */
-static uint8_t api_on[2][MAX_CBID];
-static unsigned api_on_count[2];
-
-/* Record only the wanted calls of one domain, without its activity kind:
- * CUPTI then traces those calls alone (the kind would trace every call and
- * per-call settings would only be exceptions to it). */
-static void enable_api_list(int driver)
-{
-	__typeof__(cu.cuptiActivityEnableRuntimeApi) en =
-		driver ? cu.cuptiActivityEnableDriverApi : cu.cuptiActivityEnableRuntimeApi;
-	uint32_t max = driver ? CUPTI_DRIVER_TRACE_CBID_SIZE : CUPTI_RUNTIME_TRACE_CBID_SIZE;
-	CUpti_CallbackDomain dom = driver ? CUPTI_CB_DOMAIN_DRIVER_API : CUPTI_CB_DOMAIN_RUNTIME_API;
-	if (!en || !cu.cuptiGetCallbackName)
-		return;
-	for (uint32_t cbid = 1; cbid < max && cbid < MAX_CBID; cbid++) {
-		const char *name = NULL;
-		if (cu.cuptiGetCallbackName(dom, cbid, &name) != CUPTI_SUCCESS || !name ||
-		    !api_wanted(driver, name))
-			continue;
-		if (en(cbid, 1) == CUPTI_SUCCESS) {
-			api_on[driver][cbid] = 1;
-			api_on_count[driver]++;
-		}
-	}
-}
-
-static void disable_api_list(int driver)
-{
-	__typeof__(cu.cuptiActivityEnableRuntimeApi) en =
-		driver ? cu.cuptiActivityEnableDriverApi : cu.cuptiActivityEnableRuntimeApi;
-	for (uint32_t cbid = 1; en && api_on_count[driver] && cbid < MAX_CBID; cbid++)
-		if (api_on[driver][cbid])
-			en(cbid, 0);
-	memset(api_on[driver], 0, sizeof(api_on[driver]));
-	api_on_count[driver] = 0;
-}
-
-/* runtime/driver: 0 no records, 1 the allow-list above, 2 every call (the
- * activity kind; noisy runtime calls still off). runtime=0 is the kernels-
- * only mode: no API, synchronization or overhead records, nothing traced on
- * the application's calls but the launches CUPTI must see for kernels. */
+/* What is recorded (start keys, inject.h), measured on a launch-bound torch
+ * loop (H200, ~25k kernels/s; tests/gpu/cupti_attach.sh):
+ *   runtime=0            kernels, copies, sets only              ~ -20..-24% steps/s
+ *   runtime=1 (default)  + every runtime call but the noisy ones  ~ -30%
+ *   runtime=1 driver=1   + every driver call                      ~ -48%
+ * Kernel activity itself is most of the cost (CUPTI instruments each
+ * launch). Runtime records give each kernel its launch (thread, time, call
+ * site) through the correlation id; kernels cuBLAS launches through
+ * cuLaunchKernel (~7% here) are paired only with driver=1. Per-call
+ * selection (cuptiActivityEnableRuntimeApi/DriverApi with enable=1 and no
+ * kind) recorded nothing with CUDA 13.0's CUPTI there, and disabling most
+ * driver calls under the DRIVER kind removed every driver record, so whole
+ * kinds are used. runtime=0 also leaves out synchronization and overhead
+ * records: nothing is traced on the application's calls but the launches
+ * CUPTI must see for kernels. */
 static int kind_wanted(CUpti_ActivityKind k)
 {
 	switch (k) {
 	case CUPTI_ACTIVITY_KIND_RUNTIME:
-		return cfg.runtime >= 2;
-	case CUPTI_ACTIVITY_KIND_DRIVER:
-		return cfg.runtime && cfg.driver >= 2;
 	case CUPTI_ACTIVITY_KIND_SYNCHRONIZATION:
 	case CUPTI_ACTIVITY_KIND_OVERHEAD:
 		return cfg.runtime != 0;
+	case CUPTI_ACTIVITY_KIND_DRIVER:
+		return cfg.runtime && cfg.driver;
 	default:
 		return 1;
 	}
@@ -832,13 +772,9 @@ static int enable_kinds(void)
 	for (size_t i = 0; i < sizeof(kinds) / sizeof(kinds[0]); i++)
 		if (kind_wanted(kinds[i]))
 			kind_on[i] = cu.cuptiActivityEnable(kinds[i]) == CUPTI_SUCCESS;
-	if (cfg.runtime >= 2 && cu.cuptiActivityEnableRuntimeApi)
+	if (cfg.runtime && cu.cuptiActivityEnableRuntimeApi)
 		for (size_t i = 0; i < sizeof(noisy_runtime) / sizeof(noisy_runtime[0]); i++)
 			cu.cuptiActivityEnableRuntimeApi(noisy_runtime[i], 0);
-	if (cfg.runtime == 1)
-		enable_api_list(0);
-	if (cfg.runtime && cfg.driver == 1)
-		enable_api_list(1);
 	return kind_on[1] ? 0 : -1; /* kernels are the point */
 }
 
@@ -848,8 +784,6 @@ static void disable_kinds(void)
 		if (kind_on[i])
 			cu.cuptiActivityDisable(kinds[i]);
 	memset(kind_on, 0, sizeof(kind_on));
-	disable_api_list(0);
-	disable_api_list(1);
 }
 
 static void close_log(void)

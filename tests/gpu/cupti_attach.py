@@ -121,9 +121,8 @@ class Verdict:
 
 MODES = {
     "K": "kernels only (runtime=0)",
-    "R": "kernels + runtime allow-list (runtime=1 driver=0)",
-    "D": "kernels + runtime & driver allow-lists (runtime=1 driver=1, the default)",
-    "F": "kernels + every runtime call (runtime=2, the activity kind)",
+    "D": "kernels + runtime calls (runtime=1 driver=0, the default)",
+    "F": "kernels + runtime + every driver call (runtime=1 driver=1)",
     "A": "llmtracker profile -t cpu --enable-cuda-kernel (static, default recording)",
     "N": "llmtracker profile -t cpu (static, no CUDA kernels)",
 }
@@ -131,7 +130,7 @@ NOISY = ("cudaGetDevice", "cudaGetLastError", "cudaStreamIsCapturing", "cuDevice
          "cuKernelGetName", "cuCtxGetCurrent", "cuKernelGetFunction")
 
 
-def analyze_window(v, tag, ev, tr, strict):
+def analyze_window(v, tag, ev, tr):
     """Checks on one CUPTI log; returns its kernel time range."""
     starts, ends = tr["starts"], tr["ends"]
     api, kern = ev["A"], ev["K"]
@@ -148,9 +147,9 @@ def analyze_window(v, tag, ev, tr, strict):
     if not api:
         return krange
     noisy = sum(c for n, c in names.items() if n in NOISY)
-    if tag[0] in "RD":
-        v(noisy == 0, f"[{tag}] allow-list: none of the frequent bookkeeping calls recorded ({noisy})")
     if tag[0] == "D" or tag == "A":
+        v(noisy == 0, f"[{tag}] none of the frequent bookkeeping calls recorded ({noisy})")
+    if tag[0] == "F":
         v(names.get("cuLaunchKernel", 0) > 0, f"[{tag}] driver launches (cuBLAS) recorded: "
           f"{names.get('cuLaunchKernel', 0)} cuLaunchKernel")
     launch = {a[4]: int(a[0]) for a in api}
@@ -166,10 +165,13 @@ def analyze_window(v, tag, ev, tr, strict):
     lags.sort()
     matched = len(lags)
     what = f"[{tag}] kernels with their launch record: {matched}/{len(kern)}"
-    if strict:
-        v(matched >= 0.999 * len(kern), what)
-    else:
-        print("INFO " + what)
+    # Without driver records, kernels cuBLAS launches through cuLaunchKernel
+    # have none (~7% of this loop's).
+    v(matched >= (0.999 if tag[0] == "F" else 0.85) * len(kern), what)
+    unpaired = collections.Counter(k[5][:60] for k in kern if k[2] not in launch)
+    if unpaired:
+        print(f"INFO [{tag}] kernels without a launch record: " +
+              ", ".join(f"{n} {c}" for n, c in unpaired.most_common(3)))
     if lags:
         print(f"INFO [{tag}] launch->kernel start lag: p50 {lags[len(lags) // 2] / 1e3:.1f} us, "
               f"p99 {lags[int(len(lags) * 0.99)] / 1e3:.1f} us, max {lags[-1] / 1e3:.1f} us")
@@ -204,7 +206,13 @@ def kernel_match(v, tag, ev, tr):
         return
     mid = idx[len(idx) // 2 - n // 2:len(idx) // 2 - n // 2 + n]
     t0, t1 = starts[mid[0]], ends[mid[-1]]
-    ours = collections.Counter(demangle(kern_by_corr[c]) for t, c in launches if t0 <= t <= t1 and c in kern_by_corr)
+    # Kernels launched in those steps, and the ones between them that have
+    # no launch record (cuBLAS's cuLaunchKernel without driver records): the
+    # loop runs on one stream, in order.
+    paired = [c for t, c in launches if t0 <= t <= t1 and c in kern_by_corr]
+    kt = {k[2]: int(k[0]) for k in ev["K"]}
+    k0, k1 = min(kt[c] for c in paired), max(kt[c] for c in paired)
+    ours = collections.Counter(demangle(k[5]) for k in ev["K"] if k0 <= int(k[0]) <= k1)
     theirs = collections.Counter(tr["torch_kernels"])
     print(f"INFO [{tag}] kernels in {n} steps: ours {sum(ours.values())} ({len(ours)} names), "
           f"torch.profiler {sum(theirs.values())} ({len(theirs)} names)")
@@ -234,8 +242,7 @@ def analyze(d):
             ev = load_tsv(p)
             for e in ev["E"]:
                 print(f"WARN [{tag}] {e}")
-        strict = tag[0] == "D" or tag == "A"
-        w = analyze_window(v, tag, ev, tr, strict) if ev is not None else None
+        w = analyze_window(v, tag, ev, tr) if ev is not None else None
         if ev is not None and tag in ("D1", "A"):
             kernel_match(v, tag, ev, tr)
         b, e = marks[f"{tag}_begin"], marks[f"{tag}_end"]
@@ -259,7 +266,7 @@ def analyze(d):
     for tag, before, during, after, kps, aps in rows:
         print(f"FIGURES {tag:3s}| {before:6.1f} | {during:6.1f} ({(during / before - 1) * 100:+5.1f}%) | "
               f"{after:6.1f} ({(after / before - 1) * 100:+5.1f}%) | {kps:7.0f} | {aps:7.0f} | {MODES[tag[0]]}")
-    for mode in "KRDF":
+    for mode in "KDF":
         r = [x for x in rows if x[0][0] == mode]
         if r:
             dur = sum(x[2] / x[1] for x in r) / len(r) - 1

@@ -85,17 +85,16 @@ tool() { # TAG SECONDS ARGS
 	sed "s/^/INFO [$tag] /" "$L/$tag.tool.log" | head -5
 	"$CARRY/bin/inject_logdump" "$W/$tag"/*.evlog >"$W/$tag.tsv" 2>&1
 }
-# The matrix (modes: collector/inject/inject.h): K kernels only; R runtime
-# allow-list; D runtime + driver allow-lists (the default); F every runtime
-# call (the activity kind, as before). K and D twice, apart, for the noise.
+# The matrix (modes: collector/inject/cupti.c kind_wanted): K kernels only;
+# D kernels + runtime calls (the default); F + every driver call. K and D
+# twice, apart, for the noise.
 GAP=${GAP:-4}
 sleep $GAP
 tool K1 4 runtime=0 driver=0; sleep $GAP
-tool D1 4 runtime=1 driver=1; sleep $GAP
-tool R1 4 runtime=1 driver=0; sleep $GAP
-tool F1 4 runtime=2 driver=0; sleep $GAP
+tool D1 4 runtime=1 driver=0; sleep $GAP
+tool F1 4 runtime=1 driver=1; sleep $GAP
 tool K2 4 runtime=0 driver=0; sleep $GAP
-tool D2 4 runtime=1 driver=1; sleep $GAP
+tool D2 4 runtime=1 driver=0; sleep $GAP
 # The full collector (static), as a user runs it: default recording.
 attach A cpu 5; sleep $GAP
 # The same without CUDA kernel profiling: tells a crash of the cpu source

@@ -6,7 +6,7 @@
  *                                      checks the memfd mapping comes and goes
  *   inject_tool hold PID LIB           load, print "loaded", wait for a stdin
  *                                      line, unload
- *   inject_tool attach PID LIB DIR SEC [--no-driver-api | --kernels-only] [KEY=VALUE...]
+ *   inject_tool attach PID LIB DIR SEC [--driver-api | --kernels-only] [KEY=VALUE...]
  *                                      lt_ck_attach, sleep, lt_ck_stop; totals;
  *                                      KEY=VALUE: start-message keys (inject.h)
  *   inject_tool launch LIB DIR -- CMD ...
@@ -127,7 +127,7 @@ static struct lt_cuda_kernel *make_ck(const char *lib, const char *dir, int no_d
 				      const char *extra)
 {
 	struct lt_ck_opts o = { .lib_path = lib, .cupti_dir = dir, .log = logline,
-				.no_driver_api = no_drv == 1, .kernels_only = no_drv == 2,
+				.driver_api = no_drv == 1, .kernels_only = no_drv == 2,
 				.start_extra = extra };
 	o.skip_driver_check = getenv("LLMT_SKIP_DRIVER_CHECK") != NULL;
 	struct lt_cuda_kernel *ck;
@@ -191,7 +191,7 @@ int main(int argc, char **argv)
 		char extra[512] = "";
 		for (int i = 6; i < argc; i++) {
 			size_t n = strlen(extra);
-			if (!strcmp(argv[i], "--no-driver-api"))
+			if (!strcmp(argv[i], "--driver-api"))
 				mode = 1;
 			else if (!strcmp(argv[i], "--kernels-only"))
 				mode = 2;
