@@ -166,15 +166,28 @@ static void final_line(const struct cv_core *c, const struct sinks *s)
 			js.events += one.events;
 			js.bytes_file += one.bytes_file;
 		}
-	fprintf(stderr, "converted %llu events from %zu logs (written %llu, dropped %llu: "
-		"%llu unmatched python exits, %llu too deep, %llu unknown types; "
-		"repaired: %llu overlaps cut, %llu unbound flows, %llu bad durations, "
-		"%llu unclosed python frames)",
+	fprintf(stderr, "converted %llu events from %zu logs (written %llu, dropped %llu",
 		(unsigned long long)st->read, c->in.n, (unsigned long long)(st->read - dropped),
-		(unsigned long long)dropped, (unsigned long long)st->py_unmatched_exit,
-		(unsigned long long)st->py_too_deep, (unsigned long long)st->unknown_type,
-		(unsigned long long)st->overlaps_cut, (unsigned long long)st->unbound_flows,
-		(unsigned long long)st->bad_time, (unsigned long long)st->py_unclosed);
+		(unsigned long long)dropped);
+	/* Only the reasons that happened, so a clean run reads short. */
+	const struct { uint64_t n; const char *why; } r[] = {
+		{ st->py_unmatched_exit, "python exits without an entry" },
+		{ st->py_too_deep, "python calls nested too deep" },
+		{ st->unknown_type, "events of unknown type" },
+		{ st->overlaps_cut, "overlaps cut" },
+		{ st->unbound_flows, "unbound flows" },
+		{ st->bad_time, "bad durations zeroed" },
+		{ st->py_unclosed, "python calls still open at the end, closed there" },
+	};
+	const char *sep = ": ";
+
+	for (size_t i = 0; i < sizeof(r) / sizeof(r[0]); i++) {
+		if (!r[i].n)
+			continue;
+		fprintf(stderr, "%s%llu %s", sep, (unsigned long long)r[i].n, r[i].why);
+		sep = ", ";
+	}
+	fputs(")", stderr);
 	if (lost) {
 		fprintf(stderr, "; lost at the source:");
 		for (int i = 0; i <= EVSRC_MAX; i++)
