@@ -11,11 +11,14 @@
  * run. The callback never calls Python code, never leaves an exception set
  * and ignores C calls.
  *
- * Threads: CPython has no C hook for "a thread state was created", so the
- * control thread covers new thread states at each tick (when the process's
- * thread count changed, and every second): a new thread's first ~200 ms of
- * calls can be missed. A thread that already has a profile function (cProfile,
- * sys.setprofile) is left alone and counted.
+ * Threads: CPython has no C hook for "a thread state was created". Threads
+ * started by the threading module take threading._profile_hook as their
+ * profile function before their first call: we put a C function object
+ * there (when the program has set none) that swaps itself for the C-level
+ * callback on the new thread's first event. Other new thread states (C
+ * threads calling into Python) are covered at the next tick (when the
+ * process's thread count changed, and every second). A thread that already
+ * has a profile function (cProfile, sys.setprofile) is left alone and counted.
  *
  * Pids: events carry the pid the collector passed (the host's view); tids
  * are gettid() in the target, which is the host's tid unless the target runs
@@ -63,8 +66,25 @@ static struct {
 	void (*PyErr_Fetch)(void **, void **, void **);
 	void (*PyErr_Restore)(void *, void *, void *);
 	void (*PyErr_Clear)(void);
+	/* optional: the threading-module hook (new threads from their first call) */
+	void *(*PySys_GetObject)(const char *);
+	void *(*PyDict_GetItemString)(void *, const char *);
+	int (*PyObject_SetAttrString)(void *, const char *, void *);
+	void *(*PyCFunction_NewEx)(void *, void *, void *);
+	void *(*PyTuple_GetItem)(void *, ssize_t);
+	void *(*PyThreadState_Get)(void);
+	void *none;
 	int major, minor;
 } api;
+
+/* CPython's PyMethodDef. */
+struct pyh_methoddef {
+	const char *name;
+	void *(*meth)(void *self, void *args);
+	int flags;
+	const char *doc;
+};
+#define PYH_METH_VARARGS 1
 
 /* One code object seen: its names, interned for the hot path. */
 struct pyh_code {
@@ -93,6 +113,9 @@ static atomic_int running;
 static atomic_uint gen;
 static int installed, pending, removed;
 static long slot_off = -1;         /* offset of c_profilefunc in PyThreadState */
+static long obj_off = -1;          /* offset of c_profileobj */
+static void *hook_obj;             /* our threading._profile_hook function object */
+static int hook_set;               /* hook_obj is in threading._profile_hook */
 static int last_tasks, ticks;
 static uint64_t n_enter, n_exit, n_dropped;
 static unsigned n_threads, n_busy;
@@ -173,6 +196,11 @@ static int resolve(char *msg, size_t msgsz)
 			 "export %s; the process is untouched", api.major, api.minor, miss);
 		return -ENOTSUP;
 	}
+	if (NEED(PySys_GetObject, "PySys_GetObject") || NEED(PyDict_GetItemString, "PyDict_GetItemString") ||
+	    NEED(PyObject_SetAttrString, "PyObject_SetAttrString") ||
+	    NEED(PyCFunction_NewEx, "PyCFunction_NewEx") || NEED(PyTuple_GetItem, "PyTuple_GetItem") ||
+	    NEED(PyThreadState_Get, "PyThreadState_Get") || !(api.none = sym("_Py_NoneStruct")))
+		api.PySys_GetObject = NULL; /* new threads are then covered at ticks only */
 	return 0;
 }
 
@@ -367,20 +395,92 @@ static void **slot_of(void *ts)
 	return (void **)((char *)ts + slot_off);
 }
 
+/* threading._profile_hook, called by the profile trampoline on a new
+ * thread's first event as hook(frame, event, arg): put the C callback on
+ * this thread in its place, and record the call that brought us here. */
+static void *thread_hook(void *self, void *args)
+{
+	(void)self;
+	void *ts = api.PyThreadState_Get();
+	if (atomic_load(&running) && api.SetProfile(ts, pyh_profile, NULL) < 0)
+		api.PyErr_Clear();
+	else if (atomic_load(&running))
+		n_threads++;
+	void *frame = api.PyTuple_GetItem(args, 0), *event = api.PyTuple_GetItem(args, 1);
+	ssize_t n = 0;
+	const char *e = event ? api.PyUnicode_AsUTF8AndSize(event, &n) : NULL;
+	if (frame && e && n == 4 && !memcmp(e, "call", 4))
+		pyh_profile(NULL, frame, PYT_CALL, NULL);
+	api.PyErr_Clear();
+	api.Py_IncRef(api.none);
+	return api.none;
+}
+
+static struct pyh_methoddef thread_hook_def = {
+	"llmtracker_profile_hook", thread_hook, PYH_METH_VARARGS, NULL,
+};
+
+/* Under the GIL: the threading module, if the program imported it. */
+static void *threading_module(void)
+{
+	void *mods = api.PySys_GetObject("modules");
+	return mods ? api.PyDict_GetItemString(mods, "threading") : NULL;
+}
+
+/* Under the GIL: set threading._profile_hook if the program left it None. */
+static void thread_hook_install(void)
+{
+	void *th, *cur;
+	if (hook_set || !hook_obj || !(th = threading_module()))
+		return;
+	cur = api.PyObject_GetAttrString(th, "_profile_hook");
+	if (cur == api.none && api.PyObject_SetAttrString(th, "_profile_hook", hook_obj) == 0)
+		hook_set = 1;
+	if (cur)
+		api.Py_DecRef(cur);
+	api.PyErr_Clear();
+}
+
+/* Under the GIL: put None back where ours still is. 1 if no one but us
+ * holds our function object any more (it may then go with the library). */
+static int thread_hook_remove(void)
+{
+	void *th, *cur;
+	if (!hook_obj)
+		return 1;
+	if (hook_set && (th = threading_module())) {
+		cur = api.PyObject_GetAttrString(th, "_profile_hook");
+		if (cur == hook_obj)
+			api.PyObject_SetAttrString(th, "_profile_hook", api.none);
+		if (cur)
+			api.Py_DecRef(cur);
+		api.PyErr_Clear();
+	}
+	hook_set = 0;
+	if (*(ssize_t *)hook_obj != 1)
+		return 0; /* someone kept it (threading.getprofile()): we must stay */
+	api.Py_DecRef(hook_obj);
+	hook_obj = NULL;
+	return 1;
+}
+
 /* Under the GIL: where does a thread state keep its profile function?
  * Found on our own (otherwise idle) thread state by setting it and looking,
  * so no struct layout is compiled in. */
 static int find_slot(void *self)
 {
-	if (api.SetProfile(self, pyh_profile, NULL) < 0) {
+	if (api.SetProfile(self, pyh_profile, hook_obj) < 0) {
 		api.PyErr_Clear();
 		return -1;
 	}
 	long found = -1;
 	int hits = 0;
-	for (long off = 0; off < 1024; off += (long)sizeof(void *))
+	for (long off = 0; off < 1024; off += (long)sizeof(void *)) {
 		if (*(void **)((char *)self + off) == (void *)pyh_profile)
 			found = off, hits++;
+		else if (hook_obj && *(void **)((char *)self + off) == hook_obj)
+			obj_off = off;
+	}
 	if (api.SetProfile(self, NULL, NULL) < 0)
 		api.PyErr_Clear();
 	if (hits != 1 || *(void **)((char *)self + found) != NULL)
@@ -417,7 +517,9 @@ static int uncover_threads(void)
 	void *interp = api.PyThreadState_GetInterpreter(self);
 	int all = 1;
 	for (void *ts = api.PyInterpreterState_ThreadHead(interp); ts; ts = api.PyThreadState_Next(ts)) {
-		if (*slot_of(ts) != (void *)pyh_profile)
+		int ours = *slot_of(ts) == (void *)pyh_profile ||
+			   (obj_off >= 0 && hook_obj && *(void **)((char *)ts + obj_off) == hook_obj);
+		if (!ours)
 			continue;
 		if (api.SetProfile(ts, NULL, NULL) < 0) {
 			api.PyErr_Clear();
@@ -435,9 +537,15 @@ static int install(char *msg, size_t msgsz)
 			 "shutting down");
 		return -ESHUTDOWN;
 	}
+	if (api.PySys_GetObject && !hook_obj) {
+		hook_obj = api.PyCFunction_NewEx(&thread_hook_def, NULL, NULL);
+		api.PyErr_Clear();
+	}
 	int rc = slot_off >= 0 ? 0 : find_slot(api.PyGILState_GetThisThreadState());
 	if (!rc) {
 		atomic_store(&running, 1);
+		if (obj_off >= 0)
+			thread_hook_install();
 		cover_threads();
 		installed = 1;
 	}
@@ -561,6 +669,8 @@ void li_pyhook_tick(void)
 		int n = count_tasks();
 		int st;
 		if ((n != last_tasks || ++ticks % 5 == 0) && !gil_take(&st)) {
+			if (obj_off >= 0)
+				thread_hook_install(); /* threading imported since */
 			cover_threads();
 			api.PyGILState_Release(st);
 		}
@@ -589,7 +699,8 @@ int li_pyhook_stop(int at_exit, char *msg, size_t msgsz)
 	}
 	atomic_store(&running, 0);
 	if (installed && !at_exit && !gil_take(&st)) {
-		removed = uncover_threads();
+		int all = uncover_threads(); /* first: threads may hold our hook object */
+		removed = thread_hook_remove() && all;
 		if (removed)
 			cache_free(1);
 		api.PyGILState_Release(st);

@@ -75,6 +75,13 @@ grep -qx "pid=$(sed -n 's/.*pid \([0-9]*\): tracing.*/\1/p' "$T/a/err")" "$T/a/f
 	grep -qx "line=15" "$T/a/fields"
 ok $? "g's events carry the target's pid, the script's file and g's first line"
 
+# 1b. threads started after the hook went in are traced from their first call
+attach "$PY" th 100 3
+check "$T/th" "3 new threads + main: exact counts, nesting per thread" f=400 g=1200 loop=4
+[ "$(grep "^py_enter.* func=loop " "$T/th/dump" | grep -o 'tid=[0-9]*' | sort -u | wc -l)" = 4 ] &&
+	[ "$(cat $T/th/rc)" = 3 ] && [ "$(cat $T/th/maps_after)" = 0 ] && grep -q "removed=1" "$T/th/err"
+ok $? "the 4 loops are on 4 distinct threads; hook removed, library gone, exit status unchanged"
+
 # 2. the converter merges the hook's log with the collector's
 if [ -x "$CONV" ] && "$CONV" -i "$T/a/c.log" --cupti-dir "$T/a" -o "$T/a/t.json" > "$T/a/conv" 2>&1; then
 	python3 - "$T/a/t.json" <<'PY'
