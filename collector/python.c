@@ -556,6 +556,11 @@ static int py_try_hook(struct lt_session *s, struct py_state *st, struct py_targ
 	st->n_traced++;
 	LT_INFO(1, "python: pid %d: tracing functions through the injected profile hook (%s has no "
 		"USDT function probes): %s, in %s", t->pid, in->path, msg, lt_pyh_dir(st->hook));
+	const char *busy = strstr(msg, " busy=");
+	if (busy && atoi(busy + 6) > 0)
+		LT_WARN("python: pid %d: %d thread(s) already run a profiler of their own (cProfile, "
+			"sys.setprofile): left alone, their calls are not recorded until it stops",
+			t->pid, atoi(busy + 6));
 	return 1;
 }
 

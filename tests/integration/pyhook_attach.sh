@@ -121,6 +121,31 @@ else
 	ok 0 "# SKIP no python3.9"
 fi
 
+# 4b. a thread running its own profiler (sys.setprofile) is left alone
+mkdir -p "$T/own"
+cat > "$T/own/own.py" <<'PY'
+import os, sys, time
+def g(x): return x
+def f():
+    for _ in range(3): g(1)
+calls = []
+def prof(frame, event, arg):
+    if event == "call": calls.append(frame.f_code.co_name)
+sys.setprofile(prof)
+while not os.path.exists(sys.argv[1]): time.sleep(0.01)
+for _ in range(10): f()
+sys.setprofile(None)
+print("own profiler saw f", calls.count("f"), "g", calls.count("g"), flush=True)
+PY
+"$PY" "$T/own/own.py" "$T/own/go" > "$T/own/out" & tp=$!; pids+=($tp)
+sleep 0.3
+"$LT" profile -p $tp -t python -o "$T/own/c.log" -v 1 > /dev/null 2> "$T/own/err" & cp=$!; pids+=($cp)
+wait_for "$T/own/err" "tracing functions|cannot trace" && touch "$T/own/go"
+wait $tp; wait $cp
+grep "profiler of their own" "$T/own/err" | cut -c1-160 | sed 's/^/# /'
+[ "$(cat "$T/own/out")" = "own profiler saw f 10 g 30" ] && grep -q "1 thread(s) already run a profiler" "$T/own/err"
+ok $? "a thread with its own sys.setprofile profiler keeps it (f 10, g 30 seen by it); said once"
+
 # 5. launch form: the hook goes in once the new process can take it
 mkdir -p "$T/l"
 ( "$LT" profile -t python -o "$T/l/c.log" -v 1 -- "$PY" "$SCRIPT" 100 "$T/l/go" "$T/l/hold" 0 \
