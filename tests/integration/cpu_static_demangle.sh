@@ -1,0 +1,30 @@
+#!/bin/bash
+# The static collector symbolizing C++ names at stop (-t cpu). It once
+# dlopen()ed libstdc++ for the demangler, which brings the host's shared
+# libc into a static program: on a host whose glibc differs from the build's
+# it died with SIGFPE right after the CUDA kernel detach, at the end of every
+# `-t cpu` run. Here: it exits 0, names the mangled hot function demangled,
+# and never opens libstdc++ or a libc (strace).
+set -u
+BUILD=${BUILD:-build}
+STATIC=$BUILD/bin/llmtracker-static DUMP=$BUILD/tests/progs/evlog_dump PROG=$BUILD/tests/progs/cpu_mangled
+[ "$(id -u)" = 0 ] || { echo "skip: needs root (BPF, perf events)"; exit 77; }
+command -v strace >/dev/null || { echo "skip: strace missing (scripts/packages.txt)"; exit 77; }
+[ -x "$STATIC" ] || make -s BUILD="$BUILD" static >/dev/null 2>&1
+for f in "$STATIC" "$DUMP" "$PROG"; do [ -x "$f" ] || { echo "not ok 1 - $f not built"; exit 1; }; done
+tmp=$(mktemp -d); trap 'rm -rf "$tmp"' EXIT
+n=0
+check() { n=$((n + 1)); if eval "$2"; then echo "ok $n - $1"; else echo "not ok $n - $1"; fi; }
+
+strace -f -qq -e trace=openat,open,execve -o "$tmp/st.txt" \
+	"$STATIC" profile -t cpu -o "$tmp/a.evlog" -- "$PROG" 1500 >"$tmp/a.out" 2>"$tmp/a.err"
+rc=$?
+check "static profile -t cpu -- PROG exits 0 (got $rc)" '[ $rc = 0 ]'
+[ $rc = 0 ] || tail -3 "$tmp/a.err" | sed 's/^/# /'
+"$DUMP" "$tmp/a.evlog" >"$tmp/a.txt" 2>&1
+check "the mangled hot function is named demangled: llmt::spin_loop(unsigned long)" \
+	'grep -q "^symbol .*name=llmt::spin_loop(unsigned\\\\x20long) " "$tmp/a.txt"'
+coll=$(awk '/execve\(.*llmtracker-static/ {print $1; exit}' "$tmp/st.txt")
+opened=$(awk -v p="$coll" '$1 == p' "$tmp/st.txt" | grep -E 'open(at)?\(.*(libstdc\+\+|/libc\.so)' | head -2)
+[ -z "$opened" ] || echo "$opened" | sed 's/^/# /'
+check "the static collector opens no libstdc++ or libc (pid ${coll:-?})" '[ -n "$coll" ] && [ -z "$opened" ]'
