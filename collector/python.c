@@ -535,7 +535,13 @@ static int py_try_hook(struct lt_session *s, struct py_state *st, struct py_targ
 		LT_WARN("python: the function hook cannot be used: %s", msg);
 		return 0;
 	}
-	int rc = starting || !lt_pyh_ready(t->pid) ? -EAGAIN :
+	int given = 0;
+
+	for (int i = 0; i < s->opt.n_pids; i++)
+		given |= s->opt.pids[i] == t->pid;
+	/* A followed child is attached from a thread: the injector may wait for
+	 * it to sleep, and the session's loop must not. */
+	int rc = starting || !given || !lt_pyh_ready(t->pid) ? -EAGAIN :
 		 lt_pyh_attach(st->hook, t->pid, 0, msg, sizeof(msg));
 
 	if (rc == -EAGAIN) { /* starting, or busy: no thread asleep to borrow yet */

@@ -611,6 +611,17 @@ static void close_log(void)
 
 /* ------------------------------------------------------------ control */
 
+/* A forked child (multiprocessing, DataLoader workers) inherits the hook but
+ * not the control thread, and its writer shares the parent's file: it
+ * records nothing, and its inherited callback returns at once. */
+static void atfork_child(void)
+{
+	atomic_store(&running, 0);
+	pthread_mutex_init(&lock, NULL);
+	wr = NULL;
+	installed = pending = 0;
+}
+
 /* Launch: the interpreter may still be starting; catch its end quickly. */
 static int wait_initialized(int ms)
 {
@@ -625,6 +636,9 @@ int li_pyhook_start(const struct li_config *c, char *msg, size_t msgsz)
 		snprintf(msg, msgsz, "err Python function tracing is already running here");
 		return -EBUSY;
 	}
+	static int atfork_set;
+	if (!atfork_set)
+		atfork_set = pthread_atfork(NULL, NULL, atfork_child) == 0;
 	cfg = *c;
 	n_enter = n_exit = n_dropped = 0;
 	n_threads = n_busy = 0;
