@@ -193,6 +193,9 @@ $(BUILD)/tests/progs/inject_rawzstd: collector/inject/zstd_shim.c
 $(BUILD)/tests/progs/inject_tool: $(INJECT_TOOL_SRC) $(INJECT_TOOL_SRC:.c=.h)
 PROG_LIBS_cuda_logcount := -static $(PROG_EVLOG)
 PROG_LIBS_pys_folded := -static $(PROG_EVLOG)
+# A stand-in libcupti.so.13 (shared object) and the app that loads it.
+PROG_LIBS_fake_cupti := -shared -fPIC -Wl,-soname,libcupti.so.13
+PROG_LIBS_fake_cuda_app := -ldl
 
 $(BUILD)/fuzz/%: tests/fuzz/%.c $(EVLOG_SRC) $(CONV_SRC) $(PROTO_C) | $(GENERATED)
 	@mkdir -p $(@D)

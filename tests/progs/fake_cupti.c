@@ -1,0 +1,275 @@
+// SPDX-License-Identifier: Apache-2.0
+/*
+ * A stand-in for libcupti.so.13 on machines without a GPU, for testing the
+ * inject library's buffer handling (pool, encoder thread, flush, finalize):
+ * the CUPTI calls it makes, with CUPTI's documented behaviour for them.
+ * Built as a shared object (soname libcupti.so.13) and loaded by
+ * fake_cuda_app. Enabling CONCURRENT_KERNEL starts a thread that writes
+ * kernel records (numbered by correlation id) into buffers taken from the
+ * client's request callback, at FAKE_CUPTI_RATE records/s (default 200000),
+ * and hands each full buffer to the completion callback; disabling stops it;
+ * cuptiActivityFlushAll hands over the partial one. API callbacks come from
+ * fake_cupti_api_call(), which the app calls as its "CUDA calls".
+ * It checks what CUPTI relies on: a buffer given with ZEROED_OUT set is all
+ * zero, and is 8-byte aligned.
+ */
+#include <cupti.h>
+#include <pthread.h>
+#include <stdatomic.h>
+#include <stdint.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+#include <unistd.h>
+
+#define API __attribute__((visibility("default")))
+
+static pthread_mutex_t mu = PTHREAD_MUTEX_INITIALIZER;
+static CUpti_CallbackFunc sub_cb;
+static void *sub_ud;
+static int subscribed, domain_on[8];
+static CUpti_BuffersCallbackRequestFunc req_cb;
+static CUpti_BuffersCallbackCompleteFunc done_cb;
+static CUpti_TimestampCallbackFunc ts_cb;
+static uint8_t zeroed_attr;
+static pthread_t gen;
+static atomic_int gen_run;
+static int gen_started;
+static uint8_t *cur;                 /* buffer being filled */
+static size_t cur_size, cur_valid;
+static atomic_ullong generated, buffers, unzeroed, misaligned, finalized;
+
+static uint64_t now_ns(void)
+{
+	struct timespec ts;
+	clock_gettime(CLOCK_MONOTONIC, &ts);
+	return (uint64_t)ts.tv_sec * 1000000000ull + (uint64_t)ts.tv_nsec;
+}
+
+static int all_zero(const uint8_t *p, size_t n)
+{
+	for (size_t i = 0; i < n; i++)
+		if (p[i])
+			return 0;
+	return 1;
+}
+
+/* Caller holds mu. */
+static void take_buffer(void)
+{
+	size_t max = 0;
+	req_cb(&cur, &cur_size, &max);
+	cur_valid = 0;
+	if (!cur)
+		return;
+	buffers++;
+	if ((uintptr_t)cur % 8)
+		misaligned++;
+	if (zeroed_attr && !all_zero(cur, cur_size))
+		unzeroed++;
+}
+
+static void hand_over(void)
+{
+	uint8_t *b = cur;
+	size_t size = cur_size, valid = cur_valid;
+	cur = NULL;
+	cur_valid = 0;
+	if (b)
+		done_cb(NULL, 0, b, size, valid);
+}
+
+static void put_kernel(uint64_t corr)
+{
+	CUpti_ActivityKernel10 k;
+	if (!cur)
+		take_buffer();
+	if (!cur)
+		return;
+	if (cur_valid + sizeof(k) > cur_size) {
+		hand_over();
+		take_buffer();
+		if (!cur)
+			return;
+	}
+	memset(&k, 0, sizeof(k));
+	k.kind = CUPTI_ACTIVITY_KIND_CONCURRENT_KERNEL;
+	k.start = ts_cb ? ts_cb() : now_ns();
+	k.end = k.start + 1000;
+	k.correlationId = (uint32_t)corr;
+	k.streamId = 7;
+	k.gridX = k.gridY = k.gridZ = 1;
+	k.blockX = 128;
+	k.blockY = k.blockZ = 1;
+	k.name = "fake_kernel";
+	memcpy(cur + cur_valid, &k, sizeof(k));
+	cur_valid += sizeof(k);
+	generated++;
+}
+
+static void *generator(void *arg)
+{
+	(void)arg;
+	const char *r = getenv("FAKE_CUPTI_RATE");
+	uint64_t rate = r ? strtoull(r, NULL, 10) : 200000, corr = 0;
+	uint64_t t0 = now_ns();
+	while (atomic_load(&gen_run)) {
+		uint64_t due = (now_ns() - t0) * rate / 1000000000ull;
+		pthread_mutex_lock(&mu);
+		while (corr < due && atomic_load(&gen_run))
+			put_kernel(++corr);
+		pthread_mutex_unlock(&mu);
+		usleep(1000);
+	}
+	return NULL;
+}
+
+API CUptiResult cuptiGetResultString(CUptiResult r, const char **s)
+{
+	*s = r == CUPTI_SUCCESS ? "success" : "fake CUPTI error";
+	return CUPTI_SUCCESS;
+}
+
+API CUptiResult cuptiSubscribe(CUpti_SubscriberHandle *h, CUpti_CallbackFunc cb, void *ud)
+{
+	pthread_mutex_lock(&mu);
+	int busy = subscribed;
+	if (!busy) {
+		subscribed = 1;
+		sub_cb = cb;
+		sub_ud = ud;
+		memset(domain_on, 0, sizeof(domain_on));
+	}
+	pthread_mutex_unlock(&mu);
+	*h = (CUpti_SubscriberHandle)&sub_cb;
+	return busy ? CUPTI_ERROR_MULTIPLE_SUBSCRIBERS_NOT_SUPPORTED : CUPTI_SUCCESS;
+}
+
+API CUptiResult cuptiUnsubscribe(CUpti_SubscriberHandle h)
+{
+	(void)h;
+	pthread_mutex_lock(&mu);
+	subscribed = 0;
+	sub_cb = NULL;
+	pthread_mutex_unlock(&mu);
+	return CUPTI_SUCCESS;
+}
+
+API CUptiResult cuptiEnableDomain(uint32_t en, CUpti_SubscriberHandle h, CUpti_CallbackDomain d)
+{
+	(void)h;
+	if ((unsigned)d >= 8)
+		return CUPTI_ERROR_INVALID_PARAMETER;
+	domain_on[d] = (int)en;
+	return CUPTI_SUCCESS;
+}
+
+API CUptiResult cuptiActivityRegisterCallbacks(CUpti_BuffersCallbackRequestFunc rq,
+					       CUpti_BuffersCallbackCompleteFunc dn)
+{
+	req_cb = rq;
+	done_cb = dn;
+	return CUPTI_SUCCESS;
+}
+
+API CUptiResult cuptiActivityRegisterTimestampCallback(CUpti_TimestampCallbackFunc f)
+{
+	ts_cb = f;
+	return CUPTI_SUCCESS;
+}
+
+API CUptiResult cuptiActivitySetAttribute(CUpti_ActivityAttribute a, size_t *sz, void *v)
+{
+	if (a == CUPTI_ACTIVITY_ATTR_ZEROED_OUT_ACTIVITY_BUFFER && *sz == 1) {
+		zeroed_attr = *(uint8_t *)v;
+		return CUPTI_SUCCESS;
+	}
+	return CUPTI_ERROR_NOT_SUPPORTED;
+}
+
+API CUptiResult cuptiActivityEnable(CUpti_ActivityKind k)
+{
+	if (k != CUPTI_ACTIVITY_KIND_CONCURRENT_KERNEL || gen_started)
+		return CUPTI_SUCCESS;
+	if (!req_cb || !done_cb)
+		return CUPTI_ERROR_INVALID_OPERATION;
+	atomic_store(&gen_run, 1);
+	gen_started = pthread_create(&gen, NULL, generator, NULL) == 0;
+	return gen_started ? CUPTI_SUCCESS : CUPTI_ERROR_UNKNOWN;
+}
+
+API CUptiResult cuptiActivityDisable(CUpti_ActivityKind k)
+{
+	if (k == CUPTI_ACTIVITY_KIND_CONCURRENT_KERNEL && gen_started) {
+		atomic_store(&gen_run, 0);
+		pthread_join(gen, NULL);
+		gen_started = 0;
+	}
+	return CUPTI_SUCCESS;
+}
+
+API CUptiResult cuptiActivityFlushAll(uint32_t flag)
+{
+	(void)flag;
+	pthread_mutex_lock(&mu);
+	hand_over();
+	pthread_mutex_unlock(&mu);
+	return CUPTI_SUCCESS;
+}
+
+API CUptiResult cuptiActivityGetNextRecord(uint8_t *buf, size_t valid, CUpti_Activity **rec)
+{
+	size_t off = *rec ? (size_t)((uint8_t *)*rec - buf) + sizeof(CUpti_ActivityKernel10) : 0;
+	if (off + sizeof(CUpti_ActivityKernel10) > valid)
+		return CUPTI_ERROR_MAX_LIMIT_REACHED;
+	*rec = (CUpti_Activity *)(buf + off);
+	return CUPTI_SUCCESS;
+}
+
+API CUptiResult cuptiActivityGetNumDroppedRecords(CUcontext c, uint32_t s, size_t *n)
+{
+	(void)c;
+	(void)s;
+	*n = 0;
+	return CUPTI_SUCCESS;
+}
+
+API CUptiResult cuptiFinalize(void)
+{
+	cuptiActivityDisable(CUPTI_ACTIVITY_KIND_CONCURRENT_KERNEL);
+	cuptiActivityFlushAll(0);
+	pthread_mutex_lock(&mu);
+	req_cb = NULL;
+	done_cb = NULL;
+	subscribed = 0;
+	sub_cb = NULL;
+	memset(domain_on, 0, sizeof(domain_on));
+	pthread_mutex_unlock(&mu);
+	finalized++;
+	return CUPTI_SUCCESS;
+}
+
+/* The app's "CUDA call": an API exit callback when the runtime domain is on. */
+API void fake_cupti_api_call(void)
+{
+	pthread_mutex_lock(&mu);
+	CUpti_CallbackFunc cb = domain_on[CUPTI_CB_DOMAIN_RUNTIME_API] ? sub_cb : NULL;
+	void *ud = sub_ud;
+	pthread_mutex_unlock(&mu);
+	if (!cb)
+		return;
+	CUpti_CallbackData d;
+	memset(&d, 0, sizeof(d));
+	d.callbackSite = CUPTI_API_EXIT;
+	d.functionName = "cudaLaunchKernel";
+	cb(ud, CUPTI_CB_DOMAIN_RUNTIME_API, CUPTI_RUNTIME_TRACE_CBID_cudaLaunchKernel_v7000, &d);
+}
+
+API void fake_cupti_stats(unsigned long long out[5])
+{
+	out[0] = generated;
+	out[1] = buffers;
+	out[2] = unzeroed;
+	out[3] = misaligned;
+	out[4] = finalized;
+}
