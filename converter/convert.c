@@ -239,7 +239,9 @@ int conv_convert(const struct conv_request *req, char *err, size_t errsz)
 	if (load(&c, req, err, errsz))
 		goto out;
 	if (!run) {
-		tb_run_name(c.run_base_rt, runbuf, sizeof(runbuf));
+		/* A clock that cannot be a date (corrupt header) still names a run. */
+		if (tb_run_name(c.run_base_rt, runbuf, sizeof(runbuf)))
+			snprintf(runbuf, sizeof(runbuf), "run_%llu", (unsigned long long)c.run_base_rt);
 		run = runbuf;
 	}
 	if (make_sinks(&s, req, run, err, errsz)) {

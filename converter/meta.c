@@ -47,8 +47,8 @@ static struct cv_host *host_for(struct cv_core *c, const struct evlog_header *hd
 		log->host = (uint32_t)i;
 		/* Same boot: same CLOCK_MONOTONIC. Otherwise go through wall time. */
 		if (!str_eq(h->boot_id, hdr->boot_id) && hdr->mono_ns && h->anchor_mono)
-			log->clock_off = (int64_t)(hdr->realtime_ns - hdr->mono_ns) -
-					 (int64_t)(h->anchor_rt - h->anchor_mono);
+			log->clock_off = (int64_t)((hdr->realtime_ns - hdr->mono_ns) -
+						   (h->anchor_rt - h->anchor_mono));
 		return h;
 	}
 	struct cv_host *nh = realloc(c->hosts, (c->n_hosts + 1) * sizeof(*nh));

@@ -260,7 +260,9 @@ static int tj_begin_host(void *ctx, const struct conv_host_meta *m)
 			const char *run = t->run;
 
 			if (!run) {
-				tb_run_name(m->run_base_realtime_ns, runbuf, sizeof(runbuf));
+				if (tb_run_name(m->run_base_realtime_ns, runbuf, sizeof(runbuf)))
+					snprintf(runbuf, sizeof(runbuf), "run_%llu",
+						 (unsigned long long)m->run_base_realtime_ns);
 				run = runbuf;
 			}
 			t->run_dir = tb_open_run_dir(t->logdir, run, 1, t->sink.err, sizeof(t->sink.err));
@@ -273,7 +275,8 @@ static int tj_begin_host(void *ctx, const struct conv_host_meta *m)
 	} else {
 		t->pid_base = m->n_hosts > 1 ? (uint64_t)m->host_index * HOST_PID_STRIDE : 0;
 	}
-	t->off = (int64_t)(m->base_realtime_ns - m->run_base_realtime_ns) - (int64_t)m->base_mono_ns;
+	/* Unsigned arithmetic: wraps (defined) instead of overflowing on corrupt clocks. */
+	t->off = (int64_t)(m->base_realtime_ns - m->run_base_realtime_ns - m->base_mono_ns);
 	return name_processes(t) || name_gpus(t) ? (t->sink.err[0] ? -1 : fail(t, t->cur.err[0] ? t->cur.err : "write failed")) : 0;
 }
 
@@ -346,7 +349,7 @@ static int common(struct tj *t, const char *ph, const struct conv_item *it, uint
 	       CV_OUT_LIT(o, "\",\"name\":") || cv_json_str(o, it->name, strlen(it->name)) ||
 	       CV_OUT_LIT(o, ",\"pid\":") || cv_json_u64(o, pid) || CV_OUT_LIT(o, ",\"tid\":") ||
 	       cv_json_u64(o, tid) || CV_OUT_LIT(o, ",\"ts\":") ||
-	       cv_json_us(o, (int64_t)it->start_ns + t->off);
+	       cv_json_us(o, (int64_t)(it->start_ns + (uint64_t)t->off));
 }
 
 /* ",\"key\":" (no comma before the first argument). */
@@ -526,7 +529,7 @@ static int flow(struct tj *t, const struct conv_item *it, uint64_t pid, uint64_t
 	       CV_OUT_LIT(o, "\",\"id\":") || cv_json_u64(o, it->flow_id) ||
 	       CV_OUT_LIT(o, ",\"pid\":") || cv_json_u64(o, pid) || CV_OUT_LIT(o, ",\"tid\":") ||
 	       cv_json_u64(o, tid) || CV_OUT_LIT(o, ",\"ts\":") ||
-	       cv_json_us(o, (int64_t)it->start_ns + t->off) ||
+	       cv_json_us(o, (int64_t)(it->start_ns + (uint64_t)t->off)) ||
 	       CV_OUT_LIT(o, ",\"cat\":\"ac2g\",\"name\":\"ac2g\"") ||
 	       (!it->flow_start && CV_OUT_LIT(o, ",\"bp\":\"e\"")) || CV_OUT_LIT(o, "}");
 }
