@@ -49,7 +49,7 @@ static void cfg_defaults(struct li_config *c)
 	memset(c, 0, sizeof(*c));
 	c->pid = (uint32_t)getpid();
 	c->dir_fd = -1;
-	c->driver = 1;
+	c->driver = 0;
 	c->runtime = 1;
 	c->finalize_ms = 3000;
 	c->cuda = 1;
@@ -304,6 +304,11 @@ LI_API int InitializeInjection(void)
 		snprintf(li_cfg.host, sizeof(li_cfg.host), "%s", v);
 	if ((v = getenv("LLMT_CUPTI_DRIVER")))
 		li_cfg.driver = atoi(v);
+	if ((v = getenv("LLMT_CUPTI_START"))) { /* recording options, as in attach mode */
+		char opts[512];
+		snprintf(opts, sizeof(opts), "%s", v);
+		cfg_parse(&li_cfg, opts);
+	}
 	li_early_rc = li_cupti_start(&li_cfg, li_early_msg, sizeof(li_early_msg));
 	li_started_early = 1;
 	li_sock = launch_socket();

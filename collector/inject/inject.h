@@ -10,7 +10,7 @@
  * the other end of (text messages, one per packet):
  *   collector -> lib  "start KEY=VALUE ..." (+ SCM_RIGHTS: output dir fd)
  *                     keys: pid (host pid), host, dir (path, if no fd),
- *                           driver (0/1/2), runtime (0/1), finalize_ms,
+ *                           runtime (0/1), driver (0/1), finalize_ms,
  *                           cuda (0/1), python (0/1), py_wait_ms (pyhook.h)
  *   lib -> collector  "ok file=NAME" | "err MESSAGE"
  *   collector -> lib  "stop"
@@ -31,8 +31,9 @@ struct li_config {
 	char host[256];
 	int dir_fd;            /* output directory, or -1 */
 	char dir[1024];        /* output directory path when dir_fd < 0 */
-	int driver;            /* driver API calls: 0 none, 1 launches/copies/syncs/allocs,
-				* 2 every one (costly: the runtime makes ~6 per launch) */
+	int driver;            /* 1: every driver API call too (pairs kernels launched
+				* through cuLaunchKernel, e.g. cuBLAS's; costly: the runtime
+				* makes ~6 driver calls per launch). Default 0 */
 	int runtime;           /* record runtime API calls (launch correlation); 0 = kernels,
 				* copies and sets only, the lightest mode */
 	int finalize_ms;       /* how long to wait for an API exit to finalize */
