@@ -34,10 +34,8 @@
 #define TASK_ENV_PLANE_ID 500 /* first id xprof leaves to custom planes */
 #define RESERVED_LINE_LO 0xdeadbeefLL
 #define RESERVED_LINE_HI (0xdeadbeefLL + 289)
-#define MAX_EVENT_STATS 12
 
 typedef Tensorflow__Profiler__XStat XStat;
-typedef Tensorflow__Profiler__XEvent XEvent;
 
 /* ------------------------------------------------------------------ UTF-8 */
 
@@ -122,19 +120,24 @@ static const char *utf8_ok(const char *s, char **owned)
 
 /* ------------------------------------------------------------ string map */
 
-/* Interns strings to dense ids 1..n (open addressing, FNV-1a). */
+/*
+ * Interns byte strings to dense ids 1..n (open addressing, FNV-1a). Keys
+ * may hold NULs: an event metadata key is "name\0source", so one Python
+ * function (name plus file:line) gets one XEventMetadata.
+ */
 struct strmap {
-	char **names;      /* names[id - 1] */
+	char **names;      /* names[id - 1], NUL-terminated copies */
+	uint32_t *lens;    /* key length of names[id - 1] */
 	uint32_t *slots;   /* id or 0 */
 	size_t n, cap;     /* n names; cap slots (power of two) */
 };
 
-static uint64_t fnv1a(const char *s)
+static uint64_t fnv1a(const char *s, size_t n)
 {
 	uint64_t h = 1469598103934665603ull;
 
-	for (; *s; s++)
-		h = (h ^ (unsigned char)*s) * 1099511628211ull;
+	for (size_t i = 0; i < n; i++)
+		h = (h ^ (unsigned char)s[i]) * 1099511628211ull;
 	return h;
 }
 
@@ -143,16 +146,19 @@ static int strmap_grow(struct strmap *m)
 	size_t cap = m->cap ? m->cap * 2 : 256;
 	uint32_t *slots = calloc(cap, sizeof(*slots));
 	char **names = realloc(m->names, cap / 2 * sizeof(*names));
+	uint32_t *lens;
 
-	if (!slots || !names) {
+	if (names)
+		m->names = names;
+	lens = names ? realloc(m->lens, cap / 2 * sizeof(*lens)) : NULL;
+	if (lens)
+		m->lens = lens;
+	if (!slots || !names || !lens) {
 		free(slots);
-		if (names)
-			m->names = names;
 		return -1;
 	}
-	m->names = names;
 	for (size_t id = 1; id <= m->n; id++) {
-		size_t i = fnv1a(names[id - 1]) & (cap - 1);
+		size_t i = fnv1a(names[id - 1], lens[id - 1]) & (cap - 1);
 
 		while (slots[i])
 			i = (i + 1) & (cap - 1);
@@ -164,22 +170,37 @@ static int strmap_grow(struct strmap *m)
 	return 0;
 }
 
-/* Id of s, added if new; 0 on allocation failure. */
-static int64_t strmap_id(struct strmap *m, const char *s)
+/* Id of the n-byte key s, added if new; 0 on allocation failure. */
+static int64_t strmap_idn(struct strmap *m, const char *s, size_t n)
 {
 	size_t i;
+	char *copy;
 
 	if ((m->n + 1) * 2 > m->cap && strmap_grow(m) < 0)
 		return 0;
-	for (i = fnv1a(s) & (m->cap - 1); m->slots[i]; i = (i + 1) & (m->cap - 1))
-		if (!strcmp(m->names[m->slots[i] - 1], s))
-			return m->slots[i];
-	m->names[m->n] = strdup(s);
-	if (!m->names[m->n])
+	if (n > UINT32_MAX)
 		return 0;
+	for (i = fnv1a(s, n) & (m->cap - 1); m->slots[i]; i = (i + 1) & (m->cap - 1)) {
+		uint32_t id = m->slots[i];
+
+		if (m->lens[id - 1] == n && !memcmp(m->names[id - 1], s, n))
+			return id;
+	}
+	copy = malloc(n + 1);
+	if (!copy)
+		return 0;
+	memcpy(copy, s, n);
+	copy[n] = 0;
+	m->names[m->n] = copy;
+	m->lens[m->n] = (uint32_t)n;
 	m->n++;
 	m->slots[i] = (uint32_t)m->n;
 	return (int64_t)m->n;
+}
+
+static int64_t strmap_id(struct strmap *m, const char *s)
+{
+	return strmap_idn(m, s, strlen(s));
 }
 
 static void strmap_free(struct strmap *m)
@@ -187,6 +208,7 @@ static void strmap_free(struct strmap *m)
 	for (size_t i = 0; i < m->n; i++)
 		free(m->names[i]);
 	free(m->names);
+	free(m->lens);
 	free(m->slots);
 	memset(m, 0, sizeof(*m));
 }
@@ -341,6 +363,17 @@ struct xplane_p {
 	char **plane_str;         /* strings owned by plane_stats */
 	size_t n_plane_stats;
 	struct gpu_props props;
+	int64_t source_sid;       /* stat metadata id of "source", once used */
+};
+
+/* Stats of the event being encoded (see write_event). */
+struct evstats {
+	struct xplane_p *p;
+	unsigned char *buf;
+	size_t n, cap;
+	int oom;
+	char strs[3][512];
+	size_t nstr;
 };
 
 struct pending {                  /* a written file waiting for finish() */
@@ -369,6 +402,7 @@ struct xsink {
 	struct wout *spill;
 	struct tb_tmpfile out;
 	struct xplane_stats st;
+	struct evstats es;        /* the event being encoded (buffer reused) */
 	/* outputs written, published on finish */
 	struct pending *pend;
 	size_t n_pend;
@@ -688,76 +722,131 @@ static int64_t line_nest(struct xsink *x, struct xline *l, uint64_t start, uint6
 
 /* ---------------------------------------------------------- event stats */
 
-struct evstats {
-	XStat s[MAX_EVENT_STATS];
-	XStat *ptrs[MAX_EVENT_STATS];
-	char strs[3][512];
-	char *owned[MAX_EVENT_STATS]; /* UTF-8-cleaned copies, freed after packing */
-	size_t n, nstr, nown;
-};
+/*
+ * Events are hand-encoded: an XEvent is three varints plus a few stats, and
+ * building protobuf-c structs only to pack them again cost more than the
+ * rest of the sink. Each stat is an XEvent.stats entry (field 4) holding
+ * {1: metadata_id, <value field>}, appended to a buffer reused across
+ * events.
+ */
+#define STAT_INTERN_MAX (1u << 18) /* distinct interned values per plane, then str_value */
 
-static XStat *es_add(struct evstats *e, struct xplane_p *p, const char *name, int vcase)
+static int es_reserve(struct evstats *e, size_t more)
 {
-	XStat *s;
+	unsigned char *nb;
+	size_t cap;
 
-	if (e->n == MAX_EVENT_STATS)
-		return NULL;
-	s = &e->s[e->n];
-	tensorflow__profiler__xstat__init(s);
-	s->metadata_id = strmap_id(&p->stats, name);
-	if (!s->metadata_id)
-		return NULL;
-	s->value_case = vcase;
-	e->ptrs[e->n] = s;
-	e->n++;
-	return s;
+	if (e->oom)
+		return -1;
+	if (e->n + more <= e->cap)
+		return 0;
+	cap = e->cap ? e->cap : 256;
+	while (cap < e->n + more)
+		cap *= 2;
+	nb = realloc(e->buf, cap);
+	if (!nb) {
+		e->oom = 1;
+		return -1;
+	}
+	e->buf = nb;
+	e->cap = cap;
+	return 0;
 }
 
-static void es_u64(struct evstats *e, struct xplane_p *p, const char *name, uint64_t v)
+/* Room for at least 10 bytes is reserved by the caller. */
+static size_t put_varint(unsigned char *b, uint64_t v)
 {
-	XStat *s = es_add(e, p, name, TENSORFLOW__PROFILER__XSTAT__VALUE_UINT64_VALUE);
+	size_t n = 0;
 
-	if (s)
-		s->uint64_value = v;
+	while (v >= 0x80) {
+		b[n++] = (unsigned char)(v | 0x80);
+		v >>= 7;
+	}
+	b[n++] = (unsigned char)v;
+	return n;
 }
 
-static void es_i64(struct evstats *e, struct xplane_p *p, const char *name, int64_t v)
+/* One stat: header and metadata id, then the value's tag; the caller
+ * appends vlen bytes of value. 0 when there is room, -1 otherwise. */
+static int es_head(struct evstats *e, const char *name, unsigned vtag, uint64_t vlen)
 {
-	XStat *s = es_add(e, p, name, TENSORFLOW__PROFILER__XSTAT__VALUE_INT64_VALUE);
+	int64_t mid = strmap_id(&e->p->stats, name);
+	uint64_t body;
 
-	if (s)
-		s->int64_value = v;
+	if (!mid) {
+		e->oom = 1;
+		return -1;
+	}
+	body = 1 + varint_len((uint64_t)mid) + 1 + vlen;
+	if (es_reserve(e, 1 + 10 + 1 + 10 + 1 + vlen) < 0)
+		return -1;
+	e->buf[e->n++] = 4 << 3 | 2;
+	e->n += put_varint(e->buf + e->n, body);
+	e->buf[e->n++] = 1 << 3;
+	e->n += put_varint(e->buf + e->n, (uint64_t)mid);
+	e->buf[e->n++] = (unsigned char)vtag;
+	return 0;
 }
 
-static void es_dbl(struct evstats *e, struct xplane_p *p, const char *name, double v)
+static void es_varint(struct evstats *e, const char *name, unsigned field, uint64_t v)
 {
-	XStat *s = es_add(e, p, name, TENSORFLOW__PROFILER__XSTAT__VALUE_DOUBLE_VALUE);
-
-	if (s)
-		s->double_value = v;
+	if (es_head(e, name, field << 3, varint_len(v)) == 0)
+		e->n += put_varint(e->buf + e->n, v);
 }
 
-/* A string stat; the caller's string must live until the event is packed. */
-static void es_str(struct evstats *e, struct xplane_p *p, const char *name, const char *v)
+static void es_u64(struct evstats *e, const char *name, uint64_t v)
 {
-	XStat *s = es_add(e, p, name, TENSORFLOW__PROFILER__XSTAT__VALUE_STR_VALUE);
-	char *owned;
+	es_varint(e, name, 3, v);
+}
 
-	if (!s)
+static void es_i64(struct evstats *e, const char *name, int64_t v)
+{
+	es_varint(e, name, 4, (uint64_t)v);
+}
+
+static void es_dbl(struct evstats *e, const char *name, double v)
+{
+	uint64_t u;
+
+	memcpy(&u, &v, sizeof(u));
+	if (es_head(e, name, 2 << 3 | 1, 8) < 0)
 		return;
-	s->str_value = (char *)utf8_ok(v, &owned);
-	if (owned)
-		e->owned[e->nown++] = owned;
+	for (int i = 0; i < 8; i++)
+		e->buf[e->n++] = (unsigned char)(u >> (8 * i)); /* fixed64, little-endian */
 }
 
-/* A string interned in the plane's stat metadata (repeating values). */
-static void es_ref(struct evstats *e, struct xplane_p *p, const char *name, const char *v)
+/* A string stat (str_value), cleaned to UTF-8. */
+static void es_str(struct evstats *e, const char *name, const char *v)
 {
-	int64_t ref = strmap_id(&p->stats, v);
-	XStat *s = ref ? es_add(e, p, name, TENSORFLOW__PROFILER__XSTAT__VALUE_REF_VALUE) : NULL;
+	char *owned;
+	const char *s = utf8_ok(v, &owned);
+	size_t n = strlen(s);
 
-	if (s)
-		s->ref_value = (uint64_t)ref;
+	if (es_head(e, name, 5 << 3 | 2, varint_len(n) + n) == 0) {
+		e->n += put_varint(e->buf + e->n, n);
+		memcpy(e->buf + e->n, s, n);
+		e->n += n;
+	}
+	free(owned);
+}
+
+/* A value that repeats across events (kernel details, stacks): interned in
+ * the plane's stat metadata and written as its id (ref_value), as xprof's
+ * own writers do. Past STAT_INTERN_MAX distinct values, str_value. */
+static void es_ref(struct evstats *e, const char *name, const char *v)
+{
+	int64_t ref;
+
+	if (e->p->stats.n >= STAT_INTERN_MAX) {
+		es_str(e, name, v);
+		return;
+	}
+	ref = strmap_id(&e->p->stats, v);
+	if (!ref) {
+		e->oom = 1;
+		return;
+	}
+	es_varint(e, name, 7, (uint64_t)ref);
 }
 
 static char *es_buf(struct evstats *e)
@@ -793,14 +882,14 @@ static void kernel_stats(struct evstats *e, struct xplane_p *p, const struct evl
 		 ev->u.gpu_kernel.dynamic_smem, ev->u.gpu_kernel.grid[0], ev->u.gpu_kernel.grid[1],
 		 ev->u.gpu_kernel.grid[2], ev->u.gpu_kernel.block[0], ev->u.gpu_kernel.block[1],
 		 ev->u.gpu_kernel.block[2], occ);
-	es_ref(e, p, "kernel_details", kd);
+	es_ref(e, "kernel_details", kd);
 	snprintf(ctx, 512, "$$%u", ev->u.gpu_kernel.context);
-	es_str(e, p, "context_id", ctx);
+	es_str(e, "context_id", ctx);
 	if (pct > 0)
-		es_dbl(e, p, "theoretical_occupancy_pct", pct);
+		es_dbl(e, "theoretical_occupancy_pct", pct);
 }
 
-static void copy_stats(struct evstats *e, struct xplane_p *p, const struct evlog_event *ev)
+static void copy_stats(struct evstats *e, const struct evlog_event *ev)
 {
 	char *d = es_buf(e), *ctx = es_buf(e);
 
@@ -809,15 +898,15 @@ static void copy_stats(struct evstats *e, struct xplane_p *p, const struct evlog
 			 memory_kind_name(ev->u.gpu_memcpy.src_kind),
 			 memory_kind_name(ev->u.gpu_memcpy.dst_kind),
 			 (unsigned long long)ev->u.gpu_memcpy.bytes, ev->u.gpu_memcpy.device);
-		es_str(e, p, "memcpy_details", d);
+		es_str(e, "memcpy_details", d);
 		snprintf(ctx, 512, "$$%u", ev->u.gpu_memcpy.context);
 	} else {
 		snprintf(d, 512, "num_bytes:%llu value:%u",
 			 (unsigned long long)ev->u.gpu_memset.bytes, ev->u.gpu_memset.value);
-		es_str(e, p, "memset_details", d);
+		es_str(e, "memset_details", d);
 		snprintf(ctx, 512, "$$%u", ev->u.gpu_memset.context);
 	}
-	es_str(e, p, "context_id", ctx);
+	es_str(e, "context_id", ctx);
 }
 
 static unsigned gpu_item_stats(struct evstats *e, struct xplane_p *p, const struct conv_item *it)
@@ -834,86 +923,128 @@ static unsigned gpu_item_stats(struct evstats *e, struct xplane_p *p, const stru
 	if (!corr && ev->type == EV_GPU_MEMSET)
 		corr = ev->u.gpu_memset.correlation_id;
 	if (corr)
-		es_u64(e, p, "correlation_id", corr);
+		es_u64(e, "correlation_id", corr);
 	switch (ev->type) {
 	case EV_GPU_KERNEL:
 		kernel_stats(e, p, ev);
 		return KIND_KERNEL;
 	case EV_GPU_MEMCPY:
-		copy_stats(e, p, ev);
+		copy_stats(e, ev);
 		return KIND_MEMCPY;
 	case EV_GPU_MEMSET:
-		copy_stats(e, p, ev);
+		copy_stats(e, ev);
 		return KIND_MEMSET;
 	default:
 		return KIND_OTHER;
 	}
 }
 
-static void host_item_stats(struct xsink *x, struct evstats *e, struct xplane_p *p,
-			    const struct conv_item *it)
+/* Per-event stats of a host event: only what varies from one call to the
+ * next. What a function always has (its file:line) is in its metadata. */
+static void host_item_stats(struct xsink *x, struct evstats *e, const struct conv_item *it)
 {
 	const struct evlog_event *ev = it->ev;
 
 	if (it->flow_id && it->flow_start) {
-		es_u64(e, p, "correlation_id", it->flow_id);
+		es_u64(e, "correlation_id", it->flow_id);
 		if (x->single_device >= 0)
-			es_u64(e, p, "device_id", (uint64_t)x->single_device);
+			es_u64(e, "device_id", (uint64_t)x->single_device);
 	}
 	if (it->step) {
-		es_i64(e, p, "_r", 1);
-		es_i64(e, p, "step_num", (int64_t)it->step - 1);
+		es_i64(e, "_r", 1);
+		es_i64(e, "step_num", (int64_t)it->step - 1);
 	}
 	if (it->stack_folded && *it->stack_folded)
-		es_str(e, p, "stack", it->stack_folded);
+		es_ref(e, "stack", it->stack_folded); /* samples repeat their stacks */
 	if (!ev)
 		return;
 	if (ev->type == EV_SYSCALL)
-		es_i64(e, p, "ret", ev->u.syscall.ret);
-	if (ev->type == EV_PY_ENTER && ev->u.py_enter.file.len) {
-		char *s = es_buf(e);
-
-		snprintf(s, 512, "%.*s:%u", (int)ev->u.py_enter.file.len, ev->u.py_enter.file.ptr,
-			 ev->u.py_enter.line);
-		es_str(e, p, "source", s);
-	}
+		es_i64(e, "ret", ev->u.syscall.ret);
 	if (ev->type == EV_LIB_CALL && ev->u.lib_call.detail.len) {
 		char *s = es_buf(e);
 
 		snprintf(s, 512, "%.*s", (int)ev->u.lib_call.detail.len, ev->u.lib_call.detail.ptr);
-		es_str(e, p, "args", s);
+		es_str(e, "args", s);
 	}
 }
 
 /* ------------------------------------------------------------ the items */
 
+/*
+ * The event's XEventMetadata id: one per distinct name, and for Python
+ * functions one per (name, file:line), the source going into the
+ * metadata's stats (key "name\0file:line", split again when emitted).
+ */
+static int64_t event_meta_id(struct xplane_p *p, const struct conv_item *it)
+{
+	const char *name = it->name && *it->name ? it->name : "<unknown>";
+	const struct evlog_event *ev = it->ev;
+	char key[1024];
+	size_t n;
+	int m;
+
+	if (!ev || ev->type != EV_PY_ENTER || !ev->u.py_enter.file.len)
+		return strmap_id(&p->events, name);
+	n = strlen(name);
+	if (n > 512)
+		n = 512;
+	memcpy(key, name, n);
+	key[n++] = 0;
+	m = snprintf(key + n, sizeof(key) - n, "%.*s:%u", (int)ev->u.py_enter.file.len,
+		     ev->u.py_enter.file.ptr, ev->u.py_enter.line);
+	if (m < 0)
+		m = 0;
+	n += (size_t)m < sizeof(key) - n ? (size_t)m : sizeof(key) - n - 1;
+	if (!p->source_sid && !(p->source_sid = strmap_id(&p->stats, "source")))
+		return 0;
+	return strmap_idn(&p->events, key, n);
+}
+
+/* XEvent {1: metadata_id, 2: offset_ps (oneof: written even when 0),
+ * 3: duration_ps, 4: stats} as an XLine.events entry (field 4). */
+static void spill_event(struct wout *w, int64_t mid, int64_t off_ps, int64_t dur_ps,
+			const struct evstats *e)
+{
+	unsigned char h[40];
+	size_t n = 0, hn;
+	unsigned char pre[12];
+
+	h[n++] = 1 << 3;
+	n += put_varint(h + n, (uint64_t)mid);
+	h[n++] = 2 << 3;
+	n += put_varint(h + n, (uint64_t)off_ps);
+	if (dur_ps) {
+		h[n++] = 3 << 3;
+		n += put_varint(h + n, (uint64_t)dur_ps);
+	}
+	pre[0] = 4 << 3 | 2;
+	hn = 1 + put_varint(pre + 1, n + e->n);
+	wout_bytes(w, pre, hn);
+	wout_bytes(w, h, n);
+	if (e->n)
+		wout_bytes(w, e->buf, e->n);
+}
+
 static int write_event(struct xsink *x, struct xline *l, const struct conv_item *it, int64_t dur)
 {
 	struct xplane_p *p = &x->planes[l->plane];
-	XEvent ev = TENSORFLOW__PROFILER__XEVENT__INIT;
-	struct evstats es;
+	struct evstats *es = &x->es;
 	uint64_t before = x->spill->pos;
-	int64_t end;
-	int rc;
+	int64_t mid, end;
 
-	es.n = es.nstr = es.nown = 0;
-	ev.metadata_id = strmap_id(&p->events, it->name && *it->name ? it->name : "<unknown>");
-	if (!ev.metadata_id)
+	es->p = p;
+	es->n = es->nstr = 0;
+	mid = event_meta_id(p, it);
+	if (!mid)
 		return xerr(x, "xplane: out of memory interning event names");
-	ev.data_case = TENSORFLOW__PROFILER__XEVENT__DATA_OFFSET_PS;
-	ev.offset_ps = ((int64_t)(it->start_ns - x->start_mono) - l->ts_ns) * 1000;
-	ev.duration_ps = dur * 1000;
 	if (l->kind == CONV_TRACK_STREAM)
-		l->kinds |= gpu_item_stats(&es, p, it);
+		l->kinds |= gpu_item_stats(es, p, it);
 	else
-		host_item_stats(x, &es, p, it);
-	ev.n_stats = es.n;
-	ev.stats = es.ptrs;
-	rc = wout_msg_field(x->spill, 4, &ev.base);
-	for (size_t i = 0; i < es.nown; i++)
-		free(es.owned[i]);
-	if (rc < 0)
-		return xerr(x, "xplane: out of memory packing an event");
+		host_item_stats(x, es, it);
+	if (es->oom)
+		return xerr(x, "xplane: out of memory encoding an event");
+	spill_event(x->spill, mid, ((int64_t)(it->start_ns - x->start_mono) - l->ts_ns) * 1000,
+		    dur * 1000, es);
 	l->segs[l->n_segs - 1].len += x->spill->pos - before;
 	end = (int64_t)(it->start_ns - x->start_mono) + dur;
 	if (end > l->end_ns)
@@ -1021,24 +1152,46 @@ static int emit_line_body(struct xsink *x, struct wout *w, const struct xline *l
 	return 0;
 }
 
-/* XEventMetadata / XStatMetadata map entries: {1: key, 2: {1: id, 2: name}}. */
-static void emit_metadata(struct wout *w, unsigned field, const struct strmap *m)
+/* One metadata map entry {1: key, 2: {1: id, 2: name[, 5: {1: sid, 5: src}]}};
+ * src (may be NULL) becomes a "source" stat of an XEventMetadata. */
+static void emit_meta_entry(struct wout *w, unsigned field, int64_t id, const char *name,
+			    int64_t sid, const char *src)
+{
+	char *owned, *owned_src = NULL;
+	size_t nlen = strlen(utf8_ok(name, &owned)), slen = 0;
+	uint64_t stat = 0, val, entry;
+
+	if (src) {
+		slen = strlen(utf8_ok(src, &owned_src));
+		stat = varint_len(1 << 3) + varint_len((uint64_t)sid) + len_field_size(5, slen);
+	}
+	val = varint_len(1 << 3) + varint_len((uint64_t)id) +
+	      (nlen ? len_field_size(2, nlen) : 0) + (src ? len_field_size(5, stat) : 0);
+	entry = varint_len(1 << 3) + varint_len((uint64_t)id) + len_field_size(2, val);
+	wout_len_header(w, field, entry);
+	wout_int_field(w, 1, id);
+	wout_len_header(w, 2, val);
+	wout_int_field(w, 1, id);
+	wout_str_field(w, 2, name);
+	if (src) {
+		wout_len_header(w, 5, stat);
+		wout_int_field(w, 1, sid);
+		wout_len_header(w, 5, slen);
+		wout_bytes(w, owned_src ? owned_src : src, slen);
+	}
+	free(owned);
+	free(owned_src);
+}
+
+/* XEventMetadata / XStatMetadata map entries; event keys "name\0source"
+ * (Python functions) carry their source as a metadata stat. */
+static void emit_metadata(struct wout *w, unsigned field, const struct strmap *m, int64_t sid)
 {
 	for (size_t i = 0; i < m->n; i++) {
-		int64_t id = (int64_t)i + 1;
-		char *owned;
-		size_t nlen = strlen(utf8_ok(m->names[i], &owned));
-		uint64_t val = varint_len(1 << 3) + varint_len((uint64_t)id) +
-			       (nlen ? len_field_size(2, nlen) : 0);
-		uint64_t entry = varint_len(1 << 3) + varint_len((uint64_t)id) +
-				 len_field_size(2, val);
+		size_t nlen = strlen(m->names[i]);
+		const char *src = nlen < m->lens[i] ? m->names[i] + nlen + 1 : NULL;
 
-		wout_len_header(w, field, entry);
-		wout_int_field(w, 1, id);
-		wout_len_header(w, 2, val);
-		wout_int_field(w, 1, id);
-		wout_str_field(w, 2, m->names[i]);
-		free(owned);
+		emit_meta_entry(w, field, (int64_t)i + 1, m->names[i], sid, src);
 	}
 }
 
@@ -1061,8 +1214,8 @@ static int emit_plane_body(struct xsink *x, struct wout *w, size_t pi)
 	for (size_t i = 0; i < x->n_lines; i++)
 		if (x->lines[i].plane == (int)pi && emit_line(x, w, &x->lines[i]) < 0)
 			return -1;
-	emit_metadata(w, 4, &p->events);
-	emit_metadata(w, 5, &p->stats);
+	emit_metadata(w, 4, &p->events, p->source_sid);
+	emit_metadata(w, 5, &p->stats, 0);
 	for (size_t i = 0; i < p->n_plane_stats; i++)
 		if (wout_msg_field(w, 6, &p->plane_stats[i].base) < 0)
 			return xerr(x, "xplane: out of memory");
@@ -1355,6 +1508,7 @@ void xplane_sink_free(struct conv_sink *s)
 	x = (struct xsink *)s;
 	xs_finish(x, 0);
 	free(x->pend);
+	free(x->es.buf);
 	free(x->final_path);
 	free(x->logdir);
 	free(x->run);

@@ -483,6 +483,101 @@ static void test_random_items(void **state)
 	tensorflow__profiler__xspace__free_unpacked(xs, NULL);
 }
 
+/* One XEventMetadata per Python function (name + file:line), its source as
+ * a metadata stat; the events themselves carry no per-event strings, and
+ * sampled stacks are interned (ref_value). A plain event stays small. */
+static void test_python_metadata(void **state)
+{
+	char path[512], err[256];
+	struct conv_host_meta m = meta();
+	struct evlog_event py[3];
+	static const char *const files[] = { "train.py", "train.py", "model.py" };
+	static const char *const funcs[] = { "step", "forward", "step" };
+	struct xplane_stats st;
+	struct conv_sink *s;
+	const XPlane *host;
+	XSpace *xs;
+	size_t n_events = 0, plain_bytes = 0;
+	int seen[3] = { 0, 0, 0 };
+
+	(void)state;
+	for (int i = 0; i < 3; i++) {
+		memset(&py[i], 0, sizeof(py[i]));
+		py[i].type = EV_PY_ENTER;
+		py[i].u.py_enter.func = evlog_s(funcs[i]);
+		py[i].u.py_enter.file = evlog_s(files[i]);
+		py[i].u.py_enter.line = 10 + (uint32_t)i;
+	}
+	snprintf(path, sizeof(path), "%s/py.xplane.pb", tmpdir);
+	s = xplane_sink_new(path, 0, err, sizeof(err));
+	assert_int_equal(s->begin_host(s->ctx, &m), 0);
+	for (int i = 0; i < 3000; i++) {
+		struct conv_item it = thr(100, 1000 + (uint64_t)i * 100, 50, funcs[i % 3]);
+
+		it.ev = &py[i % 3];
+		assert_int_equal(s->item(s->ctx, &it), 0);
+	}
+	for (int i = 0; i < 100; i++) {
+		struct conv_item it = thr(101, 1000 + (uint64_t)i * 100, 0, "leaf");
+
+		it.stack_folded = i % 2 ? "main;a;leaf" : "main;b;leaf";
+		it.category = "cpu_sample";
+		assert_int_equal(s->item(s->ctx, &it), 0);
+	}
+	assert_int_equal(s->end_host(s->ctx), 0);
+	xplane_sink_stats(s, &st);
+	assert_int_equal(s->finish(s->ctx, 1), 0);
+	xplane_sink_free(s);
+
+	xs = load(path);
+	assert_non_null(xs);
+	host = plane(xs, "/host:CPU");
+	assert_non_null(host);
+	check_plane(host);
+	/* step@train.py, forward@train.py, step@model.py, leaf */
+	assert_int_equal(host->n_event_metadata, 4);
+	for (size_t i = 0; i < host->n_event_metadata; i++) {
+		const Tensorflow__Profiler__XEventMetadata *em = host->event_metadata[i]->value;
+		const XStat *src = find_stat(host, em->stats, em->n_stats, "source");
+
+		if (!strcmp(em->name, "leaf")) {
+			assert_null(src);
+			continue;
+		}
+		assert_non_null(src);
+		for (int k = 0; k < 3; k++) {
+			char want[64];
+
+			snprintf(want, sizeof(want), "%s:%d", files[k], 10 + k);
+			if (!strcmp(em->name, funcs[k]) && !strcmp(src->str_value, want))
+				seen[k]++;
+		}
+	}
+	assert_true(seen[0] == 1 && seen[1] == 1 && seen[2] == 1);
+	for (size_t l = 0; l < host->n_lines; l++)
+		for (size_t e = 0; e < host->lines[l]->n_events; e++) {
+			const XEvent *ev = host->lines[l]->events[e];
+
+			n_events++;
+			if (host->lines[l]->id == 100) {
+				assert_int_equal(ev->n_stats, 0);
+				plain_bytes += tensorflow__profiler__xevent__get_packed_size(ev);
+			} else {
+				const XStat *stk = find_stat(host, ev->stats, ev->n_stats, "stack");
+
+				assert_non_null(stk);
+				assert_int_equal(stk->value_case,
+						 TENSORFLOW__PROFILER__XSTAT__VALUE_REF_VALUE);
+				assert_string_equal(stat_name(host, (int64_t)stk->ref_value),
+						    e % 2 ? "main;a;leaf" : "main;b;leaf");
+			}
+		}
+	assert_int_equal(n_events, 3100);
+	/* metadata id + offset (< 2^35 ps here) + duration: 1+1 + 1+5 + 1+3 */
+	assert_true(plain_bytes <= 3000 * 12);
+	tensorflow__profiler__xspace__free_unpacked(xs, NULL);
+}
+
 static void test_occupancy(void **state)
 {
 	(void)state;
@@ -502,6 +597,7 @@ int main(void)
 		cmocka_unit_test(test_invalid_utf8),
 		cmocka_unit_test(test_random_items),
 		cmocka_unit_test(test_occupancy),
+		cmocka_unit_test(test_python_metadata),
 	};
 
 	return cmocka_run_group_tests(tests, setup, teardown);
