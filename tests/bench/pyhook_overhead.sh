@@ -1,5 +1,5 @@
 #!/bin/bash
-# Cost of Python function tracing on a call-heavy loop (examples/pyh_callheavy.py),
+# Cost of Python function tracing on a call-heavy loop (tests/workloads/pyh_callheavy.py),
 # side by side in one run: pyenv python3.11 alone and under the injected
 # profile hook (`profile -p PID -t python`, no USDT probes there), and
 # /usr/bin/python3.11 alone and under its USDT probes. Prints figures;
@@ -16,7 +16,7 @@ CALLS=${PY_BENCH_CALLS:-300000}
 [ -x "$HOOKPY" ] || { echo "pyhook_overhead: no pyenv python3.11; skipped"; exit 0; }
 T=$(mktemp -d /tmp/pyhbench.XXXXXX)
 trap 'rm -rf "$T"' EXIT
-S=$PWD/examples/pyh_callheavy.py
+S=$PWD/tests/workloads/pyh_callheavy.py
 rate() { sed -n 's/^calls_per_s \([0-9]*\).*/\1/p' "$1"; }
 
 alone() { # PY CALLS: calls/s, best of 3

@@ -1,5 +1,5 @@
 #!/bin/bash
-# Cost of -t python on a call-heavy loop (examples/py_callheavy.py): calls/s
+# Cost of -t python on a call-heavy loop (tests/workloads/py_callheavy.py): calls/s
 # alone, under `llmtracker profile -t python`, and alone again after, side
 # by side in one run. Prints figures; asserts nothing.
 set -u
@@ -13,7 +13,7 @@ readelf -n $PY 2>/dev/null | grep -q function__entry ||
 	{ echo "python_overhead: $PY has no USDT function probes; skipped"; exit 0; }
 T=$(mktemp -d /tmp/pybench.XXXXXX)
 trap 'rm -rf "$T"' EXIT
-S=$PWD/examples/py_callheavy.py
+S=$PWD/tests/workloads/py_callheavy.py
 
 rate() { sed -n 's/^calls_per_s \([0-9]*\).*/\1/p'; }
 best() { # command...: best of 3 runs, calls/s

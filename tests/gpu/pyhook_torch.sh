@@ -4,7 +4,7 @@
 #   tests/gpu/pyhook_torch.sh prepare      (here: static collector, the inject
 #                                           library, a static evlog_dump -> .carry/)
 #   tests/gpu/pyhook_torch.sh run [OUTDIR] (on the GPU host)
-# A: `profile -p PID -t python` on a PyTorch loop (examples/pyh_torch_loop.py)
+# A: `profile -p PID -t python` on a PyTorch loop (tests/workloads/pyh_torch_loop.py)
 #    that starts its steps once the collector traces: exact train_step /
 #    forward_pass / backward_pass / optimizer_step counts, nesting per thread,
 #    output and exit status unchanged, the library gone from the maps after.
@@ -34,7 +34,7 @@ OUT=${2:-/tmp/pyhook-torch}
 PY=${PY:-/opt/torch/.venv/bin/python3}
 COLL=$CARRY/bin/llmtracker
 DUMP=$CARRY/bin/evlog_dump
-LOOP=$PWD/examples/pyh_torch_loop.py
+LOOP=$PWD/tests/workloads/pyh_torch_loop.py
 CHECK=$PWD/tests/integration/python_check.py
 STEPS=${STEPS:-300}
 mkdir -p "$OUT"

@@ -1,7 +1,7 @@
 #!/bin/bash
 # GPU machine check of -t pysample (sampled Python stacks) on the host's
 # own python3 (3.12 there, without USDT probes), in one call:
-#   1. launched: a PyTorch training loop (examples/pys_torch_loop.py) for 3 s;
+#   1. launched: a PyTorch training loop (tests/workloads/pys_torch_loop.py) for 3 s;
 #      the folded stacks hold <module>;main;train_loop;train_step;forward_pass,
 #      backward_pass, and the feeder thread's prepare_batches on its own tid;
 #      no shim or unreadable frames;
@@ -17,7 +17,7 @@ PY=${PYTHON:-python3}
 LT=$BUILD/bin/llmtracker-static
 [ -x "$LT" ] || LT=$BUILD/bin/llmtracker
 FOLD=$BUILD/tests/progs/pys_folded
-LOOP=examples/pys_torch_loop.py
+LOOP=tests/workloads/pys_torch_loop.py
 fail=0
 pass() { echo "PASS: $1"; }
 bad() { echo "FAIL: $1"; fail=1; }

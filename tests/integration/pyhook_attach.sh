@@ -13,7 +13,7 @@ LT=$(realpath -m "$BUILD/bin/llmtracker")
 CONV=$(realpath -m "$BUILD/bin/llmtracker-convert")
 DUMP=$(realpath -m "$BUILD/tests/progs/evlog_dump")
 LIB=$(realpath -m "$BUILD/lib/libllmtracker-inject.so")
-SCRIPT=$PWD/examples/pyh_calltree.py
+SCRIPT=$PWD/tests/workloads/pyh_calltree.py
 CHECK=$PWD/tests/integration/python_check.py
 PYENV=${PYENV_ROOT:-/root/.pyenv}/versions
 for f in "$LT" "$DUMP" "$LIB"; do [ -e "$f" ] || { echo "not ok 1 - $f not built"; exit 1; }; done

@@ -2,12 +2,12 @@
 # -t pysample: sampled Python stacks from CPython's own structures, on
 # /usr/bin/python3.11 (a static interpreter) and on a python3 with a shared
 # libpython (pyenv's, when installed), launched with `--` and attached with
-# -p. examples/pys_hot.py spends its time in <module> -> hot_outer ->
+# -p. tests/workloads/pys_hot.py spends its time in <module> -> hot_outer ->
 # hot_inner, and a thread in other_worker.
 set -u
 BUILD=${BUILD:-build}
 LLMT=$BUILD/bin/llmtracker CONV=$BUILD/bin/llmtracker-convert DUMP=$BUILD/tests/progs/evlog_dump
-SCRIPT=$(cd "$(dirname "$0")/../.." && pwd)/examples/pys_hot.py
+SCRIPT=$(cd "$(dirname "$0")/../.." && pwd)/tests/workloads/pys_hot.py
 [ "$(id -u)" = 0 ] || { echo "skip: needs root (BPF, perf events)"; exit 77; }
 [ -x /usr/bin/python3.11 ] || { echo "skip: /usr/bin/python3.11 not installed"; exit 77; }
 for f in "$LLMT" "$CONV" "$DUMP"; do [ -x "$f" ] || { echo "not ok 1 - $f not built"; exit 1; }; done

@@ -8,7 +8,7 @@ BUILD=${BUILD:-build}
 LT=$(realpath -m "$BUILD/bin/llmtracker")
 DUMP=$(realpath -m "$BUILD/tests/progs/evlog_dump")
 PY=/usr/bin/python3.11
-SCRIPT=$PWD/examples/py_calltree.py
+SCRIPT=$PWD/tests/workloads/py_calltree.py
 CHECK=$PWD/tests/integration/python_check.py
 for f in "$LT" "$DUMP"; do [ -x "$f" ] || { echo "not ok 1 - $f not built"; exit 1; }; done
 [ "$(id -u)" = 0 ] || { echo "needs root for eBPF"; exit 77; }
@@ -55,7 +55,7 @@ else
 fi
 
 # 1b. four threads at once: every thread's calls, each nested on its own thread
-"$LT" profile -t python -o "$T/threads.log" -- $PY "$PWD/examples/py_threads.py" 4 200 > /dev/null 2> "$T/err"
+"$LT" profile -t python -o "$T/threads.log" -- $PY "$PWD/tests/workloads/py_threads.py" 4 200 > /dev/null 2> "$T/err"
 check "$T/threads.log" "4 threads: exact counts, nesting per thread" f=800 g=2400 work=4
 "$DUMP" "$T/threads.log" | grep '^py_enter.* func=work ' | grep -o 'tid=[0-9]*' | sort -u | wc -l | grep -qx 4
 ok $? "the 4 workers are recorded on 4 distinct threads"
