@@ -163,13 +163,16 @@ $(BUILD)/bin/llmtracker-static: $(call obj,collector/main.c) $(COLL_A) $(EVLOG_A
 
 # -------------------------------------------------------------------- tests
 TEST_LIBS := $(COLL_A) $(CONV_A) $(EVLOG_A)
-$(BUILD)/tests/%: tests/unit/%.c $(TEST_LIBS) | $(GENERATED)
+# Headers test sources include directly (tests/progs/evlog_gen.h...) and the
+# event log headers the programs compile against: a change rebuilds them.
+TEST_HDRS := $(wildcard tests/progs/*.h eventlog/*.h)
+$(BUILD)/tests/%: tests/unit/%.c $(TEST_LIBS) $(TEST_HDRS) | $(GENERATED)
 	@mkdir -p $(@D)
 	$(CC) $(CFLAGS) -Itests -o $@ $< $(TEST_LIBS) -lcmocka $(LIBS_COLLECTOR) $(LIBS_CONVERTER)
 
 # Test programs (targets of profiling): plain, no sanitizers, symbols kept.
 # A program that needs more libraries sets PROG_LIBS_<name> (below).
-$(BUILD)/tests/progs/%: tests/progs/%.c $(EVLOG_SRC) | $(GENERATED)
+$(BUILD)/tests/progs/%: tests/progs/%.c $(EVLOG_SRC) $(TEST_HDRS) | $(GENERATED)
 	@mkdir -p $(@D)
 	$(CC) -O1 -g -fno-omit-frame-pointer -fno-inline $(WARN) -D_GNU_SOURCE -I. -I$(BUILD)/gen \
 		-I$(CUDA_HOME)/include -o $@ $< $(PROG_LIBS_$*) -lpthread
@@ -204,7 +207,7 @@ $(BUILD)/fuzz/%: tests/fuzz/%.c $(EVLOG_SRC) $(CONV_SRC) $(PROTO_C) | $(GENERATE
 # A fuzzer that needs fewer sources sets FUZZ_SRC_<name>.
 FUZZ_SRC_fuzz_evlog_reader := $(EVLOG_SRC)
 
-$(BUILD)/bench/%: tests/bench/%.c $(TEST_LIBS) | $(GENERATED)
+$(BUILD)/bench/%: tests/bench/%.c $(TEST_LIBS) $(TEST_HDRS) | $(GENERATED)
 	@mkdir -p $(@D)
 	$(CC) $(CFLAGS) -Itests -o $@ $< $(TEST_LIBS) $(LIBS_COLLECTOR) $(LIBS_CONVERTER)
 

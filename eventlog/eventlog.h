@@ -291,6 +291,9 @@ struct evlog_reader_stats {
 	uint64_t events, chunks_ok, chunks_bad, bytes_skipped;
 	int truncated;        /* the file ends inside a chunk (crash or cut) */
 	uint64_t chunks_unknown; /* chunks whose tail held an event type newer than this reader */
+	int shrank;           /* the file got shorter while being read (another process cut
+			       * it): reading stopped there, cleanly; truncated is set too and
+			       * evlog_reader_error() says where */
 };
 void evlog_reader_stats(const struct evlog_reader *r, struct evlog_reader_stats *st);
 const char *evlog_reader_error(const struct evlog_reader *r);

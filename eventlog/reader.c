@@ -1,10 +1,16 @@
 // SPDX-License-Identifier: Apache-2.0
 /*
- * Event log reader. The file is mapped (or given in memory); chunks are
- * verified (header crc, payload crc, zstd frame size) before decoding, and
- * every field is decoded with bounds checks. A bad region is skipped by
- * scanning for the next chunk magic whose header crc verifies. Allocations
- * are bounded by EVF_CHUNK_RAW_MAX whatever the file says.
+ * Event log reader. The file is read with pread() into reused buffers (chunk
+ * header, then payload), or given in memory; chunks are verified (header
+ * crc, payload crc, zstd frame size) before decoding, and every field is
+ * decoded with bounds checks. A bad region is skipped by scanning for the
+ * next chunk magic whose header crc verifies. Allocations are bounded by
+ * EVF_CHUNK_RAW_MAX whatever the file says.
+ *
+ * Why not mmap: a mapped file that another process truncates (a cleanup job
+ * on a shared directory, a writer cutting a torn chunk after ENOSPC) kills
+ * the reader with SIGBUS. pread() sees a short read instead, and the reader
+ * stops cleanly at that point ("file shrank").
  */
 #include "eventlog/eventlog.h"
 #include "eventlog/evlog_format.h"
@@ -16,7 +22,6 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <sys/mman.h>
 #include <sys/stat.h>
 #include <unistd.h>
 #include <zstd.h>
@@ -31,10 +36,17 @@ struct evr_pystack {
 	size_t off;             /* into pyframes */
 };
 
+/* Damaged-region scans read the file in windows of this size. */
+#define EVR_SCAN_WIN (256u << 10)
+
 struct evlog_reader {
-	const uint8_t *buf;
-	size_t len;
-	void *map;              /* munmap at close, if mapped */
+	const uint8_t *buf;     /* the log, when given in memory */
+	size_t len;             /* file size at open (or memory length) */
+	int fd;                 /* the log file, or -1 for memory */
+	int stop;               /* the file shrank or failed: read no further */
+	int io_err;             /* a read failed: evlog_next reports it once */
+	uint8_t *hbuf, *cbuf, *sbuf; /* file mode: header, payload, scan window */
+	size_t hbuf_cap, cbuf_cap, sbuf_cap;
 	char *name;
 	struct evlog_header hdr;
 	char *hdr_strs[6];
@@ -82,6 +94,70 @@ static int evr_msg(char *msg, size_t msgsz, int code, const char *fmt, ...)
 	return -code;
 }
 
+/* ------------------------------------------------------------------ bytes */
+
+static int evr_reserve(void **buf, size_t *cap, size_t need, size_t elem)
+{
+	if (need <= *cap)
+		return 0;
+	size_t n = *cap ? *cap : 256;
+	while (n < need)
+		n *= 2;
+	void *b = realloc(*buf, n * elem);
+	if (!b)
+		return -1;
+	*buf = b;
+	*cap = n;
+	return 0;
+}
+
+/* The file ended before `off` though it was longer at open: another process
+ * cut it. Stop here; what was returned stays returned. */
+static void evr_shrank(struct evlog_reader *r, size_t off)
+{
+	struct stat sb;
+	long long now = fstat(r->fd, &sb) == 0 ? (long long)sb.st_size : -1;
+	r->stop = 1;
+	r->st.shrank = 1;
+	r->st.truncated = 1;
+	snprintf(r->err, sizeof(r->err), "%s: file shrank while being read (%zu bytes at open, "
+		 "%lld now: another process cut it); stopped at offset %zu after %llu events",
+		 r->name, r->len, now, off, (unsigned long long)r->st.events);
+}
+
+/* Bytes [off, off + n) of the log, off + n <= r->len: a pointer into the
+ * memory image, or read into *buf (grown as needed). NULL when the file no
+ * longer holds them (r->stop set) or on an error (r->io_err set too). */
+static const uint8_t *evr_bytes(struct evlog_reader *r, size_t off, size_t n,
+				uint8_t **buf, size_t *cap)
+{
+	if (r->fd < 0)
+		return r->buf + off;
+	if (evr_reserve((void **)buf, cap, n ? n : 1, 1)) {
+		snprintf(r->err, sizeof(r->err), "%s: out of memory reading %zu bytes", r->name, n);
+		r->stop = r->io_err = EVLOG_ENOMEM;
+		return NULL;
+	}
+	size_t got = 0;
+	while (got < n) {
+		ssize_t k = pread(r->fd, *buf + got, n - got, (off_t)(off + got));
+		if (k < 0 && errno == EINTR)
+			continue;
+		if (k < 0) {
+			snprintf(r->err, sizeof(r->err), "%s: read at offset %zu: %s", r->name,
+				 off + got, strerror(errno));
+			r->stop = r->io_err = EVLOG_EIO;
+			return NULL;
+		}
+		if (k == 0) {
+			evr_shrank(r, off + got);
+			return NULL;
+		}
+		got += (size_t)k;
+	}
+	return *buf;
+}
+
 /* ----------------------------------------------------------------- header */
 
 static int evr_hdr_str(struct evlog_reader *r, int idx, struct evlog_str *dst,
@@ -118,12 +194,21 @@ static int evr_tlv(struct evlog_reader *r, uint16_t tag, const uint8_t *v, uint3
 	return 0; /* unknown tags: skipped (forward compatible) */
 }
 
+/* The header could not be read (the file shrank at once, or a read failed). */
+static int evr_header_lost(struct evlog_reader *r, char *msg, size_t msgsz)
+{
+	return evr_msg(msg, msgsz, r->io_err ? r->io_err : EVLOG_EHEADER, "%s", r->err);
+}
+
 static int evr_header(struct evlog_reader *r, char *msg, size_t msgsz)
 {
-	const uint8_t *b = r->buf;
 	const char *n = r->name;
 	if (r->len == 0)
 		return evr_msg(msg, msgsz, EVLOG_EMAGIC, "%s: empty file, not an event log", n);
+	size_t fixed = r->len < EVF_FILE_FIXED ? r->len : EVF_FILE_FIXED;
+	const uint8_t *b = evr_bytes(r, 0, fixed, &r->hbuf, &r->hbuf_cap);
+	if (!b)
+		return evr_header_lost(r, msg, msgsz);
 	size_t cmp = r->len < EVF_MAGIC_LEN ? r->len : EVF_MAGIC_LEN;
 	if (memcmp(b, EVF_MAGIC, cmp))
 		return evr_msg(msg, msgsz, EVLOG_EMAGIC, "%s: not an llmtracker event log "
@@ -140,8 +225,12 @@ static int evr_header(struct evlog_reader *r, char *msg, size_t msgsz)
 	if (blen > EVF_HEADER_BODY_MAX || blen > r->len - EVF_FILE_FIXED)
 		return evr_msg(msg, msgsz, EVLOG_EHEADER, "%s: file header length %u exceeds the "
 			       "file (%zu bytes): truncated or corrupt", n, blen, r->len);
-	const uint8_t *p = b + EVF_FILE_FIXED, *end = p + blen;
-	if (libdeflate_crc32(0, p, blen) != evf_get32(b + 16))
+	uint32_t crc = evf_get32(b + 16);
+	const uint8_t *p = evr_bytes(r, EVF_FILE_FIXED, blen, &r->hbuf, &r->hbuf_cap);
+	if (!p)
+		return evr_header_lost(r, msg, msgsz);
+	const uint8_t *end = p + blen;
+	if (libdeflate_crc32(0, p, blen) != crc)
 		return evr_msg(msg, msgsz, EVLOG_EHEADER, "%s: file header checksum mismatch", n);
 	r->hdr.version_major = major;
 	r->hdr.version_minor = minor;
@@ -189,6 +278,7 @@ int evlog_reader_open_mem(struct evlog_reader **out, const void *buf, size_t len
 	struct evlog_reader *r = calloc(1, sizeof(*r));
 	if (!r)
 		return evr_msg(msg, msgsz, EVLOG_ENOMEM, "out of memory");
+	r->fd = -1;
 	r->buf = buf;
 	r->len = len;
 	int rc = evr_init(r, name, msg, msgsz);
@@ -209,7 +299,7 @@ int evlog_reader_open(struct evlog_reader **out, const char *path, char *msg, si
 	int fd = open(path, O_RDONLY | O_CLOEXEC | O_NONBLOCK);
 	if (fd < 0)
 		return evr_msg(msg, msgsz, EVLOG_EIO, "%s: %s", path, strerror(errno));
-	struct stat sb;
+	struct stat sb = { 0 };
 	if (fstat(fd, &sb) != 0 || !S_ISREG(sb.st_mode)) {
 		int e = errno;
 		close(fd);
@@ -219,25 +309,21 @@ int evlog_reader_open(struct evlog_reader **out, const char *path, char *msg, si
 		return evr_msg(msg, msgsz, EVLOG_EIO, "%s: %s", path,
 			       e ? strerror(e) : "not a regular file");
 	}
-	void *map = NULL;
-	size_t len = (size_t)sb.st_size;
-	if (len) {
-		map = mmap(NULL, len, PROT_READ, MAP_PRIVATE, fd, 0);
-		if (map == MAP_FAILED) {
-			int e = errno;
-			close(fd);
-			return evr_msg(msg, msgsz, EVLOG_EIO, "%s: mmap: %s", path, strerror(e));
-		}
-		madvise(map, len, MADV_SEQUENTIAL);
+	/* Reads are sequential: let the kernel read ahead (a hint only). */
+	posix_fadvise(fd, 0, 0, POSIX_FADV_SEQUENTIAL);
+	struct evlog_reader *r = calloc(1, sizeof(*r));
+	if (!r) {
+		close(fd);
+		return evr_msg(msg, msgsz, EVLOG_ENOMEM, "out of memory");
 	}
-	close(fd);
-	int rc = evlog_reader_open_mem(out, map ? map : "", len, path, msg, msgsz);
+	r->fd = fd;
+	r->len = (size_t)sb.st_size;
+	int rc = evr_init(r, path, msg, msgsz);
 	if (rc) {
-		if (map)
-			munmap(map, len);
+		evlog_reader_close(r);
 		return rc;
 	}
-	(*out)->map = map;
+	*out = r;
 	return 0;
 }
 
@@ -245,8 +331,11 @@ void evlog_reader_close(struct evlog_reader *r)
 {
 	if (!r)
 		return;
-	if (r->map)
-		munmap(r->map, r->len);
+	if (r->fd >= 0)
+		close(r->fd);
+	free(r->hbuf);
+	free(r->cbuf);
+	free(r->sbuf);
 	for (int i = 0; i < 6; i++)
 		free(r->hdr_strs[i]);
 	ZSTD_freeDCtx(r->dctx);
@@ -285,18 +374,30 @@ static int evr_hdr_ok(const uint8_t *h)
 	       libdeflate_crc32(0, h + 8, EVF_CHUNK_HDR - 8) == evf_get32(h + 4);
 }
 
-/* Offset of the next verified chunk header after `from`, or r->len. */
-static size_t evr_scan(const struct evlog_reader *r, size_t from)
+/* Offset of the next verified chunk header at or after `from`, or r->len
+ * (also when the file shrank meanwhile: r->stop is then set). Reads windows
+ * of EVR_SCAN_WIN bytes that overlap by a header less one byte, so a header
+ * across two windows is still seen whole. */
+static size_t evr_scan(struct evlog_reader *r, size_t from)
 {
 	const uint8_t first = EVF_CHUNK_MAGIC & 0xff;
 	while (from + EVF_CHUNK_HDR <= r->len) {
-		const uint8_t *q = memchr(r->buf + from, first, r->len - EVF_CHUNK_HDR + 1 - from);
-		if (!q)
-			break;
-		from = (size_t)(q - r->buf);
-		if (evr_hdr_ok(q))
-			return from;
-		from++;
+		size_t n = r->len - from < EVR_SCAN_WIN ? r->len - from : EVR_SCAN_WIN;
+		if (r->fd < 0)
+			n = r->len - from;
+		const uint8_t *b = evr_bytes(r, from, n, &r->sbuf, &r->sbuf_cap);
+		if (!b)
+			return r->len;
+		size_t last = n - EVF_CHUNK_HDR; /* last start whose header fits */
+		for (size_t i = 0; i <= last; i++) {
+			const uint8_t *q = memchr(b + i, first, last + 1 - i);
+			if (!q)
+				break;
+			i = (size_t)(q - b);
+			if (evr_hdr_ok(q))
+				return from + i;
+		}
+		from += last + 1;
 	}
 	return r->len;
 }
@@ -307,6 +408,8 @@ static size_t evr_scan(const struct evlog_reader *r, size_t from)
 static void evr_skip(struct evlog_reader *r, int torn_candidate)
 {
 	size_t next = evr_scan(r, r->pos + 1);
+	if (r->stop)
+		return;
 	if (next == r->len && (torn_candidate || r->len - r->pos < EVF_CHUNK_HDR))
 		r->st.truncated = 1;
 	else
@@ -315,38 +418,34 @@ static void evr_skip(struct evlog_reader *r, int torn_candidate)
 	r->pos = next;
 }
 
-static int evr_reserve(void **buf, size_t *cap, size_t need, size_t elem)
-{
-	if (need <= *cap)
-		return 0;
-	size_t n = *cap ? *cap : 256;
-	while (n < need)
-		n *= 2;
-	void *b = realloc(*buf, n * elem);
-	if (!b)
-		return -1;
-	*buf = b;
-	*cap = n;
-	return 0;
-}
-
-/* Try the chunk at r->pos: 1 loaded, 0 skipped (bad), <0 hard error. */
+/* Try the chunk at r->pos: 1 loaded, 0 skipped (bad) or stopped (r->stop). */
 static int evr_try_chunk(struct evlog_reader *r)
 {
-	const uint8_t *h = r->buf + r->pos;
 	size_t room = r->len - r->pos;
-	if (room < EVF_CHUNK_HDR || !evr_hdr_ok(h)) {
+	const uint8_t *h = room < EVF_CHUNK_HDR ? NULL
+			 : evr_bytes(r, r->pos, EVF_CHUNK_HDR, &r->hbuf, &r->hbuf_cap);
+	if (r->stop)
+		return 0;
+	if (!h || !evr_hdr_ok(h)) {
 		evr_skip(r, 0);
 		return 0;
 	}
 	uint32_t comp = evf_get32(h + 8), raw = evf_get32(h + 12), count = evf_get32(h + 16);
+	uint32_t pcrc = evf_get32(h + 40);
+	uint64_t base_ts = evf_get64(h + 32);
 	if (comp > room - EVF_CHUNK_HDR) {
 		evr_skip(r, 1);
 		return 0;
 	}
-	const uint8_t *payload = h + EVF_CHUNK_HDR;
-	if (raw > EVF_CHUNK_RAW_MAX || !count || count > raw ||
-	    libdeflate_crc32(0, payload, comp) != evf_get32(h + 40)) {
+	/* Checked before reading the payload: bounds what it may allocate. */
+	if (raw > EVF_CHUNK_RAW_MAX || !count || count > raw || comp > ZSTD_compressBound(raw)) {
+		evr_skip(r, 0);
+		return 0;
+	}
+	const uint8_t *payload = evr_bytes(r, r->pos + EVF_CHUNK_HDR, comp, &r->cbuf, &r->cbuf_cap);
+	if (!payload)
+		return 0;
+	if (libdeflate_crc32(0, payload, comp) != pcrc) {
 		evr_skip(r, 0);
 		return 0;
 	}
@@ -365,7 +464,7 @@ static int evr_try_chunk(struct evlog_reader *r)
 	r->end = r->raw + raw;
 	r->left = count;
 	r->in_chunk = 1;
-	r->prev_ts = evf_get64(h + 32);
+	r->prev_ts = base_ts;
 	r->prev_pid = r->prev_tid = 0;
 	r->prev_corr = 0;
 	r->nstrs = r->nstacks = r->npystacks = 0;
@@ -635,7 +734,12 @@ int evlog_next(struct evlog_reader *r, const struct evlog_event **ev)
 				r->st.chunks_bad++;
 			continue;
 		}
-		if (r->pos >= r->len)
+		if (r->io_err) {
+			int e = r->io_err;
+			r->io_err = 0; /* reported once; later calls say END */
+			return -e;
+		}
+		if (r->stop || r->pos >= r->len)
 			return -EVLOG_END;
 		int rc = evr_try_chunk(r);
 		if (rc < 0)

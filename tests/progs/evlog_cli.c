@@ -6,6 +6,10 @@
  *       Write N generated events (default mixed) to OUT; publish on success.
  *   evlog_cli count LOG
  *       Read LOG; print "events=N chunks_ok=N chunks_bad=N truncated=0|1".
+ *   evlog_cli pauseread LOG N
+ *       Read N events of LOG, print "paused" and wait for a line on stdin
+ *       (another process may cut the file meanwhile), then read on and print
+ *       the count line plus "shrank=0|1" and "error=<reader error>".
  *
  * Exit 0 on success, 1 with a one-line message on stderr on failure, 2 on
  * bad usage.
@@ -82,6 +86,33 @@ static int do_count(const char *log)
 	return rc != -EVLOG_END;
 }
 
+static int do_pauseread(const char *log, uint64_t n)
+{
+	char msg[512], line[64];
+	struct evlog_reader *r;
+	if (evlog_reader_open(&r, log, msg, sizeof(msg))) {
+		fprintf(stderr, "evlog_cli: %s\n", msg);
+		return 1;
+	}
+	const struct evlog_event *ev;
+	int rc = 0;
+	for (uint64_t i = 0; i < n && (rc = evlog_next(r, &ev)) == 0; i++)
+		;
+	printf("paused\n");
+	fflush(stdout);
+	if (!fgets(line, sizeof(line), stdin))
+		line[0] = 0;
+	while (rc == 0 && (rc = evlog_next(r, &ev)) == 0)
+		;
+	struct evlog_reader_stats st;
+	evlog_reader_stats(r, &st);
+	printf("events=%llu chunks_ok=%llu chunks_bad=%llu truncated=%d shrank=%d error=%s\n",
+	       (unsigned long long)st.events, (unsigned long long)st.chunks_ok,
+	       (unsigned long long)st.chunks_bad, st.truncated, st.shrank, evlog_reader_error(r));
+	evlog_reader_close(r);
+	return rc != -EVLOG_END;
+}
+
 int main(int argc, char **argv)
 {
 	/* A file size limit must surface as EFBIG, not kill us. */
@@ -90,7 +121,10 @@ int main(int argc, char **argv)
 		return do_write(argc, argv);
 	if (argc == 3 && !strcmp(argv[1], "count"))
 		return do_count(argv[2]);
+	if (argc == 4 && !strcmp(argv[1], "pauseread"))
+		return do_pauseread(argv[2], strtoull(argv[3], NULL, 0));
 	fprintf(stderr, "usage: evlog_cli write OUT N [all|mixed] [CHUNK_BYTES] [overwrite]\n"
-			"       evlog_cli count LOG\n");
+			"       evlog_cli count LOG\n"
+			"       evlog_cli pauseread LOG N\n");
 	return 2;
 }
