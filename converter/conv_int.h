@@ -89,6 +89,8 @@ struct cv_stats {
 	uint64_t read, written;
 	uint64_t py_unmatched_exit, py_unclosed, py_too_deep;
 	uint64_t overlaps_cut, unbound_flows, bad_time, unknown_type;
+	uint64_t uretprobe;    /* the profiler's own return-probe syscalls, dropped */
+	uint64_t dup_merged;   /* CUDA calls seen by a uprobe and by CUPTI, made one */
 	uint64_t lost[EVSRC_MAX + 1];
 	uint64_t chunks_bad, bytes_skipped, truncated_logs;
 };
@@ -112,6 +114,7 @@ struct cv_core {
 	int progress_last;                /* last percentage drawn */
 	const char *progress_phase;
 	uint64_t total_events;
+	uint64_t n_lib_calls, n_gpu_api; /* pass 1: is there anything to merge? */
 	char err[512];
 };
 

@@ -152,7 +152,8 @@ static int make_sinks(struct sinks *s, const struct conv_request *req, const cha
 static void final_line(const struct cv_core *c, const struct sinks *s)
 {
 	const struct cv_stats *st = &c->st;
-	uint64_t dropped = st->py_unmatched_exit + st->py_too_deep + st->unknown_type;
+	uint64_t dropped = st->py_unmatched_exit + st->py_too_deep + st->unknown_type +
+			   st->uretprobe + st->dup_merged;
 	uint64_t lost = 0;
 	struct trace_json_stats js = { 0 };
 
@@ -174,6 +175,8 @@ static void final_line(const struct cv_core *c, const struct sinks *s)
 		{ st->py_unmatched_exit, "python exits without an entry" },
 		{ st->py_too_deep, "python calls nested too deep" },
 		{ st->unknown_type, "events of unknown type" },
+		{ st->uretprobe, "uretprobe syscalls (the profiler's own return probes)" },
+		{ st->dup_merged, "CUDA calls seen by both uprobes and CUPTI, kept once" },
 		{ st->overlaps_cut, "overlaps cut" },
 		{ st->unbound_flows, "unbound flows" },
 		{ st->bad_time, "bad durations zeroed" },

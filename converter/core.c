@@ -6,6 +6,7 @@
  * sinks host by host, track by track, repairing nesting on the way.
  */
 #include "conv_int.h"
+#include "dedup.h"
 #include "spill.h"
 
 #include <stdlib.h>
@@ -15,6 +16,9 @@
 #define DUR_MAX (1ULL << 46)
 #define PY_DEPTH_MAX 2048
 #define RUN_MB_DEFAULT 128
+/* x86_64's uretprobe(2) (Linux 6.11+): the return-probe trampoline's own
+ * system call, made by the profiler's probes, not by the application. */
+#define X86_64_NR_URETPROBE 335
 
 /* ----------------------------------------------------- Python call stacks */
 
@@ -31,8 +35,28 @@ struct py_thread {
 	uint32_t host, log, pid, tid;
 };
 
+/* CUPTI's synchronization records carry no thread, only the correlation id
+ * of the API call that waited (cudaEventSynchronize, ...): they go on that
+ * call's thread. The call's record follows the marker or precedes it closely
+ * in the same log, so a small window of both suffices. */
+#define SYNC_RECENT 256
+
+struct sync_api {
+	uint64_t corr;
+	uint32_t pid, tid;
+};
+
+struct sync_bind {
+	struct sync_api recent[SYNC_RECENT]; /* by corr % SYNC_RECENT */
+	int held;                 /* a marker waits for its call */
+	uint32_t log;
+	struct evlog_event ev;    /* its strings live in strs */
+	struct cv_buf strs;
+};
+
 struct pass2 {
 	struct cv_core *c;
+	struct sync_bind sync;
 	struct cv_spill *sp;
 	struct cv_map py;     /* (host<<32|pid, tid) -> struct py_thread * */
 	struct cv_buf fold;
@@ -245,6 +269,72 @@ static int sample_event(struct pass2 *p, const struct cv_host *h, uint32_t li, u
 			   &copy);
 }
 
+static int is_sync_marker(const struct evlog_event *e)
+{
+	return e->type == EV_MARKER && !e->tid && e->u.marker.value &&
+	       e->u.marker.name.len > 10 && !memcmp(e->u.marker.name.ptr, "cuda_sync:", 10);
+}
+
+static int timeline_event(struct pass2 *p, uint32_t li, const struct evlog_event *e);
+
+/* Spill the held marker on thread tid (0: the process's main thread). */
+static int sync_release(struct pass2 *p, uint32_t tid)
+{
+	struct sync_bind *b = &p->sync;
+
+	if (!b->held)
+		return 0;
+	b->held = 0;
+	b->ev.tid = tid ? tid : b->ev.pid;
+	return timeline_event(p, b->log, &b->ev);
+}
+
+static int sync_hold(struct pass2 *p, uint32_t li, const struct evlog_event *e)
+{
+	struct sync_bind *b = &p->sync;
+	const struct sync_api *a = &b->recent[e->u.marker.value % SYNC_RECENT];
+
+	if (a->corr == e->u.marker.value && a->pid == e->pid) {
+		struct evlog_event copy = *e;
+
+		copy.tid = a->tid ? a->tid : e->pid;
+		return timeline_event(p, li, &copy);
+	}
+	if (sync_release(p, 0))
+		return -1;
+	b->strs.len = 0;
+	b->ev = *e;
+	b->log = li;
+	if (cv_buf_append(&b->strs, e->u.marker.name.ptr, e->u.marker.name.len) ||
+	    cv_buf_append(&b->strs, e->u.marker.text.ptr ? e->u.marker.text.ptr : "",
+			  e->u.marker.text.len))
+		return -1;
+	b->ev.u.marker.name.ptr = b->strs.p;
+	b->ev.u.marker.text.ptr = b->strs.p + e->u.marker.name.len;
+	b->held = 1;
+	return 0;
+}
+
+/* Every event of a log goes through here first. */
+static int sync_event(struct pass2 *p, uint32_t li, const struct evlog_event *e)
+{
+	struct sync_bind *b = &p->sync;
+
+	if (is_sync_marker(e))
+		return sync_hold(p, li, e);
+	if (e->type == EV_GPU_API && e->u.gpu_api.correlation_id) {
+		uint64_t corr = e->u.gpu_api.correlation_id;
+
+		b->recent[corr % SYNC_RECENT] = (struct sync_api){ corr, e->pid, e->tid };
+		if (b->held && b->log == li && b->ev.pid == e->pid && b->ev.u.marker.value == corr &&
+		    sync_release(p, e->tid))
+			return -1;
+	}
+	if (b->held && (b->log != li || e->type == EV_GPU_API) && sync_release(p, 0))
+		return -1;
+	return timeline_event(p, li, e);
+}
+
 static int timeline_event(struct pass2 *p, uint32_t li, const struct evlog_event *e)
 {
 	struct cv_core *c = p->c;
@@ -255,6 +345,10 @@ static int timeline_event(struct pass2 *p, uint32_t li, const struct evlog_event
 
 	switch (e->type) {
 	case EV_SYSCALL:
+		if (l->syscall_table && e->u.syscall.nr == X86_64_NR_URETPROBE) {
+			c->st.uretprobe++;
+			return 0;
+		}
 		return spill_event(p, li, track_of_thread(h, e->pid, e->tid), ts,
 				   checked_dur(c, e->u.syscall.dur), 0, e);
 	case EV_LIB_CALL:
@@ -309,7 +403,7 @@ static int read_log2(struct pass2 *p, uint32_t li, uint64_t *done)
 	/* Never read past what pass 1 saw (a log still being appended to). */
 	while (n < l->events && (rc = evlog_next(r, &e)) == 0) {
 		n++;
-		if (timeline_event(p, li, e)) {
+		if (sync_event(p, li, e)) {
 			if (!c->err[0])
 				snprintf(c->err, sizeof(c->err), "out of memory converting %s",
 					 l->name);
@@ -320,6 +414,10 @@ static int read_log2(struct pass2 *p, uint32_t li, uint64_t *done)
 			cv_progress(c, "sorting", *done, c->total_events);
 	}
 	evlog_reader_close(r);
+	if (sync_release(p, 0)) {
+		snprintf(c->err, sizeof(c->err), "out of memory converting %s", l->name);
+		return -1;
+	}
 	return 0;
 }
 
@@ -334,6 +432,7 @@ struct emitter {
 	uint64_t *ends;       /* open parents' end times on the current track */
 	size_t n_ends, cap_ends;
 	const uint32_t *proc_base;
+	int merged;           /* the current record is a uprobe call paired with CUPTI's */
 };
 
 static int sink_fail(struct cv_core *c, struct conv_sink *s)
@@ -483,7 +582,7 @@ static void describe(struct emitter *em, const struct cv_rec *r, const struct ev
 		it->name = d ? d : e->u.lib_call.symbol.len ? e->u.lib_call.symbol.ptr : "<call>";
 		it->category = cv_lib_category(e->u.lib_call.lib_class, e->u.lib_call.lib.ptr, buf,
 					       bufsz);
-		launch_flow(em, h, it, e->u.lib_call.correlation_id, 0);
+		launch_flow(em, h, it, e->u.lib_call.correlation_id, em->merged);
 		break;
 	case EV_GPU_API:
 		it->name = e->u.gpu_api.name.len ? e->u.gpu_api.name.ptr : "<cuda api>";
@@ -524,8 +623,11 @@ static void describe(struct emitter *em, const struct cv_rec *r, const struct ev
 	}
 }
 
-static int emit_rec(struct emitter *em, const struct cv_rec *r)
+/* corr != 0: an EV_LIB_CALL that stands for CUPTI's record of the same call
+ * too; it carries CUPTI's correlation id (and so the launch flow). */
+static int emit_rec(void *ctx, const struct cv_rec *r, uint64_t corr)
 {
+	struct emitter *em = ctx;
 	struct cv_core *c = em->c;
 	struct evlog_event e;
 	struct conv_item it;
@@ -533,6 +635,9 @@ static int emit_rec(struct emitter *em, const struct cv_rec *r)
 
 	if (r->track >= c->n_tracks || cv_rec_unpack(r, &e))
 		return 0;
+	em->merged = corr && e.type == EV_LIB_CALL;
+	if (em->merged)
+		e.u.lib_call.correlation_id = corr;
 	const struct cv_track *t = &c->tracks[r->track];
 
 	if (goto_host(em, (int32_t)t->host))
@@ -564,16 +669,24 @@ static int emit_all(struct cv_core *c, struct cv_spill *sp, struct conv_sink *co
 			      .track = UINT32_MAX, .proc_base = proc_base };
 	const struct cv_rec *r;
 	uint64_t n = 0, total = cv_spill_count(sp);
+	struct cv_dedup dd;
+	/* Pairing only matters when both the uprobes and CUPTI saw CUDA calls. */
+	int pair = c->n_lib_calls && c->n_gpu_api;
 	int rc;
 
+	cv_dedup_init(&dd, emit_rec, &em);
 	while ((rc = cv_spill_next(sp, &r, c->err, sizeof(c->err))) == 1) {
-		if (emit_rec(&em, r)) {
+		if (pair ? cv_dedup_feed(&dd, r) : emit_rec(&em, r, 0)) {
 			rc = -1;
 			break;
 		}
 		if ((++n & 0xffff) == 0)
 			cv_progress(c, "writing", n, total);
 	}
+	if (rc == 0 && cv_dedup_flush(&dd))
+		rc = -1;
+	c->st.dup_merged = dd.merged;
+	cv_dedup_free(&dd);
 	if (rc == 0 && goto_host(&em, (int32_t)c->n_hosts - 1) == 0 && em.host >= 0)
 		rc = host_end(&em);
 	free(em.ends);
@@ -618,6 +731,7 @@ out:
 	cv_progress_end(c);
 	py_free(&p);
 	cv_buf_free(&p.fold);
+	cv_buf_free(&p.sync.strs);
 	cv_spill_free(p.sp);
 	free(p.proc_base);
 	cv_map_free(&p.stack_cache);

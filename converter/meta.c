@@ -33,6 +33,18 @@ static const char *clean_host(struct evlog_str h)
 	return h.len ? NULL : "unknown-host";
 }
 
+/* Syscall numbers are named from our table only for the machine it was
+ * generated for. */
+static int syscall_table_of(const char *machine)
+{
+#if defined(__x86_64__)
+	return !strcmp(machine, "x86_64");
+#else
+	(void)machine;
+	return 0;
+#endif
+}
+
 static struct cv_host *host_for(struct cv_core *c, const struct evlog_header *hdr,
 				struct cv_log *log)
 {
@@ -45,10 +57,17 @@ static struct cv_host *host_for(struct cv_core *c, const struct evlog_header *hd
 		if (!str_eq(h->name, hn))
 			continue;
 		log->host = (uint32_t)i;
-		/* Same boot: same CLOCK_MONOTONIC. Otherwise go through wall time. */
-		if (!str_eq(h->boot_id, hdr->boot_id) && hdr->mono_ns && h->anchor_mono)
+		/* Same boot: same CLOCK_MONOTONIC. Otherwise go through wall time.
+		 * A log without a boot id (the injected CUPTI library's) was
+		 * written on this host's running kernel: same clock. */
+		if (h->boot_id[0] && hdr->boot_id.len && !str_eq(h->boot_id, hdr->boot_id) &&
+		    hdr->mono_ns && h->anchor_mono)
 			log->clock_off = (int64_t)((hdr->realtime_ns - hdr->mono_ns) -
 						   (h->anchor_rt - h->anchor_mono));
+		if (!h->machine[0] && hdr->machine.len && !(h->machine = dup_str(c, hdr->machine)))
+			return NULL;
+		if (!h->boot_id[0] && hdr->boot_id.len && !(h->boot_id = dup_str(c, hdr->boot_id)))
+			return NULL;
 		return h;
 	}
 	struct cv_host *nh = realloc(c->hosts, (c->n_hosts + 1) * sizeof(*nh));
@@ -68,9 +87,7 @@ static struct cv_host *host_for(struct cv_core *c, const struct evlog_header *hd
 	h->anchor_rt = hdr->realtime_ns;
 	h->min_ts = UINT64_MAX;
 	h->max_ts = 0;
-#if defined(__x86_64__)
-	h->syscall_table = !strcmp(h->machine, "x86_64");
-#endif
+	h->syscall_table = syscall_table_of(h->machine);
 	log->host = (uint32_t)c->n_hosts++;
 	return h;
 }
@@ -339,11 +356,13 @@ static int meta_event(struct cv_core *c, struct cv_host *h, struct cv_log *l,
 		widen(h, l, e->ts, ev_dur(e));
 		return thread_event(c, h, e);
 	case EV_LIB_CALL:
+		c->n_lib_calls++;
 		widen(h, l, e->ts, ev_dur(e));
 		if (corr_mark(c, l->host, e->pid, e->u.lib_call.correlation_id, CV_CORR_LIB))
 			return -1;
 		return thread_event(c, h, e);
 	case EV_GPU_API:
+		c->n_gpu_api++;
 		widen(h, l, e->ts, ev_dur(e));
 		if (corr_mark(c, l->host, e->pid, e->u.gpu_api.correlation_id, CV_CORR_API))
 			return -1;
@@ -394,14 +413,26 @@ static int read_log(struct cv_core *c, struct cv_log *l)
 		cv_buf_printf(&c->in.notes, "skipped %s: %s\n", l->name, msg);
 		return 0;
 	}
-	struct cv_host *h = host_for(c, evlog_reader_header(r), l);
+	const struct evlog_header *hdr = evlog_reader_header(r);
+	struct cv_host *h = host_for(c, hdr, l);
 
 	if (!h) {
 		evlog_reader_close(r);
 		snprintf(c->err, sizeof(c->err), "out of memory reading %s", l->name);
 		return -1;
 	}
-	l->syscall_table = h->syscall_table;
+	/* Each log's own machine names its syscalls; the host's when it has none. */
+	if (hdr->machine.len) {
+		char m[32] = "";
+
+		if (hdr->machine.len < sizeof(m))
+			memcpy(m, hdr->machine.ptr, hdr->machine.len);
+		l->syscall_table = syscall_table_of(m);
+		if (!h->syscall_table)
+			h->syscall_table = l->syscall_table;
+	} else {
+		l->syscall_table = h->syscall_table;
+	}
 	while ((rc = evlog_next(r, &e)) == 0) {
 		l->events++;
 		if (meta_event(c, h, l, e)) {

@@ -30,6 +30,16 @@ size_t cv_rec_size(const struct evlog_event *ev);
 void cv_rec_pack(struct cv_rec *r, const struct evlog_event *ev);
 /* Unpack: ev's strings point into r. Returns -1 if r is malformed. */
 int cv_rec_unpack(const struct cv_rec *r, struct evlog_event *ev);
+/* The event type of a packed record, without unpacking it. */
+static inline uint32_t cv_rec_type(const struct cv_rec *r)
+{
+	uint32_t t;
+
+	if (r->len < sizeof(*r) + sizeof(t))
+		return 0;
+	__builtin_memcpy(&t, r + 1, sizeof(t));
+	return t;
+}
 
 struct cv_spill;
 
