@@ -45,8 +45,18 @@ if [ -z "$bins" ] || ! command -v dpkg >/dev/null; then
 else
 	runtime=$(sed -n '/^FROM debian:12$/,$p' $D/Dockerfile)
 	missing=""
-	for so in $(for b in $bins; do readelf -d "$b" | sed -n 's/.*NEEDED.*\[\(.*\)\]/\1/p'; done | sort -u); do
-		pkg=$(dpkg -S "*/$so" 2>/dev/null | head -1 | cut -d: -f1)
+	# Direct dependencies (NEEDED) at the path the loader resolves (ldd), each
+	# owned by one package (their own dependencies come with them); sanitizer
+	# runtimes belong to `make asan` builds, never to the image.
+	for lib in $(for b in $bins; do
+			need=$(readelf -d "$b" | sed -n 's/.*NEEDED.*\[\(.*\)\]/\1/p')
+			ldd "$b" | awk -v need="$need" 'BEGIN { split(need, n, "\n"); for (i in n) want[n[i]] = 1 }
+				$2 == "=>" && $3 ~ /^\// && ($1 in want) { print $1 "=" $3 }'
+		done | sort -u); do
+		so=${lib%%=*} path=${lib#*=}
+		case $so in libasan.so*|libubsan.so*|liblsan.so*|libtsan.so*) continue ;; esac
+		pkg=$(dpkg -S "$path" 2>/dev/null || dpkg -S "$(readlink -f "$path")" 2>/dev/null)
+		pkg=$(head -1 <<< "$pkg" | cut -d: -f1)
 		case $pkg in libc6|"") continue ;; esac
 		grep -qw -- "$pkg" <<< "$runtime" || missing="$missing $so($pkg)"
 	done
