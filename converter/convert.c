@@ -16,6 +16,7 @@
 #include <libgen.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
 #include <unistd.h>
 
 #define MAX_SINKS 4
@@ -118,15 +119,16 @@ static int make_sinks(struct sinks *s, const struct conv_request *req, const cha
 	int dirfd;
 
 	if (req->json_out) {
-		if (!(k = trace_json_new_file(req->json_out, 1, err, errsz)))
+		if (!(k = trace_json_new_file(req->json_out, req->overwrite, err, errsz)))
 			return -1;
 		sinks_add(s, k, trace_json_free);
 		if ((dirfd = open_dir(req->json_out, err, errsz)) < 0)
 			return -1;
-		k = folded_new(dirfd, 1, err, errsz);
+		k = folded_new(dirfd, req->overwrite, err, errsz);
 		close(dirfd);
 		if (!k)
 			return -1;
+		folded_keep_existing(k);
 		sinks_add(s, k, folded_free);
 	}
 	if (req->logdir) {
@@ -239,6 +241,14 @@ int conv_convert(const struct conv_request *req, char *err, size_t errsz)
 	}
 	if (run && tb_run_name_check(run, err, errsz))
 		return -1;
+	/* Refuse before reading anything: a long conversion that cannot publish
+	 * at the end would be wasted. (Publishing checks again, atomically.) */
+	struct stat sb;
+
+	if (req->json_out && !req->overwrite && lstat(req->json_out, &sb) == 0) {
+		snprintf(err, errsz, "%s already exists; pass --force to replace it", req->json_out);
+		return -1;
+	}
 	if (load(&c, req, err, errsz))
 		goto out;
 	if (!run) {
@@ -258,6 +268,10 @@ int conv_convert(const struct conv_request *req, char *err, size_t errsz)
 		fprintf(stderr, "wrote %s/plugins/profile/%s/\n", req->logdir, run);
 	if (rc == 0 && !req->quiet && req->json_out)
 		fprintf(stderr, "wrote %s\n", req->json_out);
+	for (int i = 0; rc == 0 && !req->quiet && i < s.n; i++)
+		if (s.free_fn[i] == folded_free && folded_kept(s.v[i]))
+			fprintf(stderr, "left %llu existing folded-stack files beside it as they were "
+				"(--force replaces them)\n", (unsigned long long)folded_kept(s.v[i]));
 out:
 	sinks_free(&s);
 	cv_core_free(&c);

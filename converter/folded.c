@@ -15,16 +15,17 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
 #include <unistd.h>
 
 struct fs {
 	struct conv_sink sink;
-	int dirfd, overwrite;
+	int dirfd, overwrite, keep_existing;
 	const struct conv_host_meta *meta;
 	struct cv_map counts[2];    /* folded string pointer -> samples; [0] cpu, [1] python */
 	struct cv_out *done;
 	size_t n_done;
-	uint64_t files;
+	uint64_t files, kept;
 };
 
 static int fs_begin(void *ctx, const struct conv_host_meta *m)
@@ -84,6 +85,12 @@ static int write_one(struct fs *f, struct cv_map *m, const char *suffix)
 	if (tb_host_filename(f->meta->host, name, sizeof(name) - 20))
 		return -1;
 	strcat(name, suffix);
+	struct stat st;
+
+	if (f->keep_existing && !f->overwrite && fstatat(f->dirfd, name, &st, AT_SYMLINK_NOFOLLOW) == 0) {
+		f->kept++;
+		return 0;
+	}
 	if (!(v = malloc(m->n * sizeof(*v))))
 		return -1;
 	for (size_t i = 0; i < m->cap; i++)
@@ -163,6 +170,16 @@ struct conv_sink *folded_new(int dirfd, int overwrite, char *err, size_t errsz)
 	f->sink.end_host = fs_end;
 	f->sink.finish = fs_finish;
 	return &f->sink;
+}
+
+void folded_keep_existing(struct conv_sink *s)
+{
+	((struct fs *)s->ctx)->keep_existing = 1;
+}
+
+uint64_t folded_kept(const struct conv_sink *s)
+{
+	return ((const struct fs *)s->ctx)->kept;
 }
 
 uint64_t folded_files(const struct conv_sink *s)

@@ -29,7 +29,7 @@ static void usage(FILE *f)
 		"  --logdir DIR    TensorBoard layout: DIR/plugins/profile/<run>/<host>.xplane.pb\n"
 		"                  and <host>.trace.json.gz\n"
 		"  --run NAME      run name (default: the profile's start time)\n"
-		"  --force         replace existing files in --logdir\n"
+		"  --force         replace existing output files (-o, --logdir)\n"
 		"  -q              quiet: no notes on skipped input, no closing line\n"
 		"  --no-progress   no progress bar (it is only shown when stderr is a terminal)\n");
 }

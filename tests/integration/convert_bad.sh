@@ -56,9 +56,16 @@ desc="output in a missing directory: exit 1, clear message"
 t bash -c "$(declare -f run); conv='$conv' dir='$dir'; run -i '$dir/good.log' -o '$dir/missing/x.json'; [ \$rc = 1 ] && grep -q 'missing' '$dir/err'"
 desc="output not named .json/.json.gz: refused"
 t bash -c "$(declare -f run); conv='$conv' dir='$dir'; run -i '$dir/good.log' -o '$dir/x.txt'; [ \$rc = 1 ] && grep -q '.json or .json.gz' '$dir/err' && [ ! -e '$dir/x.txt' ]"
-desc="a symlink at the output path is replaced, its target never written"
-t bash -c "echo keep >'$dir/target'; ln -s '$dir/target' '$dir/link.json'; '$conv' -q -i '$dir/good.log' -o '$dir/link.json' && \
+desc="a symlink at the output path is refused without --force, replaced with it, its target never written"
+t bash -c "echo keep >'$dir/target'; ln -s '$dir/target' '$dir/link.json'; ! '$conv' -q -i '$dir/good.log' -o '$dir/link.json' 2>'$dir/l.err' && \
+	grep -q 'already exists; pass --force' '$dir/l.err' && [ -L '$dir/link.json' ] && \
+	'$conv' -q --force -i '$dir/good.log' -o '$dir/link.json' && \
 	[ ! -L '$dir/link.json' ] && [ \"\$(cat '$dir/target')\" = keep ] && $check '$dir/link.json'"
+desc="-o never clobbers an existing file (nor its folded stacks) without --force; nothing partial is left"
+t bash -c "echo mine >'$dir/own.json'; ! '$conv' -q -i '$dir/good.log' -o '$dir/own.json' 2>'$dir/o.err' && \
+	grep -q 'own.json already exists; pass --force' '$dir/o.err' && [ \"\$(cat '$dir/own.json')\" = mine ] && \
+	[ -z \"\$(ls -A '$dir' | grep -E '^\\.|tmp' )\" ] && \
+	'$conv' -q --force -i '$dir/good.log' -o '$dir/own.json' && $check '$dir/own.json'"
 desc="unknown option and no input: usage, exit 2"
 t bash -c "$(declare -f run); conv='$conv' dir='$dir'; run --bogus; [ \$rc = 2 ] && run -o '$dir/y.json'; [ \$rc = 2 ] && grep -q 'no input' '$dir/err'"
 desc="summary and dump on junk: clear errors, no crash"
