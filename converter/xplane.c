@@ -132,13 +132,21 @@ struct strmap {
 	size_t n, cap;     /* n names; cap slots (power of two) */
 };
 
+/* FNV-1a over 8-byte words (names are hashed once per event: bytewise
+ * hashing was the sink's top cost), then the tail bytewise. */
 static uint64_t fnv1a(const char *s, size_t n)
 {
-	uint64_t h = 1469598103934665603ull;
+	uint64_t h = 1469598103934665603ull, w;
+	size_t i = 0;
 
-	for (size_t i = 0; i < n; i++)
+	for (; i + 8 <= n; i += 8) {
+		memcpy(&w, s + i, 8);
+		h = (h ^ w) * 1099511628211ull;
+		h ^= h >> 29;
+	}
+	for (; i < n; i++)
 		h = (h ^ (unsigned char)s[i]) * 1099511628211ull;
-	return h;
+	return h ^ (h >> 32);
 }
 
 static int strmap_grow(struct strmap *m)
@@ -353,6 +361,8 @@ struct gpu_props {
 	uint32_t max_threads_per_sm, max_regs_per_sm, max_smem_per_sm;
 };
 
+#define NAME_CACHE 31
+
 struct xplane_p {
 	int64_t id;
 	char name[64];
@@ -364,6 +374,10 @@ struct xplane_p {
 	size_t n_plane_stats;
 	struct gpu_props props;
 	int64_t source_sid;       /* stat metadata id of "source", once used */
+	struct name_cache {       /* stat name literal -> id */
+		const char *name;
+		int64_t id;
+	} name_cache[NAME_CACHE];
 };
 
 /* Stats of the event being encoded (see write_event). */
@@ -768,9 +782,22 @@ static size_t put_varint(unsigned char *b, uint64_t v)
 
 /* One stat: header and metadata id, then the value's tag; the caller
  * appends vlen bytes of value. 0 when there is room, -1 otherwise. */
+/* Id of a stat name. Names are string literals: cached by address, so the
+ * per-event cost is a compare, not a hash. */
+static int64_t stat_name_id(struct xplane_p *p, const char *name)
+{
+	struct name_cache *c = &p->name_cache[((uintptr_t)name >> 3) % NAME_CACHE];
+
+	if (c->name != name) {
+		c->id = strmap_id(&p->stats, name);
+		c->name = c->id ? name : NULL;
+	}
+	return c->id;
+}
+
 static int es_head(struct evstats *e, const char *name, unsigned vtag, uint64_t vlen)
 {
-	int64_t mid = strmap_id(&e->p->stats, name);
+	int64_t mid = stat_name_id(e->p, name);
 	uint64_t body;
 
 	if (!mid) {
@@ -898,12 +925,12 @@ static void copy_stats(struct evstats *e, const struct evlog_event *ev)
 			 memory_kind_name(ev->u.gpu_memcpy.src_kind),
 			 memory_kind_name(ev->u.gpu_memcpy.dst_kind),
 			 (unsigned long long)ev->u.gpu_memcpy.bytes, ev->u.gpu_memcpy.device);
-		es_str(e, "memcpy_details", d);
+		es_ref(e, "memcpy_details", d);
 		snprintf(ctx, 512, "$$%u", ev->u.gpu_memcpy.context);
 	} else {
 		snprintf(d, 512, "num_bytes:%llu value:%u",
 			 (unsigned long long)ev->u.gpu_memset.bytes, ev->u.gpu_memset.value);
-		es_str(e, "memset_details", d);
+		es_ref(e, "memset_details", d);
 		snprintf(ctx, 512, "$$%u", ev->u.gpu_memset.context);
 	}
 	es_str(e, "context_id", ctx);
@@ -964,7 +991,7 @@ static void host_item_stats(struct xsink *x, struct evstats *e, const struct con
 		char *s = es_buf(e);
 
 		snprintf(s, 512, "%.*s", (int)ev->u.lib_call.detail.len, ev->u.lib_call.detail.ptr);
-		es_str(e, "args", s);
+		es_ref(e, "args", s); /* calls repeat their arguments */
 	}
 }
 
@@ -1122,6 +1149,21 @@ static int copy_segment(struct xsink *x, struct wout *w, const struct segment *s
 	if (w->fd < 0) {
 		w->pos += left;
 		return 0;
+	}
+	/* In-kernel copy first (no trip through user memory); falls back to
+	 * read+write where the filesystems cannot. */
+	wout_flush(w);
+	while (left && !w->failed) {
+		loff_t in = (loff_t)off;
+		ssize_t r = copy_file_range(x->spill_fd, &in, w->fd, NULL, (size_t)left, 0);
+
+		if (r < 0 && errno == EINTR)
+			continue;
+		if (r <= 0)
+			break;
+		off += (uint64_t)r;
+		left -= (uint64_t)r;
+		w->pos += (uint64_t)r;
 	}
 	while (left) {
 		size_t n = left < sizeof(buf) ? (size_t)left : sizeof(buf);
