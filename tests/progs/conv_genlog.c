@@ -11,13 +11,19 @@
  *
  *   conv_genlog OUT -n EVENTS [--host H] [--boot ID] [--pid P] [--threads T]
  *               [--part all|host|gpu] [--mono NS] [--realtime NS]
- *               [--overlap] [--odd-names] [--unbound K]
+ *               [--overlap] [--odd-names] [--unbound K] [--uprobe-cuda]
  *
  * --part host leaves out what the injected library writes (GPU records),
  * --part gpu writes only that, as two producers on one node would.
  * --overlap adds a system call that outlives its Python parent (cut by the
  * converter), --odd-names a function name with invalid UTF-8 and control
  * bytes, --unbound K a kernel without a launch every K steps.
+ * --uprobe-cuda: the collector's uprobes see the CUDA calls CUPTI sees, as
+ * on a GPU host: cudaLaunchKernel (no correlation id) around CUPTI's record
+ * with a cuLaunchKernel child, cudaMemcpyAsync_ptsz around CUPTI's
+ * cudaMemcpyAsync, a uretprobe system call straddling every uprobed return;
+ * the CUPTI part has no boot id nor machine, and a synchronization marker
+ * without a thread before its cudaEventSynchronize on a worker thread.
  * Prints "steps S events N" at the end.
  */
 #include <stdio.h>
@@ -33,7 +39,7 @@ struct opts {
 	const char *out, *host, *boot, *part;
 	uint64_t events, mono, realtime;
 	uint32_t pid, threads, unbound;
-	int overlap, odd;
+	int overlap, odd, uprobe_cuda;
 };
 
 static struct evlog_writer *w;
@@ -210,6 +216,45 @@ static void lib(uint64_t ts, uint64_t dur, uint8_t cls, const char *l, const cha
 	put(&e);
 }
 
+/* The uretprobe trampoline's system call, which straddles the return. */
+static void uretprobe_sys(uint64_t ret_ts)
+{
+	struct evlog_event y = ev(EV_SYSCALL, ret_ts - 700, o.pid);
+
+	y.u.syscall.nr = 335;
+	y.u.syscall.dur = 600 + 700;
+	put(&y);
+}
+
+/* CUPTI's synchronization record (no thread), then the waiting call. */
+static void cupti_sync(uint64_t t0, uint64_t c)
+{
+	struct evlog_event e = ev(EV_MARKER, t0 + 750 * US, 0);
+
+	e.u.marker.name = evlog_s("cuda_sync:event_synchronize");
+	e.u.marker.text = evlog_s("context=1 stream=7");
+	e.u.marker.dur = 30 * US;
+	e.u.marker.value = c + 3;
+	put(&e);
+	e = ev(EV_GPU_API, t0 + 749 * US, o.pid + 1);
+	e.u.gpu_api.dur = 32 * US;
+	e.u.gpu_api.api_class = EVLIB_CUDA_RUNTIME;
+	e.u.gpu_api.correlation_id = c + 3;
+	e.u.gpu_api.name = evlog_s("cudaEventSynchronize");
+	put(&e);
+}
+
+static void uprobe_cuda(uint64_t t0)
+{
+	const char *rt = "/usr/lib/libcudart.so.13", *drv = "/usr/lib/libcuda.so.1";
+
+	lib(t0 + 101500, 7 * US, EVLIB_CUDA_DRIVER, drv, "cuLaunchKernel", 0);
+	uretprobe_sys(t0 + 108500);
+	uretprobe_sys(t0 + 110 * US);
+	lib(t0 + 199500, 6 * US, EVLIB_CUDA_RUNTIME, rt, "cudaMemcpyAsync_ptsz", 0);
+	uretprobe_sys(t0 + 205500);
+}
+
 static void host_step(uint64_t s, uint64_t t0, uint64_t c)
 {
 	struct evlog_event e = ev(EV_MARKER, t0, o.pid);
@@ -220,12 +265,17 @@ static void host_step(uint64_t s, uint64_t t0, uint64_t c)
 	put(&e);
 	py(EV_PY_ENTER, t0 + 10 * US, "train_step", 10);
 	py(EV_PY_ENTER, t0 + 20 * US, o.odd && s == 0 ? "bad\xff\x01name\"q\\" : "forward", 42);
-	lib(t0 + 100 * US, 10 * US, EVLIB_CUDA_RUNTIME, "/usr/lib/libcudart.so.13", "cudaLaunchKernel", c);
+	lib(t0 + 100 * US, 10 * US, EVLIB_CUDA_RUNTIME, "/usr/lib/libcudart.so.13", "cudaLaunchKernel",
+	    o.uprobe_cuda ? 0 : c);
+	if (o.uprobe_cuda)
+		uprobe_cuda(t0);
 	if (want_gpu())
 		api(t0 + 102 * US, 6 * US, "cudaLaunchKernel", c);
 	if (want_gpu()) {
 		api(t0 + 200 * US, 5 * US, "cudaMemcpyAsync", c + 1);
 		api(t0 + 300 * US, 4 * US, "cudaMemsetAsync", c + 2);
+		if (o.uprobe_cuda)
+			cupti_sync(t0, c);
 	}
 	lib(t0 + 400 * US, 50 * US, EVLIB_NCCL, "/usr/lib/x86_64-linux-gnu/libnccl.so.2", "ncclAllReduce", 0);
 	if (o.overlap && s % 10 == 5) {
@@ -309,9 +359,9 @@ static uint64_t per_step(void)
 	uint64_t n = 0;
 
 	if (want_host())
-		n += 10 + 4ull * (o.threads - 1);
+		n += 10 + 4ull * (o.threads - 1) + (o.uprobe_cuda ? 5 : 0);
 	if (want_gpu())
-		n += 6;
+		n += 6 + (o.uprobe_cuda ? 2 : 0);
 	return n ? n : 1;
 }
 
@@ -325,6 +375,7 @@ static int parse(int argc, char **argv)
 
 		if (!strcmp(a, "--overlap")) { o.overlap = 1; continue; }
 		if (!strcmp(a, "--odd-names")) { o.odd = 1; continue; }
+		if (!strcmp(a, "--uprobe-cuda")) { o.uprobe_cuda = 1; continue; }
 		if (!v)
 			return -1;
 		i++;
@@ -352,12 +403,13 @@ int main(int argc, char **argv)
 	if (parse(argc, argv)) {
 		fprintf(stderr, "usage: conv_genlog OUT -n EVENTS [--host H] [--boot ID] [--pid P] "
 			"[--threads T] [--part all|host|gpu] [--mono NS] [--realtime NS] "
-			"[--overlap] [--odd-names] [--unbound K]\n");
+			"[--overlap] [--odd-names] [--unbound K] [--uprobe-cuda]\n");
 		return 2;
 	}
 	h.host = evlog_s(o.host);
-	h.boot_id = evlog_s(o.boot);
-	h.machine = evlog_s("x86_64");
+	/* The injected library's logs carry neither (it runs in the target). */
+	h.boot_id = evlog_s(o.uprobe_cuda && !want_host() ? "" : o.boot);
+	h.machine = evlog_s(o.uprobe_cuda && !want_host() ? "" : "x86_64");
 	h.producer = evlog_s(want_host() ? "test" : "inject");
 	h.cmdline = evlog_s("conv_genlog");
 	h.mono_ns = o.mono;
@@ -380,6 +432,8 @@ int main(int argc, char **argv)
 			api(t0 + 102 * US, 6 * US, "cudaLaunchKernel", c);
 			api(t0 + 200 * US, 5 * US, "cudaMemcpyAsync", c + 1);
 			api(t0 + 300 * US, 4 * US, "cudaMemsetAsync", c + 2);
+			if (o.uprobe_cuda)
+				cupti_sync(t0, c);
 		}
 		/* CUPTI delivers activity in buffers: the previous step's now. */
 		if (want_gpu() && s)

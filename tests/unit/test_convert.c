@@ -17,6 +17,7 @@
 #include "converter/conv_int.h"
 #include "converter/jsonw.h"
 #include "converter/spill.h"
+#include "converter/dedup.h"
 
 static void test_json_escape(void **state)
 {
@@ -278,6 +279,100 @@ static void test_demangle(void **state)
 	cv_core_free(&c);
 }
 
+static void test_dedup_names(void **state)
+{
+	(void)state;
+	assert_true(cv_dedup_same_func("cudaMemcpyAsync", 15, "cudaMemcpyAsync_ptsz", 20));
+	assert_true(cv_dedup_same_func("cudaLaunchKernel_v7000", 22, "cudaLaunchKernel", 16));
+	assert_true(cv_dedup_same_func("cuMemcpyDtoDAsync_v2", 20, "cuMemcpyDtoDAsync", 17));
+	assert_true(cv_dedup_same_func("cuMemcpy_v2_ptds", 16, "cuMemcpy", 8));
+	assert_false(cv_dedup_same_func("cudaLaunchKernel", 16, "cudaLaunchKernelExC", 19));
+	assert_false(cv_dedup_same_func("cuLaunchKernel", 14, "cudaLaunchKernel", 16));
+	assert_false(cv_dedup_same_func("cuda_v", 6, "cuda", 4)); /* "_v" needs digits */
+}
+
+/* Records released by the dedup stage, with the id it attached. */
+struct got {
+	uint32_t type[16];
+	uint64_t start[16], corr[16];
+	int n;
+};
+
+static int got_rec(void *ctx, const struct cv_rec *r, uint64_t corr)
+{
+	struct got *g = ctx;
+
+	assert_true(g->n < 16);
+	g->type[g->n] = cv_rec_type(r);
+	g->start[g->n] = r->start;
+	g->corr[g->n++] = corr;
+	return 0;
+}
+
+static void feed(struct cv_dedup *d, uint32_t track, uint32_t type, const char *name,
+		 uint64_t start, uint64_t dur, uint64_t corr)
+{
+	struct evlog_event e = { .type = type, .ts = start, .pid = 1, .tid = 1 };
+	uint64_t buf[64];
+	struct cv_rec *r = (struct cv_rec *)buf;
+
+	if (type == EV_LIB_CALL) {
+		e.u.lib_call.symbol = evlog_s(name);
+		e.u.lib_call.dur = dur;
+	} else if (type == EV_GPU_API) {
+		e.u.gpu_api.name = evlog_s(name);
+		e.u.gpu_api.dur = dur;
+		e.u.gpu_api.correlation_id = corr;
+	} else {
+		e.u.syscall.dur = dur;
+	}
+	assert_true(cv_rec_size(&e) <= sizeof(buf));
+	memset(buf, 0, sizeof(buf));
+	r->track = track;
+	r->start = start;
+	r->dur = dur;
+	cv_rec_pack(r, &e);
+	assert_int_equal(cv_dedup_feed(d, r), 0);
+}
+
+static void test_dedup_pairs(void **state)
+{
+	struct cv_dedup d;
+	struct got g = { .n = 0 };
+
+	(void)state;
+	cv_dedup_init(&d, got_rec, &g);
+	/* uprobe call, CUPTI's record inside it, a child syscall */
+	feed(&d, 0, EV_LIB_CALL, "cudaLaunchKernel", 1000000, 10000, 0);
+	feed(&d, 0, EV_GPU_API, "cudaLaunchKernel_v7000", 1000600, 9000, 77);
+	feed(&d, 0, EV_SYSCALL, NULL, 1002000, 500, 0);
+	/* CUPTI's record first (a clock hair earlier), then the uprobe's */
+	feed(&d, 0, EV_GPU_API, "cudaMemcpyAsync", 2000000, 5000, 78);
+	feed(&d, 0, EV_LIB_CALL, "cudaMemcpyAsync_ptsz", 2001000, 6000, 0);
+	/* too far apart, different names, or sticking out: both kept */
+	feed(&d, 0, EV_LIB_CALL, "cudaEventRecord", 3000000, 5000, 0);
+	feed(&d, 0, EV_GPU_API, "cudaEventRecord", 3030000, 2000, 79);
+	feed(&d, 0, EV_LIB_CALL, "cudaFree", 4000000, 5000, 0);
+	feed(&d, 0, EV_GPU_API, "cudaFree", 4001000, 9000, 80);
+	/* same call on another track: never paired */
+	feed(&d, 1, EV_GPU_API, "cudaFree", 4001000, 1000, 81);
+	assert_int_equal(cv_dedup_flush(&d), 0);
+	assert_int_equal(d.merged, 2);
+	assert_int_equal(g.n, 8);
+	assert_int_equal(g.type[0], EV_LIB_CALL);
+	assert_int_equal(g.corr[0], 77);
+	assert_int_equal(g.type[1], EV_SYSCALL);
+	assert_int_equal(g.type[2], EV_LIB_CALL);
+	assert_int_equal(g.start[2], 2001000);
+	assert_int_equal(g.corr[2], 78);
+	for (int i = 3; i < 8; i++)
+		assert_int_equal(g.corr[i], 0);
+	assert_int_equal(g.type[4], EV_GPU_API);
+	assert_int_equal(g.type[6], EV_GPU_API);
+	assert_int_equal(g.start[7], 4001000);
+	cv_dedup_free(&d);
+}
+
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
@@ -291,6 +386,8 @@ int main(void)
 		cmocka_unit_test(test_fold_py_cleans_frames),
 		cmocka_unit_test(test_names),
 		cmocka_unit_test(test_demangle),
+		cmocka_unit_test(test_dedup_names),
+		cmocka_unit_test(test_dedup_pairs),
 	};
 
 	return cmocka_run_group_tests(tests, NULL, NULL);
