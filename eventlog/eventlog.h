@@ -32,7 +32,7 @@ extern "C" {
 #endif
 
 #define EVLOG_VERSION_MAJOR 1
-#define EVLOG_VERSION_MINOR 0
+#define EVLOG_VERSION_MINOR 1
 
 /* Error codes (negated when returned). */
 enum evlog_err {
@@ -230,6 +230,8 @@ struct evlog_writer_opts {
 	uint64_t flush_ns;         /* flush a non-empty chunk older than this; 0 = default (1 s) */
 	int zstd_level;            /* 0 = default (1) */
 	int overwrite;             /* replace an existing final file (default: refuse, EVLOG_EEXIST) */
+	int row_chunks;            /* write format 1.0 row chunks, for 1.0 readers (default: 1.1
+				    * column chunks, about a quarter smaller; 1.0 readers skip them) */
 };
 
 /*

@@ -13,6 +13,7 @@
  * stops cleanly at that point ("file shrank").
  */
 #include "eventlog/eventlog.h"
+#include "eventlog/evlog_columns.h"
 #include "eventlog/evlog_format.h"
 
 #include <errno.h>
@@ -57,8 +58,13 @@ struct evlog_reader {
 	/* current chunk */
 	uint8_t *raw;
 	size_t raw_cap;
-	const uint8_t *p, *end;
+	uint8_t *cols;          /* a 1.0 row chunk transposed to columns */
+	size_t cols_cap;
+	struct evc_cols *scratch; /* for that transposition */
+	const uint8_t *c[EVC_NCOLS], *ce[EVC_NCOLS]; /* column cursors and ends */
+	uint8_t base[EV_TYPE_MAX + 2]; /* first column of each type's fields */
 	uint32_t left;          /* events still to decode */
+	int tail;               /* after them: 0 end of chunk, -1 damage, -2 newer event type */
 	int in_chunk;
 	uint64_t prev_ts;
 	uint32_t prev_pid, prev_tid;
@@ -263,6 +269,7 @@ static int evr_init(struct evlog_reader *r, const char *name, char *msg, size_t 
 		s[i]->ptr = empty;
 	r->name = strdup(name ? name : "(memory)");
 	r->dctx = ZSTD_createDCtx();
+	evc_bases(r->base);
 	if (!r->name || !r->dctx)
 		return evr_msg(msg, msgsz, EVLOG_ENOMEM, "out of memory opening %s",
 			       name ? name : "(memory)");
@@ -340,6 +347,10 @@ void evlog_reader_close(struct evlog_reader *r)
 		free(r->hdr_strs[i]);
 	ZSTD_freeDCtx(r->dctx);
 	free(r->raw);
+	free(r->cols);
+	if (r->scratch)
+		evc_free(r->scratch);
+	free(r->scratch);
 	free(r->strs);
 	free(r->sarena);
 	free(r->stacks);
@@ -418,6 +429,67 @@ static void evr_skip(struct evlog_reader *r, int torn_candidate)
 	r->pos = next;
 }
 
+/* Column cursors from a column payload's directory: 0, -1 damaged, -2
+ * columns this reader does not know (a newer minor version). */
+static int evr_directory(struct evlog_reader *r, const uint8_t *b, size_t n)
+{
+	const uint8_t *p = b + 1, *end = b + n, *dir;
+	uint64_t ncols, len;
+	if (!(p = evf_get_varint(p, end, &ncols)))
+		return -1;
+	if (ncols > EVC_NCOLS)
+		return -2;
+	dir = p;
+	for (unsigned k = 0; k < ncols; k++) /* skip to the data */
+		if (!(p = evf_get_varint(p, end, &len)))
+			return -1;
+	for (unsigned k = 0; k < EVC_NCOLS; k++) {
+		len = 0;
+		if (k < ncols)
+			dir = evf_get_varint(dir, end, &len);
+		if (len > (size_t)(end - p))
+			return -1;
+		r->c[k] = p;
+		r->ce[k] = p + len;
+		p += len;
+	}
+	return p == end ? 0 : -1;
+}
+
+/* Set up the decoding of a chunk's `raw` payload bytes: a column payload as
+ * is, a 1.0 row payload transposed to columns first. 0, or -1 when not one
+ * event can be decoded (counted). */
+static int evr_layout(struct evlog_reader *r, uint32_t raw, uint32_t count)
+{
+	int rc;
+	r->left = count;
+	r->tail = 0;
+	if (raw && r->raw[0] == EVC_MARK) {
+		rc = evr_directory(r, r->raw, raw);
+	} else {
+		size_t n = 0;
+		uint32_t whole = 0;
+		if (!r->scratch && !(r->scratch = calloc(1, sizeof(*r->scratch))))
+			rc = -3;
+		else
+			rc = evc_from_rows(r->scratch, r->raw, raw, count, &r->cols, &n,
+					   &r->cols_cap, &whole);
+		if (rc == -1 || rc == -2) { /* decode what came before, as 1.0 did */
+			r->tail = rc;
+			r->left = whole;
+		}
+		if (rc != -3)
+			rc = evr_directory(r, r->cols, n) ? -1 : 0;
+	}
+	if (rc == 0 && (r->left || r->tail == 0))
+		return 0;
+	if (rc == -2 || r->tail == -2)
+		r->st.chunks_unknown++;
+	else
+		r->st.chunks_bad++;
+	return -1;
+}
+
 /* Try the chunk at r->pos: 1 loaded, 0 skipped (bad) or stopped (r->stop). */
 static int evr_try_chunk(struct evlog_reader *r)
 {
@@ -460,48 +532,59 @@ static int evr_try_chunk(struct evlog_reader *r)
 		evr_skip(r, 0);
 		return 0;
 	}
-	r->p = r->raw;
-	r->end = r->raw + raw;
-	r->left = count;
+	r->pos += EVF_CHUNK_HDR + comp;
+	if (evr_layout(r, raw, count))
+		return 0;
 	r->in_chunk = 1;
 	r->prev_ts = base_ts;
 	r->prev_pid = r->prev_tid = 0;
 	r->prev_corr = 0;
 	r->nstrs = r->nstacks = r->npystacks = 0;
 	r->sarena_len = r->frames_len = r->pyframes_len = 0;
-	r->pos += EVF_CHUNK_HDR + comp;
 	return 1;
 }
 
 /* ---------------------------------------------------------------- decoding */
 
-/* The decoders keep the cursor in locals p/end (stores into the event could
- * otherwise alias r->p and force a reload per field) and write it back to
- * r->p before calling out and when done. */
-#define GETV(dst) do { uint64_t v_; if (!(p = evf_get_varint(p, end, &v_))) return -1; \
-		       (dst) = v_; } while (0)
-#define GETZ(dst) do { uint64_t v_; if (!(p = evf_get_varint(p, end, &v_))) return -1; \
-		       (dst) = evf_unzigzag(v_); } while (0)
-#define GETN(dst, max) do { uint64_t v_; \
-		if (!(p = evf_get_varint(p, end, &v_)) || v_ > (max)) return -1; \
-		(dst) = v_; } while (0)
+/* Each field is read from its own column: k is the column of the next field
+ * of the event being decoded (evlog_columns.h). Cursors live in r->c: stores
+ * into the event (integers) cannot alias them, so they stay in registers
+ * between fields. */
+#define GETV_AT(col, dst) do { uint64_t v_; const unsigned c_ = (col); \
+		const uint8_t *q_ = evf_get_varint(r->c[c_], r->ce[c_], &v_); \
+		if (!q_) \
+			return -1; \
+		r->c[c_] = q_; \
+		(dst) = v_; \
+	} while (0)
+#define GETN_AT(col, dst, max) do { uint64_t n_; \
+		GETV_AT(col, n_); \
+		if (n_ > (max)) \
+			return -1; \
+		(dst) = n_; \
+	} while (0)
+#define GETV(dst) GETV_AT(k++, dst)
+#define GETZ(dst) do { uint64_t z_; GETV(z_); (dst) = evf_unzigzag(z_); } while (0)
+#define GETN(dst, max) GETN_AT(k++, dst, max)
 #define GET32(dst) GETN(dst, UINT32_MAX)
 #define GET8(dst) GETN(dst, UINT8_MAX)
 #define GETC(dst) do { int64_t d_; GETZ(d_); r->prev_corr += (uint64_t)d_; (dst) = r->prev_corr; } while (0)
-#define GETS(dst) do { r->p = p; if (evr_str(r, &(dst))) return -1; p = r->p; } while (0)
+#define GETS(dst) do { if (evr_str(r, k++, &(dst))) return -1; } while (0)
 
-static int evr_str(struct evlog_reader *r, struct evlog_str *out)
+/* A string reference from column k; a new string's bytes from EVC_STRDEF. */
+static int evr_str(struct evlog_reader *r, unsigned k, struct evlog_str *out)
 {
 	uint64_t id, len;
-	if (!(r->p = evf_get_varint(r->p, r->end, &id)))
-		return -1;
+	GETV_AT(k, id);
 	if (id < r->nstrs) {
 		*out = r->strs[id];
 		return 0;
 	}
-	if (id != r->nstrs || id >= EVF_CHUNK_STRS_MAX ||
-	    !(r->p = evf_get_varint(r->p, r->end, &len)) ||
-	    len > EVLOG_STR_MAX || len > (size_t)(r->end - r->p))
+	if (id != r->nstrs || id >= EVF_CHUNK_STRS_MAX)
+		return -1;
+	GETV_AT(EVC_STRDEF, len);
+	const uint8_t *p = r->c[EVC_STRDEF];
+	if (len > EVLOG_STR_MAX || len > (size_t)(r->ce[EVC_STRDEF] - p))
 		return -1;
 	size_t cap = r->strs_cap;
 	if (evr_reserve((void **)&r->strs, &cap, r->nstrs + 1, sizeof(*r->strs)))
@@ -509,26 +592,26 @@ static int evr_str(struct evlog_reader *r, struct evlog_str *out)
 	r->strs_cap = (uint32_t)cap;
 	/* Arena sized raw*1.5 at chunk load: each string costs >= 2 raw bytes. */
 	char *dst = r->sarena + r->sarena_len;
-	memcpy(dst, r->p, len);
+	memcpy(dst, p, len);
 	dst[len] = 0;
 	r->sarena_len += len + 1;
-	r->p += len;
+	r->c[EVC_STRDEF] = p + len;
 	r->strs[r->nstrs++] = (struct evlog_str){ dst, (uint32_t)len };
 	*out = r->strs[id];
 	return 0;
 }
 
-static int evr_stack(struct evlog_reader *r, struct evlog_stack *out)
+/* A native stack reference from column k; a new stack from EVC_STKDEF. */
+static int evr_stack(struct evlog_reader *r, unsigned k, struct evlog_stack *out)
 {
-	const uint8_t *p = r->p, *end = r->end;
 	uint64_t id;
-	GETV(id);
+	GETV_AT(k, id);
 	if (id > r->nstacks)
 		return -1;
 	if (id == r->nstacks) {
 		uint32_t nk, nu;
-		GETN(nk, EVLOG_MAX_FRAMES);
-		GETN(nu, EVLOG_MAX_FRAMES - nk);
+		GETN_AT(EVC_STKDEF, nk, EVLOG_MAX_FRAMES);
+		GETN_AT(EVC_STKDEF, nu, EVLOG_MAX_FRAMES - nk);
 		if (r->frames_len + nk + nu > EVF_CHUNK_FRAMES_MAX)
 			return -1;
 		size_t cap = r->stacks_cap;
@@ -539,14 +622,13 @@ static int evr_stack(struct evlog_reader *r, struct evlog_stack *out)
 		uint64_t prev = 0;
 		for (uint32_t i = 0; i < nk + nu; i++) {
 			uint64_t d;
-			GETV(d);
+			GETV_AT(EVC_STKDEF, d);
 			prev += (uint64_t)evf_unzigzag(d);
 			r->frames[r->frames_len + i] = prev;
 		}
 		r->stacks[r->nstacks++] = (struct evr_stack){ nk, nu, r->frames_len };
 		r->frames_len += nk + nu;
 	}
-	r->p = p;
 	const struct evr_stack *s = &r->stacks[id];
 	out->n_kernel = s->nk;
 	out->n_user = s->nu;
@@ -554,16 +636,16 @@ static int evr_stack(struct evlog_reader *r, struct evlog_stack *out)
 	return 0;
 }
 
-static int evr_pystack(struct evlog_reader *r, struct evlog_pystack *out)
+/* A Python stack reference from column k; a new one from EVC_PYDEF. */
+static int evr_pystack(struct evlog_reader *r, unsigned k, struct evlog_pystack *out)
 {
-	const uint8_t *p = r->p, *end = r->end;
 	uint64_t id;
-	GETV(id);
+	GETV_AT(k, id);
 	if (id > r->npystacks)
 		return -1;
 	if (id == r->npystacks) {
 		uint32_t n;
-		GETN(n, EVLOG_MAX_FRAMES);
+		GETN_AT(EVC_PYDEF, n, EVLOG_MAX_FRAMES);
 		if (r->pyframes_len + n > EVF_CHUNK_PYFRAMES_MAX)
 			return -1;
 		size_t cap = r->pystacks_cap;
@@ -573,11 +655,11 @@ static int evr_pystack(struct evlog_reader *r, struct evlog_pystack *out)
 			return -1;
 		r->pystacks_cap = (uint32_t)cap;
 		for (uint32_t i = 0; i < n; i++)
-			GETS(r->pyframes[r->pyframes_len + i]);
+			if (evr_str(r, EVC_PYDEF, &r->pyframes[r->pyframes_len + i]))
+				return -1;
 		r->pystacks[r->npystacks++] = (struct evr_pystack){ n, r->pyframes_len };
 		r->pyframes_len += n;
 	}
-	r->p = p;
 	out->n = r->pystacks[id].n;
 	out->frames = r->pyframes + r->pystacks[id].off;
 	return 0;
@@ -585,8 +667,8 @@ static int evr_pystack(struct evlog_reader *r, struct evlog_pystack *out)
 
 static int evr_fields(struct evlog_reader *r, struct evlog_event *ev)
 {
-	const uint8_t *p = r->p, *end = r->end;
 	typeof(ev->u) *u = &ev->u;
+	unsigned k = r->base[ev->type];
 	switch (ev->type) {
 	case EV_PROCESS:
 		GET32(u->process.ppid); GETS(u->process.name); GETS(u->process.cmdline);
@@ -601,31 +683,31 @@ static int evr_fields(struct evlog_reader *r, struct evlog_event *ev)
 		break;
 	case EV_CPU_SAMPLE:
 		GET32(u->cpu_sample.cpu);
-		r->p = p;
-		return evr_stack(r, &u->cpu_sample.stack);
+		return evr_stack(r, k, &u->cpu_sample.stack);
 	case EV_PY_ENTER:
 		GETS(u->py_enter.func); GETS(u->py_enter.file); GET32(u->py_enter.line);
 		break;
 	case EV_PY_EXIT: GETS(u->py_exit.func); break;
-	case EV_PY_SAMPLE: r->p = p; return evr_pystack(r, &u->py_sample.stack);
+	case EV_PY_SAMPLE: return evr_pystack(r, k, &u->py_sample.stack);
 	case EV_LIB_CALL:
 		GET8(u->lib_call.lib_class); GETS(u->lib_call.lib); GETS(u->lib_call.symbol);
 		GETV(u->lib_call.dur); GETV(u->lib_call.ret); GET32(u->lib_call.depth);
 		GETN(u->lib_call.nargs, EVLOG_MAX_ARGS);
 		for (uint32_t i = 0; i < u->lib_call.nargs; i++)
-			GETV(u->lib_call.args[i]);
+			GETV_AT(k + i, u->lib_call.args[i]); /* argument i: its own column */
+		k += EVLOG_MAX_ARGS;
 		GETS(u->lib_call.detail); GETC(u->lib_call.correlation_id);
 		break;
 	case EV_GPU_KERNEL: {
-		typeof(u->gpu_kernel) *k = &u->gpu_kernel;
-		GETV(k->dur); GET32(k->device); GET32(k->context); GET32(k->stream);
-		GETC(k->correlation_id); GETS(k->name);
+		typeof(u->gpu_kernel) *g = &u->gpu_kernel;
+		GETV(g->dur); GET32(g->device); GET32(g->context); GET32(g->stream);
+		GETC(g->correlation_id); GETS(g->name);
 		for (int i = 0; i < 3; i++)
-			GET32(k->grid[i]);
+			GET32(g->grid[i]);
 		for (int i = 0; i < 3; i++)
-			GET32(k->block[i]);
-		GET32(k->registers); GET32(k->static_smem); GET32(k->dynamic_smem);
-		GET32(k->graph_id);
+			GET32(g->block[i]);
+		GET32(g->registers); GET32(g->static_smem); GET32(g->dynamic_smem);
+		GET32(g->graph_id);
 		break;
 	}
 	case EV_GPU_MEMCPY: {
@@ -665,31 +747,39 @@ static int evr_fields(struct evlog_reader *r, struct evlog_event *ev)
 	case EV_CLOCK: GETV(u->clock.realtime_ns); break;
 	default: return -1;
 	}
-	r->p = p;
 	return 0;
 }
 
-/* 1 event decoded, 0 chunk finished (ok or abandoned), -1 corrupt. */
+/* The chunk's events are all decoded: 0 if it ended cleanly (every column
+ * used up), else what its layout step found after the last whole event. */
+static int evr_chunk_end(const struct evlog_reader *r)
+{
+	if (r->tail)
+		return r->tail;
+	for (unsigned k = 0; k < EVC_NCOLS; k++)
+		if (r->c[k] != r->ce[k])
+			return -1;
+	return 0;
+}
+
+/* 1 event decoded, 0 chunk finished cleanly, -1 damaged, -2 newer event type. */
 static int evr_event(struct evlog_reader *r)
 {
-	const uint8_t *p = r->p, *end = r->end;
 	if (!r->left)
-		return p == end ? 0 : -1;
-	if (p >= end)
+		return evr_chunk_end(r);
+	if (r->c[EVC_TYPE] >= r->ce[EVC_TYPE])
 		return -1;
-	uint8_t t = *p++;
+	uint8_t t = *r->c[EVC_TYPE]++;
 	struct evlog_event *ev = &r->ev;
 	memset(ev, 0, sizeof(*ev));
 	ev->type = t & EVF_TYPE_MASK;
-	if (ev->type == 0 || ev->type > EV_TYPE_MAX) {
-		/* A newer minor version's event: its length is unknown, so the
-		 * rest of the chunk cannot be decoded. */
-		r->st.chunks_unknown++;
-		return 0;
-	}
-	int64_t dt;
-	GETZ(dt);
-	ev->ts = r->prev_ts + (uint64_t)dt;
+	/* A newer minor version's event: its fields are unknown, so the rest of
+	 * the chunk cannot be decoded. */
+	if (ev->type == 0 || ev->type > EV_TYPE_MAX)
+		return -2;
+	uint64_t dt;
+	GETV_AT(EVC_TS, dt);
+	ev->ts = r->prev_ts + (uint64_t)evf_unzigzag(dt);
 	if (t & EVF_SAME_THREAD) {
 		ev->pid = r->prev_pid;
 		ev->tid = r->prev_tid;
@@ -697,15 +787,14 @@ static int evr_event(struct evlog_reader *r)
 		if (t & EVF_SAME_PID)
 			ev->pid = r->prev_pid;
 		else
-			GET32(ev->pid);
-		int64_t d;
-		GETZ(d);
-		d += ev->pid;
+			GETN_AT(EVC_TID, ev->pid, UINT32_MAX);
+		uint64_t z;
+		GETV_AT(EVC_TID, z);
+		int64_t d = evf_unzigzag(z) + (int64_t)ev->pid;
 		if (d < 0 || d > UINT32_MAX)
 			return -1;
 		ev->tid = (uint32_t)d;
 	}
-	r->p = p;
 	if (evr_fields(r, ev))
 		return -1;
 	r->prev_ts = ev->ts;
@@ -728,9 +817,11 @@ int evlog_next(struct evlog_reader *r, const struct evlog_event **ev)
 				return 0;
 			}
 			r->in_chunk = 0;
-			if (rc == 0 && !r->left)
+			if (rc == 0)
 				r->st.chunks_ok++;
-			else if (rc < 0)
+			else if (rc == -2)
+				r->st.chunks_unknown++;
+			else
 				r->st.chunks_bad++;
 			continue;
 		}

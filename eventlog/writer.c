@@ -1,12 +1,14 @@
 // SPDX-License-Identifier: Apache-2.0
 /*
  * Event log writer: encodes events into an in-memory chunk (per-chunk string,
- * stack and Python-stack interning; delta timestamps), compresses full or
- * stale chunks with zstd and appends each with a single write() to
+ * stack and Python-stack interning; delta timestamps), one buffer per field
+ * column (evlog_columns.h), compresses full or stale chunks with zstd and
+ * appends each with a single write() to
  * "<dir>/.<name>.partial"; close renames it to "<dir>/<name>" without ever
  * replacing another file. Format: schemas/eventlog.md.
  */
 #include "eventlog/eventlog.h"
+#include "eventlog/evlog_columns.h"
 #include "eventlog/evlog_format.h"
 #include "eventlog/evlog_table.h"
 
@@ -36,9 +38,14 @@ struct evlog_writer {
 	ZSTD_CCtx *cctx;
 	int failed;             /* sticky error code (positive) */
 
-	/* current chunk */
-	uint8_t *raw;
-	size_t raw_len, raw_cap;
+	/* current chunk: one growing buffer per column. Every column has at
+	 * least min_room bytes free, so most events need no capacity checks. */
+	uint8_t *cb[EVC_NCOLS];  /* column buffers */
+	uint8_t *cp[EVC_NCOLS];  /* column cursors */
+	size_t ccap[EVC_NCOLS];
+	size_t min_room;
+	size_t raw_len;          /* bytes in all columns */
+	uint8_t base[EV_TYPE_MAX + 2]; /* first column of each type's fields */
 	uint32_t n_events;
 	uint64_t base_ts, prev_ts;
 	uint32_t prev_pid, prev_tid;
@@ -55,6 +62,10 @@ struct evlog_writer {
 
 	uint8_t *out;           /* chunk header + compressed payload */
 	size_t out_cap;
+	uint8_t *payload;       /* the chunk payload: column directory and columns */
+	size_t payload_cap;
+	uint8_t *rows;          /* opts.row_chunks: the payload transposed to rows */
+	size_t rows_cap;
 
 	struct evlog_writer_stats st;
 	char err[512];
@@ -197,7 +208,8 @@ static int evw_write_header(struct evlog_writer *w, const struct evlog_header *i
 
 	memcpy(buf, EVF_MAGIC, EVF_MAGIC_LEN);
 	evf_put16(buf + 8, EVLOG_VERSION_MAJOR);
-	evf_put16(buf + 10, EVLOG_VERSION_MINOR);
+	/* Row chunks only: a 1.0 log, which 1.0 readers read whole. */
+	evf_put16(buf + 10, w->opts.row_chunks ? 0 : EVLOG_VERSION_MINOR);
 	evf_put32(buf + 12, (uint32_t)body);
 	evf_put32(buf + 16, libdeflate_crc32(0, buf + EVF_FILE_FIXED, body));
 	int rc = evw_append(w, buf, EVF_FILE_FIXED + body);
@@ -280,8 +292,11 @@ static void evw_free(struct evlog_writer *w)
 	evt_free(&w->pystacks);
 	free(w->frames);
 	free(w->pyids);
-	free(w->raw);
+	for (unsigned k = 0; k < EVC_NCOLS; k++)
+		free(w->cb[k]);
 	free(w->out);
+	free(w->payload);
+	free(w->rows);
 	free(w->name);
 	free(w->partial);
 	free(w->partial_path);
@@ -320,9 +335,8 @@ static int evw_init(struct evlog_writer *w, const char *path, const struct evlog
 				       path);
 	}
 	w->cctx = ZSTD_createCCtx();
-	w->raw_cap = w->opts.chunk_bytes + 4096;
-	w->raw = malloc(w->raw_cap);
-	if (!w->cctx || !w->raw || evt_init(&w->strs, 1024) || evt_init(&w->stacks, 256) ||
+	evc_bases(w->base);
+	if (!w->cctx || evt_init(&w->strs, 1024) || evt_init(&w->stacks, 256) ||
 	    evt_init(&w->pystacks, 256))
 		return evw_msg(msg, msgsz, EVLOG_ENOMEM, "out of memory");
 	rc = evw_create_partial(w, path, msg, msgsz);
@@ -360,6 +374,8 @@ int evlog_writer_open(struct evlog_writer **out, const char *path,
 
 static void evw_reset_chunk(struct evlog_writer *w)
 {
+	for (unsigned k = 0; k < EVC_NCOLS; k++)
+		w->cp[k] = w->cb[k];
 	w->raw_len = 0;
 	w->n_events = 0;
 	w->frames_len = 0;
@@ -370,13 +386,65 @@ static void evw_reset_chunk(struct evlog_writer *w)
 	evt_reset(&w->pystacks);
 }
 
+/* The chunk payload: EVC_MARK, the column count (up to the last column in
+ * use), each column's length, then the columns. */
+static int evw_payload(struct evlog_writer *w, size_t *len)
+{
+	unsigned ncols = 0;
+	for (unsigned k = 0; k < EVC_NCOLS; k++)
+		if (w->cp[k] != w->cb[k])
+			ncols = k + 1;
+	size_t need = 1 + 10 * (ncols + 1) + w->raw_len;
+	if (need > w->payload_cap) {
+		uint8_t *b = realloc(w->payload, need);
+		if (!b)
+			return -1;
+		w->payload = b;
+		w->payload_cap = need;
+	}
+	uint8_t *p = w->payload;
+	*p++ = EVC_MARK;
+	p = evf_put_varint(p, ncols);
+	for (unsigned k = 0; k < ncols; k++)
+		p = evf_put_varint(p, (uint64_t)(w->cp[k] - w->cb[k]));
+	for (unsigned k = 0; k < ncols; k++) {
+		size_t n = (size_t)(w->cp[k] - w->cb[k]);
+		if (n)
+			memcpy(p, w->cb[k], n);
+		p += n;
+	}
+	*len = (size_t)(p - w->payload);
+	return 0;
+}
+
+/* opts.row_chunks: the payload as format 1.0 rows, for 1.0 readers. */
+static int evw_rows(struct evlog_writer *w, size_t *len)
+{
+	if (w->rows_cap < *len) {
+		uint8_t *b = realloc(w->rows, *len);
+		if (!b)
+			return -1;
+		w->rows = b;
+		w->rows_cap = *len;
+	}
+	long n = evc_to_rows(w->payload, *len, w->n_events, w->rows);
+	if (n < 0)
+		return -1;
+	*len = (size_t)n;
+	return 0;
+}
+
 static int evw_flush_chunk(struct evlog_writer *w)
 {
 	if (w->failed)
 		return -w->failed;
 	if (!w->n_events)
 		return 0;
-	size_t bound = ZSTD_compressBound(w->raw_len) + EVF_CHUNK_HDR;
+	size_t len;
+	if (evw_payload(w, &len) || (w->opts.row_chunks && evw_rows(w, &len)))
+		return evw_fail(w, EVLOG_ENOMEM, "out of memory laying out a chunk");
+	const uint8_t *src = w->opts.row_chunks ? w->rows : w->payload;
+	size_t bound = ZSTD_compressBound(len) + EVF_CHUNK_HDR;
 	if (bound > w->out_cap) {
 		uint8_t *o = realloc(w->out, bound);
 		if (!o)
@@ -385,14 +453,14 @@ static int evw_flush_chunk(struct evlog_writer *w)
 		w->out_cap = bound;
 	}
 	size_t c = ZSTD_compressCCtx(w->cctx, w->out + EVF_CHUNK_HDR, bound - EVF_CHUNK_HDR,
-				     w->raw, w->raw_len, w->opts.zstd_level);
+				     src, len, w->opts.zstd_level);
 	if (ZSTD_isError(c))
 		return evw_fail(w, EVLOG_ENOMEM, "zstd: %s", ZSTD_getErrorName(c));
 	uint8_t *h = w->out;
 	memset(h, 0, EVF_CHUNK_HDR);
 	evf_put32(h, EVF_CHUNK_MAGIC);
 	evf_put32(h + 8, (uint32_t)c);
-	evf_put32(h + 12, (uint32_t)w->raw_len);
+	evf_put32(h + 12, (uint32_t)len);
 	evf_put32(h + 16, w->n_events);
 	evf_put64(h + 24, w->seq);
 	evf_put64(h + 32, w->base_ts);
@@ -402,7 +470,7 @@ static int evw_flush_chunk(struct evlog_writer *w)
 	if (rc)
 		return rc;
 	w->st.chunks++;
-	w->st.raw_bytes += w->raw_len;
+	w->st.raw_bytes += len;
 	w->seq++;
 	evw_reset_chunk(w);
 	return 0;
@@ -426,31 +494,43 @@ int evlog_writer_tick(struct evlog_writer *w)
 
 /* --------------------------------------------------------------- interning */
 
-static uint8_t *evw_str(struct evlog_writer *w, uint8_t *p, struct evlog_str s,
-			uint32_t hash, uint32_t *id_out)
+/* Column k: append a varint. The caller made room (min_room). */
+static inline void evw_put(struct evlog_writer *w, unsigned k, uint64_t v)
 {
-	struct evt_slot *sl = evt_find_str(&w->strs, hash, s.ptr, s.len, w->raw);
+	uint8_t *p = w->cp[k], *q = evf_put_varint(p, v);
+	w->cp[k] = q;
+	w->raw_len += (size_t)(q - p);
+}
+
+/* A string reference in column k; a new string's length and bytes go to
+ * EVC_STRDEF, where the interning table keeps its offset. */
+static void evw_str(struct evlog_writer *w, unsigned k, struct evlog_str s, uint32_t hash,
+		    uint32_t *id_out)
+{
+	struct evt_slot *sl = evt_find_str(&w->strs, hash, s.ptr, s.len, w->cb[EVC_STRDEF]);
 	if (sl->gen == w->strs.gen) {
 		if (id_out)
 			*id_out = sl->id;
-		return evf_put_varint(p, sl->id);
+		evw_put(w, k, sl->id);
+		return;
 	}
 	uint32_t id = w->strs.next++;
-	p = evf_put_varint(p, id);
-	p = evf_put_varint(p, s.len);
-	uint32_t off = (uint32_t)(p - w->raw);
+	evw_put(w, k, id);
+	evw_put(w, EVC_STRDEF, s.len);
+	uint32_t off = (uint32_t)(w->cp[EVC_STRDEF] - w->cb[EVC_STRDEF]);
 	if (s.len)
-		memcpy(p, s.ptr, s.len);
+		memcpy(w->cp[EVC_STRDEF], s.ptr, s.len);
+	w->cp[EVC_STRDEF] += s.len;
+	w->raw_len += s.len;
 	/* A failed insert only costs compression: the string is re-sent. */
 	evt_insert(&w->strs, sl, hash, id, off, s.len, 0);
 	if (id_out)
 		*id_out = id;
-	return p + s.len;
 }
 
-static inline uint8_t *evw_s(struct evlog_writer *w, uint8_t *p, struct evlog_str s)
+static inline void evw_s(struct evlog_writer *w, unsigned k, struct evlog_str s)
 {
-	return evw_str(w, p, s, evt_hash(s.ptr, s.len), NULL);
+	evw_str(w, k, s, evt_hash(s.ptr, s.len), NULL);
 }
 
 static int evw_grow(void **buf, size_t *cap, size_t need, size_t elem)
@@ -468,22 +548,25 @@ static int evw_grow(void **buf, size_t *cap, size_t need, size_t elem)
 	return 0;
 }
 
-static uint8_t *evw_stack(struct evlog_writer *w, uint8_t *p, const struct evlog_stack *st)
+/* A native stack reference in column k; a new stack goes to EVC_STKDEF. */
+static void evw_stack(struct evlog_writer *w, unsigned k, const struct evlog_stack *st)
 {
 	uint32_t n = st->n_kernel + st->n_user;
 	uint32_t hash = evt_hash(st->ips, (size_t)n * 8) ^ (st->n_kernel * 0x9e3779b1u);
 	struct evt_slot *sl = evt_find_u64(&w->stacks, hash, st->ips, st->n_kernel, st->n_user,
 					   w->frames);
-	if (sl->gen == w->stacks.gen)
-		return evf_put_varint(p, sl->id);
+	if (sl->gen == w->stacks.gen) {
+		evw_put(w, k, sl->id);
+		return;
+	}
 	uint32_t id = w->stacks.next++;
 	w->frames_def += n;
-	p = evf_put_varint(p, id);
-	p = evf_put_varint(p, st->n_kernel);
-	p = evf_put_varint(p, st->n_user);
+	evw_put(w, k, id);
+	evw_put(w, EVC_STKDEF, st->n_kernel);
+	evw_put(w, EVC_STKDEF, st->n_user);
 	uint64_t prev = 0;
 	for (uint32_t i = 0; i < n; i++) {
-		p = evf_put_varint(p, evf_zigzag((int64_t)(st->ips[i] - prev)));
+		evw_put(w, EVC_STKDEF, evf_zigzag((int64_t)(st->ips[i] - prev)));
 		prev = st->ips[i];
 	}
 	if (evw_grow((void **)&w->frames, &w->frames_cap, w->frames_len + n, 8) == 0) {
@@ -493,10 +576,11 @@ static uint8_t *evw_stack(struct evlog_writer *w, uint8_t *p, const struct evlog
 			       st->n_kernel, st->n_user) == 0)
 			w->frames_len += n;
 	}
-	return p;
 }
 
-static uint8_t *evw_pystack(struct evlog_writer *w, uint8_t *p, const struct evlog_pystack *st)
+/* A Python stack reference in column k; a new one goes to EVC_PYDEF (its
+ * length and frame string references). */
+static void evw_pystack(struct evlog_writer *w, unsigned k, const struct evlog_pystack *st)
 {
 	uint32_t hashes[EVLOG_MAX_FRAMES], ids[EVLOG_MAX_FRAMES];
 	int known = 1;
@@ -504,7 +588,7 @@ static uint8_t *evw_pystack(struct evlog_writer *w, uint8_t *p, const struct evl
 		const struct evlog_str *f = &st->frames[i];
 		hashes[i] = evt_hash(f->ptr, f->len);
 		struct evt_slot *sl = known ? evt_find_str(&w->strs, hashes[i], f->ptr, f->len,
-							   w->raw) : NULL;
+							   w->cb[EVC_STRDEF]) : NULL;
 		if (!sl || sl->gen != w->strs.gen)
 			known = 0;
 		else
@@ -515,15 +599,17 @@ static uint8_t *evw_pystack(struct evlog_writer *w, uint8_t *p, const struct evl
 	if (known) {
 		hash ^= evt_hash(ids, (size_t)st->n * 4);
 		sl = evt_find_u32(&w->pystacks, hash, ids, st->n, w->pyids);
-		if (sl->gen == w->pystacks.gen)
-			return evf_put_varint(p, sl->id);
+		if (sl->gen == w->pystacks.gen) {
+			evw_put(w, k, sl->id);
+			return;
+		}
 	}
 	uint32_t id = w->pystacks.next++;
 	w->pyframes_def += st->n;
-	p = evf_put_varint(p, id);
-	p = evf_put_varint(p, st->n);
+	evw_put(w, k, id);
+	evw_put(w, EVC_PYDEF, st->n);
 	for (uint32_t i = 0; i < st->n; i++)
-		p = evw_str(w, p, st->frames[i], hashes[i], &ids[i]);
+		evw_str(w, EVC_PYDEF, st->frames[i], hashes[i], &ids[i]);
 	if (!known) {
 		hash ^= evt_hash(ids, (size_t)st->n * 4);
 		sl = evt_find_u32(&w->pystacks, hash, ids, st->n, w->pyids);
@@ -535,7 +621,6 @@ static uint8_t *evw_pystack(struct evlog_writer *w, uint8_t *p, const struct evl
 		if (evt_insert(&w->pystacks, sl, hash, id, (uint32_t)w->pyids_len, st->n, 0) == 0)
 			w->pyids_len += st->n;
 	}
-	return p;
 }
 
 /* ------------------------------------------------------------- validation */
@@ -634,29 +719,19 @@ static int evw_bound(struct evlog_writer *w, const struct evlog_event *ev, size_
 
 /* ---------------------------------------------------------------- encoding */
 
-#define V(x) (p = evf_put_varint(p, (uint64_t)(x)))
-#define Z(x) (p = evf_put_varint(p, evf_zigzag((int64_t)(x))))
-#define S(x) (p = evw_s(w, p, (x)))
-
+/* Each field goes to its own column, numbered in field order from the
+ * type's first column (k); the order matches evc_schema in columns.c. */
+#define V(x) evw_put(w, k++, (uint64_t)(x))
+#define Z(x) evw_put(w, k++, evf_zigzag((int64_t)(x)))
+#define S(x) evw_s(w, k++, (x))
 /* Correlation ids mostly rise by small steps: code the signed difference
  * from the previous one in the chunk. */
-static inline uint8_t *evw_corr(struct evlog_writer *w, uint8_t *p, uint64_t corr)
-{
-	Z(corr - w->prev_corr);
-	w->prev_corr = corr;
-	return p;
-}
+#define C(x) do { uint64_t c_ = (x); Z(c_ - w->prev_corr); w->prev_corr = c_; } while (0)
 
-static uint8_t *evw_gpu_common(struct evlog_writer *w, uint8_t *p, uint64_t dur, uint32_t dev,
-			       uint32_t ctx, uint32_t stream, uint64_t corr)
-{
-	V(dur); V(dev); V(ctx); V(stream);
-	return evw_corr(w, p, corr);
-}
-
-static uint8_t *evw_fields(struct evlog_writer *w, uint8_t *p, const struct evlog_event *ev)
+static void evw_fields(struct evlog_writer *w, const struct evlog_event *ev)
 {
 	const typeof(ev->u) *u = &ev->u;
+	unsigned k = w->base[ev->type];
 	switch (ev->type) {
 	case EV_PROCESS:
 		V(u->process.ppid); S(u->process.name); S(u->process.cmdline); S(u->process.exe);
@@ -669,43 +744,44 @@ static uint8_t *evw_fields(struct evlog_writer *w, uint8_t *p, const struct evlo
 		V(u->syscall.nr); V(u->syscall.dur); Z(u->syscall.ret);
 		V(u->syscall.arg0); V(u->syscall.arg1); V(u->syscall.arg2);
 		break;
-	case EV_CPU_SAMPLE: V(u->cpu_sample.cpu); p = evw_stack(w, p, &u->cpu_sample.stack); break;
+	case EV_CPU_SAMPLE: V(u->cpu_sample.cpu); evw_stack(w, k, &u->cpu_sample.stack); break;
 	case EV_PY_ENTER: S(u->py_enter.func); S(u->py_enter.file); V(u->py_enter.line); break;
 	case EV_PY_EXIT: S(u->py_exit.func); break;
-	case EV_PY_SAMPLE: p = evw_pystack(w, p, &u->py_sample.stack); break;
+	case EV_PY_SAMPLE: evw_pystack(w, k, &u->py_sample.stack); break;
 	case EV_LIB_CALL:
 		V(u->lib_call.lib_class); S(u->lib_call.lib); S(u->lib_call.symbol);
 		V(u->lib_call.dur); V(u->lib_call.ret); V(u->lib_call.depth); V(u->lib_call.nargs);
 		for (uint32_t i = 0; i < u->lib_call.nargs; i++)
-			V(u->lib_call.args[i]);
-		S(u->lib_call.detail); p = evw_corr(w, p, u->lib_call.correlation_id);
+			evw_put(w, k + i, u->lib_call.args[i]); /* argument i: its own column */
+		k += EVLOG_MAX_ARGS;
+		S(u->lib_call.detail); C(u->lib_call.correlation_id);
 		break;
 	case EV_GPU_KERNEL: {
-		const typeof(u->gpu_kernel) *k = &u->gpu_kernel;
-		p = evw_gpu_common(w, p, k->dur, k->device, k->context, k->stream, k->correlation_id);
-		S(k->name);
+		const typeof(u->gpu_kernel) *g = &u->gpu_kernel;
+		V(g->dur); V(g->device); V(g->context); V(g->stream); C(g->correlation_id);
+		S(g->name);
 		for (int i = 0; i < 3; i++)
-			V(k->grid[i]);
+			V(g->grid[i]);
 		for (int i = 0; i < 3; i++)
-			V(k->block[i]);
-		V(k->registers); V(k->static_smem); V(k->dynamic_smem); V(k->graph_id);
+			V(g->block[i]);
+		V(g->registers); V(g->static_smem); V(g->dynamic_smem); V(g->graph_id);
 		break;
 	}
 	case EV_GPU_MEMCPY: {
 		const typeof(u->gpu_memcpy) *m = &u->gpu_memcpy;
-		p = evw_gpu_common(w, p, m->dur, m->device, m->context, m->stream, m->correlation_id);
+		V(m->dur); V(m->device); V(m->context); V(m->stream); C(m->correlation_id);
 		V(m->bytes); V(m->copy_kind); V(m->src_kind); V(m->dst_kind);
 		break;
 	}
 	case EV_GPU_MEMSET: {
 		const typeof(u->gpu_memset) *m = &u->gpu_memset;
-		p = evw_gpu_common(w, p, m->dur, m->device, m->context, m->stream, m->correlation_id);
+		V(m->dur); V(m->device); V(m->context); V(m->stream); C(m->correlation_id);
 		V(m->bytes); V(m->value);
 		break;
 	}
 	case EV_GPU_API:
 		V(u->gpu_api.dur); V(u->gpu_api.api_class); V(u->gpu_api.cbid);
-		p = evw_corr(w, p, u->gpu_api.correlation_id); Z(u->gpu_api.ret); S(u->gpu_api.name);
+		C(u->gpu_api.correlation_id); Z(u->gpu_api.ret); S(u->gpu_api.name);
 		break;
 	case EV_GPU_DEVICE: {
 		const typeof(u->gpu_device) *d = &u->gpu_device;
@@ -723,7 +799,45 @@ static uint8_t *evw_fields(struct evlog_writer *w, uint8_t *p, const struct evlo
 		break;
 	case EV_CLOCK: V(u->clock.realtime_ns); break;
 	}
-	return p;
+}
+
+/* Grow column k to at least `room` free bytes. */
+static int evw_col_room(struct evlog_writer *w, unsigned k, size_t room)
+{
+	size_t len = (size_t)(w->cp[k] - w->cb[k]);
+	if (w->ccap[k] - len >= room)
+		return 0;
+	size_t cap = w->ccap[k] ? w->ccap[k] : 4096;
+	while (cap - len < room)
+		cap *= 2;
+	uint8_t *b = realloc(w->cb[k], cap);
+	if (!b)
+		return -1;
+	w->cb[k] = b;
+	w->cp[k] = b + len;
+	w->ccap[k] = cap;
+	return 0;
+}
+
+/* Column slack restored when it runs low (about a thousand events). */
+#define EVW_SLACK (16u << 10)
+
+/* Slow path, when min_room is below an event's bound: every column gets
+ * EVW_SLACK free bytes, the columns of this event's type `bound` (a big
+ * event grows only its own columns), and min_room is recounted. */
+static int evw_make_room(struct evlog_writer *w, uint32_t type, size_t bound)
+{
+	size_t min = SIZE_MAX;
+	for (unsigned k = 0; k < EVC_NCOLS; k++) {
+		int mine = k < EVC_FIELDS || (k >= w->base[type] && k < w->base[type + 1]);
+		if (evw_col_room(w, k, mine && bound > EVW_SLACK ? bound : EVW_SLACK))
+			return -1;
+		size_t room = w->ccap[k] - (size_t)(w->cp[k] - w->cb[k]);
+		if (room < min)
+			min = room;
+	}
+	w->min_room = min;
+	return 0;
 }
 
 /* One more event could pass a per-chunk cap (3 + 512 strings, 512 frames). */
@@ -749,30 +863,28 @@ int evlog_write(struct evlog_writer *w, const struct evlog_event *ev)
 		if (rc)
 			return rc;
 	}
-	if (w->raw_len + bound > w->raw_cap) {
-		uint8_t *r = realloc(w->raw, w->raw_len + bound);
-		if (!r)
-			return evw_fail(w, EVLOG_ENOMEM, "out of memory for a %zu-byte event", bound);
-		w->raw = r;
-		w->raw_cap = w->raw_len + bound;
-	}
+	if (bound > w->min_room && evw_make_room(w, ev->type, bound))
+		return evw_fail(w, EVLOG_ENOMEM, "out of memory for a %zu-byte event", bound);
 	if (!w->n_events) {
 		w->base_ts = w->prev_ts = ev->ts;
 		w->prev_corr = 0;
 		w->chunk_born_ns = evw_now(CLOCK_MONOTONIC);
 	}
-	uint8_t *p = w->raw + w->raw_len;
+	size_t before = w->raw_len;
 	/* Thread ids sit near their pid: the tid is coded as tid - pid. */
 	int same_pid = w->n_events && ev->pid == w->prev_pid;
 	int same = same_pid && ev->tid == w->prev_tid;
-	*p++ = (uint8_t)(ev->type | (same ? EVF_SAME_THREAD : same_pid ? EVF_SAME_PID : 0));
-	Z(ev->ts - w->prev_ts);
+	*w->cp[EVC_TYPE]++ = (uint8_t)(ev->type | (same ? EVF_SAME_THREAD : same_pid ? EVF_SAME_PID : 0));
+	w->raw_len++;
+	evw_put(w, EVC_TS, evf_zigzag((int64_t)(ev->ts - w->prev_ts)));
 	if (!same_pid)
-		V(ev->pid);
+		evw_put(w, EVC_TID, ev->pid);
 	if (!same)
-		Z((int64_t)ev->tid - (int64_t)ev->pid);
-	p = evw_fields(w, p, ev);
-	w->raw_len = (size_t)(p - w->raw);
+		evw_put(w, EVC_TID, evf_zigzag((int64_t)ev->tid - (int64_t)ev->pid));
+	evw_fields(w, ev);
+	/* Each column lost at most what the event wrote in all. */
+	size_t wrote = w->raw_len - before;
+	w->min_room = wrote < w->min_room ? w->min_room - wrote : 0;
 	w->prev_ts = ev->ts;
 	w->prev_pid = ev->pid;
 	w->prev_tid = ev->tid;
