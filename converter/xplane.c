@@ -352,6 +352,7 @@ struct xline {
 	size_t n_segs;
 	unsigned kinds;        /* KIND_* seen on a stream */
 	uint64_t events;
+	uint64_t out_len;      /* bytes of its events in the output (ids renumbered) */
 };
 
 enum { KIND_KERNEL = 1, KIND_MEMCPY = 2, KIND_MEMSET = 4, KIND_OTHER = 8 };
@@ -374,6 +375,10 @@ struct xplane_p {
 	size_t n_plane_stats;
 	struct gpu_props props;
 	int64_t source_sid;       /* stat metadata id of "source", once used */
+	uint64_t *uses;           /* events per event metadata id (id - 1) */
+	size_t uses_cap;
+	uint32_t *new_id;         /* at assembly: old id - 1 -> id by frequency */
+	uint32_t *old_id;         /* new id - 1 -> old id */
 	struct name_cache {       /* stat name literal -> id */
 		const char *name;
 		int64_t id;
@@ -475,6 +480,9 @@ static struct xplane_p *plane_add(struct xsink *x, int64_t id, const char *name)
 
 static void plane_free(struct xplane_p *p)
 {
+	free(p->uses);
+	free(p->new_id);
+	free(p->old_id);
 	strmap_free(&p->events);
 	strmap_free(&p->stats);
 	for (size_t i = 0; i < p->n_plane_stats; i++)
@@ -1027,6 +1035,26 @@ static int64_t event_meta_id(struct xplane_p *p, const struct conv_item *it)
 	return strmap_idn(&p->events, key, n);
 }
 
+/* Uses per metadata id, to give the most used ones the 1-byte ids. */
+static int count_use(struct xplane_p *p, int64_t mid)
+{
+	if ((size_t)mid > p->uses_cap) {
+		size_t cap = p->uses_cap ? p->uses_cap * 2 : 256;
+		uint64_t *u;
+
+		while (cap < (size_t)mid)
+			cap *= 2;
+		u = realloc(p->uses, cap * sizeof(*u));
+		if (!u)
+			return -1;
+		memset(u + p->uses_cap, 0, (cap - p->uses_cap) * sizeof(*u));
+		p->uses = u;
+		p->uses_cap = cap;
+	}
+	p->uses[mid - 1]++;
+	return 0;
+}
+
 /* XEvent {1: metadata_id, 2: offset_ps (oneof: written even when 0),
  * 3: duration_ps, 4: stats} as an XLine.events entry (field 4). */
 static void spill_event(struct wout *w, int64_t mid, int64_t off_ps, int64_t dur_ps,
@@ -1062,7 +1090,7 @@ static int write_event(struct xsink *x, struct xline *l, const struct conv_item 
 	es->p = p;
 	es->n = es->nstr = 0;
 	mid = event_meta_id(p, it);
-	if (!mid)
+	if (!mid || count_use(p, mid) < 0)
 		return xerr(x, "xplane: out of memory interning event names");
 	if (l->kind == CONV_TRACK_STREAM)
 		l->kinds |= gpu_item_stats(es, p, it);
@@ -1181,13 +1209,190 @@ static int copy_segment(struct xsink *x, struct wout *w, const struct segment *s
 	return 0;
 }
 
+/*
+ * Event metadata ids by frequency. Ids are handed out as names first
+ * appear, and the first 127 (1-byte varints) go to whatever runs at start
+ * (imports, setup); renumbering by use saves a byte on nearly every event
+ * of a long profile. Planes with at most 127 names keep their ids.
+ */
+struct id_use {
+	uint64_t uses;
+	uint32_t id;
+};
+
+static int id_use_cmp(const void *a, const void *b)
+{
+	const struct id_use *x = a, *y = b;
+
+	if (x->uses != y->uses)
+		return x->uses > y->uses ? -1 : 1;
+	return x->id < y->id ? -1 : x->id > y->id;
+}
+
+static int plane_renumber(struct xplane_p *p)
+{
+	size_t n = p->events.n;
+	struct id_use *u;
+
+	if (n <= 127)
+		return 0;
+	u = malloc(n * sizeof(*u));
+	p->new_id = malloc(n * sizeof(*p->new_id));
+	p->old_id = malloc(n * sizeof(*p->old_id));
+	if (!u || !p->new_id || !p->old_id) {
+		free(u);
+		return -1;
+	}
+	for (size_t i = 0; i < n; i++) {
+		u[i].uses = i < p->uses_cap ? p->uses[i] : 0;
+		u[i].id = (uint32_t)(i + 1);
+	}
+	qsort(u, n, sizeof(*u), id_use_cmp);
+	for (size_t i = 0; i < n; i++) {
+		p->old_id[i] = u[i].id;
+		p->new_id[u[i].id - 1] = (uint32_t)(i + 1);
+	}
+	free(u);
+	return 0;
+}
+
+/* Buffered reads of one spill segment. */
+struct sread {
+	int fd;
+	uint64_t off, end;     /* file offset of buf[0]; end of the segment */
+	size_t pos, len;
+	unsigned char buf[1 << 16];
+};
+
+/* At least need bytes at buf + pos (need <= 64 KiB), unless the segment ends
+ * first; -1 on a read error. */
+static int sr_fill(struct sread *r, size_t need)
+{
+	if (r->len - r->pos >= need)
+		return 0;
+	memmove(r->buf, r->buf + r->pos, r->len - r->pos);
+	r->off += r->pos;
+	r->len -= r->pos;
+	r->pos = 0;
+	while (r->len < need && r->off + r->len < r->end) {
+		uint64_t left = r->end - (r->off + r->len);
+		size_t want = sizeof(r->buf) - r->len;
+		ssize_t got;
+
+		if (want > left)
+			want = (size_t)left;
+		got = pread(r->fd, r->buf + r->len, want, (off_t)(r->off + r->len));
+		if (got < 0 && errno == EINTR)
+			continue;
+		if (got <= 0)
+			return -1;
+		r->len += (size_t)got;
+	}
+	return 0;
+}
+
+/* A varint at buf + *i (within buf + len); -1 if cut or too long. */
+static int get_varint(const unsigned char *b, size_t len, size_t *i, uint64_t *v)
+{
+	*v = 0;
+	for (unsigned shift = 0; *i < len && shift < 64; shift += 7) {
+		unsigned char c = b[(*i)++];
+
+		*v |= (uint64_t)(c & 0x7f) << shift;
+		if (!(c & 0x80))
+			return 0;
+	}
+	return -1;
+}
+
+/* Copy one segment's events with metadata ids renumbered, or only count
+ * the bytes (w->fd < 0). Every event is 0x22 len 0x08 id ..., as written
+ * by spill_event. */
+static int renumber_segment(struct xsink *x, struct wout *w, const struct segment *s,
+			    const uint32_t *new_id, size_t n_ids)
+{
+	struct sread *r = malloc(sizeof(*r));
+	int rc = 0;
+
+	if (!r)
+		return xerr(x, "xplane: out of memory");
+	r->fd = x->spill_fd;
+	r->off = s->off;
+	r->end = s->off + s->len;
+	r->pos = r->len = 0;
+	while (r->off + r->pos < r->end) {
+		unsigned char h[24];
+		uint64_t len, id, rest;
+		size_t i = 1, n = 0;
+
+		if (sr_fill(r, 24) < 0) {
+			rc = xerr(x, "xplane: reading back the spill file: %s", strerror(errno));
+			break;
+		}
+		if (r->buf[r->pos] != (4 << 3 | 2) ||
+		    get_varint(r->buf + r->pos, r->len - r->pos, &i, &len) < 0 ||
+		    i >= r->len - r->pos || r->buf[r->pos + i++] != 1 << 3 ||
+		    get_varint(r->buf + r->pos, r->len - r->pos, &i, &id) < 0 ||
+		    !id || id > n_ids ||
+		    len < 1 + varint_len(id)) {
+			rc = xerr(x, "xplane: the spill file is damaged");
+			break;
+		}
+		rest = len - 1 - varint_len(id);
+		id = new_id[id - 1];
+		h[n++] = 4 << 3 | 2;
+		n += put_varint(h + n, 1 + varint_len(id) + rest);
+		h[n++] = 1 << 3;
+		n += put_varint(h + n, id);
+		wout_bytes(w, h, n);
+		r->pos += i;
+		while (rest) {
+			size_t chunk;
+
+			if (r->pos == r->len && (sr_fill(r, 1) < 0 || r->pos == r->len)) {
+				rc = xerr(x, "xplane: the spill file is short");
+				break;
+			}
+			chunk = r->len - r->pos < rest ? r->len - r->pos : (size_t)rest;
+			wout_bytes(w, r->buf + r->pos, chunk);
+			r->pos += chunk;
+			rest -= chunk;
+		}
+		if (rc < 0)
+			break;
+	}
+	free(r);
+	return rc;
+}
+
+/* Bytes of a line's events in the output, before it is written. */
+static int line_measure(struct xsink *x, struct xline *l)
+{
+	const struct xplane_p *p = &x->planes[l->plane];
+	struct wout cnt = { .fd = -1 };
+
+	for (size_t i = 0; i < l->n_segs; i++) {
+		if (!p->new_id)
+			cnt.pos += l->segs[i].len;
+		else if (renumber_segment(x, &cnt, &l->segs[i], p->new_id, p->events.n) < 0)
+			return -1;
+	}
+	l->out_len = cnt.pos;
+	return 0;
+}
+
 static int emit_line_body(struct xsink *x, struct wout *w, const struct xline *l)
 {
+	const struct xplane_p *p = &x->planes[l->plane];
+
 	wout_int_field(w, 1, l->id);
 	wout_str_field(w, 2, l->name);
 	wout_int_field(w, 3, l->ts_ns);
-	for (size_t i = 0; i < l->n_segs; i++)
-		if (copy_segment(x, w, &l->segs[i]) < 0)
+	if (w->fd < 0)
+		w->pos += l->out_len;
+	for (size_t i = 0; i < l->n_segs && w->fd >= 0; i++)
+		if ((p->new_id ? renumber_segment(x, w, &l->segs[i], p->new_id, p->events.n)
+			       : copy_segment(x, w, &l->segs[i])) < 0)
 			return -1;
 	wout_int_field(w, 9, (l->end_ns - l->ts_ns) * 1000);
 	wout_str_field(w, 11, l->display_name);
@@ -1227,13 +1432,15 @@ static void emit_meta_entry(struct wout *w, unsigned field, int64_t id, const ch
 
 /* XEventMetadata / XStatMetadata map entries; event keys "name\0source"
  * (Python functions) carry their source as a metadata stat. */
-static void emit_metadata(struct wout *w, unsigned field, const struct strmap *m, int64_t sid)
+static void emit_metadata(struct wout *w, unsigned field, const struct strmap *m, int64_t sid,
+			  const uint32_t *old_id)
 {
 	for (size_t i = 0; i < m->n; i++) {
-		size_t nlen = strlen(m->names[i]);
-		const char *src = nlen < m->lens[i] ? m->names[i] + nlen + 1 : NULL;
+		size_t k = old_id ? old_id[i] - 1 : i;
+		size_t nlen = strlen(m->names[k]);
+		const char *src = nlen < m->lens[k] ? m->names[k] + nlen + 1 : NULL;
 
-		emit_meta_entry(w, field, (int64_t)i + 1, m->names[i], sid, src);
+		emit_meta_entry(w, field, (int64_t)i + 1, m->names[k], sid, src);
 	}
 }
 
@@ -1256,8 +1463,8 @@ static int emit_plane_body(struct xsink *x, struct wout *w, size_t pi)
 	for (size_t i = 0; i < x->n_lines; i++)
 		if (x->lines[i].plane == (int)pi && emit_line(x, w, &x->lines[i]) < 0)
 			return -1;
-	emit_metadata(w, 4, &p->events, p->source_sid);
-	emit_metadata(w, 5, &p->stats, 0);
+	emit_metadata(w, 4, &p->events, p->source_sid, p->old_id);
+	emit_metadata(w, 5, &p->stats, 0, NULL);
 	for (size_t i = 0; i < p->n_plane_stats; i++)
 		if (wout_msg_field(w, 6, &p->plane_stats[i].base) < 0)
 			return xerr(x, "xplane: out of memory");
@@ -1419,6 +1626,12 @@ static int write_output(struct xsink *x)
 	wout_flush(x->spill);
 	if (x->spill->failed)
 		return xerr(x, "xplane: writing the scratch file: %s", strerror(x->spill->failed));
+	for (size_t i = 0; i < x->n_planes; i++)
+		if (plane_renumber(&x->planes[i]) < 0)
+			return xerr(x, "xplane: out of memory");
+	for (size_t i = 0; i < x->n_lines; i++)
+		if (line_measure(x, &x->lines[i]) < 0)
+			return -1;
 	if (add_task_env(x) < 0)
 		return xerr(x, "xplane: out of memory");
 	w = wout_new(x->out.fd);

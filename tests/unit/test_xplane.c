@@ -579,6 +579,64 @@ static void test_python_metadata(void **state)
 	tensorflow__profiler__xspace__free_unpacked(xs, NULL);
 }
 
+/* Past 127 names, metadata ids are given by use: the hottest name gets id
+ * 1 (a 1-byte varint) even though it appeared last, and every event still
+ * resolves to its own name, in order. */
+static void test_ids_by_use(void **state)
+{
+	char path[512], err[256], name[32];
+	struct conv_host_meta m = meta();
+	struct conv_sink *s;
+	const XPlane *host;
+	XSpace *xs;
+
+	(void)state;
+	snprintf(path, sizeof(path), "%s/ids.xplane.pb", tmpdir);
+	s = xplane_sink_new(path, 0, err, sizeof(err));
+	assert_int_equal(s->begin_host(s->ctx, &m), 0);
+	for (int i = 0; i < 300; i++) {
+		struct conv_item it;
+
+		snprintf(name, sizeof(name), "once_%d", i);
+		it = thr(100, 1000 + (uint64_t)i * 10, 5, name);
+		assert_int_equal(s->item(s->ctx, &it), 0);
+	}
+	for (int i = 0; i < 500; i++) {
+		struct conv_item it = thr(i % 3 ? 100 : 101, 10000 + (uint64_t)i * 10, 5,
+					  i % 3 ? "hot" : "warm");
+
+		assert_int_equal(s->item(s->ctx, &it), 0);
+	}
+	assert_int_equal(s->end_host(s->ctx), 0);
+	assert_int_equal(s->finish(s->ctx, 1), 0);
+	xplane_sink_free(s);
+
+	xs = load(path);
+	assert_non_null(xs);
+	host = plane(xs, "/host:CPU");
+	assert_non_null(host);
+	check_plane(host);
+	assert_int_equal(host->n_event_metadata, 302);
+	assert_int_equal(host->n_lines, 2);
+	assert_int_equal(host->lines[0]->n_events, 633);
+	for (size_t e = 0; e < host->lines[0]->n_events; e++) {
+		const XEvent *ev = host->lines[0]->events[e];
+
+		if (e < 300) {
+			snprintf(name, sizeof(name), "once_%zu", e);
+			assert_string_equal(event_name(host, ev->metadata_id), name);
+		} else {
+			assert_string_equal(event_name(host, ev->metadata_id), "hot");
+			assert_int_equal(ev->metadata_id, 1);
+		}
+	}
+	for (size_t e = 0; e < host->lines[1]->n_events; e++) {
+		assert_string_equal(event_name(host, host->lines[1]->events[e]->metadata_id), "warm");
+		assert_int_equal(host->lines[1]->events[e]->metadata_id, 2);
+	}
+	tensorflow__profiler__xspace__free_unpacked(xs, NULL);
+}
+
 static void test_occupancy(void **state)
 {
 	(void)state;
@@ -599,6 +657,7 @@ int main(void)
 		cmocka_unit_test(test_random_items),
 		cmocka_unit_test(test_occupancy),
 		cmocka_unit_test(test_python_metadata),
+		cmocka_unit_test(test_ids_by_use),
 	};
 
 	return cmocka_run_group_tests(tests, setup, teardown);
