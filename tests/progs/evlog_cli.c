@@ -2,8 +2,9 @@
 /*
  * Small command-line front end to the event log library, for tests.
  *
- *   evlog_cli write OUT N [all|mixed] [CHUNK_BYTES] [overwrite]
+ *   evlog_cli write OUT N [all|mixed] [CHUNK_BYTES] [overwrite] [rows]
  *       Write N generated events (default mixed) to OUT; publish on success.
+ *       rows: format 1.0 row chunks (row_chunks option).
  *   evlog_cli count LOG
  *       Read LOG; print "events=N chunks_ok=N chunks_bad=N truncated=0|1".
  *   evlog_cli pauseread LOG N
@@ -30,7 +31,10 @@ static int do_write(int argc, char **argv)
 	struct evlog_writer_opts o = { 0 };
 	if (argc > 5)
 		o.chunk_bytes = strtoull(argv[5], NULL, 0);
-	o.overwrite = argc > 6 && !strcmp(argv[6], "overwrite");
+	for (int i = 6; i < argc; i++) {
+		o.overwrite |= !strcmp(argv[i], "overwrite");
+		o.row_chunks |= !strcmp(argv[i], "rows");
+	}
 	struct evgen *g = evgen_new(7, 0);
 	struct evlog_header h = { .host = evlog_s("testhost"), .producer = evlog_s("evlog_cli") };
 	struct evlog_writer *w;
@@ -123,7 +127,7 @@ int main(int argc, char **argv)
 		return do_count(argv[2]);
 	if (argc == 4 && !strcmp(argv[1], "pauseread"))
 		return do_pauseread(argv[2], strtoull(argv[3], NULL, 0));
-	fprintf(stderr, "usage: evlog_cli write OUT N [all|mixed] [CHUNK_BYTES] [overwrite]\n"
+	fprintf(stderr, "usage: evlog_cli write OUT N [all|mixed] [CHUNK_BYTES] [overwrite] [rows]\n"
 			"       evlog_cli count LOG\n"
 			"       evlog_cli pauseread LOG N\n");
 	return 2;

@@ -6,6 +6,7 @@
 #include <cmocka.h>
 
 #include "eventlog/eventlog.h"
+#include "eventlog/evlog_columns.h"
 #include "eventlog/evlog_format.h"
 #include "tests/progs/evlog_gen.h"
 
@@ -61,13 +62,14 @@ static struct evlog_header test_header(void)
 	return h;
 }
 
-/* Write n events of a generator, read them back, compare each. */
-static void roundtrip(const char *name, int all, uint64_t n, size_t chunk)
+/* Write n events of a generator (1.0 row chunks if rows), read them back,
+ * compare each. Returns the file size. */
+static size_t roundtrip_rows(const char *name, int all, uint64_t n, size_t chunk, int rows)
 {
 	struct evgen *g = evgen_new(42, 1);
 	assert_non_null(g);
 	struct evlog_header h = test_header();
-	struct evlog_writer_opts o = { .chunk_bytes = chunk };
+	struct evlog_writer_opts o = { .chunk_bytes = chunk, .row_chunks = rows };
 	struct evlog_writer *w;
 	char msg[512];
 	int rc = evlog_writer_open(&w, tpath(name), &h, &o, msg, sizeof(msg));
@@ -92,6 +94,7 @@ static void roundtrip(const char *name, int all, uint64_t n, size_t chunk)
 		fail_msg("reader: %s", msg);
 	const struct evlog_header *rh = evlog_reader_header(r);
 	assert_int_equal(rh->version_major, EVLOG_VERSION_MAJOR);
+	assert_int_equal(rh->version_minor, rows ? 0 : EVLOG_VERSION_MINOR);
 	assert_true(evgen_str_eq(rh->host, h.host));
 	assert_true(evgen_str_eq(rh->cmdline, h.cmdline));
 	assert_true(evgen_str_eq(rh->machine, h.machine));
@@ -123,6 +126,26 @@ static void roundtrip(const char *name, int all, uint64_t n, size_t chunk)
 	evlog_reader_close(r);
 	free(g);
 	free(g2);
+	struct stat sb;
+	assert_int_equal(stat(tpath(name), &sb), 0);
+	return (size_t)sb.st_size;
+}
+
+static void roundtrip(const char *name, int all, uint64_t n, size_t chunk)
+{
+	roundtrip_rows(name, all, n, chunk, 0);
+}
+
+/* 1.0 row chunks (row_chunks option) read back the same, and the 1.1 column
+ * layout of the same events is smaller. */
+static void test_row_chunks(void **state)
+{
+	(void)state;
+	roundtrip_rows("rows-all.evlog", 1, 5000, 64 << 10, 1);
+	size_t rows = roundtrip_rows("rows-mixed.evlog", 0, 100000, 0, 1);
+	size_t cols = roundtrip_rows("cols-mixed.evlog", 0, 100000, 0, 0);
+	print_message("mixed stream: %zu bytes as 1.0 rows, %zu as 1.1 columns\n", rows, cols);
+	assert_true(cols < rows * 9 / 10);
 }
 
 static void test_roundtrip_all_types(void **state)
@@ -576,6 +599,80 @@ static void test_bad_payload(void **state)
 	}
 }
 
+/* A column payload of one clock event (pid 7, value 42), with `extra` bytes
+ * appended to the clock column and the directory claiming `ncols` columns
+ * and `clen` bytes for that column. */
+static size_t col_payload(uint8_t *p, uint64_t ncols, uint64_t clen, int extra)
+{
+	uint8_t base[EV_TYPE_MAX + 2];
+	evc_bases(base);
+	uint8_t *q = p;
+	*q++ = EVC_MARK;
+	q = evf_put_varint(q, ncols);
+	for (unsigned k = 0; k < ncols; k++) {
+		uint64_t len = k == EVC_TYPE || k == EVC_TS ? 1 : k == EVC_TID ? 2 : 0;
+		q = evf_put_varint(q, k == base[EV_CLOCK] ? clen : len);
+	}
+	*q++ = EV_CLOCK; /* type */
+	*q++ = 0;        /* ts delta */
+	*q++ = 7;        /* pid */
+	*q++ = 0;        /* tid - pid */
+	*q++ = 42;       /* realtime_ns */
+	for (int i = 0; i < extra; i++)
+		*q++ = 1;
+	return (size_t)(q - p);
+}
+
+/* Column chunks: a good one is read; a damaged directory or leftover column
+ * bytes are damage; more columns than this reader knows is a newer minor
+ * version (counted, skipped). The next chunk is read in every case. */
+static void test_column_chunks(void **state)
+{
+	(void)state;
+	uint8_t base[EV_TYPE_MAX + 2];
+	evc_bases(base);
+	assert_int_equal(base[EV_TYPE_MAX + 1], EVC_NCOLS);
+	const struct { uint64_t ncols, clen; int extra, events, bad, unknown; } cases[] = {
+		{ EVC_NCOLS, 1, 0, 2, 0, 0 },      /* good */
+		{ EVC_NCOLS, 2, 1, 2, 1, 0 },      /* a byte left over in a column */
+		{ EVC_NCOLS, 9, 0, 1, 1, 0 },      /* column runs past the payload */
+		{ EVC_NCOLS + 7, 1, 0, 1, 0, 1 },  /* newer columns */
+		{ EVC_NCOLS, 0, 1, 1, 1, 0 },      /* clock value in the wrong column */
+	};
+	for (size_t i = 0; i < sizeof(cases) / sizeof(cases[0]); i++) {
+		uint8_t *b = calloc(1, 8192), pay[1024];
+		memcpy(b, EVF_MAGIC, 8);
+		evf_put16(b + 8, 1);
+		evf_put16(b + 10, 1);
+		evf_put32(b + 16, libdeflate_crc32(0, b, 0));
+		size_t len = EVF_FILE_FIXED;
+		size_t n = col_payload(pay, cases[i].ncols, cases[i].clen, cases[i].extra);
+		len += put_chunk(b + len, pay, n, 1, 0);
+		n = col_payload(pay, EVC_NCOLS, 1, 0);
+		len += put_chunk(b + len, pay, n, 1, 1);
+		struct evlog_reader *r;
+		char msg[256];
+		assert_int_equal(evlog_reader_open_mem(&r, b, len, "cols", msg, sizeof(msg)), 0);
+		const struct evlog_event *ev;
+		int got = 0;
+		while (evlog_next(r, &ev) == 0) {
+			assert_int_equal(ev->type, EV_CLOCK);
+			assert_int_equal(ev->pid, 7);
+			assert_int_equal(ev->u.clock.realtime_ns, 42);
+			got++;
+		}
+		struct evlog_reader_stats st;
+		evlog_reader_stats(r, &st);
+		if (got != cases[i].events || (int)st.chunks_bad != cases[i].bad ||
+		    (int)st.chunks_unknown != cases[i].unknown)
+			fail_msg("case %zu: %d events, %llu bad, %llu unknown", i, got,
+				 (unsigned long long)st.chunks_bad,
+				 (unsigned long long)st.chunks_unknown);
+		evlog_reader_close(r);
+		free(b);
+	}
+}
+
 /* tick() flushes a quiet chunk once it is older than flush_ns. */
 static void test_tick_flush(void **state)
 {
@@ -699,6 +796,8 @@ int main(void)
 		cmocka_unit_test(test_roundtrip_all_types),
 		cmocka_unit_test(test_roundtrip_all_types_big_chunks),
 		cmocka_unit_test(test_roundtrip_mixed),
+		cmocka_unit_test(test_row_chunks),
+		cmocka_unit_test(test_column_chunks),
 		cmocka_unit_test(test_odd_strings),
 		cmocka_unit_test(test_string_limit),
 		cmocka_unit_test(test_invalid_events),
