@@ -129,6 +129,8 @@ struct strmap {
 	char **names;      /* names[id - 1], NUL-terminated copies */
 	uint32_t *lens;    /* key length of names[id - 1] */
 	uint32_t *slots;   /* id or 0 */
+	uint32_t *tags;    /* high hash bits of each slot's key: most misses never
+			    * touch the name */
 	size_t n, cap;     /* n names; cap slots (power of two) */
 };
 
@@ -153,6 +155,7 @@ static int strmap_grow(struct strmap *m)
 {
 	size_t cap = m->cap ? m->cap * 2 : 256;
 	uint32_t *slots = calloc(cap, sizeof(*slots));
+	uint32_t *tags = malloc(cap * sizeof(*tags));
 	char **names = realloc(m->names, cap / 2 * sizeof(*names));
 	uint32_t *lens;
 
@@ -161,19 +164,24 @@ static int strmap_grow(struct strmap *m)
 	lens = names ? realloc(m->lens, cap / 2 * sizeof(*lens)) : NULL;
 	if (lens)
 		m->lens = lens;
-	if (!slots || !names || !lens) {
+	if (!slots || !tags || !names || !lens) {
 		free(slots);
+		free(tags);
 		return -1;
 	}
 	for (size_t id = 1; id <= m->n; id++) {
-		size_t i = fnv1a(names[id - 1], lens[id - 1]) & (cap - 1);
+		uint64_t h = fnv1a(names[id - 1], lens[id - 1]);
+		size_t i = h & (cap - 1);
 
 		while (slots[i])
 			i = (i + 1) & (cap - 1);
 		slots[i] = (uint32_t)id;
+		tags[i] = (uint32_t)(h >> 32);
 	}
 	free(m->slots);
+	free(m->tags);
 	m->slots = slots;
+	m->tags = tags;
 	m->cap = cap;
 	return 0;
 }
@@ -181,6 +189,8 @@ static int strmap_grow(struct strmap *m)
 /* Id of the n-byte key s, added if new; 0 on allocation failure. */
 static int64_t strmap_idn(struct strmap *m, const char *s, size_t n)
 {
+	uint64_t h;
+	uint32_t tag;
 	size_t i;
 	char *copy;
 
@@ -188,10 +198,12 @@ static int64_t strmap_idn(struct strmap *m, const char *s, size_t n)
 		return 0;
 	if (n > UINT32_MAX)
 		return 0;
-	for (i = fnv1a(s, n) & (m->cap - 1); m->slots[i]; i = (i + 1) & (m->cap - 1)) {
+	h = fnv1a(s, n);
+	tag = (uint32_t)(h >> 32);
+	for (i = h & (m->cap - 1); m->slots[i]; i = (i + 1) & (m->cap - 1)) {
 		uint32_t id = m->slots[i];
 
-		if (m->lens[id - 1] == n && !memcmp(m->names[id - 1], s, n))
+		if (m->tags[i] == tag && m->lens[id - 1] == n && !memcmp(m->names[id - 1], s, n))
 			return id;
 	}
 	copy = malloc(n + 1);
@@ -203,6 +215,7 @@ static int64_t strmap_idn(struct strmap *m, const char *s, size_t n)
 	m->lens[m->n] = (uint32_t)n;
 	m->n++;
 	m->slots[i] = (uint32_t)m->n;
+	m->tags[i] = tag;
 	return (int64_t)m->n;
 }
 
@@ -218,6 +231,7 @@ static void strmap_free(struct strmap *m)
 	free(m->names);
 	free(m->lens);
 	free(m->slots);
+	free(m->tags);
 	memset(m, 0, sizeof(*m));
 }
 
