@@ -13,15 +13,23 @@
  * Safe to run as N copies at once on one shared (NFS-like) directory; the
  * state lives in <logdir>/.llmtracker-batch/:
  *   <key>.claim   created with O_CREAT|O_EXCL: "host pid unix-time"; its
- *                 mtime is refreshed while the conversion runs (heartbeat)
- *   <key>.done    created after the conversion succeeded
+ *                 mtime is refreshed 4 times per lease while its worker
+ *                 converts and publishes (heartbeat)
+ *   <key>.taken   a stale claim of the unit was taken over: the outputs its
+ *                 worker had published are replaced by the next owner
+ *   <key>.done    created after the outputs were published
  *   <key>.failed  the error, when it failed (not retried automatically;
  *                 remove the file to retry)
+ *   .stage.<key>+<host>.<pid>/  a worker's private conversion output
  * A claim whose mtime is older than the lease, and whose pid is not alive
- * when it is on our host, is stale (crashed worker): it is renamed away
- * (only one worker wins that rename) and the unit claimed again as usual.
- * Outputs are published by conv_convert() atomically, never over another
- * writer's file.
+ * when it is on our host, is stale (crashed or stalled worker): it is
+ * renamed away (only one worker wins that rename), judged again, and the
+ * unit claimed again as usual. A unit is converted into the worker's stage
+ * directory (conv_convert() writes whole files, renamed into place), the
+ * files are synced, and each is renamed into the run directory only after
+ * checking that the claim is still ours: a worker whose claim was taken over
+ * publishes nothing, and no file is ever written in place under its final
+ * name.
  */
 #include <dirent.h>
 #include <errno.h>
@@ -156,6 +164,15 @@ static int list_units(const struct batch_opts *o, struct unit **out, size_t *n)
 
 /* ---------------------------------------------------------------- claims */
 
+/* Our claim on a unit. The file stays open while we hold it: an open inode
+ * cannot be reused, so "the file under the claim name is still this inode"
+ * proves the claim is still ours, and the heartbeat refreshes this inode
+ * only, never a claim that replaced it. */
+struct claim {
+	int fd;
+	char name[NAME_MAX + 1];
+};
+
 /* State file names: the unit name made safe, plus its kind. */
 static void unit_key(const struct unit *u, char *out, size_t outsz)
 {
@@ -179,16 +196,38 @@ static int state_exists(struct batch *b, const char *key, const char *ext)
 	return fstatat(b->statefd, n, &st, AT_SYMLINK_NOFOLLOW) == 0;
 }
 
-static int write_state(struct batch *b, const char *name, const char *text)
+/* Has a worker given its verdict on the unit (.done or .failed)? */
+static int unit_settled(struct batch *b, const char *key)
 {
-	int fd = openat(b->statefd, name, O_WRONLY | O_CREAT | O_EXCL | O_NOFOLLOW | O_CLOEXEC, 0644);
-	int rc;
+	return state_exists(b, key, ".done") || state_exists(b, key, ".failed");
+}
+
+/* Create name exclusively with text in it, synced; returns the open fd. */
+static int create_state(struct batch *b, const char *name, const char *text)
+{
+	int fd = openat(b->statefd, name, O_RDWR | O_CREAT | O_EXCL | O_NOFOLLOW | O_CLOEXEC, 0644);
 
 	if (fd < 0)
 		return -1;
-	rc = tb_write_all(fd, text, strlen(text));
+	if (tb_write_all(fd, text, strlen(text)) < 0 || fsync(fd) < 0) {
+		int e = errno;
+
+		unlinkat(b->statefd, name, 0);
+		close(fd);
+		errno = e;
+		return -1;
+	}
+	return fd;
+}
+
+static int write_state(struct batch *b, const char *name, const char *text)
+{
+	int fd = create_state(b, name, text);
+
+	if (fd < 0)
+		return -1;
 	close(fd);
-	return rc;
+	return 0;
 }
 
 static int pid_alive(long pid)
@@ -196,23 +235,43 @@ static int pid_alive(long pid)
 	return pid > 0 && (kill((pid_t)pid, 0) == 0 || errno == EPERM);
 }
 
-/* Is this claim abandoned? Only claims older than the lease qualify, and on
- * our own host only when the worker's pid is gone. */
-static int claim_stale(struct batch *b, const char *cname, struct stat *st)
+/* renameat2(RENAME_NOREPLACE), or where the file system lacks it (NFS):
+ * link (which never replaces either) and unlink the old name. */
+static int rename_noreplace(int sfd, const char *sname, int dfd, const char *dname)
+{
+	if (syscall(SYS_renameat2, sfd, sname, dfd, dname, RENAME_NOREPLACE) == 0)
+		return 0;
+	if (errno != EINVAL && errno != ENOSYS)
+		return -1;
+	if (linkat(sfd, sname, dfd, dname, 0) < 0)
+		return -1;
+	unlinkat(sfd, sname, 0);
+	return 0;
+}
+
+static int64_t now_ns(void)
+{
+	struct timespec ts;
+
+	clock_gettime(CLOCK_REALTIME, &ts);
+	return (int64_t)ts.tv_sec * 1000000000 + ts.tv_nsec;
+}
+
+/* Is the claim open as fd abandoned? Only a claim not refreshed for the
+ * whole lease qualifies, and on our own host only when its pid is gone.
+ * st gets the claim's inode as judged. */
+static int claim_stale(struct batch *b, int fd, struct stat *st)
 {
 	char buf[512], host[256];
 	long pid = 0;
 	ssize_t r;
-	int fd = openat(b->statefd, cname, O_RDONLY | O_NOFOLLOW | O_CLOEXEC);
+	int64_t age;
 
-	if (fd < 0)
-		return 0;
-	r = fstat(fd, st) == 0 ? read(fd, buf, sizeof(buf) - 1) : -1;
-	close(fd);
-	if (r < 0)
+	if (fstat(fd, st) < 0 || (r = pread(fd, buf, sizeof(buf) - 1, 0)) < 0)
 		return 0;
 	buf[r] = 0;
-	if (time(NULL) - st->st_mtime <= (time_t)b->o.lease_s)
+	age = now_ns() - ((int64_t)st->st_mtim.tv_sec * 1000000000 + st->st_mtim.tv_nsec);
+	if (age <= (int64_t)b->o.lease_s * 1000000000)
 		return 0;
 	if (sscanf(buf, "%255s %ld", host, &pid) == 2 && !strcmp(host, b->host) && pid_alive(pid))
 		return 0;
@@ -221,63 +280,92 @@ static int claim_stale(struct batch *b, const char *cname, struct stat *st)
 
 /* Remove a stale claim. Renaming it to a name of our own is atomic: of
  * several workers doing this at once, one moves it and the others get
- * ENOENT. If what we moved is not the file we judged (it was replaced in
- * between), it goes back. */
-static int take_over(struct batch *b, const char *cname)
+ * ENOENT. What we moved is judged again: if it is not the inode we judged
+ * (another worker took over and claimed meanwhile; the inode cannot have
+ * been reused while we hold it open), or if its owner refreshed it after
+ * all, it goes back. <key>.taken is created first: whichever worker claims
+ * the unit next (not necessarily us: the claim name is free for a moment)
+ * knows the dead worker's published outputs are to be replaced. */
+static int take_over(struct batch *b, const char *key, const char *cname)
 {
-	struct stat st, moved;
-	char aside[NAME_MAX + 1];
+	struct stat st, now, moved, again;
+	char aside[NAME_MAX + 1], taken[NAME_MAX + 1];
+	int fd = openat(b->statefd, cname, O_RDONLY | O_NOFOLLOW | O_CLOEXEC), took = 0;
 
-	if (!claim_stale(b, cname, &st))
+	if (fd < 0)
 		return 0;
 	snprintf(aside, sizeof(aside), ".%.180s.stale.%d", cname, (int)getpid());
-	if (renameat(b->statefd, cname, b->statefd, aside) < 0)
-		return 0;
+	snprintf(taken, sizeof(taken), "%s.taken", key);
+	/* Still the claim we judged under that name? (Another worker may have
+	 * taken it over and claimed since: never move a live claim if we can
+	 * tell.) */
+	if (!claim_stale(b, fd, &st) || fstatat(b->statefd, cname, &now, AT_SYMLINK_NOFOLLOW) < 0 ||
+	    now.st_ino != st.st_ino || now.st_dev != st.st_dev ||
+	    (write_state(b, taken, cname) < 0 && errno != EEXIST) ||
+	    renameat(b->statefd, cname, b->statefd, aside) < 0)
+		goto out;
 	if (fstatat(b->statefd, aside, &moved, AT_SYMLINK_NOFOLLOW) == 0 &&
-	    moved.st_ino != st.st_ino) {
-		syscall(SYS_renameat2, b->statefd, aside, b->statefd, cname, RENAME_NOREPLACE);
-		return 0;
+	    moved.st_ino == st.st_ino && moved.st_dev == st.st_dev && claim_stale(b, fd, &again)) {
+		took = 1;
+	} else if (rename_noreplace(b->statefd, aside, b->statefd, cname) == 0) {
+		goto out;
 	}
+	/* Not put back (a third worker claimed in between): its owner finds
+	 * its claim gone before publishing and stands down. */
 	unlinkat(b->statefd, aside, 0);
-	if (!b->o.quiet)
+	if (took && !b->o.quiet)
 		fprintf(stderr, "batch: took over the stale claim %s\n", cname);
-	return 1;
+out:
+	close(fd);
+	return took;
 }
 
-/* 1: claimed (cname holds our claim), 2: claimed after taking over a dead
- * worker's claim, 0: someone else has it, -1: error. */
-static int claim(struct batch *b, const char *key, char *cname, size_t csz)
+/* 1: claimed (cl holds our claim), 0: someone else has it, -1: error. */
+static int claim(struct batch *b, const char *key, struct claim *cl)
 {
 	char text[400];
-	int took = 0;
 
-	snprintf(cname, csz, "%s.claim", key);
+	snprintf(cl->name, sizeof(cl->name), "%s.claim", key);
 	snprintf(text, sizeof(text), "%s %d %lld\n", b->host, (int)getpid(), (long long)time(NULL));
 	for (int attempt = 0; attempt < 2; attempt++) {
-		if (write_state(b, cname, text) == 0)
-			return took ? 2 : 1;
+		cl->fd = create_state(b, cl->name, text);
+		if (cl->fd >= 0)
+			return 1;
 		if (errno != EEXIST)
 			return -1;
-		took = take_over(b, cname);
+		if (!take_over(b, key, cl->name))
+			return 0;
+	}
+	return 0;
+}
+
+/* Is the file under our claim's name still the one we created? A taker
+ * that moved it aside to judge it puts it back at once, so a missing name
+ * is looked at again for a while before the claim counts as lost. */
+static int claim_held(struct batch *b, const struct claim *cl)
+{
+	const struct timespec pause = { 0, 20000000 };
+	struct stat mine, now;
+
+	for (int tries = 0; tries < 100; tries++) {
+		if (fstat(cl->fd, &mine) < 0 || mine.st_nlink == 0)
+			return 0;
+		if (fstatat(b->statefd, cl->name, &now, AT_SYMLINK_NOFOLLOW) == 0)
+			return now.st_ino == mine.st_ino && now.st_dev == mine.st_dev;
+		if (errno != ENOENT)
+			return 0;
+		nanosleep(&pause, NULL);
 	}
 	return 0;
 }
 
 /* Remove our claim, only if it is still ours (never another worker's). */
-static void release_claim(struct batch *b, const char *cname)
+static void release_claim(struct batch *b, struct claim *cl)
 {
-	char buf[512], mine[300];
-	int fd = openat(b->statefd, cname, O_RDONLY | O_NOFOLLOW | O_CLOEXEC);
-	ssize_t r = fd >= 0 ? read(fd, buf, sizeof(buf) - 1) : -1;
-
-	if (fd >= 0)
-		close(fd);
-	if (r <= 0)
-		return;
-	buf[r] = 0;
-	snprintf(mine, sizeof(mine), "%s %d ", b->host, (int)getpid());
-	if (!strncmp(buf, mine, strlen(mine)))
-		unlinkat(b->statefd, cname, 0);
+	if (claim_held(b, cl))
+		unlinkat(b->statefd, cl->name, 0);
+	close(cl->fd);
+	cl->fd = -1;
 }
 
 /* ------------------------------------------------------------- heartbeat */
@@ -286,39 +374,50 @@ struct heartbeat {
 	pthread_t th;
 	pthread_mutex_t mu;
 	pthread_cond_t cv;
-	int stop, dirfd;
-	unsigned period_s;
-	char name[NAME_MAX + 1];
+	int stop, fd;
+	int64_t period_ns;
 };
 
-/* Keep the claim fresh while converting so the lease only runs out when
- * the worker is gone, however long the conversion takes. */
+/* Keep the claim fresh while converting and publishing, so the lease only
+ * runs out when the worker is gone or stalled, however long the conversion
+ * takes. Four beats per lease: a late beat or two never lets it lapse. */
 static void *heartbeat_main(void *arg)
 {
 	struct heartbeat *h = arg;
 	struct timespec until;
+	int64_t t;
 
 	pthread_mutex_lock(&h->mu);
 	while (!h->stop) {
-		clock_gettime(CLOCK_REALTIME, &until);
-		until.tv_sec += h->period_s;
+		clock_gettime(CLOCK_MONOTONIC, &until);
+		t = (int64_t)until.tv_nsec + h->period_ns;
+		until.tv_sec += t / 1000000000;
+		until.tv_nsec = t % 1000000000;
 		pthread_cond_timedwait(&h->cv, &h->mu, &until);
 		if (!h->stop)
-			utimensat(h->dirfd, h->name, NULL, AT_SYMLINK_NOFOLLOW);
+			futimens(h->fd, NULL);
 	}
 	pthread_mutex_unlock(&h->mu);
 	return NULL;
 }
 
-static int heartbeat_start(struct heartbeat *h, struct batch *b, const char *cname)
+static int heartbeat_start(struct heartbeat *h, struct batch *b, const struct claim *cl)
 {
+	pthread_condattr_t ca;
+
 	memset(h, 0, sizeof(*h));
 	pthread_mutex_init(&h->mu, NULL);
-	pthread_cond_init(&h->cv, NULL);
-	h->dirfd = b->statefd;
-	h->period_s = b->o.lease_s / 4 ? b->o.lease_s / 4 : 1;
-	snprintf(h->name, sizeof(h->name), "%s", cname);
-	return pthread_create(&h->th, NULL, heartbeat_main, h) == 0 ? 0 : -1;
+	pthread_condattr_init(&ca);
+	pthread_condattr_setclock(&ca, CLOCK_MONOTONIC);
+	pthread_cond_init(&h->cv, &ca);
+	pthread_condattr_destroy(&ca);
+	h->fd = cl->fd;
+	h->period_ns = (int64_t)b->o.lease_s * 250000000;
+	if (pthread_create(&h->th, NULL, heartbeat_main, h) == 0)
+		return 0;
+	pthread_mutex_destroy(&h->mu);
+	pthread_cond_destroy(&h->cv);
+	return -1;
 }
 
 static void heartbeat_stop(struct heartbeat *h)
@@ -330,6 +429,162 @@ static void heartbeat_stop(struct heartbeat *h)
 	pthread_join(h->th, NULL);
 	pthread_mutex_destroy(&h->mu);
 	pthread_cond_destroy(&h->cv);
+}
+
+/* --------------------------------------------------------------- staging */
+
+/* rm -r of name under dirfd, never following a symlink. */
+static void rm_tree_at(int at, const char *name, int depth)
+{
+	struct dirent *e;
+	DIR *d;
+	int fd;
+
+	if (unlinkat(at, name, 0) == 0 || errno == ENOENT || depth > 8)
+		return;
+	fd = openat(at, name, O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
+	if (fd < 0)
+		return;
+	if (!(d = fdopendir(fd))) {
+		close(fd);
+		return;
+	}
+	while ((e = readdir(d)))
+		if (strcmp(e->d_name, ".") && strcmp(e->d_name, ".."))
+			rm_tree_at(fd, e->d_name, depth + 1);
+	closedir(d);
+	unlinkat(at, name, AT_REMOVEDIR);
+}
+
+/* Remove the staging directories other workers left for this unit (they
+ * died, or lost their claim to us). */
+static void stages_clear(struct batch *b, const char *key)
+{
+	char prefix[NAME_MAX + 1];
+	struct dirent *e;
+	DIR *d;
+	int fd = dup(b->statefd);
+	size_t len;
+
+	len = (size_t)snprintf(prefix, sizeof(prefix), ".stage.%s+", key);
+	if (fd < 0 || !(d = fdopendir(fd))) {
+		if (fd >= 0)
+			close(fd);
+		return;
+	}
+	rewinddir(d);
+	while ((e = readdir(d)))
+		if (!strncmp(e->d_name, prefix, len))
+			rm_tree_at(b->statefd, e->d_name, 0);
+	closedir(d);
+}
+
+/* The conversion writes into a private directory of ours; its files move
+ * into the run directory only while our claim holds, so a worker that lost
+ * its claim (stalled past the lease) never publishes over the worker that
+ * took over. Returns the directory's fd, its name in stage. */
+static int stage_open(struct batch *b, const char *key, char *stage, size_t sz,
+		      char *err, size_t errsz)
+{
+	char host[80];
+	int fd;
+
+	tb_host_filename(b->host, host, sizeof(host));
+	snprintf(stage, sz, ".stage.%.180s+%.40s.%d", key, host, (int)getpid());
+	rm_tree_at(b->statefd, stage, 0); /* a dead process with our pid left it */
+	if (mkdirat(b->statefd, stage, 0700) < 0 ||
+	    (fd = openat(b->statefd, stage, O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC)) < 0) {
+		snprintf(err, errsz, "cannot create %s/%s/%s: %s", b->o.logdir, STATE_DIR, stage,
+			 strerror(errno));
+		return -1;
+	}
+	return fd;
+}
+
+/* fsync each file before it gets its final name, so a published name never
+ * points to data lost in a crash of the node. */
+static int sync_file(int dirfd, const char *name)
+{
+	int fd = openat(dirfd, name, O_RDONLY | O_NOFOLLOW | O_CLOEXEC), rc;
+
+	if (fd < 0)
+		return -1;
+	rc = fsync(fd);
+	close(fd);
+	return rc;
+}
+
+/* Files the conversion produced for run, synced, as a list of names. */
+static int staged_files(int src, char (**names)[NAME_MAX + 1], size_t *n,
+			char *err, size_t errsz)
+{
+	int fd = dup(src);
+	struct dirent *e;
+	DIR *d;
+
+	*names = NULL;
+	*n = 0;
+	if (fd < 0 || !(d = fdopendir(fd))) {
+		if (fd >= 0)
+			close(fd);
+		snprintf(err, errsz, "cannot list the converted files: %s", strerror(errno));
+		return -1;
+	}
+	while ((e = readdir(d))) {
+		void *nn;
+
+		if (e->d_name[0] == '.' || e->d_type != DT_REG)
+			continue;
+		if (sync_file(src, e->d_name) < 0 || !(nn = realloc(*names, (*n + 1) * sizeof(**names)))) {
+			snprintf(err, errsz, "cannot sync %s: %s", e->d_name, strerror(errno));
+			closedir(d);
+			return -1;
+		}
+		*names = nn;
+		snprintf((*names)[(*n)++], NAME_MAX + 1, "%s", e->d_name);
+	}
+	closedir(d);
+	return 0;
+}
+
+/* Move the staged files of run into the logdir. 0: published, 1: our claim
+ * was lost (nothing more published), -1: error in err. Files are renamed
+ * whole (never written in place): RENAME_NOREPLACE unless replace. */
+static int publish_staged(struct batch *b, const struct claim *cl, int stagefd, const char *run,
+			  int replace, char *err, size_t errsz)
+{
+	char rel[TB_NAME_MAX + 64], (*names)[NAME_MAX + 1] = NULL;
+	int src, dst = -1, rc = -1;
+	size_t n = 0, i = 0;
+
+	snprintf(rel, sizeof(rel), "%s/%s", TB_PLUGIN_DIR, run);
+	if ((src = tb_mkdirs_at(stagefd, rel, 0, err, errsz)) < 0)
+		return -1;
+	if (staged_files(src, &names, &n, err, errsz) < 0 ||
+	    (dst = tb_open_run_dir(b->o.logdir, run, 1, err, errsz)) < 0)
+		goto out;
+	for (i = 0; i < n; i++) {
+		if (!claim_held(b, cl)) {
+			rc = 1;
+			goto out;
+		}
+		if ((replace ? renameat(src, names[i], dst, names[i]) :
+			       rename_noreplace(src, names[i], dst, names[i])) < 0) {
+			snprintf(err, errsz, "%s/%s/%s: %s%s", b->o.logdir, rel, names[i], strerror(errno),
+				 errno == EEXIST ? " (another writer published it; not replacing it)" : "");
+			goto out;
+		}
+	}
+	fsync(dst);
+	rc = 0;
+out:
+	if (rc < 0 && i > 0)
+		snprintf(err + strlen(err), errsz - strlen(err), "; %zu of %zu files were published", i, n);
+	free(names);
+	close(src);
+	if (dst >= 0)
+		close(dst);
+	return rc;
 }
 
 /* ------------------------------------------------------------ conversion */
@@ -344,60 +599,117 @@ static void run_name(const struct unit *u, char *out, size_t outsz)
 		*dot = 0;
 }
 
-/* A unit taken over from a dead worker may have some of its outputs
- * published already: those are replaced (we own the claim now). */
-static int convert_unit(struct batch *b, const struct unit *u, int replace, char *err, size_t errsz)
+/* Without replace, a run directory that already holds outputs (another
+ * tool's, or an earlier run of the same name) is refused before converting. */
+static int run_dir_free(struct batch *b, const char *run, char *err, size_t errsz)
 {
-	char path[PATH_MAX], run[TB_NAME_MAX + 1];
+	char sub[512];
+	struct dirent *e;
+	DIR *d;
+	int fd = tb_open_run_dir(b->o.logdir, run, 0, sub, sizeof(sub)), busy = 0;
+
+	if (fd < 0)
+		return 0; /* not there yet */
+	if (!(d = fdopendir(fd))) {
+		close(fd);
+		return 0;
+	}
+	while ((e = readdir(d)) && !busy)
+		busy = e->d_name[0] != '.';
+	closedir(d);
+	if (busy)
+		snprintf(err, errsz, "%s/%s/%s already holds files; not replacing them (remove "
+			 "them, or pass --overwrite)", b->o.logdir, TB_PLUGIN_DIR, run);
+	return busy ? -1 : 0;
+}
+
+/* Convert a unit into our staging directory, then publish it. Returns as
+ * publish_staged(). A unit taken over from a dead worker may have some of
+ * its outputs published already: those are replaced (we own the claim). */
+static int convert_unit(struct batch *b, const struct unit *u, const char *key,
+			const struct claim *cl, int replace, char *err, size_t errsz)
+{
+	char path[PATH_MAX], run[TB_NAME_MAX + 1], stage[NAME_MAX + 1], stagepath[64];
 	const char *inputs[1] = { path };
 	struct conv_request req = { 0 };
+	int stagefd, rc;
 
 	if (snprintf(path, sizeof(path), "%s/%s", b->o.in, u->name) >= (int)sizeof(path)) {
 		snprintf(err, errsz, "path too long: %s/%s", b->o.in, u->name);
 		return -1;
 	}
 	run_name(u, run, sizeof(run));
+	if (!replace && run_dir_free(b, run, err, errsz) < 0)
+		return -1;
+	if ((stagefd = stage_open(b, key, stage, sizeof(stage), err, errsz)) < 0)
+		return -1;
+	/* Through our own fd: a path under the shared logdir could be swapped. */
+	snprintf(stagepath, sizeof(stagepath), "/proc/self/fd/%d", stagefd);
 	req.inputs = inputs;
 	req.n_inputs = 1;
-	req.logdir = b->o.logdir;
+	req.logdir = stagepath;
 	req.run = run;
-	req.overwrite = b->o.overwrite || replace;
 	req.quiet = b->o.quiet;
-	return conv_convert(&req, err, errsz);
+	rc = conv_convert(&req, err, errsz);
+	if (rc == 0)
+		rc = publish_staged(b, cl, stagefd, run, replace, err, errsz);
+	close(stagefd);
+	rm_tree_at(b->statefd, stage, 0);
+	return rc;
+}
+
+static void lost_claim(struct batch *b, const struct unit *u)
+{
+	b->skipped++;
+	fprintf(stderr, "batch: %s: our claim ran out and another worker took it over; "
+		"not publishing (raise --lease if workers stall longer than it)\n", u->name);
 }
 
 static void process_unit(struct batch *b, const struct unit *u)
 {
-	char key[NAME_MAX - 16], cname[NAME_MAX + 1], n[NAME_MAX + 1], err[1024] = "";
-	char text[1400];
+	char key[NAME_MAX - 40], n[NAME_MAX + 1], err[1024] = "", run[TB_NAME_MAX + 1];
+	char text[1400], taken_name[NAME_MAX + 1];
+	struct claim cl;
 	struct heartbeat hb;
-	int rc, hb_ok, claimed;
+	int rc, hb_ok, taken;
 
 	unit_key(u, key, sizeof(key));
-	if (state_exists(b, key, ".done") || state_exists(b, key, ".failed") ||
-	    (claimed = claim(b, key, cname, sizeof(cname))) < 1) {
+	if (unit_settled(b, key) || claim(b, key, &cl) < 1) {
 		b->skipped++;
 		return;
 	}
-	/* Done by another worker between our check and our claim? */
-	if (state_exists(b, key, ".done")) {
-		release_claim(b, cname);
+	/* Settled by another worker between our check and our claim? */
+	if (unit_settled(b, key)) {
+		release_claim(b, &cl);
 		b->skipped++;
 		return;
 	}
-	hb_ok = heartbeat_start(&hb, b, cname) == 0;
-	rc = convert_unit(b, u, claimed == 2, err, sizeof(err));
+	taken = state_exists(b, key, ".taken");
+	if (taken)
+		stages_clear(b, key);
+	hb_ok = heartbeat_start(&hb, b, &cl) == 0;
+	rc = convert_unit(b, u, key, &cl, b->o.overwrite || taken, err, sizeof(err));
+	if (rc != 0 && !claim_held(b, &cl))
+		rc = 1;
+	if (rc != 1) {
+		snprintf(n, sizeof(n), "%s%s", key, rc == 0 ? ".done" : ".failed");
+		snprintf(text, sizeof(text), "%s %d %lld %s\n", b->host, (int)getpid(),
+			 (long long)time(NULL), rc == 0 ? "ok" : err);
+		write_state(b, n, text);
+		snprintf(taken_name, sizeof(taken_name), "%s.taken", key);
+		unlinkat(b->statefd, taken_name, 0);
+	}
 	if (hb_ok)
 		heartbeat_stop(&hb);
-	snprintf(n, sizeof(n), "%s%s", key, rc == 0 ? ".done" : ".failed");
-	snprintf(text, sizeof(text), "%s %d %lld %s\n", b->host, (int)getpid(),
-		 (long long)time(NULL), rc == 0 ? "ok" : err);
-	write_state(b, n, text);
-	release_claim(b, cname);
+	release_claim(b, &cl);
+	run_name(u, run, sizeof(run));
 	if (rc == 0) {
 		b->converted++;
 		if (!b->o.quiet)
-			fprintf(stderr, "batch: converted %s\n", u->name);
+			fprintf(stderr, "batch: converted %s into %s/%s/%s/\n", u->name, b->o.logdir,
+				TB_PLUGIN_DIR, run);
+	} else if (rc == 1) {
+		lost_claim(b, u);
 	} else {
 		b->failed++;
 		fprintf(stderr, "batch: %s: %s (details in %s/%s/%s)\n", u->name, err,
