@@ -3,19 +3,21 @@
  * XPlane writer (see xplane.h).
  *
  * Streaming: the core hands us items track by track. Each item becomes one
- * XEvent, packed with protobuf-c and appended, with its field tag and length,
- * to a spill file (an unlinked O_TMPFILE in the output directory). Only the
- * line headers (id, name, first timestamp, where its events lie in the
- * spill) and the interned names stay in memory. At end_host the final file
- * is assembled: plane and line lengths are computed from those records,
- * written by hand as protobuf length prefixes, and the event bytes are
- * copied from the spill. Repeated fields may be split into consecutive
- * entries, which is what makes this legal protobuf.
+ * XEvent, hand-encoded and appended, with its field tag and length, to a
+ * spill file (an unlinked O_TMPFILE in the output directory). Only the line
+ * headers (id, name, first timestamp, where its events lie in the spill),
+ * the interned names and their use counts stay in memory. At end_host the
+ * final file is assembled: event metadata ids are renumbered by use, plane
+ * and line lengths are computed from those records, written by hand as
+ * protobuf length prefixes, and the events are copied from the spill with
+ * their new ids. Repeated fields may be split into consecutive entries,
+ * which is what makes this legal protobuf.
  *
  * Conventions follow what xprof writes itself (see docs/ARCHITECTURE.md):
  * line timestamps in ns relative to the profile start, event offset_ps from
  * the line's timestamp_ns, absolute wall times only in "Task Environment",
- * string stats that repeat (kernel_details) as ref_values.
+ * one XEventMetadata per name (per function and file:line for Python), only
+ * what varies per call as event stats, repeating strings as ref_values.
  */
 #include "xplane.h"
 
