@@ -3,14 +3,18 @@
 # directory holding one profile of two hosts, and a crashed writer's partial
 # log) convert each profile exactly once, publish no partial or temporary
 # file, take over a stale claim left by a killed worker, and leave a live
-# claim of another host alone.
+# claim of another host alone. A worker of another host stalled past the
+# lease loses its claim and publishes nothing; one that stalls for less
+# keeps its claim however long it converts.
 set -u
 BUILD=${BUILD:-build}
 conv=$(readlink -f "$BUILD/bin/llmtracker-convert")
 gen=$BUILD/tests/progs/xplane_genlog
 for p in "$conv" "$gen"; do [ -x "$p" ] || { echo "not ok 1 - $p not built"; exit 1; }; done
 dir=$(mktemp -d /tmp/batch-w.XXXXXX)
-trap 'rm -rf "$dir"' EXIT
+pids=""
+cleanup() { for p in $pids; do kill -CONT "$p" 2>/dev/null; kill -9 "$p" 2>/dev/null; done; [ -n "${KEEP:-}" ] || rm -rf "$dir"; }  # KEEP=1 keeps it
+trap cleanup EXIT
 n=0
 t() { n=$((n + 1)); if "$@" >"$dir/out" 2>&1; then echo "ok $n - $desc"; else echo "not ok $n - $desc"; sed 's/^/# /' "$dir/out" | head -20; fi; }
 in=$dir/in out=$dir/logs state=$dir/logs/.llmtracker-batch
@@ -61,8 +65,8 @@ desc="the directory profile became one run with both hosts"
 t test -s "$out/plugins/profile/multi/host-a.xplane.pb" -a -s "$out/plugins/profile/multi/host-b.xplane.pb"
 desc="the partial log and other files were not converted"
 t bash -c "[ ! -e '$out/plugins/profile/crashed' ] && [ ! -e '$out/plugins/profile/notes' ] && [ \$(ls '$out/plugins/profile' | wc -l) -eq 20 ]"
-desc="no partial or temporary file published anywhere under the logdir"
-t test -z "$(find "$out/plugins" -name '.*' -o -name '*.partial' -o -name '*.tmp')"
+desc="no partial or temporary file published anywhere under the logdir, no stage left"
+t test -z "$(find "$out/plugins" -name '.*' -o -name '*.partial' -o -name '*.tmp'; ls -A "$state" | grep -v '\.done$\|\.claim$')"
 desc="every published xplane.pb decodes in full"
 t bash -c "for f in '$out'/plugins/profile/*/*.xplane.pb; do protoc --decode=tensorflow.profiler.XSpace \
 	--proto_path='$LLMT_ROOT/schemas' '$LLMT_ROOT/schemas/xplane.proto' <\"\$f\" >/dev/null || exit 1; done"
@@ -71,15 +75,48 @@ t bash -c "'$conv' batch --in '$in' --logdir '$out' 2>&1 | grep -q '^batch: 0 co
 desc="a worker killed -9 mid-conversion leaves only its claim; after the lease another takes over"
 mkdir -p "$dir/in2"; "$gen" "$dir/in2/big.log" big 100000
 "$conv" batch --in "$dir/in2" --logdir "$dir/logs2" >"$dir/k.log" 2>&1 & victim=$!
-for i in $(seq 1 300); do ls "$dir/logs2/.llmtracker-batch/"*.claim >/dev/null 2>&1 && break; sleep 0.01; done
-kill -9 $victim; wait $victim 2>/dev/null
+# Waits for a claim in logdir $1 (a slow, loaded machine may take seconds to start).
+claimed() { for i in $(seq 1 3000); do ls "$1/.llmtracker-batch/"*.claim >/dev/null 2>&1 && return 0; sleep 0.01; done; return 1; }
+claimed "$dir/logs2"; kill -9 $victim; wait $victim 2>/dev/null
 t bash -c "ls '$dir/logs2/.llmtracker-batch/' | grep -q '\.claim\$' && ! ls '$dir/logs2/.llmtracker-batch/' | grep -q '\.done\$' &&
 	[ -z \"\$(ls '$dir/logs2/plugins/profile/big' 2>/dev/null | grep -v '^\.')\" ] &&
 	'$conv' batch --in '$dir/in2' --logdir '$dir/logs2' --lease 60 2>&1 | grep -q '^batch: 0 converted' &&
 	sleep 2 && '$conv' batch --in '$dir/in2' --logdir '$dir/logs2' --lease 1 >'$dir/k2.log' 2>&1 &&
 	grep -q 'took over' '$dir/k2.log' && ls '$dir/logs2/.llmtracker-batch/' | grep -q '\.done\$' &&
+	[ -z \"\$(ls -A '$dir/logs2/.llmtracker-batch/' | grep -v '\.done\$')\" ] &&
 	protoc --decode=tensorflow.profiler.XSpace --proto_path='$LLMT_ROOT/schemas' '$LLMT_ROOT/schemas/xplane.proto' \
 		<'$dir/logs2/plugins/profile/big/big.xplane.pb' >/dev/null"
+# A worker of another host (its own UTS namespace) converting big.
+other() { exec unshare -u sh -c 'hostname stalled-host && exec "$@"' sh "$conv" batch "$@"; }
+if ! unshare -u true 2>/dev/null; then
+	echo "ok $((n + 1)) - # SKIP stalled worker: cannot enter a UTS namespace (unshare -u)"
+	echo "ok $((n + 2)) - # SKIP slow worker: cannot enter a UTS namespace (unshare -u)"; n=$((n + 2))
+else
+desc="a worker stalled past the lease loses its claim: it publishes nothing, the taker's files stand"
+mkdir -p "$dir/in3"; "$gen" "$dir/in3/mid.log" mid 20000
+other --in "$dir/in3" --logdir "$dir/logs3" --lease 1 >"$dir/s.log" 2>&1 & stalled=$!; pids="$pids $stalled"
+claimed "$dir/logs3"; kill -STOP $stalled; sleep 1.5
+"$conv" batch --in "$dir/in3" --logdir "$dir/logs3" --lease 1 >"$dir/t.log" 2>&1
+pb=$dir/logs3/plugins/profile/mid/mid.xplane.pb; before=$(stat -c '%i %s %Y' "$pb" 2>&1)
+kill -CONT $stalled; wait $stalled
+t bash -c "grep -q 'took over' '$dir/t.log' && grep -q 'not publishing' '$dir/s.log' &&
+	! grep -q '^batch: converted' '$dir/s.log' && [ \"\$(stat -c '%i %s %Y' '$pb')\" = '$before' ] &&
+	[ \"\$(ls -A '$dir/logs3/.llmtracker-batch')\" = \"\$(ls '$dir/logs3/.llmtracker-batch' | grep '\.done\$')\" ] &&
+	protoc --decode=tensorflow.profiler.XSpace --proto_path='$LLMT_ROOT/schemas' '$LLMT_ROOT/schemas/xplane.proto' <'$pb' >/dev/null"
+desc="a worker stalled often but never for a lease keeps its claim: nobody takes over"
+other --in "$dir/in2" --logdir "$dir/logs4" --lease 2 >"$dir/v.log" 2>&1 & slow=$!; pids="$pids $slow"
+claimed "$dir/logs4"; start=$(date +%s%N)
+# 0.6 s stopped of every 0.7 s for 4.5 s (over 2 leases): a claim that is
+# not refreshed while converting would be taken over by the contenders.
+( for i in $(seq 1 6); do kill -STOP $slow 2>/dev/null || break; sleep 0.6; kill -CONT $slow; sleep 0.1; done ) & stopper=$!
+while kill -0 $slow 2>/dev/null && ! grep -q '^batch: ' "$dir/v.log"; do
+	"$conv" batch --in "$dir/in2" --logdir "$dir/logs4" --lease 2 >>"$dir/c.log" 2>&1; sleep 0.3
+done
+wait $stopper; kill -CONT $slow 2>/dev/null; wait $slow
+echo "# slow worker converted in $(( ($(date +%s%N) - start) / 1000000 )) ms with a 2000 ms lease"
+t bash -c "grep -q '^batch: converted big.log' '$dir/v.log' && ! grep -q 'took over\|^batch: converted' '$dir/c.log' &&
+	[ \"\$(ls -A '$dir/logs4/.llmtracker-batch')\" = \"\$(ls '$dir/logs4/.llmtracker-batch' | grep '\.done\$')\" ]"
+fi
 desc="bad arguments are clear errors"
 t bash -c "'$conv' batch --in '$in' 2>'$dir/e1'; [ \$? -eq 2 ] && grep -q required '$dir/e1' &&
 	{ '$conv' batch --in '$in' --logdir '$out' --lease x 2>'$dir/e2'; [ \$? -eq 2 ]; } && grep -q positive '$dir/e2'"
