@@ -673,6 +673,43 @@ static void test_column_chunks(void **state)
 	}
 }
 
+/* A log cut to half while it is being read: the read ends cleanly where the
+ * file now ends, the stats and the error text say it shrank. */
+static void test_shrink_while_reading(void **state)
+{
+	(void)state;
+	struct evlog_writer *w = wopen("shrink.evlog", 16384, 0);
+	struct evgen *g = evgen_new(5, 0);
+	struct evlog_event ev;
+	const uint64_t n = 50000;
+	for (uint64_t i = 0; i < n; i++) {
+		evgen_mixed(g, i, &ev);
+		assert_int_equal(evlog_write(w, &ev), 0);
+	}
+	assert_int_equal(evlog_writer_close(w), 0);
+	free(g);
+	struct stat sb;
+	assert_int_equal(stat(tpath("shrink.evlog"), &sb), 0);
+	struct evlog_reader *r = ropen(tpath("shrink.evlog"));
+	const struct evlog_event *got;
+	uint64_t k = 0;
+	for (; k < 100; k++)
+		assert_int_equal(evlog_next(r, &got), 0);
+	assert_int_equal(truncate(tpath("shrink.evlog"), sb.st_size / 2), 0);
+	int rc;
+	while ((rc = evlog_next(r, &got)) == 0)
+		k++;
+	assert_int_equal(rc, -EVLOG_END);
+	struct evlog_reader_stats st;
+	evlog_reader_stats(r, &st);
+	assert_int_equal(st.shrank, 1);
+	assert_int_equal(st.truncated, 1);
+	assert_int_equal(st.chunks_bad, 0);
+	assert_true(k > 100 && k < n);
+	assert_non_null(strstr(evlog_reader_error(r), "file shrank"));
+	evlog_reader_close(r);
+}
+
 /* tick() flushes a quiet chunk once it is older than flush_ns. */
 static void test_tick_flush(void **state)
 {
@@ -798,6 +835,7 @@ int main(void)
 		cmocka_unit_test(test_roundtrip_mixed),
 		cmocka_unit_test(test_row_chunks),
 		cmocka_unit_test(test_column_chunks),
+		cmocka_unit_test(test_shrink_while_reading),
 		cmocka_unit_test(test_odd_strings),
 		cmocka_unit_test(test_string_limit),
 		cmocka_unit_test(test_invalid_events),
