@@ -221,13 +221,52 @@ size_t cv_json_escape(char *dst, const char *s, size_t len)
 
 #define ESC_PIECE 4096
 
-int cv_json_str(struct cv_out *o, const char *s, size_t len)
+/* Bytes of s that need no escaping (printable ASCII other than '"' and '\\'):
+ * names and stacks are nearly always all of it, copied in one go. */
+static size_t plain_prefix(const char *s, size_t len)
 {
+	const unsigned char *u = (const unsigned char *)s;
+	const uint64_t ones = 0x0101010101010101ULL, highs = 0x8080808080808080ULL;
 	size_t i = 0;
 
-	if (cv_out_reserve(o, 1))
-		return -1;
-	o->buf[o->len++] = '"';
+	/* Eight bytes at a time: any byte >= 0x80, < 0x20, 0x7f, '"' or '\\'
+	 * sends the word to the byte loop. */
+	for (; i + 8 <= len; i += 8) {
+		uint64_t x;
+
+		memcpy(&x, u + i, 8);
+		uint64_t q = x ^ (ones * '"'), b = x ^ (ones * '\\'), d = x ^ (ones * 0x7f);
+		uint64_t bad = (x | ((x - ones * 0x20) & ~x) | ((q - ones) & ~q) |
+				((b - ones) & ~b) | ((d - ones) & ~d)) & highs;
+
+		if (bad)
+			break;
+	}
+	while (i < len && u[i] >= 0x20 && u[i] < 0x7f && u[i] != '"' && u[i] != '\\')
+		i++;
+	return i;
+}
+
+int cv_json_str(struct cv_out *o, const char *s, size_t len)
+{
+	size_t i = plain_prefix(s, len);
+
+	if (i <= ESC_PIECE && cv_out_reserve(o, i + 2) == 0) {
+		char *d = o->buf + o->len;
+
+		d[0] = '"';
+		memcpy(d + 1, s, i);
+		o->len += i + 1;
+		if (i == len) {
+			o->buf[o->len++] = '"';
+			return 0;
+		}
+	} else {
+		i = 0;
+		if (cv_out_reserve(o, 1))
+			return -1;
+		o->buf[o->len++] = '"';
+	}
 	while (i < len) {
 		size_t w;
 
@@ -253,22 +292,32 @@ int cv_json_u64(struct cv_out *o, uint64_t v)
 				    "25262728293031323334353637383940414243444546474849"
 				    "50515253545556575859606162636465666768697071727374"
 				    "75767778798081828384858687888990919293949596979899";
-	char tmp[24];
-	size_t i = sizeof(tmp);
+	static const uint64_t pow10[20] = {
+		1ULL, 10ULL, 100ULL, 1000ULL, 10000ULL, 100000ULL, 1000000ULL, 10000000ULL,
+		100000000ULL, 1000000000ULL, 10000000000ULL, 100000000000ULL, 1000000000000ULL,
+		10000000000000ULL, 100000000000000ULL, 1000000000000000ULL,
+		10000000000000000ULL, 100000000000000000ULL, 1000000000000000000ULL,
+		10000000000000000000ULL };
+	/* Digits from the bit length (log10(2) ~ 1233/4096), corrected once. */
+	unsigned bits = 64 - (unsigned)__builtin_clzll(v | 1);
+	size_t n = (bits * 1233) >> 12;
+
+	n += n < 20 && v >= pow10[n];
+	n += !n;
+	if (cv_out_reserve(o, 20))
+		return -1;
+	/* Digits straight into the buffer, last first, two at a time. */
+	char *end = o->buf + o->len + n;
 
 	while (v >= 100) {
-		memcpy(tmp + (i -= 2), pairs + (v % 100) * 2, 2);
+		end -= 2;
+		memcpy(end, pairs + (v % 100) * 2, 2);
 		v /= 100;
 	}
 	if (v >= 10)
-		memcpy(tmp + (i -= 2), pairs + v * 2, 2);
+		memcpy(end - 2, pairs + v * 2, 2);
 	else
-		tmp[--i] = (char)('0' + v);
-	size_t n = sizeof(tmp) - i;
-
-	if (cv_out_reserve(o, n))
-		return -1;
-	memcpy(o->buf + o->len, tmp + i, n);
+		end[-1] = (char)('0' + v);
 	o->len += n;
 	return 0;
 }
@@ -306,6 +355,24 @@ int cv_json_double(struct cv_out *o, double v)
 
 	if (v != v || v > 1e300 || v < -1e300)
 		return CV_OUT_LIT(o, "0");
+	/* Ratios and rates: six decimals, trailing zeros dropped, without
+	 * printf (slow) for the usual range. */
+	if (v >= 0 && v < 1e12) {
+		uint64_t m = (uint64_t)(v * 1e6 + 0.5), frac = m % 1000000;
+		char f[8];
+		size_t k = 7;
+
+		if (cv_json_u64(o, m / 1000000))
+			return -1;
+		if (!frac)
+			return 0;
+		f[0] = '.';
+		for (int i = 6; i >= 1; i--, frac /= 10)
+			f[i] = (char)('0' + frac % 10);
+		while (f[k - 1] == '0')
+			k--;
+		return cv_out_write(o, f, k);
+	}
 	n = snprintf(tmp, sizeof(tmp), "%.6g", v);
 	return cv_out_write(o, tmp, (size_t)n);
 }

@@ -353,16 +353,27 @@ static int common(struct tj *t, const char *ph, const struct conv_item *it, uint
 }
 
 /* ",\"key\":" (no comma before the first argument). */
-static int arg_key(struct tj *t, const char *k)
+static inline __attribute__((always_inline)) int arg_key(struct tj *t, const char *k)
 {
 	struct cv_out *o = &t->cur;
+	size_t n = strlen(k); /* a constant once inlined */
 
-	if (t->argn++ && CV_OUT_LIT(o, ","))
+	if (cv_out_reserve(o, n + 4))
 		return -1;
-	return CV_OUT_LIT(o, "\"") || cv_out_str(o, k) || CV_OUT_LIT(o, "\":");
+	char *d = o->buf + o->len;
+
+	if (t->argn++)
+		*d++ = ',';
+	*d++ = '"';
+	memcpy(d, k, n);
+	d += n;
+	*d++ = '"';
+	*d++ = ':';
+	o->len = (size_t)(d - o->buf);
+	return 0;
 }
 
-static int arg_u64(struct tj *t, const char *k, uint64_t v)
+static inline __attribute__((always_inline)) int arg_u64(struct tj *t, const char *k, uint64_t v)
 {
 	struct cv_out *o = &t->cur;
 
@@ -370,7 +381,7 @@ static int arg_u64(struct tj *t, const char *k, uint64_t v)
 	       cv_json_u64(o, v);
 }
 
-static int arg_i64(struct tj *t, const char *k, int64_t v)
+static inline __attribute__((always_inline)) int arg_i64(struct tj *t, const char *k, int64_t v)
 {
 	struct cv_out *o = &t->cur;
 
@@ -378,7 +389,7 @@ static int arg_i64(struct tj *t, const char *k, int64_t v)
 	       cv_json_i64(o, v);
 }
 
-static int arg_str(struct tj *t, const char *k, const char *s, size_t n)
+static inline __attribute__((always_inline)) int arg_str(struct tj *t, const char *k, const char *s, size_t n)
 {
 	struct cv_out *o = &t->cur;
 
@@ -386,7 +397,7 @@ static int arg_str(struct tj *t, const char *k, const char *s, size_t n)
 	       cv_json_str(o, s ? s : "", s ? n : 0);
 }
 
-static int arg_dim3(struct tj *t, const char *k, const uint32_t *v)
+static inline __attribute__((always_inline)) int arg_dim3(struct tj *t, const char *k, const uint32_t *v)
 {
 	struct cv_out *o = &t->cur;
 
