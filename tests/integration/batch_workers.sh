@@ -76,7 +76,7 @@ desc="a worker killed -9 mid-conversion leaves only its claim; after the lease a
 mkdir -p "$dir/in2"; "$gen" "$dir/in2/big.log" big 100000
 "$conv" batch --in "$dir/in2" --logdir "$dir/logs2" >"$dir/k.log" 2>&1 & victim=$!
 # Waits for a claim in logdir $1 (a slow, loaded machine may take seconds to start).
-claimed() { for i in $(seq 1 3000); do ls "$1/.llmtracker-batch/"*.claim >/dev/null 2>&1 && return 0; sleep 0.01; done; return 1; }
+claimed() { for i in $(seq 1 3000); do compgen -G "$1/.llmtracker-batch/*.claim" >/dev/null && return 0; sleep 0.01; done; return 1; }
 claimed "$dir/logs2"; kill -9 $victim; wait $victim 2>/dev/null
 t bash -c "ls '$dir/logs2/.llmtracker-batch/' | grep -q '\.claim\$' && ! ls '$dir/logs2/.llmtracker-batch/' | grep -q '\.done\$' &&
 	[ -z \"\$(ls '$dir/logs2/plugins/profile/big' 2>/dev/null | grep -v '^\.')\" ] &&
@@ -93,7 +93,7 @@ if ! unshare -u true 2>/dev/null; then
 	echo "ok $((n + 2)) - # SKIP slow worker: cannot enter a UTS namespace (unshare -u)"; n=$((n + 2))
 else
 desc="a worker stalled past the lease loses its claim: it publishes nothing, the taker's files stand"
-mkdir -p "$dir/in3"; "$gen" "$dir/in3/mid.log" mid 20000
+mkdir -p "$dir/in3"; "$gen" "$dir/in3/mid.log" mid 40000
 other --in "$dir/in3" --logdir "$dir/logs3" --lease 1 >"$dir/s.log" 2>&1 & stalled=$!; pids="$pids $stalled"
 claimed "$dir/logs3"; kill -STOP $stalled; sleep 1.5
 "$conv" batch --in "$dir/in3" --logdir "$dir/logs3" --lease 1 >"$dir/t.log" 2>&1
@@ -102,7 +102,8 @@ kill -CONT $stalled; wait $stalled
 t bash -c "grep -q 'took over' '$dir/t.log' && grep -q 'not publishing' '$dir/s.log' &&
 	! grep -q '^batch: converted' '$dir/s.log' && [ \"\$(stat -c '%i %s %Y' '$pb')\" = '$before' ] &&
 	[ \"\$(ls -A '$dir/logs3/.llmtracker-batch')\" = \"\$(ls '$dir/logs3/.llmtracker-batch' | grep '\.done\$')\" ] &&
-	protoc --decode=tensorflow.profiler.XSpace --proto_path='$LLMT_ROOT/schemas' '$LLMT_ROOT/schemas/xplane.proto' <'$pb' >/dev/null"
+	protoc --decode=tensorflow.profiler.XSpace --proto_path='$LLMT_ROOT/schemas' '$LLMT_ROOT/schemas/xplane.proto' <'$pb' >/dev/null ||
+	{ echo 'before: $before after:' \$(stat -c '%i %s %Y' '$pb'); ls -A '$dir/logs3/.llmtracker-batch'; cat '$dir/t.log' '$dir/s.log'; false; }"
 desc="a worker stalled often but never for a lease keeps its claim: nobody takes over"
 other --in "$dir/in2" --logdir "$dir/logs4" --lease 2 >"$dir/v.log" 2>&1 & slow=$!; pids="$pids $slow"
 claimed "$dir/logs4"; start=$(date +%s%N)
@@ -115,7 +116,8 @@ done
 wait $stopper; kill -CONT $slow 2>/dev/null; wait $slow
 echo "# slow worker converted in $(( ($(date +%s%N) - start) / 1000000 )) ms with a 2000 ms lease"
 t bash -c "grep -q '^batch: converted big.log' '$dir/v.log' && ! grep -q 'took over\|^batch: converted' '$dir/c.log' &&
-	[ \"\$(ls -A '$dir/logs4/.llmtracker-batch')\" = \"\$(ls '$dir/logs4/.llmtracker-batch' | grep '\.done\$')\" ]"
+	[ \"\$(ls -A '$dir/logs4/.llmtracker-batch')\" = \"\$(ls '$dir/logs4/.llmtracker-batch' | grep '\.done\$')\" ] ||
+	{ ls -A '$dir/logs4/.llmtracker-batch'; cat '$dir/v.log'; grep -v '^converted\|^wrote' '$dir/c.log'; false; }"
 fi
 desc="bad arguments are clear errors"
 t bash -c "'$conv' batch --in '$in' 2>'$dir/e1'; [ \$? -eq 2 ] && grep -q required '$dir/e1' &&
