@@ -75,8 +75,9 @@ t bash -c "'$conv' batch --in '$in' --logdir '$out' 2>&1 | grep -q '^batch: 0 co
 desc="a worker killed -9 mid-conversion leaves only its claim; after the lease another takes over"
 mkdir -p "$dir/in2"; "$gen" "$dir/in2/big.log" big 100000
 "$conv" batch --in "$dir/in2" --logdir "$dir/logs2" >"$dir/k.log" 2>&1 & victim=$!
-# Waits for a claim in logdir $1 (a slow, loaded machine may take seconds to start).
-claimed() { for i in $(seq 1 3000); do compgen -G "$1/.llmtracker-batch/*.claim" >/dev/null && return 0; sleep 0.01; done; return 1; }
+# Waits for a claim in logdir $1, or the state file $2 (.stage.*: converting);
+# a slow, loaded machine may take seconds to start.
+claimed() { for i in $(seq 1 3000); do compgen -G "$1/.llmtracker-batch/${2:-*.claim}" >/dev/null && return 0; sleep 0.01; done; return 1; }
 claimed "$dir/logs2"; kill -9 $victim; wait $victim 2>/dev/null
 t bash -c "ls '$dir/logs2/.llmtracker-batch/' | grep -q '\.claim\$' && ! ls '$dir/logs2/.llmtracker-batch/' | grep -q '\.done\$' &&
 	[ -z \"\$(ls '$dir/logs2/plugins/profile/big' 2>/dev/null | grep -v '^\.')\" ] &&
@@ -95,7 +96,7 @@ else
 desc="a worker stalled past the lease loses its claim: it publishes nothing, the taker's files stand"
 mkdir -p "$dir/in3"; "$gen" "$dir/in3/mid.log" mid 40000
 other --in "$dir/in3" --logdir "$dir/logs3" --lease 1 >"$dir/s.log" 2>&1 & stalled=$!; pids="$pids $stalled"
-claimed "$dir/logs3"; kill -STOP $stalled; sleep 1.5
+claimed "$dir/logs3" '.stage.*'; kill -STOP $stalled; sleep 1.5
 "$conv" batch --in "$dir/in3" --logdir "$dir/logs3" --lease 1 >"$dir/t.log" 2>&1
 pb=$dir/logs3/plugins/profile/mid/mid.xplane.pb; before=$(stat -c '%i %s %Y' "$pb" 2>&1)
 kill -CONT $stalled; wait $stalled
