@@ -61,7 +61,6 @@ struct pass2 {
 	struct cv_map py;     /* (host<<32|pid, tid) -> struct py_thread * */
 	struct cv_buf fold;
 	struct cv_map stack_cache; /* hash of a raw CPU stack -> folded id + 1 */
-	uint64_t seq;
 	uint32_t *proc_base;  /* per host: ordinal of its first process */
 };
 
@@ -93,7 +92,6 @@ static int spill_event(struct pass2 *p, uint32_t log, int32_t track, uint64_t st
 	r->track = (uint32_t)track;
 	r->start = start;
 	r->dur = dur;
-	r->seq = p->seq++;
 	r->log = log;
 	r->stack = stack;
 	cv_rec_pack(r, e);

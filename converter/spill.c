@@ -416,7 +416,15 @@ static int rec_less(const struct cv_rec *a, const struct cv_rec *b)
 		return a->start < b->start;
 	if (a->dur != b->dur)
 		return a->dur > b->dur;
-	return a->seq < b->seq;
+	return 0;
+}
+
+/* Heap order: the records, then the run (earlier runs arrived first). */
+static int heap_less(const struct cv_spill *s, uint32_t x, uint32_t y)
+{
+	const struct cv_rec *a = s->rd[x].cur, *b = s->rd[y].cur;
+
+	return rec_less(a, b) || (!rec_less(b, a) && x < y);
 }
 
 static int read_rec(struct run_reader *rd, char *err, size_t errsz)
@@ -452,10 +460,9 @@ static void heap_down(struct cv_spill *s, uint32_t i)
 	for (;;) {
 		uint32_t l = 2 * i + 1, m = i;
 
-		if (l < s->n_heap && rec_less(s->rd[s->heap[l]].cur, s->rd[s->heap[m]].cur))
+		if (l < s->n_heap && heap_less(s, s->heap[l], s->heap[m]))
 			m = l;
-		if (l + 1 < s->n_heap &&
-		    rec_less(s->rd[s->heap[l + 1]].cur, s->rd[s->heap[m]].cur))
+		if (l + 1 < s->n_heap && heap_less(s, s->heap[l + 1], s->heap[m]))
 			m = l + 1;
 		if (m == i)
 			return;

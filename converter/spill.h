@@ -2,8 +2,9 @@
 /*
  * Spill runs: pass 2 packs every timeline item into a compact record
  * (derived key + the original event, strings inline) in a bounded memory
- * buffer; a full buffer is sorted by (track, start, longer first, arrival)
- * and written to an anonymous temporary file. The runs are then k-way
+ * buffer; a full buffer is sorted by (track, start, longer first, arrival:
+ * the sort is stable and runs merge in order) and written to an anonymous
+ * temporary file. The runs are then k-way
  * merged, so memory stays flat however long the logs are.
  */
 #ifndef LLMT_CONV_SPILL_H
@@ -18,7 +19,6 @@ struct cv_rec {
 	uint32_t len;       /* whole record in bytes, a multiple of 8 */
 	uint64_t start;     /* on the host clock */
 	uint64_t dur;
-	uint64_t seq;       /* arrival order: ties stay stable */
 	uint32_t log;       /* index of the input log */
 	uint32_t stack;     /* interned folded stack + 1, or 0 */
 	/* the packed event follows */

@@ -141,7 +141,6 @@ static void spill_roundtrip(size_t buf_bytes, unsigned n, uint32_t tracks)
 		r->track = (uint32_t)((rng >> 33) % tracks);
 		r->start = (rng >> 40) % 1000;      /* many ties on purpose */
 		r->dur = (rng >> 20) % 7;
-		r->seq = i;
 		r->log = 0;
 		r->stack = 0;
 		cv_rec_pack(r, &e);
@@ -149,6 +148,7 @@ static void spill_roundtrip(size_t buf_bytes, unsigned n, uint32_t tracks)
 	assert_int_equal(cv_spill_finish(s, err, sizeof(err)), 0);
 	const struct cv_rec *r;
 	struct cv_rec prev = { 0 };
+	uint64_t prev_seq = 0; /* arrival order: the correlation id */
 	unsigned got = 0;
 	int rc;
 
@@ -156,17 +156,18 @@ static void spill_roundtrip(size_t buf_bytes, unsigned n, uint32_t tracks)
 		struct evlog_event e;
 		char want[32];
 
+		assert_int_equal(cv_rec_unpack(r, &e), 0);
 		if (got) {
 			/* (track, start, longer first, arrival) */
 			int ok = prev.track < r->track ||
 				 (prev.track == r->track &&
 				  (prev.start < r->start ||
 				   (prev.start == r->start &&
-				    (prev.dur > r->dur || (prev.dur == r->dur && prev.seq < r->seq)))));
+				    (prev.dur > r->dur || (prev.dur == r->dur && prev_seq < e.u.lib_call.correlation_id)))));
 			assert_true(ok);
 		}
 		prev = *r;
-		assert_int_equal(cv_rec_unpack(r, &e), 0);
+		prev_seq = e.u.lib_call.correlation_id;
 		assert_int_equal(e.type, EV_LIB_CALL);
 		snprintf(want, sizeof(want), "sym%llu", (unsigned long long)e.u.lib_call.correlation_id);
 		assert_int_equal(e.u.lib_call.symbol.len, strlen(want));
