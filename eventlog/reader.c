@@ -62,7 +62,6 @@ struct evlog_reader {
 	size_t cols_cap;
 	struct evc_cols *scratch; /* for that transposition */
 	const uint8_t *c[EVC_NCOLS], *ce[EVC_NCOLS]; /* column cursors and ends */
-	uint8_t base[EV_TYPE_MAX + 2]; /* first column of each type's fields */
 	uint32_t left;          /* events still to decode */
 	int tail;               /* after them: 0 end of chunk, -1 damage, -2 newer event type */
 	int in_chunk;
@@ -86,6 +85,12 @@ struct evlog_reader {
 	struct evlog_event ev;
 	struct evlog_reader_stats st;
 	char err[512];
+};
+
+/* evc_bases() as constants, so that each type's column numbers are known at
+ * compile time in evr_fields (checked against evc_bases at open). */
+static const uint8_t evr_base[EV_TYPE_MAX + 2] = {
+	6, 6, 11, 12, 14, 14, 20, 22, 25, 26, 27, 44, 60, 69, 76, 82, 94, 96, 100, 104, 105,
 };
 
 __attribute__((format(printf, 4, 5)))
@@ -269,7 +274,10 @@ static int evr_init(struct evlog_reader *r, const char *name, char *msg, size_t 
 		s[i]->ptr = empty;
 	r->name = strdup(name ? name : "(memory)");
 	r->dctx = ZSTD_createDCtx();
-	evc_bases(r->base);
+	uint8_t base[EV_TYPE_MAX + 2];
+	evc_bases(base);
+	if (memcmp(base, evr_base, sizeof(evr_base)))
+		return evr_msg(msg, msgsz, EVLOG_EINVAL, "event log library: column table out of step");
 	if (!r->name || !r->dctx)
 		return evr_msg(msg, msgsz, EVLOG_ENOMEM, "out of memory opening %s",
 			       name ? name : "(memory)");
@@ -665,31 +673,33 @@ static int evr_pystack(struct evlog_reader *r, unsigned k, struct evlog_pystack 
 	return 0;
 }
 
+#define CASE(t) case t: k = evr_base[t];
+
 static int evr_fields(struct evlog_reader *r, struct evlog_event *ev)
 {
 	typeof(ev->u) *u = &ev->u;
-	unsigned k = r->base[ev->type];
+	unsigned k;
 	switch (ev->type) {
-	case EV_PROCESS:
+	CASE(EV_PROCESS)
 		GET32(u->process.ppid); GETS(u->process.name); GETS(u->process.cmdline);
 		GETS(u->process.exe); GET8(u->process.is_exec);
 		break;
-	case EV_PROCESS_EXIT: GETZ(u->process_exit.code); break;
-	case EV_THREAD: GETS(u->thread.name); GET8(u->thread.is_new); break;
-	case EV_THREAD_EXIT: break;
-	case EV_SYSCALL:
+	CASE(EV_PROCESS_EXIT) GETZ(u->process_exit.code); break;
+	CASE(EV_THREAD) GETS(u->thread.name); GET8(u->thread.is_new); break;
+	CASE(EV_THREAD_EXIT) break;
+	CASE(EV_SYSCALL)
 		GET32(u->syscall.nr); GETV(u->syscall.dur); GETZ(u->syscall.ret);
 		GETV(u->syscall.arg0); GETV(u->syscall.arg1); GETV(u->syscall.arg2);
 		break;
-	case EV_CPU_SAMPLE:
+	CASE(EV_CPU_SAMPLE)
 		GET32(u->cpu_sample.cpu);
 		return evr_stack(r, k, &u->cpu_sample.stack);
-	case EV_PY_ENTER:
+	CASE(EV_PY_ENTER)
 		GETS(u->py_enter.func); GETS(u->py_enter.file); GET32(u->py_enter.line);
 		break;
-	case EV_PY_EXIT: GETS(u->py_exit.func); break;
-	case EV_PY_SAMPLE: return evr_pystack(r, k, &u->py_sample.stack);
-	case EV_LIB_CALL:
+	CASE(EV_PY_EXIT) GETS(u->py_exit.func); break;
+	CASE(EV_PY_SAMPLE) return evr_pystack(r, k, &u->py_sample.stack);
+	CASE(EV_LIB_CALL)
 		GET8(u->lib_call.lib_class); GETS(u->lib_call.lib); GETS(u->lib_call.symbol);
 		GETV(u->lib_call.dur); GETV(u->lib_call.ret); GET32(u->lib_call.depth);
 		GETN(u->lib_call.nargs, EVLOG_MAX_ARGS);
@@ -698,7 +708,7 @@ static int evr_fields(struct evlog_reader *r, struct evlog_event *ev)
 		k += EVLOG_MAX_ARGS;
 		GETS(u->lib_call.detail); GETC(u->lib_call.correlation_id);
 		break;
-	case EV_GPU_KERNEL: {
+	CASE(EV_GPU_KERNEL) {
 		typeof(u->gpu_kernel) *g = &u->gpu_kernel;
 		GETV(g->dur); GET32(g->device); GET32(g->context); GET32(g->stream);
 		GETC(g->correlation_id); GETS(g->name);
@@ -710,24 +720,24 @@ static int evr_fields(struct evlog_reader *r, struct evlog_event *ev)
 		GET32(g->graph_id);
 		break;
 	}
-	case EV_GPU_MEMCPY: {
+	CASE(EV_GPU_MEMCPY) {
 		typeof(u->gpu_memcpy) *m = &u->gpu_memcpy;
 		GETV(m->dur); GET32(m->device); GET32(m->context); GET32(m->stream);
 		GETC(m->correlation_id); GETV(m->bytes); GET8(m->copy_kind); GET8(m->src_kind);
 		GET8(m->dst_kind);
 		break;
 	}
-	case EV_GPU_MEMSET: {
+	CASE(EV_GPU_MEMSET) {
 		typeof(u->gpu_memset) *m = &u->gpu_memset;
 		GETV(m->dur); GET32(m->device); GET32(m->context); GET32(m->stream);
 		GETC(m->correlation_id); GETV(m->bytes); GET32(m->value);
 		break;
 	}
-	case EV_GPU_API:
+	CASE(EV_GPU_API)
 		GETV(u->gpu_api.dur); GET8(u->gpu_api.api_class); GET32(u->gpu_api.cbid);
 		GETC(u->gpu_api.correlation_id); GETZ(u->gpu_api.ret); GETS(u->gpu_api.name);
 		break;
-	case EV_GPU_DEVICE: {
+	CASE(EV_GPU_DEVICE) {
 		typeof(u->gpu_device) *d = &u->gpu_device;
 		GET32(d->device); GETS(d->name); GETS(d->uuid); GET32(d->sm_count);
 		GET32(d->clock_khz); GETV(d->memory_bytes); GETV(d->memory_bandwidth);
@@ -735,16 +745,16 @@ static int evr_fields(struct evlog_reader *r, struct evlog_event *ev)
 		GET32(d->max_regs_per_sm); GET32(d->max_smem_per_sm);
 		break;
 	}
-	case EV_LOST: GET32(u->lost.source); GETV(u->lost.count); break;
-	case EV_SYMBOL:
+	CASE(EV_LOST) GET32(u->lost.source); GETV(u->lost.count); break;
+	CASE(EV_SYMBOL)
 		GETV(u->symbol.addr); GETS(u->symbol.name); GETS(u->symbol.module);
 		GETV(u->symbol.offset);
 		break;
-	case EV_MARKER:
+	CASE(EV_MARKER)
 		GETS(u->marker.name); GETS(u->marker.text); GETV(u->marker.dur);
 		GETV(u->marker.value);
 		break;
-	case EV_CLOCK: GETV(u->clock.realtime_ns); break;
+	CASE(EV_CLOCK) GETV(u->clock.realtime_ns); break;
 	default: return -1;
 	}
 	return 0;
