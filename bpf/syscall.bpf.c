@@ -20,6 +20,9 @@
  * calls that never return, and how full the ring buffer may get before the
  * reader is woken (waking it per record would cost more than the record). */
 const volatile __s64 nr_exit = -1;
+/* uretprobe(2): the kernel's own return path for our uretprobes (x86-64,
+ * Linux 6.11+). It is the profiler's doing, not the target's: never record it. */
+const volatile __s64 nr_uretprobe = -1;
 const volatile __s64 nr_exit_group = -1;
 const volatile __u64 wakeup_bytes = 1 << 20;
 
@@ -75,7 +78,7 @@ int BPF_PROG(lt_sys_enter, struct pt_regs *regs, long id)
 	__u32 tgid = pid_tgid >> 32;
 	struct lt_sys_pending *p, now;
 
-	if (!lt_is_target(tgid))
+	if (!lt_is_target(tgid) || id == nr_uretprobe)
 		return 0;
 	if (id == nr_exit || id == nr_exit_group) {
 		/* No sys_exit will come: record it now. */

@@ -32,6 +32,11 @@ static int sys_start(struct lt_session *s, void **state)
 	if (!skel)
 		return lt_session_errorf(s, "cannot open the syscall BPF object: %s", strerror(errno));
 	skel->rodata->nr_exit = __NR_exit;
+#ifdef __NR_uretprobe
+	skel->rodata->nr_uretprobe = __NR_uretprobe;
+#elif defined(__x86_64__)
+	skel->rodata->nr_uretprobe = 335; /* headers older than Linux 6.11 */
+#endif
 	skel->rodata->nr_exit_group = __NR_exit_group;
 	if (lt_session_share_maps(s, skel->obj))
 		return -1;

@@ -735,6 +735,7 @@ static int parse_args(int argc, char **argv, struct batch_opts *o)
 		{ "logdir", required_argument, NULL, 'l' },
 		{ "lease", required_argument, NULL, 'L' },
 		{ "overwrite", no_argument, NULL, 'w' },
+		{ "force", no_argument, NULL, 'w' }, /* the converter's own name for it */
 		{ "quiet", no_argument, NULL, 'q' },
 		{ "help", no_argument, NULL, 'h' },
 		{ 0 },

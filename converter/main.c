@@ -133,7 +133,7 @@ int main(int argc, char **argv)
 				req.logdir = v;
 			else
 				req.run = v;
-		} else if (!strcmp(a, "--force")) {
+		} else if (!strcmp(a, "--force") || !strcmp(a, "--overwrite")) {
 			req.overwrite = 1;
 		} else if (!strcmp(a, "-q")) {
 			req.quiet = 1;

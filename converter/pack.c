@@ -187,6 +187,7 @@ static int parse_args(int argc, char **argv, struct pack_opts *o)
 		{ "run", required_argument, NULL, 'r' },
 		{ "output", required_argument, NULL, 'o' },
 		{ "overwrite", no_argument, NULL, 'w' },
+		{ "force", no_argument, NULL, 'w' }, /* the converter's own name for it */
 		{ "help", no_argument, NULL, 'h' },
 		{ 0 },
 	};

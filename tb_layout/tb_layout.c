@@ -234,7 +234,7 @@ int tb_tmp_open(struct tb_tmpfile *t, int dirfd, const char *final_name,
 	if (!*final_name || strchr(final_name, '/') || strlen(final_name) > TB_NAME_MAX + 32)
 		return fail(err, errsz, "bad output file name '%s'", final_name);
 	if (!overwrite && fstatat(dirfd, final_name, &st, AT_SYMLINK_NOFOLLOW) == 0)
-		return fail(err, errsz, "%s already exists; not replacing it (use --overwrite, "
+		return fail(err, errsz, "%s already exists; not replacing it (use --force, "
 			    "another --run, or remove it)", final_name);
 	snprintf(t->final, sizeof(t->final), "%s", final_name);
 	t->dirfd = fcntl(dirfd, F_DUPFD_CLOEXEC, 0);
