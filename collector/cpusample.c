@@ -21,15 +21,14 @@
 #include <bpf/libbpf.h>
 
 #include "session.h"
+#include "cpu_perf.h"
 #include "symbolize.h"
 #include "bpf/cpusample.h"
 #include "bpf/cpusample.skel.h"
 
 struct cpu_state {
 	struct cpusample_bpf *skel;
-	int n_cpus;
-	int *pfd;                  /* perf event fd per CPU, -1 if none */
-	struct bpf_link **links;   /* per CPU */
+	struct lt_cpu_perf perf;   /* the per-CPU sampling events */
 	struct lt_sym *sym;
 	int finished;              /* symbols written: later addresses go out at once */
 	uint64_t samples, symbols, note_errors;
@@ -41,19 +40,6 @@ static uint64_t cpu_now_ns(void)
 
 	clock_gettime(CLOCK_MONOTONIC, &ts);
 	return (uint64_t)ts.tv_sec * 1000000000ull + (uint64_t)ts.tv_nsec;
-}
-
-static int perf_open_cpu(int cpu, unsigned freq)
-{
-	struct perf_event_attr a;
-
-	memset(&a, 0, sizeof(a));
-	a.size = sizeof(a);
-	a.type = PERF_TYPE_SOFTWARE;
-	a.config = PERF_COUNT_SW_CPU_CLOCK;
-	a.freq = 1;
-	a.sample_freq = freq;
-	return (int)syscall(SYS_perf_event_open, &a, -1, cpu, -1, PERF_FLAG_FD_CLOEXEC);
 }
 
 /* Symbol tables are read at the end from files opened while the targets
@@ -68,37 +54,6 @@ static void raise_nofile(void)
 	}
 }
 
-static int cpu_attach(struct lt_session *s, struct cpu_state *st)
-{
-	unsigned freq = s->opt.freq_hz ? s->opt.freq_hz : 99;
-	int attached = 0, last_err = 0;
-
-	for (int c = 0; c < st->n_cpus; c++) {
-		st->pfd[c] = perf_open_cpu(c, freq);
-		if (st->pfd[c] < 0) {
-			if (errno != ENODEV) /* ENODEV: CPU offline */
-				last_err = errno;
-			continue;
-		}
-		st->links[c] = bpf_program__attach_perf_event(st->skel->progs.lt_cpu_sample,
-							      st->pfd[c]);
-		if (!st->links[c]) {
-			last_err = errno;
-			continue;
-		}
-		attached++;
-	}
-	if (!attached)
-		return lt_session_errorf(s, "cannot open the cpu-clock perf event at %u Hz: %s%s",
-					 freq, strerror(last_err ? last_err : ENODEV),
-					 last_err == EACCES || last_err == EPERM ?
-					 " (needs root or CAP_PERFMON; see kernel.perf_event_paranoid)" :
-					 last_err == EINVAL ?
-					 " (is --freq above kernel.perf_event_max_sample_rate?)" : "");
-	LT_INFO(1, "cpu: sampling at %u Hz on %d CPUs", freq, attached);
-	return 0;
-}
-
 static int cpu_start(struct lt_session *s, void **state)
 {
 	struct cpu_state *st = calloc(1, sizeof(*st));
@@ -107,15 +62,10 @@ static int cpu_start(struct lt_session *s, void **state)
 	*state = st;
 	if (!st)
 		return lt_session_errorf(s, "cpu: out of memory");
-	st->n_cpus = libbpf_num_possible_cpus();
-	if (st->n_cpus <= 0)
-		return lt_session_errorf(s, "cannot count the CPUs: %s", strerror(-st->n_cpus));
-	st->pfd = malloc(st->n_cpus * sizeof(*st->pfd));
-	st->links = calloc(st->n_cpus, sizeof(*st->links));
-	if (!st->pfd || !st->links || lt_sym_new(&st->sym, NULL))
+	if (lt_cpu_perf_init(s, &st->perf, "cpu"))
+		return -1;
+	if (lt_sym_new(&st->sym, NULL))
 		return lt_session_errorf(s, "cpu: out of memory");
-	for (int c = 0; c < st->n_cpus; c++)
-		st->pfd[c] = -1;
 	st->skel = cpusample_bpf__open();
 	if (!st->skel)
 		return lt_session_errorf(s, "cannot open the cpu sampling BPF object: %s",
@@ -127,7 +77,8 @@ static int cpu_start(struct lt_session *s, void **state)
 		return lt_session_errorf(s, "cannot load the cpu sampling BPF program: %s",
 					 strerror(-err));
 	raise_nofile();
-	return cpu_attach(s, st);
+	return lt_cpu_perf_attach(s, &st->perf, st->skel->progs.lt_cpu_sample,
+				  s->opt.freq_hz ? s->opt.freq_hz : 99, "cpu");
 }
 
 /* Capture the new target's mappings now: it may exit before the end. */
@@ -226,15 +177,7 @@ static int cpu_handle(struct lt_session *s, void *state, const struct lt_rec_hdr
 /* Stop sampling, then write the symbol of every sampled address. */
 static void cpu_detach(struct cpu_state *st)
 {
-	for (int c = 0; st->links && c < st->n_cpus; c++) {
-		bpf_link__destroy(st->links[c]);
-		st->links[c] = NULL;
-	}
-	for (int c = 0; st->pfd && c < st->n_cpus; c++) {
-		if (st->pfd[c] >= 0)
-			close(st->pfd[c]);
-		st->pfd[c] = -1;
-	}
+	lt_cpu_perf_detach(&st->perf);
 }
 
 static int cpu_finish(struct lt_session *s, void *state)
@@ -275,8 +218,7 @@ static void cpu_stop(struct lt_session *s, void *state)
 	cpu_detach(st);
 	cpusample_bpf__destroy(st->skel);
 	lt_sym_free(st->sym);
-	free(st->links);
-	free(st->pfd);
+	lt_cpu_perf_free(&st->perf);
 	free(st);
 }
 

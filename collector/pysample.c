@@ -27,6 +27,7 @@
 #include <bpf/libbpf.h>
 
 #include "session.h"
+#include "cpu_perf.h"
 #include "pyoffsets.h"
 #include "bpf/pysample.h"
 #include "bpf/pysample.skel.h"
@@ -51,9 +52,7 @@ struct pys_proc {
 
 struct pys_state {
 	struct pysample_bpf *skel;
-	int n_cpus;
-	int *pfd;
-	struct bpf_link **links;
+	struct lt_cpu_perf perf;   /* the per-CPU sampling events */
 	struct pys_proc *procs;
 	size_t n_procs, cap_procs;
 	uint64_t samples, codes, unreadable;
@@ -319,49 +318,6 @@ static int pys_add_target(struct lt_session *s, void *state, int pid)
 
 /* ---------------------------------------------------------- attachment */
 
-static int pys_perf_open(int cpu, unsigned freq)
-{
-	struct perf_event_attr a;
-
-	memset(&a, 0, sizeof(a));
-	a.size = sizeof(a);
-	a.type = PERF_TYPE_SOFTWARE;
-	a.config = PERF_COUNT_SW_CPU_CLOCK;
-	a.freq = 1;
-	a.sample_freq = freq;
-	return (int)syscall(SYS_perf_event_open, &a, -1, cpu, -1, PERF_FLAG_FD_CLOEXEC);
-}
-
-static int pys_attach(struct lt_session *s, struct pys_state *st)
-{
-	unsigned freq = s->opt.freq_hz ? s->opt.freq_hz : 99;
-	int attached = 0, last_err = 0;
-
-	for (int c = 0; c < st->n_cpus; c++) {
-		st->pfd[c] = pys_perf_open(c, freq);
-		if (st->pfd[c] < 0) {
-			if (errno != ENODEV) /* ENODEV: CPU offline */
-				last_err = errno;
-			continue;
-		}
-		st->links[c] = bpf_program__attach_perf_event(st->skel->progs.lt_py_sample, st->pfd[c]);
-		if (!st->links[c]) {
-			last_err = errno;
-			continue;
-		}
-		attached++;
-	}
-	if (!attached)
-		return lt_session_errorf(s, "pysample: cannot open the cpu-clock perf event at %u Hz: %s%s",
-					 freq, strerror(last_err ? last_err : ENODEV),
-					 last_err == EACCES || last_err == EPERM ?
-					 " (needs root or CAP_PERFMON; see kernel.perf_event_paranoid)" :
-					 last_err == EINVAL ?
-					 " (is --freq above kernel.perf_event_max_sample_rate?)" : "");
-	LT_INFO(1, "pysample: sampling at %u Hz on %d CPUs", freq, attached);
-	return 0;
-}
-
 static int pys_start(struct lt_session *s, void **state)
 {
 	struct pys_state *st = calloc(1, sizeof(*st));
@@ -370,15 +326,8 @@ static int pys_start(struct lt_session *s, void **state)
 	*state = st;
 	if (!st)
 		return lt_session_errorf(s, "pysample: out of memory");
-	st->n_cpus = libbpf_num_possible_cpus();
-	if (st->n_cpus <= 0)
-		return lt_session_errorf(s, "cannot count the CPUs: %s", strerror(-st->n_cpus));
-	st->pfd = malloc(st->n_cpus * sizeof(*st->pfd));
-	st->links = calloc(st->n_cpus, sizeof(*st->links));
-	if (!st->pfd || !st->links)
-		return lt_session_errorf(s, "pysample: out of memory");
-	for (int c = 0; c < st->n_cpus; c++)
-		st->pfd[c] = -1;
+	if (lt_cpu_perf_init(s, &st->perf, "pysample"))
+		return -1;
 	st->skel = pysample_bpf__open();
 	if (!st->skel)
 		return lt_session_errorf(s, "cannot open the Python sampling BPF object: %s",
@@ -389,20 +338,13 @@ static int pys_start(struct lt_session *s, void **state)
 	if (err)
 		return lt_session_errorf(s, "cannot load the Python sampling BPF program: %s",
 					 strerror(-err));
-	return pys_attach(s, st);
+	return lt_cpu_perf_attach(s, &st->perf, st->skel->progs.lt_py_sample,
+				  s->opt.freq_hz ? s->opt.freq_hz : 99, "pysample");
 }
 
 static void pys_detach(struct pys_state *st)
 {
-	for (int c = 0; st->links && c < st->n_cpus; c++) {
-		bpf_link__destroy(st->links[c]);
-		st->links[c] = NULL;
-	}
-	for (int c = 0; st->pfd && c < st->n_cpus; c++) {
-		if (st->pfd[c] >= 0)
-			close(st->pfd[c]);
-		st->pfd[c] = -1;
-	}
+	lt_cpu_perf_detach(&st->perf);
 }
 
 static int pys_finish(struct lt_session *s, void *state)
@@ -434,8 +376,7 @@ static void pys_stop(struct lt_session *s, void *state)
 	for (size_t i = 0; i < st->n_procs; i++)
 		pys_codes_clear(&st->procs[i]);
 	free(st->procs);
-	free(st->links);
-	free(st->pfd);
+	lt_cpu_perf_free(&st->perf);
 	free(st);
 }
 
