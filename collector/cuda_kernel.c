@@ -5,6 +5,7 @@
  */
 #include "cuda_kernel.h"
 #include "injector.h"
+#include "inject_ctl.h"
 
 #include <errno.h>
 #include <fcntl.h>
@@ -141,64 +142,11 @@ int lt_ck_available(const struct lt_cuda_kernel *ck)
 static int send_start(struct lt_cuda_kernel *ck, struct ck_target *t)
 {
 	char msg[900];
+
 	snprintf(msg, sizeof(msg), "start pid=%d host=%s driver=%d runtime=%d finalize_ms=%d %.256s",
 		 t->pid, ck->host, !!ck->o.driver_api, !ck->o.kernels_only, ck->o.finalize_ms,
 		 ck->o.start_extra ? ck->o.start_extra : "");
-	int dfd = open(ck->dir, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
-	char cbuf[CMSG_SPACE(sizeof(int))];
-	memset(cbuf, 0, sizeof(cbuf));
-	struct iovec iov = { msg, strlen(msg) };
-	struct msghdr mh = { .msg_iov = &iov, .msg_iovlen = 1 };
-	if (dfd >= 0) {
-		mh.msg_control = cbuf;
-		mh.msg_controllen = sizeof(cbuf);
-		struct cmsghdr *cm = CMSG_FIRSTHDR(&mh);
-		cm->cmsg_level = SOL_SOCKET;
-		cm->cmsg_type = SCM_RIGHTS;
-		cm->cmsg_len = CMSG_LEN(sizeof(int));
-		memcpy(CMSG_DATA(cm), &dfd, sizeof(int));
-	}
-	ssize_t n = sendmsg(t->sock, &mh, MSG_NOSIGNAL);
-	if (dfd >= 0)
-		close(dfd);
-	return n < 0 ? -errno : 0;
-}
-
-/* One reply, up to ms. Returns its length, 0 on EOF, -ETIMEDOUT. */
-static int recv_reply(int sock, char *buf, size_t len, int ms)
-{
-	struct pollfd p = { sock, POLLIN, 0 };
-	int r;
-	do
-		r = poll(&p, 1, ms);
-	while (r < 0 && errno == EINTR);
-	if (r == 0)
-		return -ETIMEDOUT;
-	ssize_t n = recv(sock, buf, len - 1, 0);
-	if (n <= 0)
-		return 0;
-	buf[n] = 0;
-	return (int)n;
-}
-
-static unsigned long long field(const char *msg, const char *key)
-{
-	char k[32];
-	snprintf(k, sizeof(k), " %s=", key);
-	const char *p = strstr(msg, k);
-	return p ? strtoull(p + strlen(k), NULL, 10) : 0;
-}
-
-/* "err pid=N text" -> "text" */
-static const char *msg_text(const char *m)
-{
-	m += strcspn(m, " ");
-	m += strspn(m, " ");
-	if (!strncmp(m, "pid=", 4)) {
-		m += strcspn(m, " ");
-		m += strspn(m, " ");
-	}
-	return m;
+	return lt_ictl_send(t->sock, msg, ck->dir);
 }
 
 static int msg_pid(const char *m)
@@ -324,14 +272,14 @@ int lt_ck_attach(struct lt_cuda_kernel *ck, int pid)
 	t->sock = t->inj.sock;
 	ck->n++;
 	if ((rc = send_start(ck, t)) == 0)
-		rc = recv_reply(t->sock, reply, sizeof(reply), REPLY_MS);
+		rc = lt_ictl_recv(t->sock, reply, sizeof(reply), REPLY_MS);
 	if (rc > 0 && !strncmp(reply, "ok", 2)) {
 		ck_log(ck, 'I', "CUDA kernel profiling of pid %d started: %s/%s", pid, ck->dir,
 		       strstr(reply, "file=") ? strstr(reply, "file=") + 5 : "?");
 		return 0;
 	}
 	if (rc > 0 && !strncmp(reply, "err ", 4))
-		ck_log(ck, 'W', "pid %d: %s", pid, msg_text(reply));
+		ck_log(ck, 'W', "pid %d: %s", pid, lt_ictl_text(reply));
 	else
 		ck_log(ck, 'W', "CUDA kernel profiling cannot start in pid %d: the injected library %s",
 		       pid, rc == -ETIMEDOUT ? "did not answer" : "went away");
@@ -342,17 +290,17 @@ int lt_ck_attach(struct lt_cuda_kernel *ck, int pid)
 
 static void account(struct lt_cuda_kernel *ck, int pid, const char *reply)
 {
-	unsigned long long k = field(reply, "kernels"), a = field(reply, "api"), d = field(reply, "dropped");
-	int fin = (int)field(reply, "finalized");
+	unsigned long long k = lt_ictl_field(reply, "kernels"), a = lt_ictl_field(reply, "api"), d = lt_ictl_field(reply, "dropped");
+	int fin = (int)lt_ictl_field(reply, "finalized");
 	ck->tot.kernels += k;
-	ck->tot.memcpys += field(reply, "memcpy");
-	ck->tot.memsets += field(reply, "memset");
+	ck->tot.memcpys += lt_ictl_field(reply, "memcpy");
+	ck->tot.memsets += lt_ictl_field(reply, "memset");
 	ck->tot.apis += a;
 	ck->tot.dropped += d;
 	ck->tot.finalized += fin;
 	if (k || a)
 		ck_log(ck, 'I', "pid %d: %llu kernels, %llu memcpy, %llu memset, %llu API calls, "
-		       "%llu dropped; CUPTI %s", pid, k, field(reply, "memcpy"), field(reply, "memset"),
+		       "%llu dropped; CUPTI %s", pid, k, lt_ictl_field(reply, "memcpy"), lt_ictl_field(reply, "memset"),
 		       a, d, fin ? "detached" : "still attached (no CUDA call to detach at); it detaches "
 		       "at the process's next CUDA call");
 }
@@ -382,14 +330,14 @@ static void stop_launched(struct lt_cuda_kernel *ck, struct ck_target *t)
 	for (int round = 0; round < 2; round++) {
 		int wait_ms = round ? ck->o.finalize_ms + REPLY_MS : 0;
 		for (;;) {
-			int rc = recv_reply(t->sock, reply, sizeof(reply), wait_ms);
+			int rc = lt_ictl_recv(t->sock, reply, sizeof(reply), wait_ms);
 			if (rc <= 0)
 				break;
 			int pid = msg_pid(reply);
 			if (!strncmp(reply, "ok", 2) && n < MAX_TARGETS) {
 				pids[n++] = pid;
 			} else if (!strncmp(reply, "err", 3)) {
-				ck_log(ck, 'W', "pid %d: %s", pid, msg_text(reply));
+				ck_log(ck, 'W', "pid %d: %s", pid, lt_ictl_text(reply));
 			} else if (!strncmp(reply, "stopped", 7)) {
 				account(ck, pid, reply);
 				for (int i = 0; i < n; i++)
@@ -421,7 +369,7 @@ static void stop_one(struct lt_cuda_kernel *ck, struct ck_target *t)
 	} else if (t->sock >= 0) {
 		send(t->sock, "stop", 4, MSG_NOSIGNAL);
 		do
-			rc = recv_reply(t->sock, reply, sizeof(reply), ck->o.finalize_ms + REPLY_MS);
+			rc = lt_ictl_recv(t->sock, reply, sizeof(reply), ck->o.finalize_ms + REPLY_MS);
 		while (rc > 0 && strncmp(reply, "stopped", 7));
 		if (rc > 0)
 			account(ck, t->pid, reply);

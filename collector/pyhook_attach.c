@@ -6,6 +6,7 @@
  */
 #include "pyhook_attach.h"
 #include "injector.h"
+#include "inject_ctl.h"
 
 #include <errno.h>
 #include <fcntl.h>
@@ -143,55 +144,11 @@ int lt_pyh_has(struct lt_pyhook *ph, int pid)
  * namespaces: the target needs no path of ours). */
 static int pyh_send_start(struct lt_pyhook *ph, struct pyh_target *t, int wait_ms)
 {
-	char msg[600], cbuf[CMSG_SPACE(sizeof(int))];
+	char msg[600];
+
 	snprintf(msg, sizeof(msg), "start pid=%d host=%s cuda=0 python=1 py_wait_ms=%d", t->pid, ph->host,
 		 wait_ms);
-	int dfd = open(ph->dir, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
-	memset(cbuf, 0, sizeof(cbuf));
-	struct iovec iov = { msg, strlen(msg) };
-	struct msghdr mh = { .msg_iov = &iov, .msg_iovlen = 1 };
-	if (dfd >= 0) {
-		mh.msg_control = cbuf;
-		mh.msg_controllen = sizeof(cbuf);
-		struct cmsghdr *cm = CMSG_FIRSTHDR(&mh);
-		cm->cmsg_level = SOL_SOCKET;
-		cm->cmsg_type = SCM_RIGHTS;
-		cm->cmsg_len = CMSG_LEN(sizeof(int));
-		memcpy(CMSG_DATA(cm), &dfd, sizeof(int));
-	}
-	ssize_t n = sendmsg(t->inj.sock, &mh, MSG_NOSIGNAL);
-	if (dfd >= 0)
-		close(dfd);
-	return n < 0 ? -errno : 0;
-}
-
-/* One reply within ms: its length, 0 on EOF, -ETIMEDOUT. */
-static int pyh_recv(int sock, char *buf, size_t len, int ms)
-{
-	struct pollfd p = { sock, POLLIN, 0 };
-	int r;
-	do
-		r = poll(&p, 1, ms);
-	while (r < 0 && errno == EINTR);
-	if (r == 0)
-		return -ETIMEDOUT;
-	ssize_t n = recv(sock, buf, len - 1, 0);
-	if (n <= 0)
-		return 0;
-	buf[n] = 0;
-	return (int)n;
-}
-
-/* "err pid=N text" -> "text" */
-static const char *pyh_text(const char *m)
-{
-	m += strcspn(m, " ");
-	m += strspn(m, " ");
-	if (!strncmp(m, "pid=", 4)) {
-		m += strcspn(m, " ");
-		m += strspn(m, " ");
-	}
-	return m;
+	return lt_ictl_send(t->inj.sock, msg, ph->dir);
 }
 
 static void pyh_unload(struct pyh_target *t, void (*log)(char, const char *))
@@ -227,10 +184,10 @@ int lt_pyh_attach(struct lt_pyhook *ph, int pid, int wait_ms, char *msg, size_t 
 		return rc;
 	}
 	if ((rc = pyh_send_start(ph, &t, wait_ms)) == 0)
-		rc = pyh_recv(t.inj.sock, reply, sizeof(reply), PYH_REPLY_MS + wait_ms);
+		rc = lt_ictl_recv(t.inj.sock, reply, sizeof(reply), PYH_REPLY_MS + wait_ms);
 	if (rc > 0 && !strncmp(reply, "ok", 2)) {
 		t.started = 1;
-		snprintf(msg, msgsz, "%s", pyh_text(reply));
+		snprintf(msg, msgsz, "%s", lt_ictl_text(reply));
 		pthread_mutex_lock(&ph->mu);
 		if (ph->n < PYH_MAX)
 			ph->t[ph->n++] = t;
@@ -241,7 +198,7 @@ int lt_pyh_attach(struct lt_pyhook *ph, int pid, int wait_ms, char *msg, size_t 
 			return 0;
 		snprintf(msg, msgsz, "too many hooked processes");
 	} else if (rc > 0 && !strncmp(reply, "err", 3)) {
-		snprintf(msg, msgsz, "%s", pyh_text(reply));
+		snprintf(msg, msgsz, "%s", lt_ictl_text(reply));
 	} else {
 		snprintf(msg, msgsz, "the injected library %s", rc == -ETIMEDOUT ? "did not answer" : "went away");
 	}
@@ -339,11 +296,11 @@ static void pyh_stop_one(struct pyh_target *t, void (*log)(char, const char *))
 	if (t->inj.sock >= 0 && t->started) {
 		send(t->inj.sock, "stop", 4, MSG_NOSIGNAL);
 		do
-			rc = pyh_recv(t->inj.sock, reply, sizeof(reply), PYH_REPLY_MS);
+			rc = lt_ictl_recv(t->inj.sock, reply, sizeof(reply), PYH_REPLY_MS);
 		while (rc > 0 && strncmp(reply, "stopped", 7));
 	}
 	if (rc > 0)
-		snprintf(line, sizeof(line), "python: pid %d: hook %s", t->pid, pyh_text(reply));
+		snprintf(line, sizeof(line), "python: pid %d: hook %s", t->pid, lt_ictl_text(reply));
 	else
 		snprintf(line, sizeof(line), "python: pid %d: the hook library %s", t->pid,
 			 rc == -ETIMEDOUT ? "did not answer the stop request (GIL held?)"
