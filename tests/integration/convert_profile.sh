@@ -16,7 +16,7 @@ n=0
 t() { n=$((n + 1)); if "$@" >"$dir/out" 2>&1; then echo "ok $n - $desc"; else echo "not ok $n - $desc"; sed 's/^/# /' "$dir/out" | head -20; fi; }
 
 desc="profile -t syscall,cpu -- cpu_two_funcs (1 s)"
-t "$llmt" profile -t syscall,cpu -o "$dir/p.log" -- "$prog" 1 0.3
+t "$llmt" profile -t syscall,cpu -o "$dir/p.log" -- "$prog" 1 0.15
 desc="convert to JSON.gz; the independent checker passes"
 t bash -c "'$conv' -q -i '$dir/p.log' -o '$dir/p.json.gz' && $check '$dir/p.json.gz' --min-events 50"
 desc="read() system calls by name with ret/fd/size, CPU samples with burn_alpha stacks"
