@@ -202,7 +202,7 @@ PROG_LIBS_fake_cuda_app := -ldl
 
 $(BUILD)/fuzz/%: tests/fuzz/%.c $(EVLOG_SRC) $(CONV_SRC) $(PROTO_C) | $(GENERATED)
 	@mkdir -p $(@D)
-	$(CLANG) -g -O1 -fsanitize=fuzzer,address,undefined -std=gnu11 -D_GNU_SOURCE -I. -I$(BUILD) -I$(BUILD)/gen \
+	$(CLANG) -g -O1 -fsanitize=fuzzer,address,undefined -fno-sanitize-recover=undefined -std=gnu11 -D_GNU_SOURCE -I. -I$(BUILD) -I$(BUILD)/gen \
 		-o $@ $< $(or $(FUZZ_SRC_$*),$(EVLOG_SRC) $(CONV_SRC) $(PROTO_C)) $(LIBS_CONVERTER)
 # A fuzzer that needs fewer sources sets FUZZ_SRC_<name>.
 FUZZ_SRC_fuzz_evlog_reader := $(EVLOG_SRC)

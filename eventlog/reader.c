@@ -640,7 +640,7 @@ static int evr_stack(struct evlog_reader *r, unsigned k, struct evlog_stack *out
 	const struct evr_stack *s = &r->stacks[id];
 	out->n_kernel = s->nk;
 	out->n_user = s->nu;
-	out->ips = r->frames + s->off;
+	out->ips = r->frames ? r->frames + s->off : NULL; /* empty stack, nothing allocated yet */
 	return 0;
 }
 
@@ -669,7 +669,7 @@ static int evr_pystack(struct evlog_reader *r, unsigned k, struct evlog_pystack 
 		r->pyframes_len += n;
 	}
 	out->n = r->pystacks[id].n;
-	out->frames = r->pyframes + r->pystacks[id].off;
+	out->frames = r->pyframes ? r->pyframes + r->pystacks[id].off : NULL;
 	return 0;
 }
 
