@@ -5,16 +5,8 @@
 # is valid, says what it skipped and why, never crashes, and leaves no
 # partial output behind.
 set -u
-BUILD=${BUILD:-build}
-LLMT_ROOT=${LLMT_ROOT:-$(cd "$(dirname "$0")/../.." && pwd)}
-conv=$BUILD/bin/llmtracker-convert
-gen=$BUILD/tests/progs/conv_genlog
-check="python3 $LLMT_ROOT/tests/integration/convert_check.py"
-for p in "$conv" "$gen"; do [ -x "$p" ] || { echo "not ok 1 - $p not built"; exit 1; }; done
-dir=$(mktemp -d /tmp/convert-bad.XXXXXX)
-trap 'rm -rf "$dir"' EXIT
-n=0
-t() { n=$((n + 1)); if "$@" >"$dir/out" 2>&1; then echo "ok $n - $desc"; else echo "not ok $n - $desc"; sed 's/^/# /' "$dir/out" | head -20; fi; }
+scratch=convert-bad
+. "$(dirname "$0")/convert_common.inc"
 # run CONV-ARGS...: exit status in $rc (never a signal), stderr in $dir/err
 run() { "$conv" "$@" 2>"$dir/err" >/dev/null; rc=$?; [ $rc -lt 128 ] || { echo "crashed with $rc"; return 1; }; }
 

@@ -7,16 +7,8 @@
 # profiler's own uretprobe calls, puts CUPTI's synchronization records on
 # the waiting thread, and cuts no overlaps.
 set -u
-BUILD=${BUILD:-build}
-LLMT_ROOT=${LLMT_ROOT:-$(cd "$(dirname "$0")/../.." && pwd)}
-conv=$BUILD/bin/llmtracker-convert
-gen=$BUILD/tests/progs/conv_genlog
-check="python3 $LLMT_ROOT/tests/integration/convert_check.py"
-for p in "$conv" "$gen"; do [ -x "$p" ] || { echo "not ok 1 - $p not built"; exit 1; }; done
-dir=$(mktemp -d /tmp/convert-gpudup.XXXXXX)
-trap 'rm -rf "$dir"' EXIT
-n=0
-t() { n=$((n + 1)); if "$@" >"$dir/out" 2>&1; then echo "ok $n - $desc"; else echo "not ok $n - $desc"; sed 's/^/# /' "$dir/out" | head -20; fi; }
+scratch=convert-gpudup
+. "$(dirname "$0")/convert_common.inc"
 
 mkdir -p "$dir/cupti"
 steps=$("$gen" "$dir/node.log" -n 5000 --part host --uprobe-cuda | awk '{print $2}')

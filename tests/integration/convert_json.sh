@@ -6,16 +6,8 @@
 # merging a host log with the injected library's log (--cupti-dir), two hosts
 # on one timeline, folded stacks, archives, --logdir, summary, dump, export.
 set -u
-BUILD=${BUILD:-build}
-LLMT_ROOT=${LLMT_ROOT:-$(cd "$(dirname "$0")/../.." && pwd)}
-conv=$BUILD/bin/llmtracker-convert
-gen=$BUILD/tests/progs/conv_genlog
-check="python3 $LLMT_ROOT/tests/integration/convert_check.py"
-for p in "$conv" "$gen"; do [ -x "$p" ] || { echo "not ok 1 - $p not built"; exit 1; }; done
-dir=$(mktemp -d /tmp/convert-json.XXXXXX)
-trap 'rm -rf "$dir"' EXIT
-n=0
-t() { n=$((n + 1)); if "$@" >"$dir/out" 2>&1; then echo "ok $n - $desc"; else echo "not ok $n - $desc"; sed 's/^/# /' "$dir/out" | head -20; fi; }
+scratch=convert-json
+. "$(dirname "$0")/convert_common.inc"
 
 "$gen" "$dir/m.log" -n 20000 --overlap --odd-names --unbound 7 >/dev/null || { echo "not ok 1 - generator failed"; exit 1; }
 steps=$(( 20000 / 28 + 1 ))
