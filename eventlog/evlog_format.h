@@ -150,4 +150,9 @@ static inline const uint8_t *evf_get_varint(const uint8_t *p, const uint8_t *end
 	return NULL;
 }
 
+/* Format a message into msg (if any) for an open function's caller; returns
+ * -code. Shared by the reader and the writer (names.c). */
+int evf_msg(char *msg, size_t msgsz, int code, const char *fmt, ...)
+	__attribute__((format(printf, 4, 5)));
+
 #endif /* LLMT_EVLOG_FORMAT_H */

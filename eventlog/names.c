@@ -1,6 +1,9 @@
 // SPDX-License-Identifier: Apache-2.0
 /* Names of event types, sources and error codes (stable: used in dumps). */
+#include <stdarg.h>
+#include <stdio.h>
 #include "eventlog/eventlog.h"
+#include "eventlog/evlog_format.h"
 
 static const char *const type_names[EV_TYPE_MAX + 1] = {
 	[EV_PROCESS] = "process",
@@ -59,4 +62,16 @@ const char *evlog_strerror(int err)
 	case EVLOG_END: return "end of log";
 	default: return "unknown error";
 	}
+}
+
+int evf_msg(char *msg, size_t msgsz, int code, const char *fmt, ...)
+{
+	if (msg && msgsz) {
+		va_list ap;
+
+		va_start(ap, fmt);
+		vsnprintf(msg, msgsz, fmt, ap);
+		va_end(ap);
+	}
+	return -code;
 }

@@ -93,17 +93,6 @@ static const uint8_t evr_base[EV_TYPE_MAX + 2] = {
 	6, 6, 11, 12, 14, 14, 20, 22, 25, 26, 27, 44, 60, 69, 76, 82, 94, 96, 100, 104, 105,
 };
 
-__attribute__((format(printf, 4, 5)))
-static int evr_msg(char *msg, size_t msgsz, int code, const char *fmt, ...)
-{
-	if (msg && msgsz) {
-		va_list ap;
-		va_start(ap, fmt);
-		vsnprintf(msg, msgsz, fmt, ap);
-		va_end(ap);
-	}
-	return -code;
-}
 
 /* ------------------------------------------------------------------ bytes */
 
@@ -208,33 +197,33 @@ static int evr_tlv(struct evlog_reader *r, uint16_t tag, const uint8_t *v, uint3
 /* The header could not be read (the file shrank at once, or a read failed). */
 static int evr_header_lost(struct evlog_reader *r, char *msg, size_t msgsz)
 {
-	return evr_msg(msg, msgsz, r->io_err ? r->io_err : EVLOG_EHEADER, "%s", r->err);
+	return evf_msg(msg, msgsz, r->io_err ? r->io_err : EVLOG_EHEADER, "%s", r->err);
 }
 
 static int evr_header(struct evlog_reader *r, char *msg, size_t msgsz)
 {
 	const char *n = r->name;
 	if (r->len == 0)
-		return evr_msg(msg, msgsz, EVLOG_EMAGIC, "%s: empty file, not an event log", n);
+		return evf_msg(msg, msgsz, EVLOG_EMAGIC, "%s: empty file, not an event log", n);
 	size_t fixed = r->len < EVF_FILE_FIXED ? r->len : EVF_FILE_FIXED;
 	const uint8_t *b = evr_bytes(r, 0, fixed, &r->hbuf, &r->hbuf_cap);
 	if (!b)
 		return evr_header_lost(r, msg, msgsz);
 	size_t cmp = r->len < EVF_MAGIC_LEN ? r->len : EVF_MAGIC_LEN;
 	if (memcmp(b, EVF_MAGIC, cmp))
-		return evr_msg(msg, msgsz, EVLOG_EMAGIC, "%s: not an llmtracker event log "
+		return evf_msg(msg, msgsz, EVLOG_EMAGIC, "%s: not an llmtracker event log "
 			       "(bad magic)", n);
 	if (r->len < EVF_FILE_FIXED)
-		return evr_msg(msg, msgsz, EVLOG_EHEADER, "%s: file header cut short (%zu bytes)",
+		return evf_msg(msg, msgsz, EVLOG_EHEADER, "%s: file header cut short (%zu bytes)",
 			       n, r->len);
 	uint16_t major = evf_get16(b + 8), minor = evf_get16(b + 10);
 	if (major != EVLOG_VERSION_MAJOR)
-		return evr_msg(msg, msgsz, EVLOG_EVERSION, "%s: event log version %u.%u; this "
+		return evf_msg(msg, msgsz, EVLOG_EVERSION, "%s: event log version %u.%u; this "
 			       "reader supports %u.x (use a matching llmtracker)", n, major, minor,
 			       EVLOG_VERSION_MAJOR);
 	uint32_t blen = evf_get32(b + 12);
 	if (blen > EVF_HEADER_BODY_MAX || blen > r->len - EVF_FILE_FIXED)
-		return evr_msg(msg, msgsz, EVLOG_EHEADER, "%s: file header length %u exceeds the "
+		return evf_msg(msg, msgsz, EVLOG_EHEADER, "%s: file header length %u exceeds the "
 			       "file (%zu bytes): truncated or corrupt", n, blen, r->len);
 	uint32_t crc = evf_get32(b + 16);
 	const uint8_t *p = evr_bytes(r, EVF_FILE_FIXED, blen, &r->hbuf, &r->hbuf_cap);
@@ -242,20 +231,20 @@ static int evr_header(struct evlog_reader *r, char *msg, size_t msgsz)
 		return evr_header_lost(r, msg, msgsz);
 	const uint8_t *end = p + blen;
 	if (libdeflate_crc32(0, p, blen) != crc)
-		return evr_msg(msg, msgsz, EVLOG_EHEADER, "%s: file header checksum mismatch", n);
+		return evf_msg(msg, msgsz, EVLOG_EHEADER, "%s: file header checksum mismatch", n);
 	r->hdr.version_major = major;
 	r->hdr.version_minor = minor;
 	while (p < end) {
 		if (end - p < 6)
-			return evr_msg(msg, msgsz, EVLOG_EHEADER, "%s: header field cut short", n);
+			return evf_msg(msg, msgsz, EVLOG_EHEADER, "%s: header field cut short", n);
 		uint16_t tag = evf_get16(p);
 		uint32_t len = evf_get32(p + 2);
 		if (len > (size_t)(end - p) - 6)
-			return evr_msg(msg, msgsz, EVLOG_EHEADER, "%s: header field %u overruns the "
+			return evf_msg(msg, msgsz, EVLOG_EHEADER, "%s: header field %u overruns the "
 				       "header", n, tag);
 		int rc = evr_tlv(r, tag, p + 6, len);
 		if (rc)
-			return evr_msg(msg, msgsz, -rc, "%s: header field %u: %s", n, tag,
+			return evf_msg(msg, msgsz, -rc, "%s: header field %u: %s", n, tag,
 				       evlog_strerror(rc));
 		p += 6 + len;
 	}
@@ -277,9 +266,9 @@ static int evr_init(struct evlog_reader *r, const char *name, char *msg, size_t 
 	uint8_t base[EV_TYPE_MAX + 2];
 	evc_bases(base);
 	if (memcmp(base, evr_base, sizeof(evr_base)))
-		return evr_msg(msg, msgsz, EVLOG_EINVAL, "event log library: column table out of step");
+		return evf_msg(msg, msgsz, EVLOG_EINVAL, "event log library: column table out of step");
 	if (!r->name || !r->dctx)
-		return evr_msg(msg, msgsz, EVLOG_ENOMEM, "out of memory opening %s",
+		return evf_msg(msg, msgsz, EVLOG_ENOMEM, "out of memory opening %s",
 			       name ? name : "(memory)");
 	return evr_header(r, msg, msgsz);
 }
@@ -288,11 +277,11 @@ int evlog_reader_open_mem(struct evlog_reader **out, const void *buf, size_t len
 			  const char *name, char *msg, size_t msgsz)
 {
 	if (!out || (!buf && len))
-		return evr_msg(msg, msgsz, EVLOG_EINVAL, "evlog_reader_open_mem: bad arguments");
+		return evf_msg(msg, msgsz, EVLOG_EINVAL, "evlog_reader_open_mem: bad arguments");
 	*out = NULL;
 	struct evlog_reader *r = calloc(1, sizeof(*r));
 	if (!r)
-		return evr_msg(msg, msgsz, EVLOG_ENOMEM, "out of memory");
+		return evf_msg(msg, msgsz, EVLOG_ENOMEM, "out of memory");
 	r->fd = -1;
 	r->buf = buf;
 	r->len = len;
@@ -308,20 +297,20 @@ int evlog_reader_open_mem(struct evlog_reader **out, const void *buf, size_t len
 int evlog_reader_open(struct evlog_reader **out, const char *path, char *msg, size_t msgsz)
 {
 	if (!out || !path)
-		return evr_msg(msg, msgsz, EVLOG_EINVAL, "evlog_reader_open: bad arguments");
+		return evf_msg(msg, msgsz, EVLOG_EINVAL, "evlog_reader_open: bad arguments");
 	*out = NULL;
 	/* O_NONBLOCK: a FIFO given as a log must not block the open. */
 	int fd = open(path, O_RDONLY | O_CLOEXEC | O_NONBLOCK);
 	if (fd < 0)
-		return evr_msg(msg, msgsz, EVLOG_EIO, "%s: %s", path, strerror(errno));
+		return evf_msg(msg, msgsz, EVLOG_EIO, "%s: %s", path, strerror(errno));
 	struct stat sb = { 0 };
 	if (fstat(fd, &sb) != 0 || !S_ISREG(sb.st_mode)) {
 		int e = errno;
 		close(fd);
 		if (S_ISDIR(sb.st_mode))
-			return evr_msg(msg, msgsz, EVLOG_EIO, "%s: is a directory, not an event log "
+			return evf_msg(msg, msgsz, EVLOG_EIO, "%s: is a directory, not an event log "
 				       "file", path);
-		return evr_msg(msg, msgsz, EVLOG_EIO, "%s: %s", path,
+		return evf_msg(msg, msgsz, EVLOG_EIO, "%s: %s", path,
 			       e ? strerror(e) : "not a regular file");
 	}
 	/* Reads are sequential: let the kernel read ahead (a hint only). */
@@ -329,7 +318,7 @@ int evlog_reader_open(struct evlog_reader **out, const char *path, char *msg, si
 	struct evlog_reader *r = calloc(1, sizeof(*r));
 	if (!r) {
 		close(fd);
-		return evr_msg(msg, msgsz, EVLOG_ENOMEM, "out of memory");
+		return evf_msg(msg, msgsz, EVLOG_ENOMEM, "out of memory");
 	}
 	r->fd = fd;
 	r->len = (size_t)sb.st_size;

@@ -88,17 +88,6 @@ static int evw_fail(struct evlog_writer *w, int code, const char *fmt, ...)
 	return -code;
 }
 
-__attribute__((format(printf, 4, 5)))
-static int evw_msg(char *msg, size_t msgsz, int code, const char *fmt, ...)
-{
-	if (msg && msgsz) {
-		va_list ap;
-		va_start(ap, fmt);
-		vsnprintf(msg, msgsz, fmt, ap);
-		va_end(ap);
-	}
-	return -code;
-}
 
 /* ------------------------------------------------------------------ file io */
 
@@ -167,10 +156,10 @@ static uint8_t *evw_tlv_u64(uint8_t *p, uint16_t tag, uint64_t v)
 static int evw_check_hstr(struct evlog_str s, const char *what, char *msg, size_t msgsz)
 {
 	if (s.len > EVLOG_STR_MAX)
-		return evw_msg(msg, msgsz, EVLOG_EINVAL, "header %s: %u bytes, over the %u limit",
+		return evf_msg(msg, msgsz, EVLOG_EINVAL, "header %s: %u bytes, over the %u limit",
 			       what, s.len, EVLOG_STR_MAX);
 	if (s.len && !s.ptr)
-		return evw_msg(msg, msgsz, EVLOG_EINVAL, "header %s: NULL pointer with length %u",
+		return evf_msg(msg, msgsz, EVLOG_EINVAL, "header %s: NULL pointer with length %u",
 			       what, s.len);
 	return 0;
 }
@@ -195,7 +184,7 @@ static int evw_write_header(struct evlog_writer *w, const struct evlog_header *i
 	}
 	uint8_t *buf = malloc(EVF_FILE_FIXED + body);
 	if (!buf)
-		return evw_msg(msg, msgsz, EVLOG_ENOMEM, "out of memory for the file header");
+		return evf_msg(msg, msgsz, EVLOG_ENOMEM, "out of memory for the file header");
 	uint8_t *p = buf + EVF_FILE_FIXED;
 	for (int i = 0; i < 6; i++)
 		p = evw_tlv_str(p, tags[i], *s[i]);
@@ -215,7 +204,7 @@ static int evw_write_header(struct evlog_writer *w, const struct evlog_header *i
 	int rc = evw_append(w, buf, EVF_FILE_FIXED + body);
 	free(buf);
 	if (rc)
-		return evw_msg(msg, msgsz, EVLOG_EIO, "%s", w->err);
+		return evf_msg(msg, msgsz, EVLOG_EIO, "%s", w->err);
 	return 0;
 }
 
@@ -226,19 +215,19 @@ static int evw_split(struct evlog_writer *w, const char *path, char *msg, size_t
 	const char *slash = strrchr(path, '/');
 	const char *base = slash ? slash + 1 : path;
 	if (!*base || !strcmp(base, ".") || !strcmp(base, ".."))
-		return evw_msg(msg, msgsz, EVLOG_EINVAL,
+		return evf_msg(msg, msgsz, EVLOG_EINVAL,
 			       "output path '%s' names a directory; give a file name", path);
 	char *dir = slash ? strndup(path, (size_t)(slash - path) + (slash == path)) : strdup(".");
 	w->name = strdup(base);
 	if (!dir || !w->name) {
 		free(dir);
-		return evw_msg(msg, msgsz, EVLOG_ENOMEM, "out of memory");
+		return evf_msg(msg, msgsz, EVLOG_ENOMEM, "out of memory");
 	}
 	w->dirfd = open(dir, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
 	int e = errno;
 	free(dir);
 	if (w->dirfd < 0)
-		return evw_msg(msg, msgsz, EVLOG_EIO, "output directory of '%s': %s", path,
+		return evf_msg(msg, msgsz, EVLOG_EIO, "output directory of '%s': %s", path,
 			       strerror(e));
 	return 0;
 }
@@ -263,20 +252,20 @@ static int evw_create_partial(struct evlog_writer *w, const char *path, char *ms
 		int k = n == 0 ? asprintf(&p, ".%s.partial", w->name)
 			       : asprintf(&p, ".%s.%d-%u.partial", w->name, (int)getpid(), n);
 		if (k < 0)
-			return evw_msg(msg, msgsz, EVLOG_ENOMEM, "out of memory");
+			return evf_msg(msg, msgsz, EVLOG_ENOMEM, "out of memory");
 		w->fd = openat(w->dirfd, p, flags, 0644);
 		if (w->fd >= 0) {
 			w->partial = p;
 			w->partial_path = evw_join(path, p);
-			return w->partial_path ? 0 : evw_msg(msg, msgsz, EVLOG_ENOMEM, "out of memory");
+			return w->partial_path ? 0 : evf_msg(msg, msgsz, EVLOG_ENOMEM, "out of memory");
 		}
 		int e = errno;
 		free(p);
 		if (e != EEXIST)
-			return evw_msg(msg, msgsz, EVLOG_EIO, "creating the partial file for '%s': %s",
+			return evf_msg(msg, msgsz, EVLOG_EIO, "creating the partial file for '%s': %s",
 				       path, strerror(e));
 	}
-	return evw_msg(msg, msgsz, EVLOG_EIO, "creating the partial file for '%s': too many "
+	return evf_msg(msg, msgsz, EVLOG_EIO, "creating the partial file for '%s': too many "
 		       "stale partial files next to it; remove them", path);
 }
 
@@ -328,9 +317,9 @@ static int evw_init(struct evlog_writer *w, const char *path, const struct evlog
 	struct stat sb;
 	if (fstatat(w->dirfd, w->name, &sb, AT_SYMLINK_NOFOLLOW) == 0) {
 		if (S_ISDIR(sb.st_mode))
-			return evw_msg(msg, msgsz, EVLOG_EINVAL, "output '%s' is a directory", path);
+			return evf_msg(msg, msgsz, EVLOG_EINVAL, "output '%s' is a directory", path);
 		if (!w->opts.overwrite)
-			return evw_msg(msg, msgsz, EVLOG_EEXIST, "output '%s' already exists; "
+			return evf_msg(msg, msgsz, EVLOG_EEXIST, "output '%s' already exists; "
 				       "refusing to overwrite it (remove it or choose another name)",
 				       path);
 	}
@@ -338,7 +327,7 @@ static int evw_init(struct evlog_writer *w, const char *path, const struct evlog
 	evc_bases(w->base);
 	if (!w->cctx || evt_init(&w->strs, 1024) || evt_init(&w->stacks, 256) ||
 	    evt_init(&w->pystacks, 256))
-		return evw_msg(msg, msgsz, EVLOG_ENOMEM, "out of memory");
+		return evf_msg(msg, msgsz, EVLOG_ENOMEM, "out of memory");
 	rc = evw_create_partial(w, path, msg, msgsz);
 	if (rc)
 		return rc;
@@ -350,13 +339,13 @@ int evlog_writer_open(struct evlog_writer **out, const char *path,
 		      const struct evlog_writer_opts *opts, char *msg, size_t msgsz)
 {
 	if (!out)
-		return evw_msg(msg, msgsz, EVLOG_EINVAL, "evlog_writer_open: NULL out");
+		return evf_msg(msg, msgsz, EVLOG_EINVAL, "evlog_writer_open: NULL out");
 	*out = NULL;
 	if (!path || !*path)
-		return evw_msg(msg, msgsz, EVLOG_EINVAL, "evlog_writer_open: empty output path");
+		return evf_msg(msg, msgsz, EVLOG_EINVAL, "evlog_writer_open: empty output path");
 	struct evlog_writer *w = calloc(1, sizeof(*w));
 	if (!w)
-		return evw_msg(msg, msgsz, EVLOG_ENOMEM, "out of memory");
+		return evf_msg(msg, msgsz, EVLOG_ENOMEM, "out of memory");
 	w->fd = w->dirfd = -1;
 	evw_set_opts(w, opts);
 	int rc = evw_init(w, path, hdr, msg, msgsz);
@@ -915,7 +904,7 @@ static int evw_publish(struct evlog_writer *w)
 int evlog_writer_close_msg(struct evlog_writer *w, char *msg, size_t msgsz)
 {
 	if (!w)
-		return evw_msg(msg, msgsz, EVLOG_EINVAL, "evlog_writer_close: NULL writer");
+		return evf_msg(msg, msgsz, EVLOG_EINVAL, "evlog_writer_close: NULL writer");
 	int rc = evw_flush_chunk(w);
 	if (rc == 0) {
 		int e = evw_publish(w);
@@ -927,7 +916,7 @@ int evlog_writer_close_msg(struct evlog_writer *w, char *msg, size_t msgsz)
 				      w->name, strerror(-e), w->partial_path);
 	}
 	if (rc)
-		evw_msg(msg, msgsz, -rc, "%s", w->err);
+		evf_msg(msg, msgsz, -rc, "%s", w->err);
 	evw_free(w);
 	return rc;
 }
