@@ -21,8 +21,9 @@ for t in $(seq 1 "$trials"); do
 	durable=$(grep -E '^[0-9]+$' "$dir/progress$t" | tail -1)
 	durable=${durable:-0}
 	log=$(ls "$dir"/.t$t.evlog*.partial "$out" 2>/dev/null | head -1)
-	if [ -z "$log" ]; then
-		# Killed before the partial file existed: nothing may have been reported.
+	if [ -z "$log" ] || [ ! -s "$log" ]; then
+		# Killed before the partial file existed, or before its header was
+		# written: nothing may have been reported durable.
 		[ "$durable" -eq 0 ] || { echo "# trial $t: no file but $durable durable"; fails=$((fails + 1)); }
 		continue
 	fi
