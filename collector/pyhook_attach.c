@@ -151,7 +151,8 @@ static int pyh_send_start(struct lt_pyhook *ph, struct pyh_target *t, int wait_m
 	return lt_ictl_send(t->inj.sock, msg, ph->dir);
 }
 
-static void pyh_unload(struct pyh_target *t, void (*log)(char, const char *))
+/* Take the library out again; a failure is logged, or put in `note`. */
+static void pyh_unload(struct pyh_target *t, void (*log)(char, const char *), char *note, size_t notesz)
 {
 	char err[512], line[700];
 	if (!t->inj.loaded) {
@@ -170,6 +171,22 @@ static void pyh_unload(struct pyh_target *t, void (*log)(char, const char *))
 		return;
 	if (log)
 		log('W', line);
+	if (note)
+		snprintf(note, notesz, "%s", line);
+}
+
+/* A library that refused to start still runs its control thread until it
+ * hears "stop"; it can be unloaded only once that thread has said its last
+ * word ("stopped"), or the unload would find it running and leave it in. */
+static void pyh_await_stopped(struct pyh_target *t)
+{
+	char reply[256];
+	int rc;
+	if (send(t->inj.sock, "stop", 4, MSG_NOSIGNAL) != 4)
+		return;
+	do
+		rc = lt_ictl_recv(t->inj.sock, reply, sizeof(reply), PYH_REPLY_MS);
+	while (rc > 0 && strncmp(reply, "stopped", 7));
 }
 
 int lt_pyh_attach(struct lt_pyhook *ph, int pid, int wait_ms, char *msg, size_t msgsz)
@@ -199,10 +216,17 @@ int lt_pyh_attach(struct lt_pyhook *ph, int pid, int wait_ms, char *msg, size_t 
 		snprintf(msg, msgsz, "too many hooked processes");
 	} else if (rc > 0 && !strncmp(reply, "err", 3)) {
 		snprintf(msg, msgsz, "%s", lt_ictl_text(reply));
+		pyh_await_stopped(&t);
 	} else {
 		snprintf(msg, msgsz, "the injected library %s", rc == -ETIMEDOUT ? "did not answer" : "went away");
 	}
-	pyh_unload(&t, NULL); /* it started nothing: take it out again */
+	/* It started nothing: take it out again, and say so if it stays. */
+	char note[700] = "";
+	pyh_unload(&t, NULL, note, sizeof(note));
+	if (note[0]) {
+		size_t n = strlen(msg);
+		snprintf(msg + n, msgsz - n, " (%s)", note);
+	}
 	return -EIO;
 }
 
@@ -307,7 +331,7 @@ static void pyh_stop_one(struct pyh_target *t, void (*log)(char, const char *))
 					  : "is gone (process exited; its log was published at exit)");
 	if (log)
 		log(rc > 0 || rc == 0 ? 'I' : 'W', line);
-	pyh_unload(t, log);
+	pyh_unload(t, log, NULL, 0);
 	t->started = 0;
 }
 

@@ -113,10 +113,10 @@ p=$(ls "$PYENV"/3.9.*/bin/python3.9 2>/dev/null | head -1)
 if [ -x "$p" ]; then
 	attach "$p" old 10 0
 	grep "cannot trace" "$T/old/err" | sed 's/^/# /'
-	[ "$(grep -c "cannot trace Python functions.*CPython 3.9 is not supported" "$T/old/err")" = 1 ] &&
-		[ "$(cat $T/old/rc)" = 3 ] && [ "$(cat $T/old/maps_after)" = 0 ] &&
+	said=$(grep -c "cannot trace Python functions.*CPython 3.9 is not supported" "$T/old/err")
+	[ "$said" = 1 ] && [ "$(cat $T/old/rc)" = 3 ] && [ "$(cat $T/old/maps_after)" = 0 ] &&
 		[ "$(cat $T/old/out)" = "pyh_calltree done 10 0 330" ]
-	ok $? "CPython 3.9: one clear line, target untouched and unchanged"
+	ok $? "CPython 3.9: one clear line (said $said), target untouched (library mapped after: $(cat $T/old/maps_after)) and unchanged (exit $(cat $T/old/rc))"
 else
 	ok 0 "# SKIP no python3.9"
 fi
