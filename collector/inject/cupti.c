@@ -740,11 +740,12 @@ static int open_log(char *msg, size_t msgsz)
 
 /* What is recorded (start keys, inject.h), measured on a launch-bound torch
  * loop (H200, ~25k kernels/s; tests/gpu/cupti_attach.sh):
- *   runtime=0            kernels, copies, sets only              ~ -20..-24% steps/s
- *   runtime=1 (default)  + every runtime call but the noisy ones  ~ -30%
+ *   runtime=0            kernels, copies, sets only              ~ -10..-15% steps/s
+ *   runtime=1 (default)  + every runtime call but the noisy ones  ~ -20..-34%
  *   runtime=1 driver=1   + every driver call                      ~ -48%
  * Kernel activity itself is most of the cost (CUPTI instruments each
- * launch). Runtime records give each kernel its launch (thread, time, call
+ * launch); our CLOCK_MONOTONIC timestamp callback is not: CUPTI's own
+ * clock moved by a measured offset cost the same, both modes, same run. Runtime records give each kernel its launch (thread, time, call
  * site) through the correlation id; kernels cuBLAS launches through
  * cuLaunchKernel (~7% here) are paired only with driver=1. Per-call
  * selection (cuptiActivityEnableRuntimeApi/DriverApi with enable=1 and no
