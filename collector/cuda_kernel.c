@@ -144,7 +144,9 @@ static int send_start(struct lt_cuda_kernel *ck, struct ck_target *t)
 	char msg[900];
 
 	snprintf(msg, sizeof(msg), "start pid=%d host=%s driver=%d runtime=%d finalize_ms=%d %.256s",
-		 t->pid, ck->host, !!ck->o.driver_api, !ck->o.kernels_only, ck->o.finalize_ms,
+		 t->pid, ck->host, !!ck->o.driver_api,
+		 !ck->o.kernels_only, /* inject.h: runtime= ($LLMT_CUPTI_START may say 2) */
+		 ck->o.finalize_ms,
 		 ck->o.start_extra ? ck->o.start_extra : "");
 	return lt_ictl_send(t->sock, msg, ck->dir);
 }

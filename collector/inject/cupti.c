@@ -35,6 +35,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/syscall.h>
 #include <time.h>
 #include <unistd.h>
 
@@ -65,6 +66,7 @@ static struct {
 	FN(cuptiGetResultString);
 	FN(cuptiGetCallbackName);
 	FN(cuptiActivitySetAttribute);
+	FN(cuptiEnableCallback);
 } cu;
 
 static struct {
@@ -223,6 +225,7 @@ static int resolve(char *msg, size_t msgsz)
 	SYM(cu, cuptiSetThreadIdType, 0);
 	SYM(cu, cuptiGetCallbackName, 0);
 	SYM(cu, cuptiActivitySetAttribute, 0);
+	SYM(cu, cuptiEnableCallback, 0);
 	drv.h = dlopen("libcuda.so.1", RTLD_NOW | RTLD_NOLOAD);
 	if (drv.h) {
 		SYM(drv, cuDeviceGetCount, 0);
@@ -684,13 +687,149 @@ static void CUPTIAPI buf_completed(CUcontext ctx, uint32_t stream, uint8_t *buf,
 	}
 }
 
+/* ------------------------------------------------------------ launches by callback */
+
+/*
+ * runtime=2: the runtime calls that put work on a GPU stream (launches,
+ * async copies and sets, graph launches) and the ones that wait for it,
+ * taken through CUPTI's callback API for just those ids, instead of the
+ * RUNTIME activity kind, which makes CUPTI trace every runtime call. Each
+ * call's exit claims a slot of a lock-free ring (no lock on the
+ * application's thread); the control thread's tick moves the ring into the
+ * log. The correlation id is CUPTI's own, the one its kernel records carry.
+ */
+#define CB_RING (1u << 16) /* ~6 ticks' worth at 50k calls/s */
+
+struct cb_rec {
+	_Atomic uint32_t seq; /* slot index + 1 once written */
+	uint32_t cbid, tid, corr;
+	int32_t ret;
+	uint64_t start, end;
+};
+
+static const CUpti_CallbackId cb_ids[] = {
+	CUPTI_RUNTIME_TRACE_CBID_cudaLaunchKernel_v7000,
+	CUPTI_RUNTIME_TRACE_CBID_cudaLaunchKernel_ptsz_v7000,
+	CUPTI_RUNTIME_TRACE_CBID_cudaLaunchKernelExC_v11060,
+	CUPTI_RUNTIME_TRACE_CBID_cudaLaunchKernelExC_ptsz_v11060,
+	CUPTI_RUNTIME_TRACE_CBID_cudaLaunchCooperativeKernel_v9000,
+	CUPTI_RUNTIME_TRACE_CBID_cudaLaunchCooperativeKernel_ptsz_v9000,
+	CUPTI_RUNTIME_TRACE_CBID_cudaGraphLaunch_v10000,
+	CUPTI_RUNTIME_TRACE_CBID_cudaGraphLaunch_ptsz_v10000,
+	CUPTI_RUNTIME_TRACE_CBID_cudaMemcpy_v3020,
+	CUPTI_RUNTIME_TRACE_CBID_cudaMemcpyAsync_v3020,
+	CUPTI_RUNTIME_TRACE_CBID_cudaMemcpyAsync_ptsz_v7000,
+	CUPTI_RUNTIME_TRACE_CBID_cudaMemset_v3020,
+	CUPTI_RUNTIME_TRACE_CBID_cudaMemsetAsync_v3020,
+	CUPTI_RUNTIME_TRACE_CBID_cudaMemsetAsync_ptsz_v7000,
+	CUPTI_RUNTIME_TRACE_CBID_cudaDeviceSynchronize_v3020,
+	CUPTI_RUNTIME_TRACE_CBID_cudaStreamSynchronize_v3020,
+	CUPTI_RUNTIME_TRACE_CBID_cudaStreamSynchronize_ptsz_v7000,
+	CUPTI_RUNTIME_TRACE_CBID_cudaEventSynchronize_v3020,
+};
+
+static struct cb_rec *cb_ring;
+static _Atomic uint64_t cb_head;    /* next slot to claim */
+static _Atomic uint64_t cb_tail;    /* next slot to move into the log */
+static _Atomic uint64_t cb_full;    /* calls not recorded: the ring was full */
+static atomic_int cb_on;
+static __thread uint32_t cb_my_tid;
+
+static void cb_record(CUpti_CallbackId cbid, const CUpti_CallbackData *cb)
+{
+	if (cb->callbackSite == CUPTI_API_ENTER) {
+		if (cb->correlationData)
+			*cb->correlationData = mono_ns();
+		return;
+	}
+	uint64_t end = mono_ns(), h = atomic_load_explicit(&cb_head, memory_order_relaxed);
+	do {
+		if (h - atomic_load_explicit(&cb_tail, memory_order_acquire) >= CB_RING) {
+			atomic_fetch_add_explicit(&cb_full, 1, memory_order_relaxed);
+			return;
+		}
+	} while (!atomic_compare_exchange_weak_explicit(&cb_head, &h, h + 1, memory_order_acq_rel,
+							memory_order_relaxed));
+	if (!cb_my_tid)
+		cb_my_tid = (uint32_t)syscall(SYS_gettid);
+	struct cb_rec *r = &cb_ring[h & (CB_RING - 1)];
+	r->cbid = cbid;
+	r->tid = cb_my_tid;
+	r->corr = cb->correlationId;
+	r->ret = cb->functionReturnValue ? *(const int32_t *)cb->functionReturnValue : 0;
+	r->start = cb->correlationData && *cb->correlationData ? *cb->correlationData : end;
+	r->end = end;
+	atomic_store_explicit(&r->seq, (uint32_t)(h + 1), memory_order_release);
+}
+
+/* Under `lock`: move every finished slot into the log, in claim order. */
+static void cb_drain(void)
+{
+	char buf[64];
+	uint64_t t = atomic_load_explicit(&cb_tail, memory_order_relaxed);
+	while (cb_ring && t < atomic_load_explicit(&cb_head, memory_order_acquire)) {
+		struct cb_rec *r = &cb_ring[t & (CB_RING - 1)];
+		if (atomic_load_explicit(&r->seq, memory_order_acquire) != (uint32_t)(t + 1))
+			break; /* claimed, not yet written */
+		struct evlog_event ev = { .type = EV_GPU_API, .ts = r->start, .tid = r->tid };
+		ev.u.gpu_api.dur = r->end > r->start ? r->end - r->start : 0;
+		ev.u.gpu_api.api_class = EVLIB_CUDA_RUNTIME;
+		ev.u.gpu_api.cbid = r->cbid;
+		ev.u.gpu_api.correlation_id = r->corr;
+		ev.u.gpu_api.ret = r->ret;
+		ev.u.gpu_api.name = evlog_s(api_name(0, r->cbid, buf, sizeof(buf)));
+		emit(&ev);
+		stats.apis++;
+		atomic_store_explicit(&cb_tail, ++t, memory_order_release);
+	}
+	uint64_t full = atomic_exchange(&cb_full, 0);
+	if (full)
+		put_lost(full);
+}
+
+static int cb_start(void)
+{
+	if (!cu.cuptiEnableCallback || (!cb_ring && !(cb_ring = calloc(CB_RING, sizeof(*cb_ring)))))
+		return -1;
+	memset(cb_ring, 0, CB_RING * sizeof(*cb_ring)); /* no seq of an earlier session */
+	atomic_store(&cb_head, 0);
+	atomic_store(&cb_tail, 0);
+	atomic_store(&cb_full, 0);
+	atomic_store(&cb_on, 1);
+	int n = 0;
+	for (size_t i = 0; i < sizeof(cb_ids) / sizeof(cb_ids[0]); i++)
+		n += cu.cuptiEnableCallback(1, sub, CUPTI_CB_DOMAIN_RUNTIME_API, cb_ids[i]) == CUPTI_SUCCESS;
+	return n ? 0 : -1;
+}
+
+/* Callbacks off. A call inside its callback may still write a slot: the
+ * ring lives as long as the library (freed when it is unloaded, which
+ * happens only once CUPTI is finalized and calls no callback of ours). */
+static void cb_stop(void)
+{
+	if (!atomic_exchange(&cb_on, 0))
+		return;
+	for (size_t i = 0; i < sizeof(cb_ids) / sizeof(cb_ids[0]); i++)
+		cu.cuptiEnableCallback(0, sub, CUPTI_CB_DOMAIN_RUNTIME_API, cb_ids[i]);
+}
+
+__attribute__((destructor)) static void cb_free(void)
+{
+	free(cb_ring);
+	cb_ring = NULL;
+}
+
+/* ------------------------------------------------------------ finalize */
+
 /* Enabled only while detaching: the first runtime/driver API exit of any
  * thread finalizes CUPTI, the safe place the CUPTI manual names. */
 static void CUPTIAPI api_callback(void *ud, CUpti_CallbackDomain dom, CUpti_CallbackId cbid,
 				  const void *data)
 {
 	const CUpti_CallbackData *cb = data;
-	(void)ud; (void)cbid;
+	(void)ud;
+	if (dom == CUPTI_CB_DOMAIN_RUNTIME_API && atomic_load_explicit(&cb_on, memory_order_relaxed))
+		cb_record(cbid, cb);
 	if ((dom != CUPTI_CB_DOMAIN_RUNTIME_API && dom != CUPTI_CB_DOMAIN_DRIVER_API) ||
 	    cb->callbackSite != CUPTI_API_EXIT || !atomic_load(&finalize_wanted))
 		return;
@@ -760,9 +899,9 @@ static int kind_wanted(CUpti_ActivityKind k)
 	case CUPTI_ACTIVITY_KIND_RUNTIME:
 	case CUPTI_ACTIVITY_KIND_SYNCHRONIZATION:
 	case CUPTI_ACTIVITY_KIND_OVERHEAD:
-		return cfg.runtime != 0;
+		return cfg.runtime == 1;
 	case CUPTI_ACTIVITY_KIND_DRIVER:
-		return cfg.runtime && cfg.driver;
+		return cfg.runtime == 1 && cfg.driver;
 	default:
 		return 1;
 	}
@@ -773,7 +912,7 @@ static int enable_kinds(void)
 	for (size_t i = 0; i < sizeof(kinds) / sizeof(kinds[0]); i++)
 		if (kind_wanted(kinds[i]))
 			kind_on[i] = cu.cuptiActivityEnable(kinds[i]) == CUPTI_SUCCESS;
-	if (cfg.runtime && cu.cuptiActivityEnableRuntimeApi)
+	if (cfg.runtime == 1 && cu.cuptiActivityEnableRuntimeApi)
 		for (size_t i = 0; i < sizeof(noisy_runtime) / sizeof(noisy_runtime[0]); i++)
 			cu.cuptiActivityEnableRuntimeApi(noisy_runtime[i], 0);
 	return kind_on[1] ? 0 : -1; /* kernels are the point */
@@ -831,6 +970,8 @@ int li_cupti_start(const struct li_config *c, char *msg, size_t msgsz)
 		return -EBUSY;
 	}
 	cfg = *c;
+	if (cfg.driver && cfg.runtime == 2)
+		cfg.runtime = 1; /* driver records come only with the activity kinds */
 	memset(&stats, 0, sizeof(stats));
 	int rc = resolve(msg, msgsz);
 	if (rc || (rc = subscribe(msg, msgsz)))
@@ -868,14 +1009,20 @@ int li_cupti_start(const struct li_config *c, char *msg, size_t msgsz)
 		atomic_store(&running, 1);  /* let stop() finalize: CUPTI holds our callbacks */
 		return -EIO;
 	}
+	if (cfg.runtime == 2 && cb_start()) {
+		cb_stop();
+		cfg.runtime = 0; /* kernels alone; said in the reply */
+	}
 	atomic_store(&running, 1);
-	snprintf(msg, msgsz, "ok file=%s", stats.file);
+	snprintf(msg, msgsz, "ok file=%s%s", stats.file,
+		 c->runtime == 2 && !cfg.driver && cfg.runtime != 2 ? " launches=0 (no callback API)" : "");
 	return 0;
 }
 
 void li_cupti_tick(void)
 {
 	pthread_mutex_lock(&lock);
+	cb_drain();
 	if (wr)
 		evlog_writer_tick(wr);
 	pthread_mutex_unlock(&lock);
@@ -912,6 +1059,7 @@ int li_cupti_stop(struct li_stats *st, int finalize)
 		*st = stats;
 		return !subscribed || atomic_load(&finalized);
 	}
+	cb_stop();
 	disable_kinds();
 	cu.cuptiActivityFlushAll(CUPTI_ACTIVITY_FLAG_FLUSH_FORCED);
 	int done = 0;
@@ -924,6 +1072,9 @@ int li_cupti_stop(struct li_stats *st, int finalize)
 	/* If no API call came, the callback stays armed: the next call the
 	 * process makes finalizes CUPTI, and this library stays loaded for it. */
 	encoder_stop();
+	pthread_mutex_lock(&lock);
+	cb_drain();
+	pthread_mutex_unlock(&lock);
 	stats.finalized = done;
 	close_log();
 	pool_free();

@@ -34,8 +34,10 @@ struct li_config {
 	int driver;            /* 1: every driver API call too (pairs kernels launched
 				* through cuLaunchKernel, e.g. cuBLAS's; costly: the runtime
 				* makes ~6 driver calls per launch). Default 0 */
-	int runtime;           /* record runtime API calls (launch correlation); 0 = kernels,
-				* copies and sets only, the lightest mode */
+	int runtime;           /* runtime API calls (launch correlation): 1 (default) = every
+				* runtime call, by the RUNTIME activity kind (costly); 2 = only
+				* the calls that launch, copy, set or wait, by callback (not yet
+				* measured on a GPU); 0 = none: kernels, copies and sets only */
 	int finalize_ms;       /* how long to wait for an API exit to finalize */
 	int launch;            /* loaded by CUDA at start (InitializeInjection) */
 	int cuda;              /* start key cuda=0|1 (default 1): CUPTI recording */

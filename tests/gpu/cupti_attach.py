@@ -121,7 +121,8 @@ class Verdict:
 
 MODES = {
     "K": "kernels only (runtime=0)",
-    "D": "kernels + runtime calls (runtime=1 driver=0, the default)",
+    "L": "kernels + launch/copy/set/sync calls by callback (runtime=2)",
+    "D": "kernels + every runtime call by activity (runtime=1 driver=0, the default)",
     "F": "kernels + runtime + every driver call (runtime=1 driver=1)",
     "A": "llmtracker profile -t cpu --enable-cuda-kernel (static, default recording)",
     "N": "llmtracker profile -t cpu (static, no CUDA kernels)",
@@ -147,7 +148,7 @@ def analyze_window(v, tag, ev, tr):
     if not api:
         return krange
     noisy = sum(c for n, c in names.items() if n in NOISY)
-    if tag[0] == "D" or tag == "A":
+    if tag[0] in "DL" or tag == "A":
         v(noisy == 0, f"[{tag}] none of the frequent bookkeeping calls recorded ({noisy})")
     if tag[0] == "F":
         v(names.get("cuLaunchKernel", 0) > 0, f"[{tag}] driver launches (cuBLAS) recorded: "
@@ -232,7 +233,7 @@ def analyze(d):
         marks[k] = int(val)
     starts = tr["starts"]
     print(f"INFO steps recorded: {len(starts)}")
-    tags = [t for t in ("K1", "D1", "R1", "F1", "K2", "D2", "A", "N") if f"{t}_begin" in marks]
+    tags = [t for t in ("K1", "L1", "D1", "R1", "F1", "K2", "L2", "D2", "A", "N") if f"{t}_begin" in marks]
     S = 1_000_000_000
     rows = []
     for tag in tags:
@@ -243,7 +244,7 @@ def analyze(d):
             for e in ev["E"]:
                 print(f"WARN [{tag}] {e}")
         w = analyze_window(v, tag, ev, tr) if ev is not None else None
-        if ev is not None and tag in ("D1", "A"):
+        if ev is not None and tag in ("L1", "D1", "A"):
             kernel_match(v, tag, ev, tr)
         b, e = marks[f"{tag}_begin"], marks[f"{tag}_end"]
         if w is None:  # no CUPTI log: the collector's own window after --delay
@@ -266,14 +267,14 @@ def analyze(d):
     for tag, before, during, after, kps, aps in rows:
         print(f"FIGURES {tag:3s}| {before:6.1f} | {during:6.1f} ({(during / before - 1) * 100:+5.1f}%) | "
               f"{after:6.1f} ({(after / before - 1) * 100:+5.1f}%) | {kps:7.0f} | {aps:7.0f} | {MODES[tag[0]]}")
-    for mode in "KDF":
+    for mode in "KLDF":
         r = [x for x in rows if x[0][0] == mode]
         if r:
             dur = sum(x[2] / x[1] for x in r) / len(r) - 1
             aft = [x[3] / x[1] - 1 for x in r if x[3] == x[3]]
             print(f"FIGURES mode {mode}: during {dur * 100:+.1f}%, after "
                   f"{(sum(aft) / len(aft) * 100 if aft else float('nan')):+.1f}% ({len(r)} windows)  {MODES[mode]}")
-    dflt = [x for x in rows if x[0][0] == "D"] + [x for x in rows if x[0] == "A"]
+    dflt = [x for x in rows if x[0][0] in "DL"] + [x for x in rows if x[0] == "A"]
     for tag, before, during, after, _, _ in dflt:
         v(during >= 0.95 * before, f"[{tag}] at most 5% fewer steps/s while profiling ({during:.1f} vs {before:.1f})")
         v(after >= 0.99 * before, f"[{tag}] after detach within 1% of before ({after:.1f} vs {before:.1f})")

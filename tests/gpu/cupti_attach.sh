@@ -86,14 +86,17 @@ tool() { # TAG SECONDS ARGS
 	"$CARRY/bin/inject_logdump" "$W/$tag"/*.evlog >"$W/$tag.tsv" 2>&1
 }
 # The matrix (modes: collector/inject/cupti.c kind_wanted): K kernels only;
-# D kernels + runtime calls (the default); F + every driver call. K and D
-# twice, apart, for the noise.
+# L kernels + launch/copy/set/sync calls by callback; D kernels + every
+# runtime call by activity (the default); F + every driver call (FULL=1).
+# K, L and D twice, apart, for the noise.
 GAP=${GAP:-4}
 sleep $GAP
 tool K1 4 runtime=0 driver=0; sleep $GAP
+tool L1 4 runtime=2 driver=0; sleep $GAP
 tool D1 4 runtime=1 driver=0; sleep $GAP
-tool F1 4 runtime=1 driver=1; sleep $GAP
+[ -n "${FULL:-}" ] && { tool F1 4 runtime=1 driver=1; sleep $GAP; }
 tool K2 4 runtime=0 driver=0; sleep $GAP
+tool L2 4 runtime=2 driver=0; sleep $GAP
 tool D2 4 runtime=1 driver=0; sleep $GAP
 # The full collector (static), as a user runs it: default recording.
 attach A cpu 5; sleep $GAP
@@ -108,5 +111,5 @@ cp "$W/marks.txt" "$W/train.json" "$L/" 2>/dev/null
 "$PY" tests/gpu/cupti_attach.py analyze "$W" | tee "$OUT/result.txt"
 rc=${PIPESTATUS[0]}
 tar -C "$W" -czf "$OUT/logs.tar.gz" logs 2>/dev/null
-tar -C "$W" -czf "$OUT/evlogs.tar.gz" D1 A 2>/dev/null
+tar -C "$W" -czf "$OUT/evlogs.tar.gz" L1 D1 A 2>/dev/null
 exit $rc

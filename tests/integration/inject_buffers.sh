@@ -18,7 +18,8 @@ done
 [ "$(uname -m)" = x86_64 ] || { echo "skip: the injector supports x86-64 only"; exit 77; }
 
 W=$(mktemp -d /tmp/llmt-inject-buf.XXXXXX)
-trap 'exec 9>&- 2>/dev/null; kill $TP 2>/dev/null; rm -rf "$W"' EXIT
+TP2=
+trap 'exec 9>&- 8>&- 2>/dev/null; kill $TP $TP2 2>/dev/null; rm -rf "$W"' EXIT
 n=0
 check() { n=$((n + 1)); if eval "$2"; then echo "ok $n - $1"; else echo "not ok $n - $1"; fi; }
 
@@ -54,3 +55,30 @@ check "every generated record reached a log ($total)" 'echo "$stats" | grep -q "
 check "every buffer handed to CUPTI was zeroed and aligned" \
 	'echo "$stats" | grep -q "unzeroed=0 misaligned=0"'
 check "CUPTI finalized once per injection" 'echo "$stats" | grep -q "finalized=2"'
+
+# runtime=2: launches by callback, from the main thread and 3 more at once
+mkfifo "$W/in2"
+FAKE_APP_THREADS=3 FAKE_CUPTI_RATE=50000 "$T/fake_cuda_app" "$T/fake_cupti" <"$W/in2" >"$W/app2.out" 2>&1 &
+TP2=$!
+exec 8>"$W/in2"
+for _ in $(seq 100); do grep -q '^ready' "$W/app2.out" && break; sleep 0.05; done
+mkdir "$W/r3"
+LLMT_SKIP_DRIVER_CHECK=1 "$T/inject_tool" attach $TP2 "$LIB" "$W/r3" 1.5 runtime=2 >"$W/r3.out" 2>&1
+sed "s/^/# [cb] /" "$W/r3.out" | tail -2
+exec 8>&-
+wait $TP2
+check "[cb] target exited 0" '[ $? = 0 ]'
+check "[cb] finalized, unloaded, nothing dropped" 'grep -q "dropped=0 finalized=1 unloaded=1" "$W/r3.out"'
+"$T/inject_logdump" "$W/r3"/*.evlog >"$W/r3.tsv" 2>&1
+a=$(grep -c '^A' "$W/r3.tsv")
+cbs=$(sed -n 's/.* launch_cbs=\([0-9]*\).*/\1/p' "$W/app2.out")
+echo "# [cb] $a API records in the log, $cbs launch callbacks delivered"
+# A call in its callback when the stop comes may miss the ring: at most one per thread.
+check "[cb] every launch callback delivered is in the log once ($a of $cbs)" \
+	'[ "$a" -gt 1000 ] && [ "$a" -le "$cbs" ] && [ $((cbs - a)) -le 4 ] &&
+	[ "$(awk -F"\t" "\$1==\"A\" { print \$6 }" "$W/r3.tsv" | sort -u | wc -l)" = "$a" ] &&
+	grep -q " api=$a " "$W/r3.out"'
+check "[cb] each record spans its call (>= 20 us), named cudaLaunchKernel, from 4 threads" \
+	'awk -F"\t" "\$1==\"A\" { if (\$3 < 20000 || \$9 != \"cudaLaunchKernel\") bad++; t[\$5] = 1 }
+		END { n = 0; for (k in t) n++; exit bad || n != 4 }" "$W/r3.tsv"'
+check "[cb] kernels still recorded beside the calls" '[ "$(grep -c "^K" "$W/r3.tsv")" -gt 10000 ]'

@@ -2,15 +2,32 @@
 /*
  * The target for the inject library's buffer test: loads the fake CUPTI
  * (fake_cupti, soname libcupti.so.13) from FAKE_LIB, prints "ready PID",
- * makes a "CUDA call" every millisecond until stdin closes, then prints
+ * makes a "CUDA call" every millisecond until stdin closes (and, with
+ * FAKE_APP_THREADS=N, N more threads call every ~0.1 ms), then prints
  * what the fake CUPTI saw:
- *   generated=N buffers=N unzeroed=N misaligned=N finalized=N
+ *   generated=N buffers=N unzeroed=N misaligned=N finalized=N launch_cbs=N
  *   fake_cuda_app FAKE_LIB
  */
 #include <dlfcn.h>
 #include <poll.h>
+#include <pthread.h>
+#include <stdatomic.h>
 #include <stdio.h>
+#include <stdlib.h>
 #include <unistd.h>
+
+static void (*call)(void);
+static atomic_int quit;
+
+static void *caller(void *arg)
+{
+	(void)arg;
+	while (!atomic_load(&quit)) {
+		call();
+		usleep(100);
+	}
+	return NULL;
+}
 
 int main(int argc, char **argv)
 {
@@ -19,13 +36,19 @@ int main(int argc, char **argv)
 		return 2;
 	}
 	void *h = dlopen(argv[1], RTLD_NOW | RTLD_GLOBAL);
-	void (*call)(void) = h ? (void (*)(void))dlsym(h, "fake_cupti_api_call") : NULL;
+	call = h ? (void (*)(void))dlsym(h, "fake_cupti_api_call") : NULL;
 	void (*stats)(unsigned long long *) =
 		h ? (void (*)(unsigned long long *))dlsym(h, "fake_cupti_stats") : NULL;
 	if (!call || !stats) {
 		fprintf(stderr, "fake_cuda_app: %s: %s\n", argv[1], dlerror());
 		return 1;
 	}
+	int nth = getenv("FAKE_APP_THREADS") ? atoi(getenv("FAKE_APP_THREADS")) : 0;
+	pthread_t th[16];
+	nth = nth < 0 ? 0 : nth > 16 ? 16 : nth;
+	for (int i = 0; i < nth; i++)
+		if (pthread_create(&th[i], NULL, caller, NULL))
+			nth = i;
 	printf("ready %d\n", (int)getpid());
 	fflush(stdout);
 	for (;;) {
@@ -37,9 +60,12 @@ int main(int argc, char **argv)
 		}
 		call();
 	}
-	unsigned long long s[5];
+	atomic_store(&quit, 1);
+	for (int i = 0; i < nth; i++)
+		pthread_join(th[i], NULL);
+	unsigned long long s[6];
 	stats(s);
-	printf("generated=%llu buffers=%llu unzeroed=%llu misaligned=%llu finalized=%llu\n", s[0], s[1],
-	       s[2], s[3], s[4]);
+	printf("generated=%llu buffers=%llu unzeroed=%llu misaligned=%llu finalized=%llu launch_cbs=%llu\n",
+	       s[0], s[1], s[2], s[3], s[4], s[5]);
 	return 0;
 }

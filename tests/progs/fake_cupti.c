@@ -9,7 +9,10 @@
  * client's request callback, at FAKE_CUPTI_RATE records/s (default 200000),
  * and hands each full buffer to the completion callback; disabling stops it;
  * cuptiActivityFlushAll hands over the partial one. API callbacks come from
- * fake_cupti_api_call(), which the app calls as its "CUDA calls".
+ * fake_cupti_api_call(), which the app calls as its "CUDA calls": an enter
+ * and an exit callback (~20 us apart, one correlation id and one
+ * correlationData slot per call, as CUPTI gives them) when the runtime
+ * domain or cudaLaunchKernel's callback id is enabled.
  * It checks what CUPTI relies on: a buffer given with ZEROED_OUT set is all
  * zero, and is 8-byte aligned.
  */
@@ -38,6 +41,8 @@ static int gen_started;
 static uint8_t *cur;                 /* buffer being filled */
 static size_t cur_size, cur_valid;
 static atomic_ullong generated, buffers, unzeroed, misaligned, finalized;
+static atomic_int launch_cb_on;                 /* cuptiEnableCallback(cudaLaunchKernel) */
+static atomic_ullong corr_ids, launch_cbs;      /* calls made; exits delivered by cbid */
 
 static uint64_t now_ns(void)
 {
@@ -164,6 +169,25 @@ API CUptiResult cuptiEnableDomain(uint32_t en, CUpti_SubscriberHandle h, CUpti_C
 	return CUPTI_SUCCESS;
 }
 
+API CUptiResult cuptiEnableCallback(uint32_t en, CUpti_SubscriberHandle h, CUpti_CallbackDomain d,
+				    CUpti_CallbackId cbid)
+{
+	(void)h;
+	if (d != CUPTI_CB_DOMAIN_RUNTIME_API)
+		return CUPTI_ERROR_INVALID_PARAMETER;
+	if (cbid == CUPTI_RUNTIME_TRACE_CBID_cudaLaunchKernel_v7000)
+		atomic_store(&launch_cb_on, (int)en);
+	return CUPTI_SUCCESS;
+}
+
+API CUptiResult cuptiGetCallbackName(CUpti_CallbackDomain d, uint32_t cbid, const char **name)
+{
+	if (d != CUPTI_CB_DOMAIN_RUNTIME_API || cbid != CUPTI_RUNTIME_TRACE_CBID_cudaLaunchKernel_v7000)
+		return CUPTI_ERROR_INVALID_PARAMETER;
+	*name = "cudaLaunchKernel_v7000";
+	return CUPTI_SUCCESS;
+}
+
 API CUptiResult cuptiActivityRegisterCallbacks(CUpti_BuffersCallbackRequestFunc rq,
 					       CUpti_BuffersCallbackCompleteFunc dn)
 {
@@ -244,32 +268,46 @@ API CUptiResult cuptiFinalize(void)
 	subscribed = 0;
 	sub_cb = NULL;
 	memset(domain_on, 0, sizeof(domain_on));
+	atomic_store(&launch_cb_on, 0);
 	pthread_mutex_unlock(&mu);
 	finalized++;
 	return CUPTI_SUCCESS;
 }
 
-/* The app's "CUDA call": an API exit callback when the runtime domain is on. */
+/* The app's "CUDA call": enter and exit callbacks when they are enabled. */
 API void fake_cupti_api_call(void)
 {
 	pthread_mutex_lock(&mu);
-	CUpti_CallbackFunc cb = domain_on[CUPTI_CB_DOMAIN_RUNTIME_API] ? sub_cb : NULL;
+	int by_id = atomic_load(&launch_cb_on);
+	CUpti_CallbackFunc cb = domain_on[CUPTI_CB_DOMAIN_RUNTIME_API] || by_id ? sub_cb : NULL;
 	void *ud = sub_ud;
 	pthread_mutex_unlock(&mu);
 	if (!cb)
 		return;
+	uint64_t slot = 0;
+	int ret = 0;
 	CUpti_CallbackData d;
 	memset(&d, 0, sizeof(d));
-	d.callbackSite = CUPTI_API_EXIT;
 	d.functionName = "cudaLaunchKernel";
+	d.correlationId = (uint32_t)atomic_fetch_add(&corr_ids, 1) + 1;
+	d.correlationData = &slot;
+	d.functionReturnValue = &ret;
+	d.callbackSite = CUPTI_API_ENTER;
 	cb(ud, CUPTI_CB_DOMAIN_RUNTIME_API, CUPTI_RUNTIME_TRACE_CBID_cudaLaunchKernel_v7000, &d);
+	for (uint64_t t0 = now_ns(); now_ns() - t0 < 20000;)
+		; /* the "launch" */
+	d.callbackSite = CUPTI_API_EXIT;
+	cb(ud, CUPTI_CB_DOMAIN_RUNTIME_API, CUPTI_RUNTIME_TRACE_CBID_cudaLaunchKernel_v7000, &d);
+	if (by_id)
+		launch_cbs++;
 }
 
-API void fake_cupti_stats(unsigned long long out[5])
+API void fake_cupti_stats(unsigned long long out[6])
 {
 	out[0] = generated;
 	out[1] = buffers;
 	out[2] = unzeroed;
 	out[3] = misaligned;
 	out[4] = finalized;
+	out[5] = launch_cbs;
 }
