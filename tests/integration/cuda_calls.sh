@@ -115,6 +115,7 @@ CUDA_CALLS_WAIT=10 timeout 60 "$LT" profile -t cuda --probe-file "$T/nested.json
 	>"$T/c.out" 2>"$T/c.err"
 "$COUNT" "$T/c.log" --dump >"$T/c.calls" 2>&1
 child=$(awk '/^child/ {print $2}' "$T/c.out")
+{ grep -E '^(count|total)' "$T/c.calls"; grep -iE 'probe|never|warn|error' "$T/c.err" "$T/c.out" | head -5; } | sed 's/^/# /'
 check "followed child: its 300 cp_outer calls recorded under its own pid ($child)" \
 	"grep -qx 'count cp_outer 0 300' $T/c.calls && [ \"\$(awk '\$1==\"call\" {print \$2}' $T/c.calls | sort -u)\" = '$child' ]"
 

@@ -77,7 +77,7 @@ static void wait_probe(const char *what, const void *fn)
 		}
 		usleep(2000);
 	}
-	usleep(50000); /* the profiler may still be attaching the rest */
+	usleep(200000); /* the profiler may still be attaching the rest (return probes) */
 }
 
 static void *sym(void *h, const char *name)
