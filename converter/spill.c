@@ -2,6 +2,7 @@
 #include "spill.h"
 
 #include <errno.h>
+#include <stddef.h>
 #include <fcntl.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -29,89 +30,197 @@ static void big_free(void *p, size_t n)
 
 /* ------------------------------------------------------------ packing */
 
-struct pk_head {
-	uint32_t type, pid, tid, nstr;
-	uint64_t ts;
+/* A record's body is the event in a compact form: the type byte, then
+ * varints (pid, tid, ts - start zigzagged, then the type's fields in the
+ * order of its table below; signed fields zigzagged), strings as varint
+ * length + bytes + NUL (so unpacked strings are C strings), lib_call's
+ * arguments as nargs values. About half the bytes of the structs: the sort
+ * files are the converter's biggest I/O. Stacks are never packed: samples
+ * travel as interned folded strings. */
+
+enum { PK_U, PK_S, PK_STR, PK_ARGS };
+
+struct pk_field {
+	uint16_t off;    /* in struct evlog_event */
+	uint8_t size;    /* 1, 4 or 8 (PK_U, PK_S) */
+	uint8_t kind;
 };
 
-static size_t member_size(uint32_t type)
-{
-	const struct evlog_event *e = NULL;
+#define PKF(m, k) { offsetof(struct evlog_event, u.m), sizeof(((struct evlog_event *)0)->u.m), k }
+#define PK_MAX_FIELDS 12
 
-	switch (type) {
-	case EV_SYSCALL: return sizeof(e->u.syscall);
-	case EV_CPU_SAMPLE: return sizeof(e->u.cpu_sample);
-	case EV_PY_ENTER: return sizeof(e->u.py_enter);
-	case EV_PY_SAMPLE: return sizeof(e->u.py_sample);
-	case EV_LIB_CALL: return sizeof(e->u.lib_call);
-	case EV_GPU_KERNEL: return sizeof(e->u.gpu_kernel);
-	case EV_GPU_MEMCPY: return sizeof(e->u.gpu_memcpy);
-	case EV_GPU_MEMSET: return sizeof(e->u.gpu_memset);
-	case EV_GPU_API: return sizeof(e->u.gpu_api);
-	case EV_MARKER: return sizeof(e->u.marker);
-	default: return 0;
+struct pk_type {
+	uint8_t n;
+	struct pk_field f[PK_MAX_FIELDS];
+};
+
+static const struct pk_type pk_types[EV_CLOCK + 1] = {
+	[EV_SYSCALL] = { 6, { PKF(syscall.nr, PK_U), PKF(syscall.dur, PK_U), PKF(syscall.ret, PK_S),
+			      PKF(syscall.arg0, PK_U), PKF(syscall.arg1, PK_U),
+			      PKF(syscall.arg2, PK_U) } },
+	[EV_CPU_SAMPLE] = { 1, { PKF(cpu_sample.cpu, PK_U) } },
+	[EV_PY_ENTER] = { 3, { PKF(py_enter.func, PK_STR), PKF(py_enter.file, PK_STR),
+				PKF(py_enter.line, PK_U) } },
+	[EV_PY_SAMPLE] = { 0, { { 0, 0, 0 } } },
+	[EV_LIB_CALL] = { 10, { PKF(lib_call.lib_class, PK_U), PKF(lib_call.lib, PK_STR),
+				PKF(lib_call.symbol, PK_STR), PKF(lib_call.dur, PK_U),
+				PKF(lib_call.ret, PK_U), PKF(lib_call.depth, PK_U),
+				PKF(lib_call.nargs, PK_ARGS), PKF(lib_call.args, PK_ARGS),
+				PKF(lib_call.detail, PK_STR), PKF(lib_call.correlation_id, PK_U) } },
+	[EV_GPU_KERNEL] = { 12, { PKF(gpu_kernel.dur, PK_U), PKF(gpu_kernel.device, PK_U),
+				  PKF(gpu_kernel.context, PK_U), PKF(gpu_kernel.stream, PK_U),
+				  PKF(gpu_kernel.correlation_id, PK_U), PKF(gpu_kernel.name, PK_STR),
+				  PKF(gpu_kernel.grid, PK_ARGS), PKF(gpu_kernel.block, PK_ARGS),
+				  PKF(gpu_kernel.registers, PK_U), PKF(gpu_kernel.static_smem, PK_U),
+				  PKF(gpu_kernel.dynamic_smem, PK_U), PKF(gpu_kernel.graph_id, PK_U) } },
+	[EV_GPU_MEMCPY] = { 9, { PKF(gpu_memcpy.dur, PK_U), PKF(gpu_memcpy.device, PK_U),
+				 PKF(gpu_memcpy.context, PK_U), PKF(gpu_memcpy.stream, PK_U),
+				 PKF(gpu_memcpy.correlation_id, PK_U), PKF(gpu_memcpy.bytes, PK_U),
+				 PKF(gpu_memcpy.copy_kind, PK_U), PKF(gpu_memcpy.src_kind, PK_U),
+				 PKF(gpu_memcpy.dst_kind, PK_U) } },
+	[EV_GPU_MEMSET] = { 7, { PKF(gpu_memset.dur, PK_U), PKF(gpu_memset.device, PK_U),
+				 PKF(gpu_memset.context, PK_U), PKF(gpu_memset.stream, PK_U),
+				 PKF(gpu_memset.correlation_id, PK_U), PKF(gpu_memset.bytes, PK_U),
+				 PKF(gpu_memset.value, PK_U) } },
+	[EV_GPU_API] = { 6, { PKF(gpu_api.dur, PK_U), PKF(gpu_api.api_class, PK_U),
+			      PKF(gpu_api.cbid, PK_U), PKF(gpu_api.correlation_id, PK_U),
+			      PKF(gpu_api.ret, PK_S), PKF(gpu_api.name, PK_STR) } },
+	[EV_MARKER] = { 4, { PKF(marker.name, PK_STR), PKF(marker.text, PK_STR),
+			     PKF(marker.dur, PK_U), PKF(marker.value, PK_U) } },
+};
+
+/* Which types pack (the timeline's); the grid/block arrays are PK_ARGS of
+ * three u32, lib_call's args PK_ARGS of nargs u64 (nargs itself is coded
+ * with them). */
+static const struct pk_type *pk_type(uint32_t type)
+{
+	return type <= EV_CLOCK && (pk_types[type].n || type == EV_PY_SAMPLE) ? &pk_types[type] : NULL;
+}
+
+static uint64_t ld(const void *p, unsigned size)
+{
+	uint64_t v = 0;
+	uint32_t v4;
+
+	switch (size) {
+	case 1: return *(const uint8_t *)p;
+	case 4: memcpy(&v4, p, 4); return v4;
+	default: memcpy(&v, p, 8); return v;
 	}
 }
 
-/* The string fields of a timeline event. Stacks are never packed: samples
- * travel as interned folded strings. */
-static int str_fields(struct evlog_event *e, struct evlog_str **f)
+static void st(void *p, unsigned size, uint64_t v)
 {
-	switch (e->type) {
-	case EV_PY_ENTER:
-		f[0] = &e->u.py_enter.func;
-		f[1] = &e->u.py_enter.file;
-		return 2;
-	case EV_LIB_CALL:
-		f[0] = &e->u.lib_call.lib;
-		f[1] = &e->u.lib_call.symbol;
-		f[2] = &e->u.lib_call.detail;
-		return 3;
-	case EV_GPU_KERNEL: f[0] = &e->u.gpu_kernel.name; return 1;
-	case EV_GPU_API: f[0] = &e->u.gpu_api.name; return 1;
-	case EV_MARKER:
-		f[0] = &e->u.marker.name;
-		f[1] = &e->u.marker.text;
-		return 2;
-	default: return 0;
+	uint32_t v4 = (uint32_t)v;
+
+	switch (size) {
+	case 1: *(uint8_t *)p = (uint8_t)v; break;
+	case 4: memcpy(p, &v4, 4); break;
+	default: memcpy(p, &v, 8); break;
 	}
+}
+
+static inline char *put_v(char *p, uint64_t v)
+{
+	while (v >= 0x80) {
+		*p++ = (char)(v | 0x80);
+		v >>= 7;
+	}
+	*p++ = (char)v;
+	return p;
+}
+
+static inline uint64_t zz(int64_t v)
+{
+	return ((uint64_t)v << 1) ^ (uint64_t)(v >> 63);
+}
+
+static inline int64_t unzz(uint64_t v)
+{
+	return (int64_t)(v >> 1) ^ -(int64_t)(v & 1);
+}
+
+/* Bounds-checked varint read: -1 past end or on an over-long varint. */
+static inline int get_v(const char **pp, const char *end, uint64_t *out)
+{
+	const char *p = *pp;
+	uint64_t v = 0;
+
+	for (unsigned shift = 0; shift < 64; shift += 7) {
+		if (p >= end)
+			return -1;
+		uint8_t b = (uint8_t)*p++;
+
+		v |= (uint64_t)(b & 0x7f) << shift;
+		if (!(b & 0x80)) {
+			*pp = p;
+			*out = v;
+			return 0;
+		}
+	}
+	return -1;
 }
 
 #define ALIGN8(x) (((x) + 7) & ~(size_t)7)
+#define VMAX 10
+/* Sort file I/O: bytes per write() and per run read buffer (at most). */
+#define SPILL_IO_BYTES (4u << 20)
 
+/* An upper bound: the exact length is set by cv_rec_pack (r->len) and the
+ * spill reclaims the rest. */
 size_t cv_rec_size(const struct evlog_event *ev)
 {
-	struct evlog_event tmp = *ev;
-	struct evlog_str *f[4];
-	int n = str_fields(&tmp, f);
-	size_t sz = sizeof(struct cv_rec) + sizeof(struct pk_head) + member_size(ev->type);
+	const struct pk_type *t = pk_type(ev->type);
+	size_t sz = sizeof(struct cv_rec) + 1 + 3 * VMAX;
 
-	for (int i = 0; i < n; i++)
-		sz += 4 + f[i]->len + 1;
+	if (!t)
+		return ALIGN8(sz);
+	sz += (size_t)t->n * VMAX + (EVLOG_MAX_ARGS + 1) * VMAX;
+	for (unsigned i = 0; i < t->n; i++)
+		if (t->f[i].kind == PK_STR)
+			sz += VMAX + 1 + ((const struct evlog_str *)((const char *)ev + t->f[i].off))->len;
 	return ALIGN8(sz);
 }
 
 void cv_rec_pack(struct cv_rec *r, const struct evlog_event *ev)
 {
-	struct evlog_event tmp = *ev;
-	struct evlog_str *f[4];
-	int n = str_fields(&tmp, f);
+	const struct pk_type *t = pk_type(ev->type);
 	char *p = (char *)(r + 1);
-	struct pk_head h = { ev->type, ev->pid, ev->tid, (uint32_t)n, ev->ts };
-	size_t msz = member_size(ev->type);
+	const char *e = (const char *)ev;
 
-	memcpy(p, &h, sizeof(h));
-	p += sizeof(h);
-	memcpy(p, &ev->u, msz);
-	p += msz;
-	for (int i = 0; i < n; i++) {
-		uint32_t len = f[i]->len;
+	*p++ = (char)(t ? ev->type : 0);
+	p = put_v(p, ev->pid);
+	p = put_v(p, ev->tid);
+	p = put_v(p, zz((int64_t)(ev->ts - r->start)));
+	for (unsigned i = 0; t && i < t->n; i++) {
+		const struct pk_field *f = &t->f[i];
 
-		memcpy(p, &len, 4);
-		if (len)
-			memcpy(p + 4, f[i]->ptr, len);
-		p[4 + len] = 0;
-		p += 4 + len + 1;
+		if (f->kind == PK_U) {
+			p = put_v(p, ld(e + f->off, f->size));
+		} else if (f->kind == PK_S) {
+			p = put_v(p, zz((int64_t)ld(e + f->off, f->size)));
+		} else if (f->kind == PK_STR) {
+			const struct evlog_str *s = (const struct evlog_str *)(e + f->off);
+
+			p = put_v(p, s->len);
+			if (s->len)
+				memcpy(p, s->ptr, s->len);
+			p[s->len] = 0;
+			p += s->len + 1;
+		} else if (f->size == sizeof(ev->u.lib_call.nargs)) {
+			uint32_t n = ev->u.lib_call.nargs;
+
+			n = n > EVLOG_MAX_ARGS ? EVLOG_MAX_ARGS : n;
+			p = put_v(p, n);
+			for (uint32_t k = 0; k < n; k++)
+				p = put_v(p, ev->u.lib_call.args[k]);
+		} else if (f->size == sizeof(ev->u.gpu_kernel.grid)) {
+			const uint32_t *d = (const uint32_t *)(e + f->off);
+
+			for (int k = 0; k < 3; k++)
+				p = put_v(p, d[k]);
+		}
+		/* lib_call.args: coded with nargs */
 	}
 	size_t used = (size_t)(p - (char *)r);
 
@@ -119,43 +228,67 @@ void cv_rec_pack(struct cv_rec *r, const struct evlog_event *ev)
 	r->len = (uint32_t)ALIGN8(used);
 }
 
+static int unpack_field(const struct pk_field *f, char *e, struct evlog_event *ev,
+			const char **pp, const char *end)
+{
+	uint64_t v;
+
+	if (f->kind == PK_STR) {
+		struct evlog_str *s = (struct evlog_str *)(e + f->off);
+
+		if (get_v(pp, end, &v) || v >= (uint64_t)(end - *pp) || (*pp)[v])
+			return -1;
+		s->ptr = *pp;
+		s->len = (uint32_t)v;
+		*pp += v + 1;
+		return 0;
+	}
+	if (f->kind == PK_U || f->kind == PK_S) {
+		if (get_v(pp, end, &v))
+			return -1;
+		st(e + f->off, f->size, f->kind == PK_S ? (uint64_t)unzz(v) : v);
+		return 0;
+	}
+	if (f->size == sizeof(ev->u.lib_call.nargs)) {
+		if (get_v(pp, end, &v) || v > EVLOG_MAX_ARGS)
+			return -1;
+		ev->u.lib_call.nargs = (uint32_t)v;
+		for (uint32_t k = 0; k < ev->u.lib_call.nargs; k++)
+			if (get_v(pp, end, &ev->u.lib_call.args[k]))
+				return -1;
+	} else if (f->size == sizeof(ev->u.gpu_kernel.grid)) {
+		uint32_t *d = (uint32_t *)(e + f->off);
+
+		for (int k = 0; k < 3; k++) {
+			if (get_v(pp, end, &v))
+				return -1;
+			d[k] = (uint32_t)v;
+		}
+	}
+	return 0;
+}
+
 int cv_rec_unpack(const struct cv_rec *r, struct evlog_event *ev)
 {
 	const char *p = (const char *)(r + 1), *end = (const char *)r + r->len;
-	struct pk_head h;
-	struct evlog_str *f[4];
+	uint64_t pid, tid, dts;
 
-	if ((size_t)(end - p) < sizeof(h))
+	if (r->len < sizeof(*r) + 1 || p >= end)
 		return -1;
-	memcpy(&h, p, sizeof(h));
-	p += sizeof(h);
-	size_t msz = member_size(h.type);
+	const struct pk_type *t = pk_type((uint8_t)*p);
 
-	if (!msz || (size_t)(end - p) < msz)
+	if (!t)
 		return -1;
 	memset(ev, 0, sizeof(*ev));
-	ev->type = h.type;
-	ev->pid = h.pid;
-	ev->tid = h.tid;
-	ev->ts = h.ts;
-	memcpy(&ev->u, p, msz);
-	p += msz;
-	int n = str_fields(ev, f);
-
-	if ((uint32_t)n != h.nstr)
+	ev->type = (uint8_t)*p++;
+	if (get_v(&p, end, &pid) || get_v(&p, end, &tid) || get_v(&p, end, &dts))
 		return -1;
-	for (int i = 0; i < n; i++) {
-		uint32_t len;
-
-		if (end - p < 4)
+	ev->pid = (uint32_t)pid;
+	ev->tid = (uint32_t)tid;
+	ev->ts = r->start + (uint64_t)unzz(dts);
+	for (unsigned i = 0; i < t->n; i++)
+		if (unpack_field(&t->f[i], (char *)ev, ev, &p, end))
 			return -1;
-		memcpy(&len, p, 4);
-		if ((size_t)(end - p) < 4 + (size_t)len + 1)
-			return -1;
-		f[i]->ptr = p + 4;
-		f[i]->len = len;
-		p += 4 + len + 1;
-	}
 	return 0;
 }
 
@@ -164,14 +297,19 @@ int cv_rec_unpack(const struct cv_rec *r, struct evlog_event *ev)
 struct idx_ent {
 	uint64_t start, dur;
 	uint32_t track;
-	uint32_t pad;
-	uint64_t off;
+	uint32_t off8;          /* the record's offset in the buffer / 8 */
 };
 
+#define ENT_OFF(e) ((size_t)(e).off8 << 3)
+
+/* A run file is read through its own buffer; a record lying whole in the
+ * buffer is handed out in place, so the merge copies nothing but the reads. */
 struct run_reader {
-	FILE *f;
-	struct cv_rec *cur;
-	size_t cap;
+	int fd;
+	char *buf;
+	size_t cap, pos, end;   /* unread bytes: buf[pos..end) */
+	int eof;
+	const struct cv_rec *cur;
 };
 
 struct cv_spill {
@@ -182,8 +320,9 @@ struct cv_spill {
 	uint32_t n_tracks;
 	uint32_t *counts;
 	char tmpdir[4096];
-	FILE **runs;
+	int *runs;              /* run files, rewound */
 	uint32_t n_runs;
+	char *wbuf;             /* write_run's output buffer */
 	uint64_t count;
 	/* iteration */
 	int in_memory;          /* a single run, never written out */
@@ -202,6 +341,8 @@ struct cv_spill *cv_spill_new(size_t run_bytes, uint32_t n_tracks, const char *t
 	if (!s)
 		goto oom;
 	s->cap = run_bytes < (1u << 16) ? (1u << 16) : run_bytes;
+	if (s->cap > (16ULL << 30))
+		s->cap = 16ULL << 30; /* offsets / 8 fit 32 bits */
 	s->buf = big_alloc(s->cap);
 	s->n_tracks = n_tracks ? n_tracks : 1;
 	s->counts = calloc((size_t)s->n_tracks + 1, sizeof(*s->counts));
@@ -224,7 +365,7 @@ static int cmp_ent(const void *a, const void *b)
 		return x->start < y->start ? -1 : 1;
 	if (x->dur != y->dur)
 		return x->dur > y->dur ? -1 : 1; /* longer (the parent) first */
-	return x->off < y->off ? -1 : x->off > y->off;
+	return x->off8 < y->off8 ? -1 : x->off8 > y->off8;
 }
 
 #define SORT_BLOCK 32
@@ -303,7 +444,7 @@ static int sort_run(struct cv_spill *s)
 	return 0;
 }
 
-static FILE *anon_file(const char *dir, char *err, size_t errsz)
+static int anon_file(const char *dir, char *err, size_t errsz)
 {
 	int fd = open(dir, O_TMPFILE | O_RDWR | O_CLOEXEC, 0600);
 
@@ -311,69 +452,117 @@ static FILE *anon_file(const char *dir, char *err, size_t errsz)
 		char tmpl[4200];
 
 		snprintf(tmpl, sizeof(tmpl), "%s/.llmt-sort.XXXXXX", dir);
-		fd = mkstemp(tmpl);
+		fd = mkostemp(tmpl, O_CLOEXEC);
 		if (fd >= 0)
 			unlink(tmpl);
 	}
-	FILE *f = fd >= 0 ? fdopen(fd, "w+") : NULL;
-
-	if (!f) {
+	if (fd < 0)
 		snprintf(err, errsz, "cannot create a sort file in %s: %s; set TMPDIR to a "
 			 "writable directory with space", dir, strerror(errno));
-		if (fd >= 0)
-			close(fd);
+	return fd;
+}
+
+static int write_all(int fd, const char *p, size_t n)
+{
+	while (n) {
+		ssize_t w = write(fd, p, n);
+
+		if (w < 0 && errno == EINTR)
+			continue;
+		if (w <= 0) {
+			if (w == 0)
+				errno = ENOSPC;
+			return -1;
+		}
+		p += w;
+		n -= (size_t)w;
 	}
-	return f;
+	return 0;
 }
 
 static void refresh_keys(struct cv_spill *s);
+static void trim_last(struct cv_spill *s);
 
+/* Sorted records are gathered into a large buffer and written with few
+ * system calls: the sort files are the converter's biggest I/O. */
 static int write_run(struct cv_spill *s, char *err, size_t errsz)
 {
-	FILE *f;
+	size_t wl = 0;
+	int fd;
 
+	trim_last(s);
 	refresh_keys(s);
 	if (sort_run(s)) {
 		snprintf(err, errsz, "out of memory sorting a run");
 		return -1;
 	}
-	if (!(f = anon_file(s->tmpdir, err, errsz)))
+	if (!s->wbuf && !(s->wbuf = malloc(SPILL_IO_BYTES))) {
+		snprintf(err, errsz, "out of memory");
 		return -1;
-	setvbuf(f, NULL, _IOFBF, 1 << 20);
-	for (size_t i = 0; i < s->n_idx; i++) {
-		const struct cv_rec *r = (const struct cv_rec *)(s->buf + s->sorted[i].off);
-
-		if (fwrite(r, r->len, 1, f) != 1)
-			goto ioerr;
 	}
-	if (fflush(f) || fseek(f, 0, SEEK_SET))
+	if ((fd = anon_file(s->tmpdir, err, errsz)) < 0)
+		return -1;
+	for (size_t i = 0; i < s->n_idx; i++) {
+		const struct cv_rec *r = (const struct cv_rec *)(s->buf + ENT_OFF(s->sorted[i]));
+
+		if (wl + r->len > SPILL_IO_BYTES) {
+			if (write_all(fd, s->wbuf, wl))
+				goto ioerr;
+			wl = 0;
+		}
+		if (r->len > SPILL_IO_BYTES) {
+			if (write_all(fd, (const char *)r, r->len))
+				goto ioerr;
+			continue;
+		}
+		memcpy(s->wbuf + wl, r, r->len);
+		wl += r->len;
+	}
+	if (write_all(fd, s->wbuf, wl) || lseek(fd, 0, SEEK_SET) < 0)
 		goto ioerr;
-	FILE **nr = realloc(s->runs, (s->n_runs + 1) * sizeof(*nr));
+	int *nr = realloc(s->runs, (s->n_runs + 1) * sizeof(*nr));
 
 	if (!nr) {
-		fclose(f);
+		close(fd);
 		snprintf(err, errsz, "out of memory");
 		return -1;
 	}
 	s->runs = nr;
-	s->runs[s->n_runs++] = f;
+	s->runs[s->n_runs++] = fd;
 	s->used = 0;
 	s->n_idx = 0;
 	return 0;
 ioerr:
 	snprintf(err, errsz, "writing a sort file in %s: %s; set TMPDIR to a directory with "
 		 "more space", s->tmpdir, strerror(errno));
-	fclose(f);
+	close(fd);
 	return -1;
+}
+
+/* The last record reserved was filled since: keep only its real length
+ * (reserve got an upper bound). */
+static void trim_last(struct cv_spill *s)
+{
+	if (!s->n_idx)
+		return;
+	size_t off = ENT_OFF(s->idx[s->n_idx - 1]);
+	const struct cv_rec *r = (const struct cv_rec *)(s->buf + off);
+
+	if (r->len >= sizeof(*r) && off + r->len <= s->used)
+		s->used = off + r->len;
 }
 
 struct cv_rec *cv_spill_reserve(struct cv_spill *s, size_t len, char *err, size_t errsz)
 {
-	if (len > s->cap) {
+	if (len + 2 * sizeof(struct idx_ent) > s->cap) {
 		snprintf(err, errsz, "event of %zu bytes larger than the sort buffer", len);
 		return NULL;
 	}
-	if (s->used + len > s->cap && write_run(s, err, errsz))
+	trim_last(s);
+	/* The budget holds the records and their two index entries (the
+	 * index and the sorted copy). */
+	if (s->used + len + (s->n_idx + 1) * 2 * sizeof(struct idx_ent) > s->cap &&
+	    write_run(s, err, errsz))
 		return NULL;
 	if (s->n_idx == s->cap_idx) {
 		size_t nc = s->cap_idx ? s->cap_idx * 2 : 4096;
@@ -388,7 +577,8 @@ struct cv_rec *cv_spill_reserve(struct cv_spill *s, size_t len, char *err, size_
 	}
 	struct cv_rec *r = (struct cv_rec *)(s->buf + s->used);
 
-	s->idx[s->n_idx].off = s->used;
+	r->len = 0;
+	s->idx[s->n_idx].off8 = (uint32_t)(s->used >> 3);
 	s->n_idx++;
 	s->used += len;
 	s->count++;
@@ -400,7 +590,7 @@ struct cv_rec *cv_spill_reserve(struct cv_spill *s, size_t len, char *err, size_
 static void refresh_keys(struct cv_spill *s)
 {
 	for (size_t i = 0; i < s->n_idx; i++) {
-		const struct cv_rec *r = (const struct cv_rec *)(s->buf + s->idx[i].off);
+		const struct cv_rec *r = (const struct cv_rec *)(s->buf + ENT_OFF(s->idx[i]));
 
 		s->idx[i].start = r->start;
 		s->idx[i].dur = r->dur;
@@ -427,31 +617,71 @@ static int heap_less(const struct cv_spill *s, uint32_t x, uint32_t y)
 	return rec_less(a, b) || (!rec_less(b, a) && x < y);
 }
 
-static int read_rec(struct run_reader *rd, char *err, size_t errsz)
+/* Make at least want bytes available at rd->buf + rd->pos (fewer at the
+ * end of the file); the buffer grows only for a record larger than it. */
+static int rd_fill(struct run_reader *rd, size_t want, char *err, size_t errsz)
 {
-	struct cv_rec h;
-
-	if (fread(&h, sizeof(h), 1, rd->f) != 1)
+	if (rd->end - rd->pos >= want || rd->eof)
 		return 0;
-	if (h.len < sizeof(h) || h.len > (1u << 30)) {
-		snprintf(err, errsz, "sort file damaged");
-		return -1;
-	}
-	if (h.len > rd->cap) {
-		void *n = realloc(rd->cur, h.len);
+	if (want > rd->cap) {
+		char *n = malloc(want);
 
 		if (!n) {
 			snprintf(err, errsz, "out of memory");
 			return -1;
 		}
-		rd->cur = n;
-		rd->cap = h.len;
+		memcpy(n, rd->buf + rd->pos, rd->end - rd->pos);
+		free(rd->buf);
+		rd->buf = n;
+		rd->cap = want;
+	} else {
+		memmove(rd->buf, rd->buf + rd->pos, rd->end - rd->pos);
 	}
-	memcpy(rd->cur, &h, sizeof(h));
-	if (fread((char *)rd->cur + sizeof(h), h.len - sizeof(h), 1, rd->f) != 1) {
+	rd->end -= rd->pos;
+	rd->pos = 0;
+	while (rd->end < want) {
+		ssize_t n = read(rd->fd, rd->buf + rd->end, rd->cap - rd->end);
+
+		if (n < 0 && errno == EINTR)
+			continue;
+		if (n < 0) {
+			snprintf(err, errsz, "reading a sort file: %s", strerror(errno));
+			return -1;
+		}
+		if (n == 0) {
+			rd->eof = 1;
+			break;
+		}
+		rd->end += (size_t)n;
+	}
+	return 0;
+}
+
+static int read_rec(struct run_reader *rd, char *err, size_t errsz)
+{
+	struct cv_rec h;
+
+	if (rd_fill(rd, sizeof(h), err, errsz))
+		return -1;
+	if (rd->end == rd->pos)
+		return 0;
+	if (rd->end - rd->pos < sizeof(h)) {
 		snprintf(err, errsz, "sort file cut short");
 		return -1;
 	}
+	memcpy(&h, rd->buf + rd->pos, sizeof(h));
+	if (h.len < sizeof(h) || h.len > (1u << 30) || (h.len & 7)) {
+		snprintf(err, errsz, "sort file damaged");
+		return -1;
+	}
+	if (rd_fill(rd, h.len, err, errsz))
+		return -1;
+	if (rd->end - rd->pos < h.len) {
+		snprintf(err, errsz, "sort file cut short");
+		return -1;
+	}
+	rd->cur = (const struct cv_rec *)(rd->buf + rd->pos);
+	rd->pos += h.len;
 	return 1;
 }
 
@@ -477,6 +707,7 @@ static void heap_down(struct cv_spill *s, uint32_t i)
 int cv_spill_finish(struct cv_spill *s, char *err, size_t errsz)
 {
 	/* keys are refreshed before every sort (see write_run / below) */
+	trim_last(s);
 	if (s->n_runs == 0) {
 		refresh_keys(s);
 		if (sort_run(s)) {
@@ -501,11 +732,20 @@ int cv_spill_finish(struct cv_spill *s, char *err, size_t errsz)
 		snprintf(err, errsz, "out of memory");
 		return -1;
 	}
+	/* The read buffers share what the sort buffer had: memory stays flat
+	 * however many runs a long log makes. */
+	size_t per = s->cap / s->n_runs;
+
+	per = per > SPILL_IO_BYTES ? SPILL_IO_BYTES : per < 65536 ? 65536 : per & ~(size_t)7;
 	for (uint32_t i = 0; i < s->n_runs; i++) {
 		int r;
 
-		s->rd[i].f = s->runs[i];
-		setvbuf(s->rd[i].f, NULL, _IOFBF, 1 << 20);
+		s->rd[i].fd = s->runs[i];
+		s->rd[i].cap = per;
+		if (!(s->rd[i].buf = malloc(per))) {
+			snprintf(err, errsz, "out of memory");
+			return -1;
+		}
 		if ((r = read_rec(&s->rd[i], err, errsz)) < 0)
 			return -1;
 		if (r)
@@ -522,7 +762,7 @@ int cv_spill_next(struct cv_spill *s, const struct cv_rec **out, char *err, size
 	if (s->in_memory) {
 		if (s->mem_pos >= s->n_idx)
 			return 0;
-		*out = (const struct cv_rec *)(s->buf + s->sorted[s->mem_pos++].off);
+		*out = (const struct cv_rec *)(s->buf + ENT_OFF(s->sorted[s->mem_pos++]));
 		return 1;
 	}
 	/* Advance the run whose record was handed out last time. */
@@ -559,10 +799,11 @@ void cv_spill_free(struct cv_spill *s)
 	if (!s)
 		return;
 	for (uint32_t i = 0; i < s->n_runs; i++)
-		fclose(s->runs[i]);
+		close(s->runs[i]);
 	if (s->rd)
 		for (uint32_t i = 0; i < s->n_runs; i++)
-			free(s->rd[i].cur);
+			free(s->rd[i].buf);
+	free(s->wbuf);
 	free(s->rd);
 	free(s->heap);
 	free(s->runs);

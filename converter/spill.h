@@ -25,7 +25,8 @@ struct cv_rec {
 };
 
 /* Pack ev after a record header into buf (grown as needed by the caller:
- * cv_rec_size() first). */
+ * cv_rec_size() first, an upper bound; cv_rec_pack sets r->len exactly, and
+ * r->start must be set before: ts is coded relative to it). */
 size_t cv_rec_size(const struct evlog_event *ev);
 void cv_rec_pack(struct cv_rec *r, const struct evlog_event *ev);
 /* Unpack: ev's strings point into r. Returns -1 if r is malformed. */
@@ -33,12 +34,7 @@ int cv_rec_unpack(const struct cv_rec *r, struct evlog_event *ev);
 /* The event type of a packed record, without unpacking it. */
 static inline uint32_t cv_rec_type(const struct cv_rec *r)
 {
-	uint32_t t;
-
-	if (r->len < sizeof(*r) + sizeof(t))
-		return 0;
-	__builtin_memcpy(&t, r + 1, sizeof(t));
-	return t;
+	return r->len > sizeof(*r) ? *(const uint8_t *)(r + 1) : 0;
 }
 
 struct cv_spill;
