@@ -26,6 +26,12 @@ struct tj {
 	uint64_t pid_base;
 	uint32_t *gpu_pid;          /* per meta->gpus index */
 	int argn;                   /* arguments written in the current args object */
+	/* ",\"pid\":P,\"tid\":T,\"ts\":" of the track written last: items come
+	 * track by track, so it is rendered once per track, not per event. */
+	uint64_t pt_pid, pt_tid;
+	int pt_valid;
+	size_t pt_len;
+	char pt[64];
 	char *devprops;             /* deviceProperties entries, JSON text */
 	size_t dp_len, dp_cap;
 	struct trace_json_stats st;
@@ -339,6 +345,21 @@ static int tj_finish(void *ctx, int ok)
 
 /* ----------------------------------------------------------------- items */
 
+/* ",\"pid\":P,\"tid\":T,\"ts\":" */
+static int pid_tid_ts(struct tj *t, uint64_t pid, uint64_t tid)
+{
+	if (!t->pt_valid || pid != t->pt_pid || tid != t->pt_tid) {
+		int n = snprintf(t->pt, sizeof(t->pt), ",\"pid\":%llu,\"tid\":%llu,\"ts\":",
+				 (unsigned long long)pid, (unsigned long long)tid);
+
+		t->pt_len = n > 0 && (size_t)n < sizeof(t->pt) ? (size_t)n : 0;
+		t->pt_pid = pid;
+		t->pt_tid = tid;
+		t->pt_valid = 1;
+	}
+	return cv_out_write(&t->cur, t->pt, t->pt_len);
+}
+
 static int common(struct tj *t, const char *ph, const struct conv_item *it, uint64_t pid,
 		  uint64_t tid)
 {
@@ -347,9 +368,7 @@ static int common(struct tj *t, const char *ph, const struct conv_item *it, uint
 	return ev_open(t) || CV_OUT_LIT(o, "\"ph\":\"") || cv_out_str(o, ph) ||
 	       CV_OUT_LIT(o, "\",\"cat\":\"") || cv_out_str(o, it->category) ||
 	       CV_OUT_LIT(o, "\",\"name\":") || cv_json_str(o, it->name, strlen(it->name)) ||
-	       CV_OUT_LIT(o, ",\"pid\":") || cv_json_u64(o, pid) || CV_OUT_LIT(o, ",\"tid\":") ||
-	       cv_json_u64(o, tid) || CV_OUT_LIT(o, ",\"ts\":") ||
-	       cv_json_us(o, (int64_t)(it->start_ns + (uint64_t)t->off));
+	       pid_tid_ts(t, pid, tid) || cv_json_us(o, (int64_t)(it->start_ns + (uint64_t)t->off));
 }
 
 /* ",\"key\":" (no comma before the first argument). */
@@ -538,9 +557,7 @@ static int flow(struct tj *t, const struct conv_item *it, uint64_t pid, uint64_t
 	t->st.flows++;
 	return ev_open(t) || CV_OUT_LIT(o, "\"ph\":\"") || cv_out_str(o, it->flow_start ? "s" : "f") ||
 	       CV_OUT_LIT(o, "\",\"id\":") || cv_json_u64(o, it->flow_id) ||
-	       CV_OUT_LIT(o, ",\"pid\":") || cv_json_u64(o, pid) || CV_OUT_LIT(o, ",\"tid\":") ||
-	       cv_json_u64(o, tid) || CV_OUT_LIT(o, ",\"ts\":") ||
-	       cv_json_us(o, (int64_t)(it->start_ns + (uint64_t)t->off)) ||
+	       pid_tid_ts(t, pid, tid) || cv_json_us(o, (int64_t)(it->start_ns + (uint64_t)t->off)) ||
 	       CV_OUT_LIT(o, ",\"cat\":\"ac2g\",\"name\":\"ac2g\"") ||
 	       (!it->flow_start && CV_OUT_LIT(o, ",\"bp\":\"e\"")) || CV_OUT_LIT(o, "}");
 }
