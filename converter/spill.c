@@ -30,95 +30,52 @@ static void big_free(void *p, size_t n)
 
 /* ------------------------------------------------------------ packing */
 
-/* A record's body is the event in a compact form: the type byte, then
- * varints (pid, tid, ts - start zigzagged, then the type's fields in the
- * order of its table below; signed fields zigzagged), strings as varint
- * length + bytes + NUL (so unpacked strings are C strings), lib_call's
- * arguments as nargs values. About half the bytes of the structs: the sort
- * files are the converter's biggest I/O. Stacks are never packed: samples
- * travel as interned folded strings. */
-
-enum { PK_U, PK_S, PK_STR, PK_ARGS };
-
-struct pk_field {
-	uint16_t off;    /* in struct evlog_event */
-	uint8_t size;    /* 1, 4 or 8 (PK_U, PK_S) */
-	uint8_t kind;
-};
-
-#define PKF(m, k) { offsetof(struct evlog_event, u.m), sizeof(((struct evlog_event *)0)->u.m), k }
-#define PK_MAX_FIELDS 12
-
-struct pk_type {
-	uint8_t n;
-	struct pk_field f[PK_MAX_FIELDS];
-};
-
-static const struct pk_type pk_types[EV_CLOCK + 1] = {
-	[EV_SYSCALL] = { 6, { PKF(syscall.nr, PK_U), PKF(syscall.dur, PK_U), PKF(syscall.ret, PK_S),
-			      PKF(syscall.arg0, PK_U), PKF(syscall.arg1, PK_U),
-			      PKF(syscall.arg2, PK_U) } },
-	[EV_CPU_SAMPLE] = { 1, { PKF(cpu_sample.cpu, PK_U) } },
-	[EV_PY_ENTER] = { 3, { PKF(py_enter.func, PK_STR), PKF(py_enter.file, PK_STR),
-				PKF(py_enter.line, PK_U) } },
-	[EV_PY_SAMPLE] = { 0, { { 0, 0, 0 } } },
-	[EV_LIB_CALL] = { 10, { PKF(lib_call.lib_class, PK_U), PKF(lib_call.lib, PK_STR),
-				PKF(lib_call.symbol, PK_STR), PKF(lib_call.dur, PK_U),
-				PKF(lib_call.ret, PK_U), PKF(lib_call.depth, PK_U),
-				PKF(lib_call.nargs, PK_ARGS), PKF(lib_call.args, PK_ARGS),
-				PKF(lib_call.detail, PK_STR), PKF(lib_call.correlation_id, PK_U) } },
-	[EV_GPU_KERNEL] = { 12, { PKF(gpu_kernel.dur, PK_U), PKF(gpu_kernel.device, PK_U),
-				  PKF(gpu_kernel.context, PK_U), PKF(gpu_kernel.stream, PK_U),
-				  PKF(gpu_kernel.correlation_id, PK_U), PKF(gpu_kernel.name, PK_STR),
-				  PKF(gpu_kernel.grid, PK_ARGS), PKF(gpu_kernel.block, PK_ARGS),
-				  PKF(gpu_kernel.registers, PK_U), PKF(gpu_kernel.static_smem, PK_U),
-				  PKF(gpu_kernel.dynamic_smem, PK_U), PKF(gpu_kernel.graph_id, PK_U) } },
-	[EV_GPU_MEMCPY] = { 9, { PKF(gpu_memcpy.dur, PK_U), PKF(gpu_memcpy.device, PK_U),
-				 PKF(gpu_memcpy.context, PK_U), PKF(gpu_memcpy.stream, PK_U),
-				 PKF(gpu_memcpy.correlation_id, PK_U), PKF(gpu_memcpy.bytes, PK_U),
-				 PKF(gpu_memcpy.copy_kind, PK_U), PKF(gpu_memcpy.src_kind, PK_U),
-				 PKF(gpu_memcpy.dst_kind, PK_U) } },
-	[EV_GPU_MEMSET] = { 7, { PKF(gpu_memset.dur, PK_U), PKF(gpu_memset.device, PK_U),
-				 PKF(gpu_memset.context, PK_U), PKF(gpu_memset.stream, PK_U),
-				 PKF(gpu_memset.correlation_id, PK_U), PKF(gpu_memset.bytes, PK_U),
-				 PKF(gpu_memset.value, PK_U) } },
-	[EV_GPU_API] = { 6, { PKF(gpu_api.dur, PK_U), PKF(gpu_api.api_class, PK_U),
-			      PKF(gpu_api.cbid, PK_U), PKF(gpu_api.correlation_id, PK_U),
-			      PKF(gpu_api.ret, PK_S), PKF(gpu_api.name, PK_STR) } },
-	[EV_MARKER] = { 4, { PKF(marker.name, PK_STR), PKF(marker.text, PK_STR),
-			     PKF(marker.dur, PK_U), PKF(marker.value, PK_U) } },
-};
-
-/* Which types pack (the timeline's); the grid/block arrays are PK_ARGS of
- * three u32, lib_call's args PK_ARGS of nargs u64 (nargs itself is coded
- * with them). */
-static const struct pk_type *pk_type(uint32_t type)
-{
-	return type <= EV_CLOCK && (pk_types[type].n || type == EV_PY_SAMPLE) ? &pk_types[type] : NULL;
-}
-
-static uint64_t ld(const void *p, unsigned size)
-{
-	uint64_t v = 0;
-	uint32_t v4;
-
-	switch (size) {
-	case 1: return *(const uint8_t *)p;
-	case 4: memcpy(&v4, p, 4); return v4;
-	default: memcpy(&v, p, 8); return v;
-	}
-}
-
-static void st(void *p, unsigned size, uint64_t v)
-{
-	uint32_t v4 = (uint32_t)v;
-
-	switch (size) {
-	case 1: *(uint8_t *)p = (uint8_t)v; break;
-	case 4: memcpy(p, &v4, 4); break;
-	default: memcpy(p, &v, 8); break;
-	}
-}
+/* A record's body is the event in a compact form: the type byte (its top
+ * bits: the record's padding, see spill.h), then varints: pid, tid,
+ * ts - start zigzagged, then the type's fields in the order of the list
+ * below (signed ones zigzagged); strings as varint length + bytes + NUL (so
+ * unpacked strings are C strings); lib_call's arguments as nargs values.
+ * About half the bytes of the structs: the sort files are the converter's
+ * biggest I/O. Stacks are never packed: samples travel as interned folded
+ * strings. One field list serves packing and unpacking (U unsigned, S
+ * signed, T string, A3 three u32, ARGS lib_call's nargs + args). */
+#define PK_FIELDS(U, S, T, A3, ARGS)                                                  \
+	case EV_SYSCALL:                                                              \
+		U(syscall.nr); U(syscall.dur); S(syscall.ret); U(syscall.arg0);       \
+		U(syscall.arg1); U(syscall.arg2);                                     \
+		break;                                                                \
+	case EV_CPU_SAMPLE: U(cpu_sample.cpu); break;                                 \
+	case EV_PY_ENTER: T(py_enter.func); T(py_enter.file); U(py_enter.line); break; \
+	case EV_PY_SAMPLE: break;                                                     \
+	case EV_LIB_CALL:                                                             \
+		U(lib_call.lib_class); T(lib_call.lib); T(lib_call.symbol);           \
+		U(lib_call.dur); U(lib_call.ret); U(lib_call.depth); ARGS();          \
+		T(lib_call.detail); U(lib_call.correlation_id);                       \
+		break;                                                                \
+	case EV_GPU_KERNEL:                                                           \
+		U(gpu_kernel.dur); U(gpu_kernel.device); U(gpu_kernel.context);       \
+		U(gpu_kernel.stream); U(gpu_kernel.correlation_id); T(gpu_kernel.name); \
+		A3(gpu_kernel.grid); A3(gpu_kernel.block); U(gpu_kernel.registers);   \
+		U(gpu_kernel.static_smem); U(gpu_kernel.dynamic_smem);                \
+		U(gpu_kernel.graph_id);                                               \
+		break;                                                                \
+	case EV_GPU_MEMCPY:                                                           \
+		U(gpu_memcpy.dur); U(gpu_memcpy.device); U(gpu_memcpy.context);       \
+		U(gpu_memcpy.stream); U(gpu_memcpy.correlation_id); U(gpu_memcpy.bytes); \
+		U(gpu_memcpy.copy_kind); U(gpu_memcpy.src_kind); U(gpu_memcpy.dst_kind); \
+		break;                                                                \
+	case EV_GPU_MEMSET:                                                           \
+		U(gpu_memset.dur); U(gpu_memset.device); U(gpu_memset.context);       \
+		U(gpu_memset.stream); U(gpu_memset.correlation_id); U(gpu_memset.bytes); \
+		U(gpu_memset.value);                                                  \
+		break;                                                                \
+	case EV_GPU_API:                                                              \
+		U(gpu_api.dur); U(gpu_api.api_class); U(gpu_api.cbid);                \
+		U(gpu_api.correlation_id); S(gpu_api.ret); T(gpu_api.name);           \
+		break;                                                                \
+	case EV_MARKER:                                                               \
+		T(marker.name); T(marker.text); U(marker.dur); U(marker.value);       \
+		break;
 
 static inline char *put_v(char *p, uint64_t v)
 {
@@ -161,134 +118,125 @@ static inline int get_v(const char **pp, const char *end, uint64_t *out)
 	return -1;
 }
 
+static inline char *put_s(char *p, struct evlog_str s)
+{
+	p = put_v(p, s.len);
+	if (s.len)
+		memcpy(p, s.ptr, s.len);
+	p[s.len] = 0;
+	return p + s.len + 1;
+}
+
+static inline int get_s(const char **pp, const char *end, struct evlog_str *s)
+{
+	uint64_t n;
+
+	if (get_v(pp, end, &n) || n >= (uint64_t)(end - *pp) || (*pp)[n])
+		return -1;
+	s->ptr = *pp;
+	s->len = (uint32_t)n;
+	*pp += n + 1;
+	return 0;
+}
+
 #define ALIGN8(x) (((x) + 7) & ~(size_t)7)
 #define VMAX 10
 /* Sort file I/O: bytes per write() and per run read buffer (at most). */
 #define SPILL_IO_BYTES (4u << 20)
 
-/* An upper bound: the exact length is set by cv_rec_pack (r->len) and the
- * spill reclaims the rest. */
+static int packs(uint32_t type)
+{
+	switch (type) {
+	case EV_SYSCALL: case EV_CPU_SAMPLE: case EV_PY_ENTER: case EV_PY_SAMPLE:
+	case EV_LIB_CALL: case EV_GPU_KERNEL: case EV_GPU_MEMCPY: case EV_GPU_MEMSET:
+	case EV_GPU_API: case EV_MARKER:
+		return 1;
+	default:
+		return 0;
+	}
+}
+
+/* An upper bound (at most 24 numbers of VMAX bytes, plus the strings): the
+ * exact length is set by cv_rec_pack (r->len) and the spill reclaims the
+ * rest. */
 size_t cv_rec_size(const struct evlog_event *ev)
 {
-	const struct pk_type *t = pk_type(ev->type);
-	size_t sz = sizeof(struct cv_rec) + 1 + 3 * VMAX;
+	size_t sz = sizeof(struct cv_rec) + 1 + (3 + 24) * VMAX;
 
-	if (!t)
-		return ALIGN8(sz);
-	sz += (size_t)t->n * VMAX + (EVLOG_MAX_ARGS + 1) * VMAX;
-	for (unsigned i = 0; i < t->n; i++)
-		if (t->f[i].kind == PK_STR)
-			sz += VMAX + 1 + ((const struct evlog_str *)((const char *)ev + t->f[i].off))->len;
+#define SZ_U(m) (void)0
+#define SZ_T(m) (sz += VMAX + 1 + ev->u.m.len)
+#define SZ_A3(m) (void)0
+#define SZ_ARGS() (void)0
+	switch (ev->type) {
+	PK_FIELDS(SZ_U, SZ_U, SZ_T, SZ_A3, SZ_ARGS)
+	default: break;
+	}
 	return ALIGN8(sz);
 }
 
 void cv_rec_pack(struct cv_rec *r, const struct evlog_event *ev)
 {
-	const struct pk_type *t = pk_type(ev->type);
 	char *p = (char *)(r + 1);
-	const char *e = (const char *)ev;
 
-	*p++ = (char)(t ? ev->type : 0);
+	*p++ = (char)(packs(ev->type) ? ev->type : 0);
 	p = put_v(p, ev->pid);
 	p = put_v(p, ev->tid);
 	p = put_v(p, zz((int64_t)(ev->ts - r->start)));
-	for (unsigned i = 0; t && i < t->n; i++) {
-		const struct pk_field *f = &t->f[i];
-
-		if (f->kind == PK_U) {
-			p = put_v(p, ld(e + f->off, f->size));
-		} else if (f->kind == PK_S) {
-			p = put_v(p, zz((int64_t)ld(e + f->off, f->size)));
-		} else if (f->kind == PK_STR) {
-			const struct evlog_str *s = (const struct evlog_str *)(e + f->off);
-
-			p = put_v(p, s->len);
-			if (s->len)
-				memcpy(p, s->ptr, s->len);
-			p[s->len] = 0;
-			p += s->len + 1;
-		} else if (f->size == sizeof(ev->u.lib_call.nargs)) {
-			uint32_t n = ev->u.lib_call.nargs;
-
-			n = n > EVLOG_MAX_ARGS ? EVLOG_MAX_ARGS : n;
-			p = put_v(p, n);
-			for (uint32_t k = 0; k < n; k++)
-				p = put_v(p, ev->u.lib_call.args[k]);
-		} else if (f->size == sizeof(ev->u.gpu_kernel.grid)) {
-			const uint32_t *d = (const uint32_t *)(e + f->off);
-
-			for (int k = 0; k < 3; k++)
-				p = put_v(p, d[k]);
-		}
-		/* lib_call.args: coded with nargs */
+#define PK_U(m) (p = put_v(p, (uint64_t)ev->u.m))
+#define PK_S(m) (p = put_v(p, zz((int64_t)ev->u.m)))
+#define PK_T(m) (p = put_s(p, ev->u.m))
+#define PK_A3(m) (p = put_v(p, ev->u.m[0]), p = put_v(p, ev->u.m[1]), p = put_v(p, ev->u.m[2]))
+#define PK_ARGS() do {                                                                \
+		uint32_t n_ = ev->u.lib_call.nargs < EVLOG_MAX_ARGS ? ev->u.lib_call.nargs \
+								    : EVLOG_MAX_ARGS; \
+		p = put_v(p, n_);                                                     \
+		for (uint32_t k_ = 0; k_ < n_; k_++)                                  \
+			p = put_v(p, ev->u.lib_call.args[k_]);                        \
+	} while (0)
+	switch (ev->type) {
+	PK_FIELDS(PK_U, PK_S, PK_T, PK_A3, PK_ARGS)
+	default: break;
 	}
 	size_t used = (size_t)(p - (char *)r);
 
 	memset(p, 0, ALIGN8(used) - used);
 	r->len = (uint32_t)ALIGN8(used);
-}
-
-static int unpack_field(const struct pk_field *f, char *e, struct evlog_event *ev,
-			const char **pp, const char *end)
-{
-	uint64_t v;
-
-	if (f->kind == PK_STR) {
-		struct evlog_str *s = (struct evlog_str *)(e + f->off);
-
-		if (get_v(pp, end, &v) || v >= (uint64_t)(end - *pp) || (*pp)[v])
-			return -1;
-		s->ptr = *pp;
-		s->len = (uint32_t)v;
-		*pp += v + 1;
-		return 0;
-	}
-	if (f->kind == PK_U || f->kind == PK_S) {
-		if (get_v(pp, end, &v))
-			return -1;
-		st(e + f->off, f->size, f->kind == PK_S ? (uint64_t)unzz(v) : v);
-		return 0;
-	}
-	if (f->size == sizeof(ev->u.lib_call.nargs)) {
-		if (get_v(pp, end, &v) || v > EVLOG_MAX_ARGS)
-			return -1;
-		ev->u.lib_call.nargs = (uint32_t)v;
-		for (uint32_t k = 0; k < ev->u.lib_call.nargs; k++)
-			if (get_v(pp, end, &ev->u.lib_call.args[k]))
-				return -1;
-	} else if (f->size == sizeof(ev->u.gpu_kernel.grid)) {
-		uint32_t *d = (uint32_t *)(e + f->off);
-
-		for (int k = 0; k < 3; k++) {
-			if (get_v(pp, end, &v))
-				return -1;
-			d[k] = (uint32_t)v;
-		}
-	}
-	return 0;
+	/* The padding's length rides in the type byte's top bits: sort files
+	 * store the body without it. */
+	*(char *)(r + 1) |= (char)((ALIGN8(used) - used) << CV_REC_PAD_SHIFT);
 }
 
 int cv_rec_unpack(const struct cv_rec *r, struct evlog_event *ev)
 {
 	const char *p = (const char *)(r + 1), *end = (const char *)r + r->len;
-	uint64_t pid, tid, dts;
+	uint64_t v, pid, tid, dts;
+	uint32_t type = cv_rec_type(r);
 
-	if (r->len < sizeof(*r) + 1 || p >= end)
+	if (r->len < sizeof(*r) + 1 || !packs(type))
 		return -1;
-	const struct pk_type *t = pk_type((uint8_t)*p);
-
-	if (!t)
-		return -1;
-	memset(ev, 0, sizeof(*ev));
-	ev->type = (uint8_t)*p++;
+	p++;
 	if (get_v(&p, end, &pid) || get_v(&p, end, &tid) || get_v(&p, end, &dts))
 		return -1;
+	memset(ev, 0, sizeof(*ev));
+	ev->type = type;
 	ev->pid = (uint32_t)pid;
 	ev->tid = (uint32_t)tid;
 	ev->ts = r->start + (uint64_t)unzz(dts);
-	for (unsigned i = 0; i < t->n; i++)
-		if (unpack_field(&t->f[i], (char *)ev, ev, &p, end))
-			return -1;
+#define UP_U(m) do { if (get_v(&p, end, &v)) return -1; ev->u.m = (typeof(ev->u.m))v; } while (0)
+#define UP_S(m) do { if (get_v(&p, end, &v)) return -1; ev->u.m = (typeof(ev->u.m))unzz(v); } while (0)
+#define UP_T(m) do { if (get_s(&p, end, &ev->u.m)) return -1; } while (0)
+#define UP_A3(m) do { UP_U(m[0]); UP_U(m[1]); UP_U(m[2]); } while (0)
+#define UP_ARGS() do {                                                                \
+		UP_U(lib_call.nargs);                                                 \
+		if (ev->u.lib_call.nargs > EVLOG_MAX_ARGS)                            \
+			return -1;                                                    \
+		for (uint32_t k_ = 0; k_ < ev->u.lib_call.nargs; k_++)                \
+			UP_U(lib_call.args[k_]);                                      \
+	} while (0)
+	switch (type) {
+	PK_FIELDS(UP_U, UP_S, UP_T, UP_A3, UP_ARGS)
+	default: return -1;
+	}
 	return 0;
 }
 
@@ -309,7 +257,10 @@ struct run_reader {
 	char *buf;
 	size_t cap, pos, end;   /* unread bytes: buf[pos..end) */
 	int eof;
-	const struct cv_rec *cur;
+	struct cv_rec *cur;     /* the record read last, decoded */
+	size_t cur_cap;
+	uint32_t track;         /* ... its key: the next one is coded against it */
+	uint64_t start;
 };
 
 struct cv_spill {
@@ -483,6 +434,16 @@ static int write_all(int fd, const char *p, size_t n)
 static void refresh_keys(struct cv_spill *s);
 static void trim_last(struct cv_spill *s);
 
+/* In a sort file a record is: varint track - previous track, varint start
+ * (- previous start on the same track), varints dur, log, stack, body
+ * length, then the body without its padding. */
+#define DISK_HEAD_MAX (6 * VMAX)
+
+static size_t rec_body_len(const struct cv_rec *r)
+{
+	return r->len - sizeof(*r) - (*(const uint8_t *)(r + 1) >> CV_REC_PAD_SHIFT);
+}
+
 /* Sorted records are gathered into a large buffer and written with few
  * system calls: the sort files are the converter's biggest I/O. */
 static int write_run(struct cv_spill *s, char *err, size_t errsz)
@@ -502,21 +463,38 @@ static int write_run(struct cv_spill *s, char *err, size_t errsz)
 	}
 	if ((fd = anon_file(s->tmpdir, err, errsz)) < 0)
 		return -1;
+	uint32_t track = 0;
+	uint64_t start = 0;
+
 	for (size_t i = 0; i < s->n_idx; i++) {
 		const struct cv_rec *r = (const struct cv_rec *)(s->buf + ENT_OFF(s->sorted[i]));
+		size_t body = rec_body_len(r);
 
-		if (wl + r->len > SPILL_IO_BYTES) {
+		if (wl + DISK_HEAD_MAX + body > SPILL_IO_BYTES) {
 			if (write_all(fd, s->wbuf, wl))
 				goto ioerr;
 			wl = 0;
 		}
-		if (r->len > SPILL_IO_BYTES) {
-			if (write_all(fd, (const char *)r, r->len))
+		char *p = s->wbuf + wl;
+
+		/* Sorted by track then start: both coded as small deltas. */
+		p = put_v(p, r->track - track);
+		p = put_v(p, r->track != track ? r->start : r->start - start);
+		p = put_v(p, r->dur);
+		p = put_v(p, r->log);
+		p = put_v(p, r->stack);
+		p = put_v(p, body);
+		track = r->track;
+		start = r->start;
+		wl = (size_t)(p - s->wbuf);
+		if (DISK_HEAD_MAX + body > SPILL_IO_BYTES) {
+			if (write_all(fd, s->wbuf, wl) || write_all(fd, (const char *)(r + 1), body))
 				goto ioerr;
+			wl = 0;
 			continue;
 		}
-		memcpy(s->wbuf + wl, r, r->len);
-		wl += r->len;
+		memcpy(s->wbuf + wl, r + 1, body);
+		wl += body;
 	}
 	if (write_all(fd, s->wbuf, wl) || lseek(fd, 0, SEEK_SET) < 0)
 		goto ioerr;
@@ -659,29 +637,58 @@ static int rd_fill(struct run_reader *rd, size_t want, char *err, size_t errsz)
 
 static int read_rec(struct run_reader *rd, char *err, size_t errsz)
 {
-	struct cv_rec h;
+	uint64_t v[6];
+	const char *p, *end;
 
-	if (rd_fill(rd, sizeof(h), err, errsz))
+	if (rd_fill(rd, DISK_HEAD_MAX, err, errsz))
 		return -1;
 	if (rd->end == rd->pos)
 		return 0;
-	if (rd->end - rd->pos < sizeof(h)) {
-		snprintf(err, errsz, "sort file cut short");
-		return -1;
-	}
-	memcpy(&h, rd->buf + rd->pos, sizeof(h));
-	if (h.len < sizeof(h) || h.len > (1u << 30) || (h.len & 7)) {
+	p = rd->buf + rd->pos;
+	end = rd->buf + rd->end;
+	for (int i = 0; i < 6; i++)
+		if (get_v(&p, end, &v[i])) {
+			snprintf(err, errsz, "sort file damaged");
+			return -1;
+		}
+	/* v: track delta, start (delta), dur, log, stack, body length */
+	if (v[0] > UINT32_MAX - rd->track || v[3] > UINT32_MAX || v[4] > UINT32_MAX ||
+	    v[5] < 1 || v[5] > (1u << 30)) {
 		snprintf(err, errsz, "sort file damaged");
 		return -1;
 	}
-	if (rd_fill(rd, h.len, err, errsz))
+	rd->pos = (size_t)(p - rd->buf);
+	size_t body = (size_t)v[5], len = ALIGN8(sizeof(struct cv_rec) + body);
+
+	if (rd_fill(rd, body, err, errsz))
 		return -1;
-	if (rd->end - rd->pos < h.len) {
+	if (rd->end - rd->pos < body) {
 		snprintf(err, errsz, "sort file cut short");
 		return -1;
 	}
-	rd->cur = (const struct cv_rec *)(rd->buf + rd->pos);
-	rd->pos += h.len;
+	if (len > rd->cur_cap) {
+		void *n = realloc(rd->cur, len);
+
+		if (!n) {
+			snprintf(err, errsz, "out of memory");
+			return -1;
+		}
+		rd->cur = n;
+		rd->cur_cap = len;
+	}
+	struct cv_rec *r = rd->cur;
+
+	r->start = v[0] ? v[1] : rd->start + v[1];
+	r->track = rd->track + (uint32_t)v[0];
+	r->dur = v[2];
+	r->log = (uint32_t)v[3];
+	r->stack = (uint32_t)v[4];
+	r->len = (uint32_t)len;
+	memcpy(r + 1, rd->buf + rd->pos, body);
+	memset((char *)(r + 1) + body, 0, len - sizeof(*r) - body);
+	rd->pos += body;
+	rd->track = r->track;
+	rd->start = r->start;
 	return 1;
 }
 
@@ -801,8 +808,10 @@ void cv_spill_free(struct cv_spill *s)
 	for (uint32_t i = 0; i < s->n_runs; i++)
 		close(s->runs[i]);
 	if (s->rd)
-		for (uint32_t i = 0; i < s->n_runs; i++)
+		for (uint32_t i = 0; i < s->n_runs; i++) {
 			free(s->rd[i].buf);
+			free(s->rd[i].cur);
+		}
 	free(s->wbuf);
 	free(s->rd);
 	free(s->heap);

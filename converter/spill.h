@@ -31,10 +31,14 @@ size_t cv_rec_size(const struct evlog_event *ev);
 void cv_rec_pack(struct cv_rec *r, const struct evlog_event *ev);
 /* Unpack: ev's strings point into r. Returns -1 if r is malformed. */
 int cv_rec_unpack(const struct cv_rec *r, struct evlog_event *ev);
+/* The body's first byte: the event type, and the record's padding bytes in
+ * the top three bits. */
+#define CV_REC_TYPE_MASK 0x1f
+#define CV_REC_PAD_SHIFT 5
 /* The event type of a packed record, without unpacking it. */
 static inline uint32_t cv_rec_type(const struct cv_rec *r)
 {
-	return r->len > sizeof(*r) ? *(const uint8_t *)(r + 1) : 0;
+	return r->len > sizeof(*r) ? *(const uint8_t *)(r + 1) & CV_REC_TYPE_MASK : 0;
 }
 
 struct cv_spill;

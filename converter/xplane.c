@@ -1026,6 +1026,21 @@ static void host_item_stats(struct xsink *x, struct evstats *e, const struct con
  * functions one per (name, file:line), the source going into the
  * metadata's stats (key "name\0file:line", split again when emitted).
  */
+/* v in decimal at d (10 bytes at most); returns the length. */
+static size_t u32_dec(char *d, uint32_t v)
+{
+	char t[10];
+	size_t n = 0;
+
+	do {
+		t[n++] = (char)('0' + v % 10);
+		v /= 10;
+	} while (v);
+	for (size_t i = 0; i < n; i++)
+		d[i] = t[n - 1 - i];
+	return n;
+}
+
 static int64_t event_meta_id(struct xplane_p *p, const struct conv_item *it)
 {
 	const char *name = it->name && *it->name ? it->name : "<unknown>";
@@ -1041,11 +1056,14 @@ static int64_t event_meta_id(struct xplane_p *p, const struct conv_item *it)
 		n = 512;
 	memcpy(key, name, n);
 	key[n++] = 0;
-	m = snprintf(key + n, sizeof(key) - n, "%.*s:%u", (int)ev->u.py_enter.file.len,
-		     ev->u.py_enter.file.ptr, ev->u.py_enter.line);
-	if (m < 0)
-		m = 0;
-	n += (size_t)m < sizeof(key) - n ? (size_t)m : sizeof(key) - n - 1;
+	/* "file:line", by hand: this runs for every Python call. */
+	size_t room = sizeof(key) - n - 12; /* ':', 10 digits, NUL */
+
+	m = (int)(ev->u.py_enter.file.len < room ? ev->u.py_enter.file.len : room);
+	memcpy(key + n, ev->u.py_enter.file.ptr, (size_t)m);
+	n += (size_t)m;
+	key[n++] = ':';
+	n += u32_dec(key + n, ev->u.py_enter.line);
 	if (!p->source_sid && !(p->source_sid = strmap_id(&p->stats, "source")))
 		return 0;
 	return strmap_idn(&p->events, key, n);
