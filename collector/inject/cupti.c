@@ -697,6 +697,9 @@ static void CUPTIAPI buf_completed(CUcontext ctx, uint32_t stream, uint8_t *buf,
  * call's exit claims a slot of a lock-free ring (no lock on the
  * application's thread); the control thread's tick moves the ring into the
  * log. The correlation id is CUPTI's own, the one its kernel records carry.
+ * Driver launches (cuLaunchKernel[Ex], as cuBLAS makes them) are taken too,
+ * but only outside a recorded runtime call: inside one they are the runtime
+ * launch's own driver call, and its kernel carries the runtime call's id.
  */
 #define CB_RING (1u << 16) /* ~6 ticks' worth at 50k calls/s */
 
@@ -704,6 +707,7 @@ struct cb_rec {
 	_Atomic uint32_t seq; /* slot index + 1 once written */
 	uint32_t cbid, tid, corr;
 	int32_t ret;
+	uint8_t driver;
 	uint64_t start, end;
 };
 
@@ -728,20 +732,40 @@ static const CUpti_CallbackId cb_ids[] = {
 	CUPTI_RUNTIME_TRACE_CBID_cudaEventSynchronize_v3020,
 };
 
+static const CUpti_CallbackId cb_drv_ids[] = {
+	CUPTI_DRIVER_TRACE_CBID_cuLaunchKernel,
+	CUPTI_DRIVER_TRACE_CBID_cuLaunchKernel_ptsz,
+	CUPTI_DRIVER_TRACE_CBID_cuLaunchKernelEx,
+	CUPTI_DRIVER_TRACE_CBID_cuLaunchKernelEx_ptsz,
+	CUPTI_DRIVER_TRACE_CBID_cuLaunchCooperativeKernel,
+	CUPTI_DRIVER_TRACE_CBID_cuLaunchCooperativeKernel_ptsz,
+	CUPTI_DRIVER_TRACE_CBID_cuGraphLaunch,
+	CUPTI_DRIVER_TRACE_CBID_cuGraphLaunch_ptsz,
+};
+
 static struct cb_rec *cb_ring;
 static _Atomic uint64_t cb_head;    /* next slot to claim */
 static _Atomic uint64_t cb_tail;    /* next slot to move into the log */
 static _Atomic uint64_t cb_full;    /* calls not recorded: the ring was full */
 static atomic_int cb_on;
+static _Atomic uint32_t cb_gen;      /* recording session, for cb_in_rt */
 static __thread uint32_t cb_my_tid;
+static __thread uint32_t cb_in_rt;   /* = cb_gen while in a recorded runtime call */
 
-static void cb_record(CUpti_CallbackId cbid, const CUpti_CallbackData *cb)
+static void cb_record(CUpti_CallbackDomain dom, CUpti_CallbackId cbid, const CUpti_CallbackData *cb)
 {
+	int driver = dom == CUPTI_CB_DOMAIN_DRIVER_API;
+	if (driver && cb_in_rt == atomic_load_explicit(&cb_gen, memory_order_relaxed))
+		return; /* a runtime launch's own driver call */
 	if (cb->callbackSite == CUPTI_API_ENTER) {
+		if (!driver)
+			cb_in_rt = atomic_load_explicit(&cb_gen, memory_order_relaxed);
 		if (cb->correlationData)
 			*cb->correlationData = mono_ns();
 		return;
 	}
+	if (!driver)
+		cb_in_rt = 0;
 	uint64_t end = mono_ns(), h = atomic_load_explicit(&cb_head, memory_order_relaxed);
 	do {
 		if (h - atomic_load_explicit(&cb_tail, memory_order_acquire) >= CB_RING) {
@@ -754,6 +778,7 @@ static void cb_record(CUpti_CallbackId cbid, const CUpti_CallbackData *cb)
 		cb_my_tid = (uint32_t)syscall(SYS_gettid);
 	struct cb_rec *r = &cb_ring[h & (CB_RING - 1)];
 	r->cbid = cbid;
+	r->driver = (uint8_t)driver;
 	r->tid = cb_my_tid;
 	r->corr = cb->correlationId;
 	r->ret = cb->functionReturnValue ? *(const int32_t *)cb->functionReturnValue : 0;
@@ -773,11 +798,11 @@ static void cb_drain(void)
 			break; /* claimed, not yet written */
 		struct evlog_event ev = { .type = EV_GPU_API, .ts = r->start, .tid = r->tid };
 		ev.u.gpu_api.dur = r->end > r->start ? r->end - r->start : 0;
-		ev.u.gpu_api.api_class = EVLIB_CUDA_RUNTIME;
+		ev.u.gpu_api.api_class = r->driver ? EVLIB_CUDA_DRIVER : EVLIB_CUDA_RUNTIME;
 		ev.u.gpu_api.cbid = r->cbid;
 		ev.u.gpu_api.correlation_id = r->corr;
 		ev.u.gpu_api.ret = r->ret;
-		ev.u.gpu_api.name = evlog_s(api_name(0, r->cbid, buf, sizeof(buf)));
+		ev.u.gpu_api.name = evlog_s(api_name(r->driver, r->cbid, buf, sizeof(buf)));
 		emit(&ev);
 		stats.apis++;
 		atomic_store_explicit(&cb_tail, ++t, memory_order_release);
@@ -795,10 +820,13 @@ static int cb_start(void)
 	atomic_store(&cb_head, 0);
 	atomic_store(&cb_tail, 0);
 	atomic_store(&cb_full, 0);
+	atomic_fetch_add(&cb_gen, 1);
 	atomic_store(&cb_on, 1);
 	int n = 0;
 	for (size_t i = 0; i < sizeof(cb_ids) / sizeof(cb_ids[0]); i++)
 		n += cu.cuptiEnableCallback(1, sub, CUPTI_CB_DOMAIN_RUNTIME_API, cb_ids[i]) == CUPTI_SUCCESS;
+	for (size_t i = 0; n && i < sizeof(cb_drv_ids) / sizeof(cb_drv_ids[0]); i++)
+		cu.cuptiEnableCallback(1, sub, CUPTI_CB_DOMAIN_DRIVER_API, cb_drv_ids[i]);
 	return n ? 0 : -1;
 }
 
@@ -811,6 +839,8 @@ static void cb_stop(void)
 		return;
 	for (size_t i = 0; i < sizeof(cb_ids) / sizeof(cb_ids[0]); i++)
 		cu.cuptiEnableCallback(0, sub, CUPTI_CB_DOMAIN_RUNTIME_API, cb_ids[i]);
+	for (size_t i = 0; i < sizeof(cb_drv_ids) / sizeof(cb_drv_ids[0]); i++)
+		cu.cuptiEnableCallback(0, sub, CUPTI_CB_DOMAIN_DRIVER_API, cb_drv_ids[i]);
 }
 
 __attribute__((destructor)) static void cb_free(void)
@@ -828,8 +858,9 @@ static void CUPTIAPI api_callback(void *ud, CUpti_CallbackDomain dom, CUpti_Call
 {
 	const CUpti_CallbackData *cb = data;
 	(void)ud;
-	if (dom == CUPTI_CB_DOMAIN_RUNTIME_API && atomic_load_explicit(&cb_on, memory_order_relaxed))
-		cb_record(cbid, cb);
+	if ((dom == CUPTI_CB_DOMAIN_RUNTIME_API || dom == CUPTI_CB_DOMAIN_DRIVER_API) &&
+	    atomic_load_explicit(&cb_on, memory_order_relaxed))
+		cb_record(dom, cbid, cb);
 	if ((dom != CUPTI_CB_DOMAIN_RUNTIME_API && dom != CUPTI_CB_DOMAIN_DRIVER_API) ||
 	    cb->callbackSite != CUPTI_API_EXIT || !atomic_load(&finalize_wanted))
 		return;

@@ -70,15 +70,22 @@ wait $TP2
 check "[cb] target exited 0" '[ $? = 0 ]'
 check "[cb] finalized, unloaded, nothing dropped" 'grep -q "dropped=0 finalized=1 unloaded=1" "$W/r3.out"'
 "$T/inject_logdump" "$W/r3"/*.evlog >"$W/r3.tsv" 2>&1
-a=$(grep -c '^A' "$W/r3.tsv")
+# A tsv: ts dur pid tid corr cbid class name
+awk -F'\t' '$1=="A" && $9=="cudaLaunchKernel"' "$W/r3.tsv" >"$W/r3.rt"
+awk -F'\t' '$1=="A" && $9=="cuLaunchKernel"' "$W/r3.tsv" >"$W/r3.drv"
+a=$(wc -l <"$W/r3.rt") d=$(wc -l <"$W/r3.drv")
 cbs=$(sed -n 's/.* launch_cbs=\([0-9]*\).*/\1/p' "$W/app2.out")
-echo "# [cb] $a API records in the log, $cbs launch callbacks delivered"
+dcbs=$(sed -n 's/.* drv_cbs=\([0-9]*\).*/\1/p' "$W/app2.out")
+echo "# [cb] in the log: $a runtime, $d driver launches; delivered: $cbs, $dcbs"
 # A call in its callback when the stop comes may miss the ring: at most one per thread.
-check "[cb] every launch callback delivered is in the log once ($a of $cbs)" \
-	'[ "$a" -gt 1000 ] && [ "$a" -le "$cbs" ] && [ $((cbs - a)) -le 4 ] &&
-	[ "$(awk -F"\t" "\$1==\"A\" { print \$6 }" "$W/r3.tsv" | sort -u | wc -l)" = "$a" ] &&
-	grep -q " api=$a " "$W/r3.out"'
-check "[cb] each record spans its call (>= 20 us), named cudaLaunchKernel, from 4 threads" \
-	'awk -F"\t" "\$1==\"A\" { if (\$3 < 20000 || \$9 != \"cudaLaunchKernel\") bad++; t[\$5] = 1 }
-		END { n = 0; for (k in t) n++; exit bad || n != 4 }" "$W/r3.tsv"'
+within() { [ "$1" -gt "$3" ] && [ "$1" -le "$2" ] && [ $(($2 - $1)) -le 4 ]; }
+check "[cb] every runtime launch delivered is in the log once ($a of $cbs)" \
+	'within "$a" "$cbs" 1000 && [ "$(cut -f6 "$W/r3.rt" | sort -u | wc -l)" = "$a" ]'
+check "[cb] every direct driver launch too, and no runtime launch's own driver call ($d of $dcbs)" \
+	'within "$d" "$dcbs" 100 && [ "$(cut -f6 "$W/r3.drv" | sort -u | wc -l)" = "$d" ] &&
+	awk -F"\t" "\$8 != 2 { exit 1 }" "$W/r3.drv" && awk -F"\t" "\$8 != 1 { exit 1 }" "$W/r3.rt"'
+check "[cb] the library counted them all as API records" 'grep -q " api=$((a + d)) " "$W/r3.out"'
+check "[cb] each record spans its call (runtime >= 20 us, driver >= 5 us), from 4 threads" \
+	'awk -F"\t" "\$3 < 20000 { exit 1 }" "$W/r3.rt" && awk -F"\t" "\$3 < 5000 { exit 1 }" "$W/r3.drv" &&
+	[ "$(cut -f5 "$W/r3.rt" | sort -u | wc -l)" = 4 ] && [ "$(cut -f5 "$W/r3.drv" | sort -u | wc -l)" = 4 ]'
 check "[cb] kernels still recorded beside the calls" '[ "$(grep -c "^K" "$W/r3.tsv")" -gt 10000 ]'

@@ -3,9 +3,9 @@
  * The target for the inject library's buffer test: loads the fake CUPTI
  * (fake_cupti, soname libcupti.so.13) from FAKE_LIB, prints "ready PID",
  * makes a "CUDA call" every millisecond until stdin closes (and, with
- * FAKE_APP_THREADS=N, N more threads call every ~0.1 ms), then prints
- * what the fake CUPTI saw:
- *   generated=N buffers=N unzeroed=N misaligned=N finalized=N launch_cbs=N
+ * FAKE_APP_THREADS=N, N more threads call every ~0.1 ms), every 10th call
+ * followed by a direct driver launch, then prints what the fake CUPTI saw:
+ *   generated=N buffers=N unzeroed=N misaligned=N finalized=N launch_cbs=N drv_cbs=N
  *   fake_cuda_app FAKE_LIB
  */
 #include <dlfcn.h>
@@ -16,14 +16,22 @@
 #include <stdlib.h>
 #include <unistd.h>
 
-static void (*call)(void);
+static void (*call)(void), (*drv_launch)(void);
+
+static void call_some(unsigned *i)
+{
+	call();
+	if (++*i % 10 == 0 && drv_launch)
+		drv_launch();
+}
 static atomic_int quit;
 
 static void *caller(void *arg)
 {
 	(void)arg;
+	unsigned i = 0;
 	while (!atomic_load(&quit)) {
-		call();
+		call_some(&i);
 		usleep(100);
 	}
 	return NULL;
@@ -37,6 +45,7 @@ int main(int argc, char **argv)
 	}
 	void *h = dlopen(argv[1], RTLD_NOW | RTLD_GLOBAL);
 	call = h ? (void (*)(void))dlsym(h, "fake_cupti_api_call") : NULL;
+	drv_launch = h ? (void (*)(void))dlsym(h, "fake_cupti_driver_launch") : NULL;
 	void (*stats)(unsigned long long *) =
 		h ? (void (*)(unsigned long long *))dlsym(h, "fake_cupti_stats") : NULL;
 	if (!call || !stats) {
@@ -51,6 +60,7 @@ int main(int argc, char **argv)
 			nth = i;
 	printf("ready %d\n", (int)getpid());
 	fflush(stdout);
+	unsigned n_main = 0;
 	for (;;) {
 		struct pollfd p = { 0, POLLIN, 0 };
 		if (poll(&p, 1, 1) > 0) {
@@ -58,14 +68,14 @@ int main(int argc, char **argv)
 			if (read(0, buf, sizeof(buf)) <= 0)
 				break;
 		}
-		call();
+		call_some(&n_main);
 	}
 	atomic_store(&quit, 1);
 	for (int i = 0; i < nth; i++)
 		pthread_join(th[i], NULL);
-	unsigned long long s[6];
+	unsigned long long s[7];
 	stats(s);
-	printf("generated=%llu buffers=%llu unzeroed=%llu misaligned=%llu finalized=%llu launch_cbs=%llu\n",
-	       s[0], s[1], s[2], s[3], s[4], s[5]);
+	printf("generated=%llu buffers=%llu unzeroed=%llu misaligned=%llu finalized=%llu launch_cbs=%llu "
+	       "drv_cbs=%llu\n", s[0], s[1], s[2], s[3], s[4], s[5], s[6]);
 	return 0;
 }

@@ -12,7 +12,10 @@
  * fake_cupti_api_call(), which the app calls as its "CUDA calls": an enter
  * and an exit callback (~20 us apart, one correlation id and one
  * correlationData slot per call, as CUPTI gives them) when the runtime
- * domain or cudaLaunchKernel's callback id is enabled.
+ * domain or cudaLaunchKernel's callback id is enabled; inside it a driver
+ * cuLaunchKernel callback pair (the runtime's own driver call) when that id
+ * is enabled. fake_cupti_driver_launch() is a direct driver launch, as
+ * cuBLAS makes them.
  * It checks what CUPTI relies on: a buffer given with ZEROED_OUT set is all
  * zero, and is 8-byte aligned.
  */
@@ -42,7 +45,9 @@ static uint8_t *cur;                 /* buffer being filled */
 static size_t cur_size, cur_valid;
 static atomic_ullong generated, buffers, unzeroed, misaligned, finalized;
 static atomic_int launch_cb_on;                 /* cuptiEnableCallback(cudaLaunchKernel) */
+static atomic_int drv_cb_on;                    /* cuptiEnableCallback(cuLaunchKernel) */
 static atomic_ullong corr_ids, launch_cbs;      /* calls made; exits delivered by cbid */
+static atomic_ullong drv_cbs;                   /* direct driver launches delivered */
 
 static uint64_t now_ns(void)
 {
@@ -173,18 +178,23 @@ API CUptiResult cuptiEnableCallback(uint32_t en, CUpti_SubscriberHandle h, CUpti
 				    CUpti_CallbackId cbid)
 {
 	(void)h;
-	if (d != CUPTI_CB_DOMAIN_RUNTIME_API)
+	if (d != CUPTI_CB_DOMAIN_RUNTIME_API && d != CUPTI_CB_DOMAIN_DRIVER_API)
 		return CUPTI_ERROR_INVALID_PARAMETER;
-	if (cbid == CUPTI_RUNTIME_TRACE_CBID_cudaLaunchKernel_v7000)
+	if (d == CUPTI_CB_DOMAIN_RUNTIME_API && cbid == CUPTI_RUNTIME_TRACE_CBID_cudaLaunchKernel_v7000)
 		atomic_store(&launch_cb_on, (int)en);
+	if (d == CUPTI_CB_DOMAIN_DRIVER_API && cbid == CUPTI_DRIVER_TRACE_CBID_cuLaunchKernel)
+		atomic_store(&drv_cb_on, (int)en);
 	return CUPTI_SUCCESS;
 }
 
 API CUptiResult cuptiGetCallbackName(CUpti_CallbackDomain d, uint32_t cbid, const char **name)
 {
-	if (d != CUPTI_CB_DOMAIN_RUNTIME_API || cbid != CUPTI_RUNTIME_TRACE_CBID_cudaLaunchKernel_v7000)
+	if (d == CUPTI_CB_DOMAIN_RUNTIME_API && cbid == CUPTI_RUNTIME_TRACE_CBID_cudaLaunchKernel_v7000)
+		*name = "cudaLaunchKernel_v7000";
+	else if (d == CUPTI_CB_DOMAIN_DRIVER_API && cbid == CUPTI_DRIVER_TRACE_CBID_cuLaunchKernel)
+		*name = "cuLaunchKernel";
+	else
 		return CUPTI_ERROR_INVALID_PARAMETER;
-	*name = "cudaLaunchKernel_v7000";
 	return CUPTI_SUCCESS;
 }
 
@@ -269,9 +279,43 @@ API CUptiResult cuptiFinalize(void)
 	sub_cb = NULL;
 	memset(domain_on, 0, sizeof(domain_on));
 	atomic_store(&launch_cb_on, 0);
+	atomic_store(&drv_cb_on, 0);
 	pthread_mutex_unlock(&mu);
 	finalized++;
 	return CUPTI_SUCCESS;
+}
+
+/* One driver cuLaunchKernel: enter and exit callbacks; 1 if delivered. */
+static int driver_launch(void)
+{
+	pthread_mutex_lock(&mu);
+	CUpti_CallbackFunc cb = domain_on[CUPTI_CB_DOMAIN_DRIVER_API] || atomic_load(&drv_cb_on) ? sub_cb : NULL;
+	void *ud = sub_ud;
+	pthread_mutex_unlock(&mu);
+	if (!cb)
+		return 0;
+	uint64_t slot = 0;
+	int ret = 0;
+	CUpti_CallbackData d;
+	memset(&d, 0, sizeof(d));
+	d.functionName = "cuLaunchKernel";
+	d.correlationId = (uint32_t)atomic_fetch_add(&corr_ids, 1) + 1;
+	d.correlationData = &slot;
+	d.functionReturnValue = &ret;
+	d.callbackSite = CUPTI_API_ENTER;
+	cb(ud, CUPTI_CB_DOMAIN_DRIVER_API, CUPTI_DRIVER_TRACE_CBID_cuLaunchKernel, &d);
+	for (uint64_t t0 = now_ns(); now_ns() - t0 < 5000;)
+		;
+	d.callbackSite = CUPTI_API_EXIT;
+	cb(ud, CUPTI_CB_DOMAIN_DRIVER_API, CUPTI_DRIVER_TRACE_CBID_cuLaunchKernel, &d);
+	return 1;
+}
+
+/* A direct driver launch, as cuBLAS makes them. */
+API void fake_cupti_driver_launch(void)
+{
+	if (driver_launch())
+		drv_cbs++;
 }
 
 /* The app's "CUDA call": enter and exit callbacks when they are enabled. */
@@ -294,6 +338,7 @@ API void fake_cupti_api_call(void)
 	d.functionReturnValue = &ret;
 	d.callbackSite = CUPTI_API_ENTER;
 	cb(ud, CUPTI_CB_DOMAIN_RUNTIME_API, CUPTI_RUNTIME_TRACE_CBID_cudaLaunchKernel_v7000, &d);
+	driver_launch(); /* the runtime's own driver call */
 	for (uint64_t t0 = now_ns(); now_ns() - t0 < 20000;)
 		; /* the "launch" */
 	d.callbackSite = CUPTI_API_EXIT;
@@ -302,7 +347,7 @@ API void fake_cupti_api_call(void)
 		launch_cbs++;
 }
 
-API void fake_cupti_stats(unsigned long long out[6])
+API void fake_cupti_stats(unsigned long long out[7])
 {
 	out[0] = generated;
 	out[1] = buffers;
@@ -310,4 +355,5 @@ API void fake_cupti_stats(unsigned long long out[6])
 	out[3] = misaligned;
 	out[4] = finalized;
 	out[5] = launch_cbs;
+	out[6] = drv_cbs;
 }
