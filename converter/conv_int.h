@@ -115,6 +115,11 @@ struct cv_core {
 	const char *progress_phase;
 	uint64_t total_events;
 	uint64_t n_lib_calls, n_gpu_api; /* pass 1: is there anything to merge? */
+	/* pass 1: the last thread registered and correlation page marked */
+	uint32_t thr_memo_host;           /* host index + 1, 0: none */
+	uint32_t thr_memo_pid, thr_memo_tid;
+	uint64_t corr_memo_k1, corr_memo_k2;
+	uint8_t *corr_memo_page;
 	char err[512];
 };
 

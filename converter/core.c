@@ -62,6 +62,15 @@ struct pass2 {
 	struct cv_buf fold;
 	struct cv_map stack_cache; /* hash of a raw CPU stack -> folded id + 1 */
 	uint32_t *proc_base;  /* per host: ordinal of its first process */
+	/* The thread of the last event and its track: events come in runs of
+	 * one thread, so most lookups end here. */
+	struct {
+		const struct cv_host *h;
+		uint32_t pid, tid;
+		int32_t track;
+	} memo;
+	uint64_t py_k1, py_k2;     /* the same for Python stacks */
+	struct py_thread *py_last;
 };
 
 static int32_t track_of_thread(const struct cv_host *h, uint32_t pid, uint32_t tid)
@@ -69,6 +78,17 @@ static int32_t track_of_thread(const struct cv_host *h, uint32_t pid, uint32_t t
 	const uint64_t *v = cv_map_get(&h->threads, pid, tid ? tid : pid);
 
 	return v ? (int32_t)(h->track_base + *v - 1) : -1;
+}
+
+static int32_t thread_track(struct pass2 *p, const struct cv_host *h, uint32_t pid, uint32_t tid)
+{
+	if (p->memo.h != h || p->memo.pid != pid || p->memo.tid != tid) {
+		p->memo.h = h;
+		p->memo.pid = pid;
+		p->memo.tid = tid;
+		p->memo.track = track_of_thread(h, pid, tid);
+	}
+	return p->memo.track;
 }
 
 static int32_t track_of_stream(const struct cv_host *h, uint32_t dev, uint32_t stream)
@@ -102,8 +122,12 @@ static struct py_thread *py_thread(struct pass2 *p, uint32_t host, uint32_t log,
 				   const struct evlog_event *e)
 {
 	uint32_t tid = e->tid ? e->tid : e->pid;
+	uint64_t k1 = ((uint64_t)host << 32) | e->pid;
 	int is_new;
-	uint64_t *v = cv_map_put(&p->py, ((uint64_t)host << 32) | e->pid, tid, &is_new);
+
+	if (p->py_last && p->py_k1 == k1 && p->py_k2 == tid)
+		return p->py_last;
+	uint64_t *v = cv_map_put(&p->py, k1, tid, &is_new);
 
 	if (!v)
 		return NULL;
@@ -118,7 +142,10 @@ static struct py_thread *py_thread(struct pass2 *p, uint32_t host, uint32_t log,
 		t->tid = tid;
 		*v = (uint64_t)(uintptr_t)t;
 	}
-	return (struct py_thread *)(uintptr_t)*v;
+	p->py_k1 = k1;
+	p->py_k2 = tid;
+	p->py_last = (struct py_thread *)(uintptr_t)*v;
+	return p->py_last;
 }
 
 static int py_push(struct pass2 *p, struct py_thread *t, uint64_t ts, const struct evlog_event *e)
@@ -162,7 +189,7 @@ static int py_pop(struct pass2 *p, struct py_thread *t, uint64_t end_ts)
 	e.u.py_enter.func = (struct evlog_str){ t->strs.p + f->func_off, f->func_len };
 	e.u.py_enter.file = (struct evlog_str){ t->strs.p + f->file_off, f->file_len };
 	e.u.py_enter.line = f->line;
-	int rc = spill_event(p, t->log, track_of_thread(h, t->pid, t->tid), f->ts,
+	int rc = spill_event(p, t->log, thread_track(p, h, t->pid, t->tid), f->ts,
 			     end_ts > f->ts ? end_ts - f->ts : 0, 0, &e);
 
 	t->strs.len = f->func_off;
@@ -207,6 +234,7 @@ static void py_free(struct pass2 *p)
 		free(t);
 	}
 	cv_map_free(&p->py);
+	p->py_last = NULL;
 }
 
 /* ----------------------------------------------------------- pass 2 read */
@@ -239,7 +267,7 @@ static int sample_event(struct pass2 *p, const struct cv_host *h, uint32_t li, u
 
 		memset(&copy.u.cpu_sample.stack, 0, sizeof(copy.u.cpu_sample.stack));
 		if (hit)
-			return spill_event(p, li, track_of_thread(h, e->pid, e->tid), ts, 0,
+			return spill_event(p, li, thread_track(p, h, e->pid, e->tid), ts, 0,
 					   (uint32_t)*hit, &copy);
 		rc = cv_fold_cpu(h, e->pid, st, &p->fold);
 		if (!rc && key) {
@@ -263,7 +291,7 @@ static int sample_event(struct pass2 *p, const struct cv_host *h, uint32_t li, u
 		snprintf(p->c->err, sizeof(p->c->err), "out of memory folding stacks");
 		return -1;
 	}
-	return spill_event(p, li, track_of_thread(h, e->pid, e->tid), ts, 0, (uint32_t)id + 1,
+	return spill_event(p, li, thread_track(p, h, e->pid, e->tid), ts, 0, (uint32_t)id + 1,
 			   &copy);
 }
 
@@ -347,16 +375,16 @@ static int timeline_event(struct pass2 *p, uint32_t li, const struct evlog_event
 			c->st.uretprobe++;
 			return 0;
 		}
-		return spill_event(p, li, track_of_thread(h, e->pid, e->tid), ts,
+		return spill_event(p, li, thread_track(p, h, e->pid, e->tid), ts,
 				   checked_dur(c, e->u.syscall.dur), 0, e);
 	case EV_LIB_CALL:
-		return spill_event(p, li, track_of_thread(h, e->pid, e->tid), ts,
+		return spill_event(p, li, thread_track(p, h, e->pid, e->tid), ts,
 				   checked_dur(c, e->u.lib_call.dur), 0, e);
 	case EV_GPU_API:
-		return spill_event(p, li, track_of_thread(h, e->pid, e->tid), ts,
+		return spill_event(p, li, thread_track(p, h, e->pid, e->tid), ts,
 				   checked_dur(c, e->u.gpu_api.dur), 0, e);
 	case EV_MARKER:
-		return spill_event(p, li, track_of_thread(h, e->pid, e->tid), ts,
+		return spill_event(p, li, thread_track(p, h, e->pid, e->tid), ts,
 				   checked_dur(c, e->u.marker.dur), 0, e);
 	case EV_GPU_KERNEL:
 		return spill_event(p, li, track_of_stream(h, e->u.gpu_kernel.device,

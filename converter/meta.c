@@ -197,8 +197,14 @@ static int corr_mark(struct cv_core *c, uint32_t host, uint32_t pid, uint64_t co
 
 	if (!corr)
 		return 0;
-	if (!cv_map_get(&c->corr_pages, ((uint64_t)host << 32) | pid, corr >> CORR_PAGE_BITS) &&
-	    c->n_pages >= CORR_PAGES_MAX)
+	uint64_t k1 = ((uint64_t)host << 32) | pid, k2 = corr >> CORR_PAGE_BITS;
+
+	/* Ids of one process rise: most land on the page used last. */
+	if (c->corr_memo_page && c->corr_memo_k1 == k1 && c->corr_memo_k2 == k2) {
+		c->corr_memo_page[corr & (CORR_PAGE - 1)] |= f;
+		return 0;
+	}
+	if (!cv_map_get(&c->corr_pages, k1, k2) && c->n_pages >= CORR_PAGES_MAX)
 		return 0;
 	v = cv_map_put(&c->corr_pages, ((uint64_t)host << 32) | pid, corr >> CORR_PAGE_BITS,
 		       &is_new);
@@ -219,6 +225,9 @@ static int corr_mark(struct cv_core *c, uint32_t host, uint32_t pid, uint64_t co
 		*v = ++c->n_pages;
 	}
 	c->pages[*v - 1][corr & (CORR_PAGE - 1)] |= f;
+	c->corr_memo_k1 = k1;
+	c->corr_memo_k2 = k2;
+	c->corr_memo_page = c->pages[*v - 1];
 	return 0;
 }
 
@@ -324,7 +333,19 @@ static uint64_t ev_dur(const struct evlog_event *e)
 
 static int thread_event(struct cv_core *c, struct cv_host *h, const struct evlog_event *e)
 {
-	return thread_get(c, h, e->pid, e->tid ? e->tid : e->pid) ? 0 : -1;
+	uint32_t tid = e->tid ? e->tid : e->pid;
+
+	/* Events come in runs of one thread: skip the lookup for a repeat. */
+	uint32_t hi = (uint32_t)(h - c->hosts) + 1;
+
+	if (c->thr_memo_host == hi && c->thr_memo_pid == e->pid && c->thr_memo_tid == tid)
+		return 0;
+	if (!thread_get(c, h, e->pid, tid))
+		return -1;
+	c->thr_memo_host = hi;
+	c->thr_memo_pid = e->pid;
+	c->thr_memo_tid = tid;
+	return 0;
 }
 
 static int meta_event(struct cv_core *c, struct cv_host *h, struct cv_log *l,

@@ -103,6 +103,11 @@ static inline int get_v(const char **pp, const char *end, uint64_t *out)
 	const char *p = *pp;
 	uint64_t v = 0;
 
+	if (p < end && !((uint8_t)*p & 0x80)) { /* most values: one byte */
+		*out = (uint8_t)*p;
+		*pp = p + 1;
+		return 0;
+	}
 	for (unsigned shift = 0; shift < 64; shift += 7) {
 		if (p >= end)
 			return -1;

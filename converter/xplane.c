@@ -915,12 +915,55 @@ static const char *memory_kind_name(unsigned k)
 	return k < sizeof(names) / sizeof(names[0]) ? names[k] : "unknown";
 }
 
+/* Detail strings for every GPU activity, built by hand (printf was the
+ * sink's top cost); truncated at the buffer's end like snprintf. */
+struct sbuf {
+	char *p, *end;          /* end: room for the NUL */
+};
+
+static void sb_s(struct sbuf *b, const char *s)
+{
+	while (*s && b->p < b->end)
+		*b->p++ = *s++;
+	*b->p = 0;
+}
+
+static void sb_u(struct sbuf *b, uint64_t v)
+{
+	char t[20];
+	size_t n = 0;
+
+	do {
+		t[n++] = (char)('0' + v % 10);
+		v /= 10;
+	} while (v);
+	while (n && b->p < b->end)
+		*b->p++ = t[--n];
+	*b->p = 0;
+}
+
+static struct sbuf sb_at(char *buf)
+{
+	return (struct sbuf){ buf, buf + 511 };
+}
+
+static void context_stat(struct evstats *e, char *ctx, uint32_t context)
+{
+	struct sbuf b = sb_at(ctx);
+
+	sb_s(&b, "$$");
+	sb_u(&b, context);
+	es_str(e, "context_id", ctx);
+}
+
 static void kernel_stats(struct evstats *e, struct xplane_p *p, const struct evlog_event *ev)
 {
 	char *kd = es_buf(e), *ctx = es_buf(e), occ[32] = "";
-	uint32_t bt = ev->u.gpu_kernel.block[0] * ev->u.gpu_kernel.block[1] * ev->u.gpu_kernel.block[2];
+	const uint32_t *g = ev->u.gpu_kernel.grid, *bl = ev->u.gpu_kernel.block;
+	uint32_t bt = bl[0] * bl[1] * bl[2];
 	uint32_t smem = ev->u.gpu_kernel.static_smem + ev->u.gpu_kernel.dynamic_smem;
 	double pct = 0;
+	struct sbuf b = sb_at(kd);
 
 	if (p->props.have)
 		pct = xplane_occupancy_pct(bt, ev->u.gpu_kernel.registers, smem,
@@ -928,14 +971,28 @@ static void kernel_stats(struct evstats *e, struct xplane_p *p, const struct evl
 					   p->props.max_smem_per_sm);
 	if (pct > 0)
 		snprintf(occ, sizeof(occ), " occ_pct:%.4g", pct);
-	snprintf(kd, 512, "regs:%u static_shared:%u dynamic_shared:%u grid:%u,%u,%u block:%u,%u,%u%s",
-		 ev->u.gpu_kernel.registers, ev->u.gpu_kernel.static_smem,
-		 ev->u.gpu_kernel.dynamic_smem, ev->u.gpu_kernel.grid[0], ev->u.gpu_kernel.grid[1],
-		 ev->u.gpu_kernel.grid[2], ev->u.gpu_kernel.block[0], ev->u.gpu_kernel.block[1],
-		 ev->u.gpu_kernel.block[2], occ);
+	/* "regs:R static_shared:S dynamic_shared:D grid:X,Y,Z block:X,Y,Z[ occ_pct:P]" */
+	sb_s(&b, "regs:");
+	sb_u(&b, ev->u.gpu_kernel.registers);
+	sb_s(&b, " static_shared:");
+	sb_u(&b, ev->u.gpu_kernel.static_smem);
+	sb_s(&b, " dynamic_shared:");
+	sb_u(&b, ev->u.gpu_kernel.dynamic_smem);
+	sb_s(&b, " grid:");
+	for (int i = 0; i < 3; i++) {
+		if (i)
+			sb_s(&b, ",");
+		sb_u(&b, g[i]);
+	}
+	sb_s(&b, " block:");
+	for (int i = 0; i < 3; i++) {
+		if (i)
+			sb_s(&b, ",");
+		sb_u(&b, bl[i]);
+	}
+	sb_s(&b, occ);
 	es_ref(e, "kernel_details", kd);
-	snprintf(ctx, 512, "$$%u", ev->u.gpu_kernel.context);
-	es_str(e, "context_id", ctx);
+	context_stat(e, ctx, ev->u.gpu_kernel.context);
 	if (pct > 0)
 		es_dbl(e, "theoretical_occupancy_pct", pct);
 }
@@ -943,21 +1000,30 @@ static void kernel_stats(struct evstats *e, struct xplane_p *p, const struct evl
 static void copy_stats(struct evstats *e, const struct evlog_event *ev)
 {
 	char *d = es_buf(e), *ctx = es_buf(e);
+	struct sbuf b = sb_at(d);
 
 	if (ev->type == EV_GPU_MEMCPY) {
-		snprintf(d, 512, "kind_src:%s kind_dst:%s size:%llu dest:%u async:1",
-			 memory_kind_name(ev->u.gpu_memcpy.src_kind),
-			 memory_kind_name(ev->u.gpu_memcpy.dst_kind),
-			 (unsigned long long)ev->u.gpu_memcpy.bytes, ev->u.gpu_memcpy.device);
+		/* "kind_src:S kind_dst:D size:N dest:DEV async:1" */
+		sb_s(&b, "kind_src:");
+		sb_s(&b, memory_kind_name(ev->u.gpu_memcpy.src_kind));
+		sb_s(&b, " kind_dst:");
+		sb_s(&b, memory_kind_name(ev->u.gpu_memcpy.dst_kind));
+		sb_s(&b, " size:");
+		sb_u(&b, ev->u.gpu_memcpy.bytes);
+		sb_s(&b, " dest:");
+		sb_u(&b, ev->u.gpu_memcpy.device);
+		sb_s(&b, " async:1");
 		es_ref(e, "memcpy_details", d);
-		snprintf(ctx, 512, "$$%u", ev->u.gpu_memcpy.context);
+		context_stat(e, ctx, ev->u.gpu_memcpy.context);
 	} else {
-		snprintf(d, 512, "num_bytes:%llu value:%u",
-			 (unsigned long long)ev->u.gpu_memset.bytes, ev->u.gpu_memset.value);
+		/* "num_bytes:N value:V" */
+		sb_s(&b, "num_bytes:");
+		sb_u(&b, ev->u.gpu_memset.bytes);
+		sb_s(&b, " value:");
+		sb_u(&b, ev->u.gpu_memset.value);
 		es_ref(e, "memset_details", d);
-		snprintf(ctx, 512, "$$%u", ev->u.gpu_memset.context);
+		context_stat(e, ctx, ev->u.gpu_memset.context);
 	}
-	es_str(e, "context_id", ctx);
 }
 
 static unsigned gpu_item_stats(struct evstats *e, struct xplane_p *p, const struct conv_item *it)
@@ -1013,8 +1079,10 @@ static void host_item_stats(struct xsink *x, struct evstats *e, const struct con
 		es_i64(e, "ret", ev->u.syscall.ret);
 	if (ev->type == EV_LIB_CALL && ev->u.lib_call.detail.len) {
 		char *s = es_buf(e);
+		size_t n = ev->u.lib_call.detail.len < 511 ? ev->u.lib_call.detail.len : 511;
 
-		snprintf(s, 512, "%.*s", (int)ev->u.lib_call.detail.len, ev->u.lib_call.detail.ptr);
+		memcpy(s, ev->u.lib_call.detail.ptr, n);
+		s[n] = 0;
 		es_ref(e, "args", s); /* calls repeat their arguments */
 	}
 }
