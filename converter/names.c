@@ -92,8 +92,17 @@ const char *cv_memcpy_name(uint8_t kind, uint8_t src, uint8_t dst, char *buf, si
 	static const char *const n[] = { "Unknown", "HtoD", "DtoH", "HtoA", "AtoH", "AtoA",
 					 "AtoD", "DtoA", "DtoD", "HtoH", "PtoP" };
 
-	snprintf(buf, bufsz, "Memcpy %s (%s -> %s)",
-		 kind < sizeof(n) / sizeof(n[0]) ? n[kind] : "Unknown", mem_kind(src), mem_kind(dst));
+	const char *parts[] = { "Memcpy ", kind < sizeof(n) / sizeof(n[0]) ? n[kind] : "Unknown",
+				" (", mem_kind(src), " -> ", mem_kind(dst), ")" };
+	size_t len = 0;
+
+	/* "Memcpy %s (%s -> %s)" by hand: one per copy, printf was a hot spot. */
+	if (!bufsz)
+		return "";
+	for (size_t i = 0; i < sizeof(parts) / sizeof(parts[0]); i++)
+		for (const char *q = parts[i]; *q && len + 1 < bufsz; q++)
+			buf[len++] = *q;
+	buf[len] = 0;
 	return buf;
 }
 

@@ -748,7 +748,7 @@ int cv_spill_finish(struct cv_spill *s, char *err, size_t errsz)
 	 * however many runs a long log makes. */
 	size_t per = s->cap / s->n_runs;
 
-	per = per > SPILL_IO_BYTES ? SPILL_IO_BYTES : per < 65536 ? 65536 : per & ~(size_t)7;
+	per = per > SPILL_IO_BYTES ? SPILL_IO_BYTES : per < 16384 ? 16384 : per & ~(size_t)7;
 	for (uint32_t i = 0; i < s->n_runs; i++) {
 		int r;
 
