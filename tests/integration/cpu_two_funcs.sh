@@ -38,14 +38,16 @@ check "symbols name the module path" \
 	'grep "^symbol .* name=burn_alpha " "$tmp/a.txt" | grep -q "module=$(readlink -f "$PROG")\|module=$PROG"'
 
 # Attach form: -p PID of a running process, -d; it runs on to a clean exit.
-"$PROG" 2.5 0 >/dev/null & pid=$!
+"$PROG" 4 0 >/dev/null & pid=$!
 sleep 0.2
-"$LLMT" profile -t cpu -p "$pid" -d 1 -o "$tmp/b.evlog" >"$tmp/b.out" 2>"$tmp/b.err"
-check "profile -t cpu -p PID -d 1 exits 0" '[ $? = 0 ]'
+"$LLMT" profile -t cpu -p "$pid" -d 2 -o "$tmp/b.evlog" >"$tmp/b.out" 2>"$tmp/b.err"
+check "profile -t cpu -p PID -d 2 exits 0" '[ $? = 0 ]'
 check "-p: the target is still running after detach" 'kill -0 "$pid" 2>/dev/null'
 wait "$pid"; rc=$?
 check "-p: the target then exits normally (status $rc)" '[ "$rc" = 0 ]'
 "$DUMP" "$tmp/b.evlog" >"$tmp/b.txt" 2>&1
 $AWK -v mode=leaf -v pid="$pid" "$tmp/b.txt" | sort -rn >"$tmp/bleaf"
+sed 's/^/# -p leaf: /' "$tmp/bleaf" | head -3
+grep -E "samples|lost|cpu" "$tmp/b.err" | head -4 | sed 's/^/# -p: /'
 check "-p: burn_alpha is the top leaf" '[ "$(head -1 "$tmp/bleaf" | awk "{print \$2}")" = burn_alpha ]'
 exit 0
