@@ -223,7 +223,7 @@ size_t cv_json_escape(char *dst, const char *s, size_t len)
 
 /* Bytes of s that need no escaping (printable ASCII other than '"' and '\\'):
  * names and stacks are nearly always all of it, copied in one go. */
-static size_t plain_prefix(const char *s, size_t len)
+size_t cv_json_plain_len(const char *s, size_t len)
 {
 	const unsigned char *u = (const unsigned char *)s;
 	const uint64_t ones = 0x0101010101010101ULL, highs = 0x8080808080808080ULL;
@@ -249,7 +249,7 @@ static size_t plain_prefix(const char *s, size_t len)
 
 int cv_json_str(struct cv_out *o, const char *s, size_t len)
 {
-	size_t i = plain_prefix(s, len);
+	size_t i = cv_json_plain_len(s, len);
 
 	if (i <= ESC_PIECE && cv_out_reserve(o, i + 2) == 0) {
 		char *d = o->buf + o->len;

@@ -72,6 +72,8 @@ static inline int cv_out_write(struct cv_out *o, const void *p, size_t n)
 #define CV_OUT_LIT(o, s) cv_out_write((o), (s), sizeof(s) - 1)
 
 int cv_out_str(struct cv_out *o, const char *s);
+/* Bytes at the start of s that need no escaping in a JSON string. */
+size_t cv_json_plain_len(const char *s, size_t len);
 /* A JSON string literal, quotes included, of s[0..len). */
 int cv_json_str(struct cv_out *o, const char *s, size_t len);
 int cv_json_u64(struct cv_out *o, uint64_t v);
