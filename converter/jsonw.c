@@ -2,6 +2,9 @@
 #include "jsonw.h"
 
 #include <errno.h>
+#ifdef __SSE2__
+#include <emmintrin.h>
+#endif
 #include <libdeflate.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -229,6 +232,21 @@ size_t cv_json_plain_len(const char *s, size_t len)
 	const uint64_t ones = 0x0101010101010101ULL, highs = 0x8080808080808080ULL;
 	size_t i = 0;
 
+#ifdef __SSE2__
+	/* Sixteen bytes at a time: as signed bytes, >= 0x80 and < 0x20 are
+	 * both "less than 0x20". */
+	const __m128i lo = _mm_set1_epi8(0x20), del = _mm_set1_epi8(0x7f),
+		      quo = _mm_set1_epi8('"'), bsl = _mm_set1_epi8('\\');
+
+	for (; i + 16 <= len; i += 16) {
+		__m128i x = _mm_loadu_si128((const __m128i *)(u + i));
+		__m128i bad = _mm_or_si128(_mm_or_si128(_mm_cmplt_epi8(x, lo), _mm_cmpeq_epi8(x, del)),
+					   _mm_or_si128(_mm_cmpeq_epi8(x, quo), _mm_cmpeq_epi8(x, bsl)));
+
+		if (_mm_movemask_epi8(bad))
+			break;
+	}
+#endif
 	/* Eight bytes at a time: any byte >= 0x80, < 0x20, 0x7f, '"' or '\\'
 	 * sends the word to the byte loop. */
 	for (; i + 8 <= len; i += 8) {
