@@ -106,6 +106,19 @@ static bool pid_alive(int pid)
 	return p && p[1] == ' ' && p[2] != 'Z' && p[2] != 'X';
 }
 
+/* After a failed step: is the process on its way out (killed while we
+ * worked on it)? A SIGKILLed process stays "alive" for a moment while its
+ * threads exit; give it that moment, so the error names the real cause. */
+static bool pid_exiting(int pid)
+{
+	for (int i = 0; i < 50; i++) {
+		if (!pid_alive(pid))
+			return true;
+		usleep(2000);
+	}
+	return false;
+}
+
 /* ------------------------------------------------------------ waiting */
 
 /* Wait for the next stop of t->tid, up to timeout_ms. Returns the wait
@@ -805,7 +818,7 @@ int lt_inj_load(struct lt_inj *inj, int pid, const char *lib_path, char *err, si
 		rc = seize_one(&c.t, pid, err, errsz);
 	if (rc) {
 		free(lib);
-		if (!pid_alive(pid))
+		if (rc != -EPERM && pid_exiting(pid))
 			return fail(err, errsz, -ESRCH, "process %d exited during injection", pid);
 		return rc;
 	}
@@ -827,7 +840,7 @@ int lt_inj_load(struct lt_inj *inj, int pid, const char *lib_path, char *err, si
 	int urc = unseize(&c.t);
 	if (c.pidfd >= 0)
 		close(c.pidfd);
-	if (gone || (!pid_alive(pid) && rc))
+	if (gone || (rc && pid_exiting(pid)))
 		rc = fail(err, errsz, -ESRCH, "process %d exited during injection", pid);
 	else if (!rc && urc)
 		rc = fail(err, errsz, urc, "process %d: restoring registers failed: %s", pid, strerror(-urc));
@@ -851,6 +864,8 @@ int lt_inj_unload(struct lt_inj *inj, char *err, size_t errsz)
 	inj->loaded = 0;
 	struct inj_thread t;
 	int rc = seize_one(&t, inj->pid, err, errsz);
+	if (rc && rc != -EPERM && pid_exiting(inj->pid))
+		return fail(err, errsz, -ESRCH, "process %d exited during unloading", inj->pid);
 	if (rc)
 		return rc;
 	uint64_t ok = 0, ret = 0;
@@ -859,7 +874,7 @@ int lt_inj_unload(struct lt_inj *inj, char *err, size_t errsz)
 		rc = remote_call(&t, inj->dlclose, inj->handle, 0, 0, &ret, err, errsz);
 	bool gone = t.gone;
 	int urc = unseize(&t);
-	if (gone)
+	if (gone || ((rc || (int)ok != 1) && pid_exiting(inj->pid)))
 		return fail(err, errsz, -ESRCH, "process %d exited during unloading", inj->pid);
 	if (!rc && urc)
 		rc = fail(err, errsz, urc, "process %d: restoring registers failed", inj->pid);

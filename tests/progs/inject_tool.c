@@ -18,6 +18,7 @@
 
 #include <errno.h>
 #include <poll.h>
+#include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -52,6 +53,21 @@ static int reply(int sock, char *buf, size_t len, int ms)
 	return 0;
 }
 
+/* Running, not a zombie waiting to be reaped. */
+static int alive(int pid)
+{
+	char path[64], st[512] = "";
+	snprintf(path, sizeof(path), "/proc/%d/stat", pid);
+	FILE *f = fopen(path, "re");
+	if (f) {
+		if (!fgets(st, sizeof(st), f))
+			st[0] = 0;
+		fclose(f);
+	}
+	const char *p = strrchr(st, ')');
+	return p && p[1] == ' ' && p[2] != 'Z' && p[2] != 'X';
+}
+
 /* One full round: load, protocol start/stop, unload. */
 static int one_cycle(int pid, const char *lib, int i, int *seen)
 {
@@ -70,7 +86,7 @@ static int one_cycle(int pid, const char *lib, int i, int *seen)
 		printf("start reply: %s\n", buf);
 	send(inj.sock, "stop", 4, MSG_NOSIGNAL);
 	if (reply(inj.sock, buf, sizeof(buf), 5000) || strncmp(buf, "stopped", 7))
-		printf("cycle %d: no stop reply\n", i);
+		printf("cycle %d: no stop reply%s\n", i, alive(pid) ? "" : " (process exited)");
 	rc = lt_inj_unload(&inj, err, sizeof(err));
 	if (rc != 1) {
 		printf("cycle %d: unload: %s\n", i, rc ? err : "library stayed loaded");
