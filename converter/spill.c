@@ -1,5 +1,6 @@
 /* SPDX-License-Identifier: Apache-2.0 */
 #include "spill.h"
+#include "../eventlog/evlog_format.h"
 
 #include <errno.h>
 #include <stddef.h>
@@ -77,50 +78,23 @@ static void big_free(void *p, size_t n)
 		T(marker.name); T(marker.text); U(marker.dur); U(marker.value);       \
 		break;
 
+/* The event log's varints (eventlog/evlog_format.h), on char buffers. */
 static inline char *put_v(char *p, uint64_t v)
 {
-	while (v >= 0x80) {
-		*p++ = (char)(v | 0x80);
-		v >>= 7;
-	}
-	*p++ = (char)v;
-	return p;
+	return (char *)evf_put_varint((uint8_t *)p, v);
 }
 
-static inline uint64_t zz(int64_t v)
-{
-	return ((uint64_t)v << 1) ^ (uint64_t)(v >> 63);
-}
-
-static inline int64_t unzz(uint64_t v)
-{
-	return (int64_t)(v >> 1) ^ -(int64_t)(v & 1);
-}
+#define zz evf_zigzag
+#define unzz evf_unzigzag
 
 /* Bounds-checked varint read: -1 past end or on an over-long varint. */
 static inline int get_v(const char **pp, const char *end, uint64_t *out)
 {
-	const char *p = *pp;
-	uint64_t v = 0;
-
-	if (p < end && !((uint8_t)*p & 0x80)) { /* most values: one byte */
-		*out = (uint8_t)*p;
-		*pp = p + 1;
-		return 0;
-	}
-	for (unsigned shift = 0; shift < 64; shift += 7) {
-		if (p >= end)
-			return -1;
-		uint8_t b = (uint8_t)*p++;
-
-		v |= (uint64_t)(b & 0x7f) << shift;
-		if (!(b & 0x80)) {
-			*pp = p;
-			*out = v;
-			return 0;
-		}
-	}
-	return -1;
+	const uint8_t *q = evf_get_varint((const uint8_t *)*pp, (const uint8_t *)end, out);
+	if (!q)
+		return -1;
+	*pp = (const char *)q;
+	return 0;
 }
 
 static inline char *put_s(char *p, struct evlog_str s)
