@@ -285,11 +285,13 @@ API CUptiResult cuptiFinalize(void)
 	return CUPTI_SUCCESS;
 }
 
-/* One driver cuLaunchKernel: enter and exit callbacks; 1 if delivered. */
-static int driver_launch(void)
+/* One API call: enter and exit callbacks (spin_ns apart, `inner` called
+ * in between) when its domain or its callback id is on; 1 if delivered. */
+static int api_call(CUpti_CallbackDomain dom, CUpti_CallbackId cbid, const char *name, int by_id,
+		    uint64_t spin_ns, int (*inner)(void))
 {
 	pthread_mutex_lock(&mu);
-	CUpti_CallbackFunc cb = domain_on[CUPTI_CB_DOMAIN_DRIVER_API] || atomic_load(&drv_cb_on) ? sub_cb : NULL;
+	CUpti_CallbackFunc cb = domain_on[dom] || by_id ? sub_cb : NULL;
 	void *ud = sub_ud;
 	pthread_mutex_unlock(&mu);
 	if (!cb)
@@ -298,17 +300,25 @@ static int driver_launch(void)
 	int ret = 0;
 	CUpti_CallbackData d;
 	memset(&d, 0, sizeof(d));
-	d.functionName = "cuLaunchKernel";
+	d.functionName = name;
 	d.correlationId = (uint32_t)atomic_fetch_add(&corr_ids, 1) + 1;
 	d.correlationData = &slot;
 	d.functionReturnValue = &ret;
 	d.callbackSite = CUPTI_API_ENTER;
-	cb(ud, CUPTI_CB_DOMAIN_DRIVER_API, CUPTI_DRIVER_TRACE_CBID_cuLaunchKernel, &d);
-	for (uint64_t t0 = now_ns(); now_ns() - t0 < 5000;)
-		;
+	cb(ud, dom, cbid, &d);
+	if (inner)
+		inner();
+	for (uint64_t t0 = now_ns(); now_ns() - t0 < spin_ns;)
+		; /* the call's own work */
 	d.callbackSite = CUPTI_API_EXIT;
-	cb(ud, CUPTI_CB_DOMAIN_DRIVER_API, CUPTI_DRIVER_TRACE_CBID_cuLaunchKernel, &d);
+	cb(ud, dom, cbid, &d);
 	return 1;
+}
+
+static int driver_launch(void)
+{
+	return api_call(CUPTI_CB_DOMAIN_DRIVER_API, CUPTI_DRIVER_TRACE_CBID_cuLaunchKernel, "cuLaunchKernel",
+			atomic_load(&drv_cb_on), 5000, NULL);
 }
 
 /* A direct driver launch, as cuBLAS makes them. */
@@ -318,32 +328,12 @@ API void fake_cupti_driver_launch(void)
 		drv_cbs++;
 }
 
-/* The app's "CUDA call": enter and exit callbacks when they are enabled. */
+/* The app's "CUDA call": a runtime launch, with its own driver call inside. */
 API void fake_cupti_api_call(void)
 {
-	pthread_mutex_lock(&mu);
 	int by_id = atomic_load(&launch_cb_on);
-	CUpti_CallbackFunc cb = domain_on[CUPTI_CB_DOMAIN_RUNTIME_API] || by_id ? sub_cb : NULL;
-	void *ud = sub_ud;
-	pthread_mutex_unlock(&mu);
-	if (!cb)
-		return;
-	uint64_t slot = 0;
-	int ret = 0;
-	CUpti_CallbackData d;
-	memset(&d, 0, sizeof(d));
-	d.functionName = "cudaLaunchKernel";
-	d.correlationId = (uint32_t)atomic_fetch_add(&corr_ids, 1) + 1;
-	d.correlationData = &slot;
-	d.functionReturnValue = &ret;
-	d.callbackSite = CUPTI_API_ENTER;
-	cb(ud, CUPTI_CB_DOMAIN_RUNTIME_API, CUPTI_RUNTIME_TRACE_CBID_cudaLaunchKernel_v7000, &d);
-	driver_launch(); /* the runtime's own driver call */
-	for (uint64_t t0 = now_ns(); now_ns() - t0 < 20000;)
-		; /* the "launch" */
-	d.callbackSite = CUPTI_API_EXIT;
-	cb(ud, CUPTI_CB_DOMAIN_RUNTIME_API, CUPTI_RUNTIME_TRACE_CBID_cudaLaunchKernel_v7000, &d);
-	if (by_id)
+	if (api_call(CUPTI_CB_DOMAIN_RUNTIME_API, CUPTI_RUNTIME_TRACE_CBID_cudaLaunchKernel_v7000,
+		     "cudaLaunchKernel", by_id, 20000, driver_launch) && by_id)
 		launch_cbs++;
 }
 
