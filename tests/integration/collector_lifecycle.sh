@@ -58,9 +58,13 @@ check "programs attached while running ($(echo $ids))" test -n "$ids"
 kill -USR1 "$w"
 sleep 1.6 # past the writer's 1 s flush interval
 kill -9 "$lt"; wait "$lt" 2>/dev/null
-sleep 0.3
-left=""
-for id in $ids; do bpftool prog show id "$id" >/dev/null 2>&1 && left="$left $id"; done
+# The kernel frees a dead process's programs after an RCU grace period: give it up to 5 s.
+for _ in $(seq 50); do
+	left=""
+	for id in $ids; do bpftool prog show id "$id" >/dev/null 2>&1 && left="$left $id"; done
+	[ -z "$left" ] && break
+	sleep 0.1
+done
 check "nothing left attached after SIGKILL (left:$left)" test -z "$left"
 partial="$T/.killed.evlog.partial"
 check "final name not published" test ! -e "$T/killed.evlog"
