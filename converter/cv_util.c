@@ -1,5 +1,6 @@
 /* SPDX-License-Identifier: Apache-2.0 */
 #include "cv_util.h"
+#include "../eventlog/evlog_format.h"
 
 #include <stdarg.h>
 #include <stdio.h>
@@ -222,19 +223,7 @@ void cv_strtab_free(struct cv_strtab *t)
 /* --------------------------------------------------------- growable buffer */
 int cv_buf_reserve(struct cv_buf *b, size_t extra)
 {
-	if (b->len + extra <= b->cap)
-		return 0;
-	size_t nc = b->cap ? b->cap : 256;
-
-	while (nc < b->len + extra)
-		nc *= 2;
-	char *p = realloc(b->p, nc);
-
-	if (!p)
-		return -1;
-	b->p = p;
-	b->cap = nc;
-	return 0;
+	return evf_grow((void **)&b->p, &b->cap, b->len + extra, 1, 256);
 }
 
 int cv_buf_append(struct cv_buf *b, const void *p, size_t n)

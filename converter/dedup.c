@@ -1,6 +1,7 @@
 /* SPDX-License-Identifier: Apache-2.0 */
 /* Pairing the uprobe's and CUPTI's records of one CUDA call (see dedup.h). */
 #include "dedup.h"
+#include "../eventlog/evlog_format.h"
 
 #include <stdlib.h>
 #include <string.h>
@@ -162,28 +163,8 @@ static void describe(struct cv_pend *n, const struct cv_rec *r)
 
 static int grow(struct cv_dedup *d, size_t rec_len)
 {
-	if (d->n == d->cap) {
-		size_t nc = d->cap ? d->cap * 2 : 256;
-		struct cv_pend *nq = realloc(d->q, nc * sizeof(*nq));
-
-		if (!nq)
-			return -1;
-		d->q = nq;
-		d->cap = nc;
-	}
-	if (d->buf_len + rec_len > d->buf_cap) {
-		size_t nc = d->buf_cap ? d->buf_cap : 1u << 16;
-
-		while (nc < d->buf_len + rec_len)
-			nc *= 2;
-		char *nb = realloc(d->buf, nc);
-
-		if (!nb)
-			return -1;
-		d->buf = nb;
-		d->buf_cap = nc;
-	}
-	return 0;
+	return evf_grow((void **)&d->q, &d->cap, d->n + 1, sizeof(*d->q), 256) ||
+	       evf_grow((void **)&d->buf, &d->buf_cap, d->buf_len + rec_len, 1, 1u << 16) ? -1 : 0;
 }
 
 static int hold(struct cv_dedup *d, const struct cv_rec *r, int candidate)

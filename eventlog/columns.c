@@ -63,15 +63,7 @@ struct evc_io {
 
 static int evc_grow(struct evc_col *o, size_t n)
 {
-	size_t cap = o->cap ? o->cap : 4096;
-	while (cap < o->len + n)
-		cap *= 2;
-	uint8_t *b = realloc(o->b, cap);
-	if (!b)
-		return -1;
-	o->b = b;
-	o->cap = cap;
-	return 0;
+	return evf_grow((void **)&o->b, &o->cap, o->len + n, 1, 4096);
 }
 
 /* Move n raw bytes of column k. Row-to-column direction (r2c) reads the

@@ -98,17 +98,7 @@ static const uint8_t evr_base[EV_TYPE_MAX + 2] = {
 
 static int evr_reserve(void **buf, size_t *cap, size_t need, size_t elem)
 {
-	if (need <= *cap)
-		return 0;
-	size_t n = *cap ? *cap : 256;
-	while (n < need)
-		n *= 2;
-	void *b = realloc(*buf, n * elem);
-	if (!b)
-		return -1;
-	*buf = b;
-	*cap = n;
-	return 0;
+	return evf_grow(buf, cap, need, elem, 256);
 }
 
 /* The file ended before `off` though it was longer at open: another process

@@ -524,17 +524,7 @@ static inline void evw_s(struct evlog_writer *w, unsigned k, struct evlog_str s)
 
 static int evw_grow(void **buf, size_t *cap, size_t need, size_t elem)
 {
-	if (need <= *cap)
-		return 0;
-	size_t n = *cap ? *cap * 2 : 1024;
-	while (n < need)
-		n *= 2;
-	void *b = realloc(*buf, n * elem);
-	if (!b)
-		return -1;
-	*buf = b;
-	*cap = n;
-	return 0;
+	return evf_grow(buf, cap, need, elem, 1024);
 }
 
 /* A native stack reference in column k; a new stack goes to EVC_STKDEF. */
