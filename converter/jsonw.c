@@ -304,7 +304,7 @@ int cv_out_str(struct cv_out *o, const char *s)
 	return cv_out_write(o, s, strlen(s));
 }
 
-int cv_json_u64(struct cv_out *o, uint64_t v)
+size_t cv_dec_u64(char *d, uint64_t v)
 {
 	static const char pairs[] = "00010203040506070809101112131415161718192021222324"
 				    "25262728293031323334353637383940414243444546474849"
@@ -322,10 +322,8 @@ int cv_json_u64(struct cv_out *o, uint64_t v)
 
 	n += n < 20 && v >= pow10[n];
 	n += !n;
-	if (cv_out_reserve(o, 20))
-		return -1;
-	/* Digits straight into the buffer, last first, two at a time. */
-	char *end = o->buf + o->len + n;
+	/* Digits straight into place, last first, two at a time. */
+	char *end = d + n;
 
 	while (v >= 100) {
 		end -= 2;
@@ -336,7 +334,14 @@ int cv_json_u64(struct cv_out *o, uint64_t v)
 		memcpy(end - 2, pairs + v * 2, 2);
 	else
 		end[-1] = (char)('0' + v);
-	o->len += n;
+	return n;
+}
+
+int cv_json_u64(struct cv_out *o, uint64_t v)
+{
+	if (cv_out_reserve(o, 20))
+		return -1;
+	o->len += cv_dec_u64(o->buf + o->len, v);
 	return 0;
 }
 

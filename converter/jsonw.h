@@ -76,6 +76,8 @@ int cv_out_str(struct cv_out *o, const char *s);
 size_t cv_json_plain_len(const char *s, size_t len);
 /* A JSON string literal, quotes included, of s[0..len). */
 int cv_json_str(struct cv_out *o, const char *s, size_t len);
+/* v in decimal at d (20 bytes at most, no NUL); returns the length. */
+size_t cv_dec_u64(char *d, uint64_t v);
 int cv_json_u64(struct cv_out *o, uint64_t v);
 int cv_json_i64(struct cv_out *o, int64_t v);
 /* ns as µs with three decimals ("12.345"). */

@@ -20,6 +20,7 @@
  * what varies per call as event stats, repeating strings as ref_values.
  */
 #include "xplane.h"
+#include "jsonw.h"
 
 #include <errno.h>
 #include <fcntl.h>
@@ -931,14 +932,10 @@ static void sb_s(struct sbuf *b, const char *s)
 static void sb_u(struct sbuf *b, uint64_t v)
 {
 	char t[20];
-	size_t n = 0;
+	size_t n = cv_dec_u64(t, v);
 
-	do {
-		t[n++] = (char)('0' + v % 10);
-		v /= 10;
-	} while (v);
-	while (n && b->p < b->end)
-		*b->p++ = t[--n];
+	for (size_t i = 0; i < n && b->p < b->end; i++)
+		*b->p++ = t[i];
 	*b->p = 0;
 }
 
@@ -1094,21 +1091,6 @@ static void host_item_stats(struct xsink *x, struct evstats *e, const struct con
  * functions one per (name, file:line), the source going into the
  * metadata's stats (key "name\0file:line", split again when emitted).
  */
-/* v in decimal at d (10 bytes at most); returns the length. */
-static size_t u32_dec(char *d, uint32_t v)
-{
-	char t[10];
-	size_t n = 0;
-
-	do {
-		t[n++] = (char)('0' + v % 10);
-		v /= 10;
-	} while (v);
-	for (size_t i = 0; i < n; i++)
-		d[i] = t[n - 1 - i];
-	return n;
-}
-
 static int64_t event_meta_id(struct xplane_p *p, const struct conv_item *it)
 {
 	const char *name = it->name && *it->name ? it->name : "<unknown>";
@@ -1131,7 +1113,7 @@ static int64_t event_meta_id(struct xplane_p *p, const struct conv_item *it)
 	memcpy(key + n, ev->u.py_enter.file.ptr, (size_t)m);
 	n += (size_t)m;
 	key[n++] = ':';
-	n += u32_dec(key + n, ev->u.py_enter.line);
+	n += cv_dec_u64(key + n, ev->u.py_enter.line);
 	if (!p->source_sid && !(p->source_sid = strmap_id(&p->stats, "source")))
 		return 0;
 	return strmap_idn(&p->events, key, n);
