@@ -422,13 +422,15 @@ static int py_attach(struct py_state *st, struct py_target *t, const struct py_i
 	if (t->entry && t->dev == sb.st_dev && t->ino == sb.st_ino)
 		return 1; /* already probing this very file */
 	py_detach(t);
-	t->entry = bpf_program__attach_usdt(st->skel->progs.py_entry, t->pid, in->host,
-					    "python", "function__entry", NULL);
-	if (!t->entry)
-		return -errno;
+	/* Returns first: every entry recorded then has its return recorded too
+	 * (a return of a frame entered before is told apart by the converter). */
 	t->ret = bpf_program__attach_usdt(st->skel->progs.py_return, t->pid, in->host,
 					  "python", "function__return", NULL);
-	if (!t->ret) {
+	if (!t->ret)
+		return -errno;
+	t->entry = bpf_program__attach_usdt(st->skel->progs.py_entry, t->pid, in->host,
+					    "python", "function__entry", NULL);
+	if (!t->entry) {
 		err = -errno;
 		py_detach(t);
 		return err;
