@@ -975,6 +975,8 @@ static void set_attributes(void)
 	zeroed = cu.cuptiActivitySetAttribute &&
 		 cu.cuptiActivitySetAttribute(CUPTI_ACTIVITY_ATTR_ZEROED_OUT_ACTIVITY_BUFFER, &sz,
 					      &one) == CUPTI_SUCCESS;
+	if (zeroed && cfg.pinned)
+		cu.cuptiActivitySetAttribute(CUPTI_ACTIVITY_ATTR_MEM_ALLOCATION_TYPE_HOST_PINNED, &sz, &one);
 }
 
 static int subscribe(char *msg, size_t msgsz)

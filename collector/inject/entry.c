@@ -76,6 +76,8 @@ static void cfg_parse(struct li_config *c, char *msg)
 			c->runtime = atoi(eq);
 		else if (!strcmp(tok, "finalize_ms"))
 			c->finalize_ms = atoi(eq);
+		else if (!strcmp(tok, "pinned"))
+			c->pinned = atoi(eq);
 		else if (!strcmp(tok, "cuda"))
 			c->cuda = atoi(eq);
 		else if (!strcmp(tok, "python"))

@@ -39,6 +39,8 @@ struct li_config {
 				* the calls that launch, copy, set or wait, by callback (not yet
 				* measured on a GPU); 0 = none: kernels, copies and sets only */
 	int finalize_ms;       /* how long to wait for an API exit to finalize */
+	int pinned;            /* start key pinned=0|1: CUPTI keeps kernel timestamps in
+				* pinned host memory rather than device memory */
 	int launch;            /* loaded by CUDA at start (InitializeInjection) */
 	int cuda;              /* start key cuda=0|1 (default 1): CUPTI recording */
 	int python;            /* start key python=0|1 (default 0): Python calls (pyhook.c) */

@@ -121,6 +121,8 @@ class Verdict:
 
 MODES = {
     "K": "kernels only (runtime=0)",
+    "P": "kernels only, CUPTI timestamps in pinned host memory (runtime=0 pinned=1)",
+    "Z": "nothing attached (noise floor of the method)",
     "L": "kernels + launch/copy/set/sync calls by callback (runtime=2)",
     "D": "kernels + every runtime call by activity (runtime=1 driver=0, the default)",
     "F": "kernels + runtime + every driver call (runtime=1 driver=1)",
@@ -233,7 +235,7 @@ def analyze(d):
         marks[k] = int(val)
     starts = tr["starts"]
     print(f"INFO steps recorded: {len(starts)}")
-    tags = [t for t in ("K1", "L1", "D1", "R1", "F1", "K2", "L2", "D2", "A", "N") if f"{t}_begin" in marks]
+    tags = [t for t in ("K1", "P1", "L1", "D1", "Z1", "F1", "K2", "P2", "L2", "D2", "Z2", "A", "N") if f"{t}_begin" in marks]
     S = 1_000_000_000
     rows = []
     for tag in tags:
@@ -247,7 +249,9 @@ def analyze(d):
         if ev is not None and tag in ("L1", "D1", "A"):
             kernel_match(v, tag, ev, tr)
         b, e = marks[f"{tag}_begin"], marks[f"{tag}_end"]
-        if w is None:  # no CUPTI log: the collector's own window after --delay
+        if tag[0] == "Z":
+            w = (b, e)
+        elif w is None:  # no CUPTI log: the collector's own window after --delay
             w = (b + int(3.3 * S), e - int(0.3 * S))
         before = rate(starts, b - int(3.5 * S), b)
         during = rate(starts, w[0] + int(0.2 * S), w[1] - int(0.2 * S))
@@ -267,7 +271,7 @@ def analyze(d):
     for tag, before, during, after, kps, aps in rows:
         print(f"FIGURES {tag:3s}| {before:6.1f} | {during:6.1f} ({(during / before - 1) * 100:+5.1f}%) | "
               f"{after:6.1f} ({(after / before - 1) * 100:+5.1f}%) | {kps:7.0f} | {aps:7.0f} | {MODES[tag[0]]}")
-    for mode in "KLDF":
+    for mode in "KPLDZF":
         r = [x for x in rows if x[0][0] == mode]
         if r:
             dur = sum(x[2] / x[1] for x in r) / len(r) - 1

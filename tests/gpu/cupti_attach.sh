@@ -88,16 +88,23 @@ tool() { # TAG SECONDS ARGS
 # The matrix (modes: collector/inject/cupti.c kind_wanted): K kernels only;
 # L kernels + launch/copy/set/sync calls by callback; D kernels + every
 # runtime call by activity (the default); F + every driver call (FULL=1).
-# K, L and D twice, apart, for the noise.
+# K, P, L, D and Z twice, apart, for the noise.
 GAP=${GAP:-4}
 sleep $GAP
+# Z: nothing attached, the same marks: the noise floor of the method.
+# P: kernels only with CUPTI's timestamps in pinned host memory.
+idle() { mark "$1_begin"; sleep "$2"; mark "$1_end"; }
 tool K1 4 runtime=0 driver=0; sleep $GAP
+tool P1 4 runtime=0 driver=0 pinned=1; sleep $GAP
 tool L1 4 runtime=2 driver=0; sleep $GAP
 tool D1 4 runtime=1 driver=0; sleep $GAP
+idle Z1 4; sleep $GAP
 [ -n "${FULL:-}" ] && { tool F1 4 runtime=1 driver=1; sleep $GAP; }
 tool K2 4 runtime=0 driver=0; sleep $GAP
+tool P2 4 runtime=0 driver=0 pinned=1; sleep $GAP
 tool L2 4 runtime=2 driver=0; sleep $GAP
 tool D2 4 runtime=1 driver=0; sleep $GAP
+idle Z2 4; sleep $GAP
 # The full collector (static), as a user runs it: default recording.
 attach A cpu 5; sleep $GAP
 # The same without CUDA kernel profiling: tells a crash of the cpu source
