@@ -27,7 +27,7 @@ LDFLAGS   += $(SAN)
 # Shared libraries each binary links.
 LIBS_EVLOG     := -lzstd -ldeflate
 LIBS_COLLECTOR := -lbpf -lelf -ldw -lz -ljson-c -lpthread $(LIBS_EVLOG)
-LIBS_CONVERTER := -lprotobuf-c -larchive -ljson-c -lz -lm -lstdc++ $(LIBS_EVLOG)
+LIBS_CONVERTER := -lprotobuf-c -larchive -ljson-c -lz -lisal -lm -lstdc++ $(LIBS_EVLOG)
 
 # ------------------------------------------------------------------ sources
 EVLOG_SRC     := $(wildcard eventlog/*.c)

@@ -20,10 +20,12 @@ struct cv_out {
 	struct tb_tmpfile tmp;
 	int open;
 	int gz;
-	/* Each full buffer becomes one gzip member (RFC 1952 allows many; gzip,
-	 * zcat, Python's gzip module, Perfetto and Chrome read them all):
-	 * libdeflate compresses a whole buffer much faster than zlib's stream. */
+	/* By default one ISA-L level-1 stream (zs). With LLMT_GZIP_LEVEL,
+	 * libdeflate (zc) and each full buffer one gzip member (RFC 1952 allows
+	 * many; gzip, zcat, Python's gzip module, Perfetto and Chrome read them
+	 * all): it compresses a whole buffer much faster than a stream. */
 	struct libdeflate_compressor *zc;
+	void *zs;            /* struct isal_zstream */
 	char *buf;           /* pending bytes */
 	size_t len, cap;
 	unsigned char *zbuf;

@@ -18,15 +18,20 @@ t bash -c "'$conv' -i '$dir/m.log' -o '$dir/a/m.json.gz' 2>'$dir/a.err' && \
 	grep -E '^converted [0-9]+ events .*overlaps cut.*unbound flows' '$dir/a.err' && ! grep -q ' 0 overlaps cut' '$dir/a.err'"
 desc="JSON.gz: nesting, flows bound, names, relative ts, categories (python json+gzip)"
 t $check "$dir/a/m.json.gz" --min-events 20000 --expect-base 1790000000001000000 --expect-flows $((steps * 3))
-desc="plain .json has the same events; the .gz is several gzip members that gzip -t, zcat and python read whole"
+desc="plain .json has the same events; the .gz (one ISA-L stream) and the .gz of an asked level (libdeflate, several gzip members) read whole with gzip -t, zcat and python"
 t bash -c "'$conv' -q -i '$dir/m.log' -o '$dir/a/m.json' && $check '$dir/a/m.json' && \
+	LLMT_GZIP_LEVEL=6 '$conv' -q -i '$dir/m.log' -o '$dir/a/m6.json.gz' && \
 	cmp <(zcat '$dir/a/m.json.gz') '$dir/a/m.json' && gzip -t '$dir/a/m.json.gz' && \
+	cmp <(zcat '$dir/a/m6.json.gz') '$dir/a/m.json' && gzip -t '$dir/a/m6.json.gz' && \
 	python3 -c \"
-import zlib, sys
-data, members = open('$dir/a/m.json.gz', 'rb').read(), 0
-while data:
-    d = zlib.decompressobj(31); d.decompress(data); data = d.unused_data; members += 1
-sys.exit(0 if members > 1 else 1)\""
+import gzip, zlib, sys
+def members(p):
+    data, n = open(p, 'rb').read(), 0
+    while data:
+        d = zlib.decompressobj(31); d.decompress(data); data = d.unused_data; n += 1
+    return n
+same = gzip.open('$dir/a/m.json.gz').read() == gzip.open('$dir/a/m6.json.gz').read()
+sys.exit(0 if same and members('$dir/a/m6.json.gz') > 1 else 1)\""
 desc="invalid UTF-8 and control bytes become valid JSON (U+FFFD, \\u0001)"
 t python3 -c "
 import json, sys

@@ -13,6 +13,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <unistd.h>
+#include <zlib.h>
 
 #include "converter/conv_int.h"
 #include "converter/jsonw.h"
@@ -101,6 +102,60 @@ static void write_long(struct cv_out *o)
 	s[n - 1] = (char)0xff;
 	cv_json_str(o, s, n);
 	free(s);
+}
+
+/* 3.5 chunks of random bytes (no member may overflow its buffer), then
+ * 3 chunks of text; returns the bytes written. */
+static size_t write_gz_input(struct cv_out *o, unsigned char *want, size_t cap)
+{
+	size_t n = 0;
+	uint64_t x = 88172645463325252ull;
+
+	while (n < CV_OUT_CHUNK * 7 / 2 && n < cap) {
+		x ^= x << 13, x ^= x >> 7, x ^= x << 17;
+		want[n++] = (unsigned char)x;
+	}
+	while (n < CV_OUT_CHUNK * 13 / 2 && n + 64 < cap)
+		n += (size_t)snprintf((char *)want + n, 64, "{\"ts\":%zu,\"name\":\"k\"},\n", n);
+	for (size_t i = 0; i < n; i += 1000)
+		assert_int_equal(cv_out_write(o, want + i, n - i < 1000 ? n - i : 1000), 0);
+	return n;
+}
+
+/* .json.gz: every member decompresses (zlib reads them in a row) to what
+ * was written, with the default compressor and with an asked level. */
+static void test_gz_members(void **state)
+{
+	static const char *levels[] = { NULL, "1", "9" };
+	size_t cap = CV_OUT_CHUNK * 8;
+	unsigned char *want = malloc(cap), *got = malloc(cap);
+
+	(void)state;
+	for (size_t l = 0; l < 3; l++) {
+		char path[] = "/tmp/test_convert.XXXXXX", file[64], err[256];
+		struct cv_out o;
+
+		if (levels[l])
+			setenv("LLMT_GZIP_LEVEL", levels[l], 1);
+		else
+			unsetenv("LLMT_GZIP_LEVEL");
+		assert_non_null(mkdtemp(path));
+		snprintf(file, sizeof(file), "%s/o.json.gz", path);
+		assert_int_equal(cv_out_open(&o, -1, file, 1, 0, err, sizeof(err)), 0);
+		size_t n = write_gz_input(&o, want, cap);
+		assert_int_equal(cv_out_publish(&o, 0, err, sizeof(err)), 0);
+		gzFile g = gzopen(file, "rb");
+		assert_non_null(g);
+		int got_n = gzread(g, got, (unsigned)cap);
+		assert_int_equal(gzclose(g), Z_OK);
+		assert_int_equal((size_t)got_n, n);
+		assert_memory_equal(got, want, n);
+		unlink(file);
+		rmdir(path);
+	}
+	unsetenv("LLMT_GZIP_LEVEL");
+	free(want);
+	free(got);
 }
 
 static void test_json_long_string(void **state)
@@ -380,6 +435,7 @@ int main(void)
 		cmocka_unit_test(test_json_escape),
 		cmocka_unit_test(test_json_numbers),
 		cmocka_unit_test(test_json_long_string),
+		cmocka_unit_test(test_gz_members),
 		cmocka_unit_test(test_spill_in_memory),
 		cmocka_unit_test(test_spill_merged_runs),
 		cmocka_unit_test(test_rec_unpack_rejects_garbage),
