@@ -909,9 +909,11 @@ static int open_log(char *msg, size_t msgsz)
 }
 
 /* What is recorded (start keys, inject.h), measured on a launch-bound torch
- * loop (H200, ~25k kernels/s; tests/gpu/cupti_attach.sh):
- *   runtime=0            kernels, copies, sets only              ~ -10..-15% steps/s
- *   runtime=1 (default)  + every runtime call but the noisy ones  ~ -20..-34%
+ * loop (H200, ~20k kernels/s; tests/gpu/cupti_attach.sh; steps/s of quiet
+ * windows spread +-10%):
+ *   runtime=0            kernels, copies, sets only              ~ -3..-15% steps/s
+ *   runtime=2 (default)  + launch/copy/set/sync calls by callback ~ -14..-19%
+ *   runtime=1            + every runtime call but the noisy ones  ~ -27..-34%
  *   runtime=1 driver=1   + every driver call                      ~ -48%
  * Kernel activity itself is most of the cost (CUPTI instruments each
  * launch); our CLOCK_MONOTONIC timestamp callback is not: CUPTI's own
@@ -1034,21 +1036,25 @@ int li_cupti_start(const struct li_config *c, char *msg, size_t msgsz)
 	set_attributes();
 	pool_fill(POOL_PRE);
 	encoder_start(); /* if it cannot start, buffers are encoded where they complete */
+	/* Launches by callback; without the callback API, by the RUNTIME
+	 * activity kind (costlier, said in the reply). */
+	if (cfg.runtime == 2 && cb_start()) {
+		cb_stop();
+		cfg.runtime = 1;
+	}
 	if (enable_kinds()) {
 		snprintf(msg, msgsz, "err CUDA kernel profiling cannot start: CUPTI refused kernel activity");
+		cb_stop();
 		disable_kinds();
 		evlog_writer_abort(wr);
 		wr = NULL;
 		atomic_store(&running, 1);  /* let stop() finalize: CUPTI holds our callbacks */
 		return -EIO;
 	}
-	if (cfg.runtime == 2 && cb_start()) {
-		cb_stop();
-		cfg.runtime = 0; /* kernels alone; said in the reply */
-	}
 	atomic_store(&running, 1);
 	snprintf(msg, msgsz, "ok file=%s%s", stats.file,
-		 c->runtime == 2 && !cfg.driver && cfg.runtime != 2 ? " launches=0 (no callback API)" : "");
+		 c->runtime == 2 && !cfg.driver && cfg.runtime != 2 ?
+		 " launches=activity (no callback API)" : "");
 	return 0;
 }
 

@@ -10,7 +10,7 @@
  * the other end of (text messages, one per packet):
  *   collector -> lib  "start KEY=VALUE ..." (+ SCM_RIGHTS: output dir fd)
  *                     keys: pid (host pid), host, dir (path, if no fd),
- *                           runtime (0/1), driver (0/1), finalize_ms,
+ *                           runtime (0/1/2), driver (0/1), finalize_ms, pinned,
  *                           cuda (0/1), python (0/1), py_wait_ms (pyhook.h)
  *   lib -> collector  "ok file=NAME" | "err MESSAGE"
  *   collector -> lib  "stop"
@@ -34,10 +34,11 @@ struct li_config {
 	int driver;            /* 1: every driver API call too (pairs kernels launched
 				* through cuLaunchKernel, e.g. cuBLAS's; costly: the runtime
 				* makes ~6 driver calls per launch). Default 0 */
-	int runtime;           /* runtime API calls (launch correlation): 1 (default) = every
-				* runtime call, by the RUNTIME activity kind (costly); 2 = only
-				* the calls that launch, copy, set or wait, by callback (not yet
-				* measured on a GPU); 0 = none: kernels, copies and sets only */
+	int runtime;           /* runtime API calls (launch correlation): 2 (default) = only
+				* the calls that launch, copy, set or wait, and direct driver
+				* launches, by callback; 1 = every runtime call by the RUNTIME
+				* activity kind (about twice the cost, misses cuBLAS's driver
+				* launches); 0 = none: kernels, copies and sets only */
 	int finalize_ms;       /* how long to wait for an API exit to finalize */
 	int pinned;            /* start key pinned=0|1: CUPTI keeps kernel timestamps in
 				* pinned host memory rather than device memory */
