@@ -235,7 +235,7 @@ def analyze(d):
         marks[k] = int(val)
     starts = tr["starts"]
     print(f"INFO steps recorded: {len(starts)}")
-    tags = [t for t in ("K1", "P1", "L1", "D1", "Z1", "F1", "K2", "P2", "L2", "D2", "Z2", "A", "N") if f"{t}_begin" in marks]
+    tags = [t for t in ("K1", "P1", "L1", "D1", "Z1", "F1", "K2", "P2", "L2", "D2", "Z2", "Z3", "A1", "A2", "A3", "A", "N") if f"{t}_begin" in marks]
     S = 1_000_000_000
     rows = []
     for tag in tags:
@@ -246,7 +246,7 @@ def analyze(d):
             for e in ev["E"]:
                 print(f"WARN [{tag}] {e}")
         w = analyze_window(v, tag, ev, tr) if ev is not None else None
-        if ev is not None and tag in ("L1", "D1", "A"):
+        if ev is not None and tag in ("L1", "D1", "A", "A1"):
             kernel_match(v, tag, ev, tr)
         b, e = marks[f"{tag}_begin"], marks[f"{tag}_end"]
         if tag[0] == "Z":
@@ -271,14 +271,14 @@ def analyze(d):
     for tag, before, during, after, kps, aps in rows:
         print(f"FIGURES {tag:3s}| {before:6.1f} | {during:6.1f} ({(during / before - 1) * 100:+5.1f}%) | "
               f"{after:6.1f} ({(after / before - 1) * 100:+5.1f}%) | {kps:7.0f} | {aps:7.0f} | {MODES[tag[0]]}")
-    for mode in "KPLDZF":
+    for mode in "KPLDZFA":
         r = [x for x in rows if x[0][0] == mode]
         if r:
             dur = sum(x[2] / x[1] for x in r) / len(r) - 1
             aft = [x[3] / x[1] - 1 for x in r if x[3] == x[3]]
             print(f"FIGURES mode {mode}: during {dur * 100:+.1f}%, after "
                   f"{(sum(aft) / len(aft) * 100 if aft else float('nan')):+.1f}% ({len(r)} windows)  {MODES[mode]}")
-    dflt = [x for x in rows if x[0][0] in "DL"] + [x for x in rows if x[0] == "A"]
+    dflt = [x for x in rows if x[0][0] in "LA"]
     for tag, before, during, after, _, _ in dflt:
         v(during >= 0.95 * before, f"[{tag}] at most 5% fewer steps/s while profiling ({during:.1f} vs {before:.1f})")
         v(after >= 0.99 * before, f"[{tag}] after detach within 1% of before ({after:.1f} vs {before:.1f})")

@@ -94,19 +94,30 @@ sleep $GAP
 # Z: nothing attached, the same marks: the noise floor of the method.
 # P: kernels only with CUPTI's timestamps in pinned host memory.
 idle() { mark "$1_begin"; sleep "$2"; mark "$1_end"; }
-tool K1 4 runtime=0 driver=0; sleep $GAP
-tool P1 4 runtime=0 driver=0 pinned=1; sleep $GAP
-tool L1 4 runtime=2 driver=0; sleep $GAP
-tool D1 4 runtime=1 driver=0; sleep $GAP
-idle Z1 4; sleep $GAP
-[ -n "${FULL:-}" ] && { tool F1 4 runtime=1 driver=1; sleep $GAP; }
-tool K2 4 runtime=0 driver=0; sleep $GAP
-tool P2 4 runtime=0 driver=0 pinned=1; sleep $GAP
-tool L2 4 runtime=2 driver=0; sleep $GAP
-tool D2 4 runtime=1 driver=0; sleep $GAP
-idle Z2 4; sleep $GAP
+if [ "${SET:-modes}" = modes ]; then
+	tool K1 4 runtime=0 driver=0; sleep $GAP
+	tool P1 4 runtime=0 driver=0 pinned=1; sleep $GAP
+	tool L1 4 runtime=2 driver=0; sleep $GAP
+	tool D1 4 runtime=1 driver=0; sleep $GAP
+	idle Z1 4; sleep $GAP
+	[ -n "${FULL:-}" ] && { tool F1 4 runtime=1 driver=1; sleep $GAP; }
+	tool K2 4 runtime=0 driver=0; sleep $GAP
+	tool P2 4 runtime=0 driver=0 pinned=1; sleep $GAP
+	tool L2 4 runtime=2 driver=0; sleep $GAP
+	tool D2 4 runtime=1 driver=0; sleep $GAP
+	idle Z2 4; sleep $GAP
+else # SET=collector: the collector as users run it, between idle windows
+	idle Z1 4; sleep $GAP
+	attach A1 cpu 5; sleep $GAP
+	tool L1 4 runtime=2 driver=0; sleep $GAP
+	idle Z2 4; sleep $GAP
+	attach A2 cpu 5; sleep $GAP
+	tool K1 4 runtime=0 driver=0; sleep $GAP
+	idle Z3 4; sleep $GAP
+	attach A3 cpu 5; sleep $GAP
+fi
 # The full collector (static), as a user runs it: default recording.
-attach A cpu 5; sleep $GAP
+[ "${SET:-modes}" = modes ] && { attach A cpu 5; sleep $GAP; }
 # The same without CUDA kernel profiling: tells a crash of the cpu source
 # from one of the CUPTI stop path.
 attach N cpu 3 --no-cuda; sleep 2
@@ -118,5 +129,5 @@ cp "$W/marks.txt" "$W/train.json" "$L/" 2>/dev/null
 "$PY" tests/gpu/cupti_attach.py analyze "$W" | tee "$OUT/result.txt"
 rc=${PIPESTATUS[0]}
 tar -C "$W" -czf "$OUT/logs.tar.gz" logs 2>/dev/null
-tar -C "$W" -czf "$OUT/evlogs.tar.gz" L1 D1 A 2>/dev/null
+tar -C "$W" -czf "$OUT/evlogs.tar.gz" L1 D1 A A1 2>/dev/null
 exit $rc
