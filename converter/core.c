@@ -15,7 +15,7 @@
 
 #define DUR_MAX (1ULL << 46)
 #define PY_DEPTH_MAX 2048
-#define RUN_MB_DEFAULT 128
+#define RUN_MB_DEFAULT 64
 /* x86_64's uretprobe(2) (Linux 6.11+): the return-probe trampoline's own
  * system call, made by the profiler's probes, not by the application. */
 #define X86_64_NR_URETPROBE 335
