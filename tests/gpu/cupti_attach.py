@@ -127,6 +127,7 @@ MODES = {
     "D": "kernels + every runtime call by activity (runtime=1 driver=0)",
     "F": "kernels + runtime + every driver call (runtime=1 driver=1)",
     "A": "llmtracker profile -t cpu --enable-cuda-kernel (static, default recording)",
+    "U": "llmtracker profile -t cpu,cuda --enable-cuda-kernel (uprobes on the CUDA libraries too)",
     "N": "llmtracker profile -t cpu (static, no CUDA kernels)",
 }
 NOISY = ("cudaGetDevice", "cudaGetLastError", "cudaStreamIsCapturing", "cuDevicePrimaryCtxGetState",
@@ -150,7 +151,7 @@ def analyze_window(v, tag, ev, tr):
     if not api:
         return krange
     noisy = sum(c for n, c in names.items() if n in NOISY)
-    if tag[0] in "DL" or tag == "A":
+    if tag[0] in "DLAU":
         v(noisy == 0, f"[{tag}] none of the frequent bookkeeping calls recorded ({noisy})")
     if tag[0] == "F":
         v(names.get("cuLaunchKernel", 0) > 0, f"[{tag}] driver launches (cuBLAS) recorded: "
@@ -170,7 +171,7 @@ def analyze_window(v, tag, ev, tr):
     what = f"[{tag}] kernels with their launch record: {matched}/{len(kern)}"
     # Without driver records (D), kernels cuBLAS launches through
     # cuLaunchKernel have none (~7% of this loop's); F and L take those.
-    v(matched >= (0.999 if tag[0] in "FL" else 0.85) * len(kern), what)
+    v(matched >= (0.999 if tag[0] in "FLAU" else 0.85) * len(kern), what)
     unpaired = collections.Counter(k[5][:60] for k in kern if k[2] not in launch)
     if unpaired:
         print(f"INFO [{tag}] kernels without a launch record: " +
@@ -192,6 +193,43 @@ def analyze_window(v, tag, ev, tr):
     v(total > 0 and inside >= 0.99 * total,
       f"[{tag}] CUPTI launch timestamps fall inside the loop's CLOCK_MONOTONIC steps: {inside}/{total}")
     return krange
+
+
+def uprobe_align(v, tag, ev, coll):
+    """CUPTI's launch records (callback enter/exit on CLOCK_MONOTONIC) against
+    the uprobe records of the same cudaLaunchKernel calls (entry/return, bpf
+    ktime = CLOCK_MONOTONIC): each CUPTI call should sit inside one uprobe
+    call on the same thread."""
+    import bisect
+    ups = collections.defaultdict(list)
+    for u in coll["U"]:
+        if u[5] == "cudaLaunchKernel":
+            ups[u[3]].append((int(u[0]), int(u[0]) + int(u[1])))
+    for t in ups.values():
+        t.sort()
+    cup = [a for a in ev["A"] if a[7] == "cudaLaunchKernel"]
+    lo = min((t[0][0] for t in ups.values() if t), default=0)
+    hi = max((t[-1][1] for t in ups.values() if t), default=0)
+    cup = [a for a in cup if lo <= int(a[0]) <= hi]
+    inside, d_enter, d_exit = 0, [], []
+    for a in cup:
+        t = ups.get(a[3], [])
+        s0, e0 = int(a[0]), int(a[0]) + int(a[1])
+        i = bisect.bisect_right(t, (s0, 1 << 62)) - 1
+        if i >= 0 and t[i][0] <= s0 and e0 <= t[i][1]:
+            inside += 1
+            d_enter.append(s0 - t[i][0])
+            d_exit.append(t[i][1] - e0)
+    n_up = sum(len(t) for t in ups.values())
+    print(f"INFO [{tag}] cudaLaunchKernel: {n_up} by uprobe, {len(cup)} by CUPTI in the same time span")
+    if d_enter:
+        d_enter.sort(), d_exit.sort()
+        print(f"INFO [{tag}] CUPTI call inside its uprobe call: enter +{d_enter[len(d_enter) // 2] / 1e3:.2f} us "
+              f"(p99 {d_enter[int(len(d_enter) * .99)] / 1e3:.2f}), exit -{d_exit[len(d_exit) // 2] / 1e3:.2f} us "
+              f"(p99 {d_exit[int(len(d_exit) * .99)] / 1e3:.2f})")
+    v(cup and inside >= 0.99 * len(cup),
+      f"[{tag}] CUPTI and uprobe clocks agree: CUPTI launch calls inside a uprobe call of the same "
+      f"thread: {inside}/{len(cup)}")
 
 
 def kernel_match(v, tag, ev, tr):
@@ -235,7 +273,7 @@ def analyze(d):
         marks[k] = int(val)
     starts = tr["starts"]
     print(f"INFO steps recorded: {len(starts)}")
-    tags = [t for t in ("K1", "P1", "L1", "D1", "Z1", "F1", "K2", "P2", "L2", "D2", "Z2", "Z3", "A1", "A2", "A3", "A", "N") if f"{t}_begin" in marks]
+    tags = [t for t in ("K1", "P1", "L1", "D1", "Z1", "F1", "K2", "P2", "L2", "D2", "Z2", "Z3", "A1", "U1", "A3", "A", "N") if f"{t}_begin" in marks]
     S = 1_000_000_000
     rows = []
     for tag in tags:
@@ -248,6 +286,9 @@ def analyze(d):
         w = analyze_window(v, tag, ev, tr) if ev is not None else None
         if ev is not None and tag in ("L1", "D1", "A", "A1"):
             kernel_match(v, tag, ev, tr)
+        cp = os.path.join(d, f"{tag}.coll.tsv")
+        if ev is not None and tag[0] == "U" and os.path.exists(cp):
+            uprobe_align(v, tag, ev, load_tsv(cp))
         b, e = marks[f"{tag}_begin"], marks[f"{tag}_end"]
         if tag[0] == "Z":
             w = (b, e)
@@ -271,14 +312,14 @@ def analyze(d):
     for tag, before, during, after, kps, aps in rows:
         print(f"FIGURES {tag:3s}| {before:6.1f} | {during:6.1f} ({(during / before - 1) * 100:+5.1f}%) | "
               f"{after:6.1f} ({(after / before - 1) * 100:+5.1f}%) | {kps:7.0f} | {aps:7.0f} | {MODES[tag[0]]}")
-    for mode in "KPLDZFA":
+    for mode in "KPLDZFAU":
         r = [x for x in rows if x[0][0] == mode]
         if r:
             dur = sum(x[2] / x[1] for x in r) / len(r) - 1
             aft = [x[3] / x[1] - 1 for x in r if x[3] == x[3]]
             print(f"FIGURES mode {mode}: during {dur * 100:+.1f}%, after "
                   f"{(sum(aft) / len(aft) * 100 if aft else float('nan')):+.1f}% ({len(r)} windows)  {MODES[mode]}")
-    dflt = [x for x in rows if x[0][0] in "LA"]
+    dflt = [x for x in rows if x[0][0] in "LA"]  # U adds uprobes: shown, not judged
     for tag, before, during, after, _, _ in dflt:
         v(during >= 0.95 * before, f"[{tag}] at most 5% fewer steps/s while profiling ({during:.1f} vs {before:.1f})")
         v(after >= 0.99 * before, f"[{tag}] after detach within 1% of before ({after:.1f} vs {before:.1f})")

@@ -73,6 +73,9 @@ attach() { # TAG TYPES SECONDS [--no-cuda]
 	if ls "$W/$1"/llmtracker-cupti.*.evlog >/dev/null 2>&1; then
 		"$CARRY/bin/inject_logdump" "$W/$1"/llmtracker-cupti.*.evlog >"$W/$1.tsv" 2>&1
 	fi
+	# The collector's own log: uprobe library calls (-t cuda) to align with.
+	ls "$W/$1"/collector*.evlog >/dev/null 2>&1 &&
+		"$CARRY/bin/inject_logdump" "$W/$1"/collector*.evlog >"$W/$1.coll.tsv" 2>&1
 }
 # CUPTI alone through the injector tool, one recording mode per window.
 tool() { # TAG SECONDS ARGS
@@ -111,7 +114,7 @@ else # SET=collector: the collector as users run it, between idle windows
 	attach A1 cpu 5; sleep $GAP
 	tool L1 4 runtime=2 driver=0; sleep $GAP
 	idle Z2 4; sleep $GAP
-	attach A2 cpu 5; sleep $GAP
+	attach U1 cpu,cuda 5; sleep $GAP # + uprobes on the CUDA libraries: launches seen twice
 	tool K1 4 runtime=0 driver=0; sleep $GAP
 	idle Z3 4; sleep $GAP
 	attach A3 cpu 5; sleep $GAP
@@ -129,5 +132,5 @@ cp "$W/marks.txt" "$W/train.json" "$L/" 2>/dev/null
 "$PY" tests/gpu/cupti_attach.py analyze "$W" | tee "$OUT/result.txt"
 rc=${PIPESTATUS[0]}
 tar -C "$W" -czf "$OUT/logs.tar.gz" logs 2>/dev/null
-tar -C "$W" -czf "$OUT/evlogs.tar.gz" L1 D1 A A1 2>/dev/null
+tar -C "$W" -czf "$OUT/evlogs.tar.gz" L1 D1 A A1 U1 2>/dev/null
 exit $rc
