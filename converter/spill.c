@@ -232,7 +232,8 @@ struct idx_ent {
 /* A run file is read through its own buffer; a record lying whole in the
  * buffer is handed out in place, so the merge copies nothing but the reads. */
 struct run_reader {
-	int fd;
+	int fd;                 /* the one sort file, read with pread */
+	uint64_t off, left;     /* the run's unread bytes in it */
 	char *buf;
 	size_t cap, pos, end;   /* unread bytes: buf[pos..end) */
 	int eof;
@@ -250,8 +251,10 @@ struct cv_spill {
 	uint32_t n_tracks;
 	uint32_t *counts;
 	char tmpdir[4096];
-	int *runs;              /* run files, rewound */
+	int fd;                 /* one sort file for every run, or -1 */
+	struct run_span { uint64_t off, len; } *runs; /* each run's bytes in it */
 	uint32_t n_runs;
+	uint64_t file_len;
 	char *wbuf;             /* write_run's output buffer */
 	uint64_t count;
 	/* iteration */
@@ -274,6 +277,7 @@ struct cv_spill *cv_spill_new(size_t run_bytes, uint32_t n_tracks, const char *t
 	if (s->cap > (16ULL << 30))
 		s->cap = 16ULL << 30; /* offsets / 8 fit 32 bits */
 	s->buf = big_alloc(s->cap);
+	s->fd = -1;
 	s->n_tracks = n_tracks ? n_tracks : 1;
 	s->counts = calloc((size_t)s->n_tracks + 1, sizeof(*s->counts));
 	if (!s->buf || !s->counts)
@@ -440,8 +444,19 @@ static int write_run(struct cv_spill *s, char *err, size_t errsz)
 		snprintf(err, errsz, "out of memory");
 		return -1;
 	}
-	if ((fd = anon_file(s->tmpdir, err, errsz)) < 0)
+	/* One file for every run (pread at each run's offset): a long log
+	 * makes hundreds of runs, and a file each would run out of fds. */
+	if (s->fd < 0 && (s->fd = anon_file(s->tmpdir, err, errsz)) < 0)
 		return -1;
+	fd = s->fd;
+	struct run_span *nr = realloc(s->runs, (s->n_runs + 1) * sizeof(*nr));
+
+	if (!nr) {
+		snprintf(err, errsz, "out of memory");
+		return -1;
+	}
+	s->runs = nr;
+	uint64_t begin = s->file_len;
 	uint32_t track = 0;
 	uint64_t start = 0;
 
@@ -456,6 +471,7 @@ static int write_run(struct cv_spill *s, char *err, size_t errsz)
 		if (wl + DISK_HEAD_MAX + body > SPILL_IO_BYTES) {
 			if (write_all(fd, s->wbuf, wl))
 				goto ioerr;
+			s->file_len += wl;
 			wl = 0;
 		}
 		char *p = s->wbuf + wl;
@@ -473,30 +489,25 @@ static int write_run(struct cv_spill *s, char *err, size_t errsz)
 		if (DISK_HEAD_MAX + body > SPILL_IO_BYTES) {
 			if (write_all(fd, s->wbuf, wl) || write_all(fd, (const char *)(r + 1), body))
 				goto ioerr;
+			s->file_len += wl + body;
 			wl = 0;
 			continue;
 		}
 		memcpy(s->wbuf + wl, r + 1, body);
 		wl += body;
 	}
-	if (write_all(fd, s->wbuf, wl) || lseek(fd, 0, SEEK_SET) < 0)
+	if (write_all(fd, s->wbuf, wl))
 		goto ioerr;
-	int *nr = realloc(s->runs, (s->n_runs + 1) * sizeof(*nr));
-
-	if (!nr) {
-		close(fd);
-		snprintf(err, errsz, "out of memory");
-		return -1;
-	}
-	s->runs = nr;
-	s->runs[s->n_runs++] = fd;
+	s->file_len += wl;
+	s->runs[s->n_runs].off = begin;
+	s->runs[s->n_runs].len = s->file_len - begin;
+	s->n_runs++;
 	s->used = 0;
 	s->n_idx = 0;
 	return 0;
 ioerr:
 	snprintf(err, errsz, "writing a sort file in %s: %s; set TMPDIR to a directory with "
 		 "more space", s->tmpdir, strerror(errno));
-	close(fd);
 	return -1;
 }
 
@@ -601,7 +612,9 @@ static int rd_fill(struct run_reader *rd, size_t want, char *err, size_t errsz)
 	rd->end -= rd->pos;
 	rd->pos = 0;
 	while (rd->end < want) {
-		ssize_t n = read(rd->fd, rd->buf + rd->end, rd->cap - rd->end);
+		size_t room = rd->cap - rd->end;
+		ssize_t n = pread(rd->fd, rd->buf + rd->end, room < rd->left ? room : rd->left,
+				  (off_t)rd->off);
 
 		if (n < 0 && errno == EINTR)
 			continue;
@@ -614,6 +627,8 @@ static int rd_fill(struct run_reader *rd, size_t want, char *err, size_t errsz)
 			break;
 		}
 		rd->end += (size_t)n;
+		rd->off += (uint64_t)n;
+		rd->left -= (uint64_t)n;
 	}
 	return 0;
 }
@@ -730,7 +745,9 @@ int cv_spill_finish(struct cv_spill *s, char *err, size_t errsz)
 	for (uint32_t i = 0; i < s->n_runs; i++) {
 		int r;
 
-		s->rd[i].fd = s->runs[i];
+		s->rd[i].fd = s->fd;
+		s->rd[i].off = s->runs[i].off;
+		s->rd[i].left = s->runs[i].len;
 		s->rd[i].cap = per;
 		if (!(s->rd[i].buf = malloc(per))) {
 			snprintf(err, errsz, "out of memory");
@@ -788,8 +805,8 @@ void cv_spill_free(struct cv_spill *s)
 {
 	if (!s)
 		return;
-	for (uint32_t i = 0; i < s->n_runs; i++)
-		close(s->runs[i]);
+	if (s->fd >= 0)
+		close(s->fd);
 	if (s->rd)
 		for (uint32_t i = 0; i < s->n_runs; i++) {
 			free(s->rd[i].buf);

@@ -39,6 +39,10 @@ names = {e.get('name') for e in json.load(open('$dir/a/m.json'))['traceEvents']}
 sys.exit(0 if 'bad\\ufffd\\x01name\\x22q\\x5c' in names else 1)"
 desc="memory-bounded path: 1 MiB sort runs merged give byte-identical output"
 t bash -c "LLMT_CONV_RUN_MB=1 '$conv' -q -i '$dir/m.log' -o '$dir/a/runs.json' && cmp '$dir/a/runs.json' '$dir/a/m.json'"
+desc="~30 sort runs under 'ulimit -n 24' (one sort file for every run): same output as one run"
+t bash -c "'$gen' '$dir/big.log' -n 300000 >/dev/null && mkdir -p '$dir/r' && \
+	(ulimit -n 24; LLMT_CONV_RUN_MB=1 '$conv' -q -i '$dir/big.log' -o '$dir/r/runs.json') && \
+	'$conv' -q -i '$dir/big.log' -o '$dir/r/one.json' && cmp '$dir/r/runs.json' '$dir/r/one.json'"
 desc="folded stacks beside the trace: format, counts = samples in the trace"
 t bash -c "test -s '$dir/a/node-a.cpu.folded' && test -s '$dir/a/node-a.python.folded' && \
 	! grep -vE '^[^;]+(;[^;]+)* [0-9]+$' '$dir/a/node-a.cpu.folded' && \
