@@ -62,6 +62,23 @@ def train(d):
     torch.cuda.synchronize()
     from torch.profiler import ProfilerActivity, profile
 
+    def steps_per_s(sec):
+        t0 = time.monotonic()
+        k = 0
+        while time.monotonic() < t0 + sec:
+            step()
+            k += 1
+            if k % 8 == 7:
+                torch.cuda.synchronize()
+        torch.cuda.synchronize()
+        return k / (time.monotonic() - t0)
+
+    # The yardstick: torch.profiler (CUDA activities only) on the same loop,
+    # after our windows (it leaves the process slower, GPU-FACTS.md).
+    yard = {"before": steps_per_s(4)}
+    with profile(activities=[ProfilerActivity.CUDA]):
+        yard["during"] = steps_per_s(4)
+    yard["after"] = steps_per_s(4)
     with profile(activities=[ProfilerActivity.CUDA]) as prof:
         for _ in range(STEPS_CMP):
             step()
@@ -72,7 +89,8 @@ def train(d):
         if "CUDA" in dt and not ev.name.startswith(("Memcpy", "Memset", "cuda", "Activity Buffer")):
             names[ev.name] += 1
     with open(os.path.join(d, "train.json"), "w") as f:
-        json.dump({"starts": starts, "ends": ends, "torch_kernels": names, "steps_cmp": STEPS_CMP}, f)
+        json.dump({"starts": starts, "ends": ends, "torch_kernels": names, "steps_cmp": STEPS_CMP,
+                   "yardstick": yard}, f)
 
 
 _cxa = None
@@ -312,6 +330,11 @@ def analyze(d):
     for tag, before, during, after, kps, aps in rows:
         print(f"FIGURES {tag:3s}| {before:6.1f} | {during:6.1f} ({(during / before - 1) * 100:+5.1f}%) | "
               f"{after:6.1f} ({(after / before - 1) * 100:+5.1f}%) | {kps:7.0f} | {aps:7.0f} | {MODES[tag[0]]}")
+    y = tr.get("yardstick")
+    if y:
+        print(f"FIGURES yardstick torch.profiler (CUDA only), same loop, 4 s each: before {y['before']:.1f}, "
+              f"during {y['during']:.1f} ({(y['during'] / y['before'] - 1) * 100:+.1f}%), after {y['after']:.1f} "
+              f"({(y['after'] / y['before'] - 1) * 100:+.1f}%) steps/s")
     for mode in "KPLDZFAU":
         r = [x for x in rows if x[0][0] == mode]
         if r:
