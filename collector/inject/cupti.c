@@ -131,11 +131,29 @@ static int is_noisy_runtime(uint32_t cbid)
 	return 0;
 }
 
-static uint64_t CUPTIAPI mono_ns(void)
+static uint64_t mono_ns(void)
 {
 	struct timespec ts;
 	clock_gettime(CLOCK_MONOTONIC, &ts);
 	return (uint64_t)ts.tv_sec * 1000000000ull + (uint64_t)ts.tv_nsec;
+}
+
+/* CUPTI's calls into this library in progress, on any thread. The library
+ * is unloaded after stop: cuptiFinalize, called on one thread, does not wait
+ * for callbacks running on others (the autograd thread launches too), and
+ * a thread still in our code when it is unmapped crashes the process. Stop
+ * waits for this to stay 0 (callbacks_quiet). */
+static _Atomic int in_callback;
+#define CB_ENTER() atomic_fetch_add_explicit(&in_callback, 1, memory_order_acq_rel)
+#define CB_LEAVE() atomic_fetch_sub_explicit(&in_callback, 1, memory_order_acq_rel)
+
+/* CUPTI's timestamp callback: CLOCK_MONOTONIC, the eBPF clock. */
+static uint64_t CUPTIAPI ts_callback(void)
+{
+	CB_ENTER();
+	uint64_t t = mono_ns();
+	CB_LEAVE();
+	return t;
 }
 
 static const char *cupti_err(CUptiResult r)
@@ -639,7 +657,7 @@ static void encoder_stop(void)
 
 /* On the application's thread: a list pop, a fresh buffer only when the
  * pool ran dry. */
-static void CUPTIAPI buf_requested(uint8_t **buf, size_t *size, size_t *max_records)
+static void buf_requested_body(uint8_t **buf, size_t *size, size_t *max_records)
 {
 	pthread_mutex_lock(&pool_mu);
 	struct lbuf *b = free_list;
@@ -657,8 +675,8 @@ static void CUPTIAPI buf_requested(uint8_t **buf, size_t *size, size_t *max_reco
 
 /* Queue the buffer for the encoder; encode here only when it is not
  * running (after stop, a late flush). */
-static void CUPTIAPI buf_completed(CUcontext ctx, uint32_t stream, uint8_t *buf, size_t size,
-				   size_t valid)
+static void buf_completed_body(CUcontext ctx, uint32_t stream, uint8_t *buf, size_t size,
+			       size_t valid)
 {
 	(void)size;
 	if (!buf)
@@ -685,6 +703,21 @@ static void CUPTIAPI buf_completed(CUcontext ctx, uint32_t stream, uint8_t *buf,
 		encode(b);
 		lb_release(b);
 	}
+}
+
+static void CUPTIAPI buf_requested(uint8_t **buf, size_t *size, size_t *max_records)
+{
+	CB_ENTER();
+	buf_requested_body(buf, size, max_records);
+	CB_LEAVE();
+}
+
+static void CUPTIAPI buf_completed(CUcontext ctx, uint32_t stream, uint8_t *buf, size_t size,
+				   size_t valid)
+{
+	CB_ENTER();
+	buf_completed_body(ctx, stream, buf, size, valid);
+	CB_LEAVE();
 }
 
 /* ------------------------------------------------------------ launches by callback */
@@ -853,11 +886,9 @@ __attribute__((destructor)) static void cb_free(void)
 
 /* Enabled only while detaching: the first runtime/driver API exit of any
  * thread finalizes CUPTI, the safe place the CUPTI manual names. */
-static void CUPTIAPI api_callback(void *ud, CUpti_CallbackDomain dom, CUpti_CallbackId cbid,
-				  const void *data)
+static void api_callback_body(CUpti_CallbackDomain dom, CUpti_CallbackId cbid, const void *data)
 {
 	const CUpti_CallbackData *cb = data;
-	(void)ud;
 	if ((dom == CUPTI_CB_DOMAIN_RUNTIME_API || dom == CUPTI_CB_DOMAIN_DRIVER_API) &&
 	    atomic_load_explicit(&cb_on, memory_order_relaxed))
 		cb_record(dom, cbid, cb);
@@ -872,6 +903,15 @@ static void CUPTIAPI api_callback(void *ud, CUpti_CallbackDomain dom, CUpti_Call
 	atomic_store(&finalized, 1);
 	pthread_cond_broadcast(&fin_cond);
 	pthread_mutex_unlock(&lock);
+}
+
+static void CUPTIAPI api_callback(void *ud, CUpti_CallbackDomain dom, CUpti_CallbackId cbid,
+				  const void *data)
+{
+	(void)ud;
+	CB_ENTER();
+	api_callback_body(dom, cbid, data);
+	CB_LEAVE();
 }
 
 /* ------------------------------------------------------------ start / stop */
@@ -1019,7 +1059,7 @@ int li_cupti_start(const struct li_config *c, char *msg, size_t msgsz)
 	CUptiResult r;
 	if (cu.cuptiSetThreadIdType)
 		cu.cuptiSetThreadIdType(CUPTI_ACTIVITY_THREAD_ID_TYPE_SYSTEM);
-	if ((r = cu.cuptiActivityRegisterTimestampCallback(mono_ns)) != CUPTI_SUCCESS ||
+	if ((r = cu.cuptiActivityRegisterTimestampCallback(ts_callback)) != CUPTI_SUCCESS ||
 	    (r = cu.cuptiActivityRegisterCallbacks(buf_requested, buf_completed)) != CUPTI_SUCCESS) {
 		snprintf(msg, msgsz, "err CUDA kernel profiling cannot start: CUPTI set-up: %s", cupti_err(r));
 		evlog_writer_abort(wr);
@@ -1091,12 +1131,29 @@ static int wait_finalized(int ms)
 	return atomic_load(&finalized);
 }
 
+/* No call of CUPTI's in our code for a while (a thread that had loaded our
+ * callback's address just before finalize may enter a moment later): then
+ * the library may be unmapped. */
+static int callbacks_quiet(int ms)
+{
+	const struct timespec tick = { 0, 1000000 }, grace = { 0, 50000000 };
+	for (int i = 0; i < ms; i++) {
+		if (!atomic_load(&in_callback)) {
+			nanosleep(&grace, NULL);
+			if (!atomic_load(&in_callback))
+				return 1;
+		}
+		nanosleep(&tick, NULL);
+	}
+	return 0;
+}
+
 int li_cupti_stop(struct li_stats *st, int finalize)
 {
 	int was = 1;
 	if (!atomic_compare_exchange_strong(&running, &was, 0)) {
 		*st = stats;
-		return !subscribed || atomic_load(&finalized);
+		return (!subscribed || atomic_load(&finalized)) && callbacks_quiet(2000);
 	}
 	cb_stop();
 	disable_kinds();
@@ -1118,5 +1175,5 @@ int li_cupti_stop(struct li_stats *st, int finalize)
 	close_log();
 	pool_free();
 	*st = stats;
-	return done;
+	return done && callbacks_quiet(2000);
 }

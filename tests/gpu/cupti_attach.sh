@@ -124,8 +124,26 @@ fi
 # The same without CUDA kernel profiling: tells a crash of the cpu source
 # from one of the CUPTI stop path.
 attach N cpu 3 --no-cuda; sleep 2
+# STRESS=N: N short attach/detach cycles of the default recording; the
+# process must survive every unload (threads may be inside our callbacks
+# when CUPTI is finalized).
+if [ -n "${STRESS:-}" ]; then
+	alive=0
+	for i in $(seq "$STRESS"); do
+		mkdir -p "$W/S$i"
+		"$CARRY/bin/inject_tool-static" attach $TP "$CARRY/lib/libllmtracker-inject.so" "$W/S$i" 1 \
+			runtime=2 >"$L/S$i.tool.log" 2>&1
+		sleep 0.3
+		kill -0 $TP 2>/dev/null || { echo "FAIL the process died after detach $i"; break; }
+		alive=$i
+	done
+	echo "INFO stress: $alive of $STRESS attach/detach cycles, process alive after each"
+	echo "INFO stress: finalized and unloaded in $(cat "$L"/S*.tool.log | grep -c 'finalized=1 unloaded=1') cycles"
+fi
 touch "$W/stop"
-wait $TP; echo "INFO training loop exit $?"
+wait $TP; trc=$?
+echo "INFO training loop exit $trc"
+[ $trc = 0 ] || echo "FAIL the training loop exited $trc"
 trap - EXIT
 tail -3 "$L/train.log"
 cp "$W/marks.txt" "$W/train.json" "$L/" 2>/dev/null
