@@ -1136,15 +1136,16 @@ static int wait_finalized(int ms)
  * the library may be unmapped. */
 static int callbacks_quiet(int ms)
 {
-	const struct timespec tick = { 0, 1000000 }, grace = { 0, 50000000 };
-	for (int i = 0; i < ms; i++) {
+	const struct timespec tick = { 0, 1000000 }, grace = { 0, 200000000 };
+	uint64_t deadline = mono_ns() + (uint64_t)ms * 1000000ull;
+	do {
 		if (!atomic_load(&in_callback)) {
 			nanosleep(&grace, NULL);
 			if (!atomic_load(&in_callback))
 				return 1;
 		}
 		nanosleep(&tick, NULL);
-	}
+	} while (mono_ns() < deadline);
 	return 0;
 }
 
