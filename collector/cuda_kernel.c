@@ -145,7 +145,7 @@ static int send_start(struct lt_cuda_kernel *ck, struct ck_target *t)
 
 	snprintf(msg, sizeof(msg), "start pid=%d host=%s driver=%d runtime=%d finalize_ms=%d %.256s",
 		 t->pid, ck->host, !!ck->o.driver_api,
-		 ck->o.kernels_only ? 0 : 2, /* inject.h: runtime= ($LLMT_CUPTI_START may say 1) */
+		 !ck->o.kernels_only, /* inject.h: runtime= ($LLMT_CUPTI_START may say 2) */
 		 ck->o.finalize_ms,
 		 ck->o.start_extra ? ck->o.start_extra : "");
 	return lt_ictl_send(t->sock, msg, ck->dir);

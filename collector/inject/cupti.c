@@ -952,8 +952,8 @@ static int open_log(char *msg, size_t msgsz)
  * loop (H200, ~20k kernels/s; tests/gpu/cupti_attach.sh; steps/s of quiet
  * windows spread +-10%):
  *   runtime=0            kernels, copies, sets only              ~ -3..-15% steps/s
- *   runtime=2 (default)  + launch/copy/set/sync calls by callback ~ -14..-19%
- *   runtime=1            + every runtime call but the noisy ones  ~ -27..-34%
+ *   runtime=2            + launch/copy/set/sync calls by callback ~ -14..-19%
+ *   runtime=1 (default)  + every runtime call but the noisy ones  ~ -27..-34%
  *   runtime=1 driver=1   + every driver call                      ~ -48%
  * Kernel activity itself is most of the cost (CUPTI instruments each
  * launch); our CLOCK_MONOTONIC timestamp callback is not: CUPTI's own

@@ -50,7 +50,7 @@ static void cfg_defaults(struct li_config *c)
 	c->pid = (uint32_t)getpid();
 	c->dir_fd = -1;
 	c->driver = 0;
-	c->runtime = 2;
+	c->runtime = 1;
 	c->finalize_ms = 3000;
 	c->cuda = 1;
 	if (gethostname(c->host, sizeof(c->host) - 1))

@@ -34,11 +34,12 @@ struct li_config {
 	int driver;            /* 1: every driver API call too (pairs kernels launched
 				* through cuLaunchKernel, e.g. cuBLAS's; costly: the runtime
 				* makes ~6 driver calls per launch). Default 0 */
-	int runtime;           /* runtime API calls (launch correlation): 2 (default) = only
-				* the calls that launch, copy, set or wait, and direct driver
-				* launches, by callback; 1 = every runtime call by the RUNTIME
-				* activity kind (about twice the cost, misses cuBLAS's driver
-				* launches); 0 = none: kernels, copies and sets only */
+	int runtime;           /* runtime API calls (launch correlation): 1 (default) = every
+				* runtime call by the RUNTIME activity kind; 2 = only the calls
+				* that launch, copy, set or wait, and direct driver launches,
+				* by callback (half the cost, cuBLAS's launches paired, but the
+				* GPU loop crashed after some detaches: not the default);
+				* 0 = none: kernels, copies and sets only */
 	int finalize_ms;       /* how long to wait for an API exit to finalize */
 	int pinned;            /* start key pinned=0|1: CUPTI keeps kernel timestamps in
 				* pinned host memory rather than device memory */

@@ -109,7 +109,7 @@ if [ "${SET:-modes}" = modes ]; then
 	tool L2 4 runtime=2 driver=0; sleep $GAP
 	tool D2 4 runtime=1 driver=0; sleep $GAP
 	idle Z2 4; sleep $GAP
-else # SET=collector: the collector as users run it, between idle windows
+elif [ "${SET}" = collector ]; then # the collector as users run it, between idle windows
 	idle Z1 4; sleep $GAP
 	attach A1 cpu 5; sleep $GAP
 	tool L1 4 runtime=2 driver=0; sleep $GAP
@@ -118,27 +118,36 @@ else # SET=collector: the collector as users run it, between idle windows
 	tool K1 4 runtime=0 driver=0; sleep $GAP
 	idle Z3 4; sleep $GAP
 	attach A3 cpu 5; sleep $GAP
-fi
+fi # SET=none: no measuring windows (with STRESS)
 # The full collector (static), as a user runs it: default recording.
 [ "${SET:-modes}" = modes ] && { attach A cpu 5; sleep $GAP; }
 # The same without CUDA kernel profiling: tells a crash of the cpu source
 # from one of the CUPTI stop path.
-attach N cpu 3 --no-cuda; sleep 2
+[ "${SET:-modes}" != none ] && { attach N cpu 3 --no-cuda; sleep 2; }
 # STRESS=N: N short attach/detach cycles of the default recording; the
 # process must survive every unload (threads may be inside our callbacks
 # when CUPTI is finalized).
+# STRESS_MODES="runtime=1 runtime=2": N cycles of each, in that order.
 if [ -n "${STRESS:-}" ]; then
-	alive=0
-	for i in $(seq "$STRESS"); do
-		mkdir -p "$W/S$i"
-		"$CARRY/bin/inject_tool-static" attach $TP "$CARRY/lib/libllmtracker-inject.so" "$W/S$i" 1 \
-			runtime=2 >"$L/S$i.tool.log" 2>&1
-		sleep 0.3
-		kill -0 $TP 2>/dev/null || { echo "FAIL the process died after detach $i"; break; }
-		alive=$i
+	for mode in ${STRESS_MODES:-runtime=1}; do
+		alive=0
+		for i in $(seq "$STRESS"); do
+			mkdir -p "$W/S$mode$i"
+			if [ "$mode" = uprobes ]; then # the collector's -t cuda alone, no CUPTI
+				"$COLL" profile -p $TP -t cuda -d 1 -o "$W/S$mode$i/c.evlog" \
+					>"$L/S$mode.$i.tool.log" 2>&1 && echo "finalized=1 unloaded=1" >>"$L/S$mode.$i.tool.log"
+			else
+				"$CARRY/bin/inject_tool-static" attach $TP "$CARRY/lib/libllmtracker-inject.so" \
+					"$W/S$mode$i" 1 $mode >"$L/S$mode.$i.tool.log" 2>&1
+			fi
+			sleep 0.3
+			kill -0 $TP 2>/dev/null || { echo "FAIL [$mode] the process died after detach $i"; break; }
+			alive=$i
+		done
+		echo "INFO stress [$mode]: $alive of $STRESS attach/detach cycles, process alive after each;" \
+			"finalized and unloaded in $(cat "$L"/S$mode.*.tool.log | grep -c 'finalized=1 unloaded=1')"
+		[ $alive = "$STRESS" ] || break
 	done
-	echo "INFO stress: $alive of $STRESS attach/detach cycles, process alive after each"
-	echo "INFO stress: finalized and unloaded in $(cat "$L"/S*.tool.log | grep -c 'finalized=1 unloaded=1') cycles"
 fi
 touch "$W/stop"
 wait $TP; trc=$?
