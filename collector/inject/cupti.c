@@ -781,24 +781,48 @@ static _Atomic uint64_t cb_head;    /* next slot to claim */
 static _Atomic uint64_t cb_tail;    /* next slot to move into the log */
 static _Atomic uint64_t cb_full;    /* calls not recorded: the ring was full */
 static atomic_int cb_on;
-static _Atomic uint32_t cb_gen;      /* recording session, for cb_in_rt */
-static __thread uint32_t cb_my_tid;
-static __thread uint32_t cb_in_rt;   /* = cb_gen while in a recorded runtime call */
+static _Atomic uint32_t cb_gen;      /* recording session, for cb_self()'s high half */
+/* Per thread: its tid (low 32 bits) and cb_gen while it is in a recorded
+ * runtime call (high 32). A pthread key, not __thread: with __thread the
+ * dynamic linker gave this library a TLS block in every calling thread,
+ * and after a few attach/detach cycles (dlclose, dlopen of a new copy)
+ * the GPU loop's heap was corrupted (15 cycles without it were fine). A
+ * key's values need nothing freed (no destructor: it would point into this
+ * library after unload). */
+static pthread_key_t cb_key;
+static int cb_key_ok;
+
+static uint64_t cb_self(void)
+{
+	uint64_t v = (uint64_t)(uintptr_t)pthread_getspecific(cb_key);
+	if (!(uint32_t)v) {
+		v |= (uint32_t)syscall(SYS_gettid);
+		pthread_setspecific(cb_key, (void *)(uintptr_t)v);
+	}
+	return v;
+}
+
+static void cb_self_set(uint64_t v)
+{
+	pthread_setspecific(cb_key, (void *)(uintptr_t)v);
+}
 
 static void cb_record(CUpti_CallbackDomain dom, CUpti_CallbackId cbid, const CUpti_CallbackData *cb)
 {
 	int driver = dom == CUPTI_CB_DOMAIN_DRIVER_API;
-	if (driver && cb_in_rt == atomic_load_explicit(&cb_gen, memory_order_relaxed))
+	uint64_t self = cb_self();
+	uint32_t gen = atomic_load_explicit(&cb_gen, memory_order_relaxed), tid = (uint32_t)self;
+	if (driver && (uint32_t)(self >> 32) == gen)
 		return; /* a runtime launch's own driver call */
 	if (cb->callbackSite == CUPTI_API_ENTER) {
 		if (!driver)
-			cb_in_rt = atomic_load_explicit(&cb_gen, memory_order_relaxed);
+			cb_self_set((uint64_t)gen << 32 | tid);
 		if (cb->correlationData)
 			*cb->correlationData = mono_ns();
 		return;
 	}
 	if (!driver)
-		cb_in_rt = 0;
+		cb_self_set(tid);
 	uint64_t end = mono_ns(), h = atomic_load_explicit(&cb_head, memory_order_relaxed);
 	do {
 		if (h - atomic_load_explicit(&cb_tail, memory_order_acquire) >= CB_RING) {
@@ -807,12 +831,10 @@ static void cb_record(CUpti_CallbackDomain dom, CUpti_CallbackId cbid, const CUp
 		}
 	} while (!atomic_compare_exchange_weak_explicit(&cb_head, &h, h + 1, memory_order_acq_rel,
 							memory_order_relaxed));
-	if (!cb_my_tid)
-		cb_my_tid = (uint32_t)syscall(SYS_gettid);
 	struct cb_rec *r = &cb_ring[h & (CB_RING - 1)];
 	r->cbid = cbid;
 	r->driver = (uint8_t)driver;
-	r->tid = cb_my_tid;
+	r->tid = tid;
 	r->corr = cb->correlationId;
 	r->ret = cb->functionReturnValue ? *(const int32_t *)cb->functionReturnValue : 0;
 	r->start = cb->correlationData && *cb->correlationData ? *cb->correlationData : end;
@@ -847,7 +869,10 @@ static void cb_drain(void)
 
 static int cb_start(void)
 {
-	if (!cu.cuptiEnableCallback || (!cb_ring && !(cb_ring = calloc(CB_RING, sizeof(*cb_ring)))))
+	if (!cb_key_ok)
+		cb_key_ok = pthread_key_create(&cb_key, NULL) == 0;
+	if (!cb_key_ok || !cu.cuptiEnableCallback ||
+	    (!cb_ring && !(cb_ring = calloc(CB_RING, sizeof(*cb_ring)))))
 		return -1;
 	memset(cb_ring, 0, CB_RING * sizeof(*cb_ring)); /* no seq of an earlier session */
 	atomic_store(&cb_head, 0);
@@ -880,6 +905,9 @@ __attribute__((destructor)) static void cb_free(void)
 {
 	free(cb_ring);
 	cb_ring = NULL;
+	if (cb_key_ok)
+		pthread_key_delete(cb_key);
+	cb_key_ok = 0;
 }
 
 /* ------------------------------------------------------------ finalize */
