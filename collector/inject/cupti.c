@@ -810,6 +810,13 @@ static void cb_self_set(uint64_t v)
 static void cb_record(CUpti_CallbackDomain dom, CUpti_CallbackId cbid, const CUpti_CallbackData *cb)
 {
 	int driver = dom == CUPTI_CB_DOMAIN_DRIVER_API;
+	if (cfg.cbdiag == 1)
+		return;
+	if (cfg.cbdiag == 2) {
+		if (cb->callbackSite == CUPTI_API_ENTER && cb->correlationData)
+			*cb->correlationData = mono_ns();
+		return;
+	}
 	uint64_t self = cb_self();
 	uint32_t gen = atomic_load_explicit(&cb_gen, memory_order_relaxed), tid = (uint32_t)self;
 	if (driver && (uint32_t)(self >> 32) == gen)
@@ -1075,6 +1082,14 @@ int li_cupti_start(const struct li_config *c, char *msg, size_t msgsz)
 	cfg = *c;
 	if (cfg.driver && cfg.runtime == 2)
 		cfg.runtime = 1; /* driver records come only with the activity kinds */
+	/* Launches by callback crash the process after a few attach/detach
+	 * cycles (H200, CUDA 13.0's CUPTI: the loop died after 4-9 cycles, also
+	 * when our callback returned at once, cbdiag=1; never in 15 cycles of
+	 * runtime=1): CUPTI's callback API and cuptiFinalize followed by a new
+	 * subscription do not mix. Only on request. */
+	int cb_refused = cfg.runtime == 2 && !cfg.cbrisk;
+	if (cb_refused)
+		cfg.runtime = 1;
 	memset(&stats, 0, sizeof(stats));
 	int rc = resolve(msg, msgsz);
 	if (rc || (rc = subscribe(msg, msgsz)))
@@ -1121,6 +1136,7 @@ int li_cupti_start(const struct li_config *c, char *msg, size_t msgsz)
 	}
 	atomic_store(&running, 1);
 	snprintf(msg, msgsz, "ok file=%s%s", stats.file,
+		 cb_refused ? " launches=activity (runtime=2 needs cbrisk=1: unsafe across detaches)" :
 		 c->runtime == 2 && !cfg.driver && cfg.runtime != 2 ?
 		 " launches=activity (no callback API)" : "");
 	return 0;

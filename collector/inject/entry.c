@@ -76,6 +76,10 @@ static void cfg_parse(struct li_config *c, char *msg)
 			c->runtime = atoi(eq);
 		else if (!strcmp(tok, "finalize_ms"))
 			c->finalize_ms = atoi(eq);
+		else if (!strcmp(tok, "cbrisk"))
+			c->cbrisk = atoi(eq);
+		else if (!strcmp(tok, "cbdiag"))
+			c->cbdiag = atoi(eq);
 		else if (!strcmp(tok, "pinned"))
 			c->pinned = atoi(eq);
 		else if (!strcmp(tok, "cuda"))

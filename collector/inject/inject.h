@@ -37,10 +37,14 @@ struct li_config {
 	int runtime;           /* runtime API calls (launch correlation): 1 (default) = every
 				* runtime call by the RUNTIME activity kind; 2 = only the calls
 				* that launch, copy, set or wait, and direct driver launches,
-				* by callback (half the cost, cuBLAS's launches paired, but the
-				* GPU loop crashed after some detaches: not the default);
+				* by callback (half the cost, cuBLAS's launches paired, but
+				* unsafe: only with cbrisk=1, see cupti.c);
 				* 0 = none: kernels, copies and sets only */
 	int finalize_ms;       /* how long to wait for an API exit to finalize */
+	int cbrisk;            /* start key cbrisk=1: honour runtime=2 (see cupti.c: the
+				* process died after a few attach/detach cycles with it) */
+	int cbdiag;            /* start key cbdiag (diagnosis of runtime=2): 1 = callbacks on,
+				* ours return at once; 2 = only the entry time is kept */
 	int pinned;            /* start key pinned=0|1: CUPTI keeps kernel timestamps in
 				* pinned host memory rather than device memory */
 	int launch;            /* loaded by CUDA at start (InitializeInjection) */

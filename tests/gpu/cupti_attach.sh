@@ -100,19 +100,19 @@ idle() { mark "$1_begin"; sleep "$2"; mark "$1_end"; }
 if [ "${SET:-modes}" = modes ]; then
 	tool K1 4 runtime=0 driver=0; sleep $GAP
 	tool P1 4 runtime=0 driver=0 pinned=1; sleep $GAP
-	tool L1 4 runtime=2 driver=0; sleep $GAP
+	tool L1 4 runtime=2 cbrisk=1 driver=0; sleep $GAP
 	tool D1 4 runtime=1 driver=0; sleep $GAP
 	idle Z1 4; sleep $GAP
 	[ -n "${FULL:-}" ] && { tool F1 4 runtime=1 driver=1; sleep $GAP; }
 	tool K2 4 runtime=0 driver=0; sleep $GAP
 	tool P2 4 runtime=0 driver=0 pinned=1; sleep $GAP
-	tool L2 4 runtime=2 driver=0; sleep $GAP
+	tool L2 4 runtime=2 cbrisk=1 driver=0; sleep $GAP
 	tool D2 4 runtime=1 driver=0; sleep $GAP
 	idle Z2 4; sleep $GAP
 elif [ "${SET}" = collector ]; then # the collector as users run it, between idle windows
 	idle Z1 4; sleep $GAP
 	attach A1 cpu 5; sleep $GAP
-	tool L1 4 runtime=2 driver=0; sleep $GAP
+	tool D1 4 runtime=1 driver=0; sleep $GAP
 	idle Z2 4; sleep $GAP
 	attach U1 cpu,cuda 5; sleep $GAP # + uprobes on the CUDA libraries: launches seen twice
 	tool K1 4 runtime=0 driver=0; sleep $GAP
@@ -127,7 +127,8 @@ fi # SET=none: no measuring windows (with STRESS)
 # STRESS=N: N short attach/detach cycles of the default recording; the
 # process must survive every unload (threads may be inside our callbacks
 # when CUPTI is finalized).
-# STRESS_MODES="runtime=1 runtime=2": N cycles of each, in that order.
+# STRESS_MODES="runtime=1 runtime=2,cbrisk=1,cbdiag=1 uprobes": N cycles of each, in
+# that order (commas separate start keys of one mode).
 if [ -n "${STRESS:-}" ]; then
 	for mode in ${STRESS_MODES:-runtime=1}; do
 		alive=0
@@ -138,7 +139,7 @@ if [ -n "${STRESS:-}" ]; then
 					>"$L/S$mode.$i.tool.log" 2>&1 && echo "finalized=1 unloaded=1" >>"$L/S$mode.$i.tool.log"
 			else
 				"$CARRY/bin/inject_tool-static" attach $TP "$CARRY/lib/libllmtracker-inject.so" \
-					"$W/S$mode$i" 1 $mode >"$L/S$mode.$i.tool.log" 2>&1
+					"$W/S$mode$i" 1 ${mode//,/ } >"$L/S$mode.$i.tool.log" 2>&1
 			fi
 			sleep 0.3
 			kill -0 $TP 2>/dev/null || { echo "FAIL [$mode] the process died after detach $i"; break; }

@@ -62,8 +62,11 @@ FAKE_APP_THREADS=3 FAKE_CUPTI_RATE=50000 "$T/fake_cuda_app" "$T/fake_cupti" <"$W
 TP2=$!
 exec 8>"$W/in2"
 for _ in $(seq 100); do grep -q '^ready' "$W/app2.out" && break; sleep 0.05; done
-mkdir "$W/r3"
-LLMT_SKIP_DRIVER_CHECK=1 "$T/inject_tool" attach $TP2 "$LIB" "$W/r3" 1.5 runtime=2 >"$W/r3.out" 2>&1
+mkdir "$W/r2" "$W/r3"
+LLMT_SKIP_DRIVER_CHECK=1 "$T/inject_tool" attach $TP2 "$LIB" "$W/r2" 0.5 runtime=2 >"$W/r2.out" 2>&1
+check "[cb] runtime=2 without cbrisk=1: launches by activity instead, and why" \
+	'grep -q "runtime=2 needs cbrisk=1" "$W/r2.out" && grep -q "finalized=1 unloaded=1" "$W/r2.out"'
+LLMT_SKIP_DRIVER_CHECK=1 "$T/inject_tool" attach $TP2 "$LIB" "$W/r3" 1.5 runtime=2 cbrisk=1 >"$W/r3.out" 2>&1
 sed "s/^/# [cb] /" "$W/r3.out" | tail -2
 exec 8>&-
 wait $TP2
