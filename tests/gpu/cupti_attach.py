@@ -189,7 +189,7 @@ def analyze_window(v, tag, ev, tr):
     what = f"[{tag}] kernels with their launch record: {matched}/{len(kern)}"
     # Without driver records (D), kernels cuBLAS launches through
     # cuLaunchKernel have none (~7% of this loop's); F and L take those.
-    v(matched >= (0.999 if tag[0] in "FLAU" else 0.85) * len(kern), what)
+    v(matched >= (0.999 if tag[0] in "FL" else 0.85) * len(kern), what)
     unpaired = collections.Counter(k[5][:60] for k in kern if k[2] not in launch)
     if unpaired:
         print(f"INFO [{tag}] kernels without a launch record: " +
