@@ -783,10 +783,10 @@ static _Atomic uint64_t cb_full;    /* calls not recorded: the ring was full */
 static atomic_int cb_on;
 static _Atomic uint32_t cb_gen;      /* recording session, for cb_self()'s high half */
 /* Per thread: its tid (low 32 bits) and cb_gen while it is in a recorded
- * runtime call (high 32). A pthread key, not __thread: with __thread the
- * dynamic linker gave this library a TLS block in every calling thread,
- * and after a few attach/detach cycles (dlclose, dlopen of a new copy)
- * the GPU loop's heap was corrupted (15 cycles without it were fine). A
+ * runtime call (high 32). A pthread key, not __thread: the dynamic linker
+ * would give this library a TLS block in every calling thread, to be torn
+ * down across dlclose and the next dlopen of a new copy. (The heap
+ * corruption seen with runtime=2 came with either: see li_cupti_start.) A
  * key's values need nothing freed (no destructor: it would point into this
  * library after unload). */
 static pthread_key_t cb_key;
