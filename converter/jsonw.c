@@ -12,10 +12,6 @@
 #include <unistd.h>
 
 /* LLMT_GZIP_LEVEL=1..12 asks libdeflate for that level (higher: smaller,
- * slower). Unset, ISA-L's level 1 compresses: ~2.5x faster than libdeflate's
- * level 1 on trace JSON for ~8% more bytes, and compression is most of a
- * .json.gz conversion's time. 0: ISA-L. */
-/* LLMT_GZIP_LEVEL=1..12 asks libdeflate for that level (higher: smaller,
  * slower; each buffer one gzip member). Unset, one ISA-L level-1 stream:
  * ~2.5x faster than libdeflate's level 1 on trace JSON for a few percent
  * more bytes, and compression is most of a .json.gz conversion's time. */
