@@ -8,7 +8,8 @@
  * pass 2 streams the timeline items. For each host a sink sees:
  *
  *   begin_host(meta)
- *   item(...) for every track of that host, track after track; within one
+ *   item(...) for every track of that host, track after track (its threads
+ *             first, then its GPU streams by device); within one
  *             track, items sorted by start time (longer first on ties) and
  *             properly nested (the core cuts or moves overlapping children
  *             and counts them)

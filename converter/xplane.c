@@ -2,16 +2,16 @@
 /*
  * XPlane writer (see xplane.h).
  *
- * Streaming: the core hands us items track by track. Each item becomes one
- * XEvent, hand-encoded and appended, with its field tag and length, to a
- * spill file (an unlinked O_TMPFILE in the output directory). Only the line
- * headers (id, name, first timestamp, where its events lie in the spill),
- * the interned names and their use counts stay in memory. At end_host the
- * final file is assembled: event metadata ids are renumbered by use, plane
- * and line lengths are computed from those records, written by hand as
- * protobuf length prefixes, and the events are copied from the spill with
- * their new ids. Repeated fields may be split into consecutive entries,
- * which is what makes this legal protobuf.
+ * Streaming: the core hands us items track by track (sink.h), host threads
+ * first, then GPU streams by device, so planes and lines come one after
+ * another and each item becomes one XEvent, hand-encoded straight into the
+ * output. A plane or line is opened with a 5-byte length slot (a valid,
+ * not minimal, varint) that is patched when it closes, in the write buffer
+ * or with pwrite, as Perfetto's protozero does; fields a line knows only at
+ * its end (name, duration) follow its events, which protobuf allows. Only
+ * line headers and interned names stay in memory, and every byte is written
+ * once. An item for a line or plane already closed is dropped and counted,
+ * as an item that goes back in time within a line is.
  *
  * Conventions follow what xprof writes itself (see docs/ARCHITECTURE.md):
  * line timestamps in ns relative to the profile start, event offset_ps from
@@ -240,7 +240,8 @@ static void strmap_free(struct strmap *m)
 
 /* ------------------------------------------------------- buffered output */
 
-/* Writes protobuf wire data to an fd, or only counts bytes (fd < 0). */
+/* Writes protobuf wire data to an fd through a buffer; pos counts every
+ * byte, so the buffer holds the file's bytes [pos - used, pos). */
 struct wout {
 	int fd;
 	uint64_t pos;
@@ -251,7 +252,7 @@ struct wout {
 
 static void wout_flush(struct wout *w)
 {
-	if (w->fd >= 0 && w->used && !w->failed && tb_write_all(w->fd, w->buf, w->used) < 0)
+	if (w->used && !w->failed && tb_write_all(w->fd, w->buf, w->used) < 0)
 		w->failed = errno ? errno : EIO;
 	w->used = 0;
 }
@@ -259,8 +260,6 @@ static void wout_flush(struct wout *w)
 static void wout_bytes(struct wout *w, const void *p, size_t n)
 {
 	w->pos += n;
-	if (w->fd < 0)
-		return;
 	if (n > sizeof(w->buf) - w->used) {
 		wout_flush(w);
 		if (n >= sizeof(w->buf)) {
@@ -318,6 +317,47 @@ static uint64_t len_field_size(unsigned field, uint64_t len)
 	return varint_len((uint64_t)field << 3 | 2) + varint_len(len) + len;
 }
 
+/* A length-delimited field whose length is not known yet: its tag, then a
+ * length slot of LEN_SLOT bytes (0x80 0x80 0x80 0x80 0x00 until patched).
+ * Returns the slot's offset in the file. */
+#define LEN_SLOT 5
+#define LEN_SLOT_MAX ((1ull << 35) - 1)
+
+static uint64_t wout_open_field(struct wout *w, unsigned field)
+{
+	static const unsigned char slot[LEN_SLOT] = { 0x80, 0x80, 0x80, 0x80, 0x00 };
+	uint64_t at;
+
+	wout_varint(w, ((uint64_t)field << 3) | 2);
+	at = w->pos;
+	wout_bytes(w, slot, LEN_SLOT);
+	return at;
+}
+
+/* Patch the slot at `at` with the length of all written since it: in the
+ * buffer while the slot is still there, else in the file. */
+static void wout_close_field(struct wout *w, uint64_t at)
+{
+	uint64_t len = w->pos - at - LEN_SLOT, buf_start = w->pos - w->used;
+	unsigned char b[LEN_SLOT];
+	size_t in_file = 0;
+
+	if (len > LEN_SLOT_MAX) {
+		if (!w->failed)
+			w->failed = EFBIG;
+		return;
+	}
+	for (int i = 0; i < LEN_SLOT; i++)
+		b[i] = (unsigned char)(((len >> (7 * i)) & 0x7f) | (i < LEN_SLOT - 1 ? 0x80 : 0));
+	if (at < buf_start) {
+		in_file = at + LEN_SLOT <= buf_start ? LEN_SLOT : (size_t)(buf_start - at);
+		if (!w->failed && pwrite(w->fd, b, in_file, (off_t)at) != (ssize_t)in_file)
+			w->failed = errno ? errno : EIO;
+	}
+	if (in_file < LEN_SLOT)
+		memcpy(w->buf + (at + in_file - buf_start), b + in_file, LEN_SLOT - in_file);
+}
+
 static void wout_str_field(struct wout *w, unsigned field, const char *s)
 {
 	char *owned;
@@ -350,10 +390,6 @@ static int wout_msg_field(struct wout *w, unsigned field, const ProtobufCMessage
 
 /* ------------------------------------------------------------ the model */
 
-struct segment {
-	uint64_t off, len;     /* bytes of XLine.events entries in the spill */
-};
-
 struct xline {
 	int plane;             /* index into planes */
 	int kind;              /* enum conv_track_kind */
@@ -365,11 +401,9 @@ struct xline {
 	uint64_t last_start;   /* mono ns of the last event, for order checks */
 	uint64_t *stack;       /* ends (mono ns) of the open events */
 	size_t depth, stack_cap;
-	struct segment *segs;
-	size_t n_segs;
 	unsigned kinds;        /* KIND_* seen on a stream */
 	uint64_t events;
-	uint64_t out_len;      /* bytes of its events in the output (ids renumbered) */
+	uint64_t len_at;       /* file offset of its length slot */
 };
 
 enum { KIND_KERNEL = 1, KIND_MEMCPY = 2, KIND_MEMSET = 4, KIND_OTHER = 8 };
@@ -380,6 +414,8 @@ struct gpu_props {
 };
 
 #define NAME_CACHE 31
+
+enum { PLANE_UNWRITTEN, PLANE_OPEN, PLANE_WRITTEN };
 
 struct xplane_p {
 	int64_t id;
@@ -392,10 +428,8 @@ struct xplane_p {
 	size_t n_plane_stats;
 	struct gpu_props props;
 	int64_t source_sid;       /* stat metadata id of "source", once used */
-	uint64_t *uses;           /* events per event metadata id (id - 1) */
-	size_t uses_cap;
-	uint32_t *new_id;         /* at assembly: old id - 1 -> id by frequency */
-	uint32_t *old_id;         /* new id - 1 -> old id */
+	int state;                /* PLANE_* */
+	uint64_t len_at;          /* file offset of its length slot */
 	struct name_cache {       /* stat name literal -> id */
 		const char *name;
 		int64_t id;
@@ -433,9 +467,9 @@ struct xsink {
 	size_t n_planes;
 	struct xline *lines;
 	size_t n_lines;
-	struct xline *cur;
-	int spill_fd;
-	struct wout *spill;
+	struct xline *cur;        /* the open line, or NULL */
+	int open_plane;           /* index of the open plane, or -1 */
+	struct wout *w;           /* the output */
 	struct tb_tmpfile out;
 	struct xplane_stats st;
 	struct evstats es;        /* the event being encoded (buffer reused) */
@@ -497,9 +531,6 @@ static struct xplane_p *plane_add(struct xsink *x, int64_t id, const char *name)
 
 static void plane_free(struct xplane_p *p)
 {
-	free(p->uses);
-	free(p->new_id);
-	free(p->old_id);
 	strmap_free(&p->events);
 	strmap_free(&p->stats);
 	for (size_t i = 0; i < p->n_plane_stats; i++)
@@ -657,10 +688,9 @@ static struct xline *line_find(struct xsink *x, const struct conv_item *it)
 	return NULL;
 }
 
-static struct xline *line_new(struct xsink *x, const struct conv_item *it)
+static struct xline *line_new(struct xsink *x, const struct conv_item *it, int plane)
 {
 	struct xline *l = realloc(x->lines, (x->n_lines + 1) * sizeof(*l));
-	struct xplane_p *p;
 
 	if (!l)
 		return NULL;
@@ -669,16 +699,12 @@ static struct xline *line_new(struct xsink *x, const struct conv_item *it)
 	l = &x->lines[x->n_lines];
 	memset(l, 0, sizeof(*l));
 	l->kind = it->track;
+	l->plane = plane;
 	if (it->track == CONV_TRACK_THREAD) {
-		l->plane = 0;
 		l->a = it->pid;
 		l->b = it->tid;
 		l->id = safe_line_id(it->tid);
 	} else {
-		p = gpu_plane(x, it->device);
-		if (!p)
-			return NULL;
-		l->plane = (int)(p - x->planes);
 		l->a = it->device;
 		l->b = it->stream;
 		l->id = safe_line_id(it->stream);
@@ -692,26 +718,116 @@ static struct xline *line_new(struct xsink *x, const struct conv_item *it)
 	return l;
 }
 
-/* Switch the current line; a new spill segment starts for it. */
-static struct xline *line_enter(struct xsink *x, const struct conv_item *it)
+/* ------------------------------------------------- planes and lines, open */
+
+static void plane_open(struct xsink *x, size_t pi)
+{
+	struct xplane_p *p = &x->planes[pi];
+
+	p->len_at = wout_open_field(x->w, 1);
+	wout_int_field(x->w, 1, p->id);
+	wout_str_field(x->w, 2, p->name);
+	p->state = PLANE_OPEN;
+	x->open_plane = (int)pi;
+}
+
+static void emit_metadata(struct wout *w, unsigned field, const struct strmap *m, int64_t sid);
+
+/* The plane's metadata and stats follow its lines; then its length. */
+static int plane_close(struct xsink *x, size_t pi)
+{
+	struct xplane_p *p = &x->planes[pi];
+
+	emit_metadata(x->w, 4, &p->events, p->source_sid);
+	emit_metadata(x->w, 5, &p->stats, 0);
+	for (size_t i = 0; i < p->n_plane_stats; i++)
+		if (wout_msg_field(x->w, 6, &p->plane_stats[i].base) < 0)
+			return xerr(x, "xplane: out of memory");
+	wout_close_field(x->w, p->len_at);
+	p->state = PLANE_WRITTEN;
+	x->open_plane = -1;
+	return 0;
+}
+
+/* Write the planes that got no line (GPUs that ran nothing, the task
+ * environment) at the end: each plane is written once, whole. */
+static int planes_unwritten(struct xsink *x)
+{
+	for (size_t i = 0; i < x->n_planes; i++)
+		if (x->planes[i].state == PLANE_UNWRITTEN) {
+			plane_open(x, i);
+			if (plane_close(x, i) < 0)
+				return -1;
+		}
+	return 0;
+}
+
+static void stream_line_name(struct xline *l);
+
+static void line_open(struct xsink *x, struct xline *l)
+{
+	l->len_at = wout_open_field(x->w, 3);
+	wout_int_field(x->w, 1, l->id);
+	wout_int_field(x->w, 3, l->ts_ns);
+	x->cur = l;
+}
+
+/* What a line knows only at its end, after its events; then its length. */
+static int line_close(struct xsink *x, struct xline *l)
+{
+	if (l->kind == CONV_TRACK_STREAM) {
+		stream_line_name(l);
+		if (!l->name)
+			return xerr(x, "xplane: out of memory");
+	}
+	wout_str_field(x->w, 2, l->name);
+	wout_int_field(x->w, 9, (l->end_ns - l->ts_ns) * 1000);
+	wout_str_field(x->w, 11, l->display_name);
+	wout_close_field(x->w, l->len_at);
+	x->cur = NULL;
+	return 0;
+}
+
+/*
+ * The line of an item, opened in the output when the item starts a new
+ * track (closing the previous line, and its plane when the new line is on
+ * another). NULL with *late set when its line or plane was already closed:
+ * the item is dropped, as the sink contract rules that out. NULL alone: out
+ * of memory (x->sink.err says).
+ */
+static struct xline *line_enter(struct xsink *x, const struct conv_item *it, int *late)
 {
 	struct xline *l = line_find(x, it);
-	struct segment *s;
+	struct xplane_p *p = &x->planes[0];
+	size_t pi;
 
-	if (l && l == x->cur)
-		return l;
-	if (!l)
-		l = line_new(x, it);
-	if (!l)
+	*late = 0;
+	if (l) {
+		*late = l != x->cur;
+		return l == x->cur ? l : NULL;
+	}
+	if (it->track == CONV_TRACK_STREAM && !(p = gpu_plane(x, it->device))) {
+		xerr(x, "xplane: out of memory adding a plane");
 		return NULL;
-	s = realloc(l->segs, (l->n_segs + 1) * sizeof(*s));
-	if (!s)
+	}
+	pi = (size_t)(p - x->planes);
+	if (p->state == PLANE_WRITTEN) {
+		*late = 1;
 		return NULL;
-	l->segs = s;
-	s[l->n_segs].off = x->spill->pos;
-	s[l->n_segs].len = 0;
-	l->n_segs++;
-	x->cur = l;
+	}
+	if (x->cur && line_close(x, x->cur) < 0)
+		return NULL;
+	if ((int)pi != x->open_plane) {
+		if (x->open_plane >= 0 && plane_close(x, (size_t)x->open_plane) < 0)
+			return NULL;
+		plane_open(x, pi);
+	}
+	l = line_new(x, it, (int)pi);
+	if (!l) {
+		xerr(x, "xplane: out of memory adding a line");
+		return NULL;
+	}
+	line_open(x, l);
 	return l;
 }
 
@@ -720,7 +836,6 @@ static void line_free(struct xline *l)
 	free(l->name);
 	free(l->display_name);
 	free(l->stack);
-	free(l->segs);
 }
 
 /*
@@ -1119,34 +1234,13 @@ static int64_t event_meta_id(struct xplane_p *p, const struct conv_item *it)
 	return strmap_idn(&p->events, key, n);
 }
 
-/* Uses per metadata id, to give the most used ones the 1-byte ids. */
-static int count_use(struct xplane_p *p, int64_t mid)
-{
-	if ((size_t)mid > p->uses_cap) {
-		size_t cap = p->uses_cap ? p->uses_cap * 2 : 256;
-		uint64_t *u;
-
-		while (cap < (size_t)mid)
-			cap *= 2;
-		u = realloc(p->uses, cap * sizeof(*u));
-		if (!u)
-			return -1;
-		memset(u + p->uses_cap, 0, (cap - p->uses_cap) * sizeof(*u));
-		p->uses = u;
-		p->uses_cap = cap;
-	}
-	p->uses[mid - 1]++;
-	return 0;
-}
-
 /* XEvent {1: metadata_id, 2: offset_ps (oneof: written even when 0),
  * 3: duration_ps, 4: stats} as an XLine.events entry (field 4). */
-static void spill_event(struct wout *w, int64_t mid, int64_t off_ps, int64_t dur_ps,
-			const struct evstats *e)
+static void wout_event(struct wout *w, int64_t mid, int64_t off_ps, int64_t dur_ps,
+		       const struct evstats *e)
 {
-	unsigned char h[40];
+	unsigned char h[40], pre[12];
 	size_t n = 0, hn;
-	unsigned char pre[12];
 
 	h[n++] = 1 << 3;
 	n += put_varint(h + n, (uint64_t)mid);
@@ -1168,13 +1262,12 @@ static int write_event(struct xsink *x, struct xline *l, const struct conv_item 
 {
 	struct xplane_p *p = &x->planes[l->plane];
 	struct evstats *es = &x->es;
-	uint64_t before = x->spill->pos;
 	int64_t mid, end;
 
 	es->p = p;
 	es->n = es->nstr = 0;
 	mid = event_meta_id(p, it);
-	if (!mid || count_use(p, mid) < 0)
+	if (!mid)
 		return xerr(x, "xplane: out of memory interning event names");
 	if (l->kind == CONV_TRACK_STREAM)
 		l->kinds |= gpu_item_stats(es, p, it);
@@ -1182,9 +1275,8 @@ static int write_event(struct xsink *x, struct xline *l, const struct conv_item 
 		host_item_stats(x, es, it);
 	if (es->oom)
 		return xerr(x, "xplane: out of memory encoding an event");
-	spill_event(x->spill, mid, ((int64_t)(it->start_ns - x->start_mono) - l->ts_ns) * 1000,
-		    dur * 1000, es);
-	l->segs[l->n_segs - 1].len += x->spill->pos - before;
+	wout_event(x->w, mid, ((int64_t)(it->start_ns - x->start_mono) - l->ts_ns) * 1000,
+		   dur * 1000, es);
 	end = (int64_t)(it->start_ns - x->start_mono) + dur;
 	if (end > l->end_ns)
 		l->end_ns = end;
@@ -1193,11 +1285,19 @@ static int write_event(struct xsink *x, struct xline *l, const struct conv_item 
 	return 0;
 }
 
+static int write_failed(struct xsink *x)
+{
+	if (x->w->failed == EFBIG)
+		return xerr(x, "xplane: writing %s: a plane or line over 32 GiB", x->out.final);
+	return xerr(x, "xplane: writing %s: %s", x->out.final, strerror(x->w->failed));
+}
+
 static int xs_item(void *ctx, const struct conv_item *it)
 {
 	struct xsink *x = ctx;
 	struct xline *l;
 	int64_t dur;
+	int late;
 
 	if (!x->in_host)
 		return xerr(x, "xplane: item outside begin_host/end_host");
@@ -1205,9 +1305,13 @@ static int xs_item(void *ctx, const struct conv_item *it)
 		x->st.dropped++;
 		return 0;
 	}
-	l = line_enter(x, it);
-	if (!l)
-		return xerr(x, "xplane: out of memory adding a line");
+	l = line_enter(x, it, &late);
+	if (!l) {
+		if (!late)
+			return -1;
+		x->st.dropped++;
+		return 0;
+	}
 	dur = line_nest(x, l, it->start_ns, it->dur_ns);
 	if (dur == -2)
 		return xerr(x, "xplane: out of memory");
@@ -1215,8 +1319,8 @@ static int xs_item(void *ctx, const struct conv_item *it)
 		return 0;
 	if (write_event(x, l, it, dur) < 0)
 		return -1;
-	if (x->spill->failed)
-		return xerr(x, "xplane: writing the spill file: %s", strerror(x->spill->failed));
+	if (x->w->failed)
+		return write_failed(x);
 	return 0;
 }
 
@@ -1253,236 +1357,6 @@ static void stream_line_name(struct xline *l)
 	l->name = strdup(buf);
 }
 
-static int copy_segment(struct xsink *x, struct wout *w, const struct segment *s)
-{
-	char buf[1 << 16];
-	uint64_t off = s->off, left = s->len;
-
-	if (w->fd < 0) {
-		w->pos += left;
-		return 0;
-	}
-	/* In-kernel copy first (no trip through user memory); falls back to
-	 * read+write where the filesystems cannot. */
-	wout_flush(w);
-	while (left && !w->failed) {
-		loff_t in = (loff_t)off;
-		ssize_t r = copy_file_range(x->spill_fd, &in, w->fd, NULL, (size_t)left, 0);
-
-		if (r < 0 && errno == EINTR)
-			continue;
-		if (r <= 0)
-			break;
-		off += (uint64_t)r;
-		left -= (uint64_t)r;
-		w->pos += (uint64_t)r;
-	}
-	while (left) {
-		size_t n = left < sizeof(buf) ? (size_t)left : sizeof(buf);
-		ssize_t r = pread(x->spill_fd, buf, n, (off_t)off);
-
-		if (r < 0 && errno == EINTR)
-			continue;
-		if (r <= 0)
-			return xerr(x, "xplane: reading back the spill file: %s",
-				    r < 0 ? strerror(errno) : "short file");
-		wout_bytes(w, buf, (size_t)r);
-		off += (uint64_t)r;
-		left -= (uint64_t)r;
-	}
-	return 0;
-}
-
-/*
- * Event metadata ids by frequency. Ids are handed out as names first
- * appear, and the first 127 (1-byte varints) go to whatever runs at start
- * (imports, setup); renumbering by use saves a byte on nearly every event
- * of a long profile. Planes with at most 127 names keep their ids.
- */
-struct id_use {
-	uint64_t uses;
-	uint32_t id;
-};
-
-static int id_use_cmp(const void *a, const void *b)
-{
-	const struct id_use *x = a, *y = b;
-
-	if (x->uses != y->uses)
-		return x->uses > y->uses ? -1 : 1;
-	return x->id < y->id ? -1 : x->id > y->id;
-}
-
-static int plane_renumber(struct xplane_p *p)
-{
-	size_t n = p->events.n;
-	struct id_use *u;
-
-	if (n <= 127)
-		return 0;
-	u = malloc(n * sizeof(*u));
-	p->new_id = malloc(n * sizeof(*p->new_id));
-	p->old_id = malloc(n * sizeof(*p->old_id));
-	if (!u || !p->new_id || !p->old_id) {
-		free(u);
-		return -1;
-	}
-	for (size_t i = 0; i < n; i++) {
-		u[i].uses = i < p->uses_cap ? p->uses[i] : 0;
-		u[i].id = (uint32_t)(i + 1);
-	}
-	qsort(u, n, sizeof(*u), id_use_cmp);
-	for (size_t i = 0; i < n; i++) {
-		p->old_id[i] = u[i].id;
-		p->new_id[u[i].id - 1] = (uint32_t)(i + 1);
-	}
-	free(u);
-	return 0;
-}
-
-/* Buffered reads of one spill segment. */
-struct sread {
-	int fd;
-	uint64_t off, end;     /* file offset of buf[0]; end of the segment */
-	size_t pos, len;
-	unsigned char buf[1 << 16];
-};
-
-/* At least need bytes at buf + pos (need <= 64 KiB), unless the segment ends
- * first; -1 on a read error. */
-static int sr_fill(struct sread *r, size_t need)
-{
-	if (r->len - r->pos >= need)
-		return 0;
-	memmove(r->buf, r->buf + r->pos, r->len - r->pos);
-	r->off += r->pos;
-	r->len -= r->pos;
-	r->pos = 0;
-	while (r->len < need && r->off + r->len < r->end) {
-		uint64_t left = r->end - (r->off + r->len);
-		size_t want = sizeof(r->buf) - r->len;
-		ssize_t got;
-
-		if (want > left)
-			want = (size_t)left;
-		got = pread(r->fd, r->buf + r->len, want, (off_t)(r->off + r->len));
-		if (got < 0 && errno == EINTR)
-			continue;
-		if (got <= 0)
-			return -1;
-		r->len += (size_t)got;
-	}
-	return 0;
-}
-
-/* A varint at buf + *i (within buf + len); -1 if cut or too long. */
-static int get_varint(const unsigned char *b, size_t len, size_t *i, uint64_t *v)
-{
-	*v = 0;
-	for (unsigned shift = 0; *i < len && shift < 64; shift += 7) {
-		unsigned char c = b[(*i)++];
-
-		*v |= (uint64_t)(c & 0x7f) << shift;
-		if (!(c & 0x80))
-			return 0;
-	}
-	return -1;
-}
-
-/* Copy one segment's events with metadata ids renumbered, or only count
- * the bytes (w->fd < 0). Every event is 0x22 len 0x08 id ..., as written
- * by spill_event. */
-static int renumber_segment(struct xsink *x, struct wout *w, const struct segment *s,
-			    const uint32_t *new_id, size_t n_ids)
-{
-	struct sread *r = malloc(sizeof(*r));
-	int rc = 0;
-
-	if (!r)
-		return xerr(x, "xplane: out of memory");
-	r->fd = x->spill_fd;
-	r->off = s->off;
-	r->end = s->off + s->len;
-	r->pos = r->len = 0;
-	while (r->off + r->pos < r->end) {
-		unsigned char h[24];
-		uint64_t len, id, rest;
-		size_t i = 1, n = 0;
-
-		if (sr_fill(r, 24) < 0) {
-			rc = xerr(x, "xplane: reading back the spill file: %s", strerror(errno));
-			break;
-		}
-		if (r->buf[r->pos] != (4 << 3 | 2) ||
-		    get_varint(r->buf + r->pos, r->len - r->pos, &i, &len) < 0 ||
-		    i >= r->len - r->pos || r->buf[r->pos + i++] != 1 << 3 ||
-		    get_varint(r->buf + r->pos, r->len - r->pos, &i, &id) < 0 ||
-		    !id || id > n_ids ||
-		    len < 1 + varint_len(id)) {
-			rc = xerr(x, "xplane: the spill file is damaged");
-			break;
-		}
-		rest = len - 1 - varint_len(id);
-		id = new_id[id - 1];
-		h[n++] = 4 << 3 | 2;
-		n += put_varint(h + n, 1 + varint_len(id) + rest);
-		h[n++] = 1 << 3;
-		n += put_varint(h + n, id);
-		wout_bytes(w, h, n);
-		r->pos += i;
-		while (rest) {
-			size_t chunk;
-
-			if (r->pos == r->len && (sr_fill(r, 1) < 0 || r->pos == r->len)) {
-				rc = xerr(x, "xplane: the spill file is short");
-				break;
-			}
-			chunk = r->len - r->pos < rest ? r->len - r->pos : (size_t)rest;
-			wout_bytes(w, r->buf + r->pos, chunk);
-			r->pos += chunk;
-			rest -= chunk;
-		}
-		if (rc < 0)
-			break;
-	}
-	free(r);
-	return rc;
-}
-
-/* Bytes of a line's events in the output, before it is written. */
-static int line_measure(struct xsink *x, struct xline *l)
-{
-	const struct xplane_p *p = &x->planes[l->plane];
-	struct wout cnt = { .fd = -1 };
-
-	for (size_t i = 0; i < l->n_segs; i++) {
-		if (!p->new_id)
-			cnt.pos += l->segs[i].len;
-		else if (renumber_segment(x, &cnt, &l->segs[i], p->new_id, p->events.n) < 0)
-			return -1;
-	}
-	l->out_len = cnt.pos;
-	return 0;
-}
-
-static int emit_line_body(struct xsink *x, struct wout *w, const struct xline *l)
-{
-	const struct xplane_p *p = &x->planes[l->plane];
-
-	wout_int_field(w, 1, l->id);
-	wout_str_field(w, 2, l->name);
-	wout_int_field(w, 3, l->ts_ns);
-	if (w->fd < 0)
-		w->pos += l->out_len;
-	for (size_t i = 0; i < l->n_segs && w->fd >= 0; i++)
-		if ((p->new_id ? renumber_segment(x, w, &l->segs[i], p->new_id, p->events.n)
-			       : copy_segment(x, w, &l->segs[i])) < 0)
-			return -1;
-	wout_int_field(w, 9, (l->end_ns - l->ts_ns) * 1000);
-	wout_str_field(w, 11, l->display_name);
-	return 0;
-}
-
 /* One metadata map entry {1: key, 2: {1: id, 2: name[, 5: {1: sid, 5: src}]}};
  * src (may be NULL) becomes a "source" stat of an XEventMetadata. */
 static void emit_meta_entry(struct wout *w, unsigned field, int64_t id, const char *name,
@@ -1516,70 +1390,14 @@ static void emit_meta_entry(struct wout *w, unsigned field, int64_t id, const ch
 
 /* XEventMetadata / XStatMetadata map entries; event keys "name\0source"
  * (Python functions) carry their source as a metadata stat. */
-static void emit_metadata(struct wout *w, unsigned field, const struct strmap *m, int64_t sid,
-			  const uint32_t *old_id)
+static void emit_metadata(struct wout *w, unsigned field, const struct strmap *m, int64_t sid)
 {
 	for (size_t i = 0; i < m->n; i++) {
-		size_t k = old_id ? old_id[i] - 1 : i;
-		size_t nlen = strlen(m->names[k]);
-		const char *src = nlen < m->lens[k] ? m->names[k] + nlen + 1 : NULL;
+		size_t nlen = strlen(m->names[i]);
+		const char *src = nlen < m->lens[i] ? m->names[i] + nlen + 1 : NULL;
 
-		emit_meta_entry(w, field, (int64_t)i + 1, m->names[k], sid, src);
+		emit_meta_entry(w, field, (int64_t)i + 1, m->names[i], sid, src);
 	}
-}
-
-static int emit_line(struct xsink *x, struct wout *w, const struct xline *l)
-{
-	struct wout cnt = { .fd = -1 };
-
-	if (emit_line_body(x, &cnt, l) < 0)
-		return -1;
-	wout_len_header(w, 3, cnt.pos);
-	return emit_line_body(x, w, l);
-}
-
-static int emit_plane_body(struct xsink *x, struct wout *w, size_t pi)
-{
-	struct xplane_p *p = &x->planes[pi];
-
-	wout_int_field(w, 1, p->id);
-	wout_str_field(w, 2, p->name);
-	for (size_t i = 0; i < x->n_lines; i++)
-		if (x->lines[i].plane == (int)pi && emit_line(x, w, &x->lines[i]) < 0)
-			return -1;
-	emit_metadata(w, 4, &p->events, p->source_sid, p->old_id);
-	emit_metadata(w, 5, &p->stats, 0, NULL);
-	for (size_t i = 0; i < p->n_plane_stats; i++)
-		if (wout_msg_field(w, 6, &p->plane_stats[i].base) < 0)
-			return xerr(x, "xplane: out of memory");
-	return 0;
-}
-
-static int emit_space(struct xsink *x, struct wout *w)
-{
-	char warn[256];
-
-	for (size_t pi = 0; pi < x->n_planes; pi++) {
-		struct wout *cnt = wout_new(-1);
-		int rc;
-
-		if (!cnt)
-			return xerr(x, "xplane: out of memory");
-		rc = emit_plane_body(x, cnt, pi);
-		if (rc == 0)
-			wout_len_header(w, 1, cnt->pos);
-		free(cnt);
-		if (rc < 0 || emit_plane_body(x, w, pi) < 0)
-			return -1;
-	}
-	if (x->st.repaired || x->st.dropped) {
-		snprintf(warn, sizeof(warn), "%llu events were cut to nest in their parent and "
-			 "%llu out-of-order events were dropped while writing this file",
-			 (unsigned long long)x->st.repaired, (unsigned long long)x->st.dropped);
-		wout_str_field(w, 3, warn);
-	}
-	wout_str_field(w, 4, x->host);
-	return 0;
 }
 
 static int add_task_env(struct xsink *x)
@@ -1611,25 +1429,12 @@ static void host_free(struct xsink *x)
 	x->lines = NULL;
 	x->n_lines = 0;
 	x->cur = NULL;
-	free(x->spill);
-	x->spill = NULL;
-	if (x->spill_fd >= 0)
-		close(x->spill_fd);
-	x->spill_fd = -1;
+	x->open_plane = -1;
+	free(x->w);
+	x->w = NULL;
 	free(x->host);
 	x->host = NULL;
 	x->in_host = 0;
-}
-
-/* An unlinked scratch file, next to the output when the filesystem allows. */
-static int open_spill(int dirfd)
-{
-	const char *tmp = getenv("TMPDIR");
-	int fd = openat(dirfd, ".", O_TMPFILE | O_RDWR | O_CLOEXEC, 0600);
-
-	if (fd < 0)
-		fd = open(tmp && *tmp ? tmp : "/tmp", O_TMPFILE | O_RDWR | O_CLOEXEC, 0600);
-	return fd;
 }
 
 static int open_output(struct xsink *x, const struct conv_host_meta *m)
@@ -1683,51 +1488,42 @@ static int xs_begin_host(void *ctx, const struct conv_host_meta *m)
 		host_free(x);
 		return -1;
 	}
-	x->spill_fd = open_spill(x->out.dirfd);
-	x->spill = x->spill_fd >= 0 ? wout_new(x->spill_fd) : NULL;
-	if (!x->spill) {
-		xerr(x, "xplane: cannot create a scratch file next to %s or in $TMPDIR: %s",
-		     x->out.final, strerror(errno));
+	x->w = wout_new(x->out.fd);
+	if (!x->w) {
 		tb_tmp_discard(&x->out);
 		host_free(x);
-		return -1;
+		return xerr(x, "xplane: out of memory");
 	}
 	x->hosts++;
 	return 0;
 }
 
+/* Close what is open, write the planes that got no line, then the
+ * space's own fields. */
 static int write_output(struct xsink *x)
 {
-	struct wout *w;
-	int rc;
+	char warn[256];
 
-	for (size_t i = 0; i < x->n_lines; i++)
-		if (x->lines[i].kind == CONV_TRACK_STREAM) {
-			stream_line_name(&x->lines[i]);
-			if (!x->lines[i].name)
-				return xerr(x, "xplane: out of memory");
-		}
-	wout_flush(x->spill);
-	if (x->spill->failed)
-		return xerr(x, "xplane: writing the scratch file: %s", strerror(x->spill->failed));
-	for (size_t i = 0; i < x->n_planes; i++)
-		if (plane_renumber(&x->planes[i]) < 0)
-			return xerr(x, "xplane: out of memory");
-	for (size_t i = 0; i < x->n_lines; i++)
-		if (line_measure(x, &x->lines[i]) < 0)
-			return -1;
+	if (x->cur && line_close(x, x->cur) < 0)
+		return -1;
+	if (x->open_plane >= 0 && plane_close(x, (size_t)x->open_plane) < 0)
+		return -1;
 	if (add_task_env(x) < 0)
 		return xerr(x, "xplane: out of memory");
-	w = wout_new(x->out.fd);
-	if (!w)
-		return xerr(x, "xplane: out of memory");
-	rc = emit_space(x, w);
-	wout_flush(w);
-	if (rc == 0 && w->failed)
-		rc = xerr(x, "xplane: writing %s: %s", x->out.final, strerror(w->failed));
-	x->st.bytes = w->pos;
-	free(w);
-	return rc;
+	if (planes_unwritten(x) < 0)
+		return -1;
+	if (x->st.repaired || x->st.dropped) {
+		snprintf(warn, sizeof(warn), "%llu events were cut to nest in their parent and "
+			 "%llu out-of-order events were dropped while writing this file",
+			 (unsigned long long)x->st.repaired, (unsigned long long)x->st.dropped);
+		wout_str_field(x->w, 3, warn);
+	}
+	wout_str_field(x->w, 4, x->host);
+	wout_flush(x->w);
+	if (x->w->failed)
+		return write_failed(x);
+	x->st.bytes = x->w->pos;
+	return 0;
 }
 
 static int xs_end_host(void *ctx)
@@ -1791,7 +1587,7 @@ static struct xsink *xs_alloc(int overwrite)
 	x->sink.end_host = xs_end_host;
 	x->sink.finish = xs_finish;
 	x->overwrite = overwrite;
-	x->spill_fd = -1;
+	x->open_plane = -1;
 	x->out.fd = x->out.dirfd = -1;
 	return x;
 }

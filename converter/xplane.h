@@ -5,9 +5,9 @@
  *
  * Planes per host: "/host:CPU" (one line per thread), "/device:GPU:<n>"
  * (id n, one line per stream "Stream #<id>(...)"), "Task Environment".
- * Events are encoded line by line into a spill file as they arrive, and the
- * final file is assembled from it at end_host, so memory holds only
- * metadata (names, line headers), never the events.
+ * Events are encoded into the output as they arrive, line after line (the
+ * sink contract's track order), so memory holds only metadata (names, line
+ * headers), never the events.
  */
 #ifndef LLMT_CONV_XPLANE_H
 #define LLMT_CONV_XPLANE_H
