@@ -3,10 +3,10 @@
  * Spill runs: pass 2 packs every timeline item into a compact record
  * (derived key + the original event, strings inline) in a bounded memory
  * buffer; a full buffer is sorted by (track, start, longer first, arrival:
- * the sort is stable and runs merge in order) and appended to one anonymous
- * temporary file (a run is a byte range of it, read back with pread, so
- * hundreds of runs need one fd). The runs are then k-way merged, so memory
- * stays flat however long the logs are.
+ * the sort is stable and runs merge in order) and appended, as zstd blocks,
+ * to one anonymous temporary file (a run is a byte range of it, read back
+ * with pread, so hundreds of runs need one fd). The runs are then k-way
+ * merged, so memory stays flat however long the logs are.
  */
 #ifndef LLMT_CONV_SPILL_H
 #define LLMT_CONV_SPILL_H

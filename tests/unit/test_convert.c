@@ -249,6 +249,58 @@ static void test_spill_merged_runs(void **state)
 	spill_roundtrip(64 << 10, 20000, 5); /* ~40 runs on disk, merged */
 }
 
+/* Records larger than a compressed block of a run (bodies of up to ~300 KiB
+ * among small ones) come back whole and in order from merged runs. */
+static void test_spill_big_records(void **state)
+{
+	char err[256];
+	struct cv_spill *s = cv_spill_new(1 << 20, 3, NULL, err, sizeof(err));
+	size_t big = 300 << 10;
+	char *detail = malloc(big);
+	unsigned n = 60, got = 0;
+	const struct cv_rec *r;
+	int rc;
+
+	(void)state;
+	assert_non_null(s);
+	assert_non_null(detail);
+	for (size_t i = 0; i < big; i++)
+		detail[i] = (char)('a' + (i * 7919 % 26));
+	for (unsigned i = 0; i < n; i++) {
+		struct evlog_event e = { .type = EV_LIB_CALL, .pid = 7, .tid = i };
+
+		e.u.lib_call.symbol = evlog_s("sym");
+		e.u.lib_call.detail.ptr = detail;
+		e.u.lib_call.detail.len = i % 3 ? (uint32_t)(big - i * 1000) : 5;
+		e.u.lib_call.correlation_id = i;
+		struct cv_rec *w = cv_spill_reserve(s, cv_rec_size(&e), err, sizeof(err));
+
+		assert_non_null(w);
+		w->track = i % 3;
+		w->start = 1000 - i;
+		w->dur = 1;
+		w->log = w->stack = 0;
+		cv_rec_pack(w, &e);
+	}
+	assert_int_equal(cv_spill_finish(s, err, sizeof(err)), 0);
+	assert_true(cv_spill_runs(s) > 1);
+	while ((rc = cv_spill_next(s, &r, err, sizeof(err))) == 1) {
+		struct evlog_event e;
+		unsigned i;
+
+		assert_int_equal(cv_rec_unpack(r, &e), 0);
+		i = (unsigned)e.u.lib_call.correlation_id;
+		assert_int_equal(r->track, i % 3);
+		assert_int_equal(e.u.lib_call.detail.len, i % 3 ? big - i * 1000 : 5);
+		assert_memory_equal(e.u.lib_call.detail.ptr, detail, e.u.lib_call.detail.len);
+		got++;
+	}
+	assert_int_equal(rc, 0);
+	assert_int_equal(got, n);
+	cv_spill_free(s);
+	free(detail);
+}
+
 static void test_rec_unpack_rejects_garbage(void **state)
 {
 	uint64_t buf[32] = { 0 };
@@ -438,6 +490,7 @@ int main(void)
 		cmocka_unit_test(test_gz_members),
 		cmocka_unit_test(test_spill_in_memory),
 		cmocka_unit_test(test_spill_merged_runs),
+		cmocka_unit_test(test_spill_big_records),
 		cmocka_unit_test(test_rec_unpack_rejects_garbage),
 		cmocka_unit_test(test_strtab),
 		cmocka_unit_test(test_fold_py_cleans_frames),
