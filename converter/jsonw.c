@@ -81,13 +81,14 @@ int cv_out_open(struct cv_out *o, int dirfd, const char *final, int gz, int over
 		gz_free(o);
 		return -1;
 	}
+	tb_seq_init(&o->seq, o->tmp.fd);
 	o->open = 1;
 	return 0;
 }
 
 static int put(struct cv_out *o, const void *p, size_t n)
 {
-	if (tb_write_all(o->tmp.fd, p, n)) {
+	if (tb_seq_write(&o->seq, p, n)) {
 		snprintf(o->err, sizeof(o->err), "writing %s: %s", o->tmp.final, strerror(errno));
 		return -1;
 	}
@@ -170,6 +171,10 @@ int cv_out_close(struct cv_out *o)
 		return -1;
 	int rc = cv_out_flush(o, 1);
 
+	if (tb_seq_finish(&o->seq) && rc == 0) {
+		snprintf(o->err, sizeof(o->err), "writing %s: %s", o->tmp.final, strerror(errno));
+		rc = -1;
+	}
 	gz_free(o);
 	o->gz = 0;
 	o->cap = o->len = 0;
@@ -189,6 +194,7 @@ int cv_out_publish(struct cv_out *o, int overwrite, char *err, size_t errsz)
 
 void cv_out_discard(struct cv_out *o)
 {
+	tb_seq_free(&o->seq);
 	gz_free(o);
 	o->gz = 0;
 	if (o->open || o->tmp.fd >= 0)

@@ -15,9 +15,11 @@
 
 struct libdeflate_compressor;
 #include "../tb_layout/tb_layout.h"
+#include "../tb_layout/tb_seq.h"
 
 struct cv_out {
 	struct tb_tmpfile tmp;
+	struct tb_seq seq;   /* writes tmp.fd (O_DIRECT past its first MiBs) */
 	int open;
 	int gz;
 	/* By default one ISA-L level-1 stream (zs). With LLMT_GZIP_LEVEL,

@@ -32,6 +32,7 @@
 
 #include "xplane.pb-c.h"
 #include "../tb_layout/tb_layout.h"
+#include "../tb_layout/tb_seq.h"
 
 #define HOST_PLANE_ID 49      /* TensorFlow's kHostPlaneId */
 #define TASK_ENV_PLANE_ID 500 /* first id xprof leaves to custom planes */
@@ -243,7 +244,7 @@ static void strmap_free(struct strmap *m)
 /* Writes protobuf wire data to an fd through a buffer; pos counts every
  * byte, so the buffer holds the file's bytes [pos - used, pos). */
 struct wout {
-	int fd;
+	struct tb_seq seq;
 	uint64_t pos;
 	size_t used;
 	int failed;        /* errno of the first failure */
@@ -252,7 +253,7 @@ struct wout {
 
 static void wout_flush(struct wout *w)
 {
-	if (w->used && !w->failed && tb_write_all(w->fd, w->buf, w->used) < 0)
+	if (w->used && !w->failed && tb_seq_write(&w->seq, w->buf, w->used) < 0)
 		w->failed = errno ? errno : EIO;
 	w->used = 0;
 }
@@ -263,7 +264,7 @@ static void wout_bytes(struct wout *w, const void *p, size_t n)
 	if (n > sizeof(w->buf) - w->used) {
 		wout_flush(w);
 		if (n >= sizeof(w->buf)) {
-			if (!w->failed && tb_write_all(w->fd, p, n) < 0)
+			if (!w->failed && tb_seq_write(&w->seq, p, n) < 0)
 				w->failed = errno ? errno : EIO;
 			return;
 		}
@@ -351,7 +352,7 @@ static void wout_close_field(struct wout *w, uint64_t at)
 		b[i] = (unsigned char)(((len >> (7 * i)) & 0x7f) | (i < LEN_SLOT - 1 ? 0x80 : 0));
 	if (at < buf_start) {
 		in_file = at + LEN_SLOT <= buf_start ? LEN_SLOT : (size_t)(buf_start - at);
-		if (!w->failed && pwrite(w->fd, b, in_file, (off_t)at) != (ssize_t)in_file)
+		if (!w->failed && tb_seq_pwrite(&w->seq, b, in_file, at) < 0)
 			w->failed = errno ? errno : EIO;
 	}
 	if (in_file < LEN_SLOT)
@@ -1331,7 +1332,7 @@ static struct wout *wout_new(int fd)
 	struct wout *w = malloc(sizeof(*w));
 
 	if (w) {
-		w->fd = fd;
+		tb_seq_init(&w->seq, fd);
 		w->pos = 0;
 		w->used = 0;
 		w->failed = 0;
@@ -1430,6 +1431,8 @@ static void host_free(struct xsink *x)
 	x->n_lines = 0;
 	x->cur = NULL;
 	x->open_plane = -1;
+	if (x->w)
+		tb_seq_free(&x->w->seq);
 	free(x->w);
 	x->w = NULL;
 	free(x->host);
@@ -1520,6 +1523,8 @@ static int write_output(struct xsink *x)
 	}
 	wout_str_field(x->w, 4, x->host);
 	wout_flush(x->w);
+	if (!x->w->failed && tb_seq_finish(&x->w->seq) < 0)
+		x->w->failed = errno ? errno : EIO;
 	if (x->w->failed)
 		return write_failed(x);
 	x->st.bytes = x->w->pos;

@@ -5,9 +5,10 @@
 # passes, sort, output) and peak RSS, for trace JSON (plain and .gz) and for
 # the TensorBoard run directory (XPlane + JSON.gz + folded), side by side
 # with plain `gzip -6` and `zstd -3` compressing the JSON the converter
-# wrote, and with `cat` copying that JSON (the kernel's cost of writing
-# those bytes, which the plain .json output pays too; "user only" leaves the
-# kernel's share out). Figures are printed,
+# wrote, and with `cat` copying that JSON through the page cache (what
+# writing those bytes costs the kernel when buffered: the converter writes
+# big outputs with O_DIRECT past their first 32 MiB, tb_layout/tb_seq.h;
+# "user only" leaves the kernel's share out). Figures are printed,
 # never asserted; the last lines say whether each output meets the goal of
 # 3 M events/s per core on the largest log.
 #   BENCH_CONVERT_SIZES="1000000 3000000 10000000" (default) to choose the sizes.

@@ -43,6 +43,16 @@ desc="~30 sort runs under 'ulimit -n 24' (one sort file for every run): same out
 t bash -c "'$gen' '$dir/big.log' -n 300000 >/dev/null && mkdir -p '$dir/r' && \
 	(ulimit -n 24; LLMT_CONV_RUN_MB=1 '$conv' -q -i '$dir/big.log' -o '$dir/r/runs.json') && \
 	'$conv' -q -i '$dir/big.log' -o '$dir/r/one.json' && cmp '$dir/r/runs.json' '$dir/r/one.json'"
+desc="O_DIRECT from the first byte, from 1 MiB, or never: byte-identical .json, .json.gz and --logdir files"
+t bash -c "for a in 0 1 off; do mkdir -p '$dir/d'\$a && \
+	LLMT_DIRECT_AFTER_MB=\$a '$conv' -q -i '$dir/big.log' -o '$dir/d'\$a/o.json && \
+	LLMT_DIRECT_AFTER_MB=\$a '$conv' -q -i '$dir/big.log' -o '$dir/d'\$a/o.json.gz && \
+	LLMT_DIRECT_AFTER_MB=\$a '$conv' -q -i '$dir/big.log' --logdir '$dir/d'\$a/tb --run r || exit 1; done && \
+	cmp '$dir/d0/o.json' '$dir/r/one.json' && cmp '$dir/d1/o.json' '$dir/r/one.json' && cmp '$dir/doff/o.json' '$dir/r/one.json' && \
+	cmp '$dir/d0/o.json.gz' '$dir/doff/o.json.gz' && cmp '$dir/d1/o.json.gz' '$dir/doff/o.json.gz' && \
+	for f in node-a.xplane.pb node-a.trace.json.gz; do cmp '$dir/d0/tb/plugins/profile/r/'\$f '$dir/doff/tb/plugins/profile/r/'\$f && \
+		cmp '$dir/d1/tb/plugins/profile/r/'\$f '$dir/doff/tb/plugins/profile/r/'\$f || exit 1; done && \
+	[ \$(stat -c %s '$dir/r/one.json') -gt 2097152 ] && rm -rf '$dir'/d0 '$dir'/d1 '$dir'/doff"
 desc="folded stacks beside the trace: format, counts = samples in the trace"
 t bash -c "test -s '$dir/a/node-a.cpu.folded' && test -s '$dir/a/node-a.python.folded' && \
 	! grep -vE '^[^;]+(;[^;]+)* [0-9]+$' '$dir/a/node-a.cpu.folded' && \
