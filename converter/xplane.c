@@ -228,6 +228,32 @@ static int64_t strmap_id(struct strmap *m, const char *s)
 	return strmap_idn(m, s, strlen(s));
 }
 
+/*
+ * Most names and values reach the sink as pointers that stay the same for
+ * the same string (syscall names, demangled names, interned stacks): a
+ * direct-mapped cache by address skips hashing them again. A hit is checked
+ * against the interned copy, so a reused buffer with new contents only
+ * misses.
+ */
+#define PTR_CACHE 256
+struct ptr_cache {
+	const char *ptr;
+	uint32_t id;
+};
+
+static int64_t strmap_id_cached(struct strmap *m, struct ptr_cache *cache, const char *s)
+{
+	struct ptr_cache *c = &cache[((uintptr_t)s >> 3) & (PTR_CACHE - 1)];
+	int64_t id;
+
+	if (c->ptr == s && c->id && !strcmp(m->names[c->id - 1], s))
+		return c->id;
+	id = strmap_id(m, s);
+	c->ptr = s;
+	c->id = (uint32_t)id;
+	return id;
+}
+
 static void strmap_free(struct strmap *m)
 {
 	for (size_t i = 0; i < m->n; i++)
@@ -429,6 +455,7 @@ struct xplane_p {
 	size_t n_plane_stats;
 	struct gpu_props props;
 	int64_t source_sid;       /* stat metadata id of "source", once used */
+	struct ptr_cache event_cache[PTR_CACHE], ref_cache[PTR_CACHE];
 	int state;                /* PLANE_* */
 	uint64_t len_at;          /* file offset of its length slot */
 	struct name_cache {       /* stat name literal -> id */
@@ -1009,7 +1036,7 @@ static void es_ref(struct evstats *e, const char *name, const char *v)
 		es_str(e, name, v);
 		return;
 	}
-	ref = strmap_id(&e->p->stats, v);
+	ref = strmap_id_cached(&e->p->stats, e->p->ref_cache, v);
 	if (!ref) {
 		e->oom = 1;
 		return;
@@ -1216,7 +1243,7 @@ static int64_t event_meta_id(struct xplane_p *p, const struct conv_item *it)
 	int m;
 
 	if (!ev || ev->type != EV_PY_ENTER || !ev->u.py_enter.file.len)
-		return strmap_id(&p->events, name);
+		return strmap_id_cached(&p->events, p->event_cache, name);
 	n = strlen(name);
 	if (n > 512)
 		n = 512;
