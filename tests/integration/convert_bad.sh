@@ -58,6 +58,21 @@ t bash -c "echo mine >'$dir/own.json'; ! '$conv' -q -i '$dir/good.log' -o '$dir/
 	grep -q 'own.json already exists; pass --force' '$dir/o.err' && [ \"\$(cat '$dir/own.json')\" = mine ] && \
 	[ -z \"\$(ls -A '$dir' | grep -E '^\\.|tmp' )\" ] && \
 	'$conv' -q --force -i '$dir/good.log' -o '$dir/own.json' && $check '$dir/own.json'"
+# Disk full (a 2 MiB tmpfs; the 200k-event log makes ~35 MiB of JSON), with
+# O_DIRECT from the first MiB: a clear error, nothing published, no
+# temporary file left.
+mkdir -p "$dir/small"
+if mount -t tmpfs -o size=2m tmpfs "$dir/small" 2>/dev/null; then
+	trap 'umount "$dir/small" 2>/dev/null; rm -rf "$dir"' EXIT
+	desc="disk full while writing .json and --logdir: exit 1, 'No space left', nothing left behind"
+	t bash -c "$(declare -f run); conv='$conv' dir='$dir'; export LLMT_DIRECT_AFTER_MB=1; \
+		run -i '$dir/good.log' -o '$dir/small/full.json'; [ \$rc = 1 ] && grep -q 'No space left' '$dir/err' && \
+		run -i '$dir/good.log' --logdir '$dir/small/tb' --run r; [ \$rc = 1 ] && grep -q 'No space left' '$dir/err' && \
+		[ -z \"\$(find '$dir/small' -type f)\" ]"
+	umount "$dir/small"
+else
+	echo "# cannot mount tmpfs: disk-full case not run"
+fi
 desc="unknown option and no input: usage, exit 2"
 t bash -c "$(declare -f run); conv='$conv' dir='$dir'; run --bogus; [ \$rc = 2 ] && run -o '$dir/y.json'; [ \$rc = 2 ] && grep -q 'no input' '$dir/err'"
 desc="summary and dump on junk: clear errors, no crash"
