@@ -34,5 +34,6 @@ names = {e["args"]["name"] for e in ev if e.get("name") == "process_name"}
 assert any("cpu_two_funcs" in n for n in names), names
 EOF
 desc="folded stacks: hottest leaf is burn_alpha"
-t bash -c "f=\$(ls '$dir'/*.cpu.folded) && [ \"\$(awk '{n=split(\$1,a,\";\"); c[a[n]]+=\$NF} END {for (k in c) print c[k], k}' \"\$f\" | sort -rn | head -1 | cut -d' ' -f2)\" = burn_alpha ]"
+t bash -c "f=\$(ls '$dir'/*.cpu.folded) && awk '{n=split(\$1,a,\";\"); c[a[n]]+=\$NF} END {for (k in c) print c[k], k}' \"\$f\" | \
+	sort -rn | head -5 >'$dir/leaves' && [ \"\$(head -1 '$dir/leaves' | cut -d' ' -f2)\" = burn_alpha ] || { echo 'top leaves (samples, leaf):'; cat '$dir/leaves'; exit 1; }"
 exit 0
