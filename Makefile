@@ -163,8 +163,7 @@ $(BUILD)/share/llmtracker/probes.json: examples/probes.json
 	cp $< $@
 
 # Statically linked collector, for hosts without these shared libraries.
-static:
-	$(MAKE) $(BUILD)/bin/llmtracker-static
+static: $(BUILD)/bin/llmtracker-static
 $(BUILD)/bin/llmtracker-static: $(call obj,collector/main.c) $(COLL_A) $(EVLOG_A)
 	@mkdir -p $(@D)
 	$(CC) -static $(LDFLAGS) -o $@ $^ -lbpf -ldw -lelf -lz -ljson-c -lzstd -ldeflate -llzma -lbz2 \

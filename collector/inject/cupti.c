@@ -986,7 +986,11 @@ static int open_log(char *msg, size_t msgsz)
 /* What is recorded (start keys, inject.h), measured on a launch-bound torch
  * loop (H200, ~20k kernels/s; tests/gpu/cupti_attach.sh; steps/s of quiet
  * windows spread +-10%):
- *   runtime=0            kernels, copies, sets only              ~ -3..-15% steps/s
+ *   runtime=0            kernels, copies, sets only              ~ -3..-23% steps/s
+ *                        (SET=floor, 3 windows alternated with idle ones at
+ *                        -0.7%: -20, -8, -23%; torch.profiler with CUDA
+ *                        activities only, same run: -16.5%: CUPTI's own work
+ *                        per launch, which no recording choice of ours removes)
  *   runtime=2            + launch/copy/set/sync calls by callback ~ -14..-19%
  *   runtime=1 (default)  + every runtime call but the noisy ones  ~ -27..-34%
  *   runtime=1 driver=1   + every driver call                      ~ -48%

@@ -291,7 +291,7 @@ def analyze(d):
         marks[k] = int(val)
     starts = tr["starts"]
     print(f"INFO steps recorded: {len(starts)}")
-    tags = [t for t in ("K1", "P1", "L1", "D1", "Z1", "F1", "K2", "P2", "L2", "D2", "Z2", "Z3", "A1", "U1", "A3", "A", "N") if f"{t}_begin" in marks]
+    tags = [t for t in ("K1", "P1", "L1", "D1", "Z1", "F1", "K2", "P2", "L2", "D2", "Z2", "Z3", "K3", "Z4", "A1", "U1", "A3", "A", "N") if f"{t}_begin" in marks]
     S = 1_000_000_000
     rows = []
     for tag in tags:

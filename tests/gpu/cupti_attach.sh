@@ -109,6 +109,11 @@ if [ "${SET:-modes}" = modes ]; then
 	tool L2 4 runtime=2 cbrisk=1 driver=0; sleep $GAP
 	tool D2 4 runtime=1 driver=0; sleep $GAP
 	idle Z2 4; sleep $GAP
+elif [ "${SET}" = floor ]; then # the cheapest recording (kernels only) against idle, alternated
+	for i in 1 2 3; do idle Z$i 4; sleep $GAP; tool K$i 4 runtime=0 driver=0; sleep $GAP; done
+	idle Z4 4; sleep $GAP
+	tool D1 4 runtime=1 driver=0; sleep $GAP
+	attach A cpu 5; sleep $GAP
 elif [ "${SET}" = collector ]; then # the collector as users run it, between idle windows
 	idle Z1 4; sleep $GAP
 	attach A1 cpu 5; sleep $GAP
