@@ -1,6 +1,5 @@
 /* SPDX-License-Identifier: Apache-2.0 */
 #include "tb_seq.h"
-#include "tb_layout.h"
 
 #include <errno.h>
 #include <fcntl.h>
@@ -64,6 +63,27 @@ static int leave_direct(struct tb_seq *s)
 	return set_direct(s->fd, 0);
 }
 
+/* Every write names its offset: a retry after a partial write (O_DIRECT
+ * refused midway) rewrites the same bytes in place. */
+static int pwrite_all(int fd, const char *p, size_t n, uint64_t at)
+{
+	while (n) {
+		ssize_t w = pwrite(fd, p, n, (off_t)at);
+
+		if (w < 0 && errno == EINTR)
+			continue;
+		if (w <= 0) {
+			if (!w)
+				errno = EIO;
+			return -1;
+		}
+		p += w;
+		n -= (size_t)w;
+		at += (uint64_t)w;
+	}
+	return 0;
+}
+
 /* Write the first n (aligned) staged bytes; the rest moves to the front.
  * A filesystem may take O_DIRECT at fcntl and refuse it at write (EINVAL):
  * then these bytes, and all after them, go through the cache. */
@@ -71,8 +91,8 @@ static int flush_stage(struct tb_seq *s, size_t n)
 {
 	if (!n)
 		return 0;
-	if (tb_write_all(s->fd, s->stage, n) < 0) {
-		if (errno != EINVAL || leave_direct(s) || tb_write_all(s->fd, s->stage, n) < 0)
+	if (pwrite_all(s->fd, s->stage, n, s->off) < 0) {
+		if (errno != EINVAL || leave_direct(s) || pwrite_all(s->fd, s->stage, n, s->off) < 0)
 			return -1;
 	}
 	s->off += n;
@@ -92,14 +112,14 @@ static int write_cached(struct tb_seq *s, const char *p, size_t n)
 		if (s->off + n >= at) {
 			size_t k = (size_t)(at - s->off);
 
-			if (tb_write_all(s->fd, p, k) < 0)
+			if (pwrite_all(s->fd, p, k, s->off) < 0)
 				return -1;
 			s->off += k;
 			go_direct(s);
 			return tb_seq_write(s, p + k, n - k);
 		}
 	}
-	if (tb_write_all(s->fd, p, n) < 0)
+	if (pwrite_all(s->fd, p, n, s->off) < 0)
 		return -1;
 	s->off += n;
 	return 0;
@@ -122,25 +142,6 @@ int tb_seq_write(struct tb_seq *s, const void *buf, size_t n)
 			return -1;
 		if (s->mode != TB_SEQ_DIRECT) /* refused: the rest through the cache */
 			return write_cached(s, p, n);
-	}
-	return 0;
-}
-
-static int pwrite_all(int fd, const char *p, size_t n, uint64_t at)
-{
-	while (n) {
-		ssize_t w = pwrite(fd, p, n, (off_t)at);
-
-		if (w < 0 && errno == EINTR)
-			continue;
-		if (w <= 0) {
-			if (!w)
-				errno = EIO;
-			return -1;
-		}
-		p += w;
-		n -= (size_t)w;
-		at += (uint64_t)w;
 	}
 	return 0;
 }
@@ -183,7 +184,7 @@ int tb_seq_finish(struct tb_seq *s)
 		rc = flush_stage(s, s->len / TB_SEQ_ALIGN * TB_SEQ_ALIGN);
 		if (rc == 0 && s->mode == TB_SEQ_DIRECT)
 			rc = leave_direct(s);
-		if (rc == 0 && s->len && tb_write_all(s->fd, s->stage, s->len) < 0)
+		if (rc == 0 && s->len && pwrite_all(s->fd, s->stage, s->len, s->off) < 0)
 			rc = -1;
 		if (rc == 0) {
 			s->off += s->len;

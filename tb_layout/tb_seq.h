@@ -36,7 +36,8 @@ struct tb_seq {
 	size_t len;
 };
 
-/* Start writing fd (empty, positioned at 0). */
+/* Start writing fd (empty) from offset 0; every write names its offset, the
+ * file position is not used. */
 void tb_seq_init(struct tb_seq *s, int fd);
 int tb_seq_write(struct tb_seq *s, const void *p, size_t n);
 /* Overwrite n bytes at `at`, all of them already handed to tb_seq_write. */
