@@ -53,6 +53,12 @@ BENCH_SRC     := $(wildcard tests/bench/bench_*.c)
 
 obj = $(patsubst %.c,$(BUILD)/obj/%.o,$(1))
 
+# The converter's per-event code, and the log reader it runs twice per
+# event: -O3 was ~3% faster than -O2 on tests/bench/convert.sh (json.gz and
+# --logdir alike). The collector and the injected library stay at -O2.
+HOT_OPT   ?= -O3
+$(call obj,$(CONV_SRC) $(EVLOG_SRC) converter/main.c): CFLAGS += $(HOT_OPT)
+
 PROTO_C   := $(patsubst schemas/%.proto,$(BUILD)/gen/%.pb-c.c,$(PROTO))
 PROTO_H   := $(PROTO_C:.c=.h)
 SKELS     := $(patsubst bpf/%.bpf.c,$(BUILD)/bpf/%.skel.h,$(BPF_SRC))
