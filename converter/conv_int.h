@@ -108,7 +108,8 @@ struct cv_core {
 	struct cv_arena arena;
 	struct cv_strtab stacks;          /* folded stacks, interned */
 	struct cv_strtab names;           /* demangled / derived names */
-	struct cv_map demangle_cache;     /* hash(mangled) -> names index + 1 */
+	struct cv_map demangle_cache;     /* (hash, length of mangled) -> names index of
+					    * the mangled name << 32 | of the demangled */
 	struct cv_stats st;
 	int progress;
 	int progress_last;                /* last percentage drawn */

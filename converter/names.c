@@ -59,8 +59,10 @@ const char *cv_demangle(struct cv_core *c, const char *name, size_t len)
 	uint64_t h = cv_hash_bytes(name, len);
 	uint64_t *v = cv_map_get(&c->demangle_cache, h, len);
 
-	if (v)
-		return cv_strtab_get(&c->names, (uint32_t)(*v - 1));
+	/* The value holds the mangled name too: a (hash, length) clash of two
+	 * names is told apart, and only costs a demangle. */
+	if (v && !memcmp(cv_strtab_get(&c->names, (uint32_t)(*v >> 32)), name, len))
+		return cv_strtab_get(&c->names, (uint32_t)*v);
 	char *copy = strndup(name, len), *d = NULL;
 	int status = -1;
 
@@ -69,13 +71,15 @@ const char *cv_demangle(struct cv_core *c, const char *name, size_t len)
 	free(copy);
 	const char *out = status == 0 && d ? d : NULL;
 	int64_t idx = out ? cv_strtab_intern(&c->names, out, strlen(out)) : -1;
+	int64_t midx = idx >= 0 ? cv_strtab_intern(&c->names, name, len) : -1;
 
 	free(d);
-	if (idx < 0)
+	if (idx < 0 || midx < 0)
 		return NULL;
-	/* A (hash, len) clash between two mangled names only costs a re-demangle. */
-	if ((v = cv_map_put(&c->demangle_cache, h, len, NULL)))
-		*v = (uint64_t)idx + 1;
+	if (!v)
+		v = cv_map_put(&c->demangle_cache, h, len, NULL);
+	if (v && !*v)
+		*v = (uint64_t)midx << 32 | (uint64_t)idx;
 	return cv_strtab_get(&c->names, (uint32_t)idx);
 }
 
