@@ -256,7 +256,7 @@ static void seq_roundtrip(const char *after)
 		done += n;
 		went_direct |= s.mode == TB_SEQ_DIRECT;
 		/* a 5-byte patch somewhere in what was written, and one at the end */
-		for (int k = 0; k < 2; k++) {
+		for (int k = 0; k < 2 && done >= 5; k++) {
 			uint64_t at = k ? done - 5 : (rng >> 7) % (done - 5);
 
 			for (int j = 0; j < 5; j++)
