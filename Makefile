@@ -57,7 +57,8 @@ obj = $(patsubst %.c,$(BUILD)/obj/%.o,$(1))
 # event: -O3 was ~3% faster than -O2 on tests/bench/convert.sh (json.gz and
 # --logdir alike). The collector and the injected library stay at -O2.
 HOT_OPT   ?= -O3
-$(call obj,$(CONV_SRC) $(EVLOG_SRC) converter/main.c): CFLAGS += $(HOT_OPT)
+HOT_SRC   := $(CONV_SRC) $(EVLOG_SRC) converter/main.c
+$(call obj,$(HOT_SRC)): private CFLAGS += $(HOT_OPT)
 
 PROTO_C   := $(patsubst schemas/%.proto,$(BUILD)/gen/%.pb-c.c,$(PROTO))
 PROTO_H   := $(PROTO_C:.c=.h)
@@ -141,6 +142,42 @@ $(COLL_A): $(call obj,$(COLL_SRC))
 $(CONV_A): $(call obj,$(CONV_SRC)) $(patsubst $(BUILD)/gen/%.c,$(BUILD)/obj/gen/%.o,$(PROTO_C))
 	@mkdir -p $(@D)
 	rm -f $@ && ar rcs $@ $^
+
+# Profile-guided optimization of the hot objects (HOT_SRC) (PGO=1, the default without
+# sanitizers): a converter instrumented for profiling ($(BUILD)/pgo/) turns
+# generated mixed logs into every output (scripts/pgo-train.sh), and its
+# branch and call counts guide the compilation of the real objects: ~11%
+# more events/s on tests/bench/convert.sh, outputs byte for byte the same.
+# Any change to a hot source retrains. PGO=0 builds them from the sources
+# alone; it is the default under sanitizers and with compilers other than
+# GCC (whose profile options these are).
+IS_GCC    := $(shell $(CC) -v 2>&1 | grep -q '^gcc version' && echo 1)
+PGO       ?= $(if $(SAN),0,$(if $(IS_GCC),1,0))
+ifeq ($(PGO),1)
+PGO_DIR   := $(BUILD)/pgo
+PGO_OBJ   := $(patsubst %.c,$(PGO_DIR)/obj/%.o,$(HOT_SRC))
+PGO_STAMP := $(PGO_DIR)/profile.stamp
+PGO_GEN   := -fprofile-generate -fprofile-update=single
+
+$(PGO_DIR)/obj/%.o: %.c | $(GENERATED)
+	@mkdir -p $(@D)
+	$(CC) $(CFLAGS) $(HOT_OPT) $(PGO_GEN) -MMD -MP -c $< -o $@
+
+$(PGO_DIR)/llmtracker-convert: $(PGO_OBJ) $(patsubst $(BUILD)/gen/%.c,$(BUILD)/obj/gen/%.o,$(PROTO_C))
+	$(CC) $(LDFLAGS) $(PGO_GEN) -o $@ $^ $(LIBS_CONVERTER)
+
+# Counts of an earlier training are removed first. The real object is
+# compiled with the instrumented one's dump name: GCC finds the profile by
+# it (its .gcda) and keys static functions' counts by it too.
+$(PGO_STAMP): $(PGO_DIR)/llmtracker-convert $(BUILD)/tests/progs/conv_genlog scripts/pgo-train.sh
+	find $(PGO_DIR)/obj -name '*.gcda' -delete
+	./scripts/pgo-train.sh $(PGO_DIR)/llmtracker-convert $(BUILD)/tests/progs/conv_genlog $(PGO_DIR)/train
+	touch $@
+
+$(call obj,$(HOT_SRC)): $(PGO_STAMP)
+$(call obj,$(HOT_SRC)): private CFLAGS += -fprofile-use -fprofile-partial-training -Wno-missing-profile \
+	-dumpbase $(basename $(notdir $@)) -dumpdir $(patsubst $(BUILD)/obj/%,$(PGO_DIR)/obj/%,$(dir $@))
+endif
 
 # ------------------------------------------------------------------ binaries
 $(BIN_COLL): $(call obj,collector/main.c) $(COLL_A) $(EVLOG_A)
@@ -260,4 +297,4 @@ install: all
 clean:
 	rm -rf build build-asan
 
--include $(shell find $(BUILD)/obj $(BUILD)/pic -name '*.d' 2>/dev/null)
+-include $(shell find $(BUILD)/obj $(BUILD)/pic $(BUILD)/pgo -name '*.d' 2>/dev/null)
