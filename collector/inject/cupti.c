@@ -66,6 +66,8 @@ static struct {
 	FN(cuptiGetResultString);
 	FN(cuptiGetCallbackName);
 	FN(cuptiActivitySetAttribute);
+	FN(cuptiActivityGetAttribute);
+	FN(cuptiActivityFlushPeriod);
 	FN(cuptiEnableCallback);
 } cu;
 
@@ -243,6 +245,8 @@ static int resolve(char *msg, size_t msgsz)
 	SYM(cu, cuptiSetThreadIdType, 0);
 	SYM(cu, cuptiGetCallbackName, 0);
 	SYM(cu, cuptiActivitySetAttribute, 0);
+	SYM(cu, cuptiActivityGetAttribute, 0);
+	SYM(cu, cuptiActivityFlushPeriod, 0);
 	SYM(cu, cuptiEnableCallback, 0);
 	drv.h = dlopen("libcuda.so.1", RTLD_NOW | RTLD_NOLOAD);
 	if (drv.h) {
@@ -1047,6 +1051,16 @@ static void close_log(void)
 	pthread_mutex_unlock(&lock);
 }
 
+/* Start keys devbuf_mb / devbuf_pre: CUPTI's device buffers for kernel
+ * timestamps (size, how many made ready); 0 leaves CUPTI's default. */
+static void set_size_attr(CUpti_ActivityAttribute a, size_t v)
+{
+	size_t sz = sizeof(v);
+
+	if (v && cu.cuptiActivitySetAttribute)
+		cu.cuptiActivitySetAttribute(a, &sz, &v);
+}
+
 /* We hand CUPTI zeroed buffers (the pool), so it need not clear each one
  * on the application's thread when it takes it. */
 static void set_attributes(void)
@@ -1058,6 +1072,20 @@ static void set_attributes(void)
 					      &one) == CUPTI_SUCCESS;
 	if (zeroed && cfg.pinned)
 		cu.cuptiActivitySetAttribute(CUPTI_ACTIVITY_ATTR_MEM_ALLOCATION_TYPE_HOST_PINNED, &sz, &one);
+	set_size_attr(CUPTI_ACTIVITY_ATTR_DEVICE_BUFFER_SIZE, (size_t)cfg.devbuf_mb << 20);
+	set_size_attr(CUPTI_ACTIVITY_ATTR_DEVICE_BUFFER_PRE_ALLOCATE_VALUE, (size_t)cfg.devbuf_pre);
+	if (cfg.flush_ms > 0 && cu.cuptiActivityFlushPeriod)
+		cu.cuptiActivityFlushPeriod((uint32_t)cfg.flush_ms);
+}
+
+/* " name=value" of a size_t activity attribute as CUPTI holds it now. */
+static void show_size_attr(char *buf, size_t bufsz, const char *name, CUpti_ActivityAttribute a)
+{
+	size_t v = 0, sz = sizeof(v), n = strlen(buf);
+
+	if (cu.cuptiActivityGetAttribute && n < bufsz &&
+	    cu.cuptiActivityGetAttribute(a, &sz, &v) == CUPTI_SUCCESS)
+		snprintf(buf + n, bufsz - n, " %s=%zu", name, v);
 }
 
 static int subscribe(char *msg, size_t msgsz)
@@ -1143,6 +1171,10 @@ int li_cupti_start(const struct li_config *c, char *msg, size_t msgsz)
 		 cb_refused ? " launches=activity (runtime=2 needs cbrisk=1: unsafe across detaches)" :
 		 c->runtime == 2 && !cfg.driver && cfg.runtime != 2 ?
 		 " launches=activity (no callback API)" : "");
+	if (cfg.devbuf_mb || cfg.devbuf_pre) {
+		show_size_attr(msg, msgsz, "devbuf", CUPTI_ACTIVITY_ATTR_DEVICE_BUFFER_SIZE);
+		show_size_attr(msg, msgsz, "devbuf_pre", CUPTI_ACTIVITY_ATTR_DEVICE_BUFFER_PRE_ALLOCATE_VALUE);
+	}
 	return 0;
 }
 

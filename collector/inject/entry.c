@@ -82,6 +82,12 @@ static void cfg_parse(struct li_config *c, char *msg)
 			c->cbdiag = atoi(eq);
 		else if (!strcmp(tok, "pinned"))
 			c->pinned = atoi(eq);
+		else if (!strcmp(tok, "devbuf_mb"))
+			c->devbuf_mb = atoi(eq);
+		else if (!strcmp(tok, "devbuf_pre"))
+			c->devbuf_pre = atoi(eq);
+		else if (!strcmp(tok, "flush_ms"))
+			c->flush_ms = atoi(eq);
 		else if (!strcmp(tok, "cuda"))
 			c->cuda = atoi(eq);
 		else if (!strcmp(tok, "python"))

@@ -141,12 +141,18 @@ MODES = {
     "K": "kernels only (runtime=0)",
     "P": "kernels only, CUPTI timestamps in pinned host memory (runtime=0 pinned=1)",
     "Z": "nothing attached (noise floor of the method)",
+    "B": "kernels only, CUPTI device buffers 64 MiB, 8 made ready (runtime=0 devbuf_mb=64 devbuf_pre=8)",
+    "Q": "kernels only, pinned host timestamps in 64 MiB buffers (runtime=0 pinned=1 devbuf_mb=64)",
+    "H": "kernels only, pinned host timestamps in 16 MiB buffers (runtime=0 pinned=1 devbuf_mb=16)",
+    "R": "kernels + every runtime call, pinned 64 MiB buffers (runtime=1 pinned=1 devbuf_mb=64)",
+    "G": "kernels only, pinned host timestamps in 256 MiB buffers (runtime=0 pinned=1 devbuf_mb=256)",
     "L": "kernels + launch/copy/set/sync calls by callback (runtime=2, the default)",
     "D": "kernels + every runtime call by activity (runtime=1 driver=0)",
     "F": "kernels + runtime + every driver call (runtime=1 driver=1)",
     "A": "llmtracker profile -t cpu --enable-cuda-kernel (static, default recording)",
     "U": "llmtracker profile -t cpu,cuda --enable-cuda-kernel (uprobes on the CUDA libraries too)",
     "N": "llmtracker profile -t cpu (static, no CUDA kernels)",
+    "V": "llmtracker profile -t cpu,cuda --enable-cuda-kernel, CUPTI kernels only (LLMT_CUPTI_START=runtime=0)",
 }
 NOISY = ("cudaGetDevice", "cudaGetLastError", "cudaStreamIsCapturing", "cuDevicePrimaryCtxGetState",
          "cuKernelGetName", "cuCtxGetCurrent", "cuKernelGetFunction")
@@ -169,7 +175,7 @@ def analyze_window(v, tag, ev, tr):
     if not api:
         return krange
     noisy = sum(c for n, c in names.items() if n in NOISY)
-    if tag[0] in "DLAU":
+    if tag[0] in "DLAUR":
         v(noisy == 0, f"[{tag}] none of the frequent bookkeeping calls recorded ({noisy})")
     if tag[0] == "F":
         v(names.get("cuLaunchKernel", 0) > 0, f"[{tag}] driver launches (cuBLAS) recorded: "
@@ -291,7 +297,9 @@ def analyze(d):
         marks[k] = int(val)
     starts = tr["starts"]
     print(f"INFO steps recorded: {len(starts)}")
-    tags = [t for t in ("K1", "P1", "L1", "D1", "Z1", "F1", "K2", "P2", "L2", "D2", "Z2", "Z3", "K3", "Z4", "A1", "U1", "A3", "A", "N") if f"{t}_begin" in marks]
+    # Every window the run marked, in the order it ran.
+    tags = sorted((k[:-6] for k in marks if k.endswith("_begin") and k[0] in MODES),
+                  key=lambda t: marks[f"{t}_begin"])
     S = 1_000_000_000
     rows = []
     for tag in tags:
@@ -315,6 +323,9 @@ def analyze(d):
         before = rate(starts, b - int(3.5 * S), b)
         during = rate(starts, w[0] + int(0.2 * S), w[1] - int(0.2 * S))
         after = rate(starts, e + int(0.5 * S), e + int(3.5 * S)) if e + int(3.5 * S) < starts[-1] else float("nan")
+        if e - b > 8 * S and tag[0] != "Z":  # long windows: is the cost steady?
+            secs = [rate(starts, t, t + 2 * S) for t in range(w[0], w[1] - 2 * S, 2 * S)]
+            print(f"INFO [{tag}] steps/s in 2 s slices: " + " ".join(f"{x:.0f}" for x in secs))
         kps = len(ev["K"]) / ((w[1] - w[0]) / S) if ev and w[1] > w[0] else 0
         aps = len(ev["A"]) / ((w[1] - w[0]) / S) if ev and w[1] > w[0] else 0
         rows.append((tag, before, during, after, kps, aps))
@@ -335,7 +346,7 @@ def analyze(d):
         print(f"FIGURES yardstick torch.profiler (CUDA only), same loop, 4 s each: before {y['before']:.1f}, "
               f"during {y['during']:.1f} ({(y['during'] / y['before'] - 1) * 100:+.1f}%), after {y['after']:.1f} "
               f"({(y['after'] / y['before'] - 1) * 100:+.1f}%) steps/s")
-    for mode in "KPLDZFAU":
+    for mode in "KPBQHRGLDZFAUV":
         r = [x for x in rows if x[0][0] == mode]
         if r:
             dur = sum(x[2] / x[1] for x in r) / len(r) - 1

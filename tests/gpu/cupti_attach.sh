@@ -60,7 +60,7 @@ attach() { # TAG TYPES SECONDS [--no-cuda]
 	[ "${4:-}" = --no-cuda ] && ck=""
 	mark "$1_begin"
 	dmesg 2>/dev/null | wc -l >"$W/dmesg.before"
-	"$COLL" profile -p $TP -t "$2" $ck -d "$3" --delay 3 -v 1 \
+	LLMT_CUPTI_START="${START:-}" "$COLL" profile -p $TP -t "$2" $ck -d "$3" --delay 3 -v 1 \
 		-o "$W/$1/collector.evlog" --cupti-dir "$W/$1" >"$L/$1.collector.log" 2>&1
 	local rc=$?
 	mark "$1_end"
@@ -114,6 +114,39 @@ elif [ "${SET}" = floor ]; then # the cheapest recording (kernels only) against 
 	idle Z4 4; sleep $GAP
 	tool D1 4 runtime=1 driver=0; sleep $GAP
 	attach A cpu 5; sleep $GAP
+elif [ "${SET}" = knobs ]; then # CUPTI's buffer settings on the cheapest recording, against idle
+	for i in 1 2; do
+		idle Z$i 4; sleep $GAP
+		tool K$i 4 runtime=0 driver=0; sleep $GAP
+		tool B$i 4 runtime=0 driver=0 devbuf_mb=64 devbuf_pre=8; sleep $GAP
+		tool Q$i 4 runtime=0 driver=0 pinned=1 devbuf_mb=64; sleep $GAP
+	done
+	idle Z3 4; sleep $GAP
+elif [ "${SET}" = knobs2 ]; then # which of pinned memory and buffer size, and with runtime records
+	for i in 1 2; do
+		idle Z$i 4; sleep $GAP
+		tool P$i 4 runtime=0 driver=0 pinned=1; sleep $GAP
+		tool Q$i 4 runtime=0 driver=0 pinned=1 devbuf_mb=64; sleep $GAP
+		tool H$i 4 runtime=0 driver=0 pinned=1 devbuf_mb=16; sleep $GAP
+		tool R$i 4 runtime=1 driver=0 pinned=1 devbuf_mb=64; sleep $GAP
+	done
+	idle Z3 4; sleep $GAP
+elif [ "${SET}" = long ]; then # is the cost steady over 20 s (buffers filling)?
+	idle Z1 4; sleep $GAP
+	tool Q1 20 runtime=0 driver=0 pinned=1 devbuf_mb=64; sleep $GAP
+	idle Z2 4; sleep $GAP
+	tool G1 20 runtime=0 driver=0 pinned=1 devbuf_mb=256; sleep $GAP
+	idle Z3 4; sleep $GAP
+	tool K1 20 runtime=0 driver=0; sleep $GAP
+	idle Z4 4; sleep $GAP
+elif [ "${SET}" = stat ]; then # 8 s windows, alternated: idle, kernels only, default, collector kernels-only + uprobes
+	for i in 1 2; do
+		idle Z$i 8; sleep $GAP
+		tool K$i 8 runtime=0 driver=0; sleep $GAP
+		tool D$i 8 runtime=1 driver=0; sleep $GAP
+		START=runtime=0 attach V$i cpu,cuda 8; sleep $GAP
+	done
+	idle Z3 8; sleep $GAP
 elif [ "${SET}" = collector ]; then # the collector as users run it, between idle windows
 	idle Z1 4; sleep $GAP
 	attach A1 cpu 5; sleep $GAP
