@@ -994,7 +994,14 @@ static int open_log(char *msg, size_t msgsz)
  *                        (SET=floor, 3 windows alternated with idle ones at
  *                        -0.7%: -20, -8, -23%; torch.profiler with CUDA
  *                        activities only, same run: -16.5%: CUPTI's own work
- *                        per launch, which no recording choice of ours removes)
+ *                        per launch, which no recording choice of ours removes;
+ *                        12 more windows of 4-20 s in later runs: -2.6..-21%,
+ *                        mean -12%, idle windows -10..+8%). CUPTI's buffer
+ *                        attributes do not move it: timestamps in pinned host
+ *                        memory (pinned=1), device buffers of 16, 64 or 256 MiB
+ *                        (devbuf_mb), 8 made ready (devbuf_pre), alone or
+ *                        together: -9..-14% means over 2-5 windows each (a first
+ *                        pair at -1.4/+0.3% did not hold up in 3 more windows)
  *   runtime=2            + launch/copy/set/sync calls by callback ~ -14..-19%
  *   runtime=1 (default)  + every runtime call but the noisy ones  ~ -27..-34%
  *   runtime=1 driver=1   + every driver call                      ~ -48%

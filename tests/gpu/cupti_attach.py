@@ -153,6 +153,7 @@ MODES = {
     "U": "llmtracker profile -t cpu,cuda --enable-cuda-kernel (uprobes on the CUDA libraries too)",
     "N": "llmtracker profile -t cpu (static, no CUDA kernels)",
     "V": "llmtracker profile -t cpu,cuda --enable-cuda-kernel, CUPTI kernels only (LLMT_CUPTI_START=runtime=0)",
+    "W": "llmtracker profile -t cpu,cuda --enable-cuda-kernel, CUPTI kernels only, pinned 64 MiB (runtime=0 pinned=1 devbuf_mb=64)",
 }
 NOISY = ("cudaGetDevice", "cudaGetLastError", "cudaStreamIsCapturing", "cuDevicePrimaryCtxGetState",
          "cuKernelGetName", "cuCtxGetCurrent", "cuKernelGetFunction")
@@ -346,7 +347,7 @@ def analyze(d):
         print(f"FIGURES yardstick torch.profiler (CUDA only), same loop, 4 s each: before {y['before']:.1f}, "
               f"during {y['during']:.1f} ({(y['during'] / y['before'] - 1) * 100:+.1f}%), after {y['after']:.1f} "
               f"({(y['after'] / y['before'] - 1) * 100:+.1f}%) steps/s")
-    for mode in "KPBQHRGLDZFAUV":
+    for mode in "KPBQHRGLDZFAUVW":
         r = [x for x in rows if x[0][0] == mode]
         if r:
             dur = sum(x[2] / x[1] for x in r) / len(r) - 1

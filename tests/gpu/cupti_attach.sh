@@ -147,6 +147,16 @@ elif [ "${SET}" = stat ]; then # 8 s windows, alternated: idle, kernels only, de
 		START=runtime=0 attach V$i cpu,cuda 8; sleep $GAP
 	done
 	idle Z3 8; sleep $GAP
+elif [ "${SET}" = stat2 ]; then # pinned 64 MiB timestamp buffers against CUPTI's defaults, 8 s windows
+	for i in 1 2; do
+		idle Z$i 8; sleep $GAP
+		tool K$i 8 runtime=0 driver=0; sleep $GAP
+		tool Q$i 8 runtime=0 driver=0 pinned=1 devbuf_mb=64; sleep $GAP
+		START="runtime=0 pinned=1 devbuf_mb=64" attach W$i cpu,cuda 8; sleep $GAP
+	done
+	idle Z3 8; sleep $GAP
+	tool Q3 8 runtime=0 driver=0 pinned=1 devbuf_mb=64; sleep $GAP
+	idle Z4 8; sleep $GAP
 elif [ "${SET}" = collector ]; then # the collector as users run it, between idle windows
 	idle Z1 4; sleep $GAP
 	attach A1 cpu 5; sleep $GAP
