@@ -278,6 +278,8 @@ asan: deps
 
 bench: deps
 	@$(MAKE) --no-print-directory $(ALL) $(BENCH_BIN) $(HELPER_BIN)
+	@$(if $(filter 1,$(PGO)),$(MAKE) --no-print-directory BUILD=$(BUILD)/nopgo PGO=0 \
+		$(BUILD)/nopgo/bin/llmtracker-convert >/dev/null)
 	@BUILD=$(BUILD) ./tests/bench/run.sh
 
 FUZZ_SECONDS ?= 120

@@ -462,6 +462,11 @@ struct xplane_p {
 		const char *name;
 		int64_t id;
 	} name_cache[NAME_CACHE];
+	struct occ_memo {         /* the last kernel shape's occupancy (kernel_stats) */
+		uint64_t key;     /* threads, registers, shared memory; 0: none yet */
+		double pct;
+		char text[32];
+	} occ;
 };
 
 /* Stats of the event being encoded (see write_event). */
@@ -625,6 +630,7 @@ static int gpu_plane_props(struct xplane_p *p, const struct evlog_event *ev)
 	p->props.max_threads_per_sm = ev->u.gpu_device.max_threads_per_sm;
 	p->props.max_regs_per_sm = ev->u.gpu_device.max_regs_per_sm;
 	p->props.max_smem_per_sm = ev->u.gpu_device.max_smem_per_sm;
+	p->occ.key = 0; /* computed with other properties */
 	return rc;
 }
 
@@ -1098,19 +1104,33 @@ static void context_stat(struct evstats *e, char *ctx, uint32_t context)
 
 static void kernel_stats(struct evstats *e, struct xplane_p *p, const struct evlog_event *ev)
 {
-	char *kd = es_buf(e), *ctx = es_buf(e), occ[32] = "";
+	char *kd = es_buf(e), *ctx = es_buf(e);
 	const uint32_t *g = ev->u.gpu_kernel.grid, *bl = ev->u.gpu_kernel.block;
 	uint32_t bt = bl[0] * bl[1] * bl[2];
 	uint32_t smem = ev->u.gpu_kernel.static_smem + ev->u.gpu_kernel.dynamic_smem;
-	double pct = 0;
+	struct occ_memo *m = &p->occ;
+	/* Kernels repeat their shape: the occupancy and its text (snprintf of a
+	 * double, ~1% of a conversion) are kept for the last one. */
+	uint64_t key = (uint64_t)smem << 32 ^ (uint64_t)ev->u.gpu_kernel.registers << 16 ^ bt;
+	const char *occ;
+	double pct;
 	struct sbuf b = sb_at(kd);
 
-	if (p->props.have)
-		pct = xplane_occupancy_pct(bt, ev->u.gpu_kernel.registers, smem,
-					   p->props.max_threads_per_sm, p->props.max_regs_per_sm,
-					   p->props.max_smem_per_sm);
-	if (pct > 0)
-		snprintf(occ, sizeof(occ), " occ_pct:%.4g", pct);
+	key = bt > 0xffff || ev->u.gpu_kernel.registers > 0xffff ? 0 : key | 1ull << 63;
+	if (!key || key != m->key) {
+		m->pct = 0;
+		m->text[0] = 0;
+		if (p->props.have)
+			m->pct = xplane_occupancy_pct(bt, ev->u.gpu_kernel.registers, smem,
+						      p->props.max_threads_per_sm,
+						      p->props.max_regs_per_sm,
+						      p->props.max_smem_per_sm);
+		if (m->pct > 0)
+			snprintf(m->text, sizeof(m->text), " occ_pct:%.4g", m->pct);
+		m->key = key;
+	}
+	pct = m->pct;
+	occ = m->text;
 	/* "regs:R static_shared:S dynamic_shared:D grid:X,Y,Z block:X,Y,Z[ occ_pct:P]" */
 	sb_s(&b, "regs:");
 	sb_u(&b, ev->u.gpu_kernel.registers);
