@@ -144,7 +144,6 @@ MODES = {
     "B": "kernels only, CUPTI device buffers 64 MiB, 8 made ready (runtime=0 devbuf_mb=64 devbuf_pre=8)",
     "Q": "kernels only, pinned host timestamps in 64 MiB buffers (runtime=0 pinned=1 devbuf_mb=64)",
     "H": "kernels only, pinned host timestamps in 16 MiB buffers (runtime=0 pinned=1 devbuf_mb=16)",
-    "R": "kernels + every runtime call, pinned 64 MiB buffers (runtime=1 pinned=1 devbuf_mb=64)",
     "G": "kernels only, pinned host timestamps in 256 MiB buffers (runtime=0 pinned=1 devbuf_mb=256)",
     "L": "kernels + launch/copy/set/sync calls by callback (runtime=2, the default)",
     "D": "kernels + every runtime call by activity (runtime=1 driver=0)",
@@ -153,7 +152,6 @@ MODES = {
     "U": "llmtracker profile -t cpu,cuda --enable-cuda-kernel (uprobes on the CUDA libraries too)",
     "N": "llmtracker profile -t cpu (static, no CUDA kernels)",
     "V": "llmtracker profile -t cpu,cuda --enable-cuda-kernel, CUPTI kernels only (LLMT_CUPTI_START=runtime=0)",
-    "W": "llmtracker profile -t cpu,cuda --enable-cuda-kernel, CUPTI kernels only, pinned 64 MiB (runtime=0 pinned=1 devbuf_mb=64)",
 }
 NOISY = ("cudaGetDevice", "cudaGetLastError", "cudaStreamIsCapturing", "cuDevicePrimaryCtxGetState",
          "cuKernelGetName", "cuCtxGetCurrent", "cuKernelGetFunction")
@@ -176,7 +174,7 @@ def analyze_window(v, tag, ev, tr):
     if not api:
         return krange
     noisy = sum(c for n, c in names.items() if n in NOISY)
-    if tag[0] in "DLAUR":
+    if tag[0] in "DLAU":
         v(noisy == 0, f"[{tag}] none of the frequent bookkeeping calls recorded ({noisy})")
     if tag[0] == "F":
         v(names.get("cuLaunchKernel", 0) > 0, f"[{tag}] driver launches (cuBLAS) recorded: "
@@ -347,7 +345,7 @@ def analyze(d):
         print(f"FIGURES yardstick torch.profiler (CUDA only), same loop, 4 s each: before {y['before']:.1f}, "
               f"during {y['during']:.1f} ({(y['during'] / y['before'] - 1) * 100:+.1f}%), after {y['after']:.1f} "
               f"({(y['after'] / y['before'] - 1) * 100:+.1f}%) steps/s")
-    for mode in "KPBQHRGLDZFAUVW":
+    for mode in "KPBQHGLDZFAUV":
         r = [x for x in rows if x[0][0] == mode]
         if r:
             dur = sum(x[2] / x[1] for x in r) / len(r) - 1

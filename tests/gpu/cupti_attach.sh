@@ -92,6 +92,9 @@ tool() { # TAG SECONDS ARGS
 # L kernels + launch/copy/set/sync calls by callback; D kernels + every
 # runtime call by activity (the default); F + every driver call (FULL=1).
 # K, P, L, D and Z twice, apart, for the noise.
+# SET picks the windows: modes (default: every recording mode twice), floor,
+# buffers (CUPTI's buffer attributes), long (20 s windows), stat (8 s windows:
+# kernels only, the default, the collector with uprobes), collector, none.
 GAP=${GAP:-4}
 sleep $GAP
 # Z: nothing attached, the same marks: the noise floor of the method.
@@ -114,23 +117,17 @@ elif [ "${SET}" = floor ]; then # the cheapest recording (kernels only) against 
 	idle Z4 4; sleep $GAP
 	tool D1 4 runtime=1 driver=0; sleep $GAP
 	attach A cpu 5; sleep $GAP
-elif [ "${SET}" = knobs ]; then # CUPTI's buffer settings on the cheapest recording, against idle
+elif [ "${SET}" = buffers ]; then # CUPTI's buffer attributes on the cheapest recording, against idle
 	for i in 1 2; do
-		idle Z$i 4; sleep $GAP
-		tool K$i 4 runtime=0 driver=0; sleep $GAP
-		tool B$i 4 runtime=0 driver=0 devbuf_mb=64 devbuf_pre=8; sleep $GAP
-		tool Q$i 4 runtime=0 driver=0 pinned=1 devbuf_mb=64; sleep $GAP
+		idle Z$i 8; sleep $GAP
+		tool K$i 8 runtime=0 driver=0; sleep $GAP
+		tool B$i 8 runtime=0 driver=0 devbuf_mb=64 devbuf_pre=8; sleep $GAP
+		tool P$i 8 runtime=0 driver=0 pinned=1; sleep $GAP
+		tool H$i 8 runtime=0 driver=0 pinned=1 devbuf_mb=16; sleep $GAP
+		tool Q$i 8 runtime=0 driver=0 pinned=1 devbuf_mb=64; sleep $GAP
+		tool G$i 8 runtime=0 driver=0 pinned=1 devbuf_mb=256; sleep $GAP
 	done
-	idle Z3 4; sleep $GAP
-elif [ "${SET}" = knobs2 ]; then # which of pinned memory and buffer size, and with runtime records
-	for i in 1 2; do
-		idle Z$i 4; sleep $GAP
-		tool P$i 4 runtime=0 driver=0 pinned=1; sleep $GAP
-		tool Q$i 4 runtime=0 driver=0 pinned=1 devbuf_mb=64; sleep $GAP
-		tool H$i 4 runtime=0 driver=0 pinned=1 devbuf_mb=16; sleep $GAP
-		tool R$i 4 runtime=1 driver=0 pinned=1 devbuf_mb=64; sleep $GAP
-	done
-	idle Z3 4; sleep $GAP
+	idle Z3 8; sleep $GAP
 elif [ "${SET}" = long ]; then # is the cost steady over 20 s (buffers filling)?
 	idle Z1 4; sleep $GAP
 	tool Q1 20 runtime=0 driver=0 pinned=1 devbuf_mb=64; sleep $GAP
@@ -147,16 +144,6 @@ elif [ "${SET}" = stat ]; then # 8 s windows, alternated: idle, kernels only, de
 		START=runtime=0 attach V$i cpu,cuda 8; sleep $GAP
 	done
 	idle Z3 8; sleep $GAP
-elif [ "${SET}" = stat2 ]; then # pinned 64 MiB timestamp buffers against CUPTI's defaults, 8 s windows
-	for i in 1 2; do
-		idle Z$i 8; sleep $GAP
-		tool K$i 8 runtime=0 driver=0; sleep $GAP
-		tool Q$i 8 runtime=0 driver=0 pinned=1 devbuf_mb=64; sleep $GAP
-		START="runtime=0 pinned=1 devbuf_mb=64" attach W$i cpu,cuda 8; sleep $GAP
-	done
-	idle Z3 8; sleep $GAP
-	tool Q3 8 runtime=0 driver=0 pinned=1 devbuf_mb=64; sleep $GAP
-	idle Z4 8; sleep $GAP
 elif [ "${SET}" = collector ]; then # the collector as users run it, between idle windows
 	idle Z1 4; sleep $GAP
 	attach A1 cpu 5; sleep $GAP
