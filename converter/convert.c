@@ -19,7 +19,9 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
-#define MAX_SINKS 4
+/* -o: trace JSON + folded; --logdir: trace JSON + XPlane + folded; both
+ * may be given at once. summary: one. */
+#define MAX_SINKS 6
 
 /* The XPlane writer is linked when present (it lives in its own module). */
 extern struct conv_sink *xplane_sink_new_logdir(const char *logdir, const char *run,
@@ -33,11 +35,18 @@ struct sinks {
 	int n;
 };
 
-static void sinks_add(struct sinks *s, struct conv_sink *k, void (*f)(struct conv_sink *))
+static int sinks_add(struct sinks *s, struct conv_sink *k, void (*f)(struct conv_sink *),
+		     char *err, size_t errsz)
 {
+	if (s->n == MAX_SINKS) {
+		f(k);
+		snprintf(err, errsz, "too many outputs at once (at most %d)", MAX_SINKS);
+		return -1;
+	}
 	s->v[s->n] = k;
 	s->free_fn[s->n] = f;
 	s->n++;
+	return 0;
 }
 
 static int sinks_finish(struct sinks *s, int ok, char *err, size_t errsz)
@@ -121,7 +130,8 @@ static int make_sinks(struct sinks *s, const struct conv_request *req, const cha
 	if (req->json_out) {
 		if (!(k = trace_json_new_file(req->json_out, req->overwrite, err, errsz)))
 			return -1;
-		sinks_add(s, k, trace_json_free);
+		if (sinks_add(s, k, trace_json_free, err, errsz))
+			return -1;
 		if ((dirfd = open_dir(req->json_out, err, errsz)) < 0)
 			return -1;
 		k = folded_new(dirfd, req->overwrite, err, errsz);
@@ -129,16 +139,19 @@ static int make_sinks(struct sinks *s, const struct conv_request *req, const cha
 		if (!k)
 			return -1;
 		folded_keep_existing(k);
-		sinks_add(s, k, folded_free);
+		if (sinks_add(s, k, folded_free, err, errsz))
+			return -1;
 	}
 	if (req->logdir) {
 		if (!(k = trace_json_new_logdir(req->logdir, run, req->overwrite, err, errsz)))
 			return -1;
-		sinks_add(s, k, trace_json_free);
+		if (sinks_add(s, k, trace_json_free, err, errsz))
+			return -1;
 		if (xplane_sink_new_logdir && xplane_sink_free) {
 			if (!(k = xplane_sink_new_logdir(req->logdir, run, req->overwrite, err, errsz)))
 				return -1;
-			sinks_add(s, k, xplane_sink_free);
+			if (sinks_add(s, k, xplane_sink_free, err, errsz))
+			return -1;
 		}
 		if ((dirfd = tb_open_run_dir(req->logdir, run, 1, err, errsz)) < 0)
 			return -1;
@@ -146,7 +159,8 @@ static int make_sinks(struct sinks *s, const struct conv_request *req, const cha
 		close(dirfd);
 		if (!k)
 			return -1;
-		sinks_add(s, k, folded_free);
+		if (sinks_add(s, k, folded_free, err, errsz))
+			return -1;
 	}
 	return 0;
 }
@@ -327,12 +341,10 @@ int conv_summary_main(int argc, char **argv)
 	if (load(&c, &req, err, sizeof(err)) == 0) {
 		struct conv_sink *k = summary_new(stdout, top);
 
-		if (k) {
-			sinks_add(&s, k, summary_free);
-			rc = run_core(&c, &s, err, sizeof(err)) ? 1 : 0;
-		} else {
+		if (!k)
 			snprintf(err, sizeof(err), "out of memory");
-		}
+		else if (sinks_add(&s, k, summary_free, err, sizeof(err)) == 0)
+			rc = run_core(&c, &s, err, sizeof(err)) ? 1 : 0;
 	}
 	if (rc)
 		fprintf(stderr, "llmtracker-convert summary: %s\n", err);

@@ -301,7 +301,13 @@ int tb_tmp_publish(struct tb_tmpfile *t, int overwrite, char *err, size_t errsz)
 
 	if (t->fd < 0)
 		return fail(err, errsz, "nothing to publish");
-	if (close(t->fd) < 0) {
+	/* The data reaches the disk before the name does, so that after a
+	 * crash a published name never holds a short or empty file (most of a
+	 * big output is already there: tb_seq writes it with O_DIRECT). File
+	 * systems that cannot sync (some FUSE mounts) publish as before. */
+	if (fdatasync(t->fd) < 0 && errno != EINVAL && errno != EROFS && errno != ENOTSUP)
+		rc = fail(err, errsz, "writing %s: %s", t->final, strerror(errno));
+	if (close(t->fd) < 0 && rc == 0) {
 		t->fd = -1;
 		rc = fail(err, errsz, "writing %s: %s", t->final, strerror(errno));
 	}

@@ -79,9 +79,9 @@ int tb_tmp_open(struct tb_tmpfile *t, int dirfd, const char *final_name,
 int tb_tmp_open_path(struct tb_tmpfile *t, const char *final_path,
 		     int overwrite, char *err, size_t errsz);
 
-/* Close the file (after fsync-free flush) and rename it to its final name:
- * renameat2(RENAME_NOREPLACE) unless overwrite. On failure the temporary
- * file is removed. Always releases t. */
+/* Sync the file's data (fdatasync), close it and rename it to its final
+ * name: renameat2(RENAME_NOREPLACE) unless overwrite. On failure the
+ * temporary file is removed. Always releases t. */
 int tb_tmp_publish(struct tb_tmpfile *t, int overwrite, char *err, size_t errsz);
 
 /* Remove the temporary file and release t. Safe on a zeroed/released t. */

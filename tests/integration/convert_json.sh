@@ -111,6 +111,30 @@ t bash -c "before=\$(md5sum < '$dir/tb/plugins/profile/r1/gpu-b.trace.json.gz');
 	! '$conv' -q -i '$dir/hb.log' --logdir '$dir/tb' --run r1 2>/dev/null && \
 	[ \"\$(md5sum < '$dir/tb/plugins/profile/r1/gpu-b.trace.json.gz')\" = \"\$before\" ] && \
 	[ -z \"\$(ls -A '$dir/tb/plugins/profile/r1' | grep -E '^\\.')\" ]"
+desc="-o and --logdir at once: every output written and valid"
+t bash -c "'$conv' -q -i '$dir/ha.log' -o '$dir/both.json.gz' --logdir '$dir/tb' --run both && $check '$dir/both.json.gz' && \
+	$check '$dir/tb/plugins/profile/both/gpu-a_0.trace.json.gz' && test -s '$dir/tb/plugins/profile/both/gpu-a_0.xplane.pb' && \
+	test -s '$dir/tb/plugins/profile/both/gpu-a_0.cpu.folded'"
+desc="every output's data is synced (fdatasync) before it gets its name"
+if command -v strace >/dev/null; then
+	t bash -c "strace -f -y -e trace=fdatasync,renameat,renameat2,rename -o '$dir/sync.st' \
+		'$conv' -q -i '$dir/ha.log' -o '$dir/sync.json.gz' --logdir '$dir/tb' --run sync && python3 -c \"
+import re, sys
+synced, renamed = set(), 0
+for line in open('$dir/sync.st'):
+    m = re.search(r'fdatasync\\(\\d+<([^>]*)>\\) = 0', line)
+    if m:
+        synced.add(m.group(1).rsplit('/', 1)[-1])
+        continue
+    m = re.search(r'rename(?:at2?)?\\((?:\\d+<[^>]*>, )?\\\"([^\\\"]+)\\\".* = 0', line)
+    if m:
+        renamed += 1
+        assert m.group(1).rsplit('/', 1)[-1] in synced, ('renamed before its data was synced', line)
+assert renamed >= 5, ('expected every output published by rename', renamed)
+\""
+else
+	echo "ok $((n += 1)) - # SKIP $desc (no strace)"
+fi
 
 desc="logs inside .tar.gz and .tar.zst archives"
 t bash -c "tar -C '$dir' -czf '$dir/logs.tar.gz' ha.log hb.log && tar -C '$dir' --zstd -cf '$dir/logs.tar.zst' ha.log && \
