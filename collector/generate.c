@@ -139,7 +139,13 @@ int lt_cmd_generate(int argc, char **argv)
 			printf("usage: llmtracker generateCommand [--container-id ID | --pod-uid UID]\n");
 			return 0;
 		}
-		if (c == '?' || (id && (c == 'c' || c == 'u'))) {
+		if (c == '?') {
+			fprintf(stderr, "llmtracker generateCommand: unknown option or missing value: %s "
+				"(usage: llmtracker generateCommand [--container-id ID | --pod-uid UID])\n",
+				argv[optind - 1]);
+			return 2;
+		}
+		if (id) {
 			fprintf(stderr, "llmtracker generateCommand: expected at most one of --container-id ID or --pod-uid UID\n");
 			return 2;
 		}

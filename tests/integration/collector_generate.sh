@@ -45,6 +45,10 @@ check "--container-id of no container lists nothing" test "$(grep -c 'PID: ' "$T
 check "... and says so" grep -q "no process maps libcuda/libcudart or runs Python in that container" "$T/none.out"
 "$LT" generateCommand --container-id a --pod-uid b >/dev/null 2>"$T/both.err"
 check "--container-id with --pod-uid is refused" test $? -ne 0
+check "... saying why" grep -q "at most one of --container-id ID or --pod-uid UID" "$T/both.err"
+"$LT" generateCommand --bogus >/dev/null 2>"$T/bad.err"
+check "an unknown option is refused (exit 2)" test $? -eq 2
+check "... naming it, with the usage" grep -q "unknown option or missing value: --bogus (usage: " "$T/bad.err"
 
 if [ -x "$BUILD/bin/llmtracker-convert" ]; then
 	"$LT" export -i "$T/does-not-exist.evlog" -o "$T/out.json" >"$T/exp.out" 2>"$T/exp.err"
