@@ -143,7 +143,7 @@ $(CONV_A): $(call obj,$(CONV_SRC)) $(patsubst $(BUILD)/gen/%.c,$(BUILD)/obj/gen/
 	@mkdir -p $(@D)
 	rm -f $@ && ar rcs $@ $^
 
-# Profile-guided optimization of the hot objects (HOT_SRC) (PGO=1, the default without
+# Profile-guided optimization of HOT_SRC (PGO=1, the default without
 # sanitizers): a converter instrumented for profiling ($(BUILD)/pgo/) turns
 # generated mixed logs into every output (scripts/pgo-train.sh), and its
 # branch and call counts guide the compilation of the real objects: ~11%
