@@ -501,20 +501,8 @@ static int stage_open(struct batch *b, const char *key, char *stage, size_t sz,
 	return fd;
 }
 
-/* fsync each file before it gets its final name, so a published name never
- * points to data lost in a crash of the node. */
-static int sync_file(int dirfd, const char *name)
-{
-	int fd = openat(dirfd, name, O_RDONLY | O_NOFOLLOW | O_CLOEXEC), rc;
-
-	if (fd < 0)
-		return -1;
-	rc = fsync(fd);
-	close(fd);
-	return rc;
-}
-
-/* Files the conversion produced for run, synced, as a list of names. */
+/* Files the conversion produced for run, as a list of names (each one's
+ * data already synced when the conversion published it, tb_tmp_publish). */
 static int staged_files(int src, char (**names)[NAME_MAX + 1], size_t *n,
 			char *err, size_t errsz)
 {
@@ -535,8 +523,8 @@ static int staged_files(int src, char (**names)[NAME_MAX + 1], size_t *n,
 
 		if (e->d_name[0] == '.' || e->d_type != DT_REG)
 			continue;
-		if (sync_file(src, e->d_name) < 0 || !(nn = realloc(*names, (*n + 1) * sizeof(**names)))) {
-			snprintf(err, errsz, "cannot sync %s: %s", e->d_name, strerror(errno));
+		if (!(nn = realloc(*names, (*n + 1) * sizeof(**names)))) {
+			snprintf(err, errsz, "out of memory listing the converted files");
 			closedir(d);
 			return -1;
 		}
