@@ -1108,20 +1108,22 @@ static void kernel_stats(struct evstats *e, struct xplane_p *p, const struct evl
 	const uint32_t *g = ev->u.gpu_kernel.grid, *bl = ev->u.gpu_kernel.block;
 	uint32_t bt = bl[0] * bl[1] * bl[2];
 	uint32_t smem = ev->u.gpu_kernel.static_smem + ev->u.gpu_kernel.dynamic_smem;
+	uint32_t regs = ev->u.gpu_kernel.registers;
 	struct occ_memo *m = &p->occ;
 	/* Kernels repeat their shape: the occupancy and its text (snprintf of a
-	 * double, ~1% of a conversion) are kept for the last one. */
-	uint64_t key = (uint64_t)smem << 32 ^ (uint64_t)ev->u.gpu_kernel.registers << 16 ^ bt;
+	 * double, ~1% of a conversion) are kept for the last one. A shape that
+	 * does not fit the key (never on real GPUs) is computed every time. */
+	uint64_t key = bt <= 0xffff && regs <= 0xffff && smem <= 0x7fffffff ?
+		       1ull << 63 | (uint64_t)smem << 32 | (uint64_t)regs << 16 | bt : 0;
 	const char *occ;
 	double pct;
 	struct sbuf b = sb_at(kd);
 
-	key = bt > 0xffff || ev->u.gpu_kernel.registers > 0xffff ? 0 : key | 1ull << 63;
 	if (!key || key != m->key) {
 		m->pct = 0;
 		m->text[0] = 0;
 		if (p->props.have)
-			m->pct = xplane_occupancy_pct(bt, ev->u.gpu_kernel.registers, smem,
+			m->pct = xplane_occupancy_pct(bt, regs, smem,
 						      p->props.max_threads_per_sm,
 						      p->props.max_regs_per_sm,
 						      p->props.max_smem_per_sm);

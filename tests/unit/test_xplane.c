@@ -654,6 +654,67 @@ static void test_ids_and_late_items(void **state)
 	tensorflow__profiler__xspace__free_unpacked(xs, NULL);
 }
 
+/* Kernels of two shapes, alternating, then one repeated: each carries its
+ * own shape's occupancy (the sink keeps the last shape's, kernel_stats). */
+static void test_occupancy_per_shape(void **state)
+{
+	static const struct { uint32_t block, regs, smem; const char *occ; } shape[] = {
+		{ 384, 168, 231424, " occ_pct:18.75" }, /* 1 block of 12 warps in 64 */
+		{ 128, 24, 0, " occ_pct:100" },
+		{ 384, 168, 231424, " occ_pct:18.75" },
+		{ 128, 24, 0, " occ_pct:100" },
+		{ 128, 24, 0, " occ_pct:100" },
+		{ 256, 64, 0, " occ_pct:50" },      /* 4 blocks of 8 warps by registers: 32 of 64 */
+	};
+	enum { N = sizeof(shape) / sizeof(shape[0]) };
+	struct evlog_event ev[N];
+	struct conv_host_meta m = meta();
+	char path[512], err[256], want[256];
+	struct conv_sink *s;
+	XSpace *xs;
+	const XPlane *gpu;
+
+	(void)state;
+	snprintf(path, sizeof(path), "%s/occ.xplane.pb", tmpdir);
+	s = xplane_sink_new(path, 0, err, sizeof(err));
+	assert_non_null(s);
+	assert_int_equal(s->begin_host(s->ctx, &m), 0);
+	for (int i = 0; i < N; i++) {
+		struct conv_item it;
+
+		memset(&ev[i], 0, sizeof(ev[i]));
+		ev[i].type = EV_GPU_KERNEL;
+		ev[i].u.gpu_kernel.registers = shape[i].regs;
+		ev[i].u.gpu_kernel.dynamic_smem = shape[i].smem;
+		ev[i].u.gpu_kernel.grid[0] = ev[i].u.gpu_kernel.grid[1] = ev[i].u.gpu_kernel.grid[2] = 1;
+		ev[i].u.gpu_kernel.block[0] = shape[i].block;
+		ev[i].u.gpu_kernel.block[1] = ev[i].u.gpu_kernel.block[2] = 1;
+		it = strm(7, 1000 + (uint64_t)i * 1000, 500, "k", &ev[i]);
+		assert_int_equal(s->item(s->ctx, &it), 0);
+	}
+	assert_int_equal(s->end_host(s->ctx), 0);
+	assert_int_equal(s->finish(s->ctx, 1), 0);
+	xplane_sink_free(s);
+
+	xs = load(path);
+	assert_non_null(xs);
+	gpu = plane(xs, "/device:GPU:0");
+	assert_non_null(gpu);
+	assert_int_equal(gpu->n_lines, 1);
+	assert_int_equal(gpu->lines[0]->n_events, N);
+	for (int i = 0; i < N; i++) {
+		const XEvent *k = gpu->lines[0]->events[i];
+		const XStat *kd = find_stat(gpu, k->stats, k->n_stats, "kernel_details");
+
+		assert_non_null(kd);
+		snprintf(want, sizeof(want), "regs:%u static_shared:0 dynamic_shared:%u grid:1,1,1 "
+			 "block:%u,1,1%s", shape[i].regs, shape[i].smem, shape[i].block, shape[i].occ);
+		assert_string_equal(stat_name(gpu, (int64_t)kd->ref_value), want);
+	}
+	tensorflow__profiler__xspace__free_unpacked(xs, NULL);
+	unlink(path);
+}
+
 static void test_occupancy(void **state)
 {
 	(void)state;
@@ -673,6 +734,7 @@ int main(void)
 		cmocka_unit_test(test_invalid_utf8),
 		cmocka_unit_test(test_random_items),
 		cmocka_unit_test(test_occupancy),
+		cmocka_unit_test(test_occupancy_per_shape),
 		cmocka_unit_test(test_python_metadata),
 		cmocka_unit_test(test_ids_and_late_items),
 	};
