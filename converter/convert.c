@@ -151,7 +151,7 @@ static int make_sinks(struct sinks *s, const struct conv_request *req, const cha
 			if (!(k = xplane_sink_new_logdir(req->logdir, run, req->overwrite, err, errsz)))
 				return -1;
 			if (sinks_add(s, k, xplane_sink_free, err, errsz))
-			return -1;
+				return -1;
 		}
 		if ((dirfd = tb_open_run_dir(req->logdir, run, 1, err, errsz)) < 0)
 			return -1;
