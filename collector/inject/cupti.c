@@ -67,7 +67,6 @@ static struct {
 	FN(cuptiGetCallbackName);
 	FN(cuptiActivitySetAttribute);
 	FN(cuptiActivityGetAttribute);
-	FN(cuptiActivityFlushPeriod);
 	FN(cuptiEnableCallback);
 } cu;
 
@@ -246,7 +245,6 @@ static int resolve(char *msg, size_t msgsz)
 	SYM(cu, cuptiGetCallbackName, 0);
 	SYM(cu, cuptiActivitySetAttribute, 0);
 	SYM(cu, cuptiActivityGetAttribute, 0);
-	SYM(cu, cuptiActivityFlushPeriod, 0);
 	SYM(cu, cuptiEnableCallback, 0);
 	drv.h = dlopen("libcuda.so.1", RTLD_NOW | RTLD_NOLOAD);
 	if (drv.h) {
@@ -1081,8 +1079,6 @@ static void set_attributes(void)
 		cu.cuptiActivitySetAttribute(CUPTI_ACTIVITY_ATTR_MEM_ALLOCATION_TYPE_HOST_PINNED, &sz, &one);
 	set_size_attr(CUPTI_ACTIVITY_ATTR_DEVICE_BUFFER_SIZE, (size_t)cfg.devbuf_mb << 20);
 	set_size_attr(CUPTI_ACTIVITY_ATTR_DEVICE_BUFFER_PRE_ALLOCATE_VALUE, (size_t)cfg.devbuf_pre);
-	if (cfg.flush_ms > 0 && cu.cuptiActivityFlushPeriod)
-		cu.cuptiActivityFlushPeriod((uint32_t)cfg.flush_ms);
 }
 
 /* " name=value" of a size_t activity attribute as CUPTI holds it now. */

@@ -86,8 +86,6 @@ static void cfg_parse(struct li_config *c, char *msg)
 			c->devbuf_mb = atoi(eq);
 		else if (!strcmp(tok, "devbuf_pre"))
 			c->devbuf_pre = atoi(eq);
-		else if (!strcmp(tok, "flush_ms"))
-			c->flush_ms = atoi(eq);
 		else if (!strcmp(tok, "cuda"))
 			c->cuda = atoi(eq);
 		else if (!strcmp(tok, "python"))

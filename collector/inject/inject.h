@@ -49,7 +49,6 @@ struct li_config {
 				* pinned host memory rather than device memory */
 	int devbuf_mb;         /* start key devbuf_mb: CUPTI's device buffer size in MiB (0: its default) */
 	int devbuf_pre;        /* start key devbuf_pre: device buffers CUPTI makes ready (0: its default) */
-	int flush_ms;          /* start key flush_ms: CUPTI's periodic flush (0: none) */
 	int launch;            /* loaded by CUDA at start (InitializeInjection) */
 	int cuda;              /* start key cuda=0|1 (default 1): CUPTI recording */
 	int python;            /* start key python=0|1 (default 0): Python calls (pyhook.c) */
