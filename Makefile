@@ -73,7 +73,8 @@ CONV_A    := $(BUILD)/lib/libconverter.a
 BIN_COLL  := $(BUILD)/bin/llmtracker
 BIN_CONV  := $(BUILD)/bin/llmtracker-convert
 BIN_KUBE  := $(BUILD)/bin/kubectl-prof
-INJECT_SO := $(BUILD)/lib/libllmtracker-inject.so
+INJECT_SONAME := libllmtracker-inject.so
+INJECT_SO := $(BUILD)/lib/$(INJECT_SONAME)
 UNIT_BIN  := $(patsubst tests/unit/%.c,$(BUILD)/tests/%,$(UNIT_SRC))
 HELPER_BIN:= $(patsubst tests/progs/%.c,$(BUILD)/tests/progs/%,$(HELPER_SRC))
 FUZZ_BIN  := $(patsubst tests/fuzz/%.c,$(BUILD)/fuzz/%,$(FUZZ_SRC))
@@ -198,7 +199,7 @@ $(BIN_KUBE): $(call obj,$(KUBECTL_SRC))
 $(INJECT_SO): $(patsubst %.c,$(BUILD)/pic/%.o,$(INJECT_SRC) $(EVLOG_SRC))
 	@mkdir -p $(@D)
 	$(CC) $(filter-out -fsanitize% -fno-sanitize%,$(LDFLAGS)) -shared -Wl,--no-undefined \
-		-Wl,--exclude-libs,ALL -o $@ $^ \
+		-Wl,--exclude-libs,ALL -Wl,-soname,$(INJECT_SONAME) -o $@ $^ \
 		-Wl,-Bstatic -ldeflate -Wl,-Bdynamic -ldl -lpthread
 
 $(BUILD)/share/llmtracker/probes.json: examples/probes.json

@@ -303,8 +303,11 @@ static void account(struct lt_cuda_kernel *ck, int pid, const char *reply)
 	if (k || a)
 		ck_log(ck, 'I', "pid %d: %llu kernels, %llu memcpy, %llu memset, %llu API calls, "
 		       "%llu dropped; CUPTI %s", pid, k, lt_ictl_field(reply, "memcpy"), lt_ictl_field(reply, "memset"),
-		       a, d, fin ? "detached" : "still attached (no CUDA call to detach at); it detaches "
-		       "at the process's next CUDA call");
+		       a, d, fin ? "detached" : lt_ictl_field(reply, "kept") ?
+		       "stays attached, recording nothing: a CUDA graph ran while recording, and "
+		       "detaching CUPTI then makes the GPU fault at the graph's next replay; a later "
+		       "profile of this process reuses it" :
+		       "still attached (no CUDA call to detach at); it detaches at the process's next CUDA call");
 }
 
 /* Alive and not a zombie (a launched child is reaped only after us). */
@@ -386,7 +389,7 @@ static void stop_one(struct lt_cuda_kernel *ck, struct ck_target *t)
 		if (u == 1)
 			ck->tot.unloaded++;
 		else if (u == 0)
-			ck_log(ck, 'W', "pid %d: the library stays loaded until CUPTI lets go of it", t->pid);
+			ck_log(ck, 'I', "pid %d: the library stays loaded while CUPTI holds its callbacks", t->pid);
 		else if (u != -ESRCH)
 			ck_log(ck, 'W', "pid %d: unloading the library: %s", t->pid, err);
 	}

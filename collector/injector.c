@@ -533,6 +533,32 @@ static int elf_dynsym(const char *file, const char *name, uint64_t *value, uint6
 	return rc;
 }
 
+/* The library's DT_SONAME (from its bytes), or "" if it has none. */
+static void elf_soname(const void *img, size_t len, char *out, size_t outsz)
+{
+	out[0] = 0;
+	elf_version(EV_CURRENT);
+	Elf *e = elf_memory((char *)img, len);
+	Elf_Scn *scn = NULL;
+	while (e && !out[0] && (scn = elf_nextscn(e, scn))) {
+		GElf_Shdr sh;
+		if (!gelf_getshdr(scn, &sh) || sh.sh_type != SHT_DYNAMIC || !sh.sh_entsize)
+			continue;
+		Elf_Data *d = elf_getdata(scn, NULL);
+		for (size_t i = 0; d && i < sh.sh_size / sh.sh_entsize; i++) {
+			GElf_Dyn dyn;
+			const char *nm;
+			if (gelf_getdyn(d, (int)i, &dyn) && dyn.d_tag == DT_SONAME &&
+			    (nm = elf_strptr(e, sh.sh_link, dyn.d_un.d_val))) {
+				snprintf(out, outsz, "%s", nm);
+				break;
+			}
+		}
+	}
+	if (e)
+		elf_end(e);
+}
+
 struct target_lib {
 	char path[512];     /* as in maps */
 	char open_path[600];/* how we can open it from here */
@@ -736,28 +762,49 @@ static int remote_dlerror(struct load_ctx *c, char *buf, size_t len)
 	return 0;
 }
 
-static int do_dlopen(struct load_ctx *c, struct lt_inj *inj, char *err, size_t errsz)
+/* A copy of the library an earlier session left loaded (it keeps what
+ * must outlive a session, e.g. CUPTI with a CUDA graph), found by its
+ * soname with RTLD_NOLOAD: its handle, or 0. */
+static int find_loaded(struct load_ctx *c, const char *soname, uint64_t *h, char *err, size_t errsz)
+{
+	*h = 0;
+	if (!soname[0])
+		return 0;
+	int rc = poke_bytes(&c->t, c->scratch + 64, soname, strlen(soname) + 1);
+	if (rc)
+		return fail(err, errsz, rc, "writing into process %d: %s", c->t.pid, strerror(-rc));
+	return remote_call(&c->t, c->fn.dlopen, c->scratch + 64, RTLD_NOW | RTLD_NOLOAD, 0, h, err, errsz);
+}
+
+/* dlopen the memfd the library was written into. */
+static int open_memfd_copy(struct load_ctx *c, uint64_t *h, char *err, size_t errsz)
 {
 	char path[64];
 	snprintf(path, sizeof(path), "/proc/self/fd/%d", c->memfd);
 	int rc = poke_bytes(&c->t, c->scratch + 64, path, strlen(path) + 1);
-	static const char s_attach[] = "llmt_inject_attach", s_fini[] = "llmt_inject_fini";
-	if (!rc)
-		rc = poke_bytes(&c->t, c->scratch + 512, s_attach, sizeof(s_attach));
-	if (!rc)
-		rc = poke_bytes(&c->t, c->scratch + 576, s_fini, sizeof(s_fini));
 	if (rc)
 		return fail(err, errsz, rc, "writing into process %d: %s", c->t.pid, strerror(-rc));
-	uint64_t h = 0, attach = 0, fini = 0;
-	if ((rc = remote_call(&c->t, c->fn.dlopen, c->scratch + 64, RTLD_NOW | RTLD_LOCAL, 0, &h, err, errsz)))
+	if ((rc = remote_call(&c->t, c->fn.dlopen, c->scratch + 64, RTLD_NOW | RTLD_LOCAL, 0, h, err, errsz)))
 		return rc;
-	if (!h) {
+	if (!*h) {
 		char why[400];
 		remote_dlerror(c, why, sizeof(why));
 		return fail(err, errsz, -ENOEXEC, "process %d: dlopen of the library failed: %s",
 			    c->t.pid, why[0] ? why : "(no dlerror)");
 	}
-	inj->handle = h;
+	return 0;
+}
+
+/* Find the entry points in the opened library and start it on the socket. */
+static int start_library(struct load_ctx *c, struct lt_inj *inj, char *err, size_t errsz)
+{
+	static const char s_attach[] = "llmt_inject_attach", s_fini[] = "llmt_inject_fini";
+	int rc = poke_bytes(&c->t, c->scratch + 512, s_attach, sizeof(s_attach));
+	if (!rc)
+		rc = poke_bytes(&c->t, c->scratch + 576, s_fini, sizeof(s_fini));
+	if (rc)
+		return fail(err, errsz, rc, "writing into process %d: %s", c->t.pid, strerror(-rc));
+	uint64_t attach = 0, fini = 0, h = inj->handle;
 	if ((rc = remote_call(&c->t, c->fn.dlsym, h, c->scratch + 512, 0, &attach, err, errsz)) ||
 	    (rc = remote_call(&c->t, c->fn.dlsym, h, c->scratch + 576, 0, &fini, err, errsz)))
 		return rc;
@@ -765,14 +812,12 @@ static int do_dlopen(struct load_ctx *c, struct lt_inj *inj, char *err, size_t e
 		return fail(err, errsz, -ENOENT, "the library lacks llmt_inject_attach/llmt_inject_fini");
 	inj->fini = fini;
 	inj->dlclose = c->fn.dlclose;
-	/* The library's mapping keeps the memfd alive; its fd is not needed. */
-	int64_t r;
-	remote_syscall(&c->t, SYS_close, (uint64_t)c->memfd, 0, 0, 0, 0, 0, &r);
-	c->memfd = -1;
 	uint64_t ret = 0;
 	if ((rc = remote_call(&c->t, attach, (uint64_t)c->sv[0], 0, 0, &ret, err, errsz)))
 		return rc;
 	c->sv[0] = -1; /* the library owns it now, whatever it returned */
+	if ((int)ret == -EBUSY)
+		return fail(err, errsz, -EBUSY, "process %d: another profile is already recording it", c->t.pid);
 	if ((int)ret != 0)
 		return fail(err, errsz, -EIO, "process %d: the library refused to start (%d)",
 			    c->t.pid, (int)ret);
@@ -790,9 +835,21 @@ static int load_steps(struct load_ctx *c, struct lt_inj *inj, const void *lib, s
 	if (r < 0 && r > -4096)
 		return fail(err, errsz, (int)r, "process %d: mmap failed: %s", c->t.pid, strerror((int)-r));
 	c->scratch = (uint64_t)r;
-	if ((rc = make_memfd(c, lib, len, err, errsz)) ||
-	    (rc = make_channel(c, &inj->sock, err, errsz)) ||
-	    (rc = do_dlopen(c, inj, err, errsz)))
+	char soname[128];
+	elf_soname(lib, len, soname, sizeof(soname));
+	if ((rc = find_loaded(c, soname, &inj->handle, err, errsz)))
+		return rc;
+	if (!inj->handle) {
+		if ((rc = make_memfd(c, lib, len, err, errsz)) ||
+		    (rc = open_memfd_copy(c, &inj->handle, err, errsz)))
+			return rc;
+		/* The library's mapping keeps the memfd alive; its fd is not needed. */
+		remote_syscall(&c->t, SYS_close, (uint64_t)c->memfd, 0, 0, 0, 0, 0, &r);
+		c->memfd = -1;
+	} else {
+		inj->reused = 1;
+	}
+	if ((rc = make_channel(c, &inj->sock, err, errsz)) || (rc = start_library(c, inj, err, errsz)))
 		return rc;
 	inj->loaded = 1;
 	return 0;

@@ -14,6 +14,10 @@
  * ever written, and the thread is detached. Signals that arrive meanwhile are
  * passed on. Nothing is written into the target's filesystem.
  *
+ * A copy of the library an earlier session left loaded on purpose (its
+ * fini said no) is found by the library's soname (dlopen RTLD_NOLOAD) and
+ * started again instead of loading a second copy.
+ *
  * The library must export
  *     int  llmt_inject_attach(int sock);   start; owns `sock` from then on
  *     int  llmt_inject_fini(void);         1 if it may be unloaded now
@@ -34,6 +38,7 @@ struct lt_inj {
 	uint64_t fini;         /* address of llmt_inject_fini in the target */
 	uint64_t dlclose;      /* address of dlclose in the target */
 	int loaded;
+	int reused;            /* a copy left loaded by an earlier session (same soname) */
 };
 
 /* Load `lib_path` (a file here) into process `pid` and call its

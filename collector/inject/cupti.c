@@ -88,6 +88,8 @@ static int subscribed;
 static atomic_int running;
 static atomic_int finalize_wanted;
 static atomic_int finalized;
+static atomic_int graph_seen;        /* a record of a graph's node, or a graph instantiated */
+static int kept;                     /* CUPTI left subscribed at the last stop (keep_cupti) */
 static struct li_config cfg;
 static struct li_stats stats;
 static uint32_t devices_seen;        /* bit per device id already written */
@@ -326,6 +328,8 @@ static void put_kernel(const CUpti_ActivityKernel10 *k)
 	ev.u.gpu_kernel.static_smem = (uint32_t)k->staticSharedMemory;
 	ev.u.gpu_kernel.dynamic_smem = (uint32_t)k->dynamicSharedMemory;
 	ev.u.gpu_kernel.graph_id = k->graphId;
+	if (k->graphId)
+		atomic_store_explicit(&graph_seen, 1, memory_order_relaxed);
 	emit(&ev);
 	stats.kernels++;
 }
@@ -342,6 +346,8 @@ static void put_memcpy(const CUpti_ActivityMemcpy6 *m)
 	ev.u.gpu_memcpy.copy_kind = m->copyKind;
 	ev.u.gpu_memcpy.src_kind = m->srcKind;
 	ev.u.gpu_memcpy.dst_kind = m->dstKind;
+	if (m->graphId)
+		atomic_store_explicit(&graph_seen, 1, memory_order_relaxed);
 	emit(&ev);
 	stats.memcpys++;
 }
@@ -356,6 +362,8 @@ static void put_memset(const CUpti_ActivityMemset4 *m)
 	ev.u.gpu_memset.correlation_id = m->correlationId;
 	ev.u.gpu_memset.bytes = m->bytes;
 	ev.u.gpu_memset.value = m->value;
+	if (m->graphId)
+		atomic_store_explicit(&graph_seen, 1, memory_order_relaxed);
 	emit(&ev);
 	stats.memsets++;
 }
@@ -926,6 +934,11 @@ __attribute__((destructor)) static void cb_free(void)
 static void api_callback_body(CUpti_CallbackDomain dom, CUpti_CallbackId cbid, const void *data)
 {
 	const CUpti_CallbackData *cb = data;
+	if (dom == CUPTI_CB_DOMAIN_RESOURCE) { /* a graph made while recording carries CUPTI's writes */
+		if (cbid == CUPTI_CBID_RESOURCE_GRAPHEXEC_CREATED && atomic_load(&running))
+			atomic_store(&graph_seen, 1);
+		return;
+	}
 	if ((dom == CUPTI_CB_DOMAIN_RUNTIME_API || dom == CUPTI_CB_DOMAIN_DRIVER_API) &&
 	    atomic_load_explicit(&cb_on, memory_order_relaxed))
 		cb_record(dom, cbid, cb);
@@ -1108,6 +1121,25 @@ static int subscribe(char *msg, size_t msgsz)
 	return 0;
 }
 
+static int wait_finalized(int ms);
+
+/* A session after one that kept CUPTI (keep_cupti), or whose finalize was
+ * still waiting for an API call: go on with the subscription and the
+ * callbacks CUPTI already holds. 1 if it is reused, 0 to subscribe anew. */
+static int reuse_subscription(void)
+{
+	int one = 1;
+	if (atomic_compare_exchange_strong(&finalize_wanted, &one, 0)) {
+		/* no API call came since the last stop: that finalize is off */
+		cu.cuptiEnableDomain(0, sub, CUPTI_CB_DOMAIN_RUNTIME_API);
+		cu.cuptiEnableDomain(0, sub, CUPTI_CB_DOMAIN_DRIVER_API);
+	} else if (atomic_load(&finalized) || (subscribed && !kept && wait_finalized(3000))) {
+		subscribed = 0; /* CUPTI let go of everything: start as new */
+		atomic_store(&finalized, 0);
+	}
+	return subscribed;
+}
+
 int li_cupti_start(const struct li_config *c, char *msg, size_t msgsz)
 {
 	if (atomic_load(&running)) {
@@ -1127,18 +1159,22 @@ int li_cupti_start(const struct li_config *c, char *msg, size_t msgsz)
 		cfg.runtime = 1;
 	memset(&stats, 0, sizeof(stats));
 	int rc = resolve(msg, msgsz);
-	if (rc || (rc = subscribe(msg, msgsz)))
+	int reuse = rc ? 0 : reuse_subscription();
+	if (rc || (!reuse && (rc = subscribe(msg, msgsz))))
 		return rc;
 	if ((rc = open_log(msg, msgsz))) {
-		cu.cuptiUnsubscribe(sub);
-		subscribed = 0;
+		if (!reuse) {
+			cu.cuptiUnsubscribe(sub);
+			subscribed = 0;
+		}
 		return rc;
 	}
-	CUptiResult r;
-	if (cu.cuptiSetThreadIdType)
+	CUptiResult r = CUPTI_SUCCESS;
+	if (!reuse && cu.cuptiSetThreadIdType)
 		cu.cuptiSetThreadIdType(CUPTI_ACTIVITY_THREAD_ID_TYPE_SYSTEM);
-	if ((r = cu.cuptiActivityRegisterTimestampCallback(ts_callback)) != CUPTI_SUCCESS ||
-	    (r = cu.cuptiActivityRegisterCallbacks(buf_requested, buf_completed)) != CUPTI_SUCCESS) {
+	if (!reuse &&
+	    ((r = cu.cuptiActivityRegisterTimestampCallback(ts_callback)) != CUPTI_SUCCESS ||
+	     (r = cu.cuptiActivityRegisterCallbacks(buf_requested, buf_completed)) != CUPTI_SUCCESS)) {
 		snprintf(msg, msgsz, "err CUDA kernel profiling cannot start: CUPTI set-up: %s", cupti_err(r));
 		evlog_writer_abort(wr);
 		wr = NULL;
@@ -1146,6 +1182,8 @@ int li_cupti_start(const struct li_config *c, char *msg, size_t msgsz)
 		subscribed = 0;
 		return -EIO;
 	}
+	if (cu.cuptiEnableCallback)
+		cu.cuptiEnableCallback(1, sub, CUPTI_CB_DOMAIN_RESOURCE, CUPTI_CBID_RESOURCE_GRAPHEXEC_CREATED);
 	if (!cfg.launch) {
 		pthread_mutex_lock(&lock);
 		query_devices();
@@ -1232,6 +1270,23 @@ static int callbacks_quiet(int ms)
 	return 0;
 }
 
+/* Detaching CUPTI (cuptiFinalize) from a process that ran a CUDA graph
+ * while kernels were recorded kills it: at the graph's next replay the GPU
+ * writes a timestamp through memory CUPTI freed (Xid 31, MMU fault from the
+ * front end, VIRT_WRITE), whatever the recording mode, whether or not the
+ * device was drained first or finalize ran at a runtime API exit only
+ * (tests/gpu/graph_stress.sh: 6 of 6 cycles died in each of those four
+ * variants; docs/MEASUREMENTS.md). So CUPTI stays subscribed, every kind
+ * off, with this library loaded for its callbacks; a later session in the
+ * same process reuses it (the injector finds it by its soname). */
+static int keep_cupti(void)
+{
+	if (cfg.teardown == LI_TEARDOWN_ALWAYS)
+		return 0;
+	kept = cfg.teardown == LI_TEARDOWN_NEVER || atomic_load(&graph_seen);
+	return kept;
+}
+
 int li_cupti_stop(struct li_stats *st, int finalize)
 {
 	int was = 1;
@@ -1242,8 +1297,9 @@ int li_cupti_stop(struct li_stats *st, int finalize)
 	cb_stop();
 	disable_kinds();
 	cu.cuptiActivityFlushAll(CUPTI_ACTIVITY_FLAG_FLUSH_FORCED);
+	encoder_stop(); /* every record of the session seen: graph_seen is final */
 	int done = 0;
-	if (finalize) {
+	if (finalize && !keep_cupti()) {
 		atomic_store(&finalize_wanted, 1);
 		cu.cuptiEnableDomain(1, sub, CUPTI_CB_DOMAIN_RUNTIME_API);
 		cu.cuptiEnableDomain(1, sub, CUPTI_CB_DOMAIN_DRIVER_API);
@@ -1251,11 +1307,11 @@ int li_cupti_stop(struct li_stats *st, int finalize)
 	}
 	/* If no API call came, the callback stays armed: the next call the
 	 * process makes finalizes CUPTI, and this library stays loaded for it. */
-	encoder_stop();
 	pthread_mutex_lock(&lock);
 	cb_drain();
 	pthread_mutex_unlock(&lock);
 	stats.finalized = done;
+	stats.kept = kept;
 	close_log();
 	pool_free();
 	*st = stats;

@@ -80,6 +80,9 @@ static void cfg_parse(struct li_config *c, char *msg)
 			c->cbrisk = atoi(eq);
 		else if (!strcmp(tok, "cbdiag"))
 			c->cbdiag = atoi(eq);
+		else if (!strcmp(tok, "teardown"))
+			c->teardown = !strcmp(eq, "always") ? LI_TEARDOWN_ALWAYS :
+				      !strcmp(eq, "never") ? LI_TEARDOWN_NEVER : LI_TEARDOWN_AUTO;
 		else if (!strcmp(tok, "pinned"))
 			c->pinned = atoi(eq);
 		else if (!strcmp(tok, "devbuf_mb"))
@@ -156,11 +159,11 @@ static void stats_msg(const struct li_stats *s, char *msg, size_t len)
 {
 	const struct li_stats st = *s;
 	snprintf(msg, len, "stopped kernels=%llu memcpy=%llu memset=%llu api=%llu sync=%llu "
-		 "devices=%llu dropped=%llu finalized=%d file=%s",
+		 "devices=%llu dropped=%llu finalized=%d kept=%d file=%s",
 		 (unsigned long long)st.kernels, (unsigned long long)st.memcpys,
 		 (unsigned long long)st.memsets, (unsigned long long)st.apis,
 		 (unsigned long long)st.syncs, (unsigned long long)st.devices,
-		 (unsigned long long)st.dropped, st.finalized, st.file[0] ? st.file : "-");
+		 (unsigned long long)st.dropped, st.finalized, st.kept, st.file[0] ? st.file : "-");
 }
 
 static void stop_and_report(void)

@@ -15,7 +15,7 @@
  *   lib -> collector  "ok file=NAME" | "err MESSAGE"
  *   collector -> lib  "stop"
  *   lib -> collector  "stopped kernels=N memcpy=N memset=N api=N dropped=N
- *                      finalized=0|1 file=NAME"
+ *                      finalized=0|1 kept=0|1 file=NAME"
  * EOF on the socket (the collector died) stops collection the same way.
  */
 #ifndef LLMT_INJECT_H
@@ -49,6 +49,9 @@ struct li_config {
 				* pinned host memory rather than device memory */
 	int devbuf_mb;         /* start key devbuf_mb: CUPTI's device buffer size in MiB (0: its default) */
 	int devbuf_pre;        /* start key devbuf_pre: device buffers CUPTI makes ready (0: its default) */
+	int teardown;          /* start key teardown=auto|always|never: detach CUPTI at stop
+				* unless a CUDA graph ran while recording (auto, see
+				* keep_cupti in cupti.c); always (unsafe with graphs); never */
 	int launch;            /* loaded by CUDA at start (InitializeInjection) */
 	int cuda;              /* start key cuda=0|1 (default 1): CUPTI recording */
 	int python;            /* start key python=0|1 (default 0): Python calls (pyhook.c) */
@@ -56,9 +59,12 @@ struct li_config {
 				* to finish starting before answering */
 };
 
+enum { LI_TEARDOWN_AUTO, LI_TEARDOWN_ALWAYS, LI_TEARDOWN_NEVER };
+
 struct li_stats {
 	uint64_t kernels, memcpys, memsets, apis, syncs, devices, dropped;
 	int finalized;
+	int kept;              /* CUPTI left attached on purpose (a graph ran) */
 	char file[256];
 };
 

@@ -18,6 +18,9 @@
  * cuBLAS makes them.
  * It checks what CUPTI relies on: a buffer given with ZEROED_OUT set is all
  * zero, and is 8-byte aligned.
+ * FAKE_CUPTI_GRAPH=1: the kernels are a CUDA graph's nodes (graphId 1), and
+ * cuptiFinalize after any of them kills the process as the GPU does (an MMU
+ * fault at the graph's next replay, through memory CUPTI freed).
  */
 #include <cupti.h>
 #include <pthread.h>
@@ -48,6 +51,7 @@ static atomic_int launch_cb_on;                 /* cuptiEnableCallback(cudaLaunc
 static atomic_int drv_cb_on;                    /* cuptiEnableCallback(cuLaunchKernel) */
 static atomic_ullong corr_ids, launch_cbs;      /* calls made; exits delivered by cbid */
 static atomic_ullong drv_cbs;                   /* direct driver launches delivered */
+static int graph_nodes;                         /* FAKE_CUPTI_GRAPH: records carry graphId 1 */
 
 static uint64_t now_ns(void)
 {
@@ -112,6 +116,7 @@ static void put_kernel(uint64_t corr)
 	k.blockX = 128;
 	k.blockY = k.blockZ = 1;
 	k.name = "fake_kernel";
+	k.graphId = graph_nodes ? 1 : 0;
 	memcpy(cur + cur_valid, &k, sizeof(k));
 	cur_valid += sizeof(k);
 	generated++;
@@ -227,6 +232,7 @@ API CUptiResult cuptiActivityEnable(CUpti_ActivityKind k)
 		return CUPTI_SUCCESS;
 	if (!req_cb || !done_cb)
 		return CUPTI_ERROR_INVALID_OPERATION;
+	graph_nodes = getenv("FAKE_CUPTI_GRAPH") != NULL;
 	atomic_store(&gen_run, 1);
 	gen_started = pthread_create(&gen, NULL, generator, NULL) == 0;
 	return gen_started ? CUPTI_SUCCESS : CUPTI_ERROR_UNKNOWN;
@@ -270,6 +276,12 @@ API CUptiResult cuptiActivityGetNumDroppedRecords(CUcontext c, uint32_t s, size_
 
 API CUptiResult cuptiFinalize(void)
 {
+	if (graph_nodes && generated) {
+		static const char m[] = "fake CUPTI: finalized after a graph ran: the GPU faults\n";
+		if (write(2, m, sizeof(m) - 1) < 0)
+			_exit(134);
+		abort();
+	}
 	cuptiActivityDisable(CUPTI_ACTIVITY_KIND_CONCURRENT_KERNEL);
 	cuptiActivityFlushAll(0);
 	pthread_mutex_lock(&mu);

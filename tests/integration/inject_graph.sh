@@ -1,0 +1,58 @@
+#!/bin/bash
+# CUDA kernel recording in a process that runs a CUDA graph (no GPU: the
+# stand-in libcupti.so.13 of tests/progs/fake_cupti.c with FAKE_CUPTI_GRAPH=1
+# marks its kernels as a graph's nodes and, as the GPU does, kills the
+# process if CUPTI is finalized after them). Detaching must leave CUPTI
+# attached and the library loaded, say so, and a second profile of the same
+# process must reuse that copy (no second one mapped) and record again.
+# `teardown=always` (finalize whatever ran) must kill it: the stand-in is
+# faithful, so the first checks could fail.
+set -u
+BUILD=${BUILD:-build}
+T=$BUILD/tests/progs
+LIB=$BUILD/lib/libllmtracker-inject.so
+for f in "$T/fake_cuda_app" "$T/fake_cupti" "$T/inject_tool" "$LIB"; do
+	[ -e "$f" ] || { echo "not ok 1 - missing $f (make tests-bin)"; exit 1; }
+done
+[ "$(id -u)" = 0 ] || { echo "skip: needs root for ptrace"; exit 77; }
+[ "$(uname -m)" = x86_64 ] || { echo "skip: the injector supports x86-64 only"; exit 77; }
+
+W=$(mktemp -d /tmp/llmt-inject-graph.XXXXXX)
+TP= TP2=
+trap 'exec 9>&- 8>&- 2>/dev/null; kill $TP $TP2 2>/dev/null; rm -rf "$W"' EXIT
+n=0
+check() { n=$((n + 1)); if eval "$2"; then echo "ok $n - $1"; else echo "not ok $n - $1"; fi; }
+# copies of the library mapped: distinct memfd inodes
+copies() { awk '/memfd:llmtracker-inject/ { print $5 }' "/proc/$1/maps" 2>/dev/null | sort -u | wc -l; }
+start_app() { # FIFO OUT FD: sets APP; the app's stdin stays open on FD
+	mkfifo "$1"
+	FAKE_CUPTI_GRAPH=1 FAKE_CUPTI_RATE=50000 "$T/fake_cuda_app" "$T/fake_cupti" <"$1" >"$2" 2>&1 &
+	APP=$!
+	eval "exec $3>\"\$1\""
+	for _ in $(seq 400); do grep -q '^ready' "$2" && break; sleep 0.05; done
+}
+
+start_app "$W/in" "$W/app.out" 9; TP=$APP
+check "target started" 'grep -q "^ready $TP" "$W/app.out"'
+for round in 1 2; do
+	mkdir "$W/r$round"
+	LLMT_SKIP_DRIVER_CHECK=1 "$T/inject_tool" attach $TP "$LIB" "$W/r$round" 1 >"$W/r$round.out" 2>&1
+	sed "s/^/# [$round] /" "$W/r$round.out" | tail -3
+	check "[$round] kernels recorded, CUPTI kept (not finalized), library not unloaded" \
+		'grep -Eq "kernels=[1-9][0-9]* .*finalized=0 unloaded=0" "$W/r$round.out"'
+	check "[$round] the reason is said" 'grep -q "a CUDA graph ran while recording" "$W/r$round.out"'
+	check "[$round] the process is alive" 'kill -0 $TP'
+	check "[$round] one copy of the library mapped (found $(copies $TP))" '[ "$(copies $TP)" = 1 ]'
+done
+exec 9>&-
+wait $TP
+check "target exited 0 after two profiles (CUPTI never finalized)" '[ $? = 0 ] && grep -q "finalized=0" "$W/app.out"'
+TP=
+
+start_app "$W/in2" "$W/app2.out" 8; TP2=$APP
+mkdir "$W/r3"
+LLMT_SKIP_DRIVER_CHECK=1 "$T/inject_tool" attach $TP2 "$LIB" "$W/r3" 1 teardown=always >"$W/r3.out" 2>&1
+for _ in $(seq 100); do kill -0 $TP2 2>/dev/null || break; sleep 0.05; done
+check "teardown=always after a graph kills the stand-in's process (the fault it models)" \
+	'! kill -0 $TP2 2>/dev/null && grep -q "the GPU faults" "$W/app2.out"'
+exec 8>&-
