@@ -29,7 +29,7 @@ W=$(mktemp -d /tmp/graph-stress.XXXXXX)
 export CUBLAS_WORKSPACE_CONFIG=:4096:8 PYTHONUNBUFFERED=1
 nvidia-smi -L 2>/dev/null | head -1
 dmesg >/dev/null 2>&1 && KLOG=1 || { KLOG=0; echo "INFO kernel log not readable here: deaths only"; }
-xids() { [ $KLOG = 1 ] && dmesg 2>/dev/null | grep -c "Xid" || echo 0; }
+xids() { local n=0; [ $KLOG = 1 ] && n=$(dmesg 2>/dev/null | grep -c "Xid"); echo "${n:-0}"; }
 
 TP= TD= runs=0
 start_loop() {
