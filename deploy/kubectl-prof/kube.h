@@ -14,7 +14,8 @@
 
 struct json_object;
 
-/* Flags of `kubectl prof deploy` (the seed's, plus --dry-run). */
+/* Flags of `kubectl prof deploy` (the seed's, plus --dry-run, -t, --tolerate-all,
+ * --seccomp-profile). */
 struct kprof_opts {
 	const char *container;
 	uint64_t duration_s;        /* -d/--duration, default 60 */
@@ -27,6 +28,9 @@ struct kprof_opts {
 	const char *pod;
 	const char *region_id;
 	uint64_t ttl_s;             /* default 60 */
+	const char *sources;        /* -t/--sources: llmtracker -t list, default "all" */
+	const char *seccomp;        /* --seccomp-profile: NULL = what the sources need */
+	int tolerate_all;           /* --tolerate-all: tolerate every taint */
 	int dry_run;
 };
 
@@ -70,6 +74,10 @@ int kprof_quantity(const char *s, double *bytes);
 
 /* The profiling pod's name: ai-profiler-<15 hex of a hash of the target>-<5 random>. */
 void kprof_pod_name(const struct kprof_opts *o, const struct kprof_target *t, char *out, size_t sz);
+
+/* Check a -t list (python, cuda, syscall, cpu, pysample, all). 0, or -1 with
+ * kprof_err naming the bad entry. */
+int kprof_sources_check(const char *sources);
 
 /* Build the profiling pod (a new json object, caller puts it). */
 struct json_object *kprof_manifest(const struct kprof_opts *o, const struct kprof_target *t,

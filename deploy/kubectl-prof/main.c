@@ -44,6 +44,13 @@ static const char deploy_help[] =
 	"      --node string             node name\n"
 	"      --pod string              target pod name\n"
 	"      --region-id string        region of the cluster, recorded on the pod\n"
+	"      --seccomp-profile string  RuntimeDefault, or a Localhost profile path under the\n"
+	"                                kubelet's seccomp directory (default: RuntimeDefault\n"
+	"                                when -t includes python, else llmtracker/collector.json)\n"
+	"  -t, --sources string          the llmtracker -t sources the pod may run: python, cuda,\n"
+	"                                syscall, cpu, pysample, all; its capabilities follow\n"
+	"                                (default \"all\")\n"
+	"      --tolerate-all            tolerate every taint (a NoExecute taint would evict it)\n"
 	"      --ttl uint                seconds a finished profiling pod is kept before\n"
 	"                                `kubectl prof delete --expired` removes it (default 60)\n";
 
@@ -99,7 +106,7 @@ static int parse_uint(const char *s, uint64_t *out)
 /* ---------------------------------------------------------------- deploy */
 
 enum { O_CONTAINER = 256, O_IMAGE, O_KUBECONFIG, O_MEMLIM, O_MEMREQ, O_NAMESPACE, O_NODE,
-       O_POD, O_REGION, O_TTL, O_DRYRUN, O_EXPIRED };
+       O_POD, O_REGION, O_TTL, O_DRYRUN, O_EXPIRED, O_SECCOMP, O_TOLERATE };
 
 static int deploy_flag(struct kprof_opts *o, int c, const char *arg)
 {
@@ -123,6 +130,9 @@ static int deploy_flag(struct kprof_opts *o, int c, const char *arg)
 	case O_NODE: o->node = arg; return 0;
 	case O_POD: o->pod = arg; return 0;
 	case O_REGION: o->region_id = arg; return 0;
+	case O_SECCOMP: o->seccomp = arg; return 0;
+	case 't': o->sources = arg; return 0;
+	case O_TOLERATE: o->tolerate_all = 1; return 0;
 	case O_DRYRUN: o->dry_run = 1; return 0;
 	}
 	return EXIT_USAGE;
@@ -143,6 +153,9 @@ static int deploy_parse(int argc, char **argv, struct kprof_opts *o)
 		{ "node", required_argument, 0, O_NODE },
 		{ "pod", required_argument, 0, O_POD },
 		{ "region-id", required_argument, 0, O_REGION },
+		{ "seccomp-profile", required_argument, 0, O_SECCOMP },
+		{ "sources", required_argument, 0, 't' },
+		{ "tolerate-all", no_argument, 0, O_TOLERATE },
 		{ "ttl", required_argument, 0, O_TTL },
 		{ 0, 0, 0, 0 },
 	};
@@ -150,7 +163,7 @@ static int deploy_parse(int argc, char **argv, struct kprof_opts *o)
 
 	opterr = 0;
 	optind = 1;
-	while ((c = getopt_long(argc, argv, ":d:h", lo, NULL)) != -1) {
+	while ((c = getopt_long(argc, argv, ":d:ht:", lo, NULL)) != -1) {
 		if (c == 'h')
 			return fputs(deploy_help, stdout), -1;
 		if (c == '?')
@@ -187,6 +200,12 @@ static int deploy_validate(const struct kprof_opts *o)
 	if (req > lim)
 		return usage_error("deploy", "--memory-request %s is more than --memory-limit; "
 				   "raise the limit or lower the request", o->memory_request);
+	if (kprof_sources_check(o->sources))
+		return usage_error("deploy", "%s", kprof_err);
+	if (o->seccomp && (!*o->seccomp || !strcmp(o->seccomp, "Unconfined") || o->seccomp[0] == '/' ||
+			   strstr(o->seccomp, "..")))
+		return usage_error("deploy", "invalid --seccomp-profile \"%s\": want RuntimeDefault or "
+				   "a relative path under the kubelet's seccomp directory", o->seccomp);
 	return 0;
 }
 
@@ -236,6 +255,7 @@ static int cmd_deploy(int argc, char **argv)
 	struct kprof_opts o = {
 		.duration_s = 60, .ttl_s = 60, .memory_limit = "1Gi", .memory_request = "128Mi",
 		.namespace = "default", .image = env_image && *env_image ? env_image : NULL,
+		.sources = "all",
 	};
 	struct kprof_target t;
 	struct json_object *pod;

@@ -4,10 +4,12 @@
  *
  * One pod on the target's node, container `debugger`, sharing the host's
  * PID namespace (so the target's processes, and /proc/PID/root into its
- * container, are visible), privileged for eBPF and process injection, with
- * the kernel's BTF, bpffs and debugfs mounted. It sleeps for --duration and
- * is stopped by activeDeadlineSeconds at the latest; `kubectl prof delete
- * --expired` removes finished ones once --ttl has passed.
+ * container, are visible). It is not privileged: it drops every capability
+ * and adds back only those the chosen -t sources need (kprof_source_caps,
+ * measured in docs/MEASUREMENTS.md), under a seccomp profile, with no
+ * hostPath mounts. It sleeps for --duration and is stopped by
+ * activeDeadlineSeconds at the latest; `kubectl prof delete --expired`
+ * removes finished ones once --ttl has passed.
  */
 #include <stdio.h>
 #include <stdlib.h>
@@ -19,6 +21,71 @@
 
 #define J_STR(s) json_object_new_string(s)
 #define J_ADD(o, k, v) json_object_object_add((o), (k), (v))
+
+/* Capabilities, as Kubernetes names them (no CAP_ prefix). */
+enum { C_BPF = 1, C_PERFMON = 2, C_SYS_PTRACE = 4, C_SYSLOG = 8, C_SYS_ADMIN = 16 };
+static const char *const kprof_cap_names[] = { "BPF", "PERFMON", "SYS_PTRACE", "SYSLOG", "SYS_ADMIN" };
+
+/* What each llmtracker -t source needs, measured in a container with every
+ * other capability dropped (docs/MEASUREMENTS.md, 2026-12-03). Every run
+ * needs BPF + PERFMON (the `proc` source's maps and programs) and SYS_PTRACE
+ * (reading the target's /proc/PID/{maps,exe,root}, generateCommand, the
+ * collector's own check); cpu adds SYSLOG for kernel frames (/proc/kallsyms
+ * hides addresses without it); python adds SYS_ADMIN because libbpf creates
+ * USDT uprobes with perf_event_open, which this kernel refuses with EACCES
+ * without it (the injected hook, for interpreters without USDT, needs only
+ * SYS_PTRACE). */
+#define C_BASE (C_BPF | C_PERFMON | C_SYS_PTRACE)
+static const struct { const char *name; unsigned caps; } kprof_source_caps[] = {
+	{ "cpu", C_BASE | C_SYSLOG },
+	{ "syscall", C_BASE },
+	{ "python", C_BASE | C_SYS_ADMIN },
+	{ "pysample", C_BASE },
+	{ "cuda", C_BASE },
+};
+#define N_SOURCES (sizeof(kprof_source_caps) / sizeof(kprof_source_caps[0]))
+
+/* The seccomp profile to install on nodes (deploy/seccomp/), as a path
+ * under the kubelet's seccomp directory. */
+#define KPROF_SECCOMP_LOCALHOST "llmtracker/collector.json"
+
+/* Capabilities of a -t list, or -1 with kprof_err set. "all" is every source. */
+static int kprof_caps_of(const char *sources)
+{
+	char buf[256], *tok, *save = NULL;
+	int caps = 0;
+
+	if (!sources || !*sources || strlen(sources) >= sizeof(buf)) {
+		snprintf(kprof_err, sizeof(kprof_err), "-t needs a comma list of python, cuda, "
+			 "syscall, cpu, pysample or all");
+		return -1;
+	}
+	strcpy(buf, sources);
+	for (tok = strtok_r(buf, ",", &save); tok; tok = strtok_r(NULL, ",", &save)) {
+		size_t i;
+
+		for (i = 0; i < N_SOURCES; i++)
+			if (!strcmp(tok, "all") || !strcmp(tok, kprof_source_caps[i].name))
+				caps |= (int)kprof_source_caps[i].caps;
+		for (i = 0; strcmp(tok, "all") && i < N_SOURCES && strcmp(tok, kprof_source_caps[i].name); i++)
+			;
+		if (i == N_SOURCES) {
+			snprintf(kprof_err, sizeof(kprof_err), "unknown source \"%s\" in -t %s "
+				 "(expected python, cuda, syscall, cpu, pysample or all)", tok, sources);
+			return -1;
+		}
+	}
+	if (!caps) {
+		snprintf(kprof_err, sizeof(kprof_err), "-t %s names no source", sources);
+		return -1;
+	}
+	return caps;
+}
+
+int kprof_sources_check(const char *sources)
+{
+	return kprof_caps_of(sources) < 0 ? -1 : 0;
+}
 
 /* Label values: <= 63 of [A-Za-z0-9._-], alphanumeric at both ends. */
 static int kprof_label_ok(const char *v)
@@ -57,6 +124,7 @@ static struct json_object *kprof_annotations(const struct kprof_opts *o, const s
 
 	snprintf(buf, sizeof(buf), "%llu", (unsigned long long)o->ttl_s);
 	J_ADD(a, "llmtracker.io/ttl-seconds", J_STR(buf));
+	J_ADD(a, "llmtracker.io/sources", J_STR(o->sources));
 	if (o->pod) {
 		snprintf(buf, sizeof(buf), "%s/%s/%s", o->namespace, o->pod, t->container);
 		J_ADD(a, "llmtracker.io/target", J_STR(buf));
@@ -95,6 +163,7 @@ static struct json_object *kprof_env(const struct kprof_opts *o, const struct kp
 	kprof_env_add(env, "LLMT_TARGET_CONTAINER_ID", id ? id + 3 : t->container_id);
 	kprof_env_add(env, "LLMT_REGION_ID", o->region_id);
 	kprof_env_add(env, "LLMT_OUTPUT_DIR", "/data");
+	kprof_env_add(env, "LLMT_SOURCES", o->sources);
 	return env;
 }
 
@@ -107,17 +176,6 @@ static struct json_object *kprof_mount(const char *name, const char *path, int r
 	if (ro)
 		J_ADD(m, "readOnly", json_object_new_boolean(1));
 	return m;
-}
-
-static struct json_object *kprof_host_volume(const char *name, const char *path, const char *type)
-{
-	struct json_object *v = json_object_new_object(), *hp = json_object_new_object();
-
-	J_ADD(hp, "path", J_STR(path));
-	J_ADD(hp, "type", J_STR(type));
-	J_ADD(v, "name", J_STR(name));
-	J_ADD(v, "hostPath", hp);
-	return v;
 }
 
 /* Results: a PVC named by KUBECTL_PROF_RESULTS_PVC (shared storage for the
@@ -137,29 +195,53 @@ static struct json_object *kprof_results_volume(void)
 	return v;
 }
 
+/* No hostPath: BTF is in the /sys every container gets (read-only), the
+ * collector pins nothing in bpffs and uses no tracefs/debugfs. The results
+ * volume is this pod's alone; the target pod is never changed. */
 static struct json_object *kprof_volumes(void)
 {
 	struct json_object *v = json_object_new_array();
 
-	json_object_array_add(v, kprof_host_volume("btf", "/sys/kernel/btf", "Directory"));
-	json_object_array_add(v, kprof_host_volume("bpffs", "/sys/fs/bpf", "DirectoryOrCreate"));
-	json_object_array_add(v, kprof_host_volume("debugfs", "/sys/kernel/debug", ""));
 	json_object_array_add(v, kprof_results_volume());
 	return v;
 }
 
-static struct json_object *kprof_security(void)
+/* RuntimeDefault allows bpf and perf_event_open only with SYS_ADMIN
+ * (containerd's, Docker's and Podman's defaults alike), so without SYS_ADMIN
+ * the pod uses the Localhost profile shipped in deploy/seccomp/. */
+static struct json_object *kprof_seccomp(const char *want, int caps)
+{
+	struct json_object *sp = json_object_new_object();
+
+	if (!want)
+		want = (caps & C_SYS_ADMIN) ? "RuntimeDefault" : KPROF_SECCOMP_LOCALHOST;
+	if (!strcmp(want, "RuntimeDefault")) {
+		J_ADD(sp, "type", J_STR("RuntimeDefault"));
+	} else {
+		J_ADD(sp, "type", J_STR("Localhost"));
+		J_ADD(sp, "localhostProfile", J_STR(want));
+	}
+	return sp;
+}
+
+static struct json_object *kprof_security(const struct kprof_opts *o)
 {
 	struct json_object *sc = json_object_new_object(), *caps = json_object_new_object();
-	struct json_object *add = json_object_new_array();
-	static const char *const want[] = { "BPF", "PERFMON", "SYS_PTRACE", "SYS_ADMIN", "SYS_RESOURCE" };
+	struct json_object *add = json_object_new_array(), *drop = json_object_new_array();
+	int want = kprof_caps_of(o->sources);
 
-	/* privileged covers all of them; the list says which ones matter. */
-	for (size_t i = 0; i < sizeof(want) / sizeof(want[0]); i++)
-		json_object_array_add(add, J_STR(want[i]));
+	if (want < 0) /* checked by the caller; ask for nothing rather than everything */
+		want = 0;
+	for (size_t i = 0; i < sizeof(kprof_cap_names) / sizeof(kprof_cap_names[0]); i++)
+		if (want & (1 << i))
+			json_object_array_add(add, J_STR(kprof_cap_names[i]));
+	json_object_array_add(drop, J_STR("ALL"));
+	J_ADD(caps, "drop", drop);
 	J_ADD(caps, "add", add);
-	J_ADD(sc, "privileged", json_object_new_boolean(1));
+	J_ADD(sc, "privileged", json_object_new_boolean(0));
+	J_ADD(sc, "allowPrivilegeEscalation", json_object_new_boolean(0));
 	J_ADD(sc, "capabilities", caps);
+	J_ADD(sc, "seccompProfile", kprof_seccomp(o->seccomp, want));
 	return sc;
 }
 
@@ -184,17 +266,15 @@ static struct json_object *kprof_container(const struct kprof_opts *o, const str
 	snprintf(secs, sizeof(secs), "%llu", (unsigned long long)o->duration_s);
 	json_object_array_add(cmd, J_STR("sleep"));
 	json_object_array_add(cmd, J_STR(secs));
-	json_object_array_add(mounts, kprof_mount("btf", "/sys/kernel/btf", 1));
-	json_object_array_add(mounts, kprof_mount("bpffs", "/sys/fs/bpf", 0));
-	json_object_array_add(mounts, kprof_mount("debugfs", "/sys/kernel/debug", 0));
 	json_object_array_add(mounts, kprof_mount("results", "/data", 0));
 	J_ADD(c, "name", J_STR("debugger"));
 	J_ADD(c, "image", J_STR(o->image));
-	J_ADD(c, "imagePullPolicy", J_STR("IfNotPresent"));
+	/* A tag can be moved; only a digest names the image that was reviewed. */
+	J_ADD(c, "imagePullPolicy", J_STR(strstr(o->image, "@sha256:") ? "IfNotPresent" : "Always"));
 	J_ADD(c, "command", cmd);
 	J_ADD(c, "env", kprof_env(o, t));
 	J_ADD(c, "resources", kprof_resources(o));
-	J_ADD(c, "securityContext", kprof_security());
+	J_ADD(c, "securityContext", kprof_security(o));
 	J_ADD(c, "volumeMounts", mounts);
 	J_ADD(c, "workingDir", J_STR("/data"));
 	return c;
@@ -205,7 +285,6 @@ struct json_object *kprof_manifest(const struct kprof_opts *o, const struct kpro
 {
 	struct json_object *pod = json_object_new_object(), *meta = json_object_new_object();
 	struct json_object *spec = json_object_new_object(), *ctrs = json_object_new_array();
-	struct json_object *tol = json_object_new_array(), *any = json_object_new_object();
 
 	J_ADD(meta, "name", J_STR(name));
 	J_ADD(meta, "namespace", J_STR(o->namespace));
@@ -213,9 +292,6 @@ struct json_object *kprof_manifest(const struct kprof_opts *o, const struct kpro
 	J_ADD(meta, "annotations", kprof_annotations(o, t));
 
 	json_object_array_add(ctrs, kprof_container(o, t));
-	/* GPU nodes are usually tainted; the profiler must land next to the target anyway. */
-	J_ADD(any, "operator", J_STR("Exists"));
-	json_object_array_add(tol, any);
 
 	J_ADD(spec, "nodeName", J_STR(t->node));
 	J_ADD(spec, "hostPID", json_object_new_boolean(1));
@@ -223,7 +299,15 @@ struct json_object *kprof_manifest(const struct kprof_opts *o, const struct kpro
 	J_ADD(spec, "activeDeadlineSeconds", json_object_new_int64((int64_t)o->duration_s));
 	J_ADD(spec, "terminationGracePeriodSeconds", json_object_new_int(10));
 	J_ADD(spec, "automountServiceAccountToken", json_object_new_boolean(0));
-	J_ADD(spec, "tolerations", tol);
+	if (o->tolerate_all) {
+		/* Asked for: nodeName skips the scheduler's NoSchedule taints already,
+		 * this also keeps NoExecute taints from evicting the pod. */
+		struct json_object *tol = json_object_new_array(), *any = json_object_new_object();
+
+		J_ADD(any, "operator", J_STR("Exists"));
+		json_object_array_add(tol, any);
+		J_ADD(spec, "tolerations", tol);
+	}
 	J_ADD(spec, "containers", ctrs);
 	J_ADD(spec, "volumes", kprof_volumes());
 

@@ -34,6 +34,29 @@ PY
 sed 's/^/# /' /tmp/kdf.$$; rm -f /tmp/kdf.$$
 ok $rc "manifests parse; Job runs batch --in /data/logs --logdir /data/tb; TensorBoard and Job share the PVC"
 
+# The seccomp profile for the profiling pod: an allow list with everything
+# else refused, naming what the collector calls (bpf, perf_event_open, the
+# injector's ptrace, pidfd_getfd, process_vm_readv) and none of the calls
+# that leave the container (mount, unshare, setns, kexec, module loading).
+python3 - "$D/seccomp/llmtracker-collector.json" <<'PY' > /tmp/kdf.$$ 2>&1; rc=$?
+import json, sys
+p = json.load(open(sys.argv[1]))
+assert p["defaultAction"] == "SCMP_ACT_ERRNO" and p["architectures"] == ["SCMP_ARCH_X86_64"], p["defaultAction"]
+allow = set()
+for r in p["syscalls"]:
+    assert r["action"] == "SCMP_ACT_ALLOW" and not r.get("args"), r
+    allow |= set(r["names"])
+need = {"bpf", "perf_event_open", "ptrace", "process_vm_readv", "pidfd_open", "pidfd_getfd", "execve", "wait4"}
+assert need <= allow, need - allow
+deny = {"mount", "umount2", "unshare", "setns", "pivot_root", "chroot", "kexec_load", "init_module",
+        "finit_module", "delete_module", "open_by_handle_at", "name_to_handle_at", "process_vm_writev",
+        "userfaultfd", "add_key", "reboot", "swapon", "syslog"}
+assert not (deny & allow), deny & allow
+print("seccomp profile: %d syscalls allowed" % len(allow))
+PY
+sed 's/^/# /' /tmp/kdf.$$; rm -f /tmp/kdf.$$
+ok $rc "seccomp profile allows the collector's calls and none that leave the container"
+
 grep -q '^FROM debian:12 AS build' $D/Dockerfile && [ "$(grep -c '^FROM debian:12' $D/Dockerfile)" = 2 ] &&
 	grep -q 'make .*all' $D/Dockerfile && grep -q 'make .*install' $D/Dockerfile
 ok $? "Dockerfile: multi-stage on debian:12, builds and installs from this repository"

@@ -59,7 +59,8 @@ miss=0
 for f in '--container string' '-d, --duration uint' '(default 60)' '--image string' '--kubeconfig string' \
 	'--memory-limit string' '(default "1Gi")' '--memory-request string' '(default "128Mi")' \
 	'--namespace string' '(default "default")' '--node string' '--pod string' '--region-id string' \
-	'--ttl uint' 'Aliases:' 'deploy, run' '-h, --help' '--dry-run'; do
+	'--ttl uint' 'Aliases:' 'deploy, run' '-h, --help' '--dry-run' '-t, --sources string' '(default "all")' \
+	'--tolerate-all' '--seccomp-profile string'; do
 	grep -qF -- "$f" "$T/help" || { echo "# help lacks: $f"; miss=1; }
 done
 ok $((rc | miss)) "deploy -h lists the seed's flags and defaults"
@@ -85,16 +86,19 @@ want(s["activeDeadlineSeconds"] == 60, "deadline = default duration 60")
 want(s["restartPolicy"] == "Never", "never restarted")
 want(c["name"] == "debugger" and c["image"] == "reg.example/llmtracker:1", "container debugger with the image")
 want(c["command"] == ["sleep", "60"], "sleeps for the duration")
-want(c["securityContext"]["privileged"] is True, "privileged")
-caps = set(c["securityContext"]["capabilities"]["add"])
-want({"BPF", "PERFMON", "SYS_PTRACE", "SYS_ADMIN"} <= caps, "capabilities BPF PERFMON SYS_PTRACE SYS_ADMIN")
+sc = c["securityContext"]
+want(sc["privileged"] is False and sc["allowPrivilegeEscalation"] is False, "not privileged, no privilege escalation")
+want(sc["capabilities"]["drop"] == ["ALL"], "drops every capability")
+want(sc["capabilities"]["add"] == ["BPF", "PERFMON", "SYS_PTRACE", "SYSLOG", "SYS_ADMIN"], "-t all adds BPF PERFMON SYS_PTRACE SYSLOG SYS_ADMIN: %s" % sc["capabilities"]["add"])
+want(sc["seccompProfile"] == {"type": "RuntimeDefault"}, "seccomp RuntimeDefault (SYS_ADMIN lets it allow bpf)")
+want(c["imagePullPolicy"] == "Always", "a tag is pulled Always")
+want("tolerations" not in s, "no tolerations unless asked")
 want(c["resources"] == {"limits": {"memory": "1Gi"}, "requests": {"memory": "128Mi"}}, "memory 1Gi / 128Mi defaults")
 mounts = {v["mountPath"]: v["name"] for v in c["volumeMounts"]}
 vols = {v["name"]: v for v in s["volumes"]}
-want(vols[mounts["/sys/kernel/btf"]]["hostPath"]["path"] == "/sys/kernel/btf", "BTF mounted from the host")
-want(vols[mounts["/sys/fs/bpf"]]["hostPath"]["path"] == "/sys/fs/bpf", "bpffs mounted from the host")
-want("/sys/kernel/debug" in mounts, "debugfs mounted")
+want(list(mounts) == ["/data"] and not any("hostPath" in v for v in s["volumes"]), "no hostPath; only the results volume")
 want("emptyDir" in vols[mounts["/data"]], "results volume at /data")
+want(md["annotations"]["llmtracker.io/sources"] == "all", "sources annotation")
 env = {e["name"]: e["value"] for e in c["env"]}
 want(env.get("LLMT_TARGET_CONTAINER_ID") == "abcdef0123456789", "target container id passed on")
 want(env.get("LLMT_TARGET_POD") == "pytorch-train-worker-sample", "target pod passed on")
@@ -107,6 +111,29 @@ grep '^FAIL' "$T/check" | sed 's/^/# /'
 [ "$(calls)" = 1 ] && grep -qx 'get' "$FAKE_KUBE_DIR/argv.1" && tr '\n' ' ' < "$FAKE_KUBE_DIR/argv.1" |
 	grep -q 'get pod pytorch-train-worker-sample --namespace default -o json'
 ok $? "dry run only reads the pod (kubectl get pod ... -o json), applies nothing"
+
+# 2b. capabilities, seccomp, pull policy and tolerations follow the flags
+sc_case() { # what python-check -- deploy args
+	local what=$1 check=$2; shift 3
+	"$KP" deploy --dry-run --pod single "$@" > "$T/sc.json" 2> "$T/err" &&
+		python3 -c "import json,sys
+m = json.load(open(sys.argv[1])); s = m['spec']; c = s['containers'][0]; sc = c['securityContext']
+caps = sc['capabilities']['add']; sp = sc['seccompProfile']
+assert $check, (caps, sp, c['imagePullPolicy'], s.get('tolerations'))" "$T/sc.json" > "$T/err" 2>&1
+	local rc=$?; [ $rc -eq 0 ] || sed 's/^/# /' "$T/err"; ok $rc "$what"
+}
+L='{"type": "Localhost", "localhostProfile": "llmtracker/collector.json"}'
+sc_case "-t cpu: BPF PERFMON SYS_PTRACE SYSLOG, Localhost seccomp" \
+	"caps == ['BPF', 'PERFMON', 'SYS_PTRACE', 'SYSLOG'] and sp == $L" -- --image I -t cpu
+sc_case "-t syscall: BPF PERFMON SYS_PTRACE" "caps == ['BPF', 'PERFMON', 'SYS_PTRACE'] and sp == $L" -- --image I -t syscall
+sc_case "-t cuda,pysample: BPF PERFMON SYS_PTRACE" "caps == ['BPF', 'PERFMON', 'SYS_PTRACE'] and sp == $L" -- --image I -t cuda,pysample
+sc_case "-t python: adds SYS_ADMIN, RuntimeDefault" \
+	"caps == ['BPF', 'PERFMON', 'SYS_PTRACE', 'SYS_ADMIN'] and sp == {'type': 'RuntimeDefault'}" -- --image I --sources python
+sc_case "--seccomp-profile RuntimeDefault is honoured" "sp == {'type': 'RuntimeDefault'}" -- --image I -t cpu --seccomp-profile RuntimeDefault
+sc_case "--seccomp-profile PATH is a Localhost profile" "sp == {'type': 'Localhost', 'localhostProfile': 'sec/p.json'}" -- --image I -t python --seccomp-profile sec/p.json
+sc_case "an image by digest is pulled IfNotPresent" "c['imagePullPolicy'] == 'IfNotPresent'" -- --image "reg/l@sha256:$(printf '%064d' 0)"
+sc_case "a tag is pulled Always" "c['imagePullPolicy'] == 'Always'" -- --image reg/l:latest
+sc_case "--tolerate-all tolerates every taint" "s['tolerations'] == [{'operator': 'Exists'}]" -- --image I --tolerate-all
 
 # 3. the seed's example, applied
 reset_calls
@@ -162,6 +189,10 @@ err_case 2 'invalid --memory-limit "10X"' "bad memory quantity" -- deploy --imag
 err_case 2 'is more than --memory-limit' "request above limit" -- deploy --image I --pod single --memory-request 2Gi
 err_case 2 'unknown flag: --bogus' "unknown flag" -- deploy --image I --pod single --bogus
 err_case 2 'say what to profile' "no --pod nor --node" -- deploy --image I
+err_case 2 'unknown source "gpu" in -t cpu,gpu' "unknown -t source" -- deploy --image I --pod single -t cpu,gpu
+err_case 2 'names no source' "empty -t" -- deploy --image I --pod single -t ,
+err_case 2 'invalid --seccomp-profile "Unconfined"' "no unconfined seccomp" -- deploy --image I --pod single --seccomp-profile Unconfined
+err_case 2 'invalid --seccomp-profile "../x.json"' "seccomp path stays under the kubelet's directory" -- deploy --image I --pod single --seccomp-profile ../x.json
 reset_calls; mkdir -p "$T/empty"
 env PATH="$T/empty" "$KP" deploy --image I --pod single > "$T/out" 2> "$T/err"; rc=$?
 [ $rc -eq 1 ] && grep -qF 'kubectl not found on PATH' "$T/err"; ok $? "kubectl missing"
