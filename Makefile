@@ -240,7 +240,7 @@ PROG_LIBS_xplane_genlog := $(PROG_EVLOG)
 PROG_LIBS_conv_genlog := $(PROG_EVLOG)
 PROG_LIBS_cuda_calls := -L$(CUDA_HOME)/lib64 -Wl,-rpath,$(CUDA_HOME)/lib64 -lcudart -ldl
 PROG_LIBS_inject_cudart := -L$(CUDA_HOME)/lib64 -Wl,-rpath,$(CUDA_HOME)/lib64 -lcudart
-INJECT_TOOL_SRC := collector/injector.c collector/cuda_kernel.c collector/inject_ctl.c
+INJECT_TOOL_SRC := collector/injector.c collector/cuda_kernel.c collector/inject_ctl.c collector/inject_log.c collector/inject_gate.c
 PROG_LIBS_inject_tool := $(INJECT_TOOL_SRC) -lelf
 PROG_LIBS_inject_logdump := -static $(PROG_EVLOG)
 PROG_LIBS_inject_rawzstd := -lzstd -ldl
@@ -251,6 +251,7 @@ PROG_LIBS_pys_folded := -static $(PROG_EVLOG)
 # A stand-in libcupti.so.13 (shared object) and the app that loads it.
 PROG_LIBS_fake_cupti := -shared -fPIC -Wl,-soname,libcupti.so.13
 PROG_LIBS_fake_cuda_app := -ldl
+PROG_LIBS_hostile_target := -ldl
 
 $(BUILD)/fuzz/%: tests/fuzz/%.c $(EVLOG_SRC) $(CONV_SRC) $(PROTO_C) | $(GENERATED)
 	@mkdir -p $(@D)

@@ -6,6 +6,7 @@
 #include "cuda_kernel.h"
 #include "injector.h"
 #include "inject_ctl.h"
+#include "inject_log.h"
 
 #include <errno.h>
 #include <fcntl.h>
@@ -17,6 +18,7 @@
 #include <string.h>
 #include <sys/socket.h>
 #include <sys/stat.h>
+#include <time.h>
 #include <unistd.h>
 
 #define MAX_TARGETS 256
@@ -27,12 +29,14 @@ struct ck_target {
 	int sock;
 	int launched;
 	struct lt_inj inj;
+	struct lt_ilog log;             /* attach: the file made for its library */
 };
 
 struct lt_cuda_kernel {
 	struct lt_ck_opts o;
 	char lib[PATH_MAX];
 	char dir[PATH_MAX];
+	int dirfd;                      /* dir, ours alone: targets get one file each */
 	char host[256];
 	int available;
 	int child_sock;                 /* launch mode: the child's end */
@@ -99,6 +103,7 @@ int lt_ck_new(struct lt_cuda_kernel **out, const struct lt_ck_opts *o, char *err
 		return -ENOMEM;
 	ck->o = *o;
 	ck->child_sock = -1;
+	ck->dirfd = -1;
 	for (int i = 0; i < MAX_TARGETS; i++)
 		ck->t[i].sock = -1;
 	if (!ck->o.finalize_ms)
@@ -112,10 +117,11 @@ int lt_ck_new(struct lt_cuda_kernel **out, const struct lt_ck_opts *o, char *err
 	}
 	const char *dir = o->cupti_dir && *o->cupti_dir ? o->cupti_dir : ".";
 	mkdir(dir, 0755);
-	if (!realpath(dir, ck->dir)) {
-		snprintf(err, errsz, "--cupti-dir %s: %s", dir, strerror(errno));
+	if (!realpath(dir, ck->dir) || (ck->dirfd = lt_ilog_dir(ck->dir)) < 0) {
+		int e = errno;
+		snprintf(err, errsz, "--cupti-dir %s: %s", dir, strerror(e));
 		free(ck);
-		return -errno;
+		return -e;
 	}
 	if (o->host)
 		snprintf(ck->host, sizeof(ck->host), "%s", o->host);
@@ -139,22 +145,47 @@ int lt_ck_available(const struct lt_cuda_kernel *ck)
 
 /* ------------------------------------------------------------ protocol */
 
-static int send_start(struct lt_cuda_kernel *ck, struct ck_target *t)
+/* "start ..." with the one file the library may write (inject_log.h). */
+static int send_start(struct lt_cuda_kernel *ck, struct ck_target *t, char *err, size_t errsz)
 {
 	char msg[900];
-
+	int fd = lt_ilog_create(&t->log, ck->dirfd, "llmtracker-cupti", ck->host, t->pid, err, errsz);
+	if (fd < 0)
+		return fd;
 	snprintf(msg, sizeof(msg), "start pid=%d host=%s driver=%d runtime=%d finalize_ms=%d %.256s",
 		 t->pid, ck->host, !!ck->o.driver_api,
 		 !ck->o.kernels_only, /* inject.h: runtime= ($LLMT_CUPTI_START may say 2) */
 		 ck->o.finalize_ms,
 		 ck->o.start_extra ? ck->o.start_extra : "");
-	return lt_ictl_send(t->sock, msg, ck->dir);
+	int rc = lt_ictl_send(t->sock, msg, &fd, 1);
+	close(fd);
+	if (rc)
+		snprintf(err, errsz, "the injected library took no start message: %s", strerror(-rc));
+	return rc;
 }
 
 static int msg_pid(const char *m)
 {
-	const char *p = strstr(m, " pid=");
-	return p ? atoi(p + 5) : 0;
+	return (int)lt_ictl_field(m, "pid");
+}
+
+/* What the library added to "ok" (e.g. " launches=activity (...)"), without
+ * its file= key: the collector names the file, from its own state. */
+static const char *reply_notes(const char *reply, char *out, size_t sz)
+{
+	const char *p = lt_ictl_text(reply);
+	size_t n = 0;
+	out[0] = 0;
+	while (*p) {
+		size_t w = strcspn(p, " ");
+		if (strncmp(p, "file=", 5) && strncmp(p, "pid=", 4))
+			n += (size_t)snprintf(out + n, n < sz ? sz - n : 0, " %.*s", (int)w, p);
+		if (n >= sz)
+			break;
+		p += w;
+		p += strspn(p, " ");
+	}
+	return out;
 }
 
 /* ------------------------------------------------------------ launch */
@@ -273,14 +304,17 @@ int lt_ck_attach(struct lt_cuda_kernel *ck, int pid)
 	}
 	t->sock = t->inj.sock;
 	ck->n++;
-	if ((rc = send_start(ck, t)) == 0)
+	if ((rc = send_start(ck, t, err, sizeof(err))) == 0)
 		rc = lt_ictl_recv(t->sock, reply, sizeof(reply), REPLY_MS);
 	if (rc > 0 && !strncmp(reply, "ok", 2)) {
-		ck_log(ck, 'I', "CUDA kernel profiling of pid %d started: %s/%s", pid, ck->dir,
-		       strstr(reply, "file=") ? strstr(reply, "file=") + 5 : "?");
+		char notes[sizeof(reply)];
+		ck_log(ck, 'I', "CUDA kernel profiling of pid %d started: %s/%s%s", pid, ck->dir,
+		       t->log.name, reply_notes(reply, notes, sizeof(notes)));
 		return 0;
 	}
-	if (rc > 0 && !strncmp(reply, "err ", 4))
+	if (rc < 0 && rc != -ETIMEDOUT)
+		ck_log(ck, 'W', "CUDA kernel profiling cannot start in pid %d: %s", pid, err);
+	else if (rc > 0 && !strncmp(reply, "err ", 4))
 		ck_log(ck, 'W', "pid %d: %s", pid, lt_ictl_text(reply));
 	else
 		ck_log(ck, 'W', "CUDA kernel profiling cannot start in pid %d: the injected library %s",
@@ -325,17 +359,39 @@ static int proc_running(int pid)
 	return p && p[1] == ' ' && p[2] != 'Z' && p[2] != 'X';
 }
 
+static void publish_log(struct lt_cuda_kernel *ck, struct ck_target *t, int done)
+{
+	char err[600];
+	int rc = done ? lt_ilog_publish(&t->log, ck->dirfd, err, sizeof(err)) : -EBUSY;
+	if (rc == -EBUSY)
+		ck_log(ck, 'W', "pid %d: its CUDA log stays as %s/%s (the library may still write it)",
+		       t->pid, ck->dir, t->log.partial);
+	else if (rc < 0)
+		ck_log(ck, 'W', "pid %d: %s", t->pid, err);
+	else if (rc == 1)
+		ck_log(ck, 'I', "pid %d: CUDA log %s/%s", t->pid, ck->dir, t->log.name);
+}
+
 /* Launch mode: every CUDA process of the launched tree may have reported
  * on the shared socket ("ok"/"err" at its CUDA start, "stopped" at exit).
  * Stop those still running, one "stop" each. */
+static long long ck_now_ms(void)
+{
+	struct timespec ts;
+	clock_gettime(CLOCK_MONOTONIC, &ts);
+	return (long long)ts.tv_sec * 1000 + ts.tv_nsec / 1000000;
+}
+
 static void stop_launched(struct lt_cuda_kernel *ck, struct ck_target *t)
 {
 	int pids[MAX_TARGETS], n = 0, asked = 0;
 	char reply[1024];
 	for (int round = 0; round < 2; round++) {
-		int wait_ms = round ? ck->o.finalize_ms + REPLY_MS : 0;
-		for (;;) {
-			int rc = lt_ictl_recv(t->sock, reply, sizeof(reply), wait_ms);
+		/* One deadline per round, however much the processes say. */
+		long long end = ck_now_ms() + (round ? ck->o.finalize_ms + REPLY_MS : 0);
+		for (int k = 0; k < 4 * MAX_TARGETS; k++) {
+			long long left = end - ck_now_ms();
+			int rc = lt_ictl_recv(t->sock, reply, sizeof(reply), left > 0 ? (int)left : 0);
 			if (rc <= 0)
 				break;
 			int pid = msg_pid(reply);
@@ -355,7 +411,7 @@ static void stop_launched(struct lt_cuda_kernel *ck, struct ck_target *t)
 		if (round)
 			break;
 		for (int i = 0; i < n; i++)
-			if (proc_running(pids[i]) && send(t->sock, "stop", 4, MSG_NOSIGNAL) == 4)
+			if (proc_running(pids[i]) && lt_ictl_send(t->sock, "stop", NULL, 0) == 0)
 				asked++;
 		if (!asked)
 			break;
@@ -372,16 +428,18 @@ static void stop_one(struct lt_cuda_kernel *ck, struct ck_target *t)
 	if (t->launched && t->sock >= 0) {
 		stop_launched(ck, t);
 	} else if (t->sock >= 0) {
-		send(t->sock, "stop", 4, MSG_NOSIGNAL);
-		do
-			rc = lt_ictl_recv(t->sock, reply, sizeof(reply), ck->o.finalize_ms + REPLY_MS);
-		while (rc > 0 && strncmp(reply, "stopped", 7));
+		lt_ictl_send(t->sock, "stop", NULL, 0);
+		rc = lt_ictl_await(t->sock, "stopped", reply, sizeof(reply), ck->o.finalize_ms + REPLY_MS);
 		if (rc > 0)
 			account(ck, t->pid, reply);
 		else
 			ck_log(ck, 'W', "pid %d: the injected library %s", t->pid,
 			       rc == -ETIMEDOUT ? "did not answer the stop request" : "is gone (process exited?)");
 	}
+	/* Published once the library is done with it: it said "stopped", or
+	 * it is gone (EOF: the process or its control thread ended). */
+	if (t->log.live)
+		publish_log(ck, t, rc != -ETIMEDOUT || !proc_running(t->pid));
 	if (t->inj.loaded) {
 		char err[512];
 		int u = lt_inj_unload(&t->inj, err, sizeof(err));
@@ -424,5 +482,7 @@ void lt_ck_free(struct lt_cuda_kernel *ck)
 		close(ck->child_sock);
 	if (ck->t[0].sock >= 0)
 		close(ck->t[0].sock);
+	if (ck->dirfd >= 0)
+		close(ck->dirfd);
 	free(ck);
 }

@@ -2,66 +2,116 @@
 #include "inject_ctl.h"
 
 #include <errno.h>
-#include <fcntl.h>
 #include <poll.h>
+#include <stdint.h>
 #include <stdio.h>
-#include <stdlib.h>
 #include <string.h>
 #include <sys/socket.h>
-#include <unistd.h>
+#include <time.h>
 
-int lt_ictl_send(int sock, const char *msg, const char *dir)
+/* A target answering anything but what we wait for, this often, is not
+ * going to answer. */
+#define ICTL_MAX_OTHER 4096
+#define ICTL_FIELD_MAX (1ULL << 48)
+
+int lt_ictl_send(int sock, const char *msg, const int *fds, int nfds)
 {
-	char cbuf[CMSG_SPACE(sizeof(int))];
-	int dfd = dir ? open(dir, O_RDONLY | O_DIRECTORY | O_CLOEXEC) : -1;
+	char cbuf[CMSG_SPACE(sizeof(int) * LT_ICTL_MAX_FDS)];
 	struct iovec iov = { (void *)msg, strlen(msg) };
 	struct msghdr mh = { .msg_iov = &iov, .msg_iovlen = 1 };
 	ssize_t n;
 
+	if (nfds < 0 || nfds > LT_ICTL_MAX_FDS)
+		return -EINVAL;
 	memset(cbuf, 0, sizeof(cbuf));
-	if (dfd >= 0) {
+	if (nfds > 0) {
 		struct cmsghdr *cm;
 
 		mh.msg_control = cbuf;
-		mh.msg_controllen = sizeof(cbuf);
+		mh.msg_controllen = CMSG_SPACE(sizeof(int) * (size_t)nfds);
 		cm = CMSG_FIRSTHDR(&mh);
 		cm->cmsg_level = SOL_SOCKET;
 		cm->cmsg_type = SCM_RIGHTS;
-		cm->cmsg_len = CMSG_LEN(sizeof(int));
-		memcpy(CMSG_DATA(cm), &dfd, sizeof(int));
+		cm->cmsg_len = CMSG_LEN(sizeof(int) * (size_t)nfds);
+		memcpy(CMSG_DATA(cm), fds, sizeof(int) * (size_t)nfds);
 	}
-	n = sendmsg(sock, &mh, MSG_NOSIGNAL);
-	if (dfd >= 0)
-		close(dfd);
+	/* A target that stopped reading must not hold us. */
+	n = sendmsg(sock, &mh, MSG_NOSIGNAL | MSG_DONTWAIT);
 	return n < 0 ? -errno : 0;
+}
+
+static long long ictl_now_ms(void)
+{
+	struct timespec ts;
+
+	clock_gettime(CLOCK_MONOTONIC, &ts);
+	return (long long)ts.tv_sec * 1000 + ts.tv_nsec / 1000000;
+}
+
+/* The target's bytes go into our log lines: nothing but printable ASCII. */
+static void ictl_clean(char *s, size_t n)
+{
+	for (size_t i = 0; i < n; i++)
+		if ((unsigned char)s[i] < 0x20 || (unsigned char)s[i] > 0x7e)
+			s[i] = '?';
 }
 
 int lt_ictl_recv(int sock, char *buf, size_t len, int ms)
 {
 	struct pollfd p = { sock, POLLIN, 0 };
+	long long end = ictl_now_ms() + (ms > 0 ? ms : 0);
 	ssize_t n;
 	int r;
 
-	do
-		r = poll(&p, 1, ms);
-	while (r < 0 && errno == EINTR);
+	if (len < 2)
+		return -EINVAL;
+	for (;;) {
+		long long left = end - ictl_now_ms();
+		r = poll(&p, 1, left > 0 ? (int)left : 0);
+		if (r >= 0 || errno != EINTR)
+			break;
+	}
 	if (r == 0)
 		return -ETIMEDOUT;
-	n = recv(sock, buf, len - 1, 0);
+	/* SOCK_SEQPACKET: a longer message is cut here, the rest discarded. */
+	n = recv(sock, buf, len - 1, MSG_DONTWAIT);
+	if (n < 0 && (errno == EAGAIN || errno == EINTR))
+		return -ETIMEDOUT;
 	if (n <= 0)
 		return 0;
+	ictl_clean(buf, (size_t)n);
 	buf[n] = 0;
 	return (int)n;
+}
+
+int lt_ictl_await(int sock, const char *verb, char *buf, size_t len, int ms)
+{
+	long long end = ictl_now_ms() + ms;
+	size_t vl = strlen(verb);
+
+	for (int i = 0; i < ICTL_MAX_OTHER; i++) {
+		long long left = end - ictl_now_ms();
+		int rc = lt_ictl_recv(sock, buf, len, left > 0 ? (int)left : 0);
+		if (rc <= 0 || !strncmp(buf, verb, vl))
+			return rc;
+	}
+	return -ETIMEDOUT;
 }
 
 unsigned long long lt_ictl_field(const char *msg, const char *key)
 {
 	char k[32];
 	const char *p;
+	unsigned long long v = 0;
 
 	snprintf(k, sizeof(k), " %s=", key);
 	p = strstr(msg, k);
-	return p ? strtoull(p + strlen(k), NULL, 10) : 0;
+	if (!p)
+		return 0;
+	for (p += strlen(k); *p >= '0' && *p <= '9'; p++)
+		if ((v = v * 10 + (unsigned)(*p - '0')) >= ICTL_FIELD_MAX)
+			return ICTL_FIELD_MAX;
+	return v;
 }
 
 const char *lt_ictl_text(const char *m)

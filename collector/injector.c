@@ -4,6 +4,7 @@
  * process. See injector.h for the method; this file is x86-64 only.
  */
 #include "injector.h"
+#include "inject_gate.h"
 
 #include <dirent.h>
 #include <dlfcn.h>
@@ -46,6 +47,17 @@ int lt_inj_unload(struct lt_inj *inj, char *err, size_t errsz)
 
 #ifndef MFD_EXEC
 #define MFD_EXEC 0x10U
+#endif
+#ifndef MFD_ALLOW_SEALING
+#define MFD_ALLOW_SEALING 0x2U
+#endif
+#ifndef F_ADD_SEALS
+#define F_ADD_SEALS 1033
+#define F_GET_SEALS 1034
+#define F_SEAL_SEAL 0x1
+#define F_SEAL_SHRINK 0x2
+#define F_SEAL_GROW 0x4
+#define F_SEAL_WRITE 0x8
 #endif
 #ifndef NT_X86_XSTATE
 #define NT_X86_XSTATE 0x202
@@ -662,26 +674,35 @@ static int read_file(const char *path, void **buf, size_t *len)
 	return 0;
 }
 
-/* Fill the target's memfd from here through /proc/PID/fd/N. */
-static int fill_memfd(int pid, int fd, const void *buf, size_t len)
+/* Fill the target's memfd from here, through our own copy of its fd
+ * (pidfd_getfd: the target's open file, never reopened by path with our
+ * rights), then seal it: from then on nobody, the target included, can
+ * change the code it maps. A target that swapped the fd for another file,
+ * or holds a writable shared mapping of it, is refused. */
+static int fill_memfd(int pidfd, int fd, const void *buf, size_t len)
 {
-	char path[64];
-	snprintf(path, sizeof(path), "/proc/%d/fd/%d", pid, fd);
-	int wfd = open(path, O_WRONLY | O_CLOEXEC);
+	int wfd = (int)syscall(SYS_pidfd_getfd, pidfd, fd, 0);
 	if (wfd < 0)
 		return -errno;
-	size_t done = 0;
-	while (done < len) {
-		ssize_t n = write(wfd, (const char *)buf + done, len - done);
-		if (n <= 0) {
-			int e = n < 0 ? errno : EIO;
-			close(wfd);
-			return -e;
-		}
-		done += (size_t)n;
+	fcntl(wfd, F_SETFD, FD_CLOEXEC);
+	struct stat sb;
+	int rc = 0;
+	/* Only a fresh memfd made with MFD_ALLOW_SEALING has no seal at all. */
+	if (fstat(wfd, &sb) || !S_ISREG(sb.st_mode) || sb.st_size != 0 || fcntl(wfd, F_GET_SEALS) != 0)
+		rc = -EBADF;
+	for (size_t done = 0; !rc && done < len;) {
+		ssize_t n = pwrite(wfd, (const char *)buf + done, len - done, (off_t)done);
+		if (n <= 0)
+			rc = n < 0 ? -errno : -EIO;
+		else
+			done += (size_t)n;
 	}
+	if (!rc && fcntl(wfd, F_ADD_SEALS, F_SEAL_SHRINK | F_SEAL_GROW | F_SEAL_WRITE | F_SEAL_SEAL))
+		rc = -errno;
+	if (!rc && (fstat(wfd, &sb) || (size_t)sb.st_size != len))
+		rc = -EBADF;
 	close(wfd);
-	return 0;
+	return rc;
 }
 
 /* State of one load, for unwinding on error. */
@@ -713,14 +734,18 @@ static int make_memfd(struct load_ctx *c, const void *lib, size_t len, char *err
 	int rc = poke_bytes(&c->t, c->scratch, name, sizeof(name));
 	if (rc)
 		return fail(err, errsz, rc, "writing into process %d: %s", c->t.pid, strerror(-rc));
-	rc = remote_syscall(&c->t, SYS_memfd_create, c->scratch, MFD_CLOEXEC | MFD_EXEC, 0, 0, 0, 0, &r);
+	const uint64_t fl = MFD_CLOEXEC | MFD_ALLOW_SEALING;
+	rc = remote_syscall(&c->t, SYS_memfd_create, c->scratch, fl | MFD_EXEC, 0, 0, 0, 0, &r);
 	if (!rc && r == -EINVAL) /* kernels before 6.3 know no MFD_EXEC */
-		rc = remote_syscall(&c->t, SYS_memfd_create, c->scratch, MFD_CLOEXEC, 0, 0, 0, 0, &r);
+		rc = remote_syscall(&c->t, SYS_memfd_create, c->scratch, fl, 0, 0, 0, 0, &r);
 	if (rc || r < 0)
 		return fail(err, errsz, rc ? rc : (int)r, "process %d: memfd_create failed: %s",
 			    c->t.pid, strerror(rc ? -rc : (int)-r));
 	c->memfd = (int)r;
-	rc = fill_memfd(c->t.pid, c->memfd, lib, len);
+	rc = fill_memfd(c->pidfd, c->memfd, lib, len);
+	if (rc == -EBADF || rc == -EBUSY)
+		return fail(err, errsz, rc, "process %d: its memfd for the library was changed or is "
+			    "mapped writable by the process itself; not injected", c->t.pid);
 	if (rc)
 		return fail(err, errsz, rc, "writing the library into process %d's memfd: %s",
 			    c->t.pid, strerror(-rc));
@@ -740,13 +765,18 @@ static int make_channel(struct load_ctx *c, int *local, char *err, size_t errsz)
 		return fail(err, errsz, rc, "reading process %d's memory", c->t.pid);
 	c->sv[0] = (int)(w & 0xffffffff);
 	c->sv[1] = (int)(w >> 32);
-	c->pidfd = (int)syscall(SYS_pidfd_open, c->t.pid, 0);
-	if (c->pidfd < 0)
-		return fail(err, errsz, -errno, "pidfd_open(%d): %s", c->t.pid, strerror(errno));
 	*local = (int)syscall(SYS_pidfd_getfd, c->pidfd, c->sv[1], 0);
 	if (*local < 0)
 		return fail(err, errsz, -errno, "pidfd_getfd on process %d: %s", c->t.pid, strerror(errno));
 	fcntl(*local, F_SETFD, FD_CLOEXEC);
+	/* The numbers came back through the target's memory: make sure it is
+	 * the kind of socket we asked for before anything is sent on it. */
+	int type = 0, dom = 0;
+	socklen_t sl = sizeof(type), dl = sizeof(dom);
+	if (getsockopt(*local, SOL_SOCKET, SO_TYPE, &type, &sl) || type != SOCK_SEQPACKET ||
+	    getsockopt(*local, SOL_SOCKET, SO_DOMAIN, &dom, &dl) || dom != AF_UNIX)
+		return fail(err, errsz, -EBADF, "process %d: its control socket was changed; not "
+			    "injected", c->t.pid);
 	rc = remote_syscall(&c->t, SYS_close, (uint64_t)c->sv[1], 0, 0, 0, 0, 0, &r);
 	c->sv[1] = -1;
 	return rc;
@@ -835,6 +865,9 @@ static int load_steps(struct load_ctx *c, struct lt_inj *inj, const void *lib, s
 	if (r < 0 && r > -4096)
 		return fail(err, errsz, (int)r, "process %d: mmap failed: %s", c->t.pid, strerror((int)-r));
 	c->scratch = (uint64_t)r;
+	c->pidfd = (int)syscall(SYS_pidfd_open, c->t.pid, 0);
+	if (c->pidfd < 0)
+		return fail(err, errsz, -errno, "pidfd_open(%d): %s", c->t.pid, strerror(errno));
 	char soname[128];
 	elf_soname(lib, len, soname, sizeof(soname));
 	if ((rc = find_loaded(c, soname, &inj->handle, err, errsz)))
@@ -864,18 +897,27 @@ int lt_inj_load(struct lt_inj *inj, int pid, const char *lib_path, char *err, si
 	snprintf(proc, sizeof(proc), "/proc/%d", pid);
 	if (pid <= 0 || access(proc, F_OK))
 		return fail(err, errsz, -ESRCH, "process %d not found", pid);
+	int rc = lt_inj_gate(pid, 0, err, errsz);
+	if (rc)
+		return rc;
 	void *lib = NULL;
 	size_t len = 0;
-	int rc = read_file(lib_path, &lib, &len);
+	rc = read_file(lib_path, &lib, &len);
 	if (rc)
 		return fail(err, errsz, rc, "cannot read the inject library %s: %s", lib_path, strerror(-rc));
 	struct load_ctx c = { .memfd = -1, .sv = { -1, -1 }, .pidfd = -1 };
 	rc = resolve_libc(pid, &c.fn, err, errsz);
 	if (!rc)
 		rc = seize_one(&c.t, pid, err, errsz);
+	/* Again with a thread in hand: stopped or traced meanwhile? */
+	bool gated = false;
+	if (!rc && (rc = lt_inj_gate(pid, c.t.tid, err, errsz))) {
+		gated = true;
+		unseize(&c.t);
+	}
 	if (rc) {
 		free(lib);
-		if (rc != -EPERM && pid_exiting(pid))
+		if (!gated && rc != -EPERM && pid_exiting(pid))
 			return fail(err, errsz, -ESRCH, "process %d exited during injection", pid);
 		return rc;
 	}

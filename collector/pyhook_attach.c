@@ -7,6 +7,7 @@
 #include "pyhook_attach.h"
 #include "injector.h"
 #include "inject_ctl.h"
+#include "inject_log.h"
 
 #include <errno.h>
 #include <fcntl.h>
@@ -31,6 +32,7 @@
 struct pyh_target {
 	int pid;
 	struct lt_inj inj;
+	struct lt_ilog log;             /* the one file its library may write */
 	int started;
 };
 
@@ -44,6 +46,7 @@ struct pyh_later {
 struct lt_pyhook {
 	char lib[PATH_MAX];
 	char dir[PATH_MAX];
+	int dirfd;                      /* dir, ours alone: targets get one file each */
 	char host[256];
 	pthread_mutex_t mu;             /* t[], n: deferred attaches add targets */
 	struct pyh_target t[PYH_MAX];
@@ -107,7 +110,7 @@ struct lt_pyhook *lt_pyh_new(const char *log_dir, const char *output, char *err,
 	}
 	pyh_pick_dir(log_dir, output, dir, sizeof(dir));
 	mkdir(dir, 0755);
-	if (!realpath(dir, ph->dir)) {
+	if (!realpath(dir, ph->dir) || (ph->dirfd = lt_ilog_dir(ph->dir)) < 0) {
 		snprintf(err, errsz, "log directory %s: %s", dir, strerror(errno));
 		free(ph);
 		return NULL;
@@ -140,15 +143,38 @@ int lt_pyh_has(struct lt_pyhook *ph, int pid)
 
 /* ------------------------------------------------------------ protocol */
 
-/* "start ..." with the log directory as an fd (works across mount
- * namespaces: the target needs no path of ours). */
-static int pyh_send_start(struct lt_pyhook *ph, struct pyh_target *t, int wait_ms)
+/* "start ..." with the one file the library may write (inject_log.h): no
+ * directory, no path of ours. */
+static int pyh_send_start(struct lt_pyhook *ph, struct pyh_target *t, int wait_ms, char *err,
+			  size_t errsz)
 {
 	char msg[600];
-
+	int fd = lt_ilog_create(&t->log, ph->dirfd, "llmtracker-python", ph->host, t->pid, err, errsz);
+	if (fd < 0)
+		return fd;
 	snprintf(msg, sizeof(msg), "start pid=%d host=%s cuda=0 python=1 py_wait_ms=%d", t->pid, ph->host,
 		 wait_ms);
-	return lt_ictl_send(t->inj.sock, msg, ph->dir);
+	int rc = lt_ictl_send(t->inj.sock, msg, &fd, 1);
+	close(fd);
+	if (rc)
+		snprintf(err, errsz, "the injected library took no start message: %s", strerror(-rc));
+	return rc;
+}
+
+/* The library is done with its log ("stopped", or gone): publish it; one
+ * line through log or into note when something is wrong. */
+static void pyh_publish(struct lt_pyhook *ph, struct pyh_target *t, int done,
+			void (*log)(char, const char *))
+{
+	char err[600], line[800 + PATH_MAX];
+	int rc = done ? lt_ilog_publish(&t->log, ph->dirfd, err, sizeof(err)) : -EBUSY;
+	if (rc == -EBUSY)
+		snprintf(line, sizeof(line), "python: pid %d: its log stays as %s/%s (the hook "
+			 "library may still write it)", t->pid, ph->dir, t->log.partial);
+	else if (rc < 0)
+		snprintf(line, sizeof(line), "python: pid %d: %s", t->pid, err);
+	if (rc < 0 && log)
+		log('W', line);
 }
 
 /* Take the library out again; a failure is logged, or put in `note`. */
@@ -181,12 +207,8 @@ static void pyh_unload(struct pyh_target *t, void (*log)(char, const char *), ch
 static void pyh_await_stopped(struct pyh_target *t)
 {
 	char reply[256];
-	int rc;
-	if (send(t->inj.sock, "stop", 4, MSG_NOSIGNAL) != 4)
-		return;
-	do
-		rc = lt_ictl_recv(t->inj.sock, reply, sizeof(reply), PYH_REPLY_MS);
-	while (rc > 0 && strncmp(reply, "stopped", 7));
+	if (lt_ictl_send(t->inj.sock, "stop", NULL, 0) == 0)
+		lt_ictl_await(t->inj.sock, "stopped", reply, sizeof(reply), PYH_REPLY_MS);
 }
 
 int lt_pyh_attach(struct lt_pyhook *ph, int pid, int wait_ms, char *msg, size_t msgsz)
@@ -200,11 +222,11 @@ int lt_pyh_attach(struct lt_pyhook *ph, int pid, int wait_ms, char *msg, size_t 
 		snprintf(msg, msgsz, "%s", err);
 		return rc;
 	}
-	if ((rc = pyh_send_start(ph, &t, wait_ms)) == 0)
+	if ((rc = pyh_send_start(ph, &t, wait_ms, err, sizeof(err))) == 0)
 		rc = lt_ictl_recv(t.inj.sock, reply, sizeof(reply), PYH_REPLY_MS + wait_ms);
 	if (rc > 0 && !strncmp(reply, "ok", 2)) {
 		t.started = 1;
-		snprintf(msg, msgsz, "%s", lt_ictl_text(reply));
+		snprintf(msg, msgsz, "%s, log %s", lt_ictl_text(reply), t.log.name);
 		pthread_mutex_lock(&ph->mu);
 		if (ph->n < PYH_MAX)
 			ph->t[ph->n++] = t;
@@ -217,12 +239,16 @@ int lt_pyh_attach(struct lt_pyhook *ph, int pid, int wait_ms, char *msg, size_t 
 	} else if (rc > 0 && !strncmp(reply, "err", 3)) {
 		snprintf(msg, msgsz, "%s", lt_ictl_text(reply));
 		pyh_await_stopped(&t);
+	} else if (rc < 0 && rc != -ETIMEDOUT) {
+		snprintf(msg, msgsz, "%s", err);
+		pyh_await_stopped(&t);
 	} else {
 		snprintf(msg, msgsz, "the injected library %s", rc == -ETIMEDOUT ? "did not answer" : "went away");
 	}
 	/* It started nothing: take it out again, and say so if it stays. */
 	char note[700] = "";
 	pyh_unload(&t, NULL, note, sizeof(note));
+	lt_ilog_drop(&t.log, ph->dirfd);
 	if (note[0]) {
 		size_t n = strlen(msg);
 		snprintf(msg + n, msgsz - n, " (%s)", note);
@@ -313,18 +339,17 @@ int lt_pyh_attach_later(struct lt_pyhook *ph, int pid, void (*log)(char level, c
 
 /* ------------------------------------------------------------ stop */
 
-static void pyh_stop_one(struct pyh_target *t, void (*log)(char, const char *))
+static void pyh_stop_one(struct lt_pyhook *ph, struct pyh_target *t, void (*log)(char, const char *))
 {
-	char reply[1024] = "", line[1200];
+	char reply[1024] = "", line[1200 + PATH_MAX];
 	int rc = 0;
 	if (t->inj.sock >= 0 && t->started) {
-		send(t->inj.sock, "stop", 4, MSG_NOSIGNAL);
-		do
-			rc = lt_ictl_recv(t->inj.sock, reply, sizeof(reply), PYH_REPLY_MS);
-		while (rc > 0 && strncmp(reply, "stopped", 7));
+		lt_ictl_send(t->inj.sock, "stop", NULL, 0);
+		rc = lt_ictl_await(t->inj.sock, "stopped", reply, sizeof(reply), PYH_REPLY_MS);
 	}
 	if (rc > 0)
-		snprintf(line, sizeof(line), "python: pid %d: hook %s", t->pid, lt_ictl_text(reply));
+		snprintf(line, sizeof(line), "python: pid %d: hook %s, log %s/%s", t->pid, lt_ictl_text(reply),
+			 ph->dir, t->log.name);
 	else
 		snprintf(line, sizeof(line), "python: pid %d: the hook library %s", t->pid,
 			 rc == -ETIMEDOUT ? "did not answer the stop request (GIL held?)"
@@ -332,6 +357,7 @@ static void pyh_stop_one(struct pyh_target *t, void (*log)(char, const char *))
 	if (log)
 		log(rc > 0 || rc == 0 ? 'I' : 'W', line);
 	pyh_unload(t, log, NULL, 0);
+	pyh_publish(ph, t, rc != -ETIMEDOUT || !pyh_alive(t->pid), log);
 	t->started = 0;
 }
 
@@ -344,7 +370,7 @@ int lt_pyh_stop(struct lt_pyhook *ph, void (*log)(char level, const char *msg))
 		pthread_join(ph->later[i].th, NULL);
 	ph->n_later = 0;
 	for (int i = 0; i < ph->n; i++)
-		pyh_stop_one(&ph->t[i], log);
+		pyh_stop_one(ph, &ph->t[i], log);
 	ph->n = 0;
 	return atomic_exchange(&ph->later_ok, 0);
 }
@@ -354,6 +380,8 @@ void lt_pyh_free(struct lt_pyhook *ph)
 	if (!ph)
 		return;
 	lt_pyh_stop(ph, NULL);
+	if (ph->dirfd >= 0)
+		close(ph->dirfd);
 	pthread_mutex_destroy(&ph->mu);
 	free(ph);
 }

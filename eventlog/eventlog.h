@@ -245,6 +245,17 @@ int evlog_writer_open(struct evlog_writer **out, const char *path,
 		      const struct evlog_header *hdr,
 		      const struct evlog_writer_opts *opts, char *msg, size_t msgsz);
 
+/*
+ * Open a writer on `fd`: an empty regular file, opened for writing, that the
+ * caller created and will publish itself (the injected library gets only such
+ * an fd from the collector: no directory, no path). The writer takes fd in
+ * every case. Close flushes and closes it, never renames; abort (and a failed
+ * open) leaves it empty, for its creator to drop. `label` names it in messages.
+ */
+int evlog_writer_open_fd(struct evlog_writer **out, int fd, const char *label,
+			 const struct evlog_header *hdr,
+			 const struct evlog_writer_opts *opts, char *msg, size_t msgsz);
+
 /* Append one event. Cheap: encodes into the current chunk; may flush. */
 int evlog_write(struct evlog_writer *w, const struct evlog_event *ev);
 

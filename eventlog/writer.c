@@ -5,7 +5,9 @@
  * column (evlog_columns.h), compresses full or stale chunks with zstd and
  * appends each with a single write() to
  * "<dir>/.<name>.partial"; close renames it to "<dir>/<name>" without ever
- * replacing another file. Format: schemas/eventlog.md.
+ * replacing another file. evlog_writer_open_fd() writes into a file someone
+ * else created and publishes (no directory, no rename here). Format:
+ * schemas/eventlog.md.
  */
 #include "eventlog/eventlog.h"
 #include "eventlog/evlog_columns.h"
@@ -308,6 +310,16 @@ static void evw_set_opts(struct evlog_writer *w, const struct evlog_writer_opts 
 		w->opts.zstd_level = 1;
 }
 
+static int evw_alloc(struct evlog_writer *w, char *msg, size_t msgsz)
+{
+	w->cctx = ZSTD_createCCtx();
+	evc_bases(w->base);
+	if (!w->cctx || evt_init(&w->strs, 1024) || evt_init(&w->stacks, 256) ||
+	    evt_init(&w->pystacks, 256))
+		return evf_msg(msg, msgsz, EVLOG_ENOMEM, "out of memory");
+	return 0;
+}
+
 static int evw_init(struct evlog_writer *w, const char *path, const struct evlog_header *hdr,
 		    char *msg, size_t msgsz)
 {
@@ -323,11 +335,8 @@ static int evw_init(struct evlog_writer *w, const char *path, const struct evlog
 				       "refusing to overwrite it (remove it or choose another name)",
 				       path);
 	}
-	w->cctx = ZSTD_createCCtx();
-	evc_bases(w->base);
-	if (!w->cctx || evt_init(&w->strs, 1024) || evt_init(&w->stacks, 256) ||
-	    evt_init(&w->pystacks, 256))
-		return evf_msg(msg, msgsz, EVLOG_ENOMEM, "out of memory");
+	if ((rc = evw_alloc(w, msg, msgsz)))
+		return rc;
 	rc = evw_create_partial(w, path, msg, msgsz);
 	if (rc)
 		return rc;
@@ -352,6 +361,57 @@ int evlog_writer_open(struct evlog_writer **out, const char *path,
 	if (rc) {
 		if (w->partial)
 			unlinkat(w->dirfd, w->partial, 0);
+		evw_free(w);
+		return rc;
+	}
+	*out = w;
+	return 0;
+}
+
+/* An fd-only writer's way to discard: an empty file, which its creator drops. */
+static void evw_empty(struct evlog_writer *w)
+{
+	if (ftruncate(w->fd, 0) == 0)
+		w->st.file_bytes = 0;
+}
+
+/* The file was made by someone else, who publishes it (the collector, for
+ * the injected library): no directory, no name, nothing renamed here. */
+int evlog_writer_open_fd(struct evlog_writer **out, int fd, const char *label,
+			 const struct evlog_header *hdr,
+			 const struct evlog_writer_opts *opts, char *msg, size_t msgsz)
+{
+	struct stat sb;
+	if (!out) {
+		if (fd >= 0)
+			close(fd);
+		return evf_msg(msg, msgsz, EVLOG_EINVAL, "evlog_writer_open_fd: NULL out");
+	}
+	*out = NULL;
+	if (fd < 0)
+		return evf_msg(msg, msgsz, EVLOG_EINVAL, "evlog_writer_open_fd: no file");
+	/* Empty and regular: the creator's fresh file, nothing else's data. */
+	if (fstat(fd, &sb) || !S_ISREG(sb.st_mode) || sb.st_size != 0 ||
+	    lseek(fd, 0, SEEK_SET) != 0) {
+		close(fd);
+		return evf_msg(msg, msgsz, EVLOG_EINVAL, "%s: not an empty regular file",
+			       label ? label : "log");
+	}
+	struct evlog_writer *w = calloc(1, sizeof(*w));
+	if (!w) {
+		close(fd);
+		return evf_msg(msg, msgsz, EVLOG_ENOMEM, "out of memory");
+	}
+	w->fd = fd;
+	w->dirfd = -1;
+	evw_set_opts(w, opts);
+	w->partial_path = strdup(label ? label : "log");
+	int rc = w->partial_path ? evw_alloc(w, msg, msgsz)
+				 : evf_msg(msg, msgsz, EVLOG_ENOMEM, "out of memory");
+	if (!rc)
+		rc = evw_write_header(w, hdr, msg, msgsz);
+	if (rc) {
+		evw_empty(w);
 		evw_free(w);
 		return rc;
 	}
@@ -896,7 +956,7 @@ int evlog_writer_close_msg(struct evlog_writer *w, char *msg, size_t msgsz)
 	if (!w)
 		return evf_msg(msg, msgsz, EVLOG_EINVAL, "evlog_writer_close: NULL writer");
 	int rc = evw_flush_chunk(w);
-	if (rc == 0) {
+	if (rc == 0 && w->name) { /* an fd-only writer's file is published by its creator */
 		int e = evw_publish(w);
 		if (e == -EEXIST)
 			rc = evw_fail(w, EVLOG_EEXIST, "publishing %s: it already exists (never "
@@ -922,6 +982,8 @@ void evlog_writer_abort(struct evlog_writer *w)
 		return;
 	if (w->partial)
 		unlinkat(w->dirfd, w->partial, 0);
+	else
+		evw_empty(w);
 	evw_free(w);
 }
 

@@ -968,21 +968,7 @@ static void CUPTIAPI api_callback(void *ud, CUpti_CallbackDomain dom, CUpti_Call
 
 static int open_log(char *msg, size_t msgsz)
 {
-	struct timespec rt;
-	clock_gettime(CLOCK_REALTIME, &rt);
-	struct tm tm;
-	gmtime_r(&rt.tv_sec, &tm);
-	char stamp[32], path[1400];
-	strftime(stamp, sizeof(stamp), "%Y%m%dT%H%M%S", &tm);
-	snprintf(stats.file, sizeof(stats.file), "llmtracker-cupti.%.64s.%u.%s.%09ld.evlog",
-		 cfg.host, cfg.pid, stamp, rt.tv_nsec);
-	if (cfg.dir_fd >= 0)
-		/* The collector's directory, handed over as an fd: works across
-		 * mount namespaces, and rename stays inside it. */
-		snprintf(path, sizeof(path), "/proc/self/fd/%d/%s", cfg.dir_fd, stats.file);
-	else
-		snprintf(path, sizeof(path), "%s/%s", cfg.dir[0] ? cfg.dir : ".", stats.file);
-	char cmd[64];
+	char cmd[64], err[256];
 	snprintf(cmd, sizeof(cmd), "pid=%u", (unsigned)getpid());
 	struct evlog_header h = {
 		.host = evlog_s(cfg.host), .producer = evlog_s("inject"),
@@ -990,8 +976,32 @@ static int open_log(char *msg, size_t msgsz)
 		.options = evlog_s(cfg.launch ? "cupti launch" : "cupti attach"),
 		.producer_pid = (uint32_t)getpid(),
 	};
-	char err[256];
-	if (evlog_writer_open(&wr, path, &h, NULL, err, sizeof(err))) {
+	int rc;
+	stats.file[0] = 0;
+	if (cfg.launch) {
+		/* The user's own command, started by the collector: it names and
+		 * publishes its log in $LLMT_CUPTI_DIR itself (inject.h). */
+		struct timespec rt;
+		struct tm tm;
+		char stamp[32], path[1400];
+		clock_gettime(CLOCK_REALTIME, &rt);
+		gmtime_r(&rt.tv_sec, &tm);
+		strftime(stamp, sizeof(stamp), "%Y%m%dT%H%M%S", &tm);
+		snprintf(stats.file, sizeof(stats.file), "llmtracker-cupti.%.64s.%u.%s.%09ld.evlog",
+			 cfg.host, cfg.pid, stamp, rt.tv_nsec);
+		snprintf(path, sizeof(path), "%s/%s", cfg.dir[0] ? cfg.dir : ".", stats.file);
+		rc = evlog_writer_open(&wr, path, &h, NULL, err, sizeof(err));
+	} else {
+		/* Attach: only the file the collector made for us (no directory,
+		 * no path); it publishes it. Our own copy: entry.c closes its. */
+		int fd = cfg.cupti_fd >= 0 ? fcntl(cfg.cupti_fd, F_DUPFD_CLOEXEC, 0) : -1;
+		if (fd < 0)
+			snprintf(err, sizeof(err), "no log file came from the collector");
+		rc = fd < 0 ? -1 : evlog_writer_open_fd(&wr, fd, "the collector's log file", &h, NULL,
+							 err, sizeof(err));
+	}
+	if (rc) {
+		stats.file[0] = 0;
 		snprintf(msg, msgsz, "err CUDA kernel profiling cannot start: cannot create its log: %s", err);
 		return -EIO;
 	}

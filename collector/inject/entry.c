@@ -36,7 +36,7 @@ static struct li_config li_cfg;
 /* "WORD rest" -> "WORD pid=N rest": several processes may share a socket. */
 static void send_msg(const char *msg)
 {
-	char buf[1024];
+	char buf[LI_MSG_MAX];
 	size_t w = strcspn(msg, " ");
 	if (li_sock < 0)
 		return;
@@ -48,7 +48,7 @@ static void cfg_defaults(struct li_config *c)
 {
 	memset(c, 0, sizeof(*c));
 	c->pid = (uint32_t)getpid();
-	c->dir_fd = -1;
+	c->cupti_fd = c->py_fd = -1;
 	c->driver = 0;
 	c->runtime = 1;
 	c->finalize_ms = 3000;
@@ -57,7 +57,8 @@ static void cfg_defaults(struct li_config *c)
 		snprintf(c->host, sizeof(c->host), "unknown");
 }
 
-/* "start pid=1 host=h driver=1 finalize_ms=3000 dir=/x" -> cfg */
+/* "start pid=1 host=h driver=1 finalize_ms=3000" -> cfg (no key names a
+ * path: where the logs go comes as fds only) */
 static void cfg_parse(struct li_config *c, char *msg)
 {
 	char *save = NULL;
@@ -95,15 +96,16 @@ static void cfg_parse(struct li_config *c, char *msg)
 			c->python = atoi(eq);
 		else if (!strcmp(tok, "py_wait_ms"))
 			c->py_wait_ms = atoi(eq);
-		else if (!strcmp(tok, "dir"))
-			snprintf(c->dir, sizeof(c->dir), "%s", eq);
 	}
 }
 
-/* Receive one message (and an fd, if one came with it). 0 on EOF/error. */
-static ssize_t recv_msg(char *buf, size_t len, int *fd)
+#define LI_MAX_FDS 2 /* one log file per source */
+
+/* Receive one message and the fds that came with it (up to LI_MAX_FDS; the
+ * kernel drops any beyond; fds is NULL: none kept). 0 on EOF/error. */
+static ssize_t recv_msg(char *buf, size_t len, int *fds, int *nfds)
 {
-	char cbuf[CMSG_SPACE(sizeof(int))];
+	char cbuf[CMSG_SPACE(sizeof(int) * LI_MAX_FDS)];
 	struct iovec iov = { buf, len - 1 };
 	struct msghdr mh = { .msg_iov = &iov, .msg_iovlen = 1,
 			     .msg_control = cbuf, .msg_controllen = sizeof(cbuf) };
@@ -111,13 +113,43 @@ static ssize_t recv_msg(char *buf, size_t len, int *fd)
 	do
 		n = recvmsg(li_sock, &mh, MSG_CMSG_CLOEXEC);
 	while (n < 0 && errno == EINTR);
+	for (struct cmsghdr *cm = CMSG_FIRSTHDR(&mh); n >= 0 && cm; cm = CMSG_NXTHDR(&mh, cm)) {
+		if (cm->cmsg_level != SOL_SOCKET || cm->cmsg_type != SCM_RIGHTS)
+			continue;
+		size_t k = (cm->cmsg_len - CMSG_LEN(0)) / sizeof(int);
+		for (size_t i = 0; i < k; i++) {
+			int fd;
+			memcpy(&fd, CMSG_DATA(cm) + i * sizeof(int), sizeof(int));
+			if (fds && *nfds < LI_MAX_FDS)
+				fds[(*nfds)++] = fd;
+			else
+				close(fd);
+		}
+	}
 	if (n <= 0)
 		return 0;
 	buf[n] = 0;
-	for (struct cmsghdr *cm = CMSG_FIRSTHDR(&mh); cm; cm = CMSG_NXTHDR(&mh, cm))
-		if (cm->cmsg_level == SOL_SOCKET && cm->cmsg_type == SCM_RIGHTS && fd)
-			memcpy(fd, CMSG_DATA(cm), sizeof(int));
 	return n;
+}
+
+/* The start message's fds, in the order of its sources (inject.h). */
+static void take_log_fds(struct li_config *c, int *fds, int nfds)
+{
+	int k = 0;
+	c->cupti_fd = c->cuda && k < nfds ? fds[k++] : -1;
+	c->py_fd = c->python && k < nfds ? fds[k++] : -1;
+	while (k < nfds)
+		close(fds[k++]);
+}
+
+/* Each writer holds its own copy from open: ours go. */
+static void close_log_fds(struct li_config *c)
+{
+	if (c->cupti_fd >= 0)
+		close(c->cupti_fd);
+	if (c->py_fd >= 0)
+		close(c->py_fd);
+	c->cupti_fd = c->py_fd = -1;
 }
 
 /* Wait for "stop" or EOF, ticking the log so data reaches disk. */
@@ -134,7 +166,7 @@ static void wait_stop(void)
 		}
 		if (r < 0 && errno == EINTR)
 			continue;
-		if (r < 0 || !recv_msg(buf, sizeof(buf), NULL) || !strncmp(buf, "stop", 4))
+		if (r < 0 || !recv_msg(buf, sizeof(buf), NULL, NULL) || !strncmp(buf, "stop", 4))
 			return;
 	}
 }
@@ -144,10 +176,6 @@ static void wait_stop(void)
 static void final_msg(const char *msg)
 {
 	int sock = li_sock;
-	if (li_cfg.dir_fd >= 0) {
-		close(li_cfg.dir_fd);
-		li_cfg.dir_fd = -1;
-	}
 	atomic_store(&li_state, LI_DONE);
 	if (msg)
 		send_msg(msg);
@@ -211,27 +239,24 @@ static int start_sources(char *msg, size_t len)
 static void *worker(void *arg)
 {
 	(void)arg;
-	char buf[2048], msg[600];
+	char buf[LI_MSG_MAX], msg[600];
 	int rc = li_early_rc;
 	if (li_started_early) {
 		snprintf(msg, sizeof(msg), "%s", li_early_msg);
 	} else {
-		int fd = -1;
-		if (!recv_msg(buf, sizeof(buf), &fd) || strncmp(buf, "start", 5)) {
-			if (fd >= 0)
-				close(fd);
+		int fds[LI_MAX_FDS], nfds = 0;
+		if (!recv_msg(buf, sizeof(buf), fds, &nfds) || strncmp(buf, "start", 5)) {
+			while (nfds > 0)
+				close(fds[--nfds]);
 			goto out; /* the collector went away before starting us */
 		}
 		cfg_parse(&li_cfg, buf + 5);
-		li_cfg.dir_fd = fd;
+		take_log_fds(&li_cfg, fds, nfds);
 		rc = start_sources(msg, sizeof(msg));
+		close_log_fds(&li_cfg);
 	}
 	send_msg(msg);
 	wait_stop();
-	if (li_cfg.dir_fd >= 0 && rc != 0) {
-		close(li_cfg.dir_fd);
-		li_cfg.dir_fd = -1;
-	}
 	if (rc == 0)
 		stop_and_report();
 	else

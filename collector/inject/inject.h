@@ -7,16 +7,24 @@
  * collector names.
  *
  * Control protocol on the AF_UNIX SOCK_SEQPACKET socket the collector holds
- * the other end of (text messages, one per packet):
- *   collector -> lib  "start KEY=VALUE ..." (+ SCM_RIGHTS: output dir fd)
- *                     keys: pid (host pid), host, dir (path, if no fd),
- *                           runtime (0/1/2), driver (0/1), finalize_ms, pinned,
- *                           cuda (0/1), python (0/1), py_wait_ms (pyhook.h)
- *   lib -> collector  "ok file=NAME" | "err MESSAGE"
+ * the other end of (text messages, one per packet, at most LI_MSG_MAX bytes):
+ *   collector -> lib  "start KEY=VALUE ..." (+ SCM_RIGHTS: one fd per source
+ *                     started, CUPTI's first, then Python's: each a write-only
+ *                     fd of an empty file the collector made for that log;
+ *                     the library writes into it and renames nothing)
+ *                     keys: pid (host pid), host, runtime (0/1/2), driver (0/1),
+ *                           finalize_ms, pinned, cuda (0/1), python (0/1),
+ *                           py_wait_ms (pyhook.h)
+ *   lib -> collector  "ok ..." | "err MESSAGE"
  *   collector -> lib  "stop"
  *   lib -> collector  "stopped kernels=N memcpy=N memset=N api=N dropped=N
- *                      finalized=0|1 kept=0|1 file=NAME"
- * EOF on the socket (the collector died) stops collection the same way.
+ *                      finalized=0|1 kept=0|1 ..."
+ * EOF on the socket (the collector died) stops collection the same way; the
+ * log then stays as the collector's ".NAME.partial", every chunk readable.
+ * The collector publishes the file; nothing the library says names a file.
+ * Launch mode (InitializeInjection) has no start message: the command is the
+ * user's own, started by the collector with its rights, and the library
+ * writes and publishes its log by path in $LLMT_CUPTI_DIR.
  */
 #ifndef LLMT_INJECT_H
 #define LLMT_INJECT_H
@@ -26,11 +34,14 @@
 
 #define LI_API __attribute__((visibility("default")))
 
+#define LI_MSG_MAX 2048        /* one control message, either way */
+
 struct li_config {
 	uint32_t pid;          /* pid to record events under (host view) */
 	char host[256];
-	int dir_fd;            /* output directory, or -1 */
-	char dir[1024];        /* output directory path when dir_fd < 0 */
+	int cupti_fd;          /* attach: the file for CUPTI's log (the collector's), or -1 */
+	int py_fd;             /* attach: the file for the Python log, or -1 */
+	char dir[1024];        /* launch only ($LLMT_CUPTI_DIR): where CUPTI's log goes */
 	int driver;            /* 1: every driver API call too (pairs kernels launched
 				* through cuLaunchKernel, e.g. cuBLAS's; costly: the runtime
 				* makes ~6 driver calls per launch). Default 0 */

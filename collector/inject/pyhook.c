@@ -31,6 +31,7 @@
 #include <dirent.h>
 #include <dlfcn.h>
 #include <errno.h>
+#include <fcntl.h>
 #include <pthread.h>
 #include <stdatomic.h>
 #include <stdint.h>
@@ -119,7 +120,8 @@ static int hook_set;               /* hook_obj is in threading._profile_hook */
 static int last_tasks, ticks;
 static uint64_t n_enter, n_exit, n_dropped;
 static unsigned n_threads, n_busy;
-static char file_name[256];
+static int log_fd = -1;             /* the writer's fd (closed in forked children) */
+static int log_failed;              /* the last flush of the log failed */
 
 /* ------------------------------------------------------------ resolving */
 
@@ -571,20 +573,11 @@ static int count_tasks(void)
 
 /* ------------------------------------------------------------ log */
 
+/* Only the file the collector made for us (no directory, no path); the
+ * collector publishes it. Our own copy of the fd: entry.c closes its. */
 static int open_log(char *msg, size_t msgsz)
 {
-	struct timespec rt;
-	struct tm tm;
-	char stamp[32], path[1400], err[256], cmd[64], opts[64];
-	clock_gettime(CLOCK_REALTIME, &rt);
-	gmtime_r(&rt.tv_sec, &tm);
-	strftime(stamp, sizeof(stamp), "%Y%m%dT%H%M%S", &tm);
-	snprintf(file_name, sizeof(file_name), "llmtracker-python.%.64s.%u.%s.%09ld.evlog", cfg.host,
-		 cfg.pid, stamp, rt.tv_nsec);
-	if (cfg.dir_fd >= 0)
-		snprintf(path, sizeof(path), "/proc/self/fd/%d/%s", cfg.dir_fd, file_name);
-	else
-		snprintf(path, sizeof(path), "%s/%s", cfg.dir[0] ? cfg.dir : ".", file_name);
+	char err[256], cmd[64], opts[64];
 	snprintf(cmd, sizeof(cmd), "pid=%u", (unsigned)getpid());
 	snprintf(opts, sizeof(opts), "pyhook cpython=%d.%d", api.major, api.minor);
 	struct evlog_header h = {
@@ -592,20 +585,23 @@ static int open_log(char *msg, size_t msgsz)
 		.cmdline = evlog_s(cmd), .options = evlog_s(opts),
 		.producer_pid = (uint32_t)getpid(),
 	};
-	if (evlog_writer_open(&wr, path, &h, NULL, err, sizeof(err))) {
+	int fd = cfg.py_fd >= 0 ? fcntl(cfg.py_fd, F_DUPFD_CLOEXEC, 0) : -1;
+	if (fd < 0)
+		snprintf(err, sizeof(err), "no log file came from the collector");
+	if (fd < 0 || evlog_writer_open_fd(&wr, fd, "the collector's log file", &h, NULL, err, sizeof(err))) {
 		snprintf(msg, msgsz, "err Python function tracing cannot start: cannot create its log: %s", err);
-		file_name[0] = 0;
 		return -EIO;
 	}
+	log_fd = fd;
 	return 0;
 }
 
 static void close_log(void)
 {
 	pthread_mutex_lock(&lock);
-	if (wr && evlog_writer_close(wr))
-		file_name[0] = 0;
+	log_failed = wr && evlog_writer_close(wr);
 	wr = NULL;
+	log_fd = -1;
 	pthread_mutex_unlock(&lock);
 }
 
@@ -613,12 +609,16 @@ static void close_log(void)
 
 /* A forked child (multiprocessing, DataLoader workers) inherits the hook but
  * not the control thread, and its writer shares the parent's file: it
- * records nothing, and its inherited callback returns at once. */
+ * records nothing, its inherited callback returns at once, and it keeps no
+ * fd of the collector's file. */
 static void atfork_child(void)
 {
 	atomic_store(&running, 0);
 	pthread_mutex_init(&lock, NULL);
 	wr = NULL;
+	if (log_fd >= 0)
+		close(log_fd);
+	log_fd = -1;
 	installed = pending = 0;
 }
 
@@ -649,18 +649,19 @@ int li_pyhook_start(const struct li_config *c, char *msg, size_t msgsz)
 	atomic_fetch_add(&gen, 1);
 	if (!wait_initialized(c->py_wait_ms)) {
 		pending = 1;
-		snprintf(msg, msgsz, "ok pyfile=%s cpython=%d.%d pending=1", file_name, api.major, api.minor);
+		snprintf(msg, msgsz, "ok cpython=%d.%d pending=1", api.major, api.minor);
 		return 0;
 	}
 	if ((rc = install(msg, msgsz))) {
 		pthread_mutex_lock(&lock);
 		evlog_writer_abort(wr);
 		wr = NULL;
+		log_fd = -1;
 		pthread_mutex_unlock(&lock);
 		return rc;
 	}
 	last_tasks = count_tasks();
-	snprintf(msg, msgsz, "ok pyfile=%s cpython=%d.%d threads=%u busy=%u", file_name, api.major,
+	snprintf(msg, msgsz, "ok cpython=%d.%d threads=%u busy=%u", api.major,
 		 api.minor, n_threads, n_busy);
 	return 0;
 }
@@ -699,9 +700,9 @@ void li_pyhook_tick(void)
 static void stats_msg(char *msg, size_t msgsz)
 {
 	snprintf(msg, msgsz, "stopped py_enter=%llu py_exit=%llu threads=%u busy=%u dropped=%llu "
-		 "removed=%d pyfile=%s", (unsigned long long)n_enter, (unsigned long long)n_exit,
+		 "removed=%d log=%s", (unsigned long long)n_enter, (unsigned long long)n_exit,
 		 n_threads, n_busy, (unsigned long long)n_dropped, removed,
-		 file_name[0] ? file_name : "-");
+		 log_failed ? "failed" : "ok");
 }
 
 int li_pyhook_stop(int at_exit, char *msg, size_t msgsz)

@@ -6,7 +6,7 @@
  * API in the process (dlsym; no link-time libpython), installs a C-level
  * profile function on every thread state under the GIL and writes
  * EV_PY_ENTER / EV_PY_EXIT events into its own event log, one per process,
- * in the directory the collector names ("llmtracker-python.HOST.PID.*").
+ * in the one file the collector made for it ("llmtracker-python.HOST.PID.*").
  *
  * Control, from the library's control thread (entry.c):
  *   li_pyhook_start()  resolve, open the log, install (or wait for
@@ -15,8 +15,9 @@
  *                      threads created since, let the log reach disk;
  *   li_pyhook_stop()   remove the profile function from every thread under
  *                      the GIL, drop the code-object cache, publish the log.
- * Messages follow inject.h: "ok pyfile=NAME ..." / "err ...", and
- * "stopped py_enter=N py_exit=N threads=N removed=0|1 pyfile=NAME".
+ * Messages follow inject.h: "ok cpython=X.Y ..." / "err ...", and
+ * "stopped py_enter=N py_exit=N threads=N removed=0|1 log=ok|failed". The
+ * log is the file the collector made (an fd, li_config.py_fd).
  */
 #ifndef LLMT_PYHOOK_H
 #define LLMT_PYHOOK_H

@@ -159,16 +159,26 @@ check "$T/l" "launched: exact counts once the hook is in" f=100 g=300 loop=1
 ok $? "launched: collector exits 0, the command's status 3 is reported"
 
 # 6. the collector is SIGKILLed: the library sees the socket close, removes
-# its hook and publishes its log; the target carries on
+# its hook, flushes its log and closes the file; nobody is left to publish
+# it, so it stays as the collector's .NAME.partial, readable; the target
+# carries on and holds no fd of ours
 mkdir -p "$T/k"
 "$PY" "$SCRIPT" 100 "$T/k/go" "$T/k/hold" 0 > "$T/k/out" & tp=$!; pids+=($tp)
 sleep 0.3
+fdlist() { for f in /proc/$tp/fd/*; do echo "${f##*/} $(readlink "$f")"; done 2>/dev/null | sort; }
+fdlist > "$T/k/fd.before"
 "$LT" profile -p $tp -t python -o "$T/k/c.log" -v 1 > /dev/null 2> "$T/k/err" & cp=$!; pids+=($cp)
 wait_for "$T/k/err" "tracing functions"
 kill -KILL $cp; wait $cp 2>/dev/null
-for _ in $(seq 50); do ls "$T/k"/llmtracker-python.*.evlog > /dev/null 2>&1 && break; sleep 0.1; done
+ours_open() { fdlist | comm -13 "$T/k/fd.before" - | grep -c .; }
+for _ in $(seq 100); do [ "$(ours_open)" = 0 ] && break; sleep 0.1; done
+left_open=$(ours_open)
 touch "$T/k/go"; wait_for "$T/k/out" "pyh_calltree done"; touch "$T/k/hold"; wait $tp; rc=$?
-"$DUMP" "$T/k"/llmtracker-python.*.evlog 2>/dev/null | grep -c " func=g " > "$T/k/g"
-[ $rc = 3 ] && [ "$(cat $T/k/out)" = "pyh_calltree done 100 0 30300" ] && [ "$(cat $T/k/g)" = 0 ]
-ok $? "collector SIGKILLed: hook removed (no g calls recorded after), log published, target unchanged"
+part=$(ls "$T/k"/.llmtracker-python.*.evlog.partial 2>/dev/null | head -1)
+"$DUMP" "$part" 2>/dev/null > "$T/k/dump"; drc=$?
+grep -c " func=g " "$T/k/dump" > "$T/k/g"
+echo "# left open in the target: $left_open; partial: ${part##*/} (dump rc $drc)"
+[ $rc = 3 ] && [ "$(cat $T/k/out)" = "pyh_calltree done 100 0 30300" ] && [ "$(cat $T/k/g)" = 0 ] &&
+	[ -n "$part" ] && [ $drc = 0 ] && [ "$left_open" = 0 ] && ! ls "$T/k"/llmtracker-python.*.evlog >/dev/null 2>&1
+ok $? "collector SIGKILLed: hook removed (no g calls recorded after), readable .partial left, no fd of ours left in the target, target unchanged"
 exit 0

@@ -761,6 +761,63 @@ static void test_publish_race(void **state)
 	evlog_reader_close(r);
 }
 
+/* The fd-only writer (the injected library's): writes into a file its
+ * creator made, renames nothing, keeps flushed chunks readable while open,
+ * refuses a file that is not empty and regular, and empties it on abort. */
+static void test_fd_writer(void **state)
+{
+	(void)state;
+	struct evlog_header h = test_header();
+	struct evlog_writer_opts o = { .flush_ns = 1000000 };
+	struct evlog_writer *w = NULL;
+	char msg[512];
+	int fd = open(tpath(".fd.partial"), O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC, 0600);
+	assert_true(fd >= 0);
+	assert_int_equal(evlog_writer_open_fd(&w, fd, "fd log", &h, &o, msg, sizeof(msg)), 0);
+	struct evlog_event ev = { .type = EV_LOST, .ts = 1, .pid = 3, .tid = 3 };
+	ev.u.lost.count = 5;
+	assert_int_equal(evlog_write(w, &ev), 0);
+	assert_int_equal(evlog_writer_flush(w), 0);
+	struct evlog_reader *r = ropen(tpath(".fd.partial"));
+	const struct evlog_event *got;
+	assert_int_equal(evlog_next(r, &got), 0);
+	assert_int_equal(got->u.lost.count, 5);
+	evlog_reader_close(r);
+	ev.u.lost.count = 6;
+	assert_int_equal(evlog_write(w, &ev), 0);
+	assert_int_equal(evlog_writer_close_msg(w, msg, sizeof(msg)), 0);
+	/* Nothing published or created beside it: the creator publishes. */
+	char cmd[300];
+	snprintf(cmd, sizeof(cmd), "test \"$(ls -A '%s' | grep fd)\" = .fd.partial", tmpdir);
+	assert_int_equal(system(cmd), 0);
+	r = ropen(tpath(".fd.partial"));
+	int n = 0;
+	while (evlog_next(r, &got) == 0)
+		assert_int_equal(got->u.lost.count, 5 + n++);
+	assert_int_equal(n, 2);
+	evlog_reader_close(r);
+
+	/* Not empty, a directory, no fd: refused, with the fd closed. */
+	fd = open(tpath(".fd.partial"), O_WRONLY | O_CLOEXEC);
+	assert_int_equal(evlog_writer_open_fd(&w, fd, "full", &h, NULL, msg, sizeof(msg)), -EVLOG_EINVAL);
+	assert_non_null(strstr(msg, "full: not an empty regular file"));
+	assert_int_equal(fcntl(fd, F_GETFD), -1);
+	fd = open(tmpdir, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+	assert_int_equal(evlog_writer_open_fd(&w, fd, "dir", &h, NULL, msg, sizeof(msg)), -EVLOG_EINVAL);
+	assert_int_equal(fcntl(fd, F_GETFD), -1);
+	assert_int_equal(evlog_writer_open_fd(&w, -1, "none", &h, NULL, msg, sizeof(msg)), -EVLOG_EINVAL);
+	assert_null(w);
+
+	/* Abort: the file is left empty (the creator drops it), not removed. */
+	fd = open(tpath(".ab.partial"), O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC, 0600);
+	assert_int_equal(evlog_writer_open_fd(&w, fd, "ab", &h, NULL, msg, sizeof(msg)), 0);
+	assert_int_equal(evlog_write(w, &ev), 0);
+	evlog_writer_abort(w);
+	struct stat sb;
+	assert_int_equal(stat(tpath(".ab.partial"), &sb), 0);
+	assert_int_equal(sb.st_size, 0);
+}
+
 static void test_dump_format(void **state)
 {
 	(void)state;
@@ -845,6 +902,7 @@ int main(void)
 		cmocka_unit_test(test_bad_payload),
 		cmocka_unit_test(test_tick_flush),
 		cmocka_unit_test(test_publish_race),
+		cmocka_unit_test(test_fd_writer),
 		cmocka_unit_test(test_dump_format),
 		cmocka_unit_test(test_chunk_table_caps),
 	};
