@@ -80,8 +80,9 @@ HELPER_BIN:= $(patsubst tests/progs/%.c,$(BUILD)/tests/progs/%,$(HELPER_SRC))
 FUZZ_BIN  := $(patsubst tests/fuzz/%.c,$(BUILD)/fuzz/%,$(FUZZ_SRC))
 BENCH_BIN := $(patsubst tests/bench/%.c,$(BUILD)/bench/%,$(BENCH_SRC))
 
+PROBE_FILES := $(wildcard examples/probes*.json)
 ALL := $(BIN_COLL) $(BIN_CONV) $(if $(KUBECTL_SRC),$(BIN_KUBE)) $(if $(INJECT_SRC),$(INJECT_SO)) \
-       $(if $(wildcard examples/probes.json),$(BUILD)/share/llmtracker/probes.json)
+       $(patsubst examples/%,$(BUILD)/share/llmtracker/%,$(PROBE_FILES))
 
 .PHONY: all deps demo test asan bench fuzz static install clean tests-bin
 all: $(ALL)
@@ -202,7 +203,7 @@ $(INJECT_SO): $(patsubst %.c,$(BUILD)/pic/%.o,$(INJECT_SRC) $(EVLOG_SRC))
 		-Wl,--exclude-libs,ALL -Wl,-soname,$(INJECT_SONAME) -o $@ $^ \
 		-Wl,-Bstatic -ldeflate -Wl,-Bdynamic -ldl -lpthread
 
-$(BUILD)/share/llmtracker/probes.json: examples/probes.json
+$(BUILD)/share/llmtracker/%.json: examples/%.json
 	@mkdir -p $(@D)
 	cp $< $@
 
@@ -296,7 +297,7 @@ install: all
 	install -m 755 $(BIN_COLL) $(BIN_CONV) $(DESTDIR)$(PREFIX)/bin/
 	$(if $(KUBECTL_SRC),install -m 755 $(BIN_KUBE) $(DESTDIR)$(PREFIX)/bin/)
 	$(if $(INJECT_SRC),install -m 644 $(INJECT_SO) $(DESTDIR)$(PREFIX)/lib/)
-	install -m 644 examples/probes.json $(DESTDIR)$(PREFIX)/share/llmtracker/probes.json
+	install -m 644 $(PROBE_FILES) $(DESTDIR)$(PREFIX)/share/llmtracker/
 
 clean:
 	rm -rf build build-asan
