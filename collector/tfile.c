@@ -173,6 +173,18 @@ int lt_tf_open_mapped(const char *proc, int pid, int root_fd, const struct lt_tf
 	return lt_tf_open(root_fd, m->path, &m->id, err, errsz);
 }
 
+int lt_tf_open_link(const char *proc, int pid, const char *name, char *err, size_t errsz)
+{
+	char p[256];
+	int pfd;
+
+	snprintf(p, sizeof(p), "%s/%d/%s", proc, pid, name);
+	pfd = open(p, O_PATH | O_CLOEXEC);
+	if (pfd < 0)
+		return tf_fail(err, errsz, -errno, "%s: %s", p, strerror(errno));
+	return tf_reopen(pfd, p, NULL, err, errsz);
+}
+
 int lt_tf_open_node(const char *path, char *err, size_t errsz)
 {
 	int pfd = open(path, O_PATH | O_CLOEXEC);

@@ -76,6 +76,10 @@ bool lt_tf_exists(int root_fd, const char *path);
 int lt_tf_open_mapped(const char *proc, int pid, int root_fd, const struct lt_tf_map *m,
 		      char *err, size_t errsz);
 
+/* The file behind a magic link of PROC/PID (e.g. "exe"): the kernel's own
+ * binding, regular file only. */
+int lt_tf_open_link(const char *proc, int pid, const char *name, char *err, size_t errsz);
+
 /* A file the user named on the node: regular file only, non-blocking. */
 int lt_tf_open_node(const char *path, char *err, size_t errsz);
 
