@@ -30,6 +30,7 @@
 #include "elfsym.h"
 #include "probefile.h"
 #include "session.h"
+#include "tfile.h"
 
 #define CP_MAX_PER_LIB 4096   /* a glob selecting more is a mistake */
 #define CP_NAME_CACHE 4096    /* launch address -> kernel name, per session */
@@ -475,20 +476,27 @@ static int id_cmp(const void *a, const void *b)
 }
 
 /* Probe every function the matching entries of the probe file select in
- * the file mapped at `path` (each function once, whatever selects it). */
-static void attach_lib(struct cp_state *st, int pid, const char *path,
-		       const struct lt_plib *const *pls, size_t n_pls, uint64_t dev, uint64_t ino)
+ * the file mapped at m (each function once, whatever selects it). The file
+ * is opened safely once (tfile.h) and the uprobes are placed through our
+ * fd of it, so the kernel probes the very inode whose symbols we read. */
+static void attach_lib(struct cp_state *st, int pid, int root_fd, const struct lt_tf_map *m,
+		       const struct lt_plib *const *pls, size_t n_pls)
 {
-	char file[PATH_MAX + 32], err[512];
+	char file[64], err[512];
+	const char *path = m->path;
+	uint64_t dev = m->id.dev, ino = m->id.ino;
 	size_t i, k, n = 0, failed = 0;
-	int first_err = 0, *ids;
+	int first_err = 0, *ids, fd;
 	struct lt_elf *e;
 
-	snprintf(file, sizeof(file), "/proc/%d/root%s", pid, path);
-	if (lt_elf_open(file, &e, err, sizeof(err))) {
+	fd = lt_tf_open_mapped(LT_TF_PROC, pid, root_fd, m, err, sizeof(err));
+	if (fd < 0 || lt_elf_open_fd(fd, path, &e, err, sizeof(err))) {
 		LT_WARN("cuda: pid %d: cannot read %s: %s", pid, path, err);
+		if (fd >= 0)
+			close(fd);
 		return;
 	}
+	lt_tf_fd_path(fd, file, sizeof(file));
 	ids = calloc(CP_MAX_PER_LIB * n_pls, sizeof(*ids));
 	for (k = 0; ids && k < n_pls; k++)
 		n += select_probes(st, e, path, pls[k], dev, ino, ids + n);
@@ -512,6 +520,7 @@ static void attach_lib(struct cp_state *st, int pid, const char *path,
 				first_err = rc;
 		}
 	}
+	close(fd); /* the kernel holds the probed inode from here */
 	if (failed) {
 		st->attach_errors += failed;
 		LT_WARN("cuda: pid %d: %zu functions of %s could not be probed: %s", pid, failed, path,
@@ -534,51 +543,53 @@ static bool seen_file(struct cp_state *st, int pid, uint64_t dev, uint64_t ino)
 	return false;
 }
 
-/* One line of /proc/PID/maps: an executable file mapping we have not seen? */
-static void scan_line(struct cp_state *st, int pid, const char *line)
+/* One mapping: an executable file mapping we have not seen? */
+static void scan_map(struct cp_state *st, int pid, int root_fd, const struct lt_tf_map *m)
 {
-	unsigned maj, min;
-	unsigned long ino;
-	char perms[8];
-	int pos = 0;
-	const char *path;
-	size_t i;
+	const struct lt_plib **pls;
+	size_t i, n = 0;
 
-	if (sscanf(line, "%*x-%*x %7s %*x %x:%x %lu %n", perms, &maj, &min, &ino, &pos) < 4 || !pos)
+	if (m->perms[2] != 'x' || m->path[0] != '/' || !m->id.ino)
 		return;
-	path = line + pos;
-	if (perms[2] != 'x' || path[0] != '/' || !ino)
+	if (seen_file(st, pid, m->id.dev, m->id.ino))
 		return;
-	if (seen_file(st, pid, ((uint64_t)maj << 32) | min, ino))
-		return;
-	const struct lt_plib **pls = calloc(st->pf->n_libs ? st->pf->n_libs : 1, sizeof(*pls));
-	size_t n = 0;
-
+	pls = calloc(st->pf->n_libs ? st->pf->n_libs : 1, sizeof(*pls));
 	for (i = 0; pls && i < st->pf->n_libs; i++)
-		if (lt_plib_matches(&st->pf->libs[i], path, NULL))
+		if (lt_plib_matches(&st->pf->libs[i], m->path, NULL))
 			pls[n++] = &st->pf->libs[i];
 	if (n)
-		attach_lib(st, pid, path, pls, n, ((uint64_t)maj << 32) | min, ino);
+		attach_lib(st, pid, root_fd, m, pls, n);
 	free(pls);
 }
 
 static int scan_maps(struct lt_session *s, struct cp_state *st, int pid)
 {
-	char path[64], line[PATH_MAX + 128];
-	FILE *f;
+	struct lt_tf_lines *r = malloc(sizeof(*r));
+	struct lt_tf_map *m = malloc(sizeof(*m));
+	int fd = lt_tf_maps_open(LT_TF_PROC, pid), root_fd = lt_tf_root_open(LT_TF_PROC, pid);
+	char *line;
+	int rc = 0;
 
-	snprintf(path, sizeof(path), "/proc/%d/maps", pid);
-	f = fopen(path, "re");
-	if (!f)
-		return lt_session_errorf(s, "cannot read %s: %s", path, strerror(errno));
-	while (fgets(line, sizeof(line), f)) {
-		line[strcspn(line, "\n")] = 0;
-		if (strstr(line, " (deleted)"))
-			continue; /* the file is gone; its path would probe another */
-		scan_line(st, pid, line);
+	if (fd < 0)
+		rc = lt_session_errorf(s, "cannot read /proc/%d/maps: %s", pid, strerror(-fd));
+	else if (!r || !m)
+		rc = -ENOMEM;
+	if (!rc) {
+		lt_tf_lines_init(r, fd, LT_TF_MAPS_MAX_BYTES, LT_TF_MAPS_MAX_LINES);
+		while ((line = lt_tf_lines_next(r)))
+			if (!lt_tf_map_parse(line, m))
+				scan_map(st, pid, root_fd, m);
+		if (r->err)
+			LT_WARN("cuda: pid %d: /proc/%d/maps read partly: %s", pid, pid,
+				r->err == -E2BIG ? "too long" : strerror(-r->err));
 	}
-	fclose(f);
-	return 0;
+	if (fd >= 0)
+		close(fd);
+	if (root_fd >= 0)
+		close(root_fd);
+	free(r);
+	free(m);
+	return rc;
 }
 
 static int cp_add_target(struct lt_session *s, void *state, int pid)
@@ -592,56 +603,62 @@ static int cp_add_target(struct lt_session *s, void *state, int pid)
 
 /* ------------------------------------------------------------ records */
 
-static struct lt_elf *elf_for(struct cp_state *st, int pid, const char *path, uint64_t dev,
-			      uint64_t ino)
+static struct lt_elf *elf_for(struct cp_state *st, int pid, const struct lt_tf_map *m)
 {
-	char file[PATH_MAX + 32], err[256];
+	char err[512];
 	struct cp_elf *c;
 	size_t i;
+	int fd, root_fd;
 
 	for (i = 0; i < st->n_elves; i++)
-		if (st->elves[i].dev == dev && st->elves[i].ino == ino)
+		if (st->elves[i].dev == m->id.dev && st->elves[i].ino == m->id.ino)
 			return st->elves[i].e;
 	if (st->n_elves == CP_MAX_ELVES)
 		return NULL;
 	c = &st->elves[st->n_elves++];
-	c->dev = dev;
-	c->ino = ino;
-	snprintf(file, sizeof(file), "/proc/%d/root%s", pid, path);
-	if (lt_elf_open(file, &c->e, err, sizeof(err)))
-		LT_INFO(1, "cuda: kernels in %s stay unnamed: %s", path, err);
+	c->dev = m->id.dev;
+	c->ino = m->id.ino;
+	root_fd = lt_tf_root_open(LT_TF_PROC, pid);
+	fd = lt_tf_open_mapped(LT_TF_PROC, pid, root_fd, m, err, sizeof(err));
+	if (fd < 0 || lt_elf_open_fd(fd, m->path, &c->e, err, sizeof(err)))
+		LT_INFO(1, "cuda: kernels in %s stay unnamed: %s", m->path, err);
+	if (fd >= 0)
+		close(fd);
+	if (root_fd >= 0)
+		close(root_fd);
 	return c->e;
 }
 
 /* Name the code at addr in pid: its mapping, the file offset, the symbol. */
 static char *name_addr(struct cp_state *st, int pid, uint64_t addr)
 {
-	char path[64], line[PATH_MAX + 128], buf[1024];
-	char *name = NULL;
-	FILE *f;
+	struct lt_tf_lines *r = malloc(sizeof(*r));
+	struct lt_tf_map *m = malloc(sizeof(*m));
+	int fd = lt_tf_maps_open(LT_TF_PROC, pid);
+	char buf[1024], *line, *name = NULL;
 
-	snprintf(path, sizeof(path), "/proc/%d/maps", pid);
-	f = fopen(path, "re");
-	if (!f)
-		return NULL;
-	while (!name && fgets(line, sizeof(line), f)) {
-		unsigned long long lo, hi, pgoff, ino;
-		unsigned maj, min;
-		struct lt_elf *e;
-		const struct lt_elfsym *sy;
-		uint64_t va;
-		int pos = 0;
+	if (fd >= 0 && r && m) {
+		lt_tf_lines_init(r, fd, LT_TF_MAPS_MAX_BYTES, LT_TF_MAPS_MAX_LINES);
+		while ((line = lt_tf_lines_next(r))) {
+			const struct lt_elfsym *sy;
+			struct lt_elf *e;
+			uint64_t va;
 
-		if (sscanf(line, "%llx-%llx %*s %llx %x:%x %llu %n", &lo, &hi, &pgoff, &maj, &min, &ino,
-			   &pos) < 6 || addr < lo || addr >= hi || !pos || line[pos] != '/')
-			continue;
-		line[strcspn(line, "\n")] = 0;
-		e = elf_for(st, pid, line + pos, ((uint64_t)maj << 32) | min, ino);
-		if (e && !lt_elf_offset_to_vaddr(e, addr - lo + pgoff, &va) && (sy = lt_elf_lookup(e, va)))
-			name = strdup(lt_elf_demangle(sy->name, buf, sizeof(buf)));
-		break;
+			if (lt_tf_map_parse(line, m) || addr < m->start || addr >= m->end)
+				continue;
+			if (m->path[0] != '/' || !m->id.ino)
+				break;
+			e = elf_for(st, pid, m);
+			if (e && !lt_elf_offset_to_vaddr(e, addr - m->start + m->pgoff, &va) &&
+			    (sy = lt_elf_lookup(e, va)))
+				name = strdup(lt_elf_demangle(sy->name, buf, sizeof(buf)));
+			break;
+		}
 	}
-	fclose(f);
+	if (fd >= 0)
+		close(fd);
+	free(r);
+	free(m);
 	return name;
 }
 

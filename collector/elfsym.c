@@ -4,6 +4,7 @@
  * segments with libelf (see elfsym.h).
  */
 #include "elfsym.h"
+#include "tfile.h"
 
 #include <errno.h>
 #include <fcntl.h>
@@ -239,32 +240,41 @@ static int read_sections(Elf *elf, struct lt_elf *e, struct lt_strbuf *sb)
 
 int lt_elf_open(const char *path, struct lt_elf **out, char *err, size_t errsz)
 {
+	int fd = lt_tf_open_node(path, err, errsz), rc;
+
+	*out = NULL;
+	if (fd < 0)
+		return fd;
+	rc = lt_elf_open_fd(fd, path, out, err, errsz);
+	close(fd);
+	return rc;
+}
+
+/* ELF_C_READ, not a mapping: sections are read with pread when asked for,
+ * so a file its owner truncates meanwhile is an error, not a SIGBUS. */
+int lt_elf_open_fd(int fd, const char *name, struct lt_elf **out, char *err, size_t errsz)
+{
 	struct lt_strbuf sb = { 0 };
 	struct lt_elf *e;
 	Elf *elf = NULL;
-	int fd, rc;
+	int rc;
 
 	*out = NULL;
 	if (elf_version(EV_CURRENT) == EV_NONE)
-		return errf(err, errsz, -EINVAL, "%s: libelf: %s", path, elf_errmsg(-1));
-	fd = open(path, O_RDONLY | O_CLOEXEC);
-	if (fd < 0) {
-		rc = -errno;
-		return errf(err, errsz, rc, "%s: %s", path, strerror(-rc));
-	}
+		return errf(err, errsz, -EINVAL, "%s: libelf: %s", name, elf_errmsg(-1));
 	e = calloc(1, sizeof(*e));
-	elf = elf_begin(fd, ELF_C_READ_MMAP, NULL);
+	elf = elf_begin(fd, ELF_C_READ, NULL);
 	if (!e || !elf || elf_kind(elf) != ELF_K_ELF) {
-		rc = errf(err, errsz, e ? -ENOEXEC : -ENOMEM, "%s: %s", path,
+		rc = errf(err, errsz, e ? -ENOEXEC : -ENOMEM, "%s: %s", name,
 			  e ? "not an ELF file" : "out of memory");
 		goto fail;
 	}
-	e->path = strdup(path);
+	e->path = strdup(name);
 	rc = e->path ? read_loads(elf, e) : -ENOMEM;
 	if (!rc)
 		rc = read_sections(elf, e, &sb);
 	if (rc) {
-		errf(err, errsz, rc, "%s: cannot read ELF tables: %s", path, strerror(-rc));
+		errf(err, errsz, rc, "%s: cannot read ELF tables: %s", name, strerror(-rc));
 		goto fail;
 	}
 	e->strings = sb.p;
@@ -272,14 +282,12 @@ int lt_elf_open(const char *path, struct lt_elf **out, char *err, size_t errsz)
 	fix_pointers(e);
 	qsort(e->syms, e->n_syms, sizeof(*e->syms), sym_cmp);
 	elf_end(elf);
-	close(fd);
 	*out = e;
 	return 0;
 fail:
 	free(sb.p);
 	if (elf)
 		elf_end(elf);
-	close(fd);
 	lt_elf_free(e);
 	return rc;
 }

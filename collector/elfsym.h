@@ -36,8 +36,11 @@ struct lt_elf {
 	char *strings;               /* storage for the names */
 };
 
-/* Open `path` and read what is listed above. Returns 0, or -errno with a
- * message in err. */
+/* Read what is listed above from the ELF file open as fd (not closed;
+ * `name` is kept as e->path and used in messages). Returns 0, or -errno with
+ * a message in err. A target's file is opened with tfile.h first. */
+int lt_elf_open_fd(int fd, const char *name, struct lt_elf **out, char *err, size_t errsz);
+/* The same for a file of the node (a regular file, opened non-blocking). */
 int lt_elf_open(const char *path, struct lt_elf **out, char *err, size_t errsz);
 void lt_elf_free(struct lt_elf *e);
 

@@ -8,10 +8,11 @@
  * sees, the symbols the default probe file selects in it, and every
  * exported function under "available", to pick from.
  */
+#include <dirent.h>
 #include <errno.h>
 #include <fcntl.h>
+#include <fnmatch.h>
 #include <getopt.h>
-#include <glob.h>
 #include <json-c/json.h>
 #include <limits.h>
 #include <stdio.h>
@@ -22,6 +23,7 @@
 
 #include "elfsym.h"
 #include "probefile.h"
+#include "tfile.h"
 
 #define GP_MAX_OBJS 4096
 #define GP_MAX_DIRS 256
@@ -30,11 +32,14 @@ struct gp_obj {
 	char *path;          /* as the target sees it */
 	char *why;           /* "mapped" or "needed by X" */
 	bool cuda;
+	bool mapped;         /* opened through its mapping: */
+	uint64_t start, end; /* where, */
+	struct lt_tf_id id;  /* and which file */
 };
 
 struct gp {
 	int pid;
-	char root[64];       /* /proc/PID/root */
+	int root_fd;         /* O_PATH of /proc/PID/root: every file is opened in it */
 	struct gp_obj objs[GP_MAX_OBJS];
 	size_t n_objs;
 	char *ld_path[GP_MAX_DIRS];   /* LD_LIBRARY_PATH of the target */
@@ -73,11 +78,23 @@ static const char *base_name(const char *p)
 
 static bool exists_in_root(const struct gp *g, const char *path)
 {
-	char full[PATH_MAX];
-	struct stat st;
+	return lt_tf_exists(g->root_fd, path);
+}
 
-	return FITS(full, sizeof(full), "%s%s", g->root, path) && stat(full, &st) == 0 &&
-	       S_ISREG(st.st_mode);
+/* Open object i: a mapped one through its mapping, a needed one by path
+ * inside the root. Returns the fd or -errno (message in err). */
+static int obj_open(const struct gp *g, const struct gp_obj *o, char *err, size_t errsz)
+{
+	static struct lt_tf_map m;   /* 4 KiB of path: not on the stack */
+
+	if (!o->mapped)
+		return lt_tf_open(g->root_fd, o->path, NULL, err, errsz);
+	memset(&m, 0, sizeof(m));
+	m.start = o->start;
+	m.end = o->end;
+	m.id = o->id;
+	snprintf(m.path, sizeof(m.path), "%s", o->path);
+	return lt_tf_open_mapped(LT_TF_PROC, g->pid, g->root_fd, &m, err, errsz);
 }
 
 static int add_obj(struct gp *g, const char *path, const char *why)
@@ -111,36 +128,75 @@ static void add_dir(char **v, size_t *n, const char *d)
 		(*n)++;
 }
 
+static void read_ld_conf(struct gp *g, const char *file, int depth);
+
+/* `include PATTERN`: the pattern's last component may hold wildcards; the
+ * directory is opened inside the root and listed (glob() would resolve
+ * links against our own root). */
+static void read_ld_include(struct gp *g, const char *pat, int depth)
+{
+	char dir[PATH_MAX], file[PATH_MAX], err[512];
+	const char *slash = strrchr(pat, '/');
+	struct dirent *de;
+	DIR *d;
+	int fd;
+
+	if (!slash || !FITS(dir, sizeof(dir), "%.*s", (int)(slash - pat), pat))
+		return;
+	fd = lt_tf_open_dir(g->root_fd, dir[0] ? dir : "/", err, sizeof(err));
+	if (fd < 0 || !(d = fdopendir(fd))) {
+		if (fd >= 0)
+			close(fd);
+		return;
+	}
+	while ((de = readdir(d)))
+		if (de->d_name[0] != '.' && !fnmatch(slash + 1, de->d_name, 0) &&
+		    FITS(file, sizeof(file), "%s/%s", dir, de->d_name))
+			read_ld_conf(g, file, depth + 1);
+	closedir(d);
+}
+
+/* ld.so.conf and its includes, inside the root: a regular file each, at most
+ * LT_TF_CONF_MAX_BYTES and LT_TF_CONF_MAX_LINES, 3 levels deep. */
 static void read_ld_conf(struct gp *g, const char *file, int depth)
 {
-	char full[PATH_MAX], line[PATH_MAX];
-	FILE *f;
+	struct lt_tf_lines *r;
+	char err[512], pat[PATH_MAX], *s;
+	int fd;
 
-	f = depth < 3 && FITS(full, sizeof(full), "%s%s", g->root, file) ? fopen(full, "re") : NULL;
-	if (!f)
+	if (depth >= 3)
 		return;
-	while (fgets(line, sizeof(line), f)) {
-		char *s = line + strspn(line, " \t");
-
-		s[strcspn(s, "#\n")] = 0;
-		while (*s && s[strlen(s) - 1] == ' ')
+	fd = lt_tf_open(g->root_fd, file, NULL, err, sizeof(err));
+	if (fd < 0) {
+		if (fd != -ENOENT)
+			fprintf(stderr, "llmtracker generateProbe: skipping %s\n", err);
+		return;
+	}
+	if (!(r = malloc(sizeof(*r)))) {
+		close(fd);
+		return;
+	}
+	lt_tf_lines_init(r, fd, LT_TF_CONF_MAX_BYTES, LT_TF_CONF_MAX_LINES);
+	while ((s = lt_tf_lines_next(r))) {
+		s += strspn(s, " \t");
+		s[strcspn(s, "#")] = 0;
+		while (*s && (s[strlen(s) - 1] == ' ' || s[strlen(s) - 1] == '\t'))
 			s[strlen(s) - 1] = 0;
 		if (!strncmp(s, "include", 7) && (s[7] == ' ' || s[7] == '\t')) {
-			glob_t gl;
-			char pat[PATH_MAX];
 			const char *p = s + 8 + strspn(s + 8, " \t");
 
-			if (!FITS(pat, sizeof(pat), "%s%s%s", g->root, *p == '/' ? "" : "/etc/", p))
-				continue;
-			if (!glob(pat, 0, NULL, &gl))
-				for (size_t i = 0; i < gl.gl_pathc; i++)
-					read_ld_conf(g, gl.gl_pathv[i] + strlen(g->root), depth + 1);
-			globfree(&gl);
+			if (FITS(pat, sizeof(pat), "%s%s", *p == '/' ? "" : "/etc/", p))
+				read_ld_include(g, pat, depth);
 		} else if (*s == '/') {
 			add_dir(g->conf, &g->n_conf, s);
 		}
 	}
-	fclose(f);
+	if (r->err || r->skipped)
+		fprintf(stderr, "llmtracker generateProbe: %s (in the target's root): read partly (%s)\n",
+			file, r->err == -E2BIG ? "longer than allowed" :
+			r->err ? strerror(-r->err) : "overlong lines skipped");
+	free(r);
+	close(fd);
 }
 
 static void read_env_paths(struct gp *g)
@@ -248,25 +304,33 @@ static bool resolve_needed(const struct gp *g, const struct lt_elf *loader, cons
 
 static int read_mapped(struct gp *g)
 {
-	char path[64], line[PATH_MAX + 128];
-	FILE *f;
+	struct lt_tf_lines *r = malloc(sizeof(*r));
+	struct lt_tf_map *m = malloc(sizeof(*m));
+	int fd = lt_tf_maps_open(LT_TF_PROC, g->pid), rc = fd < 0 ? fd : 0;
+	char *line;
 
-	snprintf(path, sizeof(path), "/proc/%d/maps", g->pid);
-	f = fopen(path, "re");
-	if (!f)
-		return -errno;
-	while (fgets(line, sizeof(line), f)) {
-		char perms[8];
-		int pos = 0;
+	if (!rc && (!r || !m))
+		rc = -ENOMEM;
+	if (!rc) {
+		lt_tf_lines_init(r, fd, LT_TF_MAPS_MAX_BYTES, LT_TF_MAPS_MAX_LINES);
+		while ((line = lt_tf_lines_next(r))) {
+			size_t n = g->n_objs;
 
-		line[strcspn(line, "\n")] = 0;
-		if (sscanf(line, "%*x-%*x %7s %*x %*x:%*x %*u %n", perms, &pos) < 1 || !pos)
-			continue;
-		if (perms[2] == 'x' && line[pos] == '/' && !strstr(line + pos, " (deleted)"))
-			add_obj(g, line + pos, "mapped");
+			if (lt_tf_map_parse(line, m) || m->perms[2] != 'x' || m->path[0] != '/' ||
+			    m->deleted || add_obj(g, m->path, "mapped") || g->n_objs == n)
+				continue;
+			g->objs[g->n_objs - 1].mapped = true;
+			g->objs[g->n_objs - 1].start = m->start;
+			g->objs[g->n_objs - 1].end = m->end;
+			g->objs[g->n_objs - 1].id = m->id;
+		}
+		rc = r->err;
 	}
-	fclose(f);
-	return 0;
+	if (fd >= 0)
+		close(fd);
+	free(r);
+	free(m);
+	return rc;
 }
 
 static void walk_deps(struct gp *g)
@@ -274,12 +338,17 @@ static void walk_deps(struct gp *g)
 	size_t i, k;
 
 	for (i = 0; i < g->n_objs; i++) { /* objs grows while we walk */
-		char full[PATH_MAX], err[256], why[PATH_MAX + 16], dep[PATH_MAX];
+		char err[512], why[PATH_MAX + 16], dep[PATH_MAX];
 		struct lt_elf *e;
+		int fd = obj_open(g, &g->objs[i], err, sizeof(err));
 
-		if (!FITS(full, sizeof(full), "%s%s", g->root, g->objs[i].path) ||
-		    lt_elf_open(full, &e, err, sizeof(err)))
+		if (fd < 0 || lt_elf_open_fd(fd, g->objs[i].path, &e, err, sizeof(err))) {
+			fprintf(stderr, "llmtracker generateProbe: skipping %s\n", err);
+			if (fd >= 0)
+				close(fd);
 			continue;
+		}
+		close(fd);
 		snprintf(why, sizeof(why), "needed by %.4000s", base_name(g->objs[i].path));
 		for (k = 0; k < e->n_needed; k++)
 			if (resolve_needed(g, e, g->objs[i].path, e->needed[k], dep, sizeof(dep)))
@@ -308,17 +377,22 @@ static struct json_object *default_entry(struct json_object *defaults,
 	return NULL;
 }
 
-static struct json_object *exported_funcs(const struct gp *g, const char *path, size_t *n)
+static struct json_object *exported_funcs(const struct gp *g, const struct gp_obj *o, size_t *n)
 {
 	struct json_object *arr = json_object_new_array();
-	char full[PATH_MAX], err[256];
-	struct lt_elf *e;
+	struct lt_elf *e = NULL;
+	char err[512];
 	size_t i;
+	int fd;
 
 	*n = 0;
-	if (!arr || !FITS(full, sizeof(full), "%s%s", g->root, path) ||
-	    lt_elf_open(full, &e, err, sizeof(err)))
+	if (!arr || (fd = obj_open(g, o, err, sizeof(err))) < 0)
 		return arr;
+	if (lt_elf_open_fd(fd, o->path, &e, err, sizeof(err))) {
+		close(fd);
+		return arr;
+	}
+	close(fd);
 	for (i = 0; i < e->n_syms; i++)
 		if (e->syms[i].exported && !json_object_array_add(arr, json_object_new_string(e->syms[i].name)))
 			(*n)++;
@@ -339,7 +413,7 @@ static struct json_object *lib_entry(const struct gp *g, const struct gp_obj *o,
 	struct json_object *syms = NULL, *excl = NULL, *avail;
 	size_t n;
 
-	avail = exported_funcs(g, o->path, &n);
+	avail = exported_funcs(g, o, &n);
 	json_object_array_sort(avail, sort_names);
 	json_object_object_add(e, "library", json_object_new_string(o->path));
 	json_object_object_add(e, "class", json_object_new_string(
@@ -479,11 +553,13 @@ int lt_generate_probe_main(int argc, char **argv)
 	if (!g)
 		return 1;
 	g->pid = pid;
-	snprintf(g->root, sizeof(g->root), "/proc/%d/root", pid);
-	rc = read_mapped(g);
+	g->root_fd = lt_tf_root_open(LT_TF_PROC, pid);
+	rc = g->root_fd < 0 ? g->root_fd : read_mapped(g);
 	if (rc) {
-		fprintf(stderr, "llmtracker generateProbe: cannot read the mappings of pid %d: %s\n", pid,
-			strerror(-rc));
+		fprintf(stderr, "llmtracker generateProbe: cannot read the %s of pid %d: %s\n",
+			g->root_fd < 0 ? "root" : "mappings", pid, strerror(-rc));
+		if (g->root_fd >= 0)
+			close(g->root_fd);
 		free(g);
 		return 1;
 	}
@@ -498,6 +574,7 @@ int lt_generate_probe_main(int argc, char **argv)
 		free(g->ld_path[i]);
 	for (size_t i = 0; i < g->n_conf; i++)
 		free(g->conf[i]);
+	close(g->root_fd);
 	free(g);
 	return rc;
 }

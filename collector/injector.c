@@ -5,6 +5,7 @@
  */
 #include "injector.h"
 #include "inject_gate.h"
+#include "tfile.h"
 
 #include <dirent.h>
 #include <dlfcn.h>
@@ -503,11 +504,8 @@ static int remote_call(struct inj_thread *t, uint64_t fn, uint64_t a0, uint64_t 
 
 /* Address of a dynamic symbol of the object mapped from `path_match` in
  * the target. */
-static int elf_dynsym(const char *file, const char *name, uint64_t *value, uint64_t *first_vaddr)
+static int elf_dynsym(int fd, const char *name, uint64_t *value, uint64_t *first_vaddr)
 {
-	int fd = open(file, O_RDONLY | O_CLOEXEC);
-	if (fd < 0)
-		return -errno;
 	elf_version(EV_CURRENT);
 	Elf *e = elf_begin(fd, ELF_C_READ, NULL);
 	int rc = -ENOENT;
@@ -541,7 +539,6 @@ static int elf_dynsym(const char *file, const char *name, uint64_t *value, uint6
 	}
 	if (e)
 		elf_end(e);
-	close(fd);
 	return rc;
 }
 
@@ -572,9 +569,7 @@ static void elf_soname(const void *img, size_t len, char *out, size_t outsz)
 }
 
 struct target_lib {
-	char path[512];     /* as in maps */
-	char open_path[600];/* how we can open it from here */
-	uint64_t base;      /* start of its mapping at file offset 0 */
+	struct lt_tf_map map; /* its mapping at file offset 0 (path as in maps) */
 };
 
 static bool is_libc_name(const char *base)
@@ -586,32 +581,27 @@ static bool is_libc_name(const char *base)
 /* Find the target's C library in /proc/PID/maps. */
 static int find_libc(int pid, struct target_lib *lib)
 {
-	char path[64], line[1024];
-	snprintf(path, sizeof(path), "/proc/%d/maps", pid);
-	FILE *f = fopen(path, "re");
-	if (!f)
-		return -errno;
-	int rc = -ENOENT;
-	while (fgets(line, sizeof(line), f)) {
-		unsigned long long lo, hi, off;
-		int pos = 0;
-		if (sscanf(line, "%llx-%llx %*s %llx %*s %*s %n", &lo, &hi, &off, &pos) < 3 || !pos)
-			continue;
-		char *p = line + pos;
-		p[strcspn(p, "\n")] = 0;
-		const char *b = strrchr(p, '/');
-		if (off != 0 || !b || !is_libc_name(b + 1))
-			continue;
-		snprintf(lib->path, sizeof(lib->path), "%s", p);
-		lib->base = lo;
-		/* map_files reaches the file whatever the target's mount namespace. */
-		snprintf(lib->open_path, sizeof(lib->open_path), "/proc/%d/map_files/%llx-%llx", pid, lo, hi);
-		if (access(lib->open_path, R_OK))
-			snprintf(lib->open_path, sizeof(lib->open_path), "/proc/%d/root%s", pid, p);
-		rc = 0;
-		break;
+	struct lt_tf_lines *r = malloc(sizeof(*r));
+	int fd = lt_tf_maps_open(LT_TF_PROC, pid), rc = fd < 0 ? fd : -ENOENT;
+	char *line;
+
+	if (fd >= 0 && r) {
+		lt_tf_lines_init(r, fd, LT_TF_MAPS_MAX_BYTES, LT_TF_MAPS_MAX_LINES);
+		while ((line = lt_tf_lines_next(r))) {
+			const char *b;
+
+			if (lt_tf_map_parse(line, &lib->map) || lib->map.pgoff != 0 ||
+			    !(b = strrchr(lib->map.path, '/')) || !is_libc_name(b + 1))
+				continue;
+			rc = 0;
+			break;
+		}
+	} else if (fd >= 0) {
+		rc = -ENOMEM;
 	}
-	fclose(f);
+	if (fd >= 0)
+		close(fd);
+	free(r);
 	return rc;
 }
 
@@ -620,12 +610,11 @@ struct libc_fns {
 	uint64_t dlopen, dlsym, dlclose, dlerror;
 };
 
-static int resolve_libc(int pid, struct libc_fns *fn, char *err, size_t errsz)
+/* The target's dlopen & co from the dynamic symbols of its own libc
+ * (through its mapping or inside its root, tfile.h). */
+static int resolve_libc_fd(int pid, const struct target_lib *lib, int fd, struct libc_fns *fn,
+			   char *err, size_t errsz)
 {
-	struct target_lib lib;
-	int rc = find_libc(pid, &lib);
-	if (rc)
-		return fail(err, errsz, rc, "process %d: no C library found in its maps (static binary?)", pid);
 	static const char *const names[4][2] = {
 		{ "dlopen", "__libc_dlopen_mode" }, { "dlsym", "__libc_dlsym" },
 		{ "dlclose", "__libc_dlclose" }, { "dlerror", NULL },
@@ -635,13 +624,37 @@ static int resolve_libc(int pid, struct libc_fns *fn, char *err, size_t errsz)
 		uint64_t v = 0, first = 0;
 		*out[i] = 0;
 		for (int j = 0; j < 2 && names[i][j] && !*out[i]; j++)
-			if (!elf_dynsym(lib.open_path, names[i][j], &v, &first))
-				*out[i] = lib.base - first + v;
+			if (!elf_dynsym(fd, names[i][j], &v, &first))
+				*out[i] = lib->map.start - first + v;
 		if (!*out[i] && i < 3)
 			return fail(err, errsz, -ENOENT, "process %d: %s has no %s (glibc older than 2.34 "
-				    "without libdl loaded?)", pid, lib.path, names[i][0]);
+				    "without libdl loaded?)", pid, lib->map.path, names[i][0]);
 	}
 	return 0;
+}
+
+static int resolve_libc(int pid, struct libc_fns *fn, char *err, size_t errsz)
+{
+	struct target_lib *lib = malloc(sizeof(*lib)); /* a PATH_MAX path: not on the stack */
+	char why[512];
+	int rc = lib ? find_libc(pid, lib) : -ENOMEM, root_fd, fd;
+
+	if (rc) {
+		free(lib);
+		return fail(err, errsz, rc, "process %d: no C library found in its maps (static binary?)", pid);
+	}
+	root_fd = lt_tf_root_open(LT_TF_PROC, pid);
+	fd = lt_tf_open_mapped(LT_TF_PROC, pid, root_fd, &lib->map, why, sizeof(why));
+	if (root_fd >= 0)
+		close(root_fd);
+	if (fd < 0)
+		rc = fail(err, errsz, fd, "process %d: cannot read its C library: %s", pid, why);
+	else
+		rc = resolve_libc_fd(pid, lib, fd, fn, err, errsz);
+	if (fd >= 0)
+		close(fd);
+	free(lib);
+	return rc;
 }
 
 /* ------------------------------------------------------------ loading */

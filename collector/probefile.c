@@ -5,6 +5,7 @@
  * walking the raw text along the JSON path of the offending value.
  */
 #include "probefile.h"
+#include "tfile.h"
 
 #include <errno.h>
 #include <fcntl.h>
@@ -591,13 +592,16 @@ int lt_probefile_parse(const char *text, size_t len, const char *name,
 
 static int read_all(const char *path, char **buf, size_t *len, char *err, size_t errsz)
 {
-	int fd = open(path, O_RDONLY | O_CLOEXEC), rc = 0;
+	/* A regular file is checked before it is opened for reading (a FIFO
+	 * would block us, a device be read forever): tfile.h. */
+	char why[512];
+	int fd = lt_tf_open_node(path, why, sizeof(why)), rc = 0;
 	struct stat st;
 	ssize_t n = 0;
 
 	if (fd < 0 || fstat(fd, &st) < 0) {
-		rc = -errno;
-		snprintf(err, errsz, "%s: cannot read the probe file: %s", path, strerror(-rc));
+		rc = fd < 0 ? fd : -errno;
+		snprintf(err, errsz, "cannot read the probe file: %s", fd < 0 ? why : strerror(-rc));
 		goto out;
 	}
 	if (!S_ISREG(st.st_mode) || (size_t)st.st_size > PF_MAX_BYTES) {

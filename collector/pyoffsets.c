@@ -19,6 +19,7 @@
 #include <unistd.h>
 
 #include "pyoffsets.h"
+#include "tfile.h"
 
 struct pyoff_table {
 	int minor;
@@ -115,7 +116,7 @@ static int scan_elf(int fd, struct pyoff_elf *pe)
 	memset(pe, 0, sizeof(*pe));
 	if (elf_version(EV_CURRENT) == EV_NONE)
 		return -EINVAL;
-	elf = elf_begin(fd, ELF_C_READ_MMAP, NULL);
+	elf = elf_begin(fd, ELF_C_READ, NULL); /* pread, not a mapping: no SIGBUS */
 	if (!elf)
 		return -EINVAL;
 	if (elf_kind(elf) != ELF_K_ELF || elf_getphdrnum(elf, &nph)) {
@@ -145,11 +146,6 @@ static int scan_elf(int fd, struct pyoff_elf *pe)
 
 /* ------------------------------------------------------------- mappings */
 
-struct pyoff_map {
-	uint64_t start, offset;
-	char path[4096];
-};
-
 static int base_is_python(const char *path)
 {
 	const char *b = strrchr(path, '/');
@@ -159,38 +155,28 @@ static int base_is_python(const char *path)
 }
 
 /* The lowest mapping of every python-like file, in map order. */
-static size_t python_maps(int pid, struct pyoff_map *out, size_t max)
+static size_t python_maps(int pid, struct lt_tf_map *out, size_t max)
 {
-	char line[4200], fn[64];
-	size_t n = 0;
-	FILE *f;
+	struct lt_tf_lines *r = malloc(sizeof(*r));
+	int fd = lt_tf_maps_open(LT_TF_PROC, pid);
+	size_t n = 0, i;
+	char *line;
 
-	snprintf(fn, sizeof(fn), "/proc/%d/maps", pid);
-	f = fopen(fn, "re");
-	if (!f)
-		return 0;
-	while (n < max && fgets(line, sizeof(line), f)) {
-		unsigned long long s, e, off;
-		int pos = 0;
-		char *path;
-		size_t i;
-
-		if (sscanf(line, "%llx-%llx %*s %llx %*s %*s %n", &s, &e, &off, &pos) < 3 || !pos)
-			continue;
-		path = line + pos;
-		path[strcspn(path, "\n")] = 0;
-		if (path[0] != '/' || strstr(path, " (deleted)") || !base_is_python(path))
-			continue;
-		for (i = 0; i < n && strcmp(out[i].path, path); i++)
-			;
-		if (i < n)
-			continue;
-		out[n].start = s;
-		out[n].offset = off;
-		snprintf(out[n].path, sizeof(out[n].path), "%s", path);
-		n++;
+	if (fd >= 0 && r) {
+		lt_tf_lines_init(r, fd, LT_TF_MAPS_MAX_BYTES, LT_TF_MAPS_MAX_LINES);
+		while (n < max && (line = lt_tf_lines_next(r))) {
+			if (lt_tf_map_parse(line, &out[n]) || out[n].path[0] != '/' || out[n].deleted ||
+			    !base_is_python(out[n].path))
+				continue;
+			for (i = 0; i < n && strcmp(out[i].path, out[n].path); i++)
+				;
+			if (i == n)
+				n++;
+		}
 	}
-	fclose(f);
+	if (fd >= 0)
+		close(fd);
+	free(r);
 	return n;
 }
 
@@ -214,17 +200,6 @@ uint64_t lt_pyoff_maps_key(int pid)
 	return key;
 }
 
-/* Open `path` as pid sees it: through its root (containers), else as is. */
-static int open_in_root(int pid, const char *path)
-{
-	char p[PATH_MAX + 64];
-	int fd;
-
-	snprintf(p, sizeof(p), "/proc/%d/root%s", pid, path);
-	fd = open(p, O_RDONLY | O_CLOEXEC);
-	return fd >= 0 ? fd : open(path, O_RDONLY | O_CLOEXEC);
-}
-
 static void version_from_name(const char *path, struct lt_pyinterp *out)
 {
 	const char *b = strrchr(path, '/');
@@ -237,12 +212,13 @@ static void version_from_name(const char *path, struct lt_pyinterp *out)
 }
 
 /* Fill out from one mapped candidate. 1: it is a CPython; 0: it is not. */
-static int try_map(int pid, const struct pyoff_map *m, struct lt_pyinterp *out)
+static int try_map(int pid, int root_fd, const struct lt_tf_map *m, struct lt_pyinterp *out)
 {
 	struct pyoff_elf pe;
 	struct stat sb;
 	uint64_t va = 0;
-	int fd = open_in_root(pid, m->path);
+	char err[512];
+	int fd = lt_tf_open_mapped(LT_TF_PROC, pid, root_fd, m, err, sizeof(err));
 
 	if (fd < 0)
 		return 0;
@@ -258,8 +234,8 @@ static int try_map(int pid, const struct pyoff_map *m, struct lt_pyinterp *out)
 	for (size_t i = 0; i < pe.n_loads; i++) {
 		const GElf_Phdr *p = &pe.loads[i];
 
-		if (m->offset >= (p->p_offset & ~0xfffull) && m->offset < p->p_offset + p->p_filesz) {
-			va = p->p_vaddr - (p->p_offset - m->offset);
+		if (m->pgoff >= (p->p_offset & ~0xfffull) && m->pgoff < p->p_offset + p->p_filesz) {
+			va = p->p_vaddr - (p->p_offset - m->pgoff);
 			break;
 		}
 	}
@@ -278,28 +254,38 @@ static int try_map(int pid, const struct pyoff_map *m, struct lt_pyinterp *out)
 
 int lt_pyoff_detect(int pid, struct lt_pyinterp *out, char *why, size_t whysz)
 {
-	struct pyoff_map maps[8];
-	size_t n;
+	enum { PYOFF_MAX_MAPS = 8 };
+	struct lt_tf_map *maps = calloc(PYOFF_MAX_MAPS, sizeof(*maps));
+	int root_fd, rc = -ENOENT;
+	size_t n = 0;
 	char fn[64];
 
 	snprintf(fn, sizeof(fn), "/proc/%d", pid);
-	if (access(fn, F_OK))
+	if (access(fn, F_OK)) {
+		free(maps);
 		return snprintf(why, whysz, "the process is gone"), -ESRCH;
-	n = python_maps(pid, maps, 8);
-	for (size_t i = 0; i < n; i++) {
-		if (!try_map(pid, &maps[i], out))
+	}
+	root_fd = lt_tf_root_open(LT_TF_PROC, pid);
+	n = maps ? python_maps(pid, maps, PYOFF_MAX_MAPS) : 0;
+	for (size_t i = 0; i < n && rc == -ENOENT; i++) {
+		if (!try_map(pid, root_fd, &maps[i], out))
 			continue;
 		if (lt_pyoff_layout(out->major, out->minor, &out->bpf, &out->obj)) {
 			snprintf(why, whysz, "%s is CPython %d.%d; sampled stacks support 3.11 and 3.12",
 				 out->path, out->major, out->minor);
-			return -ENOTSUP;
+			rc = -ENOTSUP;
+			break;
 		}
 		out->bpf.runtime = out->runtime;
 		snprintf(why, whysz, "%s, CPython %d.%d.%d, _PyRuntime at 0x%llx", out->path,
 			 out->major, out->minor, out->micro, (unsigned long long)out->runtime);
-		return 0;
+		rc = 0;
 	}
-	snprintf(why, whysz, n ? "no mapped python file defines _PyRuntime (stripped?)"
-			       : "no CPython interpreter is mapped");
-	return -ENOENT;
+	if (rc == -ENOENT)
+		snprintf(why, whysz, n ? "no mapped python file defines _PyRuntime (stripped?)"
+				       : "no CPython interpreter is mapped");
+	if (root_fd >= 0)
+		close(root_fd);
+	free(maps);
+	return rc;
 }

@@ -4,10 +4,12 @@
  * python:function__entry / python:function__return, attached per target.
  *
  * For each target we look for an interpreter that carries the probes: the
- * executable itself or a mapped libpython, read through /proc/PID/root so
- * that a process in a container is probed in its own file system. The
- * EBPF_USDT_PYTHON_PATH environment variable names the interpreter instead
- * (a path inside the target's root, or on this host). A target without the
+ * executable itself or a mapped libpython, opened through the target's own
+ * binding of it (/proc/PID/exe, /proc/PID/map_files) or inside its root
+ * (tfile.h), and probed through our fd of it, so that the file probed is
+ * the one whose notes were read. The EBPF_USDT_PYTHON_PATH environment
+ * variable names the interpreter instead (a path inside the target's root,
+ * else one on this node: the user's own choice). A target without the
  * probes is named with the reason, once, and the other targets keep going.
  *
  * When a target execs (a launcher or shell starting python), the exec
@@ -34,6 +36,7 @@
 #include "bpf/python.h"
 #include "pyhook_attach.h"
 #include "session.h"
+#include "tfile.h"
 
 #define PY_ENV_PATH "EBPF_USDT_PYTHON_PATH"
 #define PY_NT_STAPSDT 3
@@ -199,21 +202,19 @@ static void py_scan_sections(Elf *e, size_t shstrndx, size_t addr_sz, struct py_
 	}
 }
 
-/* Read the USDT notes of `path`. Returns 0, or -errno if it cannot be read
- * as an ELF file. */
-static int py_read_probes(const char *path, struct py_probes *p)
+/* Read the USDT notes of the file open as fd. Returns 0, or -errno if it
+ * cannot be read as an ELF file. */
+static int py_read_probes(int fd, struct py_probes *p)
 {
 	struct py_elf_scan sc = { 0 };
 	size_t shstrndx;
 	Elf *e;
-	int fd, rc = 0;
+	int rc = 0;
 
 	memset(p, 0, sizeof(*p));
-	fd = open(path, O_RDONLY | O_CLOEXEC);
-	if (fd < 0)
-		return -errno;
 	elf_version(EV_CURRENT);
-	e = elf_begin(fd, ELF_C_READ_MMAP, NULL);
+	/* pread as asked, not a mapping: a file cut meanwhile is no SIGBUS */
+	e = elf_begin(fd, ELF_C_READ, NULL);
 	if (!e || elf_kind(e) != ELF_K_ELF || elf_getshdrstrndx(e, &shstrndx) != 0) {
 		rc = -ENOEXEC;
 		goto out;
@@ -227,19 +228,10 @@ static int py_read_probes(const char *path, struct py_probes *p)
 out:
 	if (e)
 		elf_end(e);
-	close(fd);
 	return rc;
 }
 
 /* ------------------------------------------------------------ discovery */
-
-/* The file a target sees at `path`, opened through its root when we can. */
-static void py_host_path(int pid, const char *path, char *out, size_t sz)
-{
-	snprintf(out, sz, "/proc/%d/root%s", pid, path);
-	if (access(out, R_OK) != 0)
-		snprintf(out, sz, "%s", path);
-}
 
 static int py_is_candidate(const char *path)
 {
@@ -249,78 +241,148 @@ static int py_is_candidate(const char *path)
 	return strstr(base, "python") != NULL;
 }
 
-/* One candidate interpreter: the file's name in the target and on the host,
- * and what it offers. */
+/* One candidate interpreter: the file's name in the target, our fd of it
+ * and the path the kernel resolves to that fd, and what it offers. */
 struct py_interp {
 	char path[PATH_MAX];        /* as the target names it */
-	char host[PATH_MAX + 32];   /* where we open it */
+	char host[64];              /* /proc/self/fd/N: what libbpf attaches to */
+	int fd;                     /* -1: none */
+	char why[512];              /* why it could not be opened */
 	struct py_probes probes;
 };
 
-static int py_try(int pid, const char *path, struct py_interp *best)
+static void py_interp_init(struct py_interp *in)
+{
+	memset(in, 0, sizeof(*in));
+	in->fd = -1;
+}
+
+static void py_interp_close(struct py_interp *in)
+{
+	if (in->fd >= 0)
+		close(in->fd);
+	in->fd = -1;
+}
+
+/* Candidate c (path set, fd open or not) against the best so far. */
+static int py_consider(struct py_interp *c, struct py_interp *best)
+{
+	if (c->fd < 0 || py_read_probes(c->fd, &c->probes) != 0) {
+		py_interp_close(c);
+		return 0;
+	}
+	lt_tf_fd_path(c->fd, c->host, sizeof(c->host));
+	/* prefer probes with function entry, then any python probes */
+	if (best->path[0] && (best->probes.has_entry >= c->probes.has_entry) &&
+	    (best->probes.has_entry || best->probes.n_python >= c->probes.n_python)) {
+		py_interp_close(c);
+		return 0;
+	}
+	py_interp_close(best);
+	*best = *c;
+	return c->probes.has_entry;
+}
+
+/* `path` inside the target's root. */
+static int py_try(int root_fd, const char *path, struct py_interp *best)
 {
 	struct py_interp c;
 
+	py_interp_init(&c);
 	snprintf(c.path, sizeof(c.path), "%s", path);
-	py_host_path(pid, path, c.host, sizeof(c.host));
-	if (py_read_probes(c.host, &c.probes) != 0)
+	c.fd = lt_tf_open(root_fd, path, NULL, c.why, sizeof(c.why));
+	return py_consider(&c, best);
+}
+
+/* The file of mapping m. */
+static int py_try_map(int pid, int root_fd, const struct lt_tf_map *m, struct py_interp *best)
+{
+	struct py_interp c;
+
+	py_interp_init(&c);
+	snprintf(c.path, sizeof(c.path), "%s", m->path);
+	c.fd = lt_tf_open_mapped(LT_TF_PROC, pid, root_fd, m, c.why, sizeof(c.why));
+	return py_consider(&c, best);
+}
+
+/* The executable, through the kernel's own link to it. */
+static int py_try_exe(int pid, struct py_interp *best)
+{
+	char link[64];
+	struct py_interp c;
+	ssize_t n;
+
+	py_interp_init(&c);
+	snprintf(link, sizeof(link), "/proc/%d/exe", pid);
+	n = readlink(link, c.path, sizeof(c.path) - 1);
+	if (n <= 0)
 		return 0;
-	/* prefer probes with function entry, then any python probes */
-	if (best->path[0] && (best->probes.has_entry >= c.probes.has_entry) &&
-	    (best->probes.has_entry || best->probes.n_python >= c.probes.n_python))
-		return 0;
-	*best = c;
-	return c.probes.has_entry;
+	c.path[n] = 0;
+	c.fd = lt_tf_open_link(LT_TF_PROC, pid, "exe", c.why, sizeof(c.why));
+	return py_consider(&c, best);
 }
 
 /* Look at the executable, then at every mapped file named like python
  * (libpython3.x.so). Fills `best` with the best candidate (path[0] == 0 if
- * the process maps nothing python-like). */
+ * the process maps nothing python-like); the caller closes best->fd. */
 static void py_discover(int pid, struct py_interp *best)
 {
-	char buf[PATH_MAX + 256], exe[PATH_MAX], prev[PATH_MAX] = "";
-	ssize_t n;
-	FILE *f;
+	struct lt_tf_lines *r;
+	struct lt_tf_map *m;
+	char prev[PATH_MAX] = "", *line;
+	int fd, root_fd;
 
-	memset(best, 0, sizeof(*best));
-	snprintf(buf, sizeof(buf), "/proc/%d/exe", pid);
-	n = readlink(buf, exe, sizeof(exe) - 1);
-	if (n > 0) {
-		exe[n] = 0;
-		if (py_try(pid, exe, best))
-			return;
-	}
-	snprintf(buf, sizeof(buf), "/proc/%d/maps", pid);
-	f = fopen(buf, "re");
-	if (!f)
+	py_interp_init(best);
+	if (py_try_exe(pid, best))
 		return;
-	while (fgets(buf, sizeof(buf), f)) {
-		char *path = strchr(buf, '/');
-
-		if (!path)
-			continue;
-		path[strcspn(path, "\n")] = 0;
-		if (strstr(path, " (deleted)") || !strcmp(path, prev) || !py_is_candidate(path))
-			continue;
-		snprintf(prev, sizeof(prev), "%s", path);
-		if (py_try(pid, path, best))
-			break;
+	fd = lt_tf_maps_open(LT_TF_PROC, pid);
+	r = malloc(sizeof(*r));
+	m = malloc(sizeof(*m));
+	root_fd = lt_tf_root_open(LT_TF_PROC, pid);
+	if (fd >= 0 && r && m) {
+		lt_tf_lines_init(r, fd, LT_TF_MAPS_MAX_BYTES, LT_TF_MAPS_MAX_LINES);
+		while ((line = lt_tf_lines_next(r))) {
+			if (lt_tf_map_parse(line, m) || m->path[0] != '/' || m->deleted ||
+			    !strcmp(m->path, prev) || !py_is_candidate(m->path))
+				continue;
+			snprintf(prev, sizeof(prev), "%s", m->path);
+			if (py_try_map(pid, root_fd, m, best))
+				break;
+		}
 	}
-	fclose(f);
+	if (fd >= 0)
+		close(fd);
+	if (root_fd >= 0)
+		close(root_fd);
+	free(r);
+	free(m);
 }
 
-/* The forced interpreter from the environment, if set. */
+/* The forced interpreter from the environment, if set: inside the target's
+ * root, else on this node (the user named it). */
 static int py_forced(int pid, struct py_interp *out)
 {
 	const char *env = getenv(PY_ENV_PATH);
+	char why[512];
+	int root_fd;
 
 	if (!env || !*env)
 		return 0;
-	memset(out, 0, sizeof(*out));
+	py_interp_init(out);
 	snprintf(out->path, sizeof(out->path), "%s", env);
-	py_host_path(pid, env, out->host, sizeof(out->host));
-	if (py_read_probes(out->host, &out->probes) != 0)
+	root_fd = lt_tf_root_open(LT_TF_PROC, pid);
+	out->fd = lt_tf_open(root_fd, env, NULL, out->why, sizeof(out->why));
+	if (root_fd >= 0)
+		close(root_fd);
+	if (out->fd < 0 && (out->fd = lt_tf_open_node(env, why, sizeof(why))) < 0)
+		snprintf(out->why + strlen(out->why), sizeof(out->why) - strlen(out->why),
+			 "; on this node: %s", why);
+	if (out->fd < 0 || py_read_probes(out->fd, &out->probes) != 0) {
+		py_interp_close(out);
 		out->probes.n_python = -1; /* unreadable */
+	} else {
+		lt_tf_fd_path(out->fd, out->host, sizeof(out->host));
+	}
 	return 1;
 }
 
@@ -371,8 +433,8 @@ static void py_explain(struct py_state *st, int pid, const struct py_interp *in,
 	st->n_untraced++;
 	if (forced && in->probes.n_python < 0)
 		LT_WARN("python: pid %d: cannot trace Python functions: %s=%s cannot be read as an ELF file "
-			"(tried %s); set it to the interpreter's path inside the target",
-			pid, PY_ENV_PATH, in->path, in->host);
+			"(%s); set it to the interpreter's path inside the target",
+			pid, PY_ENV_PATH, in->path, in->why[0] ? in->why : "not an ELF file");
 	else if (!in->path[0])
 		LT_WARN("python: pid %d: cannot trace Python functions: no Python interpreter or libpython "
 			"is mapped (not a CPython process)", pid);
@@ -417,8 +479,8 @@ static int py_attach(struct py_state *st, struct py_target *t, const struct py_i
 	struct stat sb;
 	int err;
 
-	if (stat(in->host, &sb) != 0)
-		return -errno;
+	if (in->fd < 0 || fstat(in->fd, &sb) != 0)
+		return -EBADF;
 	if (t->entry && t->dev == sb.st_dev && t->ino == sb.st_ino)
 		return 1; /* already probing this very file */
 	py_detach(t);
@@ -477,16 +539,19 @@ static int py_which(const char *name, char *out, size_t sz)
 static void py_launch_interp(const char *argv0, char *out, size_t sz)
 {
 	char line[PATH_MAX], *tok, *save = NULL;
-	FILE *f;
+	ssize_t n;
+	int fd;
 
 	out[0] = 0;
-	if (!py_which(argv0, out, sz) || !(f = fopen(out, "re")))
+	/* The user's command, on this node: a regular file, one bounded read. */
+	if (!py_which(argv0, out, sz) || (fd = lt_tf_open_node(out, line, sizeof(line))) < 0)
 		return;
-	if (!fgets(line, sizeof(line), f) || strncmp(line, "#!", 2) != 0) {
-		fclose(f);
+	n = read(fd, line, sizeof(line) - 1);
+	close(fd);
+	line[n > 0 ? n : 0] = 0;
+	line[strcspn(line, "\n")] = 0;
+	if (strncmp(line, "#!", 2) != 0)
 		return;
-	}
-	fclose(f);
 	tok = strtok_r(line + 2, " \t\r\n", &save);
 	if (tok && !strcmp(strrchr(tok, '/') ? strrchr(tok, '/') + 1 : tok, "env"))
 		tok = strtok_r(NULL, " \t\r\n", &save);
@@ -504,13 +569,18 @@ static int py_resolve(struct lt_session *s, int pid, struct py_interp *in)
 	/* A launched command is made a target before it execs: probe the file
 	 * it is about to run, so its first Python call is seen. */
 	if (s->opt.launch_argv && s->opt.launch_argv[0] && py_is_own_fork(pid)) {
-		memset(in, 0, sizeof(*in));
+		int root_fd = lt_tf_root_open(LT_TF_PROC, pid); /* our fork: our root */
+
+		py_interp_init(in);
 		py_launch_interp(s->opt.launch_argv[0], exe, sizeof(exe));
 		if (exe[0])
-			py_try(pid, exe, in);
+			py_try(root_fd, exe, in);
+		if (root_fd >= 0)
+			close(root_fd);
 		if (in->probes.has_entry)
 			return 0;
-		memset(in, 0, sizeof(*in)); /* not Python (yet): wait for the exec */
+		py_interp_close(in); /* not Python (yet): wait for the exec */
+		py_interp_init(in);
 		return 0;
 	}
 	py_discover(pid, in);
@@ -572,42 +642,52 @@ static int py_try_hook(struct lt_session *s, struct py_state *st, struct py_targ
 	return 1;
 }
 
+/* What to do with the interpreter found for t (in->fd stays the caller's). */
+static void py_add_resolved(struct lt_session *s, struct py_state *st, struct py_target *t,
+			    const struct py_interp *in, int forced, int starting)
+{
+	int pid = t->pid, err;
+
+	if (!in->probes.has_entry || !in->probes.has_return) {
+		/* Not a Python process (yet): a launcher or shell may exec one. */
+		if (!forced && (!in->path[0] || (!in->probes.n_python && !py_is_candidate(in->path)))) {
+			t->waiting = 1;
+			LT_INFO(1, "python: pid %d runs no Python interpreter yet; waiting for an exec", pid);
+			return;
+		}
+		t->waiting = 0;
+		if (t->hooked || t->explained || (!forced && py_try_hook(s, st, t, in, starting)))
+			return;
+		t->explained++;
+		py_explain(st, pid, in, forced);
+		return;
+	}
+	t->waiting = 0;
+	err = py_attach(st, t, in);
+	if (err > 0)
+		return;
+	if (err) {
+		st->n_untraced++;
+		LT_WARN("python: pid %d: cannot attach to the USDT probes of %s: %s",
+			pid, in->path, strerror(-err));
+		return;
+	}
+	st->n_traced++;
+	LT_INFO(1, "python: pid %d: tracing functions through the USDT probes of %s", pid, in->path);
+}
+
 static int py_add_target_at(struct lt_session *s, void *state, int pid, int starting)
 {
 	struct py_state *st = state;
 	struct py_target *t = py_slot(st, pid);
 	struct py_interp in;
-	int forced, err;
+	int forced;
 
 	if (!t)
 		return -ENOMEM;
 	forced = py_resolve(s, pid, &in);
-	if (!in.probes.has_entry || !in.probes.has_return) {
-		/* Not a Python process (yet): a launcher or shell may exec one. */
-		if (!forced && (!in.path[0] || (!in.probes.n_python && !py_is_candidate(in.path)))) {
-			t->waiting = 1;
-			LT_INFO(1, "python: pid %d runs no Python interpreter yet; waiting for an exec", pid);
-			return 0;
-		}
-		t->waiting = 0;
-		if (t->hooked || t->explained || (!forced && py_try_hook(s, st, t, &in, starting)))
-			return 0;
-		t->explained++;
-		py_explain(st, pid, &in, forced);
-		return 0;
-	}
-	t->waiting = 0;
-	err = py_attach(st, t, &in);
-	if (err > 0)
-		return 0;
-	if (err) {
-		st->n_untraced++;
-		LT_WARN("python: pid %d: cannot attach to the USDT probes of %s: %s",
-			pid, in.path, strerror(-err));
-		return 0;
-	}
-	st->n_traced++;
-	LT_INFO(1, "python: pid %d: tracing functions through the USDT probes of %s", pid, in.path);
+	py_add_resolved(s, st, t, &in, forced, starting);
+	py_interp_close(&in);
 	return 0;
 }
 
@@ -625,9 +705,13 @@ static void py_on_exec(struct lt_session *s, struct py_state *st, int pid)
 	struct stat sb;
 
 	if (t && t->entry) {
+		int same;
+
 		if (!py_forced(pid, &in))
 			py_discover(pid, &in);
-		if (stat(in.host, &sb) == 0 && sb.st_dev == t->dev && sb.st_ino == t->ino)
+		same = in.fd >= 0 && !fstat(in.fd, &sb) && sb.st_dev == t->dev && sb.st_ino == t->ino;
+		py_interp_close(&in);
+		if (same)
 			return;
 		py_detach(t);
 		st->n_traced--;

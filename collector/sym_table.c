@@ -5,6 +5,7 @@
  * big library (libtorch: ~10^6 symbols) stays compact and is sorted once.
  */
 #include "sym_table.h"
+#include "tfile.h"
 
 #include <errno.h>
 #include <fcntl.h>
@@ -245,22 +246,23 @@ static int elf_read_syms(struct sym_table *t, Elf *e, int *n_symtab)
 	return 0;
 }
 
-/* The separate debug file of a stripped object: <root>/.build-id/xx/yyyy.debug. */
-static int elf_read_debug_file(struct sym_table *t, const char *const *roots)
+/* The separate debug file of a stripped object: <root>/.build-id/xx/yyyy.debug,
+ * inside the target's root (tfile.h): its debug files, not the node's. */
+static int elf_read_debug_file(struct sym_table *t, int root_fd, const char *const *roots)
 {
 	int r, n_symtab;
 
-	for (; roots && *roots && t->build_id[0]; roots++) {
-		char path[4096];
+	for (; root_fd >= 0 && roots && *roots && t->build_id[0]; roots++) {
+		char path[4096], err[512];
 		Elf *e;
 		int fd;
 
 		snprintf(path, sizeof(path), "%s/.build-id/%.2s/%s.debug", *roots,
 			 t->build_id, t->build_id + 2);
-		fd = open(path, O_RDONLY | O_CLOEXEC);
+		fd = lt_tf_open(root_fd, path, NULL, err, sizeof(err));
 		if (fd < 0)
 			continue;
-		e = elf_begin(fd, ELF_C_READ_MMAP, NULL);
+		e = elf_begin(fd, ELF_C_READ, NULL);
 		r = e && elf_kind(e) == ELF_K_ELF ? elf_read_syms(t, e, &n_symtab) : 0;
 		if (e)
 			elf_end(e);
@@ -273,7 +275,7 @@ static int elf_read_debug_file(struct sym_table *t, const char *const *roots)
 	return 0;
 }
 
-struct sym_table *sym_table_load_elf(int fd, const char *const *debug_roots,
+struct sym_table *sym_table_load_elf(int fd, int root_fd, const char *const *debug_roots,
 				     char *err, size_t errsz)
 {
 	struct sym_table *t;
@@ -284,7 +286,7 @@ struct sym_table *sym_table_load_elf(int fd, const char *const *debug_roots,
 		snprintf(err, errsz, "libelf: %s", elf_errmsg(-1));
 		return NULL;
 	}
-	e = elf_begin(fd, ELF_C_READ_MMAP, NULL);
+	e = elf_begin(fd, ELF_C_READ, NULL);
 	if (!e || elf_kind(e) != ELF_K_ELF) {
 		snprintf(err, errsz, "not an ELF file (%s)", elf_errmsg(-1));
 		if (e)
@@ -302,7 +304,7 @@ struct sym_table *sym_table_load_elf(int fd, const char *const *debug_roots,
 	if (!r)
 		r = elf_read_syms(t, e, &n_symtab);
 	if (!r && n_symtab == 0)
-		r = elf_read_debug_file(t, debug_roots);
+		r = elf_read_debug_file(t, root_fd, debug_roots);
 	elf_end(e);
 	if (r) {
 		snprintf(err, errsz, "reading symbols: %s", strerror(-r));
@@ -320,7 +322,7 @@ int sym_elf_build_id(int fd, char buf[41])
 	buf[0] = 0;
 	if (elf_version(EV_CURRENT) == EV_NONE)
 		return -1;
-	e = elf_begin(fd, ELF_C_READ_MMAP, NULL);
+	e = elf_begin(fd, ELF_C_READ, NULL);
 	if (e && elf_kind(e) == ELF_K_ELF)
 		elf_read_build_id(buf, e);
 	if (e)
@@ -414,28 +416,25 @@ struct sym_table *sym_table_load_kallsyms(const char *path, char *err, size_t er
 struct sym_table *sym_table_load_perfmap(int fd, char *err, size_t errsz)
 {
 	struct sym_table *t = calloc(1, sizeof(*t));
-	char *line = NULL;
-	size_t len = 0;
+	struct lt_tf_lines *rd = malloc(sizeof(*rd));
+	char *line;
 	int r = 0;
-	FILE *f;
 
-	if (!t || (fd = dup(fd)) < 0 || !(f = fdopen(fd, "re"))) {
-		if (t && fd >= 0)
-			close(fd);
+	if (!t || !rd) {
 		free(t);
-		snprintf(err, errsz, "perf map: %s", strerror(errno));
+		free(rd);
+		snprintf(err, errsz, "perf map: out of memory");
 		return NULL;
 	}
-	while (!r && getline(&line, &len, f) > 0) {
+	lt_tf_lines_init(rd, fd, SYM_PERFMAP_MAX_BYTES, SYM_PERFMAP_MAX_LINES);
+	while (!r && (line = lt_tf_lines_next(rd))) {
 		unsigned long long start, size;
 		int n = 0;
 
-		line[strcspn(line, "\n")] = 0;
 		if (sscanf(line, "%llx %llx %n", &start, &size, &n) == 2 && n && line[n])
 			r = sym_push(t, start, size, line + n, 0, 0);
 	}
-	free(line);
-	fclose(f);
+	free(rd);
 	if (r || !t->n) {
 		snprintf(err, errsz, r ? "perf map: out of memory" : "perf map: no entries");
 		sym_table_free(t);

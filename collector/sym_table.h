@@ -15,9 +15,11 @@ struct sym_table;
 
 /* Load the function symbols of the ELF file open at fd (not closed).
  * debug_roots: NULL-terminated list of directories holding
- * .build-id/xx/yyyy.debug files (e.g. "/usr/lib/debug"); may be NULL.
+ * .build-id/xx/yyyy.debug files (e.g. "/usr/lib/debug"); may be NULL. They
+ * are paths inside root_fd, the root of the process that maps the file
+ * (tfile.h); root_fd < 0: no debug file is looked for.
  * Returns NULL with a message in err when fd is not a readable ELF file. */
-struct sym_table *sym_table_load_elf(int fd, const char *const *debug_roots,
+struct sym_table *sym_table_load_elf(int fd, int root_fd, const char *const *debug_roots,
 				     char *err, size_t errsz);
 
 /* Load kernel symbols from a kallsyms-format file. NULL (and err) when the
@@ -26,7 +28,9 @@ struct sym_table *sym_table_load_kallsyms(const char *path, char *err, size_t er
 
 /* Load a JIT symbol map ("/tmp/perf-PID.map": lines "START SIZE name", hex)
  * open at fd (not closed). Addresses are absolute. NULL (and err) when it
- * holds no entry. */
+ * holds no entry. At most SYM_PERFMAP_MAX_BYTES / _LINES are read. */
+#define SYM_PERFMAP_MAX_BYTES (512u << 20)
+#define SYM_PERFMAP_MAX_LINES (8u << 20)
 struct sym_table *sym_table_load_perfmap(int fd, char *err, size_t errsz);
 
 void sym_table_free(struct sym_table *t);

@@ -4,6 +4,7 @@
  * addresses; see symbolize.h for the contract.
  */
 #include "symbolize.h"
+#include "tfile.h"
 #include "elfsym.h"
 #include "sym_table.h"
 
@@ -26,6 +27,8 @@ struct sym_obj {           /* one mapped file, by device + inode */
 	uint64_t dev, ino;
 	char *path;            /* as the process sees it, " (deleted)" removed */
 	int fd;                /* -1: could not be opened */
+	int proc;              /* the process it was opened for: debug files are
+				* looked up inside that process's root */
 	int table;             /* index in tables, -1 none, -2 not tried yet */
 };
 
@@ -275,36 +278,12 @@ static int obj_eq(const struct lt_sym *s, uint32_t i, const void *key)
 	return s->objs[i].dev == k->dev && s->objs[i].ino == k->ino;
 }
 
-/* Open a mapped file without side effects on device files: stat first. */
-static int open_regular(const char *path)
+/* The object behind a mapping, opened through map_files or inside the
+ * process's root (tfile.h): never a node file, never a FIFO or device. */
+static int obj_get(struct lt_sym *s, struct sym_proc *p, const struct lt_tf_map *tm,
+		   uint64_t dev, uint64_t ino, const char *path)
 {
-	struct stat st;
-
-	if (stat(path, &st) || !S_ISREG(st.st_mode))
-		return -1;
-	return open(path, O_RDONLY | O_CLOEXEC | O_NONBLOCK);
-}
-
-/* The object behind a mapping: map_files works for deleted files and other
- * mount namespaces; /proc/PID/root/PATH is the fallback. */
-static int obj_open(const struct lt_sym *s, int pid, uint64_t start, uint64_t end,
-		    const char *path)
-{
-	char p[4096];
-	int fd;
-
-	snprintf(p, sizeof(p), "%s/%d/map_files/%" PRIx64 "-%" PRIx64, s->proc_root, pid,
-		 start, end);
-	fd = open_regular(p);
-	if (fd >= 0)
-		return fd;
-	snprintf(p, sizeof(p), "%s/%d/root%s", s->proc_root, pid, path);
-	return open_regular(p);
-}
-
-static int obj_get(struct lt_sym *s, int pid, const struct sym_map *m, uint64_t dev,
-		   uint64_t ino, const char *path)
-{
+	char err[512];
 	struct obj_key k = { dev, ino };
 	struct sym_obj *o;
 	size_t pos;
@@ -324,7 +303,9 @@ static int obj_get(struct lt_sym *s, int pid, const struct sym_map *m, uint64_t 
 	o->path = strdup(path);
 	if (!o->path)
 		return -ENOMEM;
-	o->fd = obj_open(s, pid, m->start, m->end, path);
+	o->proc = (int)(p - s->procs);
+	o->fd = lt_tf_open_mapped(s->proc_root, p->pid, p->root_state == 1 ? p->root_fd : -1, tm,
+				  err, sizeof(err));
 	s->obj_h.slot[pos] = (uint32_t)++s->n_objs;
 	s->obj_h.n++;
 	return (int)s->n_objs - 1;
@@ -371,52 +352,46 @@ static const char *anon_name(const char *path)
 	return NULL;
 }
 
-static int map_fill(struct lt_sym *s, int pid, struct sym_map *m, uint64_t dev,
-		    uint64_t ino, char *path)
+static int map_fill(struct lt_sym *s, struct sym_proc *p, struct sym_map *m,
+		    const struct lt_tf_map *tm)
 {
-	size_t len = strlen(path);
+	char path[PATH_MAX];
+	size_t len;
 	const char *an;
 	int r;
 
-	if (len > 10 && !strcmp(path + len - 10, " (deleted)"))
+	snprintf(path, sizeof(path), "%s", tm->path);
+	len = strlen(path);
+	if (tm->deleted)
 		path[len - 10] = 0;
 	an = anon_name(path);
-	if (an || path[0] != '/' || ino == 0) {
+	if (an || path[0] != '/' || tm->id.ino == 0) {
 		r = anon_intern(s, an ? an : "[anon]");
 		m->obj = -1;
 		m->anon = r;
 		return r < 0 ? r : 0;
 	}
-	r = obj_get(s, pid, m, dev, ino, path);
+	r = obj_get(s, p, tm, tm->id.dev, tm->id.ino, path);
 	m->obj = r;
 	m->anon = -1;
 	return r < 0 ? r : 0;
 }
 
-/* Parse one /proc/PID/maps line; only executable mappings are kept. */
-static int maps_line(struct lt_sym *s, int pid, char *line, struct sym_proc *p,
-		     size_t *cap)
+/* One maps line; only executable mappings are kept. */
+static int maps_line(struct lt_sym *s, const char *line, struct sym_proc *p, size_t *cap,
+		     struct lt_tf_map *tm)
 {
-	unsigned long long start, end, pgoff, ino;
-	unsigned int maj, min;
-	char perms[8], *path;
 	struct sym_map *m;
-	int n = 0;
 
-	if (sscanf(line, "%llx-%llx %7s %llx %x:%x %llu %n", &start, &end, perms, &pgoff,
-		   &maj, &min, &ino, &n) < 7 || !n)
+	if (lt_tf_map_parse(line, tm) || tm->perms[2] != 'x')
 		return 0;
-	if (strlen(perms) < 3 || perms[2] != 'x')
-		return 0;
-	path = line + n;
-	path[strcspn(path, "\n")] = 0;
 	if (grow((void **)&p->maps, cap, p->n_maps + 1, sizeof(*p->maps)))
 		return -ENOMEM;
 	m = &p->maps[p->n_maps];
-	m->start = start;
-	m->end = end;
-	m->pgoff = pgoff;
-	if (map_fill(s, pid, m, ((uint64_t)maj << 32) | min, ino, path))
+	m->start = tm->start;
+	m->end = tm->end;
+	m->pgoff = tm->pgoff;
+	if (map_fill(s, p, m, tm))
 		return -ENOMEM;
 	p->n_maps++;
 	return 0;
@@ -424,25 +399,37 @@ static int maps_line(struct lt_sym *s, int pid, char *line, struct sym_proc *p,
 
 static int proc_read_maps(struct lt_sym *s, struct sym_proc *p)
 {
-	char path[256], *line = NULL;
-	size_t len = 0, cap = 0;
-	int r = 0;
-	FILE *f;
+	struct lt_tf_lines *rd = malloc(sizeof(*rd));
+	struct lt_tf_map *tm = malloc(sizeof(*tm));
+	size_t cap = 0;
+	char *line;
+	int r = 0, fd;
 
-	snprintf(path, sizeof(path), "%s/%d/maps", s->proc_root, p->pid);
 	p->read_ns = now_ns();
-	f = fopen(path, "re");
-	if (!f) {
-		p->gone = 1;
-		return -errno;
+	if (!p->root_state) { /* once: it stays valid after the process exits */
+		p->root_fd = lt_tf_root_open(s->proc_root, p->pid);
+		p->root_state = p->root_fd >= 0 ? 1 : -1;
+	}
+	fd = lt_tf_maps_open(s->proc_root, p->pid);
+	if (fd < 0 || !rd || !tm) {
+		free(rd);
+		free(tm);
+		if (fd < 0) {
+			p->gone = 1;
+			return fd;
+		}
+		close(fd);
+		return -ENOMEM;
 	}
 	free(p->maps);
 	p->maps = NULL;
 	p->n_maps = 0;
-	while (!r && getline(&line, &len, f) > 0)
-		r = maps_line(s, p->pid, line, p, &cap);
-	free(line);
-	fclose(f);
+	lt_tf_lines_init(rd, fd, LT_TF_MAPS_MAX_BYTES, LT_TF_MAPS_MAX_LINES);
+	while (!r && (line = lt_tf_lines_next(rd)))
+		r = maps_line(s, line, p, &cap, tm);
+	close(fd);
+	free(rd);
+	free(tm);
 	if (!r && p->n_maps == 0) /* a kernel thread, or the process is exiting */
 		p->gone = 1;
 	return r;
@@ -535,22 +522,22 @@ static int proc_nspid(const struct lt_sym *s, int pid)
 /* Keep a handle on the process's root for its perf map (JIT frames). */
 static void proc_open_root(struct lt_sym *s, int pid)
 {
-	char path[256];
 	long idx;
 	struct sym_proc *p;
 
 	hash_find(s, &s->proc_h, mix64((uint64_t)pid), proc_eq, &pid, &idx);
-	if (idx < 0 || (p = &s->procs[idx])->root_state)
+	if (idx < 0 || (p = &s->procs[idx])->nspid)
 		return;
-	snprintf(path, sizeof(path), "%s/%d/root", s->proc_root, pid);
-	p->root_fd = open(path, O_PATH | O_DIRECTORY | O_CLOEXEC);
-	p->root_state = p->root_fd >= 0 ? 1 : -1;
+	if (!p->root_state) {
+		p->root_fd = lt_tf_root_open(s->proc_root, pid);
+		p->root_state = p->root_fd >= 0 ? 1 : -1;
+	}
 	p->nspid = proc_nspid(s, pid);
 }
 
 static const char *perfmap_lookup(struct lt_sym *s, int pid, uint64_t addr, uint64_t *off)
 {
-	char path[64], err[128];
+	char path[64], err[512];
 	struct sym_proc *p;
 	long idx;
 	int fd;
@@ -560,14 +547,10 @@ static const char *perfmap_lookup(struct lt_sym *s, int pid, uint64_t addr, uint
 		return NULL;
 	if (!p->perfmap_tried) {
 		p->perfmap_tried = 1;
-		snprintf(path, sizeof(path), "tmp/perf-%d.map", p->nspid);
-		fd = openat(p->root_fd, path, O_RDONLY | O_NOFOLLOW | O_NONBLOCK | O_CLOEXEC);
+		snprintf(path, sizeof(path), "/tmp/perf-%d.map", p->nspid);
+		fd = lt_tf_open(p->root_fd, path, NULL, err, sizeof(err)); /* the target's own /tmp */
 		if (fd >= 0) {
-			struct stat st;
-
-			/* The target's own /tmp: only a regular file is read. */
-			if (!fstat(fd, &st) && S_ISREG(st.st_mode))
-				p->perfmap = sym_table_load_perfmap(fd, err, sizeof(err));
+			p->perfmap = sym_table_load_perfmap(fd, err, sizeof(err));
 			close(fd);
 		}
 	}
@@ -726,7 +709,8 @@ static struct sym_table *obj_table(struct lt_sym *s, struct sym_obj *o)
 				o->table = (int)i;
 				return s->tabs[i].t;
 			}
-	t = sym_table_load_elf(o->fd, (const char *const *)s->debug_roots, err, sizeof(err));
+	t = sym_table_load_elf(o->fd, s->procs[o->proc].root_state == 1 ? s->procs[o->proc].root_fd : -1,
+			       (const char *const *)s->debug_roots, err, sizeof(err));
 	if (!t)
 		return NULL;
 	tabs = realloc(s->tabs, (s->n_tabs + 1) * sizeof(*tabs));
