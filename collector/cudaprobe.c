@@ -29,6 +29,7 @@
 #include "cudadecode.h"
 #include "elfsym.h"
 #include "probefile.h"
+#include "probe_cost.h"
 #include "session.h"
 #include "tfile.h"
 
@@ -44,6 +45,7 @@ struct cp_probe {             /* a probed function; its index is the cookie id *
 	uint8_t nargs, argidx[LT_PROBE_MAX_ARGS];
 	uint8_t nstack;
 	uint64_t dev, ino, offset;
+	uint64_t calls;       /* recorded (the summary's cost per function) */
 };
 
 struct cp_link {
@@ -85,6 +87,7 @@ struct cp_state {
 	bool multi;           /* uprobe_multi links (kernel 6.6+) */
 	struct cp_name names[CP_NAME_CACHE];
 	uint64_t calls, attach_errors;
+	double call_ns;       /* one probed call's cost, measured at start (probe_cost.h) */
 };
 
 /* ------------------------------------------------------------ helpers */
@@ -249,6 +252,8 @@ static int cp_start(struct lt_session *s, void **state)
 		LT_WARN("cuda: libraries loaded after start will not be probed: cannot watch mmap: %s",
 			strerror(errno));
 	attach_kprobes(st);
+	st->call_ns = st->multi ? lt_probe_cost_ns(st->skel->progs.lt_uentry_multi, st->skel->progs.lt_uret_multi, true)
+				: lt_probe_cost_ns(st->skel->progs.lt_uentry, st->skel->progs.lt_uret, false);
 	return 0;
 }
 
@@ -689,7 +694,7 @@ static bool returns_int(int lib_class)
 static void on_call(struct lt_session *s, struct cp_state *st, const struct lt_rec_ucall *r)
 {
 	struct evlog_event ev = { .type = EV_LIB_CALL, .ts = r->h.ts, .pid = r->h.pid, .tid = r->h.tid };
-	const struct cp_probe *p;
+	struct cp_probe *p;
 	char detail[768] = "";
 	void *rarg[2] = { st, (void *)(intptr_t)r->h.pid };
 	struct lt_decode_ctx cx = { resolve_kernel, rarg };
@@ -700,6 +705,7 @@ static void on_call(struct lt_session *s, struct cp_state *st, const struct lt_r
 		return;
 	p = &st->probes[r->probe_id];
 	st->calls++;
+	p->calls++;
 	ev.u.lib_call.lib_class = (uint8_t)p->lib_class;
 	ev.u.lib_call.lib = evlog_s(p->lib);
 	ev.u.lib_call.symbol = evlog_s(p->symbol);
@@ -734,6 +740,42 @@ static int cp_handle(struct lt_session *s, void *state, const struct lt_rec_hdr 
 	return 0;
 }
 
+#define CP_COST_TOP 8      /* functions named in the cost summary */
+
+/* What the probes cost the targets: each of the most called functions'
+ * calls times one probed call's cost (measured at start), then the rest. */
+static int by_calls_desc(const void *a, const void *b)
+{
+	const struct cp_probe *x = *(const struct cp_probe *const *)a, *y = *(const struct cp_probe *const *)b;
+	return x->calls < y->calls ? 1 : x->calls > y->calls ? -1 : 0;
+}
+
+static void print_costs(const struct cp_state *st)
+{
+	const struct cp_probe **called = st->calls ? calloc(st->n_probes, sizeof(*called)) : NULL;
+	size_t n = 0;
+	uint64_t shown = 0;
+
+	if (!called)
+		return;
+	for (size_t i = 0; i < st->n_probes; i++)
+		if (st->probes[i].calls)
+			called[n++] = &st->probes[i];
+	qsort(called, n, sizeof(*called), by_calls_desc);
+	LT_INFO(0, "cuda: probes cost the targets ~%.2f s: %" PRIu64 " calls x %.2f us each "
+		"(measured here at start; a lower bound)", (double)st->calls * st->call_ns * 1e-9,
+		st->calls, st->call_ns * 1e-3);
+	for (size_t k = 0; k < n && k < CP_COST_TOP; k++) {
+		LT_INFO(0, "cuda:   %-32s %10" PRIu64 " calls  ~%.3f s", called[k]->symbol, called[k]->calls,
+			(double)called[k]->calls * st->call_ns * 1e-9);
+		shown += called[k]->calls;
+	}
+	if (st->calls > shown)
+		LT_INFO(0, "cuda:   %-32s %10" PRIu64 " calls  ~%.3f s", "(others)", st->calls - shown,
+			(double)(st->calls - shown) * st->call_ns * 1e-9);
+	free(called);
+}
+
 static int cp_finish(struct lt_session *s, void *state)
 {
 	struct cp_state *st = state;
@@ -744,6 +786,7 @@ static int cp_finish(struct lt_session *s, void *state)
 			"(see `llmtracker generateProbe -p PID`)", st->pf->path);
 	LT_INFO(1, "cuda: %" PRIu64 " calls recorded, %zu functions probed, %zu links, %" PRIu64
 		" attach errors", st->calls, st->n_probes, st->n_links, st->attach_errors);
+	print_costs(st);
 	return 0;
 }
 

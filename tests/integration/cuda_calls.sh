@@ -48,6 +48,12 @@ if grep -q '^ret cublasSgemm_v2' "$T/a.out"; then
 		"grep -q 'cublasSgemm_v2 .*| m=64 n=32 k=16 transa=T transb=N\$' $T/a.calls"
 fi
 check "no other call recorded (total $expect)" "grep -qx 'total $expect' $T/a.calls"
+# The summary: what the probes cost, per function (calls x one call's measured cost).
+pc=$(sed -n 's/.*probes cost the targets ~[0-9.]* s: \([0-9]*\) calls x \([0-9.]*\) us each.*/\1 \2/p' "$T/a.err")
+check "summary: probe cost over all $expect calls, 0.05-100 us each ($pc)" \
+	"[ \"\${pc% *}\" = $expect ] && awk -v c=\"\${pc#* }\" 'BEGIN { exit !(c >= 0.05 && c <= 100) }'"
+check "summary: cudaMemcpy's 11 calls named with their cost" \
+	"grep -Eq 'cuda:   cudaMemcpy +11 calls  ~[0-9.]+ s' $T/a.err"
 
 # Return codes, in call order, as the program saw them.
 grep '^ret ' "$T/a.out" | awk '{print $2, $3}' >"$T/ret.want"
