@@ -8,6 +8,7 @@
 #include "conv_int.h"
 #include "dedup.h"
 #include "spill.h"
+#include "steps.h"
 
 #include <stdlib.h>
 #include <string.h>
@@ -58,6 +59,7 @@ struct pass2 {
 	struct cv_core *c;
 	struct sync_bind sync;
 	struct cv_spill *sp;
+	struct cv_steps *steps;  /* candidate step series, judged after reading */
 	struct cv_map py;     /* (host<<32|pid, tid) -> struct py_thread * */
 	struct cv_buf fold;
 	struct cv_map stack_cache; /* hash of a raw CPU stack -> folded id + 1 */
@@ -189,8 +191,12 @@ static int py_pop(struct pass2 *p, struct py_thread *t, uint64_t end_ts)
 	e.u.py_enter.func = (struct evlog_str){ t->strs.p + f->func_off, f->func_len };
 	e.u.py_enter.file = (struct evlog_str){ t->strs.p + f->file_off, f->file_len };
 	e.u.py_enter.line = f->line;
-	int rc = spill_event(p, t->log, thread_track(p, h, t->pid, t->tid), f->ts,
-			     end_ts > f->ts ? end_ts - f->ts : 0, 0, &e);
+	int32_t track = thread_track(p, h, t->pid, t->tid);
+	uint64_t dur = end_ts > f->ts ? end_ts - f->ts : 0;
+	int rc = spill_event(p, t->log, track, f->ts, dur, 0, &e);
+
+	if (rc == 0 && track >= 0 && cv_steps_feed(p->steps, t->host, (uint32_t)track, f->ts, dur, t->n, &e))
+		rc = -1;
 
 	t->strs.len = f->func_off;
 	return rc;
@@ -361,6 +367,18 @@ static int sync_event(struct pass2 *p, uint32_t li, const struct evlog_event *e)
 	return timeline_event(p, li, e);
 }
 
+/* A library call or marker on its thread: a record, and a step candidate. */
+static int host_call(struct pass2 *p, uint32_t li, uint64_t ts, uint64_t dur, uint32_t depth,
+		     const struct evlog_event *e)
+{
+	const struct cv_log *l = &p->c->in.logs[li];
+	int32_t track = thread_track(p, &p->c->hosts[l->host], e->pid, e->tid);
+
+	if (spill_event(p, li, track, ts, dur, 0, e))
+		return -1;
+	return track < 0 ? 0 : cv_steps_feed(p->steps, l->host, (uint32_t)track, ts, dur, depth, e);
+}
+
 static int timeline_event(struct pass2 *p, uint32_t li, const struct evlog_event *e)
 {
 	struct cv_core *c = p->c;
@@ -378,14 +396,11 @@ static int timeline_event(struct pass2 *p, uint32_t li, const struct evlog_event
 		return spill_event(p, li, thread_track(p, h, e->pid, e->tid), ts,
 				   checked_dur(c, e->u.syscall.dur), 0, e);
 	case EV_LIB_CALL:
-		return spill_event(p, li, thread_track(p, h, e->pid, e->tid), ts,
-				   checked_dur(c, e->u.lib_call.dur), 0, e);
+		return host_call(p, li, ts, checked_dur(c, e->u.lib_call.dur), e->u.lib_call.depth, e);
 	case EV_GPU_API:
-		return spill_event(p, li, thread_track(p, h, e->pid, e->tid), ts,
-				   checked_dur(c, e->u.gpu_api.dur), 0, e);
+		return host_call(p, li, ts, checked_dur(c, e->u.gpu_api.dur), 0, e);
 	case EV_MARKER:
-		return spill_event(p, li, thread_track(p, h, e->pid, e->tid), ts,
-				   checked_dur(c, e->u.marker.dur), 0, e);
+		return host_call(p, li, ts, checked_dur(c, e->u.marker.dur), 0, e);
 	case EV_GPU_KERNEL:
 		return spill_event(p, li, track_of_stream(h, e->u.gpu_kernel.device,
 							  e->u.gpu_kernel.stream),
@@ -459,6 +474,7 @@ struct emitter {
 	size_t n_ends, cap_ends;
 	const uint32_t *proc_base;
 	int merged;           /* the current record is a uprobe call paired with CUPTI's */
+	uint32_t step_next;   /* detected steps of the current host already sent */
 };
 
 static int sink_fail(struct cv_core *c, struct conv_sink *s)
@@ -492,6 +508,7 @@ static int goto_host(struct emitter *em, int32_t h)
 		if (em->host >= 0 && host_end(em))
 			return -1;
 		em->host++;
+		em->step_next = 0;
 		if (em->host < (int32_t)em->c->n_hosts && em->host <= h && host_begin(em, (uint32_t)em->host))
 			return -1;
 	}
@@ -572,14 +589,6 @@ static const char *leaf_of(const char *folded)
 	return s ? s + 1 : folded;
 }
 
-static int is_step_marker(const struct evlog_event *e)
-{
-	struct evlog_str n = e->u.marker.name;
-
-	return (n.len == 4 && !memcmp(n.ptr, "step", 4)) ||
-	       (n.len >= 12 && !memcmp(n.ptr, "ProfilerStep", 12));
-}
-
 static void describe(struct emitter *em, const struct cv_rec *r, const struct evlog_event *e,
 		     struct conv_item *it, char *buf, size_t bufsz)
 {
@@ -635,7 +644,7 @@ static void describe(struct emitter *em, const struct cv_rec *r, const struct ev
 		break;
 	case EV_MARKER:
 		it->category = "user_annotation";
-		if (is_step_marker(e)) {
+		if (cv_is_step_marker(e)) {
 			it->step = (uint32_t)e->u.marker.value + 1;
 			snprintf(buf, bufsz, "ProfilerStep#%llu", (unsigned long long)e->u.marker.value);
 			it->name = buf;
@@ -651,6 +660,54 @@ static void describe(struct emitter *em, const struct cv_rec *r, const struct ev
 
 /* corr != 0: an EV_LIB_CALL that stands for CUPTI's record of the same call
  * too; it carries CUPTI's correlation id (and so the launch flow). */
+static int send(struct emitter *em, const struct conv_item *it)
+{
+	for (int i = 0; i < em->n_sinks; i++)
+		if (em->sinks[i]->item(em->sinks[i]->ctx, it))
+			return sink_fail(em->c, em->sinks[i]);
+	return 0;
+}
+
+/* Detected steps join their driving thread's track: those starting at or
+ * before `upto` (before the record starting there: a step is its parent). */
+static int send_steps(struct emitter *em, uint64_t upto)
+{
+	const struct conv_steps *st = em->host >= 0 ? em->c->hosts[em->host].meta.steps : NULL;
+	char name[48];
+
+	if (!st || st->from_markers)
+		return 0;
+	for (; em->step_next < st->n && st->start[em->step_next] <= upto; em->step_next++) {
+		uint32_t i = em->step_next;
+		struct evlog_event e = { .type = EV_MARKER, .ts = st->start[i], .pid = st->pid,
+					 .tid = st->tid };
+		struct conv_item it = { .track = CONV_TRACK_THREAD, .pid = st->pid, .tid = st->tid,
+					.start_ns = st->start[i], .category = "step", .name = name,
+					.step = i + 1, .ev = &e };
+		int n = snprintf(name, sizeof(name), "ProfilerStep#%u", i);
+
+		e.u.marker.name = (struct evlog_str){ name, (uint32_t)n };
+		e.u.marker.value = i;
+		e.u.marker.dur = st->end[i] - st->start[i];
+		it.dur_ns = nest(em, st->track, it.start_ns, e.u.marker.dur);
+		if (send(em, &it))
+			return -1;
+	}
+	return 0;
+}
+
+/* Before a record of track `track` starting at `start`: the steps due. */
+static int steps_before(struct emitter *em, uint32_t track, uint64_t start)
+{
+	const struct conv_steps *st = em->host >= 0 ? em->c->hosts[em->host].meta.steps : NULL;
+
+	if (!st || !st->n)
+		return 0;
+	if (track == st->track)
+		return send_steps(em, start);
+	return track > st->track ? send_steps(em, UINT64_MAX) : 0;
+}
+
 static int emit_rec(void *ctx, const struct cv_rec *r, uint64_t corr)
 {
 	struct emitter *em = ctx;
@@ -666,7 +723,9 @@ static int emit_rec(void *ctx, const struct cv_rec *r, uint64_t corr)
 		e.u.lib_call.correlation_id = corr;
 	const struct cv_track *t = &c->tracks[r->track];
 
-	if (goto_host(em, (int32_t)t->host))
+	if (em->host >= 0 && (int32_t)t->host != em->host && steps_before(em, UINT32_MAX, 0))
+		return -1;
+	if (goto_host(em, (int32_t)t->host) || steps_before(em, r->track, r->start))
 		return -1;
 	memset(&it, 0, sizeof(it));
 	it.track = t->kind;
@@ -682,10 +741,7 @@ static int emit_rec(void *ctx, const struct cv_rec *r, uint64_t corr)
 	it.dur_ns = nest(em, r->track, r->start, r->dur);
 	it.ev = &e;
 	describe(em, r, &e, &it, buf, sizeof(buf));
-	for (int i = 0; i < em->n_sinks; i++)
-		if (em->sinks[i]->item(em->sinks[i]->ctx, &it))
-			return sink_fail(c, em->sinks[i]);
-	return 0;
+	return send(em, &it);
 }
 
 static int emit_all(struct cv_core *c, struct cv_spill *sp, struct conv_sink *const *sinks,
@@ -713,6 +769,8 @@ static int emit_all(struct cv_core *c, struct cv_spill *sp, struct conv_sink *co
 		rc = -1;
 	c->st.dup_merged = dd.merged;
 	cv_dedup_free(&dd);
+	if (rc == 0 && em.host >= 0)
+		rc = steps_before(&em, UINT32_MAX, 0);
 	if (rc == 0 && goto_host(&em, (int32_t)c->n_hosts - 1) == 0 && em.host >= 0)
 		rc = host_end(&em);
 	free(em.ends);
@@ -725,6 +783,27 @@ static size_t run_bytes(void)
 	long mb = s ? strtol(s, NULL, 10) : 0;
 
 	return (size_t)(mb > 0 && mb < 65536 ? mb : RUN_MB_DEFAULT) << 20;
+}
+
+/* Judge the step candidates gathered while reading; sinks see the result
+ * in their host's metadata. */
+static int find_steps(struct cv_core *c, struct cv_steps *st)
+{
+	uint64_t *prof = calloc(c->n_hosts + 1, sizeof(*prof));
+	int rc = -1;
+
+	if (prof) {
+		for (size_t i = 0; i < c->n_hosts; i++)
+			prof[i] = c->hosts[i].max_ts > c->hosts[i].min_ts
+					  ? c->hosts[i].max_ts - c->hosts[i].min_ts : 0;
+		rc = cv_steps_detect(st, prof);
+	}
+	free(prof);
+	for (size_t i = 0; rc == 0 && i < c->n_hosts; i++)
+		c->hosts[i].meta.steps = cv_steps_of(st, (uint32_t)i);
+	if (rc)
+		snprintf(c->err, sizeof(c->err), "out of memory");
+	return rc;
 }
 
 int cv_pass2(struct cv_core *c, struct conv_sink *const *sinks, int n_sinks)
@@ -745,6 +824,10 @@ int cv_pass2(struct cv_core *c, struct conv_sink *const *sinks, int n_sinks)
 	p.sp = cv_spill_new(need < want ? need : want, c->n_tracks, NULL, c->err, sizeof(c->err));
 	if (!p.sp)
 		goto out;
+	if (!(p.steps = cv_steps_new((uint32_t)c->n_hosts))) {
+		snprintf(c->err, sizeof(c->err), "out of memory");
+		goto out;
+	}
 	for (uint32_t i = 0; i < c->in.n; i++)
 		if (read_log2(&p, i, &done))
 			goto out;
@@ -752,6 +835,8 @@ int cv_pass2(struct cv_core *c, struct conv_sink *const *sinks, int n_sinks)
 		goto out;
 	py_free(&p);
 	cv_buf_free(&p.fold);
+	if (find_steps(c, p.steps))
+		goto out;
 	rc = emit_all(c, p.sp, sinks, n_sinks, p.proc_base);
 out:
 	cv_progress_end(c);
@@ -759,6 +844,9 @@ out:
 	cv_buf_free(&p.fold);
 	cv_buf_free(&p.sync.strs);
 	cv_spill_free(p.sp);
+	for (size_t i = 0; i < c->n_hosts; i++)
+		c->hosts[i].meta.steps = NULL; /* they live in p.steps */
+	cv_steps_free(p.steps);
 	free(p.proc_base);
 	cv_map_free(&p.stack_cache);
 	return rc;

@@ -48,6 +48,8 @@ struct conv_gpu {
 	const uint32_t *streams; /* stream ids seen, ascending */
 };
 
+struct conv_steps; /* steps.h */
+
 struct conv_host_meta {
 	const char *host;        /* as logged (':' not yet replaced) */
 	uint64_t base_mono_ns;   /* earliest timestamp of the host's profile */
@@ -61,6 +63,10 @@ struct conv_host_meta {
 	 * and the earliest wall time of all of them (one timeline for all). */
 	uint32_t host_index, n_hosts;
 	uint64_t run_base_realtime_ns;
+	/* Steps (set before the first item): the job's markers, detected ones
+	 * (then sent as items with category "step" on the driving thread), or
+	 * none, with the evidence in words. NULL when not looked for. */
+	const struct conv_steps *steps;
 };
 
 /* One timeline item. `ev` is the original event (pointers valid during the
@@ -75,7 +81,7 @@ struct conv_item {
 	uint64_t flow_id;         /* != 0: launch->kernel flow (correlation id, made unique per process) */
 	int flow_start;           /* 1 on the launch (flow "s"), 0 on the GPU side ("f") */
 	const char *stack_folded; /* CPU/Python samples: "root;...;leaf", else NULL */
-	uint32_t step;            /* markers that are steps: step number + 1, else 0 */
+	uint32_t step;            /* steps (markers or detected): step number + 1, else 0 */
 	const struct evlog_event *ev;
 };
 

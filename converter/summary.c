@@ -6,6 +6,7 @@
  */
 #include "summary.h"
 #include "cv_util.h"
+#include "step_stats.h"
 
 #include <stdlib.h>
 #include <string.h>
@@ -23,6 +24,7 @@ struct sm {
 	struct agg *v;
 	size_t cap;
 	uint64_t items;
+	struct step_stats *steps;
 };
 
 static int sm_begin(void *ctx, const struct conv_host_meta *m)
@@ -30,6 +32,7 @@ static int sm_begin(void *ctx, const struct conv_host_meta *m)
 	struct sm *s = ctx;
 
 	s->meta = m;
+	step_stats_begin(s->steps, m);
 	cv_strtab_free(&s->keys);
 	free(s->v);
 	s->v = NULL;
@@ -71,7 +74,11 @@ static int sm_item(void *ctx, const struct conv_item *it)
 	int rc;
 
 	s->items++;
-	if (it->stack_folded) {
+	if (step_stats_item(s->steps, it)) {
+		rc = -1;
+	} else if (it->step) {
+		rc = 0; /* in the steps table, not among the calls */
+	} else if (it->stack_folded) {
 		const char *leaf = strrchr(it->stack_folded, ';');
 		int py = it->ev && it->ev->type == EV_PY_SAMPLE;
 
@@ -207,6 +214,7 @@ static int sm_end(void *ctx)
 	fprintf(s->out, "== host %s: %.3f s profiled, %u processes, %u threads, %u GPUs, "
 		"%llu timeline items\n", m->host, (m->stop_ns - m->start_ns) / 1e9, m->n_processes,
 		m->n_threads, m->n_gpus, (unsigned long long)s->items);
+	step_stats_print(s->steps, s->out, s->top);
 	print_timed(s, "GPU kernels by total time", is_kernel, rows);
 	print_timed(s, "GPU memory copies and sets", is_mem, rows);
 	print_timed(s, "Library calls (CUDA runtime/driver, NCCL, ...)", is_lib, rows);
@@ -231,8 +239,10 @@ struct conv_sink *summary_new(FILE *out, int top_n)
 {
 	struct sm *s = calloc(1, sizeof(*s));
 
-	if (!s)
+	if (!s || !(s->steps = step_stats_new())) {
+		free(s);
 		return NULL;
+	}
 	s->out = out;
 	s->top = top_n > 0 ? top_n : 15;
 	s->sink.name = "summary";
@@ -251,6 +261,7 @@ void summary_free(struct conv_sink *s)
 	struct sm *m = s->ctx;
 
 	cv_strtab_free(&m->keys);
+	step_stats_free(m->steps);
 	free(m->v);
 	free(m);
 }

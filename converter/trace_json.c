@@ -10,6 +10,9 @@
 
 #define HOST_PID_STRIDE 10000000u   /* > pid_max (4194304): hosts never share pids */
 #define GPU_PID_CLASH_BASE 4200000u /* GPU pid when a process has the device's number */
+/* Detected steps get a track of their own in the driving process, "Steps",
+ * above every Linux tid (PID_MAX_LIMIT is 2^22) and sorted first. */
+#define STEPS_TID 4300000u
 #define GPU_SORT_BASE 5000000u      /* as Kineto: GPUs sort after processes */
 
 struct tj {
@@ -618,6 +621,12 @@ static int tj_item(void *ctx, const struct conv_item *it)
 	if (it->track == CONV_TRACK_STREAM) {
 		pid = gpu_pid_of(t, it->device);
 		tid = it->stream;
+	} else if (it->step && !strcmp(it->category, "step")) {
+		pid = t->pid_base + it->pid;
+		tid = STEPS_TID;
+		if (it->step == 1 && (meta_ev(t, "thread_name", pid, tid, "name", "Steps", 0) ||
+				      meta_ev(t, "thread_sort_index", pid, tid, "sort_index", NULL, 0)))
+			goto err;
 	} else {
 		pid = t->pid_base + it->pid;
 		tid = it->tid;

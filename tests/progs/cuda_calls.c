@@ -12,6 +12,11 @@
  *                           dependencies stay unloaded), print "mapped",
  *                           wait up to 30 s to be killed
  *   cuda_calls spawn N      fork a child that execs `cuda_calls nested N`
+ *   cuda_calls loop N TRUTH N steps of a training loop: ~10 ms of host work
+ *                           (15 ms the first time: warm-up), then
+ *                           cudaGetDeviceCount and cudaDeviceSynchronize;
+ *                           each step's true bounds (CLOCK_REALTIME ns) go
+ *                           to TRUTH as "train START END"
  *   cuda_calls watch        call cp_outer() every 10 ms; print "probed" when
  *                           a breakpoint appears on it and "unprobed" (then
  *                           exit 0) once it is gone again; exit 1 after 20 s
@@ -236,6 +241,42 @@ static int spawn(const char *n)
 	return WIFEXITED(status) ? WEXITSTATUS(status) : 1;
 }
 
+static uint64_t realtime_ns(void)
+{
+	struct timespec t;
+
+	clock_gettime(CLOCK_REALTIME, &t);
+	return (uint64_t)t.tv_sec * 1000000000ull + (uint64_t)t.tv_nsec;
+}
+
+static void spin_ns(uint64_t ns)
+{
+	uint64_t end = now_ns() + ns;
+
+	while (now_ns() < end)
+		;
+}
+
+static int loop(long n, const char *truth)
+{
+	FILE *f = fopen(truth, "w");
+	int count;
+
+	if (!f)
+		return 1;
+	wait_probe("cudaDeviceSynchronize", (const void *)cudaDeviceSynchronize);
+	for (long i = 0; i < n; i++) {
+		uint64_t s = realtime_ns();
+
+		spin_ns(i ? 10000000 : 15000000);
+		cudaGetDeviceCount(&count);
+		cudaDeviceSynchronize();
+		fprintf(f, "train %llu %llu\n", (unsigned long long)s,
+			(unsigned long long)realtime_ns());
+	}
+	return fclose(f) ? 1 : 0;
+}
+
 int main(int argc, char **argv)
 {
 	const char *mode = argc > 1 ? argv[1] : "calls";
@@ -250,10 +291,12 @@ int main(int argc, char **argv)
 		return spawn(argv[2]);
 	if (!strcmp(mode, "watch"))
 		return watch();
+	if (!strcmp(mode, "loop") && argc > 3)
+		return loop(n > 0 ? n : 1, argv[3]);
 	if (!strcmp(mode, "nested"))
 		return nested(n > 0 ? n : 1);
 	if (strcmp(mode, "calls")) {
-		fprintf(stderr, "usage: cuda_calls [calls | bench N | nested N | spawn N | watch | mapfile PATH]\n");
+		fprintf(stderr, "usage: cuda_calls [calls | bench N | nested N | spawn N | watch | loop N TRUTH | mapfile PATH]\n");
 		return 2;
 	}
 	vector_step(NULL, 0);

@@ -1,0 +1,51 @@
+"""Compare the Steps track of a trace JSON with a workload's true steps.
+
+    steps_check.py TRACE.json TRUTH [none]
+Prints TAP-style "ok"/"not ok" lines (numbering by the caller's awk) and
+exits 1 on a failure. Checks: detected count within +-1 of the true train
+steps; every detected boundary within 2% of the mean true step time of the
+true one nearest it. With "none": no step slices at all.
+"""
+import json
+import sys
+
+
+def main():
+    trace, truth = sys.argv[1], sys.argv[2]
+    want_none = len(sys.argv) > 3 and sys.argv[3] == "none"
+    d = json.load(open(trace))
+    base = d["baseTimeNanoseconds"]
+    steps = sorted((base + round(e["ts"] * 1000), base + round((e["ts"] + e["dur"]) * 1000))
+                   for e in d["traceEvents"] if e.get("cat") == "step")
+    fails = 0
+
+    def check(what, cond):
+        nonlocal fails
+        print(("ok - " if cond else "not ok - ") + what)
+        fails += not cond
+
+    if want_none:
+        check(f"no steps written ({len(steps)})", not steps)
+        return fails
+    true = [tuple(int(v) for v in l.split()[1:3]) for l in open(truth)
+            if l.startswith("train ")]
+    mean = sum(e - s for s, e in true) / len(true)
+    check(f"step count {len(steps)} within 1 of {len(true)}", abs(len(steps) - len(true)) <= 1)
+    tol = 0.02 * mean
+    bounds = sorted(b for st in true for b in st)
+    worst = 0.0
+    for s, e in steps:
+        for b in (s, e):
+            near = min(bounds, key=lambda t: abs(t - b))
+            worst = max(worst, abs(near - b))
+    check(f"every boundary within 2% of the mean step ({tol / 1e6:.3f} ms): worst "
+          f"{worst / 1e6:.3f} ms", worst <= tol)
+    # Each detected step must start at a true start (not drift by a step).
+    starts = [s for s, _ in true]
+    off = sum(min(abs(s - t) for t in starts) > tol for s, _ in steps)
+    check(f"each step starts at a true step start ({off} do not)", off == 0)
+    return fails
+
+
+if __name__ == "__main__":
+    sys.exit(1 if main() else 0)

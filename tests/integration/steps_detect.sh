@@ -1,0 +1,50 @@
+#!/bin/bash
+# Steps found unaided, on real loops profiled with the real collector:
+# Python loops (-t python: a training loop with warm-up, train/eval phases,
+# variable-length generation steps, no loop at all) and a C loop of real
+# libcudart calls (-t cuda, no GPU: calls fail fast). Each workload logs its
+# true steps; steps_check.py compares the trace JSON's Steps track.
+set -u
+BUILD=${BUILD:-build}
+LT=$BUILD/bin/llmtracker CONV=$BUILD/bin/llmtracker-convert PY=/usr/bin/python3.11
+PROG=$BUILD/tests/progs/cuda_calls CUDA=${CUDA_HOME:-/usr/local/cuda}
+D=$(dirname "$0")
+[ "$(id -u)" = 0 ] || { echo "skip: needs root (BPF)"; exit 77; }
+[ -x "$PY" ] || { echo "skip: $PY not installed"; exit 77; }
+for f in "$LT" "$CONV" "$PROG"; do [ -x "$f" ] || { echo "not ok 1 - $f not built"; exit 1; }; done
+T=$(mktemp -d /tmp/lt-steps.XXXXXX); trap 'rm -rf "$T"' EXIT
+n=0 fails=0
+tap() { # renumber steps_check.py's lines (read in this shell: counts stay), prefixed with the case
+	while read -r st rest; do
+		if [ "$st" = ok ]; then n=$((n + 1)); echo "ok $n $1: ${rest#- }"
+		else n=$((n + 1)); fails=$((fails + 1)); echo "not ok $n $1: ${rest#- }"; fi
+	done
+}
+
+for m in train twophase variable noloop; do
+	"$LT" profile -t python -o "$T/$m.evlog" -- "$PY" "$D/../workloads/steps_loop.py" "$m" \
+		"$T/$m.truth" >/dev/null 2>"$T/$m.err" &&
+	"$CONV" -q -i "$T/$m.evlog" -o "$T/$m.json" ||
+	{ n=$((n + 1)); fails=$((fails + 1)); echo "not ok $n $m: profile and convert"; continue; }
+	tap "$m" < <(python3 "$D/steps_check.py" "$T/$m.json" "$T/$m.truth" \
+		$([ "$m" = noloop ] && echo none))
+done
+"$CONV" summary "$T/noloop.evlog" >"$T/noloop.sum" 2>/dev/null
+n=$((n + 1))
+if grep -q '^Steps: no steps found' "$T/noloop.sum"; then echo "ok $n noloop: summary says no steps found"
+else fails=$((fails + 1)); echo "not ok $n noloop: summary says no steps found"; fi
+"$CONV" summary "$T/train.evlog" >"$T/train.sum" 2>/dev/null
+n=$((n + 1))
+if grep -q '^Steps: Python function train_step' "$T/train.sum" &&
+   grep -q '^  30 steps on thread .*mean .*p50 .*p99' "$T/train.sum"; then
+	echo "ok $n train: summary names the evidence and the step statistics"
+else fails=$((fails + 1)); echo "not ok $n train: summary names the evidence and the step statistics"; fi
+
+if [ -e "$CUDA/lib64/libcudart.so.13" ]; then
+	CUDA_CALLS_WAIT=10 timeout 120 "$LT" profile -t cuda -o "$T/c.evlog" -- "$PROG" loop 40 \
+		"$T/c.truth" >/dev/null 2>"$T/c.err" && "$CONV" -q -i "$T/c.evlog" -o "$T/c.json" &&
+	tap "C loop (-t cuda)" < <(python3 "$D/steps_check.py" "$T/c.json" "$T/c.truth")
+else
+	echo "# no CUDA runtime at $CUDA/lib64: C loop skipped"
+fi
+[ "$fails" = 0 ]
