@@ -33,8 +33,9 @@ void lt_cli_usage(FILE *f)
 		"usage: llmtracker profile -p PID [-p PID ...] -t TYPES -o FILE [-d SEC] [--delay SEC] [-v N]\n"
 		"                          [--cpu-buffer-size MB] [--probe-file FILE] [--enable-cuda-kernel true]\n"
 		"                          [--cupti-dir DIR] [--freq HZ] [--no-children] [-- CMD ARGS ...]\n"
-		"       llmtracker export -i FILE [-i FILE ...] -o OUT [--cupti-dir DIR]\n"
+		"       llmtracker export -i FILE [-i FILE ...] [--cupti-dir DIR] {-o OUT.json[.gz] | --logdir DIR [--run NAME]}\n"
 		"       llmtracker generateCommand [--container-id ID | --pod-uid UID]\n"
+		"       llmtracker generateProbe -p PID [-o FILE] [--force]\n"
 		"\n"
 		"  -p PID               process to profile (repeat for several); its descendants are followed\n"
 		"  -t TYPES             comma list of python, cuda, syscall, cpu, pysample, or all\n"
@@ -48,7 +49,11 @@ void lt_cli_usage(FILE *f)
 		"  --cupti-dir DIR      where the injected library writes its logs\n"
 		"  --freq HZ            CPU sampling frequency (default %d)\n"
 		"  --no-children        do not follow processes the targets start\n"
-		"  -- CMD ARGS          start CMD and profile it from its first instruction\n",
+		"  -- CMD ARGS          start CMD and profile it from its first instruction\n"
+		"\n"
+		"  export               convert logs (llmtracker-convert, beside this binary: --help there)\n"
+		"  generateCommand      list GPU (and Python) processes and print a profile command\n"
+		"  generateProbe        write a probe file for the CUDA libraries PID has loaded\n",
 		LT_DEFAULT_OUTPUT, LT_DEFAULT_CPU_BUFFER_MB, LT_DEFAULT_FREQ_HZ);
 }
 

@@ -40,13 +40,14 @@ struct lt_slot {
 	const struct lt_source *src;
 	void *state;
 	bool attempted, started;
-	uint64_t records;
+	uint64_t events; /* events its records produced (not the records: some only steer it) */
 };
 
 struct lt_priv {
 	struct lt_slot slots[LT_N_SOURCES];
 	signed char kind_slot[LT_REC_KIND_MAX + 1];
 	uint64_t unknown_records, write_errors;
+	uint64_t emitted; /* events handed to the log, by anyone */
 	uint64_t lost[LT_LOST_SLOTS];
 	struct evlog_writer_stats wstats;
 	bool have_wstats;
@@ -147,6 +148,7 @@ int lt_session_emit(struct lt_session *s, const struct evlog_event *ev)
 	if (!s->log)
 		return -1;
 	rc = evlog_write(s->log, ev);
+	P(s)->emitted++;
 	if (rc < 0) {
 		/* The disk is full or gone: stop, keeping what was flushed. */
 		if (!P(s)->write_errors++)
@@ -330,8 +332,10 @@ static int dispatch(void *ctx, void *data, size_t size)
 	sl = &p->slots[(int)p->kind_slot[h->kind]];
 	if (!sl->started || !sl->state)
 		return 0; /* its source is stopped: nothing to hand the record to */
-	sl->records++;
+	uint64_t before = p->emitted;
+
 	sl->src->handle(s, sl->state, h, size);
+	sl->events += p->emitted - before;
 	return 0; /* one bad record never stops the others */
 }
 
@@ -472,7 +476,7 @@ void lt_session_summary(struct lt_session *s, double seconds, const char *extra)
 		if (!slot_wanted(s, src))
 			continue;
 		fprintf(stderr, "  %-10s %12llu %10llu\n", src->name,
-			(unsigned long long)p->slots[i].records,
+			(unsigned long long)p->slots[i].events,
 			(unsigned long long)(src->evsrc < LT_LOST_SLOTS ? p->lost[src->evsrc] : 0));
 	}
 	if (p->have_wstats)
