@@ -52,4 +52,8 @@ rc=$?
 check "-t all succeeds (rc $rc)" test "$rc" -eq 0
 c=$(count_sys "$T/all.evlog" 0 "$(sys_nr getppid)")
 check "-t all records syscalls (getppid x$c)" test "$c" -eq 1000
+# sys_counts loads no CUDA library: nothing is probed, so the cuda row shows no events
+# (records that only steer the source, such as library loads, are not events).
+check "... nothing probed is said" grep -q "cuda: nothing was probed" "$T/all.err"
+check "... and the cuda row shows 0 events" grep -qE '^  cuda +0 +0$' "$T/all.err"
 finish
