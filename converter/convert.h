@@ -15,6 +15,7 @@ struct conv_request {
 	int overwrite;              /* replace existing outputs */
 	int progress;               /* progress bar when stderr is a TTY */
 	int quiet;                  /* no final line */
+	int caller_says_where;      /* no "wrote PATH" line: the caller publishes (batch) */
 };
 
 /* Convert; 0 on success, -1 with a message in err. Outputs are published

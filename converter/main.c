@@ -15,17 +15,17 @@ extern int conv_pack_main(int argc, char **argv) __attribute__((weak));
 static void usage(FILE *f)
 {
 	fprintf(f,
-		"usage: llmtracker-convert -i LOG [-i LOG ...] [--cupti-dir DIR]\n"
+		"usage: llmtracker-convert [-i] LOG [[-i] LOG ...] [--cupti-dir DIR]\n"
 		"                          [-o OUT.json | -o OUT.json.gz] [--logdir DIR [--run NAME]]\n"
 		"       llmtracker-convert batch --in DIR --logdir DIR\n"
 		"       llmtracker-convert pack --logdir DIR --run NAME -o FILE.tar.zst\n"
 		"       llmtracker-convert summary [-n TOP] LOG ...\n"
 		"       llmtracker-convert dump LOG ...\n"
 		"\n"
-		"  -i LOG          an event log, a directory of logs, or a .tar/.tar.gz/.tar.zst\n"
+		"  [-i] LOG        an event log, a directory of logs, or a .tar/.tar.gz/.tar.zst\n"
 		"  --cupti-dir DIR also read every event log found directly in DIR\n"
 		"  -o OUT          Perfetto / chrome://tracing JSON (.json, or gzip'ed .json.gz);\n"
-		"                  <host>.cpu.folded / <host>.python.folded go beside it\n"
+		"                  OUT.cpu.folded / OUT.python.folded go beside it (.json[.gz] cut off)\n"
 		"  --logdir DIR    TensorBoard layout: DIR/plugins/profile/<run>/<host>.xplane.pb\n"
 		"                  and <host>.trace.json.gz\n"
 		"  --run NAME      run name (default: the profile's start time)\n"
@@ -139,8 +139,10 @@ int main(int argc, char **argv)
 			req.quiet = 1;
 		} else if (!strcmp(a, "--no-progress")) {
 			req.progress = 0;
+		} else if (a[0] != '-' || !a[1]) {
+			inputs[req.n_inputs++] = a; /* a positional input, as summary takes */
 		} else {
-			fprintf(stderr, "llmtracker-convert: unexpected argument '%s'\n", a);
+			fprintf(stderr, "llmtracker-convert: unknown option '%s'\n", a);
 			usage(stderr);
 			free(inputs);
 			return 2;
