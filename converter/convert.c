@@ -115,7 +115,7 @@ static int open_dir(const char *file, char *err, size_t errsz)
 		return -1;
 	}
 	fd = open(dirname(copy), O_RDONLY | O_DIRECTORY | O_CLOEXEC);
-	if (fd < 0)
+	if (fd < 0 && err)
 		snprintf(err, errsz, "output directory of %s cannot be opened", file);
 	free(copy);
 	return fd;
@@ -197,6 +197,32 @@ static int make_sinks(struct sinks *s, const struct cv_core *c, const struct con
 	return 0;
 }
 
+/* Temporaries of an earlier conversion killed where we write (SIGKILL, a
+ * crash): provably a dead one's (tb_clean_stale), they go now. */
+static void clean_stale(const struct conv_request *req)
+{
+	int n = 0, fd;
+
+	if (req->json_out && (fd = open_dir(req->json_out, NULL, 0)) >= 0) {
+		n += tb_clean_stale(fd);
+		close(fd);
+	}
+	if (req->logdir)
+		n += tb_clean_stale_logdir(req->logdir);
+	if (n && !req->quiet)
+		fprintf(stderr, "removed %d temporary files of an earlier conversion that was killed\n", n);
+}
+
+/* A failed (or interrupted) conversion leaves no run directory it made:
+ * rmdir removes it only while it is empty. */
+static void remove_run_dir(const char *logdir, const char *run)
+{
+	char path[4096];
+
+	if (snprintf(path, sizeof(path), "%s/%s/%s", logdir, TB_PLUGIN_DIR, run) < (int)sizeof(path))
+		rmdir(path);
+}
+
 static void final_line(const struct cv_core *c, const struct sinks *s)
 {
 	const struct cv_stats *st = &c->st;
@@ -276,10 +302,10 @@ int conv_convert(const struct conv_request *req, char *err, size_t errsz)
 	struct sinks s = { .n = 0 };
 	char runbuf[64], stem[FOLDED_NAME_MAX - 32];
 	const char *run = req->run;
-	int rc = -1;
+	int rc = -1, fd = -1, made_run_dir = 0;
 
 	memset(&c, 0, sizeof(c));
-	c.progress = req->progress && isatty(2);
+	c.progress = cv_progress_mode(req->progress);
 	*err = 0;
 	if (!req->json_out && !req->logdir) {
 		snprintf(err, errsz, "no output: give -o OUT.json[.gz] or --logdir DIR");
@@ -303,6 +329,11 @@ int conv_convert(const struct conv_request *req, char *err, size_t errsz)
 			snprintf(runbuf, sizeof(runbuf), "run_%llu", (unsigned long long)c.run_base_rt);
 		run = runbuf;
 	}
+	clean_stale(req);
+	if (req->logdir && (fd = tb_open_run_dir(req->logdir, run, 0, err, errsz)) >= 0)
+		close(fd);
+	made_run_dir = req->logdir && fd < 0;
+	*err = 0;
 	if (req->json_out)
 		json_stem(req->json_out, stem, sizeof(stem));
 	if (make_sinks(&s, &c, req, run, stem, err, errsz)) {
@@ -318,6 +349,8 @@ int conv_convert(const struct conv_request *req, char *err, size_t errsz)
 		fprintf(stderr, "wrote %s\n", req->json_out);
 out:
 	sinks_free(&s);
+	if (rc && made_run_dir)
+		remove_run_dir(req->logdir, run);
 	cv_core_free(&c);
 	return rc;
 }
@@ -367,7 +400,7 @@ int conv_summary_main(int argc, char **argv)
 		return 2;
 	}
 	req.inputs = inputs;
-	c.progress = isatty(2);
+	c.progress = cv_progress_mode(1);
 	if (load(&c, &req, err, sizeof(err)) == 0) {
 		struct conv_sink *k = summary_new(stdout, top);
 

@@ -4,6 +4,7 @@
 #include "convert.h"
 #include "../eventlog/eventlog.h"
 
+#include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -73,6 +74,24 @@ static int dump_main(int argc, char **argv)
 	return fflush(stdout) ? 1 : rc;
 }
 
+/* The first SIGINT/SIGTERM asks the conversion to stop cleanly (its
+ * temporaries removed, nothing published); a second one kills at once
+ * (what it leaves, the next conversion there removes). */
+static void on_stop(int sig)
+{
+	conv_stop_signal = sig;
+	signal(sig, SIG_DFL);
+}
+
+static void catch_stop_signals(void)
+{
+	struct sigaction sa = { .sa_handler = on_stop };
+
+	sigemptyset(&sa.sa_mask);
+	sigaction(SIGINT, &sa, NULL);
+	sigaction(SIGTERM, &sa, NULL);
+}
+
 static int need_arg(int i, int argc, const char *opt)
 {
 	if (i + 1 < argc)
@@ -137,6 +156,7 @@ int main(int argc, char **argv)
 			req.overwrite = 1;
 		} else if (!strcmp(a, "-q")) {
 			req.quiet = 1;
+			req.progress = 0;
 		} else if (!strcmp(a, "--no-progress")) {
 			req.progress = 0;
 		} else if (a[0] != '-' || !a[1]) {
@@ -159,10 +179,14 @@ int main(int argc, char **argv)
 		free(inputs);
 		return 2;
 	}
+	catch_stop_signals();
 	int rc = conv_convert(&req, err, sizeof(err));
 
 	if (rc)
-		fprintf(stderr, "llmtracker-convert: %s\n", err);
+		fprintf(stderr, "llmtracker-convert: %s%s\n", err,
+			conv_stop_signal ? "; nothing published, temporary files removed" : "");
 	free(inputs);
+	if (conv_stop_signal) /* the shell sees the signal, as without the handler */
+		raise(conv_stop_signal);
 	return rc ? 1 : 0;
 }
