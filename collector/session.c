@@ -463,6 +463,33 @@ void lt_session_stop(struct lt_session *s)
 	s->targets_fd = s->events_fd = s->lost_fd = -1;
 }
 
+int lt_session_status(struct lt_session *s, char *buf, size_t n)
+{
+	struct lt_priv *p = P(s);
+	struct evlog_writer_stats ws = { 0 };
+	uint64_t lost = 0;
+	size_t k;
+	bool first = true;
+
+	if (s->log)
+		evlog_writer_stats(s->log, &ws);
+	read_lost(s);
+	for (uint32_t i = 0; i < LT_LOST_SLOTS; i++)
+		lost += p->lost[i];
+	k = (size_t)snprintf(buf, n, "%llu events (", (unsigned long long)p->emitted);
+	for (size_t i = 0; i < LT_N_SOURCES && k < n; i++) {
+		if (!p->slots[i].started)
+			continue;
+		k += (size_t)snprintf(buf + k, n - k, "%s%s %llu", first ? "" : ", ", p->slots[i].src->name,
+				      (unsigned long long)p->slots[i].events);
+		first = false;
+	}
+	if (k < n)
+		k += (size_t)snprintf(buf + k, n - k, "), %.1f MB written, %llu lost",
+				      ws.file_bytes / 1e6, (unsigned long long)lost);
+	return k < n ? 0 : -1;
+}
+
 void lt_session_summary(struct lt_session *s, double seconds, const char *extra)
 {
 	struct lt_priv *p = P(s);
