@@ -30,11 +30,12 @@ static const struct {
 void lt_cli_usage(FILE *f)
 {
 	fprintf(f,
-		"usage: llmtracker profile -p PID [-p PID ...] -t TYPES -o FILE [-d SEC] [--delay SEC] [-v N]\n"
+		"usage: llmtracker profile -p PID [-p PID ...] -t TYPES -o FILE [-d SEC] [--delay SEC] [-v N] [-q]\n"
 		"                          [--cpu-buffer-size MB] [--probe-file FILE] [--enable-cuda-kernel true]\n"
 		"                          [--cupti-dir DIR] [--freq HZ] [--no-children] [-- CMD ARGS ...]\n"
-		"       llmtracker export -i FILE [-i FILE ...] -o OUT [--cupti-dir DIR]\n"
+		"       llmtracker export -i FILE [-i FILE ...] [--cupti-dir DIR] {-o OUT.json[.gz] | --logdir DIR [--run NAME]}\n"
 		"       llmtracker generateCommand [--container-id ID | --pod-uid UID]\n"
+		"       llmtracker generateProbe -p PID [-o FILE] [--force]\n"
 		"\n"
 		"  -p PID               process to profile (repeat for several); its descendants are followed\n"
 		"  -t TYPES             comma list of python, cuda, syscall, cpu, pysample, or all\n"
@@ -42,13 +43,19 @@ void lt_cli_usage(FILE *f)
 		"  -d SEC               stop after SEC seconds (default: when every target exited, or on a signal)\n"
 		"  --delay SEC          wait SEC seconds before attaching (with -- CMD, the command runs meanwhile)\n"
 		"  -v N                 log level (glog-style lines on stderr)\n"
+		"  -q                   no status while recording (a live line on a terminal, else one\n"
+		"                       every 10 s: elapsed, events per source, MB written, lost)\n"
 		"  --cpu-buffer-size MB ring buffer per CPU (default %d)\n"
 		"  --probe-file FILE    CUDA library symbols to probe (-t cuda)\n"
 		"  --enable-cuda-kernel true   record GPU kernels through the injected CUPTI library\n"
 		"  --cupti-dir DIR      where the injected library writes its logs\n"
 		"  --freq HZ            CPU sampling frequency (default %d)\n"
 		"  --no-children        do not follow processes the targets start\n"
-		"  -- CMD ARGS          start CMD and profile it from its first instruction\n",
+		"  -- CMD ARGS          start CMD and profile it from its first instruction\n"
+		"\n"
+		"  export               convert logs (llmtracker-convert, beside this binary: --help there)\n"
+		"  generateCommand      list GPU (and Python) processes and print a profile command\n"
+		"  generateProbe        write a probe file for the CUDA libraries PID has loaded\n",
 		LT_DEFAULT_OUTPUT, LT_DEFAULT_CPU_BUFFER_MB, LT_DEFAULT_FREQ_HZ);
 }
 
@@ -154,6 +161,7 @@ static const struct option long_opts[] = {
 	{ "output", required_argument, NULL, 'o' },
 	{ "duration", required_argument, NULL, 'd' },
 	{ "verbose", required_argument, NULL, 'v' },
+	{ "quiet", no_argument, NULL, 'q' },
 	{ "delay", required_argument, NULL, OPT_DELAY },
 	{ "cpu-buffer-size", required_argument, NULL, OPT_CPUBUF },
 	{ "probe-file", required_argument, NULL, OPT_PROBE },
@@ -203,6 +211,9 @@ static int parse_one(struct lt_options *o, int c, const char *v, bool *have_t, c
 		return parse_double("-d", v, 0, 1e7, &o->duration_s, err, errsz);
 	case OPT_DELAY:
 		return parse_double("--delay", v, 0, 1e7, &o->delay_s, err, errsz);
+	case 'q':
+		o->quiet = true;
+		return 0;
 	case 'v':
 		if (parse_uint("-v", v, 0, 100, &n, err, errsz))
 			return -1;
@@ -247,7 +258,7 @@ int lt_cli_parse_profile(int argc, char **argv, struct lt_options *o, char *err,
 	optind = 1;
 	opterr = 0;
 	/* '+': stop at the first non-option, so `-- CMD -x` keeps CMD's flags. */
-	while ((c = getopt_long(argc, argv, "+p:t:o:d:v:h", long_opts, NULL)) != -1) {
+	while ((c = getopt_long(argc, argv, "+p:t:o:d:v:qh", long_opts, NULL)) != -1) {
 		if (c == 'h') {
 			lt_cli_usage(stdout);
 			return 1;

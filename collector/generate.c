@@ -1,8 +1,8 @@
 // SPDX-License-Identifier: Apache-2.0
 /*
  * `llmtracker generateCommand [--container-id ID | --pod-uid UID]`: list the
- * processes worth profiling (those mapping libcuda / libcudart, and Python
- * interpreters), optionally only those in one container's or pod's cgroup,
+ * processes worth profiling (GPU ones, mapping libcuda / libcudart, then
+ * Python interpreters mapping neither, under their own heading), optionally only those in one container's or pod's cgroup,
  * then print a profiling command template and the Python path hint, as
  * glog lines on stdout (the seed's tool prints the same).
  */
@@ -120,6 +120,34 @@ static void print_cand(const struct cand *c)
 	json_object_put(o);
 }
 
+/* One heading and its processes: GPU ones (mapping libcuda/libcudart) or
+ * Python ones mapping neither (worth -t python, but not GPU processes).
+ * Returns the first Python executable listed, for the path hint. */
+static const char *list_cands(const struct cand *v, int n, bool gpu, const char *id)
+{
+	const char *python = NULL;
+	int shown = 0;
+
+	for (int i = 0; i < n; i++) {
+		if (v[i].cuda != gpu)
+			continue;
+		if (!shown++) {
+			if (gpu)
+				INFO("GPU PIDs in %s%s:", id ? "container " : "this host's processes", id ? id : "");
+			else
+				INFO("Python PIDs without libcuda/libcudart (not GPU processes) in %s%s:",
+				     id ? "container " : "this host's processes", id ? id : "");
+		}
+		print_cand(&v[i]);
+		if (v[i].python && !python && v[i].exe[0])
+			python = v[i].exe;
+	}
+	if (gpu && !shown)
+		lt_log('W', __FILE__, __LINE__, "no process maps libcuda/libcudart%s",
+		       id ? " in that container" : "");
+	return python;
+}
+
 int lt_cmd_generate(int argc, char **argv)
 {
 	static const struct option opts[] = {
@@ -128,7 +156,7 @@ int lt_cmd_generate(int argc, char **argv)
 		{ "help", no_argument, NULL, 'h' },
 		{ 0 },
 	};
-	const char *id = NULL, *python = NULL;
+	const char *id = NULL, *python = NULL, *py_only;
 	struct cand *v = NULL;
 	int c, n;
 
@@ -161,15 +189,10 @@ int lt_cmd_generate(int argc, char **argv)
 		return 1;
 	}
 	lt_log_fd = STDOUT_FILENO;
-	INFO("GPU PIDs in %s%s:", id ? "container " : "this host's processes", id ? id : "");
-	for (int i = 0; i < n; i++) {
-		print_cand(&v[i]);
-		if (v[i].python && !python && v[i].exe[0])
-			python = v[i].exe;
-	}
-	if (!n)
-		lt_log('W', __FILE__, __LINE__, "no process maps libcuda/libcudart or runs Python%s",
-		       id ? " in that container" : "");
+	python = list_cands(v, n, true, id);
+	py_only = list_cands(v, n, false, id);
+	if (!python)
+		python = py_only;
 	INFO("The profiling command is: llmtracker profile -p <ProcessID-To-Profiling> -t <Profiling-Type(python,cuda,syscall,cpu or all)> -o /tmp/data.json -v 5 --cpu-buffer-size <CPU-Buffer-Size, recommended 20> --probe-file <Enable-CUDA-Lib-Profile-File> -d <Duration-To-Profiling> --delay <Delay-Time> --enable-cuda-kernel <Enable-CUDA-Kernel-Profile(true or none)>");
 	if (python)
 		INFO("Profiling Python Path is: %s. If you want to profile Python, please set the environment variable: export EBPF_USDT_PYTHON_PATH=%s",

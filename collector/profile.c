@@ -163,13 +163,54 @@ static int add_targets(struct lt_session *s)
 
 /* -------------------------------------------------------------- main loop */
 
+/* What the user sees while recording: a line redrawn every second on a
+ * terminal, else a plain line every LLMT_PROGRESS_SECONDS (10); none with -q. */
+struct status {
+	bool tty, shown;
+	uint64_t every, next;
+};
+
+static void status_init(struct status *st, const struct lt_session *s, uint64_t start)
+{
+	const char *e = getenv("LLMT_PROGRESS_SECONDS");
+	double v = e ? strtod(e, NULL) : 0;
+
+	st->tty = isatty(2);
+	st->shown = false;
+	st->every = s->opt.quiet ? UINT64_MAX : st->tty ? 1000000000ull
+		    : (uint64_t)((v > 0 && v < 86400 ? v : 10) * 1e9);
+	st->next = s->opt.quiet ? UINT64_MAX : start + st->every;
+}
+
+static void status_tick(struct status *st, struct lt_session *s, uint64_t start, uint64_t now)
+{
+	char line[512], dur[32] = "";
+
+	if (now < st->next)
+		return;
+	st->next = now + st->every;
+	lt_session_status(s, line, sizeof(line));
+	if (s->opt.duration_s > 0)
+		snprintf(dur, sizeof(dur), " / %.0f s", s->opt.duration_s);
+	fprintf(stderr, "%sllmtracker: %.0f s%s: %s; Ctrl-C to stop%s", st->tty ? "\r" : "",
+		(now - start) / 1e9, dur, line, st->tty ? "\033[K" : "\n");
+	st->shown = true;
+}
+
+static void status_end(struct status *st)
+{
+	if (st->tty && st->shown)
+		fputs("\r\033[K", stderr);
+}
+
 /* Poll until -d, a signal, a write error or every target gone. Returns why. */
-static const char *main_loop(struct lt_session *s, struct lt_launch *l)
+static const char *poll_until(struct lt_session *s, struct lt_launch *l, struct status *st)
 {
 	uint64_t start = lt_now_ns(), now;
 	uint64_t end = s->opt.duration_s > 0 ? start + (uint64_t)(s->opt.duration_s * 1e9) : UINT64_MAX;
 	uint64_t next_clock = start + CLOCK_EVERY_NS, next_sweep = start + SWEEP_EVERY_NS;
 
+	status_init(st, s, start);
 	for (;;) {
 		if (stop_signal)
 			return stop_signal == SIGINT ? "interrupted (SIGINT)" : "terminated (SIGTERM)";
@@ -193,7 +234,17 @@ static const char *main_loop(struct lt_session *s, struct lt_launch *l)
 			if (lt_targets_sweep(s) == 0)
 				return "every target exited";
 		}
+		status_tick(st, s, start, now);
 	}
+}
+
+static const char *main_loop(struct lt_session *s, struct lt_launch *l)
+{
+	struct status st;
+	const char *why = poll_until(s, l, &st);
+
+	status_end(&st);
+	return why;
 }
 
 static double cpu_seconds(void)

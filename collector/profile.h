@@ -32,6 +32,9 @@ int lt_session_close_log(struct lt_session *s);
 /* Discard an unfinished log (error before anything was profiled). */
 void lt_session_abort_log(struct lt_session *s);
 /* Events and lost events per source, bytes written, output path. */
+/* One status line for the user while recording: events (per source), MB
+ * written, lost. 0, or -1 if cut short. */
+int lt_session_status(struct lt_session *s, char *buf, size_t n);
 void lt_session_summary(struct lt_session *s, double seconds, const char *extra);
 /* Free what the session still holds (after stop and close/abort). */
 void lt_session_free(struct lt_session *s);

@@ -40,13 +40,14 @@ struct lt_slot {
 	const struct lt_source *src;
 	void *state;
 	bool attempted, started;
-	uint64_t records;
+	uint64_t events; /* events its records produced (not the records: some only steer it) */
 };
 
 struct lt_priv {
 	struct lt_slot slots[LT_N_SOURCES];
 	signed char kind_slot[LT_REC_KIND_MAX + 1];
 	uint64_t unknown_records, write_errors;
+	uint64_t emitted; /* events handed to the log, by anyone */
 	uint64_t lost[LT_LOST_SLOTS];
 	struct evlog_writer_stats wstats;
 	bool have_wstats;
@@ -147,6 +148,7 @@ int lt_session_emit(struct lt_session *s, const struct evlog_event *ev)
 	if (!s->log)
 		return -1;
 	rc = evlog_write(s->log, ev);
+	P(s)->emitted++;
 	if (rc < 0) {
 		/* The disk is full or gone: stop, keeping what was flushed. */
 		if (!P(s)->write_errors++)
@@ -330,8 +332,10 @@ static int dispatch(void *ctx, void *data, size_t size)
 	sl = &p->slots[(int)p->kind_slot[h->kind]];
 	if (!sl->started || !sl->state)
 		return 0; /* its source is stopped: nothing to hand the record to */
-	sl->records++;
+	uint64_t before = p->emitted;
+
 	sl->src->handle(s, sl->state, h, size);
+	sl->events += p->emitted - before;
 	return 0; /* one bad record never stops the others */
 }
 
@@ -459,6 +463,33 @@ void lt_session_stop(struct lt_session *s)
 	s->targets_fd = s->events_fd = s->lost_fd = -1;
 }
 
+int lt_session_status(struct lt_session *s, char *buf, size_t n)
+{
+	struct lt_priv *p = P(s);
+	struct evlog_writer_stats ws = { 0 };
+	uint64_t lost = 0;
+	size_t k;
+	bool first = true;
+
+	if (s->log)
+		evlog_writer_stats(s->log, &ws);
+	read_lost(s);
+	for (uint32_t i = 0; i < LT_LOST_SLOTS; i++)
+		lost += p->lost[i];
+	k = (size_t)snprintf(buf, n, "%llu events (", (unsigned long long)p->emitted);
+	for (size_t i = 0; i < LT_N_SOURCES && k < n; i++) {
+		if (!p->slots[i].started)
+			continue;
+		k += (size_t)snprintf(buf + k, n - k, "%s%s %llu", first ? "" : ", ", p->slots[i].src->name,
+				      (unsigned long long)p->slots[i].events);
+		first = false;
+	}
+	if (k < n)
+		k += (size_t)snprintf(buf + k, n - k, "), %.1f MB written, %llu lost",
+				      ws.file_bytes / 1e6, (unsigned long long)lost);
+	return k < n ? 0 : -1;
+}
+
 void lt_session_summary(struct lt_session *s, double seconds, const char *extra)
 {
 	struct lt_priv *p = P(s);
@@ -472,7 +503,7 @@ void lt_session_summary(struct lt_session *s, double seconds, const char *extra)
 		if (!slot_wanted(s, src))
 			continue;
 		fprintf(stderr, "  %-10s %12llu %10llu\n", src->name,
-			(unsigned long long)p->slots[i].records,
+			(unsigned long long)p->slots[i].events,
 			(unsigned long long)(src->evsrc < LT_LOST_SLOTS ? p->lost[src->evsrc] : 0));
 	}
 	if (p->have_wstats)

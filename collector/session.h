@@ -48,6 +48,7 @@ struct lt_options {
 	double duration_s;           /* -d; 0 = until targets exit or a signal */
 	double delay_s;              /* --delay */
 	int verbosity;               /* -v */
+	bool quiet;                  /* -q: no status while recording */
 	unsigned cpu_buffer_mb;      /* --cpu-buffer-size, per CPU */
 	const char *probe_file;      /* --probe-file */
 	bool cuda_kernel;            /* --enable-cuda-kernel true */

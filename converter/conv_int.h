@@ -111,9 +111,10 @@ struct cv_core {
 	struct cv_map demangle_cache;     /* (hash, length of mangled) -> names index of
 					    * the mangled name << 32 | of the demangled */
 	struct cv_stats st;
-	int progress;
+	int progress;                     /* CV_PROGRESS_* */
 	int progress_last;                /* last percentage drawn */
 	const char *progress_phase;
+	uint64_t progress_t0, progress_next; /* CLOCK_MONOTONIC ns: start, next line or bar */
 	uint64_t total_events;
 	uint64_t n_lib_calls, n_gpu_api; /* pass 1: is there anything to merge? */
 	/* pass 1: the last thread registered and correlation page marked */
@@ -149,7 +150,13 @@ int cv_fold_cpu(const struct cv_host *h, uint32_t pid, const struct evlog_stack 
 int cv_fold_py(const struct evlog_pystack *st, struct cv_buf *out);
 
 /* -------------------------------------------------------------- progress */
-void cv_progress(struct cv_core *c, const char *phase, uint64_t done, uint64_t total);
+enum { CV_PROGRESS_NONE, CV_PROGRESS_BAR, CV_PROGRESS_LINES };
+/* The mode for stderr: a bar on a terminal, plain lines elsewhere. */
+int cv_progress_mode(int wanted);
+/* Shows progress (nothing in the first seconds; then a bar on a terminal,
+ * else a line every LLMT_PROGRESS_SECONDS, default 10);
+ * -1 (c->err says why) once a stop was asked (conv_stop_signal). */
+int cv_progress(struct cv_core *c, const char *phase, uint64_t done, uint64_t total);
 void cv_progress_end(struct cv_core *c);
 
 #endif

@@ -115,14 +115,45 @@ static int open_dir(const char *file, char *err, size_t errsz)
 		return -1;
 	}
 	fd = open(dirname(copy), O_RDONLY | O_DIRECTORY | O_CLOEXEC);
-	if (fd < 0)
+	if (fd < 0 && err)
 		snprintf(err, errsz, "output directory of %s cannot be opened", file);
 	free(copy);
 	return fd;
 }
 
-static int make_sinks(struct sinks *s, const struct conv_request *req, const char *run,
-		      char *err, size_t errsz)
+/* -o's file name without its directory and .json[.gz]: the folded files' stem. */
+static void json_stem(const char *out, char *stem, size_t n)
+{
+	const char *b = strrchr(out, '/');
+	size_t len;
+
+	b = b ? b + 1 : out;
+	len = strlen(b);
+	if (len > 8 && !strcmp(b + len - 8, ".json.gz"))
+		len -= 8;
+	else if (len > 5 && !strcmp(b + len - 5, ".json"))
+		len -= 5;
+	snprintf(stem, n, "%.*s", (int)len, b);
+}
+
+/* Without --force, the folded files a -o trace would get must be free, as
+ * the trace itself: checked before the long part, like the trace. */
+static int folded_free_check(const struct cv_core *c, const struct conv_sink *k, const char *out,
+			     char *err, size_t errsz)
+{
+	char name[FOLDED_NAME_MAX];
+
+	for (size_t i = 0; i < c->n_hosts; i++)
+		if (folded_existing(k, c->hosts[i].meta.host, name, sizeof(name))) {
+			snprintf(err, errsz, "%s already exists beside %s (the folded stacks of a trace "
+				 "named like it); pass --force to replace it", name, out);
+			return -1;
+		}
+	return 0;
+}
+
+static int make_sinks(struct sinks *s, const struct cv_core *c, const struct conv_request *req,
+		      const char *run, const char *stem, char *err, size_t errsz)
 {
 	struct conv_sink *k;
 	int dirfd;
@@ -134,12 +165,13 @@ static int make_sinks(struct sinks *s, const struct conv_request *req, const cha
 			return -1;
 		if ((dirfd = open_dir(req->json_out, err, errsz)) < 0)
 			return -1;
-		k = folded_new(dirfd, req->overwrite, err, errsz);
+		k = folded_new(dirfd, req->overwrite, stem, c->n_hosts, err, errsz);
 		close(dirfd);
 		if (!k)
 			return -1;
-		folded_keep_existing(k);
 		if (sinks_add(s, k, folded_free, err, errsz))
+			return -1;
+		if (!req->overwrite && folded_free_check(c, k, req->json_out, err, errsz))
 			return -1;
 	}
 	if (req->logdir) {
@@ -155,7 +187,7 @@ static int make_sinks(struct sinks *s, const struct conv_request *req, const cha
 		}
 		if ((dirfd = tb_open_run_dir(req->logdir, run, 1, err, errsz)) < 0)
 			return -1;
-		k = folded_new(dirfd, req->overwrite, err, errsz);
+		k = folded_new(dirfd, req->overwrite, NULL, c->n_hosts, err, errsz);
 		close(dirfd);
 		if (!k)
 			return -1;
@@ -163,6 +195,32 @@ static int make_sinks(struct sinks *s, const struct conv_request *req, const cha
 			return -1;
 	}
 	return 0;
+}
+
+/* Temporaries of an earlier conversion killed where we write (SIGKILL, a
+ * crash): provably a dead one's (tb_clean_stale), they go now. */
+static void clean_stale(const struct conv_request *req)
+{
+	int n = 0, fd;
+
+	if (req->json_out && (fd = open_dir(req->json_out, NULL, 0)) >= 0) {
+		n += tb_clean_stale(fd);
+		close(fd);
+	}
+	if (req->logdir)
+		n += tb_clean_stale_logdir(req->logdir);
+	if (n && !req->quiet)
+		fprintf(stderr, "removed %d temporary files of an earlier conversion that was killed\n", n);
+}
+
+/* A failed (or interrupted) conversion leaves no run directory it made:
+ * rmdir removes it only while it is empty. */
+static void remove_run_dir(const char *logdir, const char *run)
+{
+	char path[4096];
+
+	if (snprintf(path, sizeof(path), "%s/%s/%s", logdir, TB_PLUGIN_DIR, run) < (int)sizeof(path))
+		rmdir(path);
 }
 
 static void final_line(const struct cv_core *c, const struct sinks *s)
@@ -242,12 +300,12 @@ int conv_convert(const struct conv_request *req, char *err, size_t errsz)
 {
 	struct cv_core c;
 	struct sinks s = { .n = 0 };
-	char runbuf[64];
+	char runbuf[64], stem[FOLDED_NAME_MAX - 32];
 	const char *run = req->run;
-	int rc = -1;
+	int rc = -1, fd = -1, made_run_dir = 0;
 
 	memset(&c, 0, sizeof(c));
-	c.progress = req->progress && isatty(2);
+	c.progress = cv_progress_mode(req->progress);
 	*err = 0;
 	if (!req->json_out && !req->logdir) {
 		snprintf(err, errsz, "no output: give -o OUT.json[.gz] or --logdir DIR");
@@ -271,23 +329,28 @@ int conv_convert(const struct conv_request *req, char *err, size_t errsz)
 			snprintf(runbuf, sizeof(runbuf), "run_%llu", (unsigned long long)c.run_base_rt);
 		run = runbuf;
 	}
-	if (make_sinks(&s, req, run, err, errsz)) {
+	clean_stale(req);
+	if (req->logdir && (fd = tb_open_run_dir(req->logdir, run, 0, err, errsz)) >= 0)
+		close(fd);
+	made_run_dir = req->logdir && fd < 0;
+	*err = 0;
+	if (req->json_out)
+		json_stem(req->json_out, stem, sizeof(stem));
+	if (make_sinks(&s, &c, req, run, stem, err, errsz)) {
 		sinks_finish(&s, 0, err, errsz);
 		goto out;
 	}
 	rc = run_core(&c, &s, err, errsz);
 	if (!req->quiet)
 		final_line(&c, &s);
-	if (rc == 0 && !req->quiet && req->logdir)
+	if (rc == 0 && !req->quiet && !req->caller_says_where && req->logdir)
 		fprintf(stderr, "wrote %s/plugins/profile/%s/\n", req->logdir, run);
-	if (rc == 0 && !req->quiet && req->json_out)
+	if (rc == 0 && !req->quiet && !req->caller_says_where && req->json_out)
 		fprintf(stderr, "wrote %s\n", req->json_out);
-	for (int i = 0; rc == 0 && !req->quiet && i < s.n; i++)
-		if (s.free_fn[i] == folded_free && folded_kept(s.v[i]))
-			fprintf(stderr, "left %llu existing folded-stack files beside it as they were "
-				"(--force replaces them)\n", (unsigned long long)folded_kept(s.v[i]));
 out:
 	sinks_free(&s);
+	if (rc && made_run_dir)
+		remove_run_dir(req->logdir, run);
 	cv_core_free(&c);
 	return rc;
 }
@@ -337,7 +400,7 @@ int conv_summary_main(int argc, char **argv)
 		return 2;
 	}
 	req.inputs = inputs;
-	c.progress = isatty(2);
+	c.progress = cv_progress_mode(1);
 	if (load(&c, &req, err, sizeof(err)) == 0) {
 		struct conv_sink *k = summary_new(stdout, top);
 

@@ -3,7 +3,13 @@
 #ifndef LLMT_CONVERT_H
 #define LLMT_CONVERT_H
 
+#include <signal.h>
 #include <stddef.h>
+
+/* Set (to the signal) by the caller's SIGINT/SIGTERM handler: the conversion
+ * then stops at its next progress point, removes its temporaries and
+ * publishes nothing. */
+extern volatile sig_atomic_t conv_stop_signal;
 
 struct conv_request {
 	const char *const *inputs;  /* log files, directories of logs, .tar/.tar.gz/.tar.zst */
@@ -13,8 +19,9 @@ struct conv_request {
 	const char *logdir;         /* --logdir: TensorBoard layout root, or NULL */
 	const char *run;            /* --run, or NULL: the profile's start time */
 	int overwrite;              /* replace existing outputs */
-	int progress;               /* progress bar when stderr is a TTY */
+	int progress;               /* progress: a bar on a terminal, else plain lines */
 	int quiet;                  /* no final line */
+	int caller_says_where;      /* no "wrote PATH" line: the caller publishes (batch) */
 };
 
 /* Convert; 0 on success, -1 with a message in err. Outputs are published

@@ -10,8 +10,10 @@
 #include "spill.h"
 #include "steps.h"
 
+#include <signal.h>
 #include <stdlib.h>
 #include <string.h>
+#include <time.h>
 #include <unistd.h>
 
 #define DUR_MAX (1ULL << 46)
@@ -451,8 +453,10 @@ static int read_log2(struct pass2 *p, uint32_t li, uint64_t *done)
 			evlog_reader_close(r);
 			return -1;
 		}
-		if ((++*done & 0xffff) == 0)
-			cv_progress(c, "sorting", *done, c->total_events);
+		if ((++*done & 0xffff) == 0 && cv_progress(c, "sorting", *done, c->total_events)) {
+			evlog_reader_close(r);
+			return -1;
+		}
 	}
 	evlog_reader_close(r);
 	if (sync_release(p, 0)) {
@@ -762,8 +766,10 @@ static int emit_all(struct cv_core *c, struct cv_spill *sp, struct conv_sink *co
 			rc = -1;
 			break;
 		}
-		if ((++n & 0xffff) == 0)
-			cv_progress(c, "writing", n, total);
+		if ((++n & 0xffff) == 0 && cv_progress(c, "writing", n, total)) {
+			rc = -1;
+			break;
+		}
 	}
 	if (rc == 0 && cv_dedup_flush(&dd))
 		rc = -1;
@@ -854,30 +860,82 @@ out:
 
 /* --------------------------------------------------------------- progress */
 
-void cv_progress(struct cv_core *c, const char *phase, uint64_t done, uint64_t total)
+volatile sig_atomic_t conv_stop_signal;
+
+static uint64_t mono_ns(void)
 {
-	if (!c->progress)
-		return;
-	if (total) {
-		int pct = (int)(done * 100 / (total ? total : 1));
+	struct timespec ts;
+
+	clock_gettime(CLOCK_MONOTONIC, &ts);
+	return (uint64_t)ts.tv_sec * 1000000000ull + (uint64_t)ts.tv_nsec;
+}
+
+static uint64_t line_every_ns(void)
+{
+	const char *s = getenv("LLMT_PROGRESS_SECONDS");
+	double v = s ? strtod(s, NULL) : 0;
+
+	return (uint64_t)((v > 0 && v < 86400 ? v : 10) * 1e9);
+}
+
+int cv_progress_mode(int wanted)
+{
+	return !wanted ? CV_PROGRESS_NONE : isatty(2) ? CV_PROGRESS_BAR : CV_PROGRESS_LINES;
+}
+
+int cv_progress(struct cv_core *c, const char *phase, uint64_t done, uint64_t total)
+{
+	uint64_t now;
+
+	if (conv_stop_signal) {
+		snprintf(c->err, sizeof(c->err), "interrupted (%s)",
+			 conv_stop_signal == SIGINT ? "SIGINT" : "SIGTERM");
+		return -1;
+	}
+	if (c->progress == CV_PROGRESS_NONE)
+		return 0;
+	now = mono_ns();
+	if (!c->progress_t0) {
+		/* Short conversions stay quiet: the first sign after 2 s. */
+		c->progress_t0 = now;
+		c->progress_next = now + (c->progress == CV_PROGRESS_BAR ? 2000000000ull : line_every_ns());
+	}
+	if (now < c->progress_next)
+		return 0;
+	int pct = total ? (int)(done * 100 / total) : -1;
+	double secs = (now - c->progress_t0) / 1e9;
+
+	if (pct > 100)
+		pct = 100;
+	if (c->progress == CV_PROGRESS_LINES) {
+		c->progress_next = now + line_every_ns();
+		if (pct >= 0)
+			fprintf(stderr, "llmtracker-convert: %s %d%% (%llu of %llu events), %.0f s\n", phase,
+				pct, (unsigned long long)done, (unsigned long long)total, secs);
+		else
+			fprintf(stderr, "llmtracker-convert: %s %llu events, %.0f s\n", phase,
+				(unsigned long long)done, secs);
+		return 0;
+	}
+	/* Redraw only when the figure changes: a terminal is slow. */
+	if (pct == c->progress_last && phase == c->progress_phase)
+		return 0;
+	c->progress_last = pct;
+	c->progress_phase = phase;
+	if (pct >= 0) {
 		int bars = pct * 30 / 100;
 
-		/* Redraw only when the figure changes: a terminal is slow. */
-		if (pct == c->progress_last && phase == c->progress_phase)
-			return;
-		c->progress_last = pct;
-		c->progress_phase = phase;
-
-		fprintf(stderr, "\r%-8s [%.*s%*s] %3d%% %llu/%llu events", phase, bars,
-			"##############################", 30 - bars, "", pct > 100 ? 100 : pct,
-			(unsigned long long)done, (unsigned long long)total);
+		fprintf(stderr, "\r%-8s [%.*s%*s] %3d%% %llu/%llu events, %.0f s (Ctrl-C stops, "
+			"publishing nothing)", phase, bars, "##############################", 30 - bars,
+			"", pct, (unsigned long long)done, (unsigned long long)total, secs);
 	} else {
-		fprintf(stderr, "\r%-8s %llu events", phase, (unsigned long long)done);
+		fprintf(stderr, "\r%-8s %llu events, %.0f s", phase, (unsigned long long)done, secs);
 	}
+	return 0;
 }
 
 void cv_progress_end(struct cv_core *c)
 {
-	if (c->progress)
+	if (c->progress == CV_PROGRESS_BAR && c->progress_phase)
 		fprintf(stderr, "\r\033[K");
 }

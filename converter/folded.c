@@ -5,6 +5,9 @@
  * friends: <host>.cpu.folded from CPU samples, <host>.python.folded from
  * sampled Python stacks. Python enter/exit spans are not samples and are
  * not counted. A file is written only when its host has such samples.
+ * Beside a -o trace they are named after it (<stem>.cpu.folded, or
+ * <stem>.<host>.cpu.folded for several hosts), so two traces in one folder
+ * never share them, and a replaced trace (--force) takes its old ones along.
  */
 #include "folded.h"
 #include "cv_util.h"
@@ -20,13 +23,36 @@
 
 struct fs {
 	struct conv_sink sink;
-	int dirfd, overwrite, keep_existing;
+	int dirfd, overwrite;
+	const char *stem;           /* -o's name without .json[.gz], or NULL: <host>.X.folded */
+	size_t n_hosts;
 	const struct conv_host_meta *meta;
 	struct cv_map counts[2];    /* folded string pointer -> samples; [0] cpu, [1] python */
 	struct cv_out *done;
 	size_t n_done;
-	uint64_t files, kept;
+	char (*stale)[FOLDED_NAME_MAX]; /* ours from a replaced trace, not rewritten now */
+	size_t n_stale;
+	uint64_t files;
 };
+
+static const char *const suffixes[2] = { ".cpu.folded", ".python.folded" };
+
+/* The file name of one host's stacks of kind k (0 cpu, 1 python). */
+static int file_name(const struct fs *f, const char *host, int k, char *out, size_t n)
+{
+	char h[TB_NAME_MAX + 1];
+	int len;
+
+	if (tb_host_filename(host, h, sizeof(h)))
+		return -1;
+	if (!f->stem)
+		len = snprintf(out, n, "%s%s", h, suffixes[k]);
+	else if (f->n_hosts == 1)
+		len = snprintf(out, n, "%s%s", f->stem, suffixes[k]);
+	else
+		len = snprintf(out, n, "%s.%s%s", f->stem, h, suffixes[k]);
+	return len < 0 || (size_t)len >= n ? -1 : 0;
+}
 
 static int fs_begin(void *ctx, const struct conv_host_meta *m)
 {
@@ -62,6 +88,23 @@ static int fs_item(void *ctx, const struct conv_item *it)
 	return 0;
 }
 
+/* A file of ours (named after the -o being replaced) this conversion does not
+ * rewrite: removed once the new trace is published, so none of the old
+ * trace's stacks stay beside the new one. */
+static int note_stale(struct fs *f, const char *name)
+{
+	struct stat st;
+	char (*ns)[FOLDED_NAME_MAX];
+
+	if (fstatat(f->dirfd, name, &st, AT_SYMLINK_NOFOLLOW))
+		return 0;
+	if (!(ns = realloc(f->stale, (f->n_stale + 1) * sizeof(*ns))))
+		return -1;
+	f->stale = ns;
+	snprintf(f->stale[f->n_stale++], FOLDED_NAME_MAX, "%s", name);
+	return 0;
+}
+
 struct line {
 	const char *stack;
 	uint64_t n;
@@ -72,25 +115,19 @@ static int cmp_line(const void *a, const void *b)
 	return strcmp(((const struct line *)a)->stack, ((const struct line *)b)->stack);
 }
 
-static int write_one(struct fs *f, struct cv_map *m, const char *suffix)
+static int write_one(struct fs *f, int k)
 {
-	char name[TB_NAME_MAX + 32];
+	struct cv_map *m = &f->counts[k];
+	char name[FOLDED_NAME_MAX];
 	struct line *v;
 	size_t n = 0;
 	struct cv_out o;
 	int rc = 0;
 
-	if (!m->n)
-		return 0;
-	if (tb_host_filename(f->meta->host, name, sizeof(name) - 20))
+	if (file_name(f, f->meta->host, k, name, sizeof(name)))
 		return -1;
-	strcat(name, suffix);
-	struct stat st;
-
-	if (f->keep_existing && !f->overwrite && fstatat(f->dirfd, name, &st, AT_SYMLINK_NOFOLLOW) == 0) {
-		f->kept++;
-		return 0;
-	}
+	if (!m->n)
+		return f->stem && f->overwrite ? note_stale(f, name) : 0;
 	if (!(v = malloc(m->n * sizeof(*v))))
 		return -1;
 	for (size_t i = 0; i < m->cap; i++)
@@ -125,8 +162,7 @@ static int fs_end(void *ctx)
 {
 	struct fs *f = ctx;
 
-	if (write_one(f, &f->counts[0], ".cpu.folded") ||
-	    write_one(f, &f->counts[1], ".python.folded")) {
+	if (write_one(f, 0) || write_one(f, 1)) {
 		if (!f->sink.err[0])
 			snprintf(f->sink.err, sizeof(f->sink.err), "out of memory");
 		return -1;
@@ -149,11 +185,15 @@ static int fs_finish(void *ctx, int ok)
 			cv_out_discard(&f->done[i]);
 		}
 	}
+	for (size_t i = 0; ok && !rc && i < f->n_stale; i++)
+		unlinkat(f->dirfd, f->stale[i], 0);
 	f->n_done = 0;
+	f->n_stale = 0;
 	return rc;
 }
 
-struct conv_sink *folded_new(int dirfd, int overwrite, char *err, size_t errsz)
+struct conv_sink *folded_new(int dirfd, int overwrite, const char *stem, size_t n_hosts,
+			     char *err, size_t errsz)
 {
 	struct fs *f = calloc(1, sizeof(*f));
 
@@ -163,6 +203,8 @@ struct conv_sink *folded_new(int dirfd, int overwrite, char *err, size_t errsz)
 		return NULL;
 	}
 	f->overwrite = overwrite;
+	f->stem = stem;
+	f->n_hosts = n_hosts;
 	f->sink.name = "folded stacks";
 	f->sink.ctx = f;
 	f->sink.begin_host = fs_begin;
@@ -172,14 +214,15 @@ struct conv_sink *folded_new(int dirfd, int overwrite, char *err, size_t errsz)
 	return &f->sink;
 }
 
-void folded_keep_existing(struct conv_sink *s)
+int folded_existing(const struct conv_sink *s, const char *host, char *name, size_t n)
 {
-	((struct fs *)s->ctx)->keep_existing = 1;
-}
+	const struct fs *f = s->ctx;
+	struct stat st;
 
-uint64_t folded_kept(const struct conv_sink *s)
-{
-	return ((const struct fs *)s->ctx)->kept;
+	for (int k = 0; k < 2; k++)
+		if (!file_name(f, host, k, name, n) && !fstatat(f->dirfd, name, &st, AT_SYMLINK_NOFOLLOW))
+			return 1;
+	return 0;
 }
 
 uint64_t folded_files(const struct conv_sink *s)
@@ -197,6 +240,7 @@ void folded_free(struct conv_sink *s)
 	cv_map_free(&f->counts[0]);
 	cv_map_free(&f->counts[1]);
 	free(f->done);
+	free(f->stale);
 	close(f->dirfd);
 	free(f);
 }

@@ -1,5 +1,5 @@
 /* SPDX-License-Identifier: Apache-2.0 */
-/* Folded-stack files (<host>.cpu.folded, <host>.python.folded). */
+/* Folded-stack files (<host>.cpu.folded, <host>.python.folded; after -o beside a trace). */
 #ifndef LLMT_CONV_FOLDED_H
 #define LLMT_CONV_FOLDED_H
 
@@ -7,13 +7,17 @@
 #include <stdint.h>
 #include "sink.h"
 
-/* Files go into the directory dirfd (duplicated; the caller keeps its fd). */
-struct conv_sink *folded_new(int dirfd, int overwrite, char *err, size_t errsz);
+#define FOLDED_NAME_MAX 512
+
+/* Files go into the directory dirfd (duplicated; the caller keeps its fd),
+ * named <host>.cpu.folded, or after a -o trace when stem is given (kept by
+ * the caller): <stem>.cpu.folded for one host, <stem>.<host>.cpu.folded for
+ * several. */
+struct conv_sink *folded_new(int dirfd, int overwrite, const char *stem, size_t n_hosts,
+			     char *err, size_t errsz);
 uint64_t folded_files(const struct conv_sink *s); /* files published */
-/* Without overwrite, leave a file that already exists alone instead of
- * failing (stacks beside a -o trace may belong to another trace there). */
-void folded_keep_existing(struct conv_sink *s);
-uint64_t folded_kept(const struct conv_sink *s);  /* files left alone */
+/* 1 if one of host's file names is taken in the directory (name says which). */
+int folded_existing(const struct conv_sink *s, const char *host, char *name, size_t n);
 void folded_free(struct conv_sink *s);
 
 #endif

@@ -4,6 +4,7 @@
 #include "convert.h"
 #include "../eventlog/eventlog.h"
 
+#include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -15,17 +16,17 @@ extern int conv_pack_main(int argc, char **argv) __attribute__((weak));
 static void usage(FILE *f)
 {
 	fprintf(f,
-		"usage: llmtracker-convert -i LOG [-i LOG ...] [--cupti-dir DIR]\n"
+		"usage: llmtracker-convert [-i] LOG [[-i] LOG ...] [--cupti-dir DIR]\n"
 		"                          [-o OUT.json | -o OUT.json.gz] [--logdir DIR [--run NAME]]\n"
 		"       llmtracker-convert batch --in DIR --logdir DIR\n"
 		"       llmtracker-convert pack --logdir DIR --run NAME -o FILE.tar.zst\n"
 		"       llmtracker-convert summary [-n TOP] LOG ...\n"
 		"       llmtracker-convert dump LOG ...\n"
 		"\n"
-		"  -i LOG          an event log, a directory of logs, or a .tar/.tar.gz/.tar.zst\n"
+		"  [-i] LOG        an event log, a directory of logs, or a .tar/.tar.gz/.tar.zst\n"
 		"  --cupti-dir DIR also read every event log found directly in DIR\n"
 		"  -o OUT          Perfetto / chrome://tracing JSON (.json, or gzip'ed .json.gz);\n"
-		"                  <host>.cpu.folded / <host>.python.folded go beside it\n"
+		"                  OUT.cpu.folded / OUT.python.folded go beside it (.json[.gz] cut off)\n"
 		"  --logdir DIR    TensorBoard layout: DIR/plugins/profile/<run>/<host>.xplane.pb\n"
 		"                  and <host>.trace.json.gz\n"
 		"  --run NAME      run name (default: the profile's start time)\n"
@@ -71,6 +72,24 @@ static int dump_main(int argc, char **argv)
 		evlog_reader_close(r);
 	}
 	return fflush(stdout) ? 1 : rc;
+}
+
+/* The first SIGINT/SIGTERM asks the conversion to stop cleanly (its
+ * temporaries removed, nothing published); a second one kills at once
+ * (what it leaves, the next conversion there removes). */
+static void on_stop(int sig)
+{
+	conv_stop_signal = sig;
+	signal(sig, SIG_DFL);
+}
+
+static void catch_stop_signals(void)
+{
+	struct sigaction sa = { .sa_handler = on_stop };
+
+	sigemptyset(&sa.sa_mask);
+	sigaction(SIGINT, &sa, NULL);
+	sigaction(SIGTERM, &sa, NULL);
 }
 
 static int need_arg(int i, int argc, const char *opt)
@@ -137,10 +156,13 @@ int main(int argc, char **argv)
 			req.overwrite = 1;
 		} else if (!strcmp(a, "-q")) {
 			req.quiet = 1;
+			req.progress = 0;
 		} else if (!strcmp(a, "--no-progress")) {
 			req.progress = 0;
+		} else if (a[0] != '-' || !a[1]) {
+			inputs[req.n_inputs++] = a; /* a positional input, as summary takes */
 		} else {
-			fprintf(stderr, "llmtracker-convert: unexpected argument '%s'\n", a);
+			fprintf(stderr, "llmtracker-convert: unknown option '%s'\n", a);
 			usage(stderr);
 			free(inputs);
 			return 2;
@@ -157,10 +179,14 @@ int main(int argc, char **argv)
 		free(inputs);
 		return 2;
 	}
+	catch_stop_signals();
 	int rc = conv_convert(&req, err, sizeof(err));
 
 	if (rc)
-		fprintf(stderr, "llmtracker-convert: %s\n", err);
+		fprintf(stderr, "llmtracker-convert: %s%s\n", err,
+			conv_stop_signal ? "; nothing published, temporary files removed" : "");
 	free(inputs);
+	if (conv_stop_signal) /* the shell sees the signal, as without the handler */
+		raise(conv_stop_signal);
 	return rc ? 1 : 0;
 }

@@ -461,8 +461,10 @@ static int read_log(struct cv_core *c, struct cv_log *l)
 			snprintf(c->err, sizeof(c->err), "out of memory reading %s", l->name);
 			return -1;
 		}
-		if ((l->events & 0xfffff) == 0)
-			cv_progress(c, "reading", l->events, 0);
+		if ((l->events & 0xfffff) == 0 && cv_progress(c, "reading", l->events, 0)) {
+			evlog_reader_close(r);
+			return -1;
+		}
 	}
 	if (rc != -EVLOG_END)
 		cv_buf_printf(&c->in.notes, "%s: read error after %llu events: %s\n", l->name,

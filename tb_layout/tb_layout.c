@@ -8,6 +8,9 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <dirent.h>
+#include <signal.h>
+#include <sys/file.h>
 #include <sys/random.h>
 #include <sys/stat.h>
 #include <sys/syscall.h>
@@ -247,8 +250,18 @@ int tb_tmp_open(struct tb_tmpfile *t, int dirfd, const char *final_name,
 			 (int)getpid(), rnd);
 		t->fd = openat(t->dirfd, t->tmpname,
 			       O_RDWR | O_CREAT | O_EXCL | O_NOFOLLOW | O_CLOEXEC, 0644);
-		if (t->fd >= 0)
+		/* Held until the file is published or removed: the proof for
+		 * tb_clean_stale that its writer is alive (in any pid namespace). */
+		if (t->fd >= 0 && flock(t->fd, LOCK_EX | LOCK_NB) == 0)
 			return 0;
+		if (t->fd >= 0) {
+			fail(err, errsz, "cannot lock temporary file %s: %s", t->tmpname, strerror(errno));
+			close(t->fd);
+			unlinkat(t->dirfd, t->tmpname, 0);
+			close(t->dirfd);
+			tb_tmp_reset(t);
+			return -1;
+		}
 		if (errno != EEXIST)
 			break;
 	}
@@ -336,4 +349,106 @@ void tb_tmp_discard(struct tb_tmpfile *t)
 		close(t->dirfd);
 	}
 	tb_tmp_reset(t);
+}
+
+/* ".<final>.<pid>.<8 hex>.tmp", as tb_tmp_open names them: the pid, or 0. */
+static int tmp_name_pid(const char *name)
+{
+	size_t n = strlen(name);
+	const char *p;
+	char *end;
+	long pid;
+
+	if (name[0] != '.' || n < 16 || strcmp(name + n - 4, ".tmp"))
+		return 0;
+	p = name + n - 13; /* ".xxxxxxxx.tmp" */
+	if (*p != '.')
+		return 0;
+	for (int i = 1; i <= 8; i++)
+		if (!strchr("0123456789abcdef", p[i]))
+			return 0;
+	while (p > name + 1 && p[-1] >= '0' && p[-1] <= '9')
+		p--;
+	if (p == name + 1 || p[-1] != '.' || p == name + n - 13)
+		return 0;
+	pid = strtol(p, &end, 10);
+	return end == name + n - 13 && pid > 0 && pid < (1L << 22) ? (int)pid : 0;
+}
+
+/* Remove one stale temporary: ours by its name, its writer gone (the pid is
+ * not alive here, and nobody holds the lock a live writer keeps). */
+static int clean_one(int dirfd, const char *name)
+{
+	int pid = tmp_name_pid(name), fd, gone = 0;
+	struct stat st;
+
+	if (!pid || pid == getpid() || kill(pid, 0) == 0 || errno != ESRCH)
+		return 0;
+	fd = openat(dirfd, name, O_RDONLY | O_NOFOLLOW | O_NONBLOCK | O_CLOEXEC | O_NOCTTY);
+	if (fd < 0)
+		return 0;
+	if (fstat(fd, &st) == 0 && S_ISREG(st.st_mode) && st.st_uid == geteuid() &&
+	    flock(fd, LOCK_EX | LOCK_NB) == 0)
+		gone = unlinkat(dirfd, name, 0) == 0;
+	close(fd);
+	return gone;
+}
+
+int tb_clean_stale(int dirfd)
+{
+	int fd = openat(dirfd, ".", O_RDONLY | O_DIRECTORY | O_CLOEXEC), n = 0;
+	struct dirent *e;
+	DIR *d;
+
+	if (fd < 0)
+		return 0;
+	if (!(d = fdopendir(fd))) {
+		close(fd);
+		return 0;
+	}
+	while ((e = readdir(d)))
+		if (e->d_name[0] == '.' && (e->d_type == DT_REG || e->d_type == DT_UNKNOWN))
+			n += clean_one(dirfd, e->d_name);
+	closedir(d);
+	return n;
+}
+
+int tb_clean_stale_logdir(const char *logdir)
+{
+	int root = open(logdir, O_RDONLY | O_DIRECTORY | O_CLOEXEC), prof, fd, n = 0;
+	char sub[256];
+	struct dirent *e;
+	DIR *d;
+
+	if (root < 0)
+		return 0;
+	prof = tb_mkdirs_at(root, TB_PLUGIN_DIR, 0, sub, sizeof(sub));
+	close(root);
+	if (prof < 0)
+		return 0;
+	if ((fd = fcntl(prof, F_DUPFD_CLOEXEC, 0)) < 0 || !(d = fdopendir(fd))) {
+		if (fd >= 0)
+			close(fd);
+		close(prof);
+		return 0;
+	}
+	while ((e = readdir(d))) {
+		int run, k;
+
+		if (e->d_name[0] == '.' || (e->d_type != DT_DIR && e->d_type != DT_UNKNOWN))
+			continue;
+		run = openat(prof, e->d_name, O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
+		if (run < 0)
+			continue;
+		k = tb_clean_stale(run);
+		close(run);
+		/* A run directory that held only a dead conversion's temporaries
+		 * never got a file: it goes too (rmdir leaves a non-empty one). */
+		if (k)
+			unlinkat(prof, e->d_name, AT_REMOVEDIR);
+		n += k;
+	}
+	closedir(d);
+	close(prof);
+	return n;
 }

@@ -87,6 +87,14 @@ int tb_tmp_publish(struct tb_tmpfile *t, int overwrite, char *err, size_t errsz)
 /* Remove the temporary file and release t. Safe on a zeroed/released t. */
 void tb_tmp_discard(struct tb_tmpfile *t);
 
+/* Remove temporaries a dead writer left (a SIGKILLed conversion): only
+ * names tb_tmp_open makes, regular files of our user, whose pid is not
+ * alive and whose lock nobody holds. Returns how many went.
+ * _logdir: in every run directory under LOGDIR/plugins/profile, removing a
+ * run directory that is empty after that. */
+int tb_clean_stale(int dirfd);
+int tb_clean_stale_logdir(const char *logdir);
+
 /* Write all of buf (retrying short writes). 0 or -1 with errno set. */
 int tb_write_all(int fd, const void *buf, size_t len);
 

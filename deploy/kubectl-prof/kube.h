@@ -18,7 +18,7 @@ struct json_object;
  * --seccomp-profile). */
 struct kprof_opts {
 	const char *container;
-	uint64_t duration_s;        /* -d/--duration, default 60 */
+	uint64_t duration_s;        /* -d/--duration, default 600: the pod's lifetime */
 	const char *image;
 	const char *kubeconfig;
 	const char *memory_limit;   /* default "1Gi" */

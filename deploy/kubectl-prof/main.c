@@ -33,7 +33,8 @@ static const char deploy_help[] =
 	"\n"
 	"Flags:\n"
 	"      --container string        target container name\n"
-	"  -d, --duration uint           profiling duration in seconds (default 60)\n"
+	"  -d, --duration uint           seconds the profiling pod lives (default 600): time to exec\n"
+	"                                in, find the PIDs, profile and convert; it is gone after\n"
 	"      --dry-run                 print the pod manifest (JSON) instead of creating it\n"
 	"  -h, --help                    help for deploy\n"
 	"      --image string            profiling tool image\n"
@@ -253,7 +254,7 @@ static int cmd_deploy(int argc, char **argv)
 {
 	const char *env_image = getenv("KUBECTL_PROF_IMAGE");
 	struct kprof_opts o = {
-		.duration_s = 60, .ttl_s = 60, .memory_limit = "1Gi", .memory_request = "128Mi",
+		.duration_s = 600, .ttl_s = 60, .memory_limit = "1Gi", .memory_request = "128Mi",
 		.namespace = "default", .image = env_image && *env_image ? env_image : NULL,
 		.sources = "all",
 	};

@@ -53,6 +53,8 @@ cat "$dir"/w*.log | grep -v '^batch: converted' | sed 's/^/# /' | head -20
 desc="every complete profile converted exactly once (20 = 19 logs + 1 directory)"
 t bash -c "cat '$dir'/w*.log | grep '^batch: converted ' | sort | uniq -c | awk '\$1 != 1 {bad=1} END {exit bad}' &&
 	[ \$(cat '$dir'/w*.log | grep -c '^batch: converted ') -eq 20 ]"
+desc="batch names where it published (the logdir), never the staging fd it wrote through"
+t bash -c "! grep -q '/proc/self/fd' '$dir'/w*.log && cat '$dir'/w*.log | grep -q '^batch: converted .* into $out/plugins/profile/'"
 desc="one .done marker per converted profile, no failures, no claims left but the live one"
 t bash -c "[ \$(ls '$state' | grep -c '\.done$') -eq 20 ] && ! ls '$state' | grep -q '\.failed$' &&
 	[ \"\$(ls '$state' | grep '\.claim$')\" = '$k1.claim' ]"

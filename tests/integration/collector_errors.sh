@@ -52,4 +52,20 @@ rc=$?
 check "-t all succeeds (rc $rc)" test "$rc" -eq 0
 c=$(count_sys "$T/all.evlog" 0 "$(sys_nr getppid)")
 check "-t all records syscalls (getppid x$c)" test "$c" -eq 1000
+# sys_counts loads no CUDA library: nothing is probed, so the cuda row shows no events
+# (records that only steer the source, such as library loads, are not events).
+check "... nothing probed is said" grep -q "cuda: nothing was probed" "$T/all.err"
+check "... and the cuda row shows 0 events" grep -qE '^  cuda +0 +0$' "$T/all.err"
+
+# Status while recording: plain lines when stderr is not a terminal, none with -q.
+LLMT_PROGRESS_SECONDS=0.2 "$LT" profile -t syscall -d 1 -o "$T/st.evlog" -- sleep 5 2>"$T/st.err"
+check "status lines while recording (elapsed / duration, events per source, MB, lost, Ctrl-C)" \
+	grep -qE '^llmtracker: [0-9]+ s / 1 s: [0-9]+ events \(proc [0-9]+, syscall [0-9]+\), [0-9.]+ MB written, [0-9]+ lost; Ctrl-C to stop$' "$T/st.err"
+LLMT_PROGRESS_SECONDS=0.2 "$LT" profile -q -t syscall -d 1 -o "$T/q.evlog" -- sleep 5 2>"$T/q.err"
+check "... none with -q" test "$(grep -c 'Ctrl-C to stop' "$T/q.err")" -eq 0
+if command -v script >/dev/null; then
+	script -qec "'$LT' profile -t syscall -d 2 -o '$T/tty.evlog' -- sleep 5" /dev/null >"$T/tty.out" 2>&1
+	check "on a terminal: one line redrawn in place (carriage return, erase to the end)" \
+		grep -qaP '\rllmtracker: [0-9]+ s / 2 s: .*Ctrl-C to stop\e\[K' "$T/tty.out"
+fi
 finish

@@ -8,13 +8,28 @@ py=/usr/bin/python3.11
 [ -x "$py" ] || py=$(command -v python3)
 [ -n "$py" ] || { echo "# skip: no python interpreter"; exit 77; }
 
-"$py" -c 'import time; time.sleep(20)' & p=$!
+"$py" -c 'import time; print("up", flush=True); time.sleep(20)' >"$T/py.out" & p=$!
 cleanup_pids+=("$p")
-sleep 0.3
+# A GPU process: one mapping a (stand-in) libcudart.so, which it prints once loaded.
+cp "$(ldd "$LT" | awk '/libz\.so/ { print $3 }')" "$T/libcudart.so.12"
+"$py" -c 'import ctypes, sys, time; ctypes.CDLL(sys.argv[1]); print("loaded", flush=True); time.sleep(20)' \
+	"$T/libcudart.so.12" >"$T/gpu.out" & g=$!
+cleanup_pids+=("$g")
+wait_for "$T/py.out" up 10
+wait_for "$T/gpu.out" loaded 10
 "$LT" generateCommand >"$T/all.out" 2>"$T/all.err"
 check "generateCommand exits 0" test $? -eq 0
 check "glog-style lines" grep -qE '^I[0-9]{4} [0-9:.]{15} [0-9]+ generate\.c:[0-9]+\] ' "$T/all.out"
 check "lists the python process" grep -qE "PID: $p, Name: \\{\"pid\":$p,\"name\":\"python" "$T/all.out"
+# GPU PIDs holds only processes mapping libcuda/libcudart; Python-only ones follow under their own heading.
+sed -n '/GPU PIDs/,/Python PIDs without/p' "$T/all.out" >"$T/gpu.sec"
+sed -n '/Python PIDs without libcuda/,$p' "$T/all.out" >"$T/py.sec"
+check "the libcudart process is under GPU PIDs" grep -q "PID: $g, .*\"cuda\":true" "$T/gpu.sec"
+check "the Python-only process is not under GPU PIDs" test "$(grep -c "PID: $p," "$T/gpu.sec")" -eq 0
+check "... but under the Python heading" grep -q "PID: $p, .*\"cuda\":false" "$T/py.sec"
+"$LT" --help >"$T/help.out"
+check "--help lists generateProbe" grep -q "llmtracker generateProbe -p PID" "$T/help.out"
+check "--help lists export --logdir/--run" grep -q "llmtracker export .*--logdir DIR \[--run NAME\]" "$T/help.out"
 check "prints the command template" grep -q 'The profiling command is: llmtracker profile -p <ProcessID-To-Profiling> -t ' "$T/all.out"
 check "prints the Python path hint" grep -qE "Profiling Python Path is: /.*export EBPF_USDT_PYTHON_PATH=/" "$T/all.out"
 
@@ -42,7 +57,7 @@ else
 fi
 "$LT" generateCommand --container-id no-such-container-0123 >"$T/none.out" 2>&1
 check "--container-id of no container lists nothing" test "$(grep -c 'PID: ' "$T/none.out")" -eq 0
-check "... and says so" grep -q "no process maps libcuda/libcudart or runs Python in that container" "$T/none.out"
+check "... and says so" grep -q "no process maps libcuda/libcudart in that container" "$T/none.out"
 "$LT" generateCommand --container-id a --pod-uid b >/dev/null 2>"$T/both.err"
 check "--container-id with --pod-uid is refused" test $? -ne 0
 check "... saying why" grep -q "at most one of --container-id ID or --pod-uid UID" "$T/both.err"

@@ -19,7 +19,7 @@ t bash -c "'$conv' -i '$dir/m.log' -o '$dir/a/m.json.gz' 2>'$dir/a.err' && \
 desc="JSON.gz: nesting, flows bound, names, relative ts, categories (python json+gzip)"
 t $check "$dir/a/m.json.gz" --min-events 20000 --expect-base 1790000000001000000 --expect-flows $((steps * 3))
 desc="plain .json has the same events; the .gz (one ISA-L stream) and the .gz of an asked level (libdeflate, several gzip members) read whole with gzip -t, zcat and python"
-t bash -c "'$conv' -q -i '$dir/m.log' -o '$dir/a/m.json' && $check '$dir/a/m.json' && \
+t bash -c "'$conv' -q --force -i '$dir/m.log' -o '$dir/a/m.json' && $check '$dir/a/m.json' && \
 	LLMT_GZIP_LEVEL=6 '$conv' -q -i '$dir/m.log' -o '$dir/a/m6.json.gz' && \
 	cmp <(zcat '$dir/a/m.json.gz') '$dir/a/m.json' && gzip -t '$dir/a/m.json.gz' && \
 	cmp <(zcat '$dir/a/m6.json.gz') '$dir/a/m.json' && gzip -t '$dir/a/m6.json.gz' && \
@@ -46,21 +46,21 @@ t bash -c "'$gen' '$dir/big.log' -n 300000 >/dev/null && mkdir -p '$dir/r' && \
 desc="O_DIRECT from the first byte, from 1 MiB, or never: byte-identical .json, .json.gz and --logdir files"
 t bash -c "for a in 0 1 off; do mkdir -p '$dir/d'\$a && \
 	LLMT_DIRECT_AFTER_MB=\$a '$conv' -q -i '$dir/big.log' -o '$dir/d'\$a/o.json && \
-	LLMT_DIRECT_AFTER_MB=\$a '$conv' -q -i '$dir/big.log' -o '$dir/d'\$a/o.json.gz && \
+	LLMT_DIRECT_AFTER_MB=\$a '$conv' -q -i '$dir/big.log' -o '$dir/d'\$a/oz.json.gz && \
 	LLMT_DIRECT_AFTER_MB=\$a '$conv' -q -i '$dir/big.log' --logdir '$dir/d'\$a/tb --run r || exit 1; done && \
 	cmp '$dir/d0/o.json' '$dir/r/one.json' && cmp '$dir/d1/o.json' '$dir/r/one.json' && cmp '$dir/doff/o.json' '$dir/r/one.json' && \
-	cmp '$dir/d0/o.json.gz' '$dir/doff/o.json.gz' && cmp '$dir/d1/o.json.gz' '$dir/doff/o.json.gz' && \
+	cmp '$dir/d0/oz.json.gz' '$dir/doff/oz.json.gz' && cmp '$dir/d1/oz.json.gz' '$dir/doff/oz.json.gz' && \
 	for f in node-a.xplane.pb node-a.trace.json.gz; do cmp '$dir/d0/tb/plugins/profile/r/'\$f '$dir/doff/tb/plugins/profile/r/'\$f && \
 		cmp '$dir/d1/tb/plugins/profile/r/'\$f '$dir/doff/tb/plugins/profile/r/'\$f || exit 1; done && \
 	[ \$(stat -c %s '$dir/r/one.json') -gt 2097152 ] && rm -rf '$dir'/d0 '$dir'/d1 '$dir'/doff"
 desc="folded stacks beside the trace: format, counts = samples in the trace"
-t bash -c "test -s '$dir/a/node-a.cpu.folded' && test -s '$dir/a/node-a.python.folded' && \
-	! grep -vE '^[^;]+(;[^;]+)* [0-9]+$' '$dir/a/node-a.cpu.folded' && \
-	[ \$(awk '{s+=\$NF} END {print s}' '$dir/a/node-a.cpu.folded') = \$(grep -c '\"cat\":\"cpu_sample\"' '$dir/a/m.json') ] && \
-	grep -q '^<module> (/app/train.py:1);train_step (/app/train.py:10);forward (/app/model.py:42) ' '$dir/a/node-a.python.folded'"
+t bash -c "test -s '$dir/a/m.cpu.folded' && test -s '$dir/a/m.python.folded' && \
+	! grep -vE '^[^;]+(;[^;]+)* [0-9]+$' '$dir/a/m.cpu.folded' && \
+	[ \$(awk '{s+=\$NF} END {print s}' '$dir/a/m.cpu.folded') = \$(grep -c '\"cat\":\"cpu_sample\"' '$dir/a/m.json') ] && \
+	grep -q '^<module> (/app/train.py:1);train_step (/app/train.py:10);forward (/app/model.py:42) ' '$dir/a/m.python.folded'"
 desc="symbols resolved and demangled; module+0xoff and 0xaddr for unknown frames; kernel frames marked"
-t bash -c "grep -q 'torch::autograd::Engine::execute()' '$dir/a/node-a.cpu.folded' && grep -q 'libfoo.so.1+0x' '$dir/a/node-a.cpu.folded' && \
-	grep -q ';0x401e00' '$dir/a/node-a.cpu.folded' && grep -q 'schedule_\[k\]' '$dir/a/node-a.cpu.folded' && grep -q 'compute:with:semicolons' '$dir/a/node-a.cpu.folded'"
+t bash -c "grep -q 'torch::autograd::Engine::execute()' '$dir/a/m.cpu.folded' && grep -q 'libfoo.so.1+0x' '$dir/a/m.cpu.folded' && \
+	grep -q ';0x401e00' '$dir/a/m.cpu.folded' && grep -q 'schedule_\[k\]' '$dir/a/m.cpu.folded' && grep -q 'compute:with:semicolons' '$dir/a/m.cpu.folded'"
 desc="syscall numbers named for x86_64 (read, write, futex); kernels demangled"
 t bash -c "grep -q '\"cat\":\"syscall\",\"name\":\"futex\"' '$dir/a/m.json' && grep -q '\"name\":\"gemm_kernel(float\*, float\*, int)\"' '$dir/a/m.json'"
 

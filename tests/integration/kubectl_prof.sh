@@ -56,7 +56,7 @@ calls() { cat "$FAKE_KUBE_DIR/count" 2>/dev/null || echo 0; }
 # 1. help shows exactly the seed's flags with their defaults
 "$KP" deploy -h > "$T/help" 2>&1; rc=$?
 miss=0
-for f in '--container string' '-d, --duration uint' '(default 60)' '--image string' '--kubeconfig string' \
+for f in '--container string' '-d, --duration uint' '(default 600)' '--image string' '--kubeconfig string' \
 	'--memory-limit string' '(default "1Gi")' '--memory-request string' '(default "128Mi")' \
 	'--namespace string' '(default "default")' '--node string' '--pod string' '--region-id string' \
 	'--ttl uint' 'Aliases:' 'deploy, run' '-h, --help' '--dry-run' '-t, --sources string' '(default "all")' \
@@ -82,10 +82,10 @@ want(re.fullmatch(r"ai-profiler-[0-9a-f]{15}-[a-z0-9]{5}", md["name"]) is not No
 want(md["namespace"] == "default", "namespace default")
 want(s["nodeName"] == "gpu-node-7", "on the target's node")
 want(s["hostPID"] is True, "hostPID")
-want(s["activeDeadlineSeconds"] == 60, "deadline = default duration 60")
+want(s["activeDeadlineSeconds"] == 600, "deadline = default duration 600")
 want(s["restartPolicy"] == "Never", "never restarted")
 want(c["name"] == "debugger" and c["image"] == "reg.example/llmtracker:1", "container debugger with the image")
-want(c["command"] == ["sleep", "60"], "sleeps for the duration")
+want(c["command"] == ["sleep", "600"], "sleeps for the duration")
 sc = c["securityContext"]
 want(sc["privileged"] is False and sc["allowPrivilegeEscalation"] is False, "not privileged, no privilege escalation")
 want(sc["capabilities"]["drop"] == ["ALL"], "drops every capability")
