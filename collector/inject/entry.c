@@ -20,9 +20,11 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/socket.h>
+#include <time.h>
 #include <unistd.h>
 
 enum { LI_IDLE, LI_RUNNING, LI_DONE };
+#define LI_FINI_WAIT_MS 2000    /* llmt_inject_fini: longest wait for the control thread */
 
 static pthread_t li_thread;
 static atomic_int li_state = LI_IDLE;
@@ -302,6 +304,12 @@ LI_API int llmt_inject_attach(int sock)
  * and CUPTI holds no pointer into this library. */
 LI_API int llmt_inject_fini(void)
 {
+	/* The collector closed its end before calling us: the control thread
+	 * sees EOF and ends at once, but on a busy machine it may not have run
+	 * yet. Wait for it (bounded; this borrowed thread holds no lock). */
+	const struct timespec tick = { 0, 1000000 };
+	for (int i = 0; i < LI_FINI_WAIT_MS && atomic_load(&li_state) == LI_RUNNING; i++)
+		nanosleep(&tick, NULL);
 	int st = atomic_load(&li_state);
 	if (st == LI_RUNNING)
 		return 0;
