@@ -14,6 +14,7 @@
 #include <string.h>
 
 #include "cli.h"
+#include "probefile.h"
 
 static const struct {
 	const char *name;
@@ -31,7 +32,8 @@ void lt_cli_usage(FILE *f)
 {
 	fprintf(f,
 		"usage: llmtracker profile -p PID [-p PID ...] -t TYPES -o FILE [-d SEC] [--delay SEC] [-v N] [-q]\n"
-		"                          [--cpu-buffer-size MB] [--probe-file FILE] [--enable-cuda-kernel true]\n"
+		"                          [--cpu-buffer-size MB] [--probe-file FILE] [--max-probes N]\n"
+		"                          [--enable-cuda-kernel true]\n"
 		"                          [--cupti-dir DIR] [--freq HZ] [--no-children] [-- CMD ARGS ...]\n"
 		"       llmtracker export -i FILE [-i FILE ...] [--cupti-dir DIR] {-o OUT.json[.gz] | --logdir DIR [--run NAME]}\n"
 		"       llmtracker generateCommand [--container-id ID | --pod-uid UID]\n"
@@ -47,6 +49,8 @@ void lt_cli_usage(FILE *f)
 		"                       every 10 s: elapsed, events per source, MB written, lost)\n"
 		"  --cpu-buffer-size MB ring buffer per CPU (default %d)\n"
 		"  --probe-file FILE    CUDA library symbols to probe (-t cuda)\n"
+		"  --max-probes N       functions a profile may probe (default %d; a library whose\n"
+		"                       selection passes it is refused)\n"
 		"  --enable-cuda-kernel true   record GPU kernels through the injected CUPTI library\n"
 		"  --cupti-dir DIR      where the injected library writes its logs\n"
 		"  --freq HZ            CPU sampling frequency (default %d)\n"
@@ -56,7 +60,7 @@ void lt_cli_usage(FILE *f)
 		"  export               convert logs (llmtracker-convert, beside this binary: --help there)\n"
 		"  generateCommand      list GPU (and Python) processes and print a profile command\n"
 		"  generateProbe        write a probe file for the CUDA libraries PID has loaded\n",
-		LT_DEFAULT_OUTPUT, LT_DEFAULT_CPU_BUFFER_MB, LT_DEFAULT_FREQ_HZ);
+		LT_DEFAULT_OUTPUT, LT_DEFAULT_CPU_BUFFER_MB, LT_MAX_PROBES, LT_DEFAULT_FREQ_HZ);
 }
 
 int lt_cli_parse_types(const char *s, unsigned *types, bool *all, char *err, size_t errsz)
@@ -153,7 +157,8 @@ static int parse_bool(const char *flag, const char *v, bool *out, char *err, siz
 	return -1;
 }
 
-enum { OPT_DELAY = 256, OPT_CPUBUF, OPT_PROBE, OPT_CUDAK, OPT_CUPTI, OPT_FREQ, OPT_NOCHILD };
+enum { OPT_DELAY = 256, OPT_CPUBUF, OPT_PROBE, OPT_CUDAK, OPT_CUPTI, OPT_FREQ, OPT_NOCHILD,
+       OPT_MAXPROBES };
 
 static const struct option long_opts[] = {
 	{ "pid", required_argument, NULL, 'p' },
@@ -165,6 +170,7 @@ static const struct option long_opts[] = {
 	{ "delay", required_argument, NULL, OPT_DELAY },
 	{ "cpu-buffer-size", required_argument, NULL, OPT_CPUBUF },
 	{ "probe-file", required_argument, NULL, OPT_PROBE },
+	{ "max-probes", required_argument, NULL, OPT_MAXPROBES },
 	{ "enable-cuda-kernel", required_argument, NULL, OPT_CUDAK },
 	{ "cupti-dir", required_argument, NULL, OPT_CUPTI },
 	{ "freq", required_argument, NULL, OPT_FREQ },
@@ -231,6 +237,11 @@ static int parse_one(struct lt_options *o, int c, const char *v, bool *have_t, c
 		return 0;
 	case OPT_PROBE:
 		o->probe_file = v;
+		return 0;
+	case OPT_MAXPROBES:
+		if (parse_uint("--max-probes", v, 1, LT_MAX_PROBES_FORCED, &n, err, errsz))
+			return -1;
+		o->max_probes = (unsigned)n;
 		return 0;
 	case OPT_CUPTI:
 		o->cupti_dir = v;

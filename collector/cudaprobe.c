@@ -33,7 +33,6 @@
 #include "session.h"
 #include "tfile.h"
 
-#define CP_MAX_PER_LIB 4096   /* a glob selecting more is a mistake */
 #define CP_NAME_CACHE 4096    /* launch address -> kernel name, per session */
 #define CP_MAX_ELVES 64       /* objects whose symbols are kept for naming */
 
@@ -426,13 +425,22 @@ static int multi_link(struct cp_state *st, int pid, const char *file, const int 
 	return fd;
 }
 
-static int attach_multi(struct cp_state *st, int pid, const char *file, const int *ids, size_t n)
+#define LT_ENOTSUPP 524 /* kernel-internal: an instruction uprobes cannot handle */
+
+static const char *probe_strerror(int err)
+{
+	return err == -LT_ENOTSUPP ? "the kernel cannot probe the first instruction there (ENOTSUPP)"
+				   : strerror(-err);
+}
+
+/* Entry and return links for ids[0..n): returns first, so a call caught by
+ * its entry is then always completed. */
+static int multi_pair(struct cp_state *st, int pid, const char *file, const int *ids, size_t n)
 {
 	int fd[2], i;
 
 	if (grow((void **)&st->links, &st->cap_links, st->n_links + 1, sizeof(*st->links)))
 		return -ENOMEM;
-	/* Returns first: a call caught by its entry is then always completed. */
 	fd[0] = multi_link(st, pid, file, ids, n, true);
 	if (fd[0] < 0)
 		return fd[0];
@@ -446,6 +454,30 @@ static int attach_multi(struct cp_state *st, int pid, const char *file, const in
 	return 0;
 }
 
+/* One link pair for ids[0..n) if the kernel takes every offset; else the
+ * halves, recursively: one function the kernel cannot probe (libc has
+ * some: ENOTSUPP) must not send the rest to one perf event each, whose
+ * detach costs a grace period apiece (2,200 libc functions: 8 minutes).
+ * k bad offsets cost O(k log n) refused links. Returns the functions left
+ * unprobed; *first_err the first error. */
+static size_t attach_multi(struct cp_state *st, int pid, const char *file, const int *ids,
+			   size_t n, int *first_err)
+{
+	int rc = multi_pair(st, pid, file, ids, n);
+
+	if (!rc)
+		return 0;
+	if (!*first_err)
+		*first_err = rc;
+	if (n == 1)
+		LT_INFO(1, "cuda: %s: %s not probed: %s", file, st->probes[ids[0]].symbol,
+			probe_strerror(rc));
+	if (n == 1 || rc == -ENOMEM || rc == -EINVAL || rc == -EPERM)
+		return n; /* a single bad offset, or nothing would work */
+	return attach_multi(st, pid, file, ids, n / 2, first_err) +
+	       attach_multi(st, pid, file, ids + n / 2, n - n / 2, first_err);
+}
+
 /* The probes `pl` selects in ELF e (mapped as path); ids gets their ids. */
 static size_t select_probes(struct cp_state *st, const struct lt_elf *e, const char *path,
 			    const struct lt_plib *pl, uint64_t dev, uint64_t ino, int *ids)
@@ -453,7 +485,7 @@ static size_t select_probes(struct cp_state *st, const struct lt_elf *e, const c
 	uint64_t last = UINT64_MAX;
 	size_t i, n = 0;
 
-	for (i = 0; i < e->n_syms && n < CP_MAX_PER_LIB; i++) {
+	for (i = 0; i < e->n_syms; i++) {
 		const struct lt_elfsym *sy = &e->syms[i];
 		const struct lt_psym *ps;
 		uint64_t off;
@@ -469,9 +501,6 @@ static size_t select_probes(struct cp_state *st, const struct lt_elf *e, const c
 		if (id >= 0)
 			ids[n++] = id;
 	}
-	if (n >= CP_MAX_PER_LIB)
-		LT_WARN("cuda: %s: stopped at %d probed functions; narrow the globs in the probe file",
-			path, CP_MAX_PER_LIB);
 	return n;
 }
 
@@ -480,17 +509,46 @@ static int id_cmp(const void *a, const void *b)
 	return *(const int *)a - *(const int *)b;
 }
 
+/* Undo the probes made since `before` (a library refused). */
+static void probes_drop(struct cp_state *st, size_t before)
+{
+	while (st->n_probes > before)
+		free(st->probes[--st->n_probes].symbol);
+}
+
+/* The probes the matching entries select in e, each once; NULL on ENOMEM. */
+static int *select_all(struct cp_state *st, const struct lt_elf *e, const char *path,
+		       const struct lt_plib *const *pls, size_t n_pls, uint64_t dev, uint64_t ino,
+		       size_t *n)
+{
+	int *ids = calloc((e->n_syms ? e->n_syms : 1) * n_pls, sizeof(*ids));
+	size_t i, k;
+
+	*n = 0;
+	for (k = 0; ids && k < n_pls; k++)
+		*n += select_probes(st, e, path, pls[k], dev, ino, ids + *n);
+	if (n_pls > 1 && *n) { /* probe ids are per (file, offset): drop repeats */
+		qsort(ids, *n, sizeof(*ids), id_cmp);
+		for (i = 1, k = 1; i < *n; i++)
+			if (ids[i] != ids[k - 1])
+				ids[k++] = ids[i];
+		*n = k;
+	}
+	return ids;
+}
+
 /* Probe every function the matching entries of the probe file select in
  * the file mapped at m (each function once, whatever selects it). The file
  * is opened safely once (tfile.h) and the uprobes are placed through our
  * fd of it, so the kernel probes the very inode whose symbols we read. */
-static void attach_lib(struct cp_state *st, int pid, int root_fd, const struct lt_tf_map *m,
-		       const struct lt_plib *const *pls, size_t n_pls)
+static void attach_lib(struct lt_session *s, struct cp_state *st, int pid, int root_fd,
+		       const struct lt_tf_map *m, const struct lt_plib *const *pls, size_t n_pls)
 {
 	char file[64], err[512];
 	const char *path = m->path;
 	uint64_t dev = m->id.dev, ino = m->id.ino;
-	size_t i, k, n = 0, failed = 0;
+	size_t i, n = 0, failed = 0, before = st->n_probes;
+	size_t limit = s->opt.max_probes ? s->opt.max_probes : LT_MAX_PROBES;
 	int first_err = 0, *ids, fd;
 	struct lt_elf *e;
 
@@ -502,22 +560,28 @@ static void attach_lib(struct cp_state *st, int pid, int root_fd, const struct l
 		return;
 	}
 	lt_tf_fd_path(fd, file, sizeof(file));
-	ids = calloc(CP_MAX_PER_LIB * n_pls, sizeof(*ids));
-	for (k = 0; ids && k < n_pls; k++)
-		n += select_probes(st, e, path, pls[k], dev, ino, ids + n);
+	ids = select_all(st, e, path, pls, n_pls, dev, ino, &n);
 	lt_elf_free(e);
-	if (n_pls > 1 && n) { /* probe ids are per (file, offset): drop repeats */
-		qsort(ids, n, sizeof(*ids), id_cmp);
-		for (i = 1, k = 1; i < n; i++)
-			if (ids[i] != ids[k - 1])
-				ids[k++] = ids[i];
-		n = k;
+	if (st->n_probes > limit) {
+		lt_session_refuse(s, "cuda: pid %d: the probe file's entry \"%s\" selects %zu functions in "
+				  "%s; with the %zu already probed that passes the limit of %zu probes "
+				  "per profile: not probing it (narrow its globs, or raise the limit with "
+				  "--max-probes N, at most %d)", pid, pls[0]->spec, n, path, before,
+				  limit, LT_MAX_PROBES_FORCED);
+		probes_drop(st, before);
+		free(ids);
+		close(fd);
+		return;
 	}
-	if (n && st->multi && (first_err = attach_multi(st, pid, file, ids, n)))
-		LT_INFO(1, "cuda: uprobe_multi on %s: %s; one perf event per function", path,
-			strerror(-first_err));
-	if (n && (!st->multi || first_err)) {
+	if (n && st->multi) {
+		failed = attach_multi(st, pid, file, ids, n, &first_err);
+		if (failed == n)
+			LT_INFO(1, "cuda: uprobe_multi on %s: %s; one perf event per function", path,
+				probe_strerror(first_err));
+	}
+	if (n && (!st->multi || failed == n)) {
 		first_err = 0;
+		failed = 0;
 		for (i = 0; i < n; i++) {
 			int rc = attach_one(st, pid, file, ids[i]);
 
@@ -529,7 +593,7 @@ static void attach_lib(struct cp_state *st, int pid, int root_fd, const struct l
 	if (failed) {
 		st->attach_errors += failed;
 		LT_WARN("cuda: pid %d: %zu functions of %s could not be probed: %s", pid, failed, path,
-			strerror(-first_err));
+			probe_strerror(first_err));
 	}
 	LT_INFO(1, "cuda: pid %d: %s: %zu functions probed (%s)", pid, path, n - failed,
 		lt_probefile_class_name(pls[0]->lib_class));
@@ -549,7 +613,8 @@ static bool seen_file(struct cp_state *st, int pid, uint64_t dev, uint64_t ino)
 }
 
 /* One mapping: an executable file mapping we have not seen? */
-static void scan_map(struct cp_state *st, int pid, int root_fd, const struct lt_tf_map *m)
+static void scan_map(struct lt_session *s, struct cp_state *st, int pid, int root_fd,
+		     const struct lt_tf_map *m)
 {
 	const struct lt_plib **pls;
 	size_t i, n = 0;
@@ -563,7 +628,7 @@ static void scan_map(struct cp_state *st, int pid, int root_fd, const struct lt_
 		if (lt_plib_matches(&st->pf->libs[i], m->path, NULL))
 			pls[n++] = &st->pf->libs[i];
 	if (n)
-		attach_lib(st, pid, root_fd, m, pls, n);
+		attach_lib(s, st, pid, root_fd, m, pls, n);
 	free(pls);
 }
 
@@ -583,7 +648,7 @@ static int scan_maps(struct lt_session *s, struct cp_state *st, int pid)
 		lt_tf_lines_init(r, fd, LT_TF_MAPS_MAX_BYTES, LT_TF_MAPS_MAX_LINES);
 		while ((line = lt_tf_lines_next(r)))
 			if (!lt_tf_map_parse(line, m))
-				scan_map(st, pid, root_fd, m);
+				scan_map(s, st, pid, root_fd, m);
 		if (r->err)
 			LT_WARN("cuda: pid %d: /proc/%d/maps read partly: %s", pid, pid,
 				r->err == -E2BIG ? "too long" : strerror(-r->err));

@@ -15,6 +15,13 @@
 
 #define LT_PROBE_MAX_ARGS 8        /* arguments kept per call in the log */
 #define LT_PROBE_ARG_SLOTS 12      /* 6 register + 6 stack arguments */
+/* Functions probed per profile (distinct file + offset), unless
+ * --max-probes says otherwise: a library whose selection would pass it is
+ * refused. Attaching is one uprobe_multi link per library, but every probe
+ * still costs the kernel a breakpoint per process and every call a trap;
+ * the default probe file selects a few hundred. */
+#define LT_MAX_PROBES 1000
+#define LT_MAX_PROBES_FORCED 65536 /* the most --max-probes accepts */
 
 struct lt_psym {
 	char *name;                /* exact name or glob (fnmatch) */

@@ -326,6 +326,11 @@ int lt_profile(const struct lt_options *opt_in, const char *cmdline)
 	if (lt_session_open_log(&s, cmdline) || lt_session_create_maps(&s) ||
 	    lt_session_start_sources(&s) || add_targets(&s))
 		goto fail;
+	if (s.refused[0]) { /* nothing has been recorded yet: say why, keep nothing */
+		lt_session_errorf(&s, "%s", s.refused);
+		goto fail;
+	}
+	s.attached = true;
 	LT_INFO(1, "profiling %d process(es) into %s", opt.n_pids, opt.output);
 
 	/* ---- Late-attach features start here: every source is attached and

@@ -71,6 +71,20 @@ int lt_session_errorf(struct lt_session *s, const char *fmt, ...)
 	return -1;
 }
 
+void lt_session_refuse(struct lt_session *s, const char *fmt, ...)
+{
+	char tmp[sizeof(s->refused)];
+	va_list ap;
+
+	va_start(ap, fmt);
+	vsnprintf(tmp, sizeof(tmp), fmt, ap);
+	va_end(ap);
+	if (s->attached)
+		LT_WARN("%s", tmp);
+	else if (!s->refused[0])
+		memcpy(s->refused, tmp, sizeof(tmp));
+}
+
 void lt_session_init(struct lt_session *s, const struct lt_options *opt)
 {
 	struct lt_priv *p;

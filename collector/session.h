@@ -55,6 +55,7 @@ struct lt_options {
 	const char *cupti_dir;       /* --cupti-dir */
 	unsigned freq_hz;            /* --freq (cpu sampling), default 99 */
 	bool follow_children;        /* default true; --no-children */
+	unsigned max_probes;         /* --max-probes; 0: LT_MAX_PROBES */
 	char **launch_argv;          /* -- CMD ARGS, NULL if none */
 };
 
@@ -86,6 +87,11 @@ struct lt_session {
 	struct ring_buffer *rb;
 	volatile sig_atomic_t stopping;
 	char err[512];
+	/* An input passed a bound (lt_session_refuse): before the targets are
+	 * in (attached false) the profile stops with this line; after, each
+	 * such line is a warning and profiling goes on. */
+	char refused[512];
+	bool attached;
 	/* per-source bookkeeping, owned by session.c */
 	void *priv;
 };
@@ -102,6 +108,10 @@ int lt_session_add_target(struct lt_session *s, int pid);
 
 /* Set the session's error message (printf-style). Returns -1. */
 int lt_session_errorf(struct lt_session *s, const char *fmt, ...)
+	__attribute__((format(printf, 2, 3)));
+/* An input passed a bound (see `refused` above): the first such line is
+ * kept to stop the profile while starting, later ones are warnings. */
+void lt_session_refuse(struct lt_session *s, const char *fmt, ...)
 	__attribute__((format(printf, 2, 3)));
 
 /* glog-style logging: I/W/E + MMDD hh:mm:ss.uuuuuu tid file:line] msg */

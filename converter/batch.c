@@ -8,7 +8,8 @@
  * log plus the injected library's logs), converted together. Complete means
  * published under its final name: dot-files and *.partial are ignored, and a
  * subdirectory still holding a partial log is left for a later pass. The run
- * is named after the unit (file name without extension, or directory name).
+ * is named after the unit (run_names() below): names of different units
+ * never share a run.
  *
  * Safe to run as N copies at once on one shared (NFS-like) directory; the
  * state lives in <logdir>/.llmtracker-batch/:
@@ -18,8 +19,11 @@
  *   <key>.taken   a stale claim of the unit was taken over: the outputs its
  *                 worker had published are replaced by the next owner
  *   <key>.done    created after the outputs were published
- *   <key>.failed  the error, when it failed (not retried automatically;
- *                 remove the file to retry)
+ *   <key>.failed.<n>  "host pid time error" of failed attempt n; the unit
+ *                 is tried again by a later pass, --retry-after seconds
+ *                 after the last failure, up to --attempts times in all
+ *   <key>.failed  the last error, once the last attempt failed (not
+ *                 retried; remove <key>.failed* to retry)
  *   .stage.<key>+<host>.<pid>/  a worker's private conversion output
  * A claim whose mtime is older than the lease, and whose pid is not alive
  * when it is on our host, is stale (crashed or stalled worker): it is
@@ -55,17 +59,26 @@
 #endif
 
 #define STATE_DIR ".llmtracker-batch"
-#define MAX_UNITS 100000
-#define MAX_LOGS_PER_UNIT 4096
+#define MAX_UNITS 100000          /* entries of --in looked at per pass */
+#define DEFAULT_ATTEMPTS 3        /* conversions of a unit before it is failed for good */
+#define MAX_ATTEMPTS 100
+#define DEFAULT_RETRY_AFTER_S 60  /* since the last failure, before trying again */
+#define RUN_STEM_MAX 160          /* of a run name, before any "-<hash>" */
+
+/* Extensions of an event log's file name left out of its run name (the
+ * last one only): the injected library writes .evlog, the collector's -o
+ * default is data.json, and .log is what people use. */
+static const char *const LOG_EXTS[] = { ".evlog", ".log", ".json" };
 
 struct batch_opts {
 	const char *in, *logdir;
-	unsigned lease_s;
+	unsigned lease_s, attempts, retry_after_s;
 	int overwrite, quiet;
 };
 
 struct unit {
 	char name[NAME_MAX + 1];  /* entry name in --in */
+	char run[TB_NAME_MAX + 1];
 	int is_dir;
 };
 
@@ -124,21 +137,82 @@ static int dir_unit_ready(const char *path)
 	return logs && !partial;
 }
 
+/* FNV-1a of a unit's entry name: keeps names that sanitize alike ("a:b",
+ * "a_b") apart in state keys and run names. */
+static uint32_t name_hash(const char *name)
+{
+	uint32_t h = 2166136261u;
+
+	for (const char *p = name; *p; p++)
+		h = (h ^ (unsigned char)*p) * 16777619u;
+	return h;
+}
+
+/* The run's stem: the entry name, less a known log extension on a file,
+ * made file-safe; "-<hash of the entry name>" is appended when making it
+ * safe changed or cut it, so two entry names never give one stem that way. */
+static void run_stem(struct unit *u)
+{
+	char base[NAME_MAX + 1];
+	size_t len;
+
+	snprintf(base, sizeof(base), "%s", u->name);
+	len = strlen(base);
+	for (size_t i = 0; !u->is_dir && i < sizeof(LOG_EXTS) / sizeof(*LOG_EXTS); i++) {
+		size_t el = strlen(LOG_EXTS[i]);
+
+		if (len > el && !strcmp(base + len - el, LOG_EXTS[i])) {
+			base[len - el] = 0;
+			break;
+		}
+	}
+	tb_host_filename(base, u->run, RUN_STEM_MAX + 1);
+	if (strcmp(u->run, base))
+		snprintf(u->run + strlen(u->run), sizeof(u->run) - strlen(u->run), "-%08x",
+			 name_hash(u->name));
+}
+
+static int cmp_run(const void *a, const void *b)
+{
+	const struct unit *x = a, *y = b;
+	int c = strcmp(x->run, y->run);
+
+	return c ? c : strcmp(x->name, y->name);
+}
+
+/* Run names: each unit's stem; units whose stems are equal (train.log
+ * beside train.evlog or a directory train/) all get "-<hash of the entry
+ * name>" appended, so no two units of a listing publish into one run. */
+static void run_names(struct unit *u, size_t n)
+{
+	size_t i = 0, j;
+
+	for (i = 0; i < n; i++)
+		run_stem(&u[i]);
+	qsort(u, n, sizeof(*u), cmp_run);
+	for (i = 0; i < n; i = j) {
+		for (j = i + 1; j < n && !strcmp(u[j].run, u[i].run); j++)
+			;
+		for (size_t k = i; j - i > 1 && k < j; k++)
+			snprintf(u[k].run + strlen(u[k].run), sizeof(u[k].run) - strlen(u[k].run),
+				 "-%08x", name_hash(u[k].name));
+	}
+}
+
 static int list_units(const struct batch_opts *o, struct unit **out, size_t *n)
 {
 	DIR *d = opendir(o->in);
 	struct dirent *e;
 	struct unit *u = NULL;
 	char p[PATH_MAX];
-	size_t cnt = 0;
+	size_t cnt = 0, cap = 0;
 
 	if (!d) {
 		fprintf(stderr, "batch: cannot read --in %s: %s\n", o->in, strerror(errno));
 		return -1;
 	}
-	while ((e = readdir(d)) && cnt < MAX_UNITS) {
+	while ((e = readdir(d))) {
 		struct stat st;
-		struct unit *nu;
 
 		if (name_ignored(e->d_name))
 			continue;
@@ -148,15 +222,28 @@ static int list_units(const struct batch_opts *o, struct unit **out, size_t *n)
 			continue;
 		if (S_ISDIR(st.st_mode) ? !dir_unit_ready(p) : !S_ISREG(st.st_mode) || !is_log(p))
 			continue;
-		nu = realloc(u, (cnt + 1) * sizeof(*u));
-		if (!nu)
+		if (cnt == MAX_UNITS) {
+			fprintf(stderr, "batch: --in %s holds more than %d profiles; converting %d "
+				"this pass, the rest wait for a later one\n", o->in, MAX_UNITS, MAX_UNITS);
 			break;
-		u = nu;
+		}
+		if (cnt == cap) {
+			struct unit *nu = realloc(u, (cap ? cap * 2 : 64) * sizeof(*u));
+
+			if (!nu) {
+				fprintf(stderr, "batch: out of memory listing --in %s\n", o->in);
+				break;
+			}
+			u = nu;
+			cap = cap ? cap * 2 : 64;
+		}
+		memset(&u[cnt], 0, sizeof(*u));
 		snprintf(u[cnt].name, sizeof(u[cnt].name), "%s", e->d_name);
 		u[cnt].is_dir = S_ISDIR(st.st_mode);
 		cnt++;
 	}
 	closedir(d);
+	run_names(u, cnt);
 	*out = u;
 	*n = cnt;
 	return 0;
@@ -178,13 +265,8 @@ static void unit_key(const struct unit *u, char *out, size_t outsz)
 {
 	char safe[TB_NAME_MAX + 1];
 
-	uint32_t h = 2166136261u;
-
-	/* The hash keeps names that sanitize alike ("a:b", "a_b") apart. */
-	for (const char *p = u->name; *p; p++)
-		h = (h ^ (unsigned char)*p) * 16777619u;
 	tb_host_filename(u->name, safe, 160);
-	snprintf(out, outsz, "%s%s-%08x", u->is_dir ? "d-" : "f-", safe, h);
+	snprintf(out, outsz, "%s%s-%08x", u->is_dir ? "d-" : "f-", safe, name_hash(u->name));
 }
 
 static int state_exists(struct batch *b, const char *key, const char *ext)
@@ -196,10 +278,40 @@ static int state_exists(struct batch *b, const char *key, const char *ext)
 	return fstatat(b->statefd, n, &st, AT_SYMLINK_NOFOLLOW) == 0;
 }
 
-/* Has a worker given its verdict on the unit (.done or .failed)? */
+/* Has a worker given its verdict on the unit (.done, or .failed after the
+ * last attempt)? */
 static int unit_settled(struct batch *b, const char *key)
 {
 	return state_exists(b, key, ".done") || state_exists(b, key, ".failed");
+}
+
+/* Failed attempts so far (<key>.failed.1 ... .failed.<n>), and when the
+ * last of them was recorded (0 if none). */
+static unsigned failed_attempts(struct batch *b, const char *key, time_t *last)
+{
+	char n[NAME_MAX + 1];
+	struct stat st;
+	unsigned i;
+
+	*last = 0;
+	for (i = 0; i < MAX_ATTEMPTS; i++) {
+		snprintf(n, sizeof(n), "%s.failed.%u", key, i + 1);
+		if (fstatat(b->statefd, n, &st, AT_SYMLINK_NOFOLLOW) < 0)
+			break;
+		*last = st.st_mtim.tv_sec;
+	}
+	return i;
+}
+
+/* Not settled, and not failed too recently to try again. */
+static int unit_due(struct batch *b, const char *key)
+{
+	time_t last;
+
+	if (unit_settled(b, key))
+		return 0;
+	return !failed_attempts(b, key, &last) ||
+	       time(NULL) - last >= (time_t)b->o.retry_after_s;
 }
 
 /* Create name exclusively with text in it, synced; returns the open fd. */
@@ -577,16 +689,6 @@ out:
 
 /* ------------------------------------------------------------ conversion */
 
-static void run_name(const struct unit *u, char *out, size_t outsz)
-{
-	char *dot;
-
-	tb_host_filename(u->name, out, outsz);
-	dot = u->is_dir ? NULL : strchr(out + 1, '.');
-	if (dot)
-		*dot = 0;
-}
-
 /* Without replace, a run directory that already holds outputs (another
  * tool's, or an earlier run of the same name) is refused before converting. */
 static int run_dir_free(struct batch *b, const char *run, char *err, size_t errsz)
@@ -617,7 +719,8 @@ static int run_dir_free(struct batch *b, const char *run, char *err, size_t errs
 static int convert_unit(struct batch *b, const struct unit *u, const char *key,
 			const struct claim *cl, int replace, char *err, size_t errsz)
 {
-	char path[PATH_MAX], run[TB_NAME_MAX + 1], stage[NAME_MAX + 1], stagepath[64];
+	char path[PATH_MAX], stage[NAME_MAX + 1], stagepath[64];
+	const char *run = u->run;
 	const char *inputs[1] = { path };
 	struct conv_request req = { 0 };
 	int stagefd, rc;
@@ -626,7 +729,6 @@ static int convert_unit(struct batch *b, const struct unit *u, const char *key,
 		snprintf(err, errsz, "path too long: %s/%s", b->o.in, u->name);
 		return -1;
 	}
-	run_name(u, run, sizeof(run));
 	if (!replace && run_dir_free(b, run, err, errsz) < 0)
 		return -1;
 	if ((stagefd = stage_open(b, key, stage, sizeof(stage), err, errsz)) < 0)
@@ -654,21 +756,47 @@ static void lost_claim(struct batch *b, const struct unit *u)
 		"not publishing (raise --lease if workers stall longer than it)\n", u->name);
 }
 
+/* Record a failed attempt (we hold the claim: no other worker writes these
+ * meanwhile) and, after the last one allowed, the verdict. Says which in
+ * what (for the message). */
+static void record_failure(struct batch *b, const char *key, const char *err, char *what,
+			   size_t whatsz)
+{
+	char n[NAME_MAX + 1], text[1400];
+	time_t last;
+	unsigned tries = failed_attempts(b, key, &last) + 1;
+
+	snprintf(text, sizeof(text), "%s %d %lld %s\n", b->host, (int)getpid(),
+		 (long long)time(NULL), err);
+	snprintf(n, sizeof(n), "%s.failed.%u", key, tries);
+	write_state(b, n, text);
+	if (tries < b->o.attempts) {
+		snprintf(what, whatsz, "attempt %u of %u; tried again by a pass at least %u s from "
+			 "now; details in %s/%s/%s", tries, b->o.attempts, b->o.retry_after_s,
+			 b->o.logdir, STATE_DIR, n);
+		return;
+	}
+	snprintf(n, sizeof(n), "%s.failed", key);
+	write_state(b, n, text);
+	snprintf(what, whatsz, "attempt %u of %u, the last: not tried again (remove %s/%s/%s.failed* "
+		 "to retry)", tries, b->o.attempts, b->o.logdir, STATE_DIR, key);
+}
+
 static void process_unit(struct batch *b, const struct unit *u)
 {
-	char key[NAME_MAX - 40], n[NAME_MAX + 1], err[1024] = "", run[TB_NAME_MAX + 1];
-	char text[1400], taken_name[NAME_MAX + 1];
+	char key[NAME_MAX - 40], n[NAME_MAX + 1], err[1024] = "", what[1024] = "";
+	char text[400], taken_name[NAME_MAX + 1];
 	struct claim cl;
 	struct heartbeat hb;
 	int rc, hb_ok, taken;
 
 	unit_key(u, key, sizeof(key));
-	if (unit_settled(b, key) || claim(b, key, &cl) < 1) {
+	if (!unit_due(b, key) || claim(b, key, &cl) < 1) {
 		b->skipped++;
 		return;
 	}
-	/* Settled by another worker between our check and our claim? */
-	if (unit_settled(b, key)) {
+	/* Settled or failed by another worker between our check and our claim? */
+	if (!unit_due(b, key)) {
 		release_claim(b, &cl);
 		b->skipped++;
 		return;
@@ -680,29 +808,31 @@ static void process_unit(struct batch *b, const struct unit *u)
 	rc = convert_unit(b, u, key, &cl, b->o.overwrite || taken, err, sizeof(err));
 	if (rc != 0 && !claim_held(b, &cl))
 		rc = 1;
-	if (rc != 1) {
-		snprintf(n, sizeof(n), "%s%s", key, rc == 0 ? ".done" : ".failed");
-		snprintf(text, sizeof(text), "%s %d %lld %s\n", b->host, (int)getpid(),
-			 (long long)time(NULL), rc == 0 ? "ok" : err);
+	if (rc == 0) {
+		snprintf(n, sizeof(n), "%s.done", key);
+		snprintf(text, sizeof(text), "%s %d %lld ok\n", b->host, (int)getpid(),
+			 (long long)time(NULL));
 		write_state(b, n, text);
+	} else if (rc < 0) {
+		record_failure(b, key, err, what, sizeof(what));
+	}
+	if (rc != 1) {
 		snprintf(taken_name, sizeof(taken_name), "%s.taken", key);
 		unlinkat(b->statefd, taken_name, 0);
 	}
 	if (hb_ok)
 		heartbeat_stop(&hb);
 	release_claim(b, &cl);
-	run_name(u, run, sizeof(run));
 	if (rc == 0) {
 		b->converted++;
 		if (!b->o.quiet)
 			fprintf(stderr, "batch: converted %s into %s/%s/%s/\n", u->name, b->o.logdir,
-				TB_PLUGIN_DIR, run);
+				TB_PLUGIN_DIR, u->run);
 	} else if (rc == 1) {
 		lost_claim(b, u);
 	} else {
 		b->failed++;
-		fprintf(stderr, "batch: %s: %s (details in %s/%s/%s)\n", u->name, err,
-			b->o.logdir, STATE_DIR, n);
+		fprintf(stderr, "batch: %s: %s (%s)\n", u->name, err, what);
 	}
 }
 
@@ -711,10 +841,34 @@ static void process_unit(struct batch *b, const struct unit *u)
 static void usage(FILE *f)
 {
 	fprintf(f, "usage: llmtracker-convert batch --in DIR --logdir DIR [--lease SEC] "
-		"[--overwrite] [-q]\n"
+		"[--attempts N] [--retry-after SEC] [--overwrite] [-q]\n"
 		"  Converts every complete, unconverted profile in DIR (a log file, or a\n"
 		"  subdirectory holding one profile's logs); safe to run as N copies at once.\n"
-		"  --lease SEC  a claim not refreshed for SEC seconds is taken over (default 600)\n");
+		"  --lease SEC  a claim not refreshed for SEC seconds is taken over (default 600)\n"
+		"  --attempts N conversions of a failing profile before it is given up (default %d)\n"
+		"  --retry-after SEC  a failed profile is tried again by a pass at least SEC\n"
+		"               seconds after its last failure (default %d)\n",
+		DEFAULT_ATTEMPTS, DEFAULT_RETRY_AFTER_S);
+}
+
+#define STR_(x) #x
+#define STR(x) STR_(x)
+
+/* optarg as an unsigned in [lo, hi], or a line saying what was wanted. */
+static int parse_uint(const char *opt, const char *want, unsigned long lo, unsigned long hi,
+		      unsigned *out)
+{
+	char *end;
+	unsigned long v;
+
+	errno = 0;
+	v = strtoul(optarg, &end, 10);
+	if (errno || *end || !*optarg || *optarg == '-' || v < lo || v > hi) {
+		fprintf(stderr, "batch: %s wants %s, got '%s'\n", opt, want, optarg);
+		return -1;
+	}
+	*out = (unsigned)v;
+	return 0;
 }
 
 static int parse_args(int argc, char **argv, struct batch_opts *o)
@@ -723,17 +877,20 @@ static int parse_args(int argc, char **argv, struct batch_opts *o)
 		{ "in", required_argument, NULL, 'i' },
 		{ "logdir", required_argument, NULL, 'l' },
 		{ "lease", required_argument, NULL, 'L' },
+		{ "attempts", required_argument, NULL, 'A' },
+		{ "retry-after", required_argument, NULL, 'R' },
 		{ "overwrite", no_argument, NULL, 'w' },
 		{ "force", no_argument, NULL, 'w' }, /* the converter's own name for it */
 		{ "quiet", no_argument, NULL, 'q' },
 		{ "help", no_argument, NULL, 'h' },
 		{ 0 },
 	};
-	char *end;
 	int c;
 
 	memset(o, 0, sizeof(*o));
 	o->lease_s = 600;
+	o->attempts = DEFAULT_ATTEMPTS;
+	o->retry_after_s = DEFAULT_RETRY_AFTER_S;
 	optind = 1;
 	while ((c = getopt_long(argc, argv, "i:l:qh", opts, NULL)) != -1) {
 		switch (c) {
@@ -743,13 +900,19 @@ static int parse_args(int argc, char **argv, struct batch_opts *o)
 		case 'q': o->quiet = 1; break;
 		case 'h': usage(stdout); exit(0);
 		case 'L':
-			errno = 0;
-			o->lease_s = (unsigned)strtoul(optarg, &end, 10);
-			if (errno || *end || !*optarg || o->lease_s == 0) {
-				fprintf(stderr, "batch: --lease wants a positive number of seconds, "
-					"got '%s'\n", optarg);
+			if (parse_uint("--lease", "a positive number of seconds", 1, UINT_MAX,
+				       &o->lease_s) < 0)
 				return -1;
-			}
+			break;
+		case 'A':
+			if (parse_uint("--attempts", "a number of attempts from 1 to "
+				       STR(MAX_ATTEMPTS), 1, MAX_ATTEMPTS, &o->attempts) < 0)
+				return -1;
+			break;
+		case 'R':
+			if (parse_uint("--retry-after", "a number of seconds", 0, UINT_MAX,
+				       &o->retry_after_s) < 0)
+				return -1;
 			break;
 		default:
 			usage(stderr);

@@ -30,6 +30,7 @@ struct cv_inputs {
 	struct cv_log *logs;
 	size_t n, cap;
 	char *tmpdir;       /* extracted archive members live here; removed at the end */
+	uint64_t extracted; /* bytes of archive members written there so far */
 	uint64_t skipped;   /* files that are not event logs */
 	struct cv_buf notes; /* one line per skipped input, for the user */
 };

@@ -92,12 +92,50 @@ static int ensure_tmpdir(struct cv_inputs *in, char *err, size_t errsz)
 	return in->tmpdir ? 0 : -1;
 }
 
-/* Copy the current archive member to a fresh file; 1 if it is a log. */
-static int extract_member(struct cv_inputs *in, struct archive *a, const char *dst)
+/* Bounds on what archives may expand to in TMPDIR (a few KiB of zstd can
+ * hold terabytes of zeros): per member and for all members of a
+ * conversion, in MiB, raised or lowered through the environment. */
+#define ARCHIVE_MEMBER_MB_DEFAULT (16u << 10)
+#define ARCHIVE_TOTAL_MB_DEFAULT (64u << 10)
+
+static uint64_t bound_mb(const char *env, unsigned dflt)
+{
+	const char *s = getenv(env);
+	char *end;
+	unsigned long long mb = s && *s ? strtoull(s, &end, 10) : 0;
+
+	return (uint64_t)(mb > 0 && mb < (1ull << 30) && !*end ? mb : dflt) << 20;
+}
+
+/* The member would pass a bound once n more bytes are written: say which. */
+static int past_bound(struct cv_inputs *in, const char *shown, uint64_t member, size_t n,
+		      char *err, size_t errsz)
+{
+	uint64_t mmax = bound_mb("LLMT_ARCHIVE_MEMBER_MB", ARCHIVE_MEMBER_MB_DEFAULT);
+	uint64_t tmax = bound_mb("LLMT_ARCHIVE_TOTAL_MB", ARCHIVE_TOTAL_MB_DEFAULT);
+
+	if (member + n > mmax)
+		snprintf(err, errsz, "%s: expands past %llu MiB, the bound on one archive member "
+			 "(LLMT_ARCHIVE_MEMBER_MB raises it); nothing converted", shown,
+			 (unsigned long long)(mmax >> 20));
+	else if (in->extracted + n > tmax)
+		snprintf(err, errsz, "%s: archive members expand past %llu MiB in all, the bound on "
+			 "extraction (LLMT_ARCHIVE_TOTAL_MB raises it); nothing converted", shown,
+			 (unsigned long long)(tmax >> 20));
+	else
+		return 0;
+	return 1;
+}
+
+/* Copy the current archive member to a fresh file; 1 if it is a log, -2
+ * (err set, the file removed) past a bound. */
+static int extract_member(struct cv_inputs *in, struct archive *a, const char *dst,
+			  const char *shown, char *err, size_t errsz)
 {
 	int fd = open(dst, O_WRONLY | O_CREAT | O_EXCL | O_NOFOLLOW | O_CLOEXEC, 0600);
 	char buf[1 << 16];
 	ssize_t n;
+	uint64_t member = 0;
 	int first = 1, is_log = 0;
 
 	if (fd < 0)
@@ -109,11 +147,18 @@ static int extract_member(struct cv_inputs *in, struct archive *a, const char *d
 			if (!is_log)
 				break;
 		}
+		if (past_bound(in, shown, member, (size_t)n, err, errsz)) {
+			close(fd);
+			unlink(dst);
+			return -2;
+		}
 		if (write(fd, buf, (size_t)n) != n) {
 			close(fd);
 			unlink(dst);
 			return -1;
 		}
+		member += (uint64_t)n;
+		in->extracted += (uint64_t)n;
 	}
 	close(fd);
 	if (n < 0)
@@ -156,8 +201,12 @@ static int try_archive(struct cv_inputs *in, const char *path, char *err, size_t
 
 		snprintf(dst, sizeof(dst), "%s/m%zu", in->tmpdir, in->n);
 		snprintf(shown, sizeof(shown), "%s!%s", path, mname ? mname : "?");
-		int is_log = extract_member(in, a, dst);
+		int is_log = extract_member(in, a, dst, shown, err, errsz);
 
+		if (is_log == -2) {
+			archive_read_free(a);
+			return -1;
+		}
 		if (is_log > 0) {
 			if (push_log(in, shown, dst))
 				break;

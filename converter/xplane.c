@@ -21,6 +21,7 @@
  */
 #include "xplane.h"
 #include "jsonw.h"
+#include "cv_util.h"
 
 #include <errno.h>
 #include <fcntl.h>
@@ -499,7 +500,8 @@ struct xsink {
 	struct xplane_p *planes;
 	size_t n_planes;
 	struct xline *lines;
-	size_t n_lines;
+	size_t n_lines, cap_lines;
+	struct cv_map line_ix;    /* (kind << 32 | pid or device, tid or stream) -> index + 1 */
 	struct xline *cur;        /* the open line, or NULL */
 	int open_plane;           /* index of the open plane, or -1 */
 	struct wout *w;           /* the output */
@@ -673,18 +675,41 @@ static int64_t safe_line_id(int64_t id)
 	return id;
 }
 
+/* Binary searches: the core hands threads sorted by (pid, tid) and
+ * processes by pid (meta.c), and a host may have hundreds of thousands of
+ * threads, one line each. */
 static const char *thread_name(const struct conv_host_meta *m, uint32_t pid, uint32_t tid,
 			       const char **proc)
 {
 	const char *name = NULL;
+	size_t lo = 0, hi = m->n_threads;
 
+	while (lo < hi) {
+		size_t mid = lo + (hi - lo) / 2;
+		const struct conv_thread *t = &m->threads[mid];
+
+		if (t->pid == pid && t->tid == tid) {
+			name = t->name;
+			break;
+		}
+		if (t->pid < pid || (t->pid == pid && t->tid < tid))
+			lo = mid + 1;
+		else
+			hi = mid;
+	}
 	*proc = NULL;
-	for (uint32_t i = 0; i < m->n_threads; i++)
-		if (m->threads[i].tid == tid && m->threads[i].pid == pid)
-			name = m->threads[i].name;
-	for (uint32_t i = 0; i < m->n_processes; i++)
-		if (m->processes[i].pid == pid)
-			*proc = m->processes[i].name;
+	for (lo = 0, hi = m->n_processes; lo < hi;) {
+		size_t mid = lo + (hi - lo) / 2;
+
+		if (m->processes[mid].pid == pid) {
+			*proc = m->processes[mid].name;
+			break;
+		}
+		if (m->processes[mid].pid < pid)
+			lo = mid + 1;
+		else
+			hi = mid;
+	}
 	return name;
 }
 
@@ -709,27 +734,42 @@ static int line_names(struct xsink *x, struct xline *l)
 	return l->name && l->display_name ? 0 : -1;
 }
 
+static void line_free(struct xline *l);
+
+/* Lines are found by hash, not by scanning: every new track looks its line
+ * up (to catch one already closed), so a scan made 40k threads take 7 s. */
+static uint64_t line_key(int kind, uint32_t a)
+{
+	return (uint64_t)(uint32_t)kind << 32 | a;
+}
+
 static struct xline *line_find(struct xsink *x, const struct conv_item *it)
 {
 	uint32_t a = it->track == CONV_TRACK_THREAD ? it->pid : it->device;
 	uint32_t b = it->track == CONV_TRACK_THREAD ? it->tid : it->stream;
+	uint64_t *ix;
 
 	if (x->cur && x->cur->kind == (int)it->track && x->cur->a == a && x->cur->b == b)
 		return x->cur;
-	for (size_t i = 0; i < x->n_lines; i++)
-		if (x->lines[i].kind == (int)it->track && x->lines[i].a == a && x->lines[i].b == b)
-			return &x->lines[i];
-	return NULL;
+	ix = cv_map_get(&x->line_ix, line_key((int)it->track, a), b);
+	return ix ? &x->lines[*ix - 1] : NULL;
 }
 
 static struct xline *line_new(struct xsink *x, const struct conv_item *it, int plane)
 {
-	struct xline *l = realloc(x->lines, (x->n_lines + 1) * sizeof(*l));
+	struct xline *l;
+	uint64_t *ix;
 
-	if (!l)
-		return NULL;
-	x->lines = l;
-	x->cur = NULL; /* the array moved */
+	if (x->n_lines == x->cap_lines) {
+		size_t cap = x->cap_lines ? x->cap_lines * 2 : 64;
+
+		l = realloc(x->lines, cap * sizeof(*l));
+		if (!l)
+			return NULL;
+		x->lines = l;
+		x->cap_lines = cap;
+		x->cur = NULL; /* the array moved */
+	}
 	l = &x->lines[x->n_lines];
 	memset(l, 0, sizeof(*l));
 	l->kind = it->track;
@@ -745,9 +785,16 @@ static struct xline *line_new(struct xsink *x, const struct conv_item *it, int p
 	}
 	l->ts_ns = (int64_t)(it->start_ns - x->start_mono);
 	l->end_ns = l->ts_ns;
-	if (line_names(x, l) < 0)
+	if (line_names(x, l) < 0) {
+		line_free(l);
 		return NULL;
-	x->n_lines++;
+	}
+	ix = cv_map_put(&x->line_ix, line_key(l->kind, l->a), l->b, NULL);
+	if (!ix) {
+		line_free(l);
+		return NULL;
+	}
+	*ix = ++x->n_lines;
 	x->st.lines++;
 	return l;
 }
@@ -1477,7 +1524,8 @@ static void host_free(struct xsink *x)
 		line_free(&x->lines[i]);
 	free(x->lines);
 	x->lines = NULL;
-	x->n_lines = 0;
+	x->n_lines = x->cap_lines = 0;
+	cv_map_free(&x->line_ix);
 	x->cur = NULL;
 	x->open_plane = -1;
 	if (x->w)
