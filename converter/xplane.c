@@ -552,16 +552,21 @@ double xplane_occupancy_pct(uint32_t block_threads, uint32_t regs_per_thread,
 
 static struct xplane_p *plane_add(struct xsink *x, int64_t id, const char *name)
 {
-	struct xplane_p *p = realloc(x->planes, (x->n_planes + 1) * sizeof(*p));
+	size_t n = x->n_planes;
+	struct xplane_p *planes = realloc(x->planes, (n + 1) * sizeof(*planes));
 
-	if (!p)
+	if (!planes)
 		return NULL;
-	x->planes = p;
-	p = &x->planes[x->n_planes++];
-	memset(p, 0, sizeof(*p));
-	p->id = id;
-	snprintf(p->name, sizeof(p->name), "%s", name);
-	return p;
+	x->planes = planes;
+	x->n_planes = n + 1;
+	/* Filled in a local first: GCC's -O3 array-bounds check under
+	 * sanitizers misreads a copy straight into the grown array. */
+	struct xplane_p np;
+	memset(&np, 0, sizeof(np));
+	np.id = id;
+	snprintf(np.name, sizeof(np.name), "%s", name);
+	planes[n] = np;
+	return &planes[n];
 }
 
 static void plane_free(struct xplane_p *p)
