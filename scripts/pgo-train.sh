@@ -10,11 +10,11 @@
 set -eu
 conv=$1 gen=$2 dir=$3
 rm -rf "$dir"
-mkdir -p "$dir"
+mkdir -p "$dir/gz"
 "$gen" "$dir/a.log" -n 1000000 >/dev/null
 "$gen" "$dir/b.log" -n 100000 --uprobe-cuda --host node-b --pid 5000 >/dev/null
 "$conv" -q -i "$dir/a.log" --logdir "$dir/tb" --run a
 "$conv" -q -i "$dir/a.log" -o "$dir/a.json"
-"$conv" -q -i "$dir/a.log" -o "$dir/a.json.gz"
+"$conv" -q -i "$dir/a.log" -o "$dir/gz/a.json.gz"
 LLMT_CONV_RUN_MB=1 "$conv" -q -i "$dir/a.log" -i "$dir/b.log" --logdir "$dir/tb" --run ab
 rm -rf "$dir"
