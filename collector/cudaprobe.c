@@ -30,6 +30,7 @@
 #include "elfsym.h"
 #include "probefile.h"
 #include "probe_cost.h"
+#include "uprobe_multi.h"
 #include "session.h"
 #include "tfile.h"
 
@@ -195,8 +196,6 @@ static void attach_kprobes(struct cp_state *st)
 
 /* ------------------------------------------------------------ start/stop */
 
-#define LT_BPF_TRACE_UPROBE_MULTI 48   /* enum bpf_attach_type, kernel 6.6+ */
-#define LT_BPF_F_UPROBE_MULTI_RETURN 1
 
 /* Open and load the BPF object; `multi` loads the *_multi programs for
  * uprobe_multi links, else leaves them out. */
@@ -391,12 +390,6 @@ static int attach_one(struct cp_state *st, int pid, const char *file, int id)
 static int multi_link(struct cp_state *st, int pid, const char *file, const int *ids, size_t n,
 		      bool ret)
 {
-	struct {
-		uint32_t prog_fd, target_fd, attach_type, flags;
-		uint64_t path, offsets, ref_ctr_offsets, cookies;
-		uint32_t cnt, um_flags, pid;
-		uint32_t pad;
-	} attr;
 	uint64_t *offs = calloc(n, sizeof(*offs)), *cookies = calloc(n, sizeof(*cookies));
 	int fd = -ENOMEM;
 	size_t i;
@@ -406,19 +399,9 @@ static int multi_link(struct cp_state *st, int pid, const char *file, const int 
 			offs[i] = st->probes[ids[i]].offset;
 			cookies[i] = LT_UCOOKIE(ids[i], st->probes[ids[i]].nstack);
 		}
-		memset(&attr, 0, sizeof(attr));
-		attr.prog_fd = (uint32_t)bpf_program__fd(ret ? st->skel->progs.lt_uret_multi
-							      : st->skel->progs.lt_uentry_multi);
-		attr.attach_type = LT_BPF_TRACE_UPROBE_MULTI;
-		attr.path = (uint64_t)(uintptr_t)file;
-		attr.offsets = (uint64_t)(uintptr_t)offs;
-		attr.cookies = (uint64_t)(uintptr_t)cookies;
-		attr.cnt = (uint32_t)n;
-		attr.um_flags = ret ? LT_BPF_F_UPROBE_MULTI_RETURN : 0;
-		attr.pid = (uint32_t)pid;
-		fd = (int)syscall(SYS_bpf, 28 /* BPF_LINK_CREATE */, &attr, sizeof(attr));
-		if (fd < 0)
-			fd = -errno;
+		fd = lt_uprobe_multi_link(bpf_program__fd(ret ? st->skel->progs.lt_uret_multi
+							      : st->skel->progs.lt_uentry_multi),
+					  file, offs, cookies, n, ret, pid);
 	}
 	free(offs);
 	free(cookies);

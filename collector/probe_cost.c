@@ -1,5 +1,6 @@
 // SPDX-License-Identifier: Apache-2.0
 #include "probe_cost.h"
+#include "uprobe_multi.h"
 
 #include <errno.h>
 #include <inttypes.h>
@@ -15,8 +16,6 @@
 
 #define PC_CALLS 10000       /* calls per timing: ~20 ms probed */
 #define PC_ROUNDS 3          /* the fastest round counts (the machine may be busy) */
-#define PC_UPROBE_MULTI 48   /* enum bpf_attach_type BPF_TRACE_UPROBE_MULTI, kernel 6.6+ */
-#define PC_MULTI_RETURN 1    /* BPF_F_UPROBE_MULTI_RETURN */
 
 /* The probed function. It starts as most library functions do (a frame
  * push), because the first instruction decides the trap's cost: the kernel
@@ -85,24 +84,8 @@ static int self_offset(uint64_t *off)
 
 static int multi_link(struct bpf_program *prog, uint64_t off, bool ret)
 {
-	struct {
-		uint32_t prog_fd, target_fd, attach_type, flags;
-		uint64_t path, offsets, ref_ctr_offsets, cookies;
-		uint32_t cnt, um_flags, pid;
-		uint32_t pad;
-	} attr;
 	uint64_t cookie = 0;
-	memset(&attr, 0, sizeof(attr));
-	attr.prog_fd = (uint32_t)bpf_program__fd(prog);
-	attr.attach_type = PC_UPROBE_MULTI;
-	attr.path = (uint64_t)(uintptr_t)"/proc/self/exe";
-	attr.offsets = (uint64_t)(uintptr_t)&off;
-	attr.cookies = (uint64_t)(uintptr_t)&cookie;
-	attr.cnt = 1;
-	attr.um_flags = ret ? PC_MULTI_RETURN : 0;
-	attr.pid = (uint32_t)getpid();
-	int fd = (int)syscall(SYS_bpf, 28 /* BPF_LINK_CREATE */, &attr, sizeof(attr));
-	return fd < 0 ? -errno : fd;
+	return lt_uprobe_multi_link(bpf_program__fd(prog), "/proc/self/exe", &off, &cookie, 1, ret, getpid());
 }
 
 double lt_probe_cost_ns(struct bpf_program *entry, struct bpf_program *ret, bool multi)
