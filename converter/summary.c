@@ -2,7 +2,15 @@
 /*
  * Summary: where did the time go, per source. Aggregates (category, name)
  * pairs while items stream by and prints aligned top-N tables at the end of
- * each host. Memory grows with distinct names only.
+ * each host. Memory grows with distinct names only (and the deepest nesting
+ * of one track).
+ *
+ * Items arrive track by track, sorted by start, parents before children, so
+ * one stack of open items per track gives each Python function its self time
+ * (inclusive less its Python callees) and counts a recursive function's
+ * inclusive time once. Percentages are of wall time: a row's time over the
+ * profile's duration times the tracks (threads, streams) it ran on, so no
+ * row can pass 100%, unlike a share of summed inclusive times.
  */
 #include "summary.h"
 #include "cv_util.h"
@@ -10,9 +18,27 @@
 
 #include <stdlib.h>
 #include <string.h>
+#include <sys/ioctl.h>
+#include <unistd.h>
 
 struct agg {
 	uint64_t count, total, max;
+	uint64_t self;        /* Python functions: total less Python callees */
+	uint32_t tracks;      /* distinct tracks it ran on */
+	uint32_t last_track;  /* track_seq when last seen */
+	uint32_t open;        /* frames of it open on the current track */
+};
+
+/* An item still open on the current track. */
+struct frame {
+	uint64_t end, dur, child; /* child: time in Python callees (Python frames) */
+	uint32_t key;
+	int32_t py;               /* nearest Python frame at or below, or -1 */
+};
+
+struct track_id {
+	enum conv_track_kind kind;
+	uint32_t pid, tid, device, stream;
 };
 
 struct sm {
@@ -25,7 +51,37 @@ struct sm {
 	size_t cap;
 	uint64_t items;
 	struct step_stats *steps;
+	struct track_id track;
+	uint32_t track_seq;       /* numbers the tracks of a host from 1 */
+	struct frame *stk;
+	size_t depth, stk_cap;
+	int width;                /* terminal columns a row may take */
 };
+
+static int is_py(const char *c) { return !strcmp(c, "python_function"); }
+
+/* Pop the frames that ended by `t`, settling their self time. */
+static void close_until(struct sm *s, uint64_t t)
+{
+	while (s->depth && s->stk[s->depth - 1].end <= t) {
+		const struct frame *f = &s->stk[--s->depth];
+		struct agg *a = &s->v[f->key];
+
+		a->open--;
+		a->self += f->dur > f->child ? f->dur - f->child : 0;
+	}
+}
+
+static void enter_track(struct sm *s, const struct conv_item *it)
+{
+	struct track_id t = { it->track, it->pid, it->tid, it->device, it->stream };
+
+	if (s->track_seq && !memcmp(&t, &s->track, sizeof(t)))
+		return;
+	close_until(s, UINT64_MAX);
+	s->track = t;
+	s->track_seq++;
+}
 
 static int sm_begin(void *ctx, const struct conv_host_meta *m)
 {
@@ -33,6 +89,9 @@ static int sm_begin(void *ctx, const struct conv_host_meta *m)
 
 	s->meta = m;
 	step_stats_begin(s->steps, m);
+	memset(&s->track, 0, sizeof(s->track));
+	s->track_seq = 0;
+	s->depth = 0;
 	cv_strtab_free(&s->keys);
 	free(s->v);
 	s->v = NULL;
@@ -41,31 +100,91 @@ static int sm_begin(void *ctx, const struct conv_host_meta *m)
 	return 0;
 }
 
-static int add(struct sm *s, const char *cat, const char *name, uint64_t dur)
+/* The aggregate for (cat, name), made on first sight; NULL when out of memory. */
+static struct agg *agg_of(struct sm *s, const char *cat, const char *name)
 {
 	char buf[1024];
 	int n = snprintf(buf, sizeof(buf), "%s\x1f%s", cat, name);
 	int64_t i = cv_strtab_intern(&s->keys, buf, (size_t)n < sizeof(buf) ? (size_t)n : sizeof(buf) - 1);
 
 	if (i < 0)
-		return -1;
+		return NULL;
 	if ((size_t)i >= s->cap) {
 		size_t nc = s->cap ? s->cap * 2 : 256;
 		struct agg *nv = realloc(s->v, nc * sizeof(*nv));
 
 		if (!nv)
-			return -1;
+			return NULL;
 		memset(nv + s->cap, 0, (nc - s->cap) * sizeof(*nv));
 		s->v = nv;
 		s->cap = nc;
 	}
-	struct agg *a = &s->v[i];
+	return &s->v[i];
+}
 
+static int add(struct sm *s, const char *cat, const char *name, uint64_t dur)
+{
+	struct agg *a = agg_of(s, cat, name);
+
+	if (!a)
+		return -1;
 	a->count++;
 	a->total += dur;
 	if (dur > a->max)
 		a->max = dur;
 	return 0;
+}
+
+/* A timed item on the current track: nested under the frames still open. */
+static int add_timed(struct sm *s, const struct conv_item *it, const char *name)
+{
+	int py = is_py(it->category);
+	struct agg *a = agg_of(s, it->category, name);
+
+	if (!a)
+		return -1;
+	close_until(s, it->start_ns);
+	if (s->depth == s->stk_cap) {
+		size_t nc = s->stk_cap ? s->stk_cap * 2 : 64;
+		struct frame *nf = realloc(s->stk, nc * sizeof(*nf));
+
+		if (!nf)
+			return -1;
+		s->stk = nf;
+		s->stk_cap = nc;
+	}
+	int32_t below = s->depth ? s->stk[s->depth - 1].py : -1;
+
+	if (py && below >= 0)
+		s->stk[below].child += it->dur_ns;
+	a->count++;
+	if (!a->open) /* an outer call of the same function already counts this time */
+		a->total += it->dur_ns;
+	if (it->dur_ns > a->max)
+		a->max = it->dur_ns;
+	if (a->last_track != s->track_seq) {
+		a->last_track = s->track_seq;
+		a->tracks++;
+	}
+	a->open++;
+	s->stk[s->depth] = (struct frame){ .end = it->start_ns + it->dur_ns, .dur = it->dur_ns,
+					   .key = (uint32_t)(a - s->v),
+					   .py = py ? (int32_t)s->depth : below };
+	s->depth++;
+	return 0;
+}
+
+/* Functions that share a bare name are told apart by where they are
+ * defined: "name\x1ffile:first line". */
+static const char *py_key(const struct conv_item *it, char *buf, size_t bufsz)
+{
+	const struct evlog_event *e = it->ev;
+
+	if (!e || e->type != EV_PY_ENTER)
+		return it->name;
+	snprintf(buf, bufsz, "%s\x1f%.*s:%u", it->name, (int)e->u.py_enter.file.len,
+		 e->u.py_enter.file.ptr ? e->u.py_enter.file.ptr : "", e->u.py_enter.line);
+	return buf;
 }
 
 static int sm_item(void *ctx, const struct conv_item *it)
@@ -85,7 +204,10 @@ static int sm_item(void *ctx, const struct conv_item *it)
 		rc = add(s, py ? "#pyleaf" : "#cpuleaf", leaf ? leaf + 1 : it->stack_folded, 0) ||
 		     add(s, py ? "#pystack" : "#cpustack", it->stack_folded, 0);
 	} else {
-		rc = add(s, it->category, it->name, it->dur_ns);
+		char buf[1024];
+
+		enter_track(s, it);
+		rc = add_timed(s, it, is_py(it->category) ? py_key(it, buf, sizeof(buf)) : it->name);
 	}
 	if (rc)
 		snprintf(s->sink.err, sizeof(s->sink.err), "out of memory");
@@ -111,7 +233,6 @@ typedef int (*cat_pred)(const char *cat);
 static int is_kernel(const char *c) { return !strcmp(c, "kernel"); }
 static int is_mem(const char *c) { return !strcmp(c, "gpu_memcpy") || !strcmp(c, "gpu_memset"); }
 static int is_sys(const char *c) { return !strcmp(c, "syscall"); }
-static int is_py(const char *c) { return !strcmp(c, "python_function"); }
 static int is_cpuleaf(const char *c) { return !strcmp(c, "#cpuleaf"); }
 static int is_cpustack(const char *c) { return !strcmp(c, "#cpustack"); }
 static int is_pyleaf(const char *c) { return !strcmp(c, "#pyleaf"); }
@@ -149,12 +270,48 @@ static size_t rows_of(const struct sm *s, cat_pred pred, struct row *rows, uint6
 	return n;
 }
 
-/* Names may hold anything: keep the table one line per row. */
-static void put_name(FILE *f, const char *s)
+/* Names may hold anything: one line per row, at most `w` columns; a longer
+ * name keeps its start (a function's or kernel's name says most there). */
+static void put_name(FILE *f, const char *s, int w)
 {
-	for (; *s; s++)
-		fputc((unsigned char)*s < 0x20 || *s == 0x7f ? '?' : *s, f);
+	size_t n = strlen(s), keep = n <= (size_t)w ? n : w > 3 ? (size_t)w - 3 : 0;
+
+	for (size_t i = 0; i < keep; i++)
+		fputc((unsigned char)s[i] < 0x20 || s[i] == 0x7f ? '?' : s[i], f);
+	if (keep < n)
+		fputs("...", f);
 	fputc('\n', f);
+}
+
+/* "name\x1ffile:line" as "name (file:line)" in `w` columns: a long file
+ * loses its start, which is the least telling part of a path. */
+static void put_py_name(FILE *f, const char *key, int w)
+{
+	const char *sep = strchr(key, '\x1f');
+	char buf[2048];
+
+	if (!sep) {
+		put_name(f, key, w);
+		return;
+	}
+	size_t nl = (size_t)(sep - key), ll = strlen(sep + 1);
+	size_t room = (size_t)w > nl + 3 ? (size_t)w - nl - 3 : 0; /* " (" and ")" */
+	const char *loc = sep + 1, *dots = "";
+
+	if (ll > room && room >= 12) { /* else the end is cut as any name */
+		loc += ll - (room - 3);
+		dots = "...";
+	}
+	snprintf(buf, sizeof(buf), "%.*s (%s%s)", (int)nl, key, dots, loc);
+	put_name(f, buf, w);
+}
+
+static double pct(uint64_t t, uint64_t wall) { return wall ? 100.0 * t / wall : 0.0; }
+
+/* A row's wall time: the profile's duration on each track it ran on. */
+static uint64_t wall_of(const struct sm *s, const struct agg *a)
+{
+	return (s->meta->stop_ns - s->meta->start_ns) * (a->tracks ? a->tracks : 1);
 }
 
 static void print_timed(struct sm *s, const char *title, cat_pred pred, struct row *rows)
@@ -164,16 +321,39 @@ static void print_timed(struct sm *s, const char *title, cat_pred pred, struct r
 
 	if (!n)
 		return;
-	fprintf(s->out, "\n%s (%zu distinct, %.3f ms in all)\n", title, n, sum / 1e6);
-	fprintf(s->out, "  %12s %6s %10s %12s %12s  %s\n", "total ms", "%", "count", "avg us",
+	fprintf(s->out, "\n%s (%zu distinct)\n  %%wall: of the profile's duration on each thread "
+		"or stream it ran on\n", title, n);
+	fprintf(s->out, "  %10s %6s %9s %10s %10s  %s\n", "total ms", "%wall", "count", "avg us",
 		"max us", "name");
 	for (size_t i = 0; i < n && i < (size_t)s->top; i++) {
 		const struct agg *a = rows[i].a;
 
-		fprintf(s->out, "  %12.3f %6.1f %10llu %12.3f %12.3f  ", a->total / 1e6,
-			sum ? 100.0 * a->total / sum : 0.0, (unsigned long long)a->count,
+		fprintf(s->out, "  %10.3f %6.1f %9llu %10.3f %10.3f  ", a->total / 1e6,
+			pct(a->total, wall_of(s, a)), (unsigned long long)a->count,
 			a->count ? a->total / 1e3 / a->count : 0.0, a->max / 1e3);
-		put_name(s->out, rows[i].name);
+		put_name(s->out, rows[i].name, s->width - 53);
+	}
+}
+
+static void print_python(struct sm *s, struct row *rows)
+{
+	uint64_t sum;
+	size_t n = rows_of(s, is_py, rows, &sum);
+
+	if (!n)
+		return;
+	fprintf(s->out, "\nPython functions by inclusive time (%zu distinct)\n  recursion counted "
+		"once; %%wall: of the profile's duration per thread it ran on\n", n);
+	fprintf(s->out, "  %10s %6s %10s %6s %9s %10s  %s\n", "incl ms", "%wall", "self ms", "%wall",
+		"calls", "avg us", "function (file:line)");
+	for (size_t i = 0; i < n && i < (size_t)s->top; i++) {
+		const struct agg *a = rows[i].a;
+		uint64_t wall = wall_of(s, a);
+
+		fprintf(s->out, "  %10.3f %6.1f %10.3f %6.1f %9llu %10.3f  ", a->total / 1e6,
+			pct(a->total, wall), a->self / 1e6, pct(a->self, wall),
+			(unsigned long long)a->count, a->count ? a->total / 1e3 / a->count : 0.0);
+		put_py_name(s->out, rows[i].name, s->width - 60);
 	}
 }
 
@@ -197,7 +377,7 @@ static void print_counted(struct sm *s, const char *title, cat_pred pred, struct
 	for (size_t i = 0; i < n && i < (size_t)s->top; i++) {
 		fprintf(s->out, "  %10llu %6.1f  ", (unsigned long long)rows[i].a->count,
 			sum ? 100.0 * rows[i].a->count / sum : 0.0);
-		put_name(s->out, rows[i].name);
+		put_name(s->out, rows[i].name, s->width - 21);
 	}
 }
 
@@ -207,6 +387,7 @@ static int sm_end(void *ctx)
 	const struct conv_host_meta *m = s->meta;
 	struct row *rows = malloc((s->keys.n ? s->keys.n : 1) * sizeof(*rows));
 
+	close_until(s, UINT64_MAX);
 	if (!rows) {
 		snprintf(s->sink.err, sizeof(s->sink.err), "out of memory");
 		return -1;
@@ -219,7 +400,7 @@ static int sm_end(void *ctx)
 	print_timed(s, "GPU memory copies and sets", is_mem, rows);
 	print_timed(s, "Library calls (CUDA runtime/driver, NCCL, ...)", is_lib, rows);
 	print_timed(s, "System calls", is_sys, rows);
-	print_timed(s, "Python functions (inclusive time)", is_py, rows);
+	print_python(s, rows);
 	print_counted(s, "CPU samples: hottest functions (leaf)", is_cpuleaf, rows);
 	print_counted(s, "CPU samples: hottest stacks", is_cpustack, rows);
 	print_counted(s, "Python samples: hottest functions (leaf)", is_pyleaf, rows);
@@ -235,6 +416,20 @@ static int sm_finish(void *ctx, int ok)
 	return fflush(((struct sm *)ctx)->out) ? -1 : 0;
 }
 
+/* $COLUMNS, else the terminal's width, else wide enough for most names. */
+static int term_width(FILE *out)
+{
+	const char *c = getenv("COLUMNS");
+	struct winsize ws;
+	int w = c ? atoi(c) : 0;
+
+	if (w <= 0 && isatty(fileno(out)) && !ioctl(fileno(out), TIOCGWINSZ, &ws))
+		w = ws.ws_col;
+	if (w <= 0)
+		w = 160;
+	return w < 80 ? 80 : w;
+}
+
 struct conv_sink *summary_new(FILE *out, int top_n)
 {
 	struct sm *s = calloc(1, sizeof(*s));
@@ -245,6 +440,7 @@ struct conv_sink *summary_new(FILE *out, int top_n)
 	}
 	s->out = out;
 	s->top = top_n > 0 ? top_n : 15;
+	s->width = term_width(out);
 	s->sink.name = "summary";
 	s->sink.ctx = s;
 	s->sink.begin_host = sm_begin;
@@ -262,6 +458,7 @@ void summary_free(struct conv_sink *s)
 
 	cv_strtab_free(&m->keys);
 	step_stats_free(m->steps);
+	free(m->stk);
 	free(m->v);
 	free(m);
 }
