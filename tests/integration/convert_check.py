@@ -7,7 +7,7 @@ usage: convert_check.py TRACE.json[.gz] [--min-events N] [--expect-base NS]
 Prints one line per failed check and exits 1 if any failed; --stats prints
 counts as JSON on stdout.
 """
-import gzip, json, sys, collections
+import bisect, gzip, json, sys, collections
 
 ALLOWED = {"python_function", "syscall", "cpu_sample", "python_sample", "cuda_runtime",
            "cuda_driver", "nccl", "cublas", "cudnn", "kernel", "gpu_memcpy", "gpu_memset",
@@ -119,11 +119,30 @@ def main():
                     fails.append("overlap on %r: %r [%r, +%r] crosses parent end %r" % (key, name, ts, dur, stack[-1]))
             stack.append(ts + dur)
 
-    # Flows: both ends present, each bound to a slice on its track.
+    # Flows: both ends present, each bound to a slice on its track. Slices
+    # per track sorted by start, with the running maximum of their ends, so
+    # each look-up is a bisection and a walk back over slices that can still
+    # reach the point (linear scans made this quadratic in flows).
+    index = {}
+    for key, xs in tracks.items():  # sorted by (ts, -dur) above
+        starts = [x[0] for x in xs]
+        maxend, m = [], float("-inf")
+        for ts, dur, _ in xs:
+            m = max(m, ts + dur)
+            maxend.append(m)
+        index[key] = (starts, xs, maxend)
+
     def encloses(e, exact):
-        for ts, dur, _ in tracks.get((e["pid"], e["tid"]), ()):
-            if (abs(ts - e["ts"]) <= EPS) if exact else (ts - EPS <= e["ts"] <= ts + dur + EPS):
+        starts, xs, maxend = index.get((e["pid"], e["tid"]), ((), (), ()))
+        t = e["ts"]
+        if exact:
+            i = bisect.bisect_left(starts, t - EPS)
+            return i < len(starts) and starts[i] <= t + EPS
+        j = bisect.bisect_right(starts, t + EPS) - 1
+        while j >= 0 and maxend[j] >= t - EPS:
+            if xs[j][0] + xs[j][1] + EPS >= t:
                 return True
+            j -= 1
         return False
     for fid, fl in flows.items():
         if len(fl["s"]) != 1 or not fl["f"]:
