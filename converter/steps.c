@@ -28,6 +28,7 @@
 #define SERIES_MAX 65536
 #define MIN_SPAN_PCT 20            /* a loop spans >= 20% of the profile */
 #define PY_COVER_PCT 50            /* its calls cover >= 50% of that span */
+#define PY_OUTER_FACTOR 2          /* an outer frame wins unless a deeper one covers 2x */
 #define LIB_REGULAR_PCT 75         /* >= 75% of intervals within ±30% of the median */
 
 enum { SER_PY = 0, SER_LIB = 1 };
@@ -285,18 +286,28 @@ static int lib_rank(const char *name)
 	       !strncmp(name, "nccl", 4) || strstr(name, "StreamSync");
 }
 
-/* Is candidate b better than a (both ok, same kind)? Close scores (within
- * 10%) go to the outermost Python frame, or the library call that syncs
- * or launches a graph, then the fewer calls (a step, not a part of one). */
+/* Is candidate b better than a (both ok, same kind)? Python frames at
+ * different depths: the outer one, unless the deeper covers over twice its
+ * time. Otherwise close scores (within 10%) go to the library call that
+ * syncs or launches a graph, then the fewer calls (a step, not a part). */
 static int better(const struct cv_steps *s, const struct series *a, const struct verdict *va,
 		  const struct series *b, const struct verdict *vb)
 {
 	if (!a)
 		return 1;
+	/* The step is the outermost repeated frame: a deeper function (the
+	 * step's parts, or a helper a second phase calls too) covers as much
+	 * or a little more, and wins only covering over twice the time. */
+	if (a->kind == SER_PY && b->kind == SER_PY && a->depth != b->depth) {
+		int b_outer = b->depth < a->depth;
+		uint64_t outer = b_outer ? vb->score : va->score, inner = b_outer ? va->score : vb->score;
+
+		if (outer * PY_OUTER_FACTOR >= inner)
+			return b_outer;
+		return !b_outer;
+	}
 	if (vb->score * 10 < va->score * 9 || va->score * 10 < vb->score * 9)
 		return vb->score > va->score;
-	if (a->kind == SER_PY && a->depth != b->depth)
-		return b->depth < a->depth;
 	if (a->kind == SER_LIB) {
 		int ra = lib_rank(cv_strtab_get(&s->names, a->name));
 		int rb = lib_rank(cv_strtab_get(&s->names, b->name));

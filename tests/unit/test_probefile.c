@@ -52,12 +52,23 @@ static void default_file_parses(void **state)
 		if (!strcmp(pf->libs[i].spec, "libcuda.so")) {
 			found |= 4;
 			assert_null(lt_plib_select(&pf->libs[i], "cuCtxGetCurrent", true));
-			assert_non_null(lt_plib_select(&pf->libs[i], "cuLaunchKernel", true));
+			/* one layer per call: the runtime's launch is probed, not the
+			 * driver call it makes; driver-only calls are */
+			assert_null(lt_plib_select(&pf->libs[i], "cuLaunchKernel", true));
+			assert_null(lt_plib_select(&pf->libs[i], "cuMemcpyHtoDAsync_v2", true));
+			assert_non_null(lt_plib_select(&pf->libs[i], "cuModuleLoadData", true));
 		}
 		if (!strcmp(pf->libs[i].spec, "libcublas.so"))
 			found |= 8;
 	}
 	assert_int_equal(found, 15);
+	lt_probefile_free(pf);
+	/* the driver layer, for launches straight through it */
+	assert_int_equal(lt_probefile_load("examples/probes-driver.json", &pf, err, sizeof(err)), 0);
+	assert_int_equal(pf->n_libs, 1);
+	assert_string_equal(pf->libs[0].spec, "libcuda.so");
+	assert_non_null(lt_plib_select(&pf->libs[0], "cuLaunchKernel", true));
+	assert_non_null(lt_plib_select(&pf->libs[0], "cuMemcpyHtoDAsync_v2", true));
 	lt_probefile_free(pf);
 }
 
