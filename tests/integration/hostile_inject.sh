@@ -76,7 +76,9 @@ echo "probe before" >&9
 wait_for "$W/t.out" "^before probe done"
 LLMT_SKIP_DRIVER_CHECK=1 "$P/inject_tool" attach "$TP" "$LIB" "$W/out" 3 >"$W/att.out" 2>&1 &
 ap=$!
-for _ in $(seq 100); do ls -l /proc/$TP/fd 2>/dev/null | grep -q '\.llmtracker-cupti' && break; sleep 0.1; done
+# "started" comes once the library answered: its start is over (it holds
+# its own copy of the log fd only from then on).
+wait_for "$W/att.out" "profiling of pid $TP started"
 echo "probe during" >&9
 wait_for "$W/t.out" "^during probe done"
 wait $ap; arc=$?
