@@ -1,6 +1,6 @@
 #!/bin/bash
 # A hostile target and everything the collector hands it. The target runs
-# in a mount namespace of its own (tmpfs over /tmp, as a container would
+# in a mount namespace of its own (an empty tmpfs over its work folder: as a container would
 # not see the collector's directories) and, while the injected library
 # records it and after, looks at every fd it holds: openat(fd, ".."),
 # /proc/self/fd/N/.., creating a file through the fd and beside the fd's
@@ -37,8 +37,11 @@ check() { n=$((n + 1)); if eval "$2"; then echo "ok $n - $1"; else echo "not ok 
 wait_for() { # file regex [tenths]
 	for _ in $(seq "${3:-100}"); do grep -qE "$2" "$1" 2>/dev/null && return 0; sleep 0.1; done; return 1
 }
-# In a mount namespace of its own, /tmp (and so $W) out of its sight.
-isolated() { unshare -m --propagation private sh -c 'mount -t tmpfs hostile /tmp && exec "$@"' -- "$@"; }
+# In a mount namespace of its own, $W (the collector's output among it)
+# covered by an empty tmpfs, out of its sight; the rest of the tree stays
+# visible, wherever this checkout is (a tmpfs over all of /tmp would hide a
+# checkout under /tmp, its programs with it).
+isolated() { W="$W" unshare -m --propagation private sh -c 'mount -t tmpfs hostile "$W" && exec "$@"' -- "$@"; }
 mapped() { cat "/proc/$1/maps" 2>/dev/null | grep -c "memfd:llmtracker-inject"; }
 # fd lines of one probe, and what a probe found that it should not have
 fds_of() { grep "^$2 fd " "$1" | sort; }
@@ -70,7 +73,7 @@ pids+=($!)
 exec 9>"$W/in"
 wait_for "$W/t.out" '^ready'
 TP=$(awk '/^ready/ {print $2}' "$W/t.out")
-check "isolated target started (pid ${TP:-?})" '[ -n "$TP" ] && kill -0 "$TP" && [ ! -e /proc/$TP/root$W ]'
+check "isolated target started (pid ${TP:-?})" '[ -n "$TP" ] && kill -0 "$TP" && [ ! -e /proc/$TP/root$W/out ]'
 pids+=($TP)
 echo "probe before" >&9
 wait_for "$W/t.out" "^before probe done"

@@ -12,8 +12,8 @@
  *                           dependencies stay unloaded), print "mapped",
  *                           wait up to 30 s to be killed
  *   cuda_calls spawn N      fork a child that execs `cuda_calls nested N`
- *   cuda_calls loop N TRUTH N steps of a training loop: ~10 ms of host work
- *                           (15 ms the first time: warm-up), then
+ *   cuda_calls loop N TRUTH N steps of a training loop: ~50 ms of host work
+ *                           (75 ms the first time: warm-up), then
  *                           cudaGetDeviceCount and cudaDeviceSynchronize;
  *                           each step's true bounds (CLOCK_REALTIME ns) go
  *                           to TRUTH as "train START END"
@@ -268,7 +268,7 @@ static int loop(long n, const char *truth)
 	for (long i = 0; i < n; i++) {
 		uint64_t s = realtime_ns();
 
-		spin_ns(i ? 10000000 : 15000000);
+		spin_ns(i ? 50000000 : 75000000); /* 2% of a step: 1 ms, more than a busy machine's delays */
 		cudaGetDeviceCount(&count);
 		cudaDeviceSynchronize();
 		fprintf(f, "train %llu %llu\n", (unsigned long long)s,
