@@ -14,7 +14,19 @@ expect_err() {
 		notok "$what (rc $rc): $(cat "$T/err")"
 	fi
 }
-our_progs() { bpftool prog show 2>/dev/null | grep -cE 'name lt_(sys|proc)_'; }
+# Our programs that no live process holds an fd of (other tests may run
+# collectors at the same time: theirs are held by them).
+our_progs() {
+	bpftool -j prog show 2>/dev/null | python3 -c 'import glob, json, re, sys
+held = set()
+for f in glob.glob("/proc/[0-9]*/fdinfo/*"):
+	try:
+		held.update(int(m) for m in re.findall(r"^prog_id:\s*(\d+)", open(f).read(), re.M))
+	except OSError:
+		pass
+print(sum(1 for p in json.load(sys.stdin) if p.get("name", "").startswith(("lt_sys_", "lt_proc_"))
+	and p["id"] not in held))'
+}
 before=$(our_progs)
 
 sleep 20 & idle=$!
