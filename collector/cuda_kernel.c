@@ -7,6 +7,7 @@
 #include "injector.h"
 #include "inject_ctl.h"
 #include "inject_log.h"
+#include "inject/inject.h"
 
 #include <errno.h>
 #include <fcntl.h>
@@ -324,6 +325,26 @@ int lt_ck_attach(struct lt_cuda_kernel *ck, int pid)
 
 /* ------------------------------------------------------------ stop */
 
+/* Why the library left CUPTI attached (its reply's kept=, LI_KEPT_*). */
+static const char *kept_why(unsigned long long kept)
+{
+	switch (kept) {
+	case LI_KEPT_GRAPH:
+		return "stays attached, recording nothing: a CUDA graph ran while recording, and "
+		       "detaching CUPTI then makes the GPU fault at the graph's next replay; a later "
+		       "profile of this process reuses it";
+	case LI_KEPT_CALLBACKS:
+		return "stays attached, recording nothing: launches were taken by callback, and a "
+		       "process detached after that and subscribed again has died; a later profile "
+		       "of this process reuses it";
+	case LI_KEPT_ASKED:
+		return "stays attached, recording nothing, as asked (teardown=never)";
+	default:
+		return "still attached (no CUDA call to detach at); it detaches at the process's "
+		       "next CUDA call";
+	}
+}
+
 static void account(struct lt_cuda_kernel *ck, int pid, const char *reply)
 {
 	unsigned long long k = lt_ictl_field(reply, "kernels"), a = lt_ictl_field(reply, "api"), d = lt_ictl_field(reply, "dropped");
@@ -337,11 +358,7 @@ static void account(struct lt_cuda_kernel *ck, int pid, const char *reply)
 	if (k || a)
 		ck_log(ck, 'I', "pid %d: %llu kernels, %llu memcpy, %llu memset, %llu API calls, "
 		       "%llu dropped; CUPTI %s", pid, k, lt_ictl_field(reply, "memcpy"), lt_ictl_field(reply, "memset"),
-		       a, d, fin ? "detached" : lt_ictl_field(reply, "kept") ?
-		       "stays attached, recording nothing: a CUDA graph ran while recording, and "
-		       "detaching CUPTI then makes the GPU fault at the graph's next replay; a later "
-		       "profile of this process reuses it" :
-		       "still attached (no CUDA call to detach at); it detaches at the process's next CUDA call");
+		       a, d, fin ? "detached" : kept_why(lt_ictl_field(reply, "kept")));
 }
 
 /* Alive and not a zombie (a launched child is reaped only after us). */

@@ -90,6 +90,7 @@ static atomic_int finalize_wanted;
 static atomic_int finalized;
 static atomic_int graph_seen;        /* a record of a graph's node, or a graph instantiated */
 static int kept;                     /* CUPTI left subscribed at the last stop (keep_cupti) */
+static int cb_used;                  /* launch callbacks (runtime=2) were on in this process */
 static struct li_config cfg;
 static struct li_stats stats;
 static uint32_t devices_seen;        /* bit per device id already written */
@@ -897,6 +898,7 @@ static int cb_start(void)
 	atomic_store(&cb_full, 0);
 	atomic_fetch_add(&cb_gen, 1);
 	atomic_store(&cb_on, 1);
+	cb_used = 1;
 	int n = 0;
 	for (size_t i = 0; i < sizeof(cb_ids) / sizeof(cb_ids[0]); i++)
 		n += cu.cuptiEnableCallback(1, sub, CUPTI_CB_DOMAIN_RUNTIME_API, cb_ids[i]) == CUPTI_SUCCESS;
@@ -1293,8 +1295,14 @@ static int keep_cupti(void)
 {
 	if (cfg.teardown == LI_TEARDOWN_ALWAYS)
 		return 0;
-	kept = cfg.teardown == LI_TEARDOWN_NEVER || atomic_load(&graph_seen);
-	return kept;
+	/* After launch callbacks too: the deaths of runtime=2 (li_cupti_start)
+	 * came after a finalize and a new subscription, and graphs showed that
+	 * finalize is what the GPU cannot survive; a kept subscription is never
+	 * made anew. To be confirmed on the GPU host (tests/gpu/graph_stress.sh,
+	 * EAGER=1, runtime=2,cbrisk=1 against the same with teardown=always). */
+	kept = atomic_load(&graph_seen) ? LI_KEPT_GRAPH : cb_used ? LI_KEPT_CALLBACKS :
+	       cfg.teardown == LI_TEARDOWN_NEVER ? LI_KEPT_ASKED : LI_KEPT_NO;
+	return kept != LI_KEPT_NO;
 }
 
 int li_cupti_stop(struct li_stats *st, int finalize)

@@ -71,11 +71,13 @@ struct li_config {
 };
 
 enum { LI_TEARDOWN_AUTO, LI_TEARDOWN_ALWAYS, LI_TEARDOWN_NEVER };
+/* Why CUPTI was left attached (li_stats.kept, the reply's kept=N). */
+enum { LI_KEPT_NO, LI_KEPT_GRAPH, LI_KEPT_CALLBACKS, LI_KEPT_ASKED };
 
 struct li_stats {
 	uint64_t kernels, memcpys, memsets, apis, syncs, devices, dropped;
 	int finalized;
-	int kept;              /* CUPTI left attached on purpose (a graph ran) */
+	int kept;              /* CUPTI left attached on purpose: LI_KEPT_* */
 	char file[256];
 };
 

@@ -12,7 +12,9 @@ detached.
       same memory pool), so graphs are also made while a profiler is
       attached. Every step's loss is kept on the GPU and written to
       DIR/losses.txt at the end (one per line, repr of the float), with the
-      step count and steps/s per second in DIR/rate.txt.
+      step count and steps/s per second in DIR/rate.txt. EAGER=1: the same
+      step run eagerly every time (thousands of launches a step, no graph
+      replayed), the launch-bound loop where launch callbacks were tried.
 """
 import os
 import sys
@@ -102,6 +104,9 @@ def train(d, steps):
     graph, s_loss = capture()
     losses = torch.zeros(1 << 20, device=dev)
     recap = float(os.environ.get("RECAPTURE", "0"))
+    eager = os.environ.get("EAGER") == "1"
+    if eager:  # the captured graph is never replayed
+        s_loss = torch.zeros((), device=dev)
     open(os.path.join(d, "ready"), "w").close()
     stop = os.path.join(d, "stop")
     n, t0 = 0, time.monotonic()
@@ -112,7 +117,13 @@ def train(d, steps):
         x, y = batches[n % len(batches)]
         s_idx.copy_(x)
         s_tgt.copy_(y)
-        graph.replay()
+        if eager:
+            with torch.cuda.stream(side):  # the stream the graph was captured on
+                side.wait_stream(torch.cuda.current_stream())
+                s_loss.copy_(step())
+            torch.cuda.current_stream().wait_stream(side)
+        else:
+            graph.replay()
         losses[n].copy_(s_loss)
         n += 1
         if n % 64 == 0:
@@ -123,7 +134,7 @@ def train(d, steps):
                 mark_t, mark_n = now, n
             if not steps and os.path.exists(stop):
                 break
-            if recap and now - last_cap >= recap:
+            if recap and not eager and now - last_cap >= recap:
                 graph, s_loss = capture(graph.pool())
                 last_cap = now
     torch.cuda.synchronize()
