@@ -240,6 +240,7 @@ PROG_LIBS_evlog_crashwriter := $(PROG_EVLOG)
 PROG_LIBS_evlog_cli := $(PROG_EVLOG)
 PROG_LIBS_xplane_genlog := $(PROG_EVLOG)
 PROG_LIBS_conv_genlog := $(PROG_EVLOG)
+PROG_LIBS_gpu_steps_genlog := $(PROG_EVLOG)
 PROG_LIBS_cuda_calls := -L$(CUDA_HOME)/lib64 -Wl,-rpath,$(CUDA_HOME)/lib64 -lcudart -ldl
 PROG_LIBS_inject_cudart := -L$(CUDA_HOME)/lib64 -Wl,-rpath,$(CUDA_HOME)/lib64 -lcudart
 INJECT_TOOL_SRC := collector/injector.c collector/cuda_kernel.c collector/inject_ctl.c collector/inject_log.c collector/inject_gate.c collector/tfile.c

@@ -403,10 +403,14 @@ static int timeline_event(struct pass2 *p, uint32_t li, const struct evlog_event
 		return host_call(p, li, ts, checked_dur(c, e->u.gpu_api.dur), 0, e);
 	case EV_MARKER:
 		return host_call(p, li, ts, checked_dur(c, e->u.marker.dur), 0, e);
-	case EV_GPU_KERNEL:
-		return spill_event(p, li, track_of_stream(h, e->u.gpu_kernel.device,
-							  e->u.gpu_kernel.stream),
-				   ts, checked_dur(c, e->u.gpu_kernel.dur), 0, e);
+	case EV_GPU_KERNEL: {
+		int32_t track = track_of_stream(h, e->u.gpu_kernel.device, e->u.gpu_kernel.stream);
+		uint64_t dur = checked_dur(c, e->u.gpu_kernel.dur);
+
+		if (spill_event(p, li, track, ts, dur, 0, e))
+			return -1;
+		return track < 0 ? 0 : cv_steps_feed(p->steps, l->host, (uint32_t)track, ts, dur, 0, e);
+	}
 	case EV_GPU_MEMCPY:
 		return spill_event(p, li, track_of_stream(h, e->u.gpu_memcpy.device,
 							  e->u.gpu_memcpy.stream),
@@ -685,9 +689,10 @@ static int send_steps(struct emitter *em, uint64_t upto)
 		uint32_t i = em->step_next;
 		struct evlog_event e = { .type = EV_MARKER, .ts = st->start[i], .pid = st->pid,
 					 .tid = st->tid };
-		struct conv_item it = { .track = CONV_TRACK_THREAD, .pid = st->pid, .tid = st->tid,
-					.start_ns = st->start[i], .category = "step", .name = name,
-					.step = i + 1, .ev = &e };
+		struct conv_item it = { .track = st->on_stream ? CONV_TRACK_STREAM : CONV_TRACK_THREAD,
+					.pid = st->pid, .tid = st->tid, .device = st->device,
+					.stream = st->stream, .start_ns = st->start[i],
+					.category = "step", .name = name, .step = i + 1, .ev = &e };
 		int n = snprintf(name, sizeof(name), "ProfilerStep#%u", i);
 
 		e.u.marker.name = (struct evlog_str){ name, (uint32_t)n };

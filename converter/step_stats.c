@@ -217,8 +217,14 @@ void step_stats_print(const struct step_stats *s, FILE *out, int top)
 	qsort(d, s->n, sizeof(*d), cmp_u64);
 	uint64_t p50 = d[s->n / 2], p99 = d[(uint32_t)((s->n - 1) * 0.99 + 0.5)];
 
-	fprintf(out, "  %u steps on thread %u%s: mean %.3f ms, p50 %.3f ms, p99 %.3f ms, "
-		"min %.3f ms, max %.3f ms\n", s->n, s->tid,
+	char where[64];
+
+	if (st && st->on_stream)
+		snprintf(where, sizeof(where), "GPU %u stream %u", st->device, st->stream);
+	else
+		snprintf(where, sizeof(where), "thread %u", s->tid);
+	fprintf(out, "  %u steps on %s%s: mean %.3f ms, p50 %.3f ms, p99 %.3f ms, "
+		"min %.3f ms, max %.3f ms\n", s->n, where,
 		s->dropped ? " (more not counted)" : "", total / 1e6 / s->n, p50 / 1e6, p99 / 1e6,
 		d[0] / 1e6, d[s->n - 1] / 1e6);
 	free(d);

@@ -8,7 +8,13 @@
  *      body: variable lengths are fine, warm-up calls are just long steps);
  *   3. a CUDA library call repeating at a steady period on one thread
  *      (cudaDeviceSynchronize, cudaGraphLaunch, nccl*, ...): each step ends
- *      where the call returns.
+ *      where the call returns;
+ *   4. a GPU kernel that starts each step: the step's first kernel waits for
+ *      the host's work between steps, so the stream is idle before it far
+ *      longer than before its other kernels (median idle before it at least
+ *      GPU_IDLE_FACTOR times the stream's mean); of those, the one after the
+ *      longest idle (then the fewest runs). Step lengths may vary. The steps
+ *      lie on that stream (the host side is not known without launches).
  * Candidates are kept as series of (start, end) per (thread, name); a series
  * that grows past CALLS_MAX is too frequent to be a step and is dropped, and
  * all live series share BUDGET entries (the largest is dropped first), so
@@ -30,19 +36,23 @@
 #define PY_COVER_PCT 50            /* its calls cover >= 50% of that span */
 #define PY_OUTER_FACTOR 2          /* an outer frame wins unless a deeper one covers 2x */
 #define LIB_REGULAR_PCT 75         /* >= 75% of intervals within ±30% of the median */
+#define GPU_IDLE_FACTOR 4          /* a step's first kernel: idle before it >= 4x the mean */
 
-enum { SER_PY = 0, SER_LIB = 1 };
+enum { SER_PY = 0, SER_LIB = 1, SER_GPU = 2, SER_KINDS };
 
 struct series {
 	uint32_t host, track, pid, tid, name, depth;
+	uint32_t device, stream;     /* GPU kernels' stream */
 	uint8_t kind, dead;
 	uint32_t n, cap;
-	uint64_t *t;                 /* start, end pairs */
+	uint64_t *t;                 /* start, end pairs (GPU: start, start + idle time before it) */
 };
 
 struct cv_steps {
 	uint32_t n_hosts;
-	struct cv_map idx;           /* (track << 1 | kind, name) -> series index + 1 */
+	struct cv_map idx;           /* (track << 2 | kind, name) -> series index + 1 */
+	struct cv_map stream_end;    /* (host, track) -> end of the stream's latest kernel + 1 */
+	struct cv_map stream_idle;   /* (host, track << 1) -> idle ns in all; | 1 -> kernels */
 	struct cv_strtab names;
 	struct series *v;
 	size_t n, cap;
@@ -90,6 +100,8 @@ void cv_steps_free(struct cv_steps *s)
 	free(s->res);
 	free(s->bounds);
 	cv_map_free(&s->idx);
+	cv_map_free(&s->stream_end);
+	cv_map_free(&s->stream_idle);
 	cv_strtab_free(&s->names);
 	free(s);
 }
@@ -126,7 +138,7 @@ static struct series *series_of(struct cv_steps *s, uint32_t host, uint32_t trac
 
 	if (ni < 0)
 		return NULL;
-	uint64_t *v = cv_map_put(&s->idx, (uint64_t)track << 1 | kind, (uint64_t)ni, &is_new);
+	uint64_t *v = cv_map_put(&s->idx, (uint64_t)track << 2 | kind, (uint64_t)ni, &is_new);
 
 	if (!v)
 		return NULL;
@@ -148,6 +160,30 @@ static struct series *series_of(struct cv_steps *s, uint32_t host, uint32_t trac
 		*v = ++s->n;
 	}
 	return *v ? &s->v[*v - 1] : &no_room;
+}
+
+/* A kernel's second value: how long its stream was idle before it (kernels
+ * of a stream come in order; an overlap counts as no idle time). */
+static int stream_idle(struct cv_steps *s, uint32_t host, uint32_t track, uint64_t start,
+		       uint64_t dur, uint64_t *idle)
+{
+	int is_new;
+	uint64_t *last = cv_map_put(&s->stream_end, host, track, &is_new);
+
+	if (!last)
+		return -1;
+	*idle = !is_new && start + 1 > *last ? start + 1 - *last : 0;
+	if (start + dur + 1 > *last)
+		*last = start + dur + 1;
+	uint64_t *sum = cv_map_put(&s->stream_idle, host, (uint64_t)track << 1, &is_new);
+	uint64_t *runs = sum ? cv_map_put(&s->stream_idle, host, (uint64_t)track << 1 | 1, &is_new)
+			     : NULL;
+
+	if (!runs)
+		return -1;
+	*sum += *idle;
+	++*runs;
+	return 0;
 }
 
 static int add_call(struct cv_steps *s, struct series *x, uint64_t start, uint64_t dur,
@@ -203,6 +239,13 @@ int cv_steps_feed(struct cv_steps *s, uint32_t host, uint32_t track, uint64_t st
 		n = e->u.gpu_api.name;
 		kind = SER_LIB;
 		break;
+	case EV_GPU_KERNEL:
+		n = e->u.gpu_kernel.name;
+		kind = SER_GPU;
+		/* the series keeps (start, start + idle time before it) */
+		if (stream_idle(s, host, track, start, dur, &dur))
+			return -1;
+		break;
 	default:
 		return 0;
 	}
@@ -210,7 +253,10 @@ int cv_steps_feed(struct cv_steps *s, uint32_t host, uint32_t track, uint64_t st
 		return 0;
 	struct series *x = series_of(s, host, track, kind, n.ptr, n.len, e);
 
-
+	if (x && kind == SER_GPU && x->n == 0) {
+		x->device = e->u.gpu_kernel.device;
+		x->stream = e->u.gpu_kernel.stream;
+	}
 	return x ? add_call(s, x, start, dur, depth) : -1;
 }
 
@@ -241,6 +287,7 @@ struct verdict {
 	uint64_t score;   /* Python: time covered by calls; library: span of the period */
 	uint64_t span, covered, period;
 	uint32_t regular_pct;
+	uint64_t idle;    /* GPU: median idle time of the stream before the kernel */
 };
 
 static struct verdict judge_py(const struct series *x, uint64_t *scratch)
@@ -279,6 +326,32 @@ static struct verdict judge_lib(const struct series *x, uint64_t *scratch)
 	return v;
 }
 
+/* A kernel that starts each step: the stream idles before it far longer
+ * than on average (score: that median idle). */
+static struct verdict judge_gpu(const struct cv_steps *s, const struct series *x, uint64_t *scratch)
+{
+	struct verdict v = { 0 };
+	const uint64_t *t = x->t;
+	uint32_t m = x->n - 1, regular = 0;
+	const uint64_t *sum = cv_map_get(&s->stream_idle, x->host, (uint64_t)x->track << 1);
+	const uint64_t *runs = cv_map_get(&s->stream_idle, x->host, (uint64_t)x->track << 1 | 1);
+
+	for (uint32_t i = 0; i < m; i++)
+		scratch[i] = t[2 * i + 2] - t[2 * i];
+	v.period = median(scratch, m);
+	for (uint32_t i = 0; i < m; i++)
+		regular += scratch[i] * 10 >= v.period * 7 && scratch[i] * 10 <= v.period * 13;
+	v.regular_pct = regular * 100 / m;
+	v.span = t[2 * m] - t[0];
+	for (uint32_t i = 0; i < x->n; i++)
+		scratch[i] = t[2 * i + 1] - t[2 * i];
+	v.idle = median(scratch, x->n);
+	v.score = v.idle;
+	v.ok = sum && runs && *runs && v.idle &&
+	       (double)v.idle >= GPU_IDLE_FACTOR * ((double)*sum / (double)*runs);
+	return v;
+}
+
 /* Library calls that mark an iteration's end by what they do. */
 static int lib_rank(const char *name)
 {
@@ -306,6 +379,8 @@ static int better(const struct cv_steps *s, const struct series *a, const struct
 			return b_outer;
 		return !b_outer;
 	}
+	/* Kernels: the longest idle before it; one as long: the fewer runs (a
+	 * layer's kernel runs many times a step, the step's first one once). */
 	if (vb->score * 10 < va->score * 9 || va->score * 10 < vb->score * 9)
 		return vb->score > va->score;
 	if (a->kind == SER_LIB) {
@@ -333,6 +408,11 @@ static int place(struct cv_steps *s, uint32_t h, const struct series *x, uint64_
 	if (!b)
 		return -1;
 	for (uint32_t i = 0; i < n; i++) {
+		if (x->kind == SER_GPU) { /* from one run of the kernel to the next */
+			b[i] = t[2 * i];
+			b[n + i] = t[2 * i + 2];
+			continue;
+		}
 		if (x->kind == SER_LIB) {
 			b[i] = t[2 * i + 1];
 			b[n + i] = t[2 * i + 3];
@@ -348,8 +428,11 @@ static int place(struct cv_steps *s, uint32_t h, const struct series *x, uint64_
 	s->res[h].start = b;
 	s->res[h].end = b + n;
 	s->res[h].pid = x->pid;
-	s->res[h].tid = x->tid;
+	s->res[h].tid = x->kind == SER_GPU ? 0 : x->tid;
 	s->res[h].track = x->track;
+	s->res[h].on_stream = x->kind == SER_GPU;
+	s->res[h].device = x->device;
+	s->res[h].stream = x->stream;
 	return 0;
 }
 
@@ -358,7 +441,13 @@ static void describe(const struct cv_steps *s, struct conv_steps *r, const struc
 {
 	const char *name = cv_strtab_get(&s->names, x->name);
 
-	if (x->kind == SER_PY)
+	if (x->kind == SER_GPU)
+		snprintf(r->evidence, sizeof(r->evidence),
+			 "GPU kernel %.100s on device %u stream %u starts each step: %u runs, median "
+			 "%.3f ms apart (%u%% within 30%% of it), after a median %.3f ms of idle stream",
+			 name, x->device, x->stream, x->n, v->period / 1e6, v->regular_pct,
+			 v->idle / 1e6);
+	else if (x->kind == SER_PY)
 		snprintf(r->evidence, sizeof(r->evidence),
 			 "Python function %.120s on thread %u repeats: %u calls, median %.3f ms, "
 			 "covering %.0f%% of %.3f s", name, x->tid, x->n, v->period / 1e6,
@@ -372,8 +461,8 @@ static void describe(const struct cv_steps *s, struct conv_steps *r, const struc
 
 static int detect_host(struct cv_steps *s, uint32_t h, uint64_t prof_ns, uint64_t *scratch)
 {
-	const struct series *best[2] = { NULL, NULL };
-	struct verdict bv[2] = { { 0 }, { 0 } };
+	const struct series *best[SER_KINDS] = { NULL };
+	struct verdict bv[SER_KINDS] = { { 0 } };
 	struct conv_steps *r = &s->res[h];
 
 	if (s->markers[h]) {
@@ -387,7 +476,9 @@ static int detect_host(struct cv_steps *s, uint32_t h, uint64_t prof_ns, uint64_
 		if (x->host != h || x->dead || x->n < MIN_STEPS)
 			continue;
 		qsort(x->t, x->n, 2 * sizeof(*x->t), cmp_pair);
-		struct verdict v = x->kind == SER_PY ? judge_py(x, scratch) : judge_lib(x, scratch);
+		struct verdict v = x->kind == SER_PY    ? judge_py(x, scratch)
+				   : x->kind == SER_LIB ? judge_lib(x, scratch)
+							: judge_gpu(s, x, scratch);
 
 		if (!v.ok || v.span * 100 < prof_ns * MIN_SPAN_PCT)
 			continue;
@@ -396,12 +487,14 @@ static int detect_host(struct cv_steps *s, uint32_t h, uint64_t prof_ns, uint64_
 			bv[x->kind] = v;
 		}
 	}
-	int k = best[SER_PY] ? SER_PY : SER_LIB;
+	int k = best[SER_PY] ? SER_PY : best[SER_LIB] ? SER_LIB : SER_GPU;
 
 	if (!best[k]) {
 		snprintf(r->evidence, sizeof(r->evidence),
 			 "no steps found: no Python function repeats (%d+ calls) covering most of "
-			 "its loop, and no library call repeats at a steady period", MIN_STEPS);
+			 "its loop, no library call repeats at a steady period, and no GPU kernel "
+			 "starts after the stream's long idle times",
+			 MIN_STEPS);
 		return 0;
 	}
 	describe(s, r, best[k], &bv[k]);

@@ -1,8 +1,9 @@
 /* SPDX-License-Identifier: Apache-2.0 */
 /*
  * Steps found unaided: while pass 2 reads the logs, every completed Python
- * call and every CUDA library call is offered as a candidate "series"
- * (one per thread and name, bounded memory); after reading, each host's
+ * call, every CUDA library call and every GPU kernel is offered as a
+ * candidate "series" (one per thread or stream and name, bounded memory);
+ * after reading, each host's
  * series are judged and the best one becomes the steps, placed on the
  * thread that drives the loop. Step markers in the log win over detection.
  */
@@ -16,7 +17,9 @@
 struct conv_steps {
 	int from_markers;        /* the log's own step markers: nothing detected */
 	uint32_t pid, tid;       /* the driving thread (detected steps only) */
-	uint32_t track;          /* its track */
+	uint32_t track;          /* its track (a GPU stream's when on_stream) */
+	int on_stream;           /* found from kernels alone: the steps lie on that stream */
+	uint32_t device, stream; /* the stream, when on_stream */
 	uint32_t n;              /* detected steps (0: none) */
 	const uint64_t *start, *end; /* detected step bounds, n each, ascending */
 	char evidence[320];      /* one line: what was used, or why no steps */

@@ -3,15 +3,19 @@
 # Python loops (-t python: a training loop with warm-up, train/eval phases,
 # variable-length generation steps, no loop at all) and a C loop of real
 # libcudart calls (-t cuda, no GPU: calls fail fast). Each workload logs its
-# true steps; steps_check.py compares the trace JSON's Steps track.
+# true steps; steps_check.py compares the trace JSON's Steps track. Kernels
+# alone (what the injected library records without launch records) come
+# from tests/progs/gpu_steps_genlog: an eager training loop with warm-up, a
+# CUDA graph replayed per step, variable-length generation, no loop.
 set -u
 BUILD=${BUILD:-build}
 LT=$BUILD/bin/llmtracker CONV=$BUILD/bin/llmtracker-convert PY=/usr/bin/python3.11
 PROG=$BUILD/tests/progs/cuda_calls CUDA=${CUDA_HOME:-/usr/local/cuda}
+GEN=$BUILD/tests/progs/gpu_steps_genlog
 D=$(dirname "$0")
 [ "$(id -u)" = 0 ] || { echo "skip: needs root (BPF)"; exit 77; }
 [ -x "$PY" ] || { echo "skip: $PY not installed"; exit 77; }
-for f in "$LT" "$CONV" "$PROG"; do [ -x "$f" ] || { echo "not ok 1 - $f not built"; exit 1; }; done
+for f in "$LT" "$CONV" "$PROG" "$GEN"; do [ -x "$f" ] || { echo "not ok 1 - $f not built"; exit 1; }; done
 T=$(mktemp -d /tmp/lt-steps.XXXXXX); trap 'rm -rf "$T"' EXIT
 n=0 fails=0
 tap() { # renumber steps_check.py's lines (read in this shell: counts stay), prefixed with the case
@@ -39,6 +43,20 @@ if grep -q '^Steps: Python function train_step' "$T/train.sum" &&
    grep -q '^  30 steps on thread .*mean .*p50 .*p99' "$T/train.sum"; then
 	echo "ok $n train: summary names the evidence and the step statistics"
 else fails=$((fails + 1)); echo "not ok $n train: summary names the evidence and the step statistics"; fi
+
+for m in train graph variable noloop; do
+	"$GEN" "$T/g$m.evlog" "$T/g$m.truth" "$m" && "$CONV" -q -i "$T/g$m.evlog" -o "$T/g$m.json" &&
+	"$CONV" -q -i "$T/g$m.evlog" --logdir "$T/tb" --run "g$m" ||
+	{ n=$((n + 1)); fails=$((fails + 1)); echo "not ok $n kernels only, $m: generate and convert"; continue; }
+	tap "kernels only, $m" < <(python3 "$D/steps_check.py" "$T/g$m.json" "$T/g$m.truth" \
+		$([ "$m" = noloop ] && echo none))
+done
+"$CONV" summary "$T/gtrain.evlog" >"$T/gtrain.sum" 2>/dev/null
+n=$((n + 1))
+if grep -q '^Steps: GPU kernel embedding_fwd on device 0 stream 7 starts each step' "$T/gtrain.sum" &&
+   grep -q '^  29 steps on GPU 0 stream 7: mean' "$T/gtrain.sum"; then
+	echo "ok $n kernels only, train: summary names the kernel, the stream and the statistics"
+else fails=$((fails + 1)); echo "not ok $n kernels only, train: summary names the kernel, the stream and the statistics"; fi
 
 if [ -e "$CUDA/lib64/libcudart.so.13" ]; then
 	CUDA_CALLS_WAIT=10 timeout 120 "$LT" profile -t cuda -o "$T/c.evlog" -- "$PROG" loop 40 \
