@@ -3,14 +3,17 @@
 # --logdir -> <logdir>/plugins/profile/<run>/<host>.xplane.pb, decoded and
 # checked by an independent decoder (protoc's text decoder and python3
 # protobuf): planes and ids, metadata ids resolve, lines sorted and nested,
-# kernels carry kernel_details and a correlation_id matching a launch, steps.
+# kernels carry kernel_details and a correlation_id matching a launch, steps
+# (the job's markers, or found by the converter) and every kernel launched in
+# a step inside that step's root through its launch.
 set -u
 BUILD=${BUILD:-build}
 LLMT_ROOT=${LLMT_ROOT:-$(cd "$(dirname "$0")/../.." && pwd)}
 . "$LLMT_ROOT/tests/integration/xplane_check.inc"
 conv=$BUILD/bin/llmtracker-convert
 gen=$BUILD/tests/progs/xplane_genlog
-for p in "$conv" "$gen"; do [ -x "$p" ] || { echo "not ok 1 - $p not built"; exit 1; }; done
+mixed=$BUILD/tests/progs/conv_genlog
+for p in "$conv" "$gen" "$mixed"; do [ -x "$p" ] || { echo "not ok 1 - $p not built"; exit 1; }; done
 $XPLANE_PY -c 'import google.protobuf' 2>/dev/null || { echo "# python3-protobuf missing for $XPLANE_PY"; exit 77; }
 dir=$(mktemp -d /tmp/xplane-e2e.XXXXXX)
 trap 'rm -rf "$dir"' EXIT
@@ -41,4 +44,14 @@ ln -s "$dir/elsewhere" "$dir/logs/plugins/profile/evil"; mkdir "$dir/elsewhere"
 t bash -c "! '$conv' -i '$dir/a.log' --logdir '$dir/logs' --run evil && [ -z \"\$(ls -A '$dir/elsewhere')\" ]"
 desc="default run name is the profile start time YYYY_MM_DD_HH_MM_SS"
 t bash -c "TZ=UTC '$conv' -i '$dir/a.log' --logdir '$dir/logs2' && ls '$dir/logs2/plugins/profile' | grep -qE '^[0-9]{4}(_[0-9]{2}){5}$'"
+nsteps=$("$mixed" "$dir/nm.log" -n 3000 --no-markers | awk '{ print $2 }')
+desc="steps found without markers: one step root per train_step ($nsteps) on the main thread, each kernel in its step's root through its launch"
+nm_check() {
+	"$conv" -q -i "$dir/nm.log" --logdir "$dir/logs3" --run nm &&
+	xplane_check "$dir" "$dir/logs3/plugins/profile/nm/node-a.xplane.pb" "$nsteps" >"$dir/nm.out"
+	local rc=$?
+	cat "$dir/nm.out"
+	[ $rc = 0 ] && grep -q "kernels launched in a step=$nsteps\$" "$dir/nm.out"
+}
+t nm_check
 exit 0

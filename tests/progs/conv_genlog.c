@@ -12,6 +12,7 @@
  *   conv_genlog OUT -n EVENTS [--host H] [--boot ID] [--pid P] [--threads T]
  *               [--part all|host|gpu] [--mono NS] [--realtime NS]
  *               [--overlap] [--odd-names] [--unbound K] [--uprobe-cuda]
+ *               [--no-markers]
  *
  * --part host leaves out what the injected library writes (GPU records),
  * --part gpu writes only that, as two producers on one node would.
@@ -24,6 +25,8 @@
  * cudaMemcpyAsync, a uretprobe system call straddling every uprobed return;
  * the CUPTI part has no boot id nor machine, and a synchronization marker
  * without a thread before its cudaEventSynchronize on a worker thread.
+ * --no-markers leaves the step markers out (the converter then finds the
+ * steps itself, from train_step).
  * Prints "steps S events N" at the end.
  */
 #include <stdio.h>
@@ -39,7 +42,7 @@ struct opts {
 	const char *out, *host, *boot, *part;
 	uint64_t events, mono, realtime;
 	uint32_t pid, threads, unbound;
-	int overlap, odd, uprobe_cuda;
+	int overlap, odd, uprobe_cuda, no_markers;
 };
 
 static struct evlog_writer *w;
@@ -262,7 +265,8 @@ static void host_step(uint64_t s, uint64_t t0, uint64_t c)
 	e.u.marker.name = evlog_s("step");
 	e.u.marker.dur = 900 * US;
 	e.u.marker.value = s;
-	put(&e);
+	if (!o.no_markers)
+		put(&e);
 	py(EV_PY_ENTER, t0 + 10 * US, "train_step", 10);
 	py(EV_PY_ENTER, t0 + 20 * US, o.odd && s == 0 ? "bad\xff\x01name\"q\\" : "forward", 42);
 	lib(t0 + 100 * US, 10 * US, EVLIB_CUDA_RUNTIME, "/usr/lib/libcudart.so.13", "cudaLaunchKernel",
@@ -374,6 +378,7 @@ static int parse(int argc, char **argv)
 		const char *a = argv[i], *v = i + 1 < argc ? argv[i + 1] : NULL;
 
 		if (!strcmp(a, "--overlap")) { o.overlap = 1; continue; }
+		if (!strcmp(a, "--no-markers")) { o.no_markers = 1; continue; }
 		if (!strcmp(a, "--odd-names")) { o.odd = 1; continue; }
 		if (!strcmp(a, "--uprobe-cuda")) { o.uprobe_cuda = 1; continue; }
 		if (!v)
@@ -403,7 +408,7 @@ int main(int argc, char **argv)
 	if (parse(argc, argv)) {
 		fprintf(stderr, "usage: conv_genlog OUT -n EVENTS [--host H] [--boot ID] [--pid P] "
 			"[--threads T] [--part all|host|gpu] [--mono NS] [--realtime NS] "
-			"[--overlap] [--odd-names] [--unbound K] [--uprobe-cuda]\n");
+			"[--overlap] [--odd-names] [--unbound K] [--uprobe-cuda] [--no-markers]\n");
 		return 2;
 	}
 	h.host = evlog_s(o.host);
