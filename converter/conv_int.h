@@ -139,7 +139,7 @@ int cv_pass2(struct cv_core *c, struct conv_sink *const *sinks, int n_sinks);
 
 /* Syscall name for nr ("syscall_<nr>" in buf when unknown). */
 const char *cv_syscall_name(int table, uint32_t nr, char *buf, size_t bufsz);
-/* Category string (SPEC §4) for a library call / API class. */
+/* Category string (CONTRACT §4) for a library call / API class. */
 const char *cv_lib_category(uint8_t lib_class, const char *lib, char *buf, size_t bufsz);
 /* Demangled C++ name (interned) or the input itself. */
 const char *cv_demangle(struct cv_core *c, const char *name, size_t len);

@@ -1,6 +1,6 @@
 /* SPDX-License-Identifier: Apache-2.0 */
 /* llmtracker-convert: event logs -> trace JSON, TensorBoard run directories,
- * folded stacks, summaries. See SPEC §3 and docs/ARCHITECTURE.md. */
+ * folded stacks, summaries. See docs/CONTRACT.md §3 and docs/ARCHITECTURE.md. */
 #include "convert.h"
 #include "../eventlog/eventlog.h"
 

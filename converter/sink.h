@@ -77,7 +77,7 @@ struct conv_item {
 	uint32_t device, stream;  /* CONV_TRACK_STREAM */
 	uint64_t start_ns, dur_ns;/* dur 0 for instant items (CPU samples) */
 	const char *name;         /* display name: syscall name, symbol, demangled kernel... */
-	const char *category;     /* SPEC §4 cat: "syscall", "cuda_runtime", "kernel", ... */
+	const char *category;     /* CONTRACT §4 cat: "syscall", "cuda_runtime", "kernel", ... */
 	uint64_t flow_id;         /* != 0: launch->kernel flow (correlation id, made unique per process) */
 	int flow_start;           /* 1 on the launch (flow "s"), 0 on the GPU side ("f") */
 	const char *stack_folded; /* CPU/Python samples: "root;...;leaf", else NULL */

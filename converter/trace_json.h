@@ -1,7 +1,7 @@
 /* SPDX-License-Identifier: Apache-2.0 */
 /*
  * The trace JSON writer (Perfetto, chrome://tracing), following Kineto's
- * conventions (SPEC §4): categories, M naming events, ac2g flows, ts/dur in
+ * conventions (CONTRACT §4): categories, M naming events, ac2g flows, ts/dur in
  * µs relative to the top-level baseTimeNanoseconds, deviceProperties.
  */
 #ifndef LLMT_CONV_TRACE_JSON_H

@@ -1,6 +1,6 @@
 #!/usr/bin/env python3
 # SPDX-License-Identifier: Apache-2.0
-"""Independent checks of a trace JSON written by llmtracker-convert (SPEC §4).
+"""Independent checks of a trace JSON written by llmtracker-convert (CONTRACT §4).
 
 usage: convert_check.py TRACE.json[.gz] [--min-events N] [--expect-base NS]
                         [--expect-flows N] [--hosts N] [--stats]
