@@ -1020,11 +1020,8 @@ static int open_log(char *msg, size_t msgsz)
  *                        per launch, which no recording choice of ours removes;
  *                        12 more windows of 4-20 s in later runs: -2.6..-21%,
  *                        mean -12%, idle windows -10..+8%). CUPTI's buffer
- *                        attributes do not move it: timestamps in pinned host
- *                        memory (pinned=1), device buffers of 16, 64 or 256 MiB
- *                        (devbuf_mb), 8 made ready (devbuf_pre), alone or
- *                        together: -9..-14% means over 2-5 windows each (a first
- *                        pair at -1.4/+0.3% did not hold up in 3 more windows)
+ *                        attributes (pinned host timestamps, device buffer size
+ *                        and count) did not move it (docs/MEASUREMENTS.md)
  *   runtime=2            + launch/copy/set/sync calls by callback ~ -14..-19%
  *   runtime=1 (default)  + every runtime call but the noisy ones  ~ -27..-34%
  *   runtime=1 driver=1   + every driver call                      ~ -48%
@@ -1081,16 +1078,6 @@ static void close_log(void)
 	pthread_mutex_unlock(&lock);
 }
 
-/* Start keys devbuf_mb / devbuf_pre: CUPTI's device buffers for kernel
- * timestamps (size, how many made ready); 0 leaves CUPTI's default. */
-static void set_size_attr(CUpti_ActivityAttribute a, size_t v)
-{
-	size_t sz = sizeof(v);
-
-	if (v && cu.cuptiActivitySetAttribute)
-		cu.cuptiActivitySetAttribute(a, &sz, &v);
-}
-
 /* We hand CUPTI zeroed buffers (the pool), so it need not clear each one
  * on the application's thread when it takes it. */
 static void set_attributes(void)
@@ -1100,20 +1087,6 @@ static void set_attributes(void)
 	zeroed = cu.cuptiActivitySetAttribute &&
 		 cu.cuptiActivitySetAttribute(CUPTI_ACTIVITY_ATTR_ZEROED_OUT_ACTIVITY_BUFFER, &sz,
 					      &one) == CUPTI_SUCCESS;
-	if (zeroed && cfg.pinned)
-		cu.cuptiActivitySetAttribute(CUPTI_ACTIVITY_ATTR_MEM_ALLOCATION_TYPE_HOST_PINNED, &sz, &one);
-	set_size_attr(CUPTI_ACTIVITY_ATTR_DEVICE_BUFFER_SIZE, (size_t)cfg.devbuf_mb << 20);
-	set_size_attr(CUPTI_ACTIVITY_ATTR_DEVICE_BUFFER_PRE_ALLOCATE_VALUE, (size_t)cfg.devbuf_pre);
-}
-
-/* " name=value" of a size_t activity attribute as CUPTI holds it now. */
-static void show_size_attr(char *buf, size_t bufsz, const char *name, CUpti_ActivityAttribute a)
-{
-	size_t v = 0, sz = sizeof(v), n = strlen(buf);
-
-	if (cu.cuptiActivityGetAttribute && n < bufsz &&
-	    cu.cuptiActivityGetAttribute(a, &sz, &v) == CUPTI_SUCCESS)
-		snprintf(buf + n, bufsz - n, " %s=%zu", name, v);
 }
 
 static int subscribe(char *msg, size_t msgsz)
@@ -1224,10 +1197,6 @@ int li_cupti_start(const struct li_config *c, char *msg, size_t msgsz)
 		 cb_refused ? " launches=activity (runtime=2 needs cbrisk=1: unsafe across detaches)" :
 		 c->runtime == 2 && !cfg.driver && cfg.runtime != 2 ?
 		 " launches=activity (no callback API)" : "");
-	if (cfg.devbuf_mb || cfg.devbuf_pre) {
-		show_size_attr(msg, msgsz, "devbuf", CUPTI_ACTIVITY_ATTR_DEVICE_BUFFER_SIZE);
-		show_size_attr(msg, msgsz, "devbuf_pre", CUPTI_ACTIVITY_ATTR_DEVICE_BUFFER_PRE_ALLOCATE_VALUE);
-	}
 	return 0;
 }
 

@@ -86,12 +86,6 @@ static void cfg_parse(struct li_config *c, char *msg)
 		else if (!strcmp(tok, "teardown"))
 			c->teardown = !strcmp(eq, "always") ? LI_TEARDOWN_ALWAYS :
 				      !strcmp(eq, "never") ? LI_TEARDOWN_NEVER : LI_TEARDOWN_AUTO;
-		else if (!strcmp(tok, "pinned"))
-			c->pinned = atoi(eq);
-		else if (!strcmp(tok, "devbuf_mb"))
-			c->devbuf_mb = atoi(eq);
-		else if (!strcmp(tok, "devbuf_pre"))
-			c->devbuf_pre = atoi(eq);
 		else if (!strcmp(tok, "cuda"))
 			c->cuda = atoi(eq);
 		else if (!strcmp(tok, "python"))

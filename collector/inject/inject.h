@@ -13,12 +13,12 @@
  *                     fd of an empty file the collector made for that log;
  *                     the library writes into it and renames nothing)
  *                     keys: pid (host pid), host, runtime (0/1/2), driver (0/1),
- *                           finalize_ms, pinned, cuda (0/1), python (0/1),
+ *                           finalize_ms, cuda (0/1), python (0/1),
  *                           py_wait_ms (pyhook.h)
  *   lib -> collector  "ok ..." | "err MESSAGE"
  *   collector -> lib  "stop"
  *   lib -> collector  "stopped kernels=N memcpy=N memset=N api=N dropped=N
- *                      finalized=0|1 kept=0|1 ..."
+ *                      finalized=0|1 kept=0..3 (LI_KEPT_*) ..."
  * EOF on the socket (the collector died) stops collection the same way; the
  * log then stays as the collector's ".NAME.partial", every chunk readable.
  * The collector publishes the file; nothing the library says names a file.
@@ -56,10 +56,6 @@ struct li_config {
 				* process died after a few attach/detach cycles with it) */
 	int cbdiag;            /* start key cbdiag (diagnosis of runtime=2): 1 = callbacks on,
 				* ours return at once; 2 = only the entry time is kept */
-	int pinned;            /* start key pinned=0|1: CUPTI keeps kernel timestamps in
-				* pinned host memory rather than device memory */
-	int devbuf_mb;         /* start key devbuf_mb: CUPTI's device buffer size in MiB (0: its default) */
-	int devbuf_pre;        /* start key devbuf_pre: device buffers CUPTI makes ready (0: its default) */
 	int teardown;          /* start key teardown=auto|always|never: detach CUPTI at stop
 				* unless a CUDA graph ran while recording (auto, see
 				* keep_cupti in cupti.c); always (unsafe with graphs); never */

@@ -139,14 +139,9 @@ class Verdict:
 
 MODES = {
     "K": "kernels only (runtime=0)",
-    "P": "kernels only, CUPTI timestamps in pinned host memory (runtime=0 pinned=1)",
     "Z": "nothing attached (noise floor of the method)",
-    "B": "kernels only, CUPTI device buffers 64 MiB, 8 made ready (runtime=0 devbuf_mb=64 devbuf_pre=8)",
-    "Q": "kernels only, pinned host timestamps in 64 MiB buffers (runtime=0 pinned=1 devbuf_mb=64)",
-    "H": "kernels only, pinned host timestamps in 16 MiB buffers (runtime=0 pinned=1 devbuf_mb=16)",
-    "G": "kernels only, pinned host timestamps in 256 MiB buffers (runtime=0 pinned=1 devbuf_mb=256)",
-    "L": "kernels + launch/copy/set/sync calls by callback (runtime=2, the default)",
-    "D": "kernels + every runtime call by activity (runtime=1 driver=0)",
+    "L": "kernels + launch/copy/set/sync calls by callback (runtime=2 cbrisk=1)",
+    "D": "kernels + every runtime call by activity (runtime=1 driver=0, the default)",
     "F": "kernels + runtime + every driver call (runtime=1 driver=1)",
     "A": "llmtracker profile -t cpu --enable-cuda-kernel (static, default recording)",
     "U": "llmtracker profile -t cpu,cuda --enable-cuda-kernel (uprobes on the CUDA libraries too)",

@@ -92,24 +92,21 @@ tool() { # TAG SECONDS ARGS
 # The matrix (modes: collector/inject/cupti.c kind_wanted): K kernels only;
 # L kernels + launch/copy/set/sync calls by callback; D kernels + every
 # runtime call by activity (the default); F + every driver call (FULL=1).
-# K, P, L, D and Z twice, apart, for the noise.
+# K, L, D and Z twice, apart, for the noise.
 # SET picks the windows: modes (default: every recording mode twice), floor,
-# buffers (CUPTI's buffer attributes), long (20 s windows), stat (8 s windows:
+# long (20 s windows), stat (8 s windows:
 # kernels only, the default, the collector with uprobes), collector, none.
 GAP=${GAP:-4}
 sleep $GAP
 # Z: nothing attached, the same marks: the noise floor of the method.
-# P: kernels only with CUPTI's timestamps in pinned host memory.
 idle() { mark "$1_begin"; sleep "$2"; mark "$1_end"; }
 if [ "${SET:-modes}" = modes ]; then
 	tool K1 4 runtime=0 driver=0; sleep $GAP
-	tool P1 4 runtime=0 driver=0 pinned=1; sleep $GAP
 	tool L1 4 runtime=2 cbrisk=1 driver=0; sleep $GAP
 	tool D1 4 runtime=1 driver=0; sleep $GAP
 	idle Z1 4; sleep $GAP
 	[ -n "${FULL:-}" ] && { tool F1 4 runtime=1 driver=1; sleep $GAP; }
 	tool K2 4 runtime=0 driver=0; sleep $GAP
-	tool P2 4 runtime=0 driver=0 pinned=1; sleep $GAP
 	tool L2 4 runtime=2 cbrisk=1 driver=0; sleep $GAP
 	tool D2 4 runtime=1 driver=0; sleep $GAP
 	idle Z2 4; sleep $GAP
@@ -118,25 +115,12 @@ elif [ "${SET}" = floor ]; then # the cheapest recording (kernels only) against 
 	idle Z4 4; sleep $GAP
 	tool D1 4 runtime=1 driver=0; sleep $GAP
 	attach A cpu 5; sleep $GAP
-elif [ "${SET}" = buffers ]; then # CUPTI's buffer attributes on the cheapest recording, against idle
-	for i in 1 2; do
-		idle Z$i 8; sleep $GAP
-		tool K$i 8 runtime=0 driver=0; sleep $GAP
-		tool B$i 8 runtime=0 driver=0 devbuf_mb=64 devbuf_pre=8; sleep $GAP
-		tool P$i 8 runtime=0 driver=0 pinned=1; sleep $GAP
-		tool H$i 8 runtime=0 driver=0 pinned=1 devbuf_mb=16; sleep $GAP
-		tool Q$i 8 runtime=0 driver=0 pinned=1 devbuf_mb=64; sleep $GAP
-		tool G$i 8 runtime=0 driver=0 pinned=1 devbuf_mb=256; sleep $GAP
-	done
-	idle Z3 8; sleep $GAP
 elif [ "${SET}" = long ]; then # is the cost steady over 20 s (buffers filling)?
 	idle Z1 4; sleep $GAP
-	tool Q1 20 runtime=0 driver=0 pinned=1 devbuf_mb=64; sleep $GAP
-	idle Z2 4; sleep $GAP
-	tool G1 20 runtime=0 driver=0 pinned=1 devbuf_mb=256; sleep $GAP
-	idle Z3 4; sleep $GAP
 	tool K1 20 runtime=0 driver=0; sleep $GAP
-	idle Z4 4; sleep $GAP
+	idle Z2 4; sleep $GAP
+	tool D1 20 runtime=1 driver=0; sleep $GAP
+	idle Z3 4; sleep $GAP
 elif [ "${SET}" = stat ]; then # 8 s windows, alternated: idle, kernels only, default, collector kernels-only + uprobes
 	for i in 1 2; do
 		idle Z$i 8; sleep $GAP
