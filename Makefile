@@ -187,12 +187,9 @@ $(BIN_COLL): $(call obj,collector/main.c) $(COLL_A) $(EVLOG_A)
 	@mkdir -p $(@D)
 	$(CC) $(LDFLAGS) -o $@ $^ $(LIBS_COLLECTOR)
 
-# Whole archive: the converter's optional parts are reached through weak
-# references, which alone would not pull them out of the archive.
 $(BIN_CONV): $(call obj,converter/main.c) $(CONV_A) $(EVLOG_A)
 	@mkdir -p $(@D)
-	$(CC) $(LDFLAGS) -o $@ $(call obj,converter/main.c) -Wl,--whole-archive $(CONV_A) \
-		-Wl,--no-whole-archive $(EVLOG_A) $(LIBS_CONVERTER)
+	$(CC) $(LDFLAGS) -o $@ $^ $(LIBS_CONVERTER)
 
 $(BIN_KUBE): $(call obj,$(KUBECTL_SRC))
 	@mkdir -p $(@D)

@@ -23,12 +23,6 @@
  * may be given at once. summary: one. */
 #define MAX_SINKS 6
 
-/* The XPlane writer is linked when present (it lives in its own module). */
-extern struct conv_sink *xplane_sink_new_logdir(const char *logdir, const char *run,
-						int overwrite, char *err, size_t errsz)
-	__attribute__((weak));
-extern void xplane_sink_free(struct conv_sink *s) __attribute__((weak));
-
 struct sinks {
 	struct conv_sink *v[MAX_SINKS];
 	void (*free_fn[MAX_SINKS])(struct conv_sink *);
@@ -179,12 +173,10 @@ static int make_sinks(struct sinks *s, const struct cv_core *c, const struct con
 			return -1;
 		if (sinks_add(s, k, trace_json_free, err, errsz))
 			return -1;
-		if (xplane_sink_new_logdir && xplane_sink_free) {
-			if (!(k = xplane_sink_new_logdir(req->logdir, run, req->overwrite, err, errsz)))
-				return -1;
-			if (sinks_add(s, k, xplane_sink_free, err, errsz))
-				return -1;
-		}
+		if (!(k = xplane_sink_new_logdir(req->logdir, run, req->overwrite, err, errsz)))
+			return -1;
+		if (sinks_add(s, k, xplane_sink_free, err, errsz))
+			return -1;
 		if ((dirfd = tb_open_run_dir(req->logdir, run, 1, err, errsz)) < 0)
 			return -1;
 		k = folded_new(dirfd, req->overwrite, NULL, c->n_hosts, err, errsz);

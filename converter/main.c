@@ -10,8 +10,6 @@
 #include <string.h>
 
 /* Subcommands living in their own modules, linked when present. */
-extern int conv_batch_main(int argc, char **argv) __attribute__((weak));
-extern int conv_pack_main(int argc, char **argv) __attribute__((weak));
 
 static void usage(FILE *f)
 {
@@ -109,15 +107,10 @@ int main(int argc, char **argv)
 	if (argc > 1) {
 		const char *cmd = argv[1];
 
-		if (!strcmp(cmd, "batch") || !strcmp(cmd, "pack")) {
-			int (*fn)(int, char **) = !strcmp(cmd, "batch") ? conv_batch_main : conv_pack_main;
-
-			if (!fn) {
-				fprintf(stderr, "llmtracker-convert: %s is not part of this build\n", cmd);
-				return 2;
-			}
-			return fn(argc - 1, argv + 1);
-		}
+		if (!strcmp(cmd, "batch"))
+			return conv_batch_main(argc - 1, argv + 1);
+		if (!strcmp(cmd, "pack"))
+			return conv_pack_main(argc - 1, argv + 1);
 		if (!strcmp(cmd, "summary"))
 			return conv_summary_main(argc - 1, argv + 1);
 		if (!strcmp(cmd, "dump"))
