@@ -283,6 +283,25 @@ static void put_name(FILE *f, const char *s, int w)
 	fputc('\n', f);
 }
 
+/* A folded stack (root;...;leaf) in `w` columns: a long one keeps its leaf
+ * end from a frame's start (the leaf and its callers say where time went;
+ * the root, <module>;main, is the same in every row). */
+static void put_stack(FILE *f, const char *s, int w)
+{
+	size_t n = strlen(s);
+
+	if (w <= 3 || n <= (size_t)w) {
+		put_name(f, s, w);
+		return;
+	}
+	const char *tail = s + n - ((size_t)w - 3), *semi = strchr(tail, ';');
+
+	if (semi && semi[1])
+		tail = semi + 1;
+	fputs("...;", f);
+	put_name(f, tail, w - 4);
+}
+
 /* "name\x1ffile:line" as "name (file:line)" in `w` columns: a long file
  * loses its start, which is the least telling part of a path. */
 static void put_py_name(FILE *f, const char *key, int w)
@@ -364,7 +383,8 @@ static int by_count(const void *x, const void *y)
 	return a->count > b->count ? -1 : a->count < b->count;
 }
 
-static void print_counted(struct sm *s, const char *title, cat_pred pred, struct row *rows)
+static void print_counted(struct sm *s, const char *title, cat_pred pred, struct row *rows,
+			  int stacks)
 {
 	uint64_t sum;
 	size_t n = rows_of(s, pred, rows, &sum);
@@ -373,11 +393,11 @@ static void print_counted(struct sm *s, const char *title, cat_pred pred, struct
 		return;
 	qsort(rows, n, sizeof(*rows), by_count);
 	fprintf(s->out, "\n%s (%llu samples, %zu distinct)\n", title, (unsigned long long)sum, n);
-	fprintf(s->out, "  %10s %6s  %s\n", "samples", "%", "stack");
+	fprintf(s->out, "  %10s %6s  %s\n", "samples", "%", stacks ? "stack (root;...;leaf)" : "function");
 	for (size_t i = 0; i < n && i < (size_t)s->top; i++) {
 		fprintf(s->out, "  %10llu %6.1f  ", (unsigned long long)rows[i].a->count,
 			sum ? 100.0 * rows[i].a->count / sum : 0.0);
-		put_name(s->out, rows[i].name, s->width - 21);
+		(stacks ? put_stack : put_name)(s->out, rows[i].name, s->width - 21);
 	}
 }
 
@@ -401,10 +421,10 @@ static int sm_end(void *ctx)
 	print_timed(s, "Library calls (CUDA runtime/driver, NCCL, ...)", is_lib, rows);
 	print_timed(s, "System calls", is_sys, rows);
 	print_python(s, rows);
-	print_counted(s, "CPU samples: hottest functions (leaf)", is_cpuleaf, rows);
-	print_counted(s, "CPU samples: hottest stacks", is_cpustack, rows);
-	print_counted(s, "Python samples: hottest functions (leaf)", is_pyleaf, rows);
-	print_counted(s, "Python samples: hottest stacks", is_pystack, rows);
+	print_counted(s, "CPU samples: hottest functions (leaf)", is_cpuleaf, rows, 0);
+	print_counted(s, "CPU samples: hottest stacks", is_cpustack, rows, 1);
+	print_counted(s, "Python samples: hottest functions (leaf)", is_pyleaf, rows, 0);
+	print_counted(s, "Python samples: hottest stacks", is_pystack, rows, 1);
 	fputc('\n', s->out);
 	free(rows);
 	return 0;

@@ -11,14 +11,16 @@ if [ "$(id -u)" != 0 ]; then
 	exit 1
 fi
 ./scripts/install-deps.sh
-make -j"$(nproc)" >/dev/null
+mkdir -p "$out"
+echo "== building (make -j$(nproc); its output: $out/build.log)"
+make -j"$(nproc)" >"$out/build.log" 2>&1 || { tail -30 "$out/build.log"; echo "demo: the build failed" >&2; exit 1; }
 
 # /usr/bin/python3.11 on Debian is built with USDT probes: Python functions
 # are then traced too. Other interpreters still get syscalls and CPU stacks.
 py=python3 types=syscall,cpu,pysample
 if [ -x /usr/bin/python3.11 ]; then py=/usr/bin/python3.11 types=syscall,cpu,pysample,python; fi
 
-rm -rf "$out" && mkdir -p "$out"
+find "$out" -mindepth 1 -maxdepth 1 ! -name build.log -exec rm -rf {} +
 echo "== profiling: $py examples/train_sim.py  (-t $types)"
 build/bin/llmtracker profile -t "$types" -o "$out/data.evlog" -v 1 -- \
 	"$py" examples/train_sim.py --steps 100 --data "$out/work"
@@ -26,8 +28,8 @@ echo "== converting"
 build/bin/llmtracker export -i "$out/data.evlog" --logdir "$out/tb" --run demo
 build/bin/llmtracker export -i "$out/data.evlog" -o "$out/trace.json.gz"
 echo "== summary"
-build/bin/llmtracker-convert summary "$out/data.evlog" >"$out/summary.txt"
-sed -n 1,60p "$out/summary.txt"
+build/bin/llmtracker-convert summary -n 8 "$out/data.evlog" >"$out/summary.txt"
+cat "$out/summary.txt"
 run_dir=$out/tb/plugins/profile/demo
 cat <<MSG
 
