@@ -75,10 +75,14 @@ def train(d):
 
     # The yardstick: torch.profiler (CUDA activities only) on the same loop,
     # after our windows (it leaves the process slower, GPU-FACTS.md).
-    yard = {"before": steps_per_s(4)}
-    with profile(activities=[ProfilerActivity.CUDA]):
-        yard["during"] = steps_per_s(4)
-    yard["after"] = steps_per_s(4)
+    # YARD_ROUNDS rounds (default 1) of before / during / after, averaged.
+    rounds = int(os.environ.get("YARD_ROUNDS", "1"))
+    yard = {"before": 0.0, "during": 0.0, "after": 0.0, "rounds": rounds}
+    for _ in range(rounds):
+        yard["before"] += steps_per_s(4) / rounds
+        with profile(activities=[ProfilerActivity.CUDA]):
+            yard["during"] += steps_per_s(4) / rounds
+        yard["after"] += steps_per_s(4) / rounds
     with profile(activities=[ProfilerActivity.CUDA]) as prof:
         for _ in range(STEPS_CMP):
             step()
@@ -147,6 +151,8 @@ MODES = {
     "U": "llmtracker profile -t cpu,cuda --enable-cuda-kernel (uprobes on the CUDA libraries too)",
     "N": "llmtracker profile -t cpu (static, no CUDA kernels)",
     "V": "llmtracker profile -t cpu,cuda --enable-cuda-kernel, CUPTI kernels only (LLMT_CUPTI_START=runtime=0)",
+    "Y": "llmtracker profile -t python (the injected hook), no CUDA kernels",
+    "E": "llmtracker profile -t all --enable-cuda-kernel (everything on)",
 }
 NOISY = ("cudaGetDevice", "cudaGetLastError", "cudaStreamIsCapturing", "cuDevicePrimaryCtxGetState",
          "cuKernelGetName", "cuCtxGetCurrent", "cuKernelGetFunction")
@@ -340,13 +346,23 @@ def analyze(d):
         print(f"FIGURES yardstick torch.profiler (CUDA only), same loop, 4 s each: before {y['before']:.1f}, "
               f"during {y['during']:.1f} ({(y['during'] / y['before'] - 1) * 100:+.1f}%), after {y['after']:.1f} "
               f"({(y['after'] / y['before'] - 1) * 100:+.1f}%) steps/s")
-    for mode in "KPBQHGLDZFAUV":
+    # The cost table: each window against the 3.5 s just before it (idle),
+    # averaged over the mode's windows; Z (nothing attached) is the method's
+    # own noise.
+    print("COST mode | steps/s while recording vs just before: mean, sd, windows | after detach | what")
+    for mode in "ZYKLDUEVFAN":
         r = [x for x in rows if x[0][0] == mode]
         if r:
-            dur = sum(x[2] / x[1] for x in r) / len(r) - 1
+            rel = [x[2] / x[1] - 1 for x in r]
+            mean = sum(rel) / len(rel)
+            sd = (sum((x - mean) ** 2 for x in rel) / (len(rel) - 1)) ** 0.5 if len(rel) > 1 else float("nan")
             aft = [x[3] / x[1] - 1 for x in r if x[3] == x[3]]
-            print(f"FIGURES mode {mode}: during {dur * 100:+.1f}%, after "
-                  f"{(sum(aft) / len(aft) * 100 if aft else float('nan')):+.1f}% ({len(r)} windows)  {MODES[mode]}")
+            print(f"COST {mode} | {mean * 100:+6.1f}% sd {sd * 100:4.1f} n={len(rel)} | "
+                  f"{(sum(aft) / len(aft) * 100 if aft else float('nan')):+6.1f}% | {MODES[mode]}")
+    if y:
+        print(f"COST torch.profiler (CUDA activities, same process) | "
+              f"{(y['during'] / y['before'] - 1) * 100:+6.1f}% n={y.get('rounds', 1)} | "
+              f"{(y['after'] / y['before'] - 1) * 100:+6.1f}% |")
     dflt = [x for x in rows if x[0][0] in "LA"]  # U adds uprobes: shown, not judged
     for tag, before, during, after, _, _ in dflt:
         v(during >= 0.95 * before, f"[{tag}] at most 5% fewer steps/s while profiling ({during:.1f} vs {before:.1f})")

@@ -44,6 +44,8 @@ mkdir -p "$L"
 mono() { "$PY" -c 'import time; print(time.monotonic_ns())'; }
 nvidia-smi -L 2>/dev/null | head -2
 
+# SET=cost: torch.profiler's yardstick alternated as often as our windows.
+[ "${SET:-}" = cost ] && export YARD_ROUNDS=${YARD_ROUNDS:-${ROUNDS:-4}}
 PYTHONUNBUFFERED=1 "$PY" tests/gpu/cupti_attach.py train "$W" >"$L/train.log" 2>&1 &
 TP=$!
 trap 'kill $TP 2>/dev/null' EXIT
@@ -93,7 +95,9 @@ tool() { # TAG SECONDS ARGS
 # L kernels + launch/copy/set/sync calls by callback; D kernels + every
 # runtime call by activity (the default); F + every driver call (FULL=1).
 # K, L, D and Z twice, apart, for the noise.
-# SET picks the windows: modes (default: every recording mode twice), floor,
+# SET picks the windows: modes (default: every recording mode twice), cost
+# (a per-source cost table: ROUNDS rounds of idle, Python hook, kernels only,
+# kernels with launches by callback, the default, uprobes, -t all), floor,
 # long (20 s windows), stat (8 s windows:
 # kernels only, the default, the collector with uprobes), collector, none.
 GAP=${GAP:-4}
@@ -129,6 +133,16 @@ elif [ "${SET}" = stat ]; then # 8 s windows, alternated: idle, kernels only, de
 		START=runtime=0 attach V$i cpu,cuda 8; sleep $GAP
 	done
 	idle Z3 8; sleep $GAP
+elif [ "${SET}" = cost ]; then # one row per source, ROUNDS rounds of 8 s windows in turn
+	for i in $(seq "${ROUNDS:-4}"); do
+		idle Z$i 8; sleep $GAP
+		attach Y$i python 8 --no-cuda; sleep $GAP
+		tool K$i 8 runtime=0 driver=0; sleep $GAP
+		tool L$i 8 runtime=2 cbrisk=1 driver=0; sleep $GAP
+		tool D$i 8 runtime=1 driver=0; sleep $GAP
+		attach U$i cpu,cuda 8; sleep $GAP
+		attach E$i all 8; sleep $GAP
+	done
 elif [ "${SET}" = collector ]; then # the collector as users run it, between idle windows
 	idle Z1 4; sleep $GAP
 	attach A1 cpu 5; sleep $GAP
