@@ -1,12 +1,14 @@
 // SPDX-License-Identifier: Apache-2.0
 /*
- * cpu_two_funcs [SECONDS] [SYSCALL_FRACTION]: a CPU-sampling target. For
+ * cpu_two_funcs [SECONDS] [SYSCALL_FRACTION] [cpu]: a CPU-sampling target. For
  * (1 - fraction) of the time it spins, ~2/3 in burn_alpha() and ~1/3 in
  * burn_beta() (same loop, twice the iterations); for the rest it reads
  * /dev/zero in big blocks so samples land in the kernel. It prints the two
  * functions' addresses first ("alpha=0x... beta=0x...") so tests have exact
  * ground truth, and the number of burn rounds done last ("rounds=N", a
  * throughput figure for overhead measurements). Defaults: 2 s, 0.2.
+ * "cpu": SECONDS of the process's CPU time rather than of wall time, so a
+ * busy machine delays it but samples the same amount of work.
  */
 #include <fcntl.h>
 #include <stdio.h>
@@ -16,11 +18,13 @@
 
 #define UNIT 200000 /* loop iterations per unit of work (~0.1-0.3 ms) */
 
+static clockid_t clock_used = CLOCK_MONOTONIC;
+
 static double now_s(void)
 {
 	struct timespec ts;
 
-	clock_gettime(CLOCK_MONOTONIC, &ts);
+	clock_gettime(clock_used, &ts);
 	return (double)ts.tv_sec + (double)ts.tv_nsec / 1e9;
 }
 
@@ -57,6 +61,9 @@ int main(int argc, char **argv)
 {
 	double secs = argc > 1 ? atof(argv[1]) : 2.0;
 	double frac = argc > 2 ? atof(argv[2]) : 0.2;
+
+	if (argc > 3 && argv[3][0] == 'c')
+		clock_used = CLOCK_PROCESS_CPUTIME_ID;
 	double t0 = now_s(), burn_end = t0 + secs * (1 - frac);
 	long rounds = 0;
 
