@@ -293,13 +293,18 @@ int lt_profile(const struct lt_options *opt_in, const char *cmdline)
 	char err[512];
 	const char *why;
 	uint64_t t0;
+	int rc;
 
 	lt_verbosity = opt.verbosity;
 	if (preflight(&opt, err, sizeof(err))) {
 		fprintf(stderr, "llmtracker: %s\n", err);
 		return 1;
 	}
-	ck = opt.cuda_kernel ? lt_ck_open(opt.cupti_dir, opt.output, ck_log) : NULL;
+	if ((rc = evlog_session_new(opt.session))) {
+		fprintf(stderr, "llmtracker: cannot draw a session id (getrandom): %s\n", strerror(-rc));
+		return 1;
+	}
+	ck = opt.cuda_kernel ? lt_ck_open(opt.cupti_dir, opt.output, opt.session, ck_log) : NULL;
 	if (opt.launch_argv) {
 		lt_ck_env_set(ck); /* CUDA_INJECTION64_PATH for the command only */
 		int lrc = opt.n_pids >= LT_MAX_TARGETS || lt_launch_start(&l, opt.launch_argv, err, sizeof(err));
@@ -331,7 +336,8 @@ int lt_profile(const struct lt_options *opt_in, const char *cmdline)
 		goto fail;
 	}
 	s.attached = true;
-	LT_INFO(1, "profiling %d process(es) into %s", opt.n_pids, opt.output);
+	LT_INFO(1, "profiling %d process(es) into %s (session %s)", opt.n_pids, opt.output,
+		evlog_session_hex(opt.session, err));
 
 	/* ---- Late-attach features start here: every source is attached and
 	 * the targets are in the map; a launched command has not run yet. ---- */
