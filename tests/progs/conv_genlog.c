@@ -11,7 +11,7 @@
  *
  *   conv_genlog OUT -n EVENTS [--host H] [--boot ID] [--pid P] [--threads T]
  *               [--part all|host|gpu] [--mono NS] [--realtime NS]
- *               [--overlap] [--odd-names] [--unbound K] [--uprobe-cuda]
+ *               [--overlap] [--odd-names] [--unbound K] [--uprobe-cuda] [--session HEX]
  *
  * --part host leaves out what the injected library writes (GPU records),
  * --part gpu writes only that, as two producers on one node would.
@@ -24,6 +24,9 @@
  * cudaMemcpyAsync, a uretprobe system call straddling every uprobed return;
  * the CUPTI part has no boot id nor machine, and a synchronization marker
  * without a thread before its cudaEventSynchronize on a worker thread.
+ * --session HEX: the header's session id (32 hex digits), as `profile` gives
+ * its own log and the injected library's; without it the log has none, as
+ * before format 1.2.
  * Prints "steps S events N" at the end.
  */
 #include <stdio.h>
@@ -36,7 +39,7 @@
 #define STEP (1000 * US)
 
 struct opts {
-	const char *out, *host, *boot, *part;
+	const char *out, *host, *boot, *part, *session;
 	uint64_t events, mono, realtime;
 	uint32_t pid, threads, unbound;
 	int overlap, odd, uprobe_cuda;
@@ -388,6 +391,7 @@ static int parse(int argc, char **argv)
 		else if (!strcmp(a, "--mono")) o.mono = strtoull(v, NULL, 0);
 		else if (!strcmp(a, "--realtime")) o.realtime = strtoull(v, NULL, 0);
 		else if (!strcmp(a, "--unbound")) o.unbound = (uint32_t)strtoul(v, NULL, 0);
+		else if (!strcmp(a, "--session")) o.session = v;
 		else return -1;
 	}
 	if (o.threads < 1)
@@ -403,7 +407,11 @@ int main(int argc, char **argv)
 	if (parse(argc, argv)) {
 		fprintf(stderr, "usage: conv_genlog OUT -n EVENTS [--host H] [--boot ID] [--pid P] "
 			"[--threads T] [--part all|host|gpu] [--mono NS] [--realtime NS] "
-			"[--overlap] [--odd-names] [--unbound K] [--uprobe-cuda]\n");
+			"[--overlap] [--odd-names] [--unbound K] [--uprobe-cuda] [--session HEX]\n");
+		return 2;
+	}
+	if (o.session && evlog_session_parse(o.session, h.session)) {
+		fprintf(stderr, "conv_genlog: --session needs 32 hex digits\n");
 		return 2;
 	}
 	h.host = evlog_s(o.host);
