@@ -113,7 +113,7 @@ static int add_siblings(struct select *st, char *err, size_t errsz)
 		return -1;
 	for (size_t i = 0; i < n0 && !rc; i++) {
 		struct cv_log *l = &in->logs[i];
-		char *copy;
+		char *copy, *dir;
 		struct stat ds;
 		int dup = 0;
 
@@ -121,12 +121,12 @@ static int add_siblings(struct select *st, char *err, size_t errsz)
 			continue;
 		if (!(copy = strdup(l->path)))
 			rc = -1;
-		else if (stat(dirname(copy), &ds) == 0) {
+		else if (stat((dir = dirname(copy)), &ds) == 0) { /* "." for a bare name */
 			for (size_t k = 0; k < n_seen; k++)
 				dup |= seen[k].st_dev == ds.st_dev && seen[k].st_ino == ds.st_ino;
 			if (!dup) {
 				seen[n_seen++] = ds;
-				rc = cv_inputs_add(in, copy, CV_FROM_SIBLING, err, errsz);
+				rc = cv_inputs_add(in, dir, CV_FROM_SIBLING, err, errsz);
 			}
 		}
 		free(copy);

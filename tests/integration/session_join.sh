@@ -82,11 +82,14 @@ if [ -x "$PY" ] && [ "$("$PY" -c 'import sysconfig; print(sysconfig.get_config_v
 	c=$(py_counts "$T/p1.json"); echo "# export -i p1.evlog: $c"
 	[ "$c" = "f=100 g=300 loop=1" ] && ! grep -q "left out" "$T/p1.conv"
 	ok $? "export -i LOG shows the hook's Python calls, no extra flag (f=100 g=300 loop=1)"
-	"$CONV" summary "$D/p1.evlog" > "$T/p1.sum" 2> "$T/p1.sumerr"
+	"$CONV" -q -i "$D/p1.evlog" -i "$pl1" -o "$T/p1named.json"
+	cmp -s "$T/p1.json" "$T/p1named.json"
+	ok $? "... byte for byte the trace of both logs named by hand"
+	(cd "$D" && "$CONV" summary p1.evlog) > "$T/p1.sum" 2> "$T/p1.sumerr" # a bare name too
 	grep -E " (f|g) \(" "$T/p1.sum" | sed 's/^/# /'
 	grep -qE "^ .* 100 +[0-9.]+  f \(.*pyh_calltree.py:19\)$" "$T/p1.sum" &&
 		grep -qE "^ .* 300 +[0-9.]+  g \(.*pyh_calltree.py:15\)$" "$T/p1.sum"
-	ok $? "summary LOG lists the hook's calls (f 100 calls, g 300)"
+	ok $? "summary LOG (a bare name, in its directory) lists the hook's calls (f 100 calls, g 300)"
 	"$CONV" -q -i "$D/p1.evlog" --logdir "$T/tb" --run r1
 	c=$(py_counts "$(ls "$T"/tb/plugins/profile/r1/*.trace.json.gz)"); echo "# --logdir: $c"
 	[ "$c" = "f=100 g=300 loop=1" ] && [ -s "$(ls "$T"/tb/plugins/profile/r1/*.xplane.pb)" ]
