@@ -269,7 +269,7 @@ int cv_inputs_select(struct cv_inputs *in, const char *cupti_dir, int siblings, 
 		keep[i] = (unsigned char)belongs(&st, i);
 		old_join[i] = keep[i] && in->logs[i].origin == CV_FROM_CUPTI &&
 			      !evlog_session_set(st.head[i].session);
-		if (!keep[i])
+		if (!keep[i] && st.head[i].ok) /* an unreadable file beside a log is no news */
 			out[n_out++] = i;
 	}
 	left_out_line(in, out, n_out);
