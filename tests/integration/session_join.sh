@@ -53,13 +53,13 @@ print("f=%d g=%d loop=%d" % (c["f"], c["g"], c["loop"]))
 PY
 }
 
-# profile_py DIR NAME N: profile pyh_calltree.py (N iterations: f N times, g
+# profile_py DIR NAME N [OPTION...]: profile pyh_calltree.py (N iterations: f N times, g
 # 3N) under a pyenv Python into DIR/NAME.evlog; the loop starts once the
 # hook is in, the target sleeps (in a system call) before and after it.
 profile_py() {
 	local d=$1 name=$2 tp cp
 	"$PY" "$SCRIPT" "$3" "$T/$name.go" "$T/$name.hold" > "$T/$name.out" 2>&1 & tp=$!; pids+=($tp)
-	"$LT" profile -p $tp -t python -o "$d/$name.evlog" -v 1 > /dev/null 2> "$T/$name.err" & cp=$!; pids+=($cp)
+	"$LT" profile -p $tp -t python -o "$d/$name.evlog" -v 1 "${@:4}" > /dev/null 2> "$T/$name.err" & cp=$!; pids+=($cp)
 	wait_for "$T/$name.err" "tracing functions|cannot trace" && touch "$T/$name.go"
 	wait_for "$T/$name.out" "pyh_calltree done"
 	kill -INT $cp; wait $cp
@@ -112,6 +112,14 @@ if [ -x "$PY" ] && [ "$("$PY" -c 'import sysconfig; print(sysconfig.get_config_v
 			grep "left out 2 event logs" "$T/b.err" | grep -F "$D/p1.evlog" | grep -qF "$pl1"
 		ok $? "two profiles in one directory${args:+ ($args)}: each takes its own ($ca; $cb) and names the other's 2 logs in one line"
 	done
+	# profile --cupti-dir elsewhere: said at the start; the converter then needs it too
+	mkdir -p "$T/main" "$T/libs"
+	profile_py "$T/main" p3 20 --cupti-dir "$T/libs"
+	"$CONV" -q -i "$T/main/p3.evlog" --cupti-dir "$T/libs" -o "$T/c.json"
+	c=$(py_counts "$T/c.json")
+	grep -q "logs go to $T/libs, not beside $T/main/p3.evlog: convert with --cupti-dir $T/libs" "$T/p3.err" &&
+		[ "$c" = "f=20 g=60 loop=1" ] && ls "$T"/libs/llmtracker-python.*.evlog > /dev/null
+	ok $? "profile --cupti-dir elsewhere says so; export -i LOG --cupti-dir DIR takes its logs ($c)"
 	"$CONV" summary "$D" > /dev/null 2> "$T/dir.err"
 	grep "two profiles" "$T/dir.err" | sed 's/^/# /'
 	grep -q "p1.evlog and .*p2.evlog: two profiles of host" "$T/dir.err"
