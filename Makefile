@@ -241,11 +241,11 @@ PROG_LIBS_gpu_steps_genlog := $(PROG_EVLOG)
 PROG_LIBS_cuda_calls := -L$(CUDA_HOME)/lib64 -Wl,-rpath,$(CUDA_HOME)/lib64 -lcudart -ldl
 PROG_LIBS_inject_cudart := -L$(CUDA_HOME)/lib64 -Wl,-rpath,$(CUDA_HOME)/lib64 -lcudart
 INJECT_TOOL_SRC := collector/injector.c collector/cuda_kernel.c collector/inject_ctl.c collector/inject_log.c collector/inject_gate.c collector/tfile.c
-PROG_LIBS_inject_tool := $(INJECT_TOOL_SRC) -lelf
+PROG_LIBS_inject_tool := $(INJECT_TOOL_SRC) eventlog/session.c -lelf
 PROG_LIBS_inject_logdump := -static $(PROG_EVLOG)
 PROG_LIBS_inject_rawzstd := -lzstd -ldl
 $(BUILD)/tests/progs/inject_rawzstd: collector/inject/zstd_shim.c
-$(BUILD)/tests/progs/inject_tool: $(INJECT_TOOL_SRC) $(INJECT_TOOL_SRC:.c=.h)
+$(BUILD)/tests/progs/inject_tool: $(INJECT_TOOL_SRC) $(INJECT_TOOL_SRC:.c=.h) eventlog/session.c
 PROG_LIBS_cuda_logcount := -static $(PROG_EVLOG)
 PROG_LIBS_pys_folded := -static $(PROG_EVLOG)
 # A stand-in libcupti.so.13 (shared object) and the app that loads it.

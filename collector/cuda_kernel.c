@@ -8,6 +8,7 @@
 #include "inject_ctl.h"
 #include "inject_log.h"
 #include "inject/inject.h"
+#include "../eventlog/eventlog.h"
 
 #include <errno.h>
 #include <fcntl.h>
@@ -39,6 +40,7 @@ struct lt_cuda_kernel {
 	char dir[PATH_MAX];
 	int dirfd;                      /* dir, ours alone: targets get one file each */
 	char host[256];
+	char session[EVLOG_SESSION_HEX]; /* hex, "" for none: into every log's header */
 	int available;
 	int child_sock;                 /* launch mode: the child's end */
 	char *env[8];
@@ -131,6 +133,8 @@ int lt_ck_new(struct lt_cuda_kernel **out, const struct lt_ck_opts *o, char *err
 	for (char *p = ck->host; *p; p++)
 		if (*p == ' ' || *p == '/')
 			*p = '_';
+	if (o->session && evlog_session_set(o->session))
+		evlog_session_hex(o->session, ck->session);
 	ck->available = driver_present() || o->skip_driver_check;
 	if (!ck->available)
 		ck_log(ck, 'W', "CUDA kernel profiling cannot start: no NVIDIA GPU driver on this node "
@@ -153,8 +157,8 @@ static int send_start(struct lt_cuda_kernel *ck, struct ck_target *t, char *err,
 	int fd = lt_ilog_create(&t->log, ck->dirfd, "llmtracker-cupti", ck->host, t->pid, err, errsz);
 	if (fd < 0)
 		return fd;
-	snprintf(msg, sizeof(msg), "start pid=%d host=%s driver=%d runtime=%d finalize_ms=%d %.256s",
-		 t->pid, ck->host, !!ck->o.driver_api,
+	snprintf(msg, sizeof(msg), "start pid=%d host=%s session=%s driver=%d runtime=%d finalize_ms=%d %.256s",
+		 t->pid, ck->host, ck->session[0] ? ck->session : "-", !!ck->o.driver_api,
 		 !ck->o.kernels_only, /* inject.h: runtime= ($LLMT_CUPTI_START may say 2) */
 		 ck->o.finalize_ms,
 		 ck->o.start_extra ? ck->o.start_extra : "");
@@ -207,6 +211,8 @@ char *const *lt_ck_launch_env(struct lt_cuda_kernel *ck)
 	snprintf(ck->envbuf[i++], sizeof(ck->envbuf[0]), "LLMT_CUPTI_DIR=%s", ck->dir);
 	snprintf(ck->envbuf[i++], sizeof(ck->envbuf[0]), "LLMT_HOST=%s", ck->host);
 	snprintf(ck->envbuf[i++], sizeof(ck->envbuf[0]), "LLMT_CUPTI_DRIVER=%d", !!ck->o.driver_api);
+	if (ck->session[0])
+		snprintf(ck->envbuf[i++], sizeof(ck->envbuf[0]), "LLMT_SESSION=%s", ck->session);
 	if (ck->child_sock >= 0)
 		snprintf(ck->envbuf[i++], sizeof(ck->envbuf[0]), "LLMT_INJECT_SOCK=%d", ck->child_sock);
 	for (int j = 0; j < i; j++)
@@ -251,7 +257,7 @@ void lt_ck_env_unset(struct lt_cuda_kernel *ck)
 }
 
 struct lt_cuda_kernel *lt_ck_open(const char *cupti_dir, const char *output,
-				  void (*log)(char level, const char *msg))
+				  const uint8_t *session, void (*log)(char level, const char *msg))
 {
 	char dir[PATH_MAX], err[600];
 	if (cupti_dir && *cupti_dir) {
@@ -267,7 +273,8 @@ struct lt_cuda_kernel *lt_ck_open(const char *cupti_dir, const char *output,
 			snprintf(dir, sizeof(dir), ".");
 	}
 	/* Recording options for measurements (see inject.h), e.g. "runtime=0". */
-	struct lt_ck_opts o = { .cupti_dir = dir, .log = log, .start_extra = getenv("LLMT_CUPTI_START") };
+	struct lt_ck_opts o = { .cupti_dir = dir, .session = session, .log = log,
+				.start_extra = getenv("LLMT_CUPTI_START") };
 	struct lt_cuda_kernel *ck = NULL;
 	if (lt_ck_new(&ck, &o, err, sizeof(err))) {
 		char line[700];

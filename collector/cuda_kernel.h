@@ -4,8 +4,9 @@
  *
  * GPU activity is recorded inside each target by libllmtracker-inject.so
  * (CUPTI), which writes its own event log per process into the CUPTI
- * directory (--cupti-dir, default: the directory of -o); the converter
- * merges those logs by their clock anchors. This module gets the library in
+ * directory (--cupti-dir, default: the directory of -o), with the
+ * profile's session id in its header; the converter takes the logs of the
+ * session and merges them by their clock anchors. This module gets the library in
  * and out:
  *   launch (-- CMD): lt_ck_launch_env() gives the environment for the child
  *     (CUDA_INJECTION64_PATH: CUDA calls the library's InitializeInjection);
@@ -19,11 +20,14 @@
 #define LLMT_CUDA_KERNEL_H
 
 #include <stddef.h>
+#include <stdint.h>
 
 struct lt_ck_opts {
 	const char *lib_path;     /* NULL: found next to the collector binary */
 	const char *cupti_dir;    /* the library's output directory (created if missing) */
 	const char *host;         /* NULL: gethostname() */
+	const uint8_t *session;   /* the profile's session id (EVLOG_SESSION_LEN bytes), or
+				   * NULL: none (the library's logs then say none) */
 	int driver_api;           /* also record every driver API call: pairs the kernels
 				   * cuBLAS launches through cuLaunchKernel, at a much
 				   * higher cost (see collector/inject/cupti.c) */
@@ -46,10 +50,11 @@ int lt_ck_new(struct lt_cuda_kernel **out, const struct lt_ck_opts *o, char *err
 int lt_ck_available(const struct lt_cuda_kernel *ck);
 
 /* The collector's one-call set-up: options as given on the command line
- * (cupti_dir NULL: the directory of `output`). Logs and returns NULL when
- * CUDA kernel profiling cannot start; every call below accepts NULL. */
+ * (cupti_dir NULL: the directory of `output`) and the session id. Logs and
+ * returns NULL when CUDA kernel profiling cannot start; every call below
+ * accepts NULL. */
 struct lt_cuda_kernel *lt_ck_open(const char *cupti_dir, const char *output,
-				  void (*log)(char level, const char *msg));
+				  const uint8_t *session, void (*log)(char level, const char *msg));
 
 /* Launch mode, for a fork that inherits the environment: put the variables
  * of lt_ck_launch_env() into our own environment around the fork. */

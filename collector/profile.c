@@ -12,6 +12,8 @@
  * collector dies, even by SIGKILL.
  */
 #include <errno.h>
+#include <libgen.h>
+#include <limits.h>
 #include <linux/capability.h>
 #include <signal.h>
 #include <stdio.h>
@@ -255,6 +257,21 @@ static double cpu_seconds(void)
 	return ru.ru_utime.tv_sec + ru.ru_stime.tv_sec + (ru.ru_utime.tv_usec + ru.ru_stime.tv_usec) / 1e6;
 }
 
+/* The injected library's logs are found from the -o log alone when they lie
+ * beside it; --cupti-dir elsewhere needs the same option at conversion. */
+static void say_where_library_logs_go(const struct lt_options *o)
+{
+	char out[PATH_MAX], outdir[PATH_MAX], dir[PATH_MAX];
+
+	if (!o->cupti_dir || !*o->cupti_dir || !(o->cuda_kernel || (o->types & LT_T_PYTHON)))
+		return;
+	snprintf(out, sizeof(out), "%s", o->output);
+	if (!realpath(dirname(out), outdir) || !realpath(o->cupti_dir, dir) || !strcmp(outdir, dir))
+		return;
+	lt_log('I', "profile.c", 0, "the injected library's logs go to %s, not beside %s: convert "
+	       "with --cupti-dir %s (or move them beside it)", dir, o->output, dir);
+}
+
 /* --enable-cuda-kernel messages, in the collector's log format. */
 static void ck_log(char level, const char *msg)
 {
@@ -293,13 +310,18 @@ int lt_profile(const struct lt_options *opt_in, const char *cmdline)
 	char err[512];
 	const char *why;
 	uint64_t t0;
+	int rc;
 
 	lt_verbosity = opt.verbosity;
 	if (preflight(&opt, err, sizeof(err))) {
 		fprintf(stderr, "llmtracker: %s\n", err);
 		return 1;
 	}
-	ck = opt.cuda_kernel ? lt_ck_open(opt.cupti_dir, opt.output, ck_log) : NULL;
+	if ((rc = evlog_session_new(opt.session))) {
+		fprintf(stderr, "llmtracker: cannot draw a session id (getrandom): %s\n", strerror(-rc));
+		return 1;
+	}
+	ck = opt.cuda_kernel ? lt_ck_open(opt.cupti_dir, opt.output, opt.session, ck_log) : NULL;
 	if (opt.launch_argv) {
 		lt_ck_env_set(ck); /* CUDA_INJECTION64_PATH for the command only */
 		int lrc = opt.n_pids >= LT_MAX_TARGETS || lt_launch_start(&l, opt.launch_argv, err, sizeof(err));
@@ -331,7 +353,9 @@ int lt_profile(const struct lt_options *opt_in, const char *cmdline)
 		goto fail;
 	}
 	s.attached = true;
-	LT_INFO(1, "profiling %d process(es) into %s", opt.n_pids, opt.output);
+	LT_INFO(1, "profiling %d process(es) into %s (session %s)", opt.n_pids, opt.output,
+		evlog_session_hex(opt.session, err));
+	say_where_library_logs_go(&opt);
 
 	/* ---- Late-attach features start here: every source is attached and
 	 * the targets are in the map; a launched command has not run yet. ---- */

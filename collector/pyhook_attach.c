@@ -8,6 +8,7 @@
 #include "injector.h"
 #include "inject_ctl.h"
 #include "inject_log.h"
+#include "../eventlog/eventlog.h"
 
 #include <errno.h>
 #include <fcntl.h>
@@ -48,6 +49,7 @@ struct lt_pyhook {
 	char dir[PATH_MAX];
 	int dirfd;                      /* dir, ours alone: targets get one file each */
 	char host[256];
+	char session[EVLOG_SESSION_HEX]; /* hex, "" for none: into every log's header */
 	pthread_mutex_t mu;             /* t[], n: deferred attaches add targets */
 	struct pyh_target t[PYH_MAX];
 	int n;
@@ -94,7 +96,8 @@ static void pyh_pick_dir(const char *log_dir, const char *output, char *dir, siz
 		snprintf(dir, sz, ".");
 }
 
-struct lt_pyhook *lt_pyh_new(const char *log_dir, const char *output, char *err, size_t errsz)
+struct lt_pyhook *lt_pyh_new(const char *log_dir, const char *output, const uint8_t *session,
+			     char *err, size_t errsz)
 {
 	char dir[PATH_MAX];
 	struct lt_pyhook *ph = calloc(1, sizeof(*ph));
@@ -120,6 +123,8 @@ struct lt_pyhook *lt_pyh_new(const char *log_dir, const char *output, char *err,
 	for (char *p = ph->host; *p; p++)
 		if (*p == ' ' || *p == '/')
 			*p = '_';
+	if (session && evlog_session_set(session))
+		evlog_session_hex(session, ph->session);
 	pthread_mutex_init(&ph->mu, NULL);
 	return ph;
 }
@@ -152,8 +157,8 @@ static int pyh_send_start(struct lt_pyhook *ph, struct pyh_target *t, int wait_m
 	int fd = lt_ilog_create(&t->log, ph->dirfd, "llmtracker-python", ph->host, t->pid, err, errsz);
 	if (fd < 0)
 		return fd;
-	snprintf(msg, sizeof(msg), "start pid=%d host=%s cuda=0 python=1 py_wait_ms=%d", t->pid, ph->host,
-		 wait_ms);
+	snprintf(msg, sizeof(msg), "start pid=%d host=%s session=%s cuda=0 python=1 py_wait_ms=%d",
+		 t->pid, ph->host, ph->session[0] ? ph->session : "-", wait_ms);
 	int rc = lt_ictl_send(t->inj.sock, msg, &fd, 1);
 	close(fd);
 	if (rc)

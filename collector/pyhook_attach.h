@@ -4,9 +4,10 @@
  * USDT function probes (-t python falls back to it). The inject library is
  * loaded into the target (collector/injector.h) and started with
  * "start cuda=0 python=1 ..."; it installs a C-level profile function and
- * writes its own event log ("llmtracker-python.HOST.PID.*.evlog") into the
- * log directory (--cupti-dir, default: the directory of -o), which the
- * converter merges like the CUPTI logs (same host, same clock). At the end
+ * writes its own event log ("llmtracker-python.HOST.PID.*.evlog", the
+ * profile's session id in its header) into the log directory (--cupti-dir,
+ * default: the directory of -o), which the converter takes with the
+ * collector's log of the same session, like the CUPTI logs. At the end
  * the library removes the profile function from every thread under the GIL,
  * publishes its log and is unloaded.
  */
@@ -14,12 +15,15 @@
 #define LLMT_PYHOOK_ATTACH_H
 
 #include <stddef.h>
+#include <stdint.h>
 
 struct lt_pyhook;
 
-/* The library next to the collector and the log directory. NULL (and err)
- * if the library cannot be found or the directory cannot be made. */
-struct lt_pyhook *lt_pyh_new(const char *log_dir, const char *output, char *err, size_t errsz);
+/* The library next to the collector, the log directory and the session id
+ * (EVLOG_SESSION_LEN bytes; NULL: none). NULL (and err) if the library
+ * cannot be found or the directory cannot be made. */
+struct lt_pyhook *lt_pyh_new(const char *log_dir, const char *output, const uint8_t *session,
+			     char *err, size_t errsz);
 
 /* Inject into `pid` and start. `wait_ms`: how long the library waits for a
  * starting interpreter before answering. 0 started (msg: what the library

@@ -602,7 +602,8 @@ static int py_try_hook(struct lt_session *s, struct py_state *st, struct py_targ
 
 	if ((env && !strcmp(env, "0")) || st->hook_failed)
 		return 0;
-	if (!st->hook && !(st->hook = lt_pyh_new(s->opt.cupti_dir, s->opt.output, msg, sizeof(msg)))) {
+	if (!st->hook && !(st->hook = lt_pyh_new(s->opt.cupti_dir, s->opt.output, s->opt.session,
+							    msg, sizeof(msg)))) {
 		st->hook_failed = 1;
 		LT_WARN("python: the function hook cannot be used: %s", msg);
 		return 0;

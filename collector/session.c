@@ -146,6 +146,7 @@ int lt_session_open_log(struct lt_session *s, const char *cmdline)
 	h.cmdline = evlog_s(cmdline);
 	h.options = evlog_s(opts);
 	h.producer_pid = getpid();
+	memcpy(h.session, s->opt.session, sizeof(h.session));
 	rc = evlog_writer_open(&s->log, s->opt.output, &h, NULL, msg, sizeof(msg));
 	if (rc == -EVLOG_EEXIST)
 		return lt_session_errorf(s, "output %s already exists: choose another -o or remove it (never overwritten)",

@@ -57,6 +57,10 @@ struct lt_options {
 	bool follow_children;        /* default true; --no-children */
 	unsigned max_probes;         /* --max-probes; 0: LT_MAX_PROBES */
 	char **launch_argv;          /* -- CMD ARGS, NULL if none */
+	/* Not an option: drawn by lt_profile() before anything starts, and
+	 * written into the header of every log of this run (the collector's
+	 * and each injected library's), so the converter takes them together. */
+	uint8_t session[EVLOG_SESSION_LEN];
 };
 
 /* One kind of activity. Static, const instances; state lives in *state. */

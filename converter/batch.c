@@ -741,6 +741,7 @@ static int convert_unit(struct batch *b, const struct unit *u, const char *key,
 	req.run = run;
 	req.quiet = b->o.quiet;
 	req.caller_says_where = 1; /* stagepath is no place to show */
+	req.no_siblings = 1;       /* the other files of --in are units of their own */
 	rc = conv_convert(&req, err, errsz);
 	if (rc == 0)
 		rc = publish_staged(b, cl, stagefd, run, replace, err, errsz);

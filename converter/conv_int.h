@@ -22,8 +22,17 @@ struct cv_log {
 	int syscall_table;  /* syscall numbers follow our generated table */
 	uint64_t events;    /* pass-1 count */
 	int bad;            /* could not be opened in pass 1: skipped */
-	int from_cupti;     /* found by scanning --cupti-dir */
+	int origin;         /* enum cv_origin: how it was found */
+	int named;          /* the input named this very file (no directory, no archive) */
 	struct evlog_reader_stats rs;
+};
+
+/* Where a candidate log came from. Directories of the last two are read
+ * flat (not below) and quietly (they hold other files: /tmp). */
+enum cv_origin {
+	CV_FROM_INPUT,      /* -i / positional: a file, a directory or an archive */
+	CV_FROM_CUPTI,      /* --cupti-dir */
+	CV_FROM_SIBLING,    /* the directory of a main log given as a file */
 };
 
 struct cv_inputs {
@@ -36,15 +45,28 @@ struct cv_inputs {
 };
 
 /* Expand files, directories and archives into logs (checked for the magic).
- * Returns 0 (even if some inputs were skipped: see notes) or -1 on a fatal
- * error (no such input, out of memory) with a message in err. */
-int cv_inputs_add(struct cv_inputs *in, const char *path, int from_cupti_dir,
-		  char *err, size_t errsz);
+ * `origin`: enum cv_origin. Returns 0 (even if some inputs were skipped: see
+ * notes) or -1 on a fatal error (no such input, out of memory) with a
+ * message in err. */
+int cv_inputs_add(struct cv_inputs *in, const char *path, int origin, char *err, size_t errsz);
 void cv_inputs_free(struct cv_inputs *in);
-/* Drop --cupti-dir logs that cannot belong to the profile given with -i:
- * another host, or last written before the profile started (an older run
- * left in a shared directory such as /tmp). Says what it dropped. */
-void cv_inputs_filter_cupti(struct cv_inputs *in);
+/* Old logs (no session id, format 1.0/1.1): drop --cupti-dir logs that
+ * cannot belong to the profile given with -i: another host, or last written
+ * before the profile started (an older run left in a shared directory such
+ * as /tmp). Says what it dropped. Only logs marked `old_join` are judged. */
+void cv_inputs_filter_cupti(struct cv_inputs *in, const unsigned char *old_join);
+
+/* Take exactly the logs of the profiles given (sessions.c): every main log
+ * (the collector's, or any log not written by the injected library) named
+ * or found in an -i directory, and the injected library's logs of their
+ * sessions, found beside a main log named as a file (unless `siblings` is
+ * 0), in -i directories or in --cupti-dir. Logs of other sessions are left
+ * out and named in one line; main logs without a session (1.0/1.1) keep
+ * the older join of --cupti-dir by host and file time, said in one line.
+ * 0, or -1 with err set (library logs of several profiles and no main log
+ * to choose, out of memory). */
+int cv_inputs_select(struct cv_inputs *in, const char *cupti_dir, int siblings, char *err,
+		     size_t errsz);
 
 /* ---------------------------------------------------------------- metadata */
 

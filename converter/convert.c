@@ -67,11 +67,12 @@ static void sinks_free(struct sinks *s)
 static int load(struct cv_core *c, const struct conv_request *req, char *err, size_t errsz)
 {
 	for (int i = 0; i < req->n_inputs; i++)
-		if (cv_inputs_add(&c->in, req->inputs[i], 0, err, errsz))
+		if (cv_inputs_add(&c->in, req->inputs[i], CV_FROM_INPUT, err, errsz))
 			return -1;
-	if (req->cupti_dir && cv_inputs_add(&c->in, req->cupti_dir, 1, err, errsz))
+	if (req->cupti_dir && cv_inputs_add(&c->in, req->cupti_dir, CV_FROM_CUPTI, err, errsz))
 		return -1;
-	cv_inputs_filter_cupti(&c->in);
+	if (cv_inputs_select(&c->in, req->cupti_dir, !req->no_siblings, err, errsz))
+		return -1;
 	if (c->in.notes.len && !req->quiet)
 		fprintf(stderr, "%.*s", (int)c->in.notes.len, c->in.notes.p);
 	c->in.notes.len = 0;

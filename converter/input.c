@@ -5,7 +5,8 @@
  * directory such as /tmp (the seed's --cupti-dir) may hold anything else;
  * what is skipped is said. The same file reached twice (-i /tmp/data.json
  * --cupti-dir /tmp) is read once. Archive members are extracted into a
- * private temporary directory, removed at the end.
+ * private temporary directory, removed at the end. Which of the logs found
+ * belong to the profiles given is sessions.c's choice.
  */
 #include "conv_int.h"
 #include "../eventlog/evlog_format.h"
@@ -227,8 +228,10 @@ static int try_archive(struct cv_inputs *in, const char *path, char *err, size_t
 }
 
 static int add_file(struct cv_inputs *in, const char *path, const struct stat *st,
-		    int quiet_skip, char *err, size_t errsz)
+		    int origin, int depth, char *err, size_t errsz)
 {
+	int quiet_skip = origin != CV_FROM_INPUT && depth > 0;
+
 	int fd = open(path, O_RDONLY | O_CLOEXEC);
 
 	if (fd < 0) {
@@ -246,7 +249,8 @@ static int add_file(struct cv_inputs *in, const char *path, const struct stat *s
 			return 0;
 		if (push_log(in, path, path))
 			return -1;
-		in->logs[in->n - 1].from_cupti = quiet_skip;
+		in->logs[in->n - 1].origin = origin;
+		in->logs[in->n - 1].named = depth == 0 && origin == CV_FROM_INPUT;
 		return 0;
 	}
 	if (quiet_skip) {
@@ -267,10 +271,10 @@ static int cmp_str(const void *a, const void *b)
 	return strcmp(*(char *const *)a, *(char *const *)b);
 }
 
-static int add_path(struct cv_inputs *in, const char *path, int depth, int cupti,
+static int add_path(struct cv_inputs *in, const char *path, int depth, int origin,
 		    char *err, size_t errsz);
 
-static int add_dir(struct cv_inputs *in, const char *path, int depth, int cupti,
+static int add_dir(struct cv_inputs *in, const char *path, int depth, int origin,
 		   char *err, size_t errsz)
 {
 	DIR *d = opendir(path);
@@ -310,7 +314,7 @@ static int add_dir(struct cv_inputs *in, const char *path, int depth, int cupti,
 
 		if (!rc && (size_t)snprintf(child, sizeof(child), "%s/%s", path, names[i]) <
 				   sizeof(child))
-			rc = add_path(in, child, depth + 1, cupti, err, errsz);
+			rc = add_path(in, child, depth + 1, origin, err, errsz);
 		free(names[i]);
 	}
 	free(names);
@@ -319,9 +323,10 @@ static int add_dir(struct cv_inputs *in, const char *path, int depth, int cupti,
 	return rc;
 }
 
-static int add_path(struct cv_inputs *in, const char *path, int depth, int cupti,
+static int add_path(struct cv_inputs *in, const char *path, int depth, int origin,
 		    char *err, size_t errsz)
 {
+	int flat = origin != CV_FROM_INPUT;
 	struct stat st;
 
 	/* Below a named directory, symlinks are not followed (no loops, no
@@ -335,32 +340,32 @@ static int add_path(struct cv_inputs *in, const char *path, int depth, int cupti
 		return 0;
 	}
 	if (S_ISDIR(st.st_mode)) {
-		/* --cupti-dir is flat (it is often /tmp); -i directories may nest. */
-		if (depth > (cupti ? 0 : DIR_DEPTH_MAX))
+		/* --cupti-dir and a main log's directory are flat (often /tmp);
+		 * -i directories may nest. */
+		if (depth > (flat ? 0 : DIR_DEPTH_MAX))
 			return 0;
-		return add_dir(in, path, depth, cupti, err, errsz);
+		return add_dir(in, path, depth, origin, err, errsz);
 	}
 	if (!S_ISREG(st.st_mode)) {
-		if (!cupti || depth == 0)
+		if (!flat || depth == 0)
 			note(in, path, "not a regular file");
 		return 0;
 	}
-	return add_file(in, path, &st, cupti && depth > 0, err, errsz);
+	return add_file(in, path, &st, origin, depth, err, errsz);
 }
 
-int cv_inputs_add(struct cv_inputs *in, const char *path, int from_cupti_dir,
-		  char *err, size_t errsz)
+int cv_inputs_add(struct cv_inputs *in, const char *path, int origin, char *err, size_t errsz)
 {
 	uint64_t before = in->skipped;
-	size_t logs_before = in->n;
 
 	*err = 0;
-	if (add_path(in, path, 0, from_cupti_dir, err, errsz))
+	if (add_path(in, path, 0, origin, err, errsz))
 		return -1;
-	if (from_cupti_dir && in->skipped > before)
+	if (origin == CV_FROM_CUPTI && in->skipped > before)
 		cv_buf_printf(&in->notes, "%s: ignored %llu files that are not event logs\n", path,
 			      (unsigned long long)(in->skipped - before));
-	(void)logs_before;
+	else if (origin == CV_FROM_SIBLING) /* other files beside a log are no news */
+		in->skipped = before;
 	return 0;
 }
 
@@ -388,7 +393,7 @@ static struct hdr_info read_hdr(const char *path)
 	return hi;
 }
 
-void cv_inputs_filter_cupti(struct cv_inputs *in)
+void cv_inputs_filter_cupti(struct cv_inputs *in, const unsigned char *old_join)
 {
 	uint64_t start = UINT64_MAX;
 	size_t n_main = 0;
@@ -397,7 +402,7 @@ void cv_inputs_filter_cupti(struct cv_inputs *in)
 	if (!hosts)
 		return;
 	for (size_t i = 0; i < in->n; i++) {
-		if (in->logs[i].from_cupti)
+		if (in->logs[i].origin != CV_FROM_INPUT)
 			continue;
 		struct hdr_info h = read_hdr(in->logs[i].path);
 
@@ -412,7 +417,7 @@ void cv_inputs_filter_cupti(struct cv_inputs *in)
 		struct stat st;
 		int same_host = 0;
 
-		if (!l->from_cupti || l->bad)
+		if (l->origin != CV_FROM_CUPTI || l->bad || !old_join[i])
 			continue;
 		struct hdr_info h = read_hdr(l->path);
 

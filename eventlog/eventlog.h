@@ -32,7 +32,7 @@ extern "C" {
 #endif
 
 #define EVLOG_VERSION_MAJOR 1
-#define EVLOG_VERSION_MINOR 1
+#define EVLOG_VERSION_MINOR 2
 
 /* Error codes (negated when returned). */
 enum evlog_err {
@@ -207,6 +207,9 @@ struct evlog_event {
 	} u;
 };
 
+#define EVLOG_SESSION_LEN 16
+#define EVLOG_SESSION_HEX (2 * EVLOG_SESSION_LEN + 1) /* text form, with its NUL */
+
 /* File header fields. Strings may be empty. */
 struct evlog_header {
 	uint32_t version_major, version_minor;
@@ -219,6 +222,10 @@ struct evlog_header {
 	uint64_t mono_ns;              /* clock anchor: CLOCK_MONOTONIC ... */
 	uint64_t realtime_ns;          /* ... and CLOCK_REALTIME read together */
 	uint32_t producer_pid;
+	/* The profile this log belongs to: one random id per `profile` run, in
+	 * the collector's log and in every log of the libraries it injected
+	 * (format 1.2). All zero: none (logs of 1.0/1.1 writers, test logs). */
+	uint8_t session[EVLOG_SESSION_LEN];
 };
 
 /* ---------------------------------------------------------------- writer */
@@ -327,6 +334,17 @@ int evlog_dump_event(FILE *out, const struct evlog_event *ev);
 int evlog_dump_header(FILE *out, const struct evlog_header *h);
 /* Writes s escaped (no spaces, no control or non-ASCII bytes, see dump.c). */
 void evlog_dump_str(FILE *out, struct evlog_str s);
+
+/* ------------------------------------------------------------- session */
+
+/* A fresh random session id (getrandom). 0, or -errno. */
+int evlog_session_new(uint8_t id[EVLOG_SESSION_LEN]);
+/* Is it set (not all zero)? */
+int evlog_session_set(const uint8_t id[EVLOG_SESSION_LEN]);
+/* Its text form: 32 lowercase hex digits, in out[EVLOG_SESSION_HEX]. */
+char *evlog_session_hex(const uint8_t id[EVLOG_SESSION_LEN], char out[EVLOG_SESSION_HEX]);
+/* Parse the text form (exactly 32 hex digits); 0, or -EVLOG_EINVAL with id zeroed. */
+int evlog_session_parse(const char *hex, uint8_t id[EVLOG_SESSION_LEN]);
 
 /* Helpers */
 static inline struct evlog_str evlog_s(const char *s)

@@ -30,6 +30,7 @@ enum evf_tag {
 	EVF_TAG_MONO_NS = 7,      /* u64 */
 	EVF_TAG_REALTIME_NS = 8,  /* u64 */
 	EVF_TAG_PRODUCER_PID = 9, /* u32 */
+	EVF_TAG_SESSION = 10,     /* 16 bytes (1.2): the profile's id, shared by all its logs */
 };
 
 /* ----------------------------------------------------------- chunk header */

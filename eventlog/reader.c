@@ -180,6 +180,10 @@ static int evr_tlv(struct evlog_reader *r, uint16_t tag, const uint8_t *v, uint3
 		if (len != 4)
 			return -EVLOG_EHEADER;
 		h->producer_pid = evf_get32(v);
+	} else if (tag == EVF_TAG_SESSION) {
+		if (len != EVLOG_SESSION_LEN)
+			return -EVLOG_EHEADER;
+		memcpy(h->session, v, EVLOG_SESSION_LEN);
 	}
 	return 0; /* unknown tags: skipped (forward compatible) */
 }

@@ -177,7 +177,8 @@ static int evw_write_header(struct evlog_writer *w, const struct evlog_header *i
 					     "producer", "cmdline", "options" };
 	static const uint16_t tags[6] = { EVF_TAG_HOST, EVF_TAG_BOOT_ID, EVF_TAG_MACHINE,
 					  EVF_TAG_PRODUCER, EVF_TAG_CMDLINE, EVF_TAG_OPTIONS };
-	size_t body = 3 * 6 + 8 + 8 + 4;
+	int has_session = evlog_session_set(h->session);
+	size_t body = 3 * 6 + 8 + 8 + 4 + (has_session ? 6 + EVLOG_SESSION_LEN : 0);
 	for (int i = 0; i < 6; i++) {
 		int rc = evw_check_hstr(*s[i], what[i], msg, msgsz);
 		if (rc)
@@ -196,10 +197,13 @@ static int evw_write_header(struct evlog_writer *w, const struct evlog_header *i
 	uint8_t pid[4];
 	evf_put32(pid, h->producer_pid ? h->producer_pid : (uint32_t)getpid());
 	p = evw_tlv(p, EVF_TAG_PRODUCER_PID, pid, 4);
+	if (has_session)
+		p = evw_tlv(p, EVF_TAG_SESSION, h->session, EVLOG_SESSION_LEN);
 
 	memcpy(buf, EVF_MAGIC, EVF_MAGIC_LEN);
 	evf_put16(buf + 8, EVLOG_VERSION_MAJOR);
-	/* Row chunks only: a 1.0 log, which 1.0 readers read whole. */
+	/* Row chunks only: a 1.0 log, which 1.0 readers read whole (they skip
+	 * the later minors' header tags, such as the session). */
 	evf_put16(buf + 10, w->opts.row_chunks ? 0 : EVLOG_VERSION_MINOR);
 	evf_put32(buf + 12, (uint32_t)body);
 	evf_put32(buf + 16, libdeflate_crc32(0, buf + EVF_FILE_FIXED, body));

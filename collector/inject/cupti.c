@@ -978,6 +978,7 @@ static int open_log(char *msg, size_t msgsz)
 		.options = evlog_s(cfg.launch ? "cupti launch" : "cupti attach"),
 		.producer_pid = (uint32_t)getpid(),
 	};
+	memcpy(h.session, cfg.session, sizeof(h.session));
 	int rc;
 	stats.file[0] = 0;
 	if (cfg.launch) {

@@ -73,6 +73,8 @@ static void cfg_parse(struct li_config *c, char *msg)
 			c->pid = (uint32_t)strtoul(eq, NULL, 10);
 		else if (!strcmp(tok, "host"))
 			snprintf(c->host, sizeof(c->host), "%s", eq);
+		else if (!strcmp(tok, "session"))
+			evlog_session_parse(eq, c->session); /* malformed or "-": none */
 		else if (!strcmp(tok, "driver"))
 			c->driver = atoi(eq);
 		else if (!strcmp(tok, "runtime"))
@@ -342,6 +344,8 @@ LI_API int InitializeInjection(void)
 		snprintf(li_cfg.dir, sizeof(li_cfg.dir), "%s", v);
 	if ((v = getenv("LLMT_HOST")))
 		snprintf(li_cfg.host, sizeof(li_cfg.host), "%s", v);
+	if ((v = getenv("LLMT_SESSION")))
+		evlog_session_parse(v, li_cfg.session);
 	if ((v = getenv("LLMT_CUPTI_DRIVER")))
 		li_cfg.driver = atoi(v);
 	if ((v = getenv("LLMT_CUPTI_START"))) { /* recording options, as in attach mode */

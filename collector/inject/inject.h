@@ -12,7 +12,9 @@
  *                     started, CUPTI's first, then Python's: each a write-only
  *                     fd of an empty file the collector made for that log;
  *                     the library writes into it and renames nothing)
- *                     keys: pid (host pid), host, runtime (0/1/2), driver (0/1),
+ *                     keys: pid (host pid), host, session (32 hex digits: the
+ *                           profile's id, written into each log's header),
+ *                           runtime (0/1/2), driver (0/1),
  *                           finalize_ms, cuda (0/1), python (0/1),
  *                           py_wait_ms (pyhook.h)
  *   lib -> collector  "ok ..." | "err MESSAGE"
@@ -24,13 +26,16 @@
  * The collector publishes the file; nothing the library says names a file.
  * Launch mode (InitializeInjection) has no start message: the command is the
  * user's own, started by the collector with its rights, and the library
- * writes and publishes its log by path in $LLMT_CUPTI_DIR.
+ * writes and publishes its log by path in $LLMT_CUPTI_DIR, with the session
+ * id of $LLMT_SESSION.
  */
 #ifndef LLMT_INJECT_H
 #define LLMT_INJECT_H
 
 #include <stddef.h>
 #include <stdint.h>
+
+#include "../../eventlog/eventlog.h"
 
 #define LI_API __attribute__((visibility("default")))
 
@@ -39,6 +44,8 @@
 struct li_config {
 	uint32_t pid;          /* pid to record events under (host view) */
 	char host[256];
+	uint8_t session[EVLOG_SESSION_LEN]; /* start key session / $LLMT_SESSION: the
+				* profile's id, in each log's header; zero: none */
 	int cupti_fd;          /* attach: the file for CUPTI's log (the collector's), or -1 */
 	int py_fd;             /* attach: the file for the Python log, or -1 */
 	char dir[1024];        /* launch only ($LLMT_CUPTI_DIR): where CUPTI's log goes */

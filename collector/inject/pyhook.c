@@ -585,6 +585,7 @@ static int open_log(char *msg, size_t msgsz)
 		.cmdline = evlog_s(cmd), .options = evlog_s(opts),
 		.producer_pid = (uint32_t)getpid(),
 	};
+	memcpy(h.session, cfg.session, sizeof(h.session));
 	int fd = cfg.py_fd >= 0 ? fcntl(cfg.py_fd, F_DUPFD_CLOEXEC, 0) : -1;
 	if (fd < 0)
 		snprintf(err, sizeof(err), "no log file came from the collector");

@@ -50,7 +50,21 @@ check() {
 	tar -C "$T" -xzf "$OUT/nccl-logs.tar.gz" || exit 1
 	"$B/bin/llmtracker-convert" -i "$T/logs" --logdir "$T/tb" --run nccl -o "$T/trace.json.gz" || {
 		echo "FAIL conversion"; exit 1; }
-	python3 tests/gpu/nccl_check.py "$T/trace.json.gz" "$T/logs" "$T/tb/plugins/profile/nccl"
+	python3 tests/gpu/nccl_check.py "$T/trace.json.gz" "$T/logs" "$T/tb/plugins/profile/nccl" || exit 1
+	# One session: every CUPTI log carries the node log's session id, and the
+	# node log alone brings them all (the same kernels as the whole directory).
+	local s f k_all k_alone
+	s=$("$B/bin/llmtracker-convert" dump "$T/logs/node.evlog" | sed -n '/^# session=/p;/^[^#]/q')
+	for f in "$T"/logs/llmtracker-cupti.*.evlog; do
+		[ "$("$B/bin/llmtracker-convert" dump "$f" | sed -n '/^# session=/p;/^[^#]/q')" = "$s" ] ||
+			{ echo "FAIL $f: not of the node log's session ($s)"; exit 1; }
+	done
+	"$B/bin/llmtracker-convert" -q -i "$T/logs/node.evlog" -o "$T/alone.json.gz" || exit 1
+	k_all=$(zcat "$T/trace.json.gz" | grep -o '"cat":"kernel"' | wc -l)
+	k_alone=$(zcat "$T/alone.json.gz" | grep -o '"cat":"kernel"' | wc -l)
+	[ -n "$s" ] && [ "$k_alone" = "$k_all" ] && [ "$k_all" -gt 0 ] ||
+		{ echo "FAIL the node log alone: $k_alone kernels, the directory: $k_all (session '$s')"; exit 1; }
+	echo "PASS one session ($s): the node log alone brings all $k_all kernels"
 }
 
 case "$mode" in

@@ -4,7 +4,8 @@
 #   - 1.0 logs (old writer) read here, every event the same;
 #   - 1.1 column chunks are skipped by a 1.0 reader cleanly (counted as
 #     chunks of a newer minor version, nothing misread, no crash);
-#   - the row_chunks option writes logs a 1.0 reader reads whole;
+#   - the row_chunks option writes logs a 1.0 reader reads whole (a 1.2
+#     header tag, the session id, skipped);
 #   - both layouts hold the same events.
 set -u
 BUILD=${BUILD:-build}

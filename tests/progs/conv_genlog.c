@@ -11,7 +11,7 @@
  *
  *   conv_genlog OUT -n EVENTS [--host H] [--boot ID] [--pid P] [--threads T]
  *               [--part all|host|gpu] [--mono NS] [--realtime NS]
- *               [--overlap] [--odd-names] [--unbound K] [--uprobe-cuda]
+ *               [--overlap] [--odd-names] [--unbound K] [--uprobe-cuda] [--session HEX]
  *               [--no-markers]
  *
  * --part host leaves out what the injected library writes (GPU records),
@@ -27,6 +27,9 @@
  * without a thread before its cudaEventSynchronize on a worker thread.
  * --no-markers leaves the step markers out (the converter then finds the
  * steps itself, from train_step).
+ * --session HEX: the header's session id (32 hex digits), as `profile` gives
+ * its own log and the injected library's; without it the log has none, as
+ * before format 1.2.
  * Prints "steps S events N" at the end.
  */
 #include <stdio.h>
@@ -39,7 +42,7 @@
 #define STEP (1000 * US)
 
 struct opts {
-	const char *out, *host, *boot, *part;
+	const char *out, *host, *boot, *part, *session;
 	uint64_t events, mono, realtime;
 	uint32_t pid, threads, unbound;
 	int overlap, odd, uprobe_cuda, no_markers;
@@ -393,6 +396,7 @@ static int parse(int argc, char **argv)
 		else if (!strcmp(a, "--mono")) o.mono = strtoull(v, NULL, 0);
 		else if (!strcmp(a, "--realtime")) o.realtime = strtoull(v, NULL, 0);
 		else if (!strcmp(a, "--unbound")) o.unbound = (uint32_t)strtoul(v, NULL, 0);
+		else if (!strcmp(a, "--session")) o.session = v;
 		else return -1;
 	}
 	if (o.threads < 1)
@@ -408,7 +412,12 @@ int main(int argc, char **argv)
 	if (parse(argc, argv)) {
 		fprintf(stderr, "usage: conv_genlog OUT -n EVENTS [--host H] [--boot ID] [--pid P] "
 			"[--threads T] [--part all|host|gpu] [--mono NS] [--realtime NS] "
-			"[--overlap] [--odd-names] [--unbound K] [--uprobe-cuda] [--no-markers]\n");
+			"[--overlap] [--odd-names] [--unbound K] [--uprobe-cuda] [--session HEX] "
+			"[--no-markers]\n");
+		return 2;
+	}
+	if (o.session && evlog_session_parse(o.session, h.session)) {
+		fprintf(stderr, "conv_genlog: --session needs 32 hex digits\n");
 		return 2;
 	}
 	h.host = evlog_s(o.host);

@@ -37,6 +37,8 @@ static int do_write(int argc, char **argv)
 	}
 	struct evgen *g = evgen_new(7, 0);
 	struct evlog_header h = { .host = evlog_s("testhost"), .producer = evlog_s("evlog_cli") };
+	/* A session id (format 1.2): older readers skip the tag (eventlog_compat.sh). */
+	evlog_session_parse("5e55105e55105e55105e55105e55105e", h.session);
 	struct evlog_writer *w;
 	char msg[512];
 	if (!g) {

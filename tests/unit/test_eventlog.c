@@ -59,6 +59,8 @@ static struct evlog_header test_header(void)
 	h.mono_ns = 123456789;
 	h.realtime_ns = 1700000000000000000ull;
 	h.producer_pid = 77;
+	for (int i = 0; i < EVLOG_SESSION_LEN; i++)
+		h.session[i] = (uint8_t)(0xa0 + i);
 	return h;
 }
 
@@ -102,6 +104,7 @@ static size_t roundtrip_rows(const char *name, int all, uint64_t n, size_t chunk
 	assert_int_equal(rh->mono_ns, h.mono_ns);
 	assert_int_equal(rh->realtime_ns, h.realtime_ns);
 	assert_int_equal(rh->producer_pid, 77);
+	assert_memory_equal(rh->session, h.session, EVLOG_SESSION_LEN);
 
 	struct evgen *g2 = evgen_new(42, 1);
 	const struct evlog_event *got;
@@ -512,6 +515,52 @@ static size_t put_chunk(uint8_t *dst, const uint8_t *raw, size_t rawlen, uint32_
 	return EVF_CHUNK_HDR + c;
 }
 
+/* Session ids: drawn set, text form both ways, absent when not given, and a
+ * session tag of the wrong length is a corrupt header. */
+static void test_session(void **state)
+{
+	(void)state;
+	uint8_t a[EVLOG_SESSION_LEN], b[EVLOG_SESSION_LEN];
+	char hex[EVLOG_SESSION_HEX], msg[256];
+	assert_int_equal(evlog_session_new(a), 0);
+	assert_true(evlog_session_set(a));
+	assert_int_equal(strlen(evlog_session_hex(a, hex)), 32);
+	assert_int_equal(evlog_session_parse(hex, b), 0);
+	assert_memory_equal(a, b, EVLOG_SESSION_LEN);
+	assert_int_equal(evlog_session_parse("00112233445566778899AABBCCDDEEFF", b), 0);
+	assert_string_equal(evlog_session_hex(b, hex), "00112233445566778899aabbccddeeff");
+	assert_int_equal(evlog_session_parse("0011223344556677889", b), -EVLOG_EINVAL);
+	assert_false(evlog_session_set(b));
+	assert_int_equal(evlog_session_parse("-", b), -EVLOG_EINVAL);
+	assert_int_equal(evlog_session_parse("0011223344556677889xaabbccddeeff", b), -EVLOG_EINVAL);
+	assert_false(evlog_session_set(b));
+
+	/* No session given: none written, none read. */
+	struct evlog_header h = test_header();
+	memset(h.session, 0, sizeof(h.session));
+	struct evlog_writer *w;
+	assert_int_equal(evlog_writer_open(&w, tpath("nosession.evlog"), &h, NULL, msg, sizeof(msg)), 0);
+	assert_int_equal(evlog_writer_close(w), 0);
+	struct evlog_reader *r;
+	assert_int_equal(evlog_reader_open(&r, tpath("nosession.evlog"), msg, sizeof(msg)), 0);
+	assert_false(evlog_session_set(evlog_reader_header(r)->session));
+	evlog_reader_close(r);
+
+	/* A session tag of 15 bytes. */
+	uint8_t buf[64];
+	memcpy(buf, EVF_MAGIC, EVF_MAGIC_LEN);
+	evf_put16(buf + 8, 1);
+	evf_put16(buf + 10, 2);
+	uint8_t *p = buf + EVF_FILE_FIXED;
+	evf_put16(p, EVF_TAG_SESSION); evf_put32(p + 2, 15); memset(p + 6, 7, 15); p += 21;
+	uint32_t blen = (uint32_t)(p - (buf + EVF_FILE_FIXED));
+	evf_put32(buf + 12, blen);
+	evf_put32(buf + 16, libdeflate_crc32(0, buf + EVF_FILE_FIXED, blen));
+	assert_int_equal(evlog_reader_open_mem(&r, buf, (size_t)(p - buf), "short", msg, sizeof(msg)),
+			 -EVLOG_EHEADER);
+	assert_non_null(strstr(msg, "header field 10"));
+}
+
 static void test_forward_compat(void **state)
 {
 	(void)state;
@@ -888,6 +937,7 @@ int main(void)
 {
 	const struct CMUnitTest tests[] = {
 		cmocka_unit_test(test_roundtrip_all_types),
+		cmocka_unit_test(test_session),
 		cmocka_unit_test(test_roundtrip_all_types_big_chunks),
 		cmocka_unit_test(test_roundtrip_mixed),
 		cmocka_unit_test(test_row_chunks),

@@ -1,0 +1,189 @@
+#!/bin/bash
+# One profile, one session: the collector's log and every injected library's
+# log of one `profile` run carry one session id, and the converter takes a
+# profile's logs by it, never by file time (schemas/eventlog.md 5.1).
+#   1. a pyenv Python (no USDT probes: the profile hook is injected): the
+#      hook's log carries the main log's session; `export -i LOG`, `summary
+#      LOG` and `export --logdir` of the main log alone show the hook's
+#      calls, with exact counts;
+#   2. a second, unrelated profile written into the same directory: each
+#      conversion takes exactly its own logs (exact counts) and names the
+#      other profile's logs as left out in one line, with or without
+#      --cupti-dir; the directory given whole says it holds two profiles;
+#   3. CUDA kernels from the stand-in CUPTI (tests/progs/fake_cupti.c)
+#      through `profile --enable-cuda-kernel` (a private mount namespace
+#      shows it a driver file): the CUPTI log carries the session, `summary
+#      LOG` counts every kernel the library wrote;
+#   4. logs of format 1.1 (written by the 1.1 library of this repository's
+#      history, no session) still convert, --cupti-dir joined by host and
+#      file time as before, said in one line; library logs of two sessions
+#      and no main log are refused, naming both.
+set -u
+BUILD=${BUILD:-build}
+LT=$(realpath -m "$BUILD/bin/llmtracker")
+CONV=$(realpath -m "$BUILD/bin/llmtracker-convert")
+DUMP=$(realpath -m "$BUILD/tests/progs/evlog_dump")
+P=$(realpath -m "$BUILD/tests/progs")
+SCRIPT=$PWD/tests/workloads/pyh_calltree.py
+PYENV=${PYENV_ROOT:-/root/.pyenv}/versions
+for f in "$LT" "$CONV" "$DUMP" "$P/conv_genlog" "$P/fake_cuda_app" "$P/fake_cupti" \
+	"$BUILD/lib/libllmtracker-inject.so"; do
+	[ -e "$f" ] || { echo "not ok 1 - $f not built (make tests-bin)"; exit 1; }
+done
+[ "$(id -u)" = 0 ] || { echo "# skip: needs root (eBPF, ptrace)"; exit 77; }
+
+T=$(mktemp -d /tmp/session-join.XXXXXX)
+pids=()
+cleanup() { exec 9>&- 2>/dev/null; for p in "${pids[@]}"; do kill -9 "$p" 2>/dev/null; done; rm -rf "$T"; }
+trap cleanup EXIT
+n=0
+ok() { n=$((n + 1)); if [ "$1" -eq 0 ]; then echo "ok $n - $2"; else echo "not ok $n - $2"; fi; }
+wait_for() { # file regex: up to 30 s
+	for _ in $(seq 300); do grep -qE "$2" "$1" 2>/dev/null && return 0; sleep 0.1; done; return 1
+}
+session_of() { "$DUMP" "$1" 2>/dev/null | sed -n 's/^# session=//p' | head -1; }
+# py_counts JSON: "f=N g=N loop=N" of the Python calls (complete events) in a trace
+py_counts() {
+	python3 - "$1" <<'PY'
+import collections, gzip, json, sys
+p = sys.argv[1]
+ev = json.load(gzip.open(p) if p.endswith(".gz") else open(p))["traceEvents"]
+c = collections.Counter(e["name"] for e in ev if e.get("cat") == "python_function" and e.get("ph") == "X")
+print("f=%d g=%d loop=%d" % (c["f"], c["g"], c["loop"]))
+PY
+}
+
+# profile_py DIR NAME N [OPTION...]: profile pyh_calltree.py (N iterations: f N times, g
+# 3N) under a pyenv Python into DIR/NAME.evlog; the loop starts once the
+# hook is in, the target sleeps (in a system call) before and after it.
+profile_py() {
+	local d=$1 name=$2 tp cp
+	"$PY" "$SCRIPT" "$3" "$T/$name.go" "$T/$name.hold" > "$T/$name.out" 2>&1 & tp=$!; pids+=($tp)
+	"$LT" profile -p $tp -t python -o "$d/$name.evlog" -v 1 "${@:4}" > /dev/null 2> "$T/$name.err" & cp=$!; pids+=($cp)
+	wait_for "$T/$name.err" "tracing functions|cannot trace" && touch "$T/$name.go"
+	wait_for "$T/$name.out" "pyh_calltree done"
+	kill -INT $cp; wait $cp
+	touch "$T/$name.hold"; wait $tp
+	echo $tp > "$T/$name.pid"
+}
+
+PY=$(ls "$PYENV"/3.11*/bin/python3.11 2>/dev/null | head -1)
+if [ -x "$PY" ] && [ "$("$PY" -c 'import sysconfig; print(sysconfig.get_config_var("WITH_DTRACE"))')" = 0 ]; then
+	D=$T/shared
+	mkdir -p "$D"
+	# 1. the hook's calls from the main log alone
+	profile_py "$D" p1 100
+	s1=$(session_of "$D/p1.evlog") pl1=$(ls "$D"/llmtracker-python.*.$(cat "$T/p1.pid").*.evlog 2>/dev/null)
+	echo "# p1 session $s1, hook log ${pl1##*/}"
+	[ ${#s1} = 32 ] && [ -n "$pl1" ] && [ "$(session_of "$pl1")" = "$s1" ] &&
+		grep -q "(session $s1)" "$T/p1.err"
+	ok $? "the collector's log and the hook's log carry one session id ($s1)"
+	"$LT" export -i "$D/p1.evlog" -o "$T/p1.json" 2> "$T/p1.conv"
+	c=$(py_counts "$T/p1.json"); echo "# export -i p1.evlog: $c"
+	[ "$c" = "f=100 g=300 loop=1" ] && ! grep -q "left out" "$T/p1.conv"
+	ok $? "export -i LOG shows the hook's Python calls, no extra flag (f=100 g=300 loop=1)"
+	"$CONV" -q -i "$D/p1.evlog" -i "$pl1" -o "$T/p1named.json"
+	cmp -s "$T/p1.json" "$T/p1named.json"
+	ok $? "... byte for byte the trace of both logs named by hand"
+	(cd "$D" && "$CONV" summary p1.evlog) > "$T/p1.sum" 2> "$T/p1.sumerr" # a bare name too
+	grep -E " (f|g) \(" "$T/p1.sum" | sed 's/^/# /'
+	grep -qE "^ .* 100 +[0-9.]+  f \(.*pyh_calltree.py:19\)$" "$T/p1.sum" &&
+		grep -qE "^ .* 300 +[0-9.]+  g \(.*pyh_calltree.py:15\)$" "$T/p1.sum"
+	ok $? "summary LOG (a bare name, in its directory) lists the hook's calls (f 100 calls, g 300)"
+	"$CONV" -q -i "$D/p1.evlog" --logdir "$T/tb" --run r1
+	c=$(py_counts "$(ls "$T"/tb/plugins/profile/r1/*.trace.json.gz)"); echo "# --logdir: $c"
+	[ "$c" = "f=100 g=300 loop=1" ] && [ -s "$(ls "$T"/tb/plugins/profile/r1/*.xplane.pb)" ]
+	ok $? "--logdir of the main log alone: the run's trace holds the hook's calls ($c)"
+
+	# 2. an unrelated profile into the same directory
+	profile_py "$D" p2 50
+	pl2=$(ls "$D"/llmtracker-python.*.$(cat "$T/p2.pid").*.evlog 2>/dev/null)
+	s2=$(session_of "$D/p2.evlog")
+	[ -n "$pl2" ] && [ "$(session_of "$pl2")" = "$s2" ] && [ "$s2" != "$s1" ]
+	ok $? "the second profile has a session of its own ($s2)"
+	for args in "" "--cupti-dir $D"; do
+		"$CONV" -i "$D/p1.evlog" $args -o "$T/a.json" --force 2> "$T/a.err"
+		"$CONV" -i "$D/p2.evlog" $args -o "$T/b.json" --force 2> "$T/b.err"
+		ca=$(py_counts "$T/a.json") cb=$(py_counts "$T/b.json")
+		grep "left out" "$T/a.err" | cut -c1-300 | sed 's/^/# /'
+		[ "$ca" = "f=100 g=300 loop=1" ] && [ "$cb" = "f=50 g=150 loop=1" ] &&
+			[ "$(grep -c "left out" "$T/a.err")" = 1 ] && [ "$(grep -c "left out" "$T/b.err")" = 1 ] &&
+			grep "left out 2 event logs" "$T/a.err" | grep -F "$D/p2.evlog" | grep -qF "$pl2" &&
+			grep "left out 2 event logs" "$T/b.err" | grep -F "$D/p1.evlog" | grep -qF "$pl1"
+		ok $? "two profiles in one directory${args:+ ($args)}: each takes its own ($ca; $cb) and names the other's 2 logs in one line"
+	done
+	# profile --cupti-dir elsewhere: said at the start; the converter then needs it too
+	mkdir -p "$T/main" "$T/libs"
+	profile_py "$T/main" p3 20 --cupti-dir "$T/libs"
+	"$CONV" -q -i "$T/main/p3.evlog" --cupti-dir "$T/libs" -o "$T/c.json"
+	c=$(py_counts "$T/c.json")
+	grep -q "logs go to $T/libs, not beside $T/main/p3.evlog: convert with --cupti-dir $T/libs" "$T/p3.err" &&
+		[ "$c" = "f=20 g=60 loop=1" ] && ls "$T"/libs/llmtracker-python.*.evlog > /dev/null
+	ok $? "profile --cupti-dir elsewhere says so; export -i LOG --cupti-dir DIR takes its logs ($c)"
+	"$CONV" summary "$D" > /dev/null 2> "$T/dir.err"
+	grep "two profiles" "$T/dir.err" | sed 's/^/# /'
+	grep -q "p1.evlog and .*p2.evlog: two profiles of host" "$T/dir.err"
+	ok $? "the directory given whole: both profiles, said in one line"
+else
+	echo "# no pyenv python3.11 without USDT probes under $PYENV: hook checks skipped"
+fi
+
+# 3. CUDA kernels from the stand-in CUPTI, through profile --enable-cuda-kernel
+if [ "$(uname -m)" = x86_64 ] && [ ! -e /proc/driver/nvidia/version ] && [ ! -e /dev/nvidiactl ]; then
+	C=$T/cuda
+	mkdir -p "$C"
+	mkfifo "$C/in"
+	FAKE_CUPTI_RATE=20000 "$P/fake_cuda_app" "$P/fake_cupti" < "$C/in" > "$C/app.out" 2>&1 & tp=$!; pids+=($tp)
+	exec 9> "$C/in"
+	wait_for "$C/app.out" "^ready"
+	# Only this collector sees a driver file (the node has none): the library goes in.
+	unshare -m --propagation private sh -c 'mount -t tmpfs stand-in /proc/driver &&
+		mkdir /proc/driver/nvidia && echo stand-in > /proc/driver/nvidia/version && exec "$@"' sh \
+		"$LT" profile -p $tp -t syscall --enable-cuda-kernel true -o "$C/main.evlog" -d 2 -v 1 \
+		> /dev/null 2> "$C/err"
+	exec 9>&-
+	wait $tp
+	cl=$(ls "$C"/llmtracker-cupti.*.$tp.*.evlog 2>/dev/null)
+	sc=$(session_of "$C/main.evlog")
+	[ -n "$cl" ] && [ ${#sc} = 32 ] && [ "$(session_of "$cl")" = "$sc" ]
+	ok $? "the CUPTI library's log carries the profile's session ($sc)"
+	k=$("$DUMP" "$cl" 2>/dev/null | grep -c "^gpu_kernel ")
+	"$CONV" summary "$C/main.evlog" > "$C/sum" 2> /dev/null
+	grep -E "fake_kernel" "$C/sum" | sed 's/^/# /'
+	[ "$k" -gt 0 ] && grep -qE "^ .* $k +[0-9.]+ +[0-9.]+  fake_kernel$" "$C/sum"
+	ok $? "summary LOG of the main log alone counts every kernel of the CUPTI log ($k)"
+else
+	echo "# not x86-64, or a GPU driver here (tests/gpu/ covers it): stand-in CUPTI checks skipped"
+fi
+
+# 4. logs of format 1.1, written by the 1.1 library from this repository's history
+ref=6ee42cf3464d2d952bd3ede121c277bb2ebf459d
+O=$T/old
+mkdir -p "$O/src/eventlog" "$O/src/tests/progs" "$O/cupti"
+if git cat-file -e "$ref^{commit}" 2>/dev/null; then
+	for f in $(git ls-tree --name-only "$ref" eventlog/); do git show "$ref:$f" > "$O/src/$f"; done
+	git show "$ref:tests/progs/conv_genlog.c" > "$O/src/tests/progs/conv_genlog.c"
+	cc -O1 -D_GNU_SOURCE -I"$O/src" -o "$O/genlog11" "$O/src/tests/progs/conv_genlog.c" \
+		"$O"/src/eventlog/*.c -lzstd -ldeflate 2> "$O/cc.err" || sed 's/^/# /' "$O/cc.err" | head -5
+	"$O/genlog11" "$O/host.log" -n 20000 --part host > /dev/null
+	"$O/genlog11" "$O/cupti/inject-4000.log" -n 6000 --part gpu > /dev/null
+	# a library log of a profile with a session, in the same --cupti-dir
+	"$P/conv_genlog" "$O/cupti/inject-new.log" -n 600 --part gpu --pid 4100 \
+		--session 00112233445566778899aabbccddeeff > /dev/null
+	"$CONV" -i "$O/host.log" --cupti-dir "$O/cupti" -o "$O/j.json" 2> "$O/j.err"; rc=$?
+	"$CONV" -q -i "$O/host.log" -i "$O/cupti/inject-4000.log" -o "$O/named.json"
+	sed 's/^/# /' "$O/j.err" | cut -c1-200
+	[ $rc = 0 ] && "$DUMP" "$O/host.log" | grep -q "^# version=1.1" && cmp -s "$O/j.json" "$O/named.json" &&
+		[ "$(grep -c "has no session id" "$O/j.err")" = 1 ] && grep -q "left out 1 event log .*inject-new.log" "$O/j.err"
+	ok $? "1.1 logs convert, --cupti-dir joined by host and file time as before (said once; a log of a session left out)"
+else
+	echo "# the 1.1 library (commit $ref) is not in this checkout's history: 1.1 checks skipped"
+fi
+mkdir -p "$O/libs"
+"$P/conv_genlog" "$O/libs/l1.log" -n 300 --part gpu --session 11111111111111111111111111111111 > /dev/null
+"$P/conv_genlog" "$O/libs/l2.log" -n 300 --part gpu --session 22222222222222222222222222222222 > /dev/null
+"$CONV" summary "$O/libs" > /dev/null 2> "$O/two.err"; rc=$?
+sed 's/^/# /' "$O/two.err"
+[ $rc = 1 ] && grep -q "library logs of 2 profiles (sessions 1111.*, 2222.*) and no collector log" "$O/two.err"
+ok $? "library logs of two sessions and no main log: refused, both named"
+exit 0
