@@ -28,10 +28,13 @@
 #include "../bpf/uprobe.h"
 #include "cudadecode.h"
 #include "elfsym.h"
+#include "ldsearch.h"
+#include "libfind.h"
 #include "probefile.h"
 #include "probe_cost.h"
 #include "uprobe_multi.h"
 #include "session.h"
+#include "targets.h"
 #include "tfile.h"
 
 #define CP_NAME_CACHE 4096    /* launch address -> kernel name, per session */
@@ -50,13 +53,14 @@ struct cp_probe {             /* a probed function; its index is the cookie id *
 
 struct cp_link {
 	int pid;
+	uint64_t start;         /* the process's start time: a reused pid is another */
 	struct bpf_link *link;  /* a perf-event attachment, or */
 	int fd;                 /* a uprobe_multi link (-1 if none) */
 };
 
 struct cp_seen {              /* a (pid, file) already looked at */
 	int pid;
-	uint64_t dev, ino;
+	uint64_t start, dev, ino;
 };
 
 struct cp_name {              /* launch-address cache */
@@ -87,6 +91,7 @@ struct cp_state {
 	bool multi;           /* uprobe_multi links (kernel 6.6+) */
 	struct cp_name names[CP_NAME_CACHE];
 	uint64_t calls, attach_errors;
+	uint64_t cur_start;   /* start time of the process being attached to */
 	double call_ns;       /* one probed call's cost, measured at start (probe_cost.h) */
 };
 
@@ -264,19 +269,25 @@ static void link_close(struct cp_link *l)
 	l->fd = -1;
 }
 
-static void detach_pid(struct cp_state *st, int pid)
+/* Drop the links and files of an earlier process that had this pid (start
+ * differs). Those of the same process stay, across exec too: a link is bound
+ * to the process and the kernel checks the mm it runs in at each mapping
+ * and call, so a link made before an exec (a launched command armed before
+ * it runs) serves the new image, and one on a file the new image does not
+ * map costs nothing. */
+static void forget_earlier(struct cp_state *st, int pid, uint64_t start)
 {
 	size_t i, k = 0;
 
 	for (i = 0; i < st->n_links; i++) {
-		if (st->links[i].pid == pid)
+		if (st->links[i].pid == pid && st->links[i].start != start)
 			link_close(&st->links[i]);
 		else
 			st->links[k++] = st->links[i];
 	}
 	st->n_links = k;
 	for (i = 0, k = 0; i < st->n_seen; i++)
-		if (st->seen[i].pid != pid)
+		if (st->seen[i].pid != pid || st->seen[i].start == start)
 			st->seen[k++] = st->seen[i];
 	st->n_seen = k;
 }
@@ -382,7 +393,7 @@ static int attach_one(struct cp_state *st, int pid, const char *file, int id)
 		return e;
 	}
 	for (i = 0; i < 2; i++)
-		st->links[st->n_links++] = (struct cp_link){ pid, l[i], -1 };
+		st->links[st->n_links++] = (struct cp_link){ pid, st->cur_start, l[i], -1 };
 	return 0;
 }
 
@@ -433,7 +444,7 @@ static int multi_pair(struct cp_state *st, int pid, const char *file, const int 
 		return fd[1];
 	}
 	for (i = 0; i < 2; i++)
-		st->links[st->n_links++] = (struct cp_link){ pid, NULL, fd[i] };
+		st->links[st->n_links++] = (struct cp_link){ pid, st->cur_start, NULL, fd[i] };
 	return 0;
 }
 
@@ -521,40 +532,43 @@ static int *select_all(struct cp_state *st, const struct lt_elf *e, const char *
 }
 
 /* Probe every function the matching entries of the probe file select in
- * the file mapped at m (each function once, whatever selects it). The file
- * is opened safely once (tfile.h) and the uprobes are placed through our
- * fd of it, so the kernel probes the very inode whose symbols we read. */
-static void attach_lib(struct lt_session *s, struct cp_state *st, int pid, int root_fd,
-		       const struct lt_tf_map *m, const struct lt_plib *const *pls, size_t n_pls)
+ * the file open as fd (path: as the target names it), each function once,
+ * whatever selects it. The uprobes are placed through our fd of it, so the
+ * kernel probes the very inode whose symbols we read; they are bound to pid
+ * and take effect whenever that process maps the file, now or later. A
+ * `speculative` file (found on the search path, perhaps never loaded) that
+ * would pass the probe limit is skipped with a note, never refused. */
+static bool attach_file(struct lt_session *s, struct cp_state *st, int pid, int fd, const char *path,
+			uint64_t dev, uint64_t ino, const struct lt_plib *const *pls, size_t n_pls,
+			bool speculative)
 {
 	char file[64], err[512];
-	const char *path = m->path;
-	uint64_t dev = m->id.dev, ino = m->id.ino;
 	size_t i, n = 0, failed = 0, before = st->n_probes;
 	size_t limit = s->opt.max_probes ? s->opt.max_probes : LT_MAX_PROBES;
-	int first_err = 0, *ids, fd;
+	int first_err = 0, *ids;
 	struct lt_elf *e;
 
-	fd = lt_tf_open_mapped(LT_TF_PROC, pid, root_fd, m, err, sizeof(err));
-	if (fd < 0 || lt_elf_open_fd(fd, path, &e, err, sizeof(err))) {
+	if (lt_elf_open_fd(fd, path, &e, err, sizeof(err))) {
 		LT_WARN("cuda: pid %d: cannot read %s: %s", pid, path, err);
-		if (fd >= 0)
-			close(fd);
-		return;
+		return false;
 	}
 	lt_tf_fd_path(fd, file, sizeof(file));
 	ids = select_all(st, e, path, pls, n_pls, dev, ino, &n);
 	lt_elf_free(e);
 	if (st->n_probes > limit) {
-		lt_session_refuse(s, "cuda: pid %d: the probe file's entry \"%s\" selects %zu functions in "
-				  "%s; with the %zu already probed that passes the limit of %zu probes "
-				  "per profile: not probing it (narrow its globs, or raise the limit with "
-				  "--max-probes N, at most %d)", pid, pls[0]->spec, n, path, before,
-				  limit, LT_MAX_PROBES_FORCED);
+		if (speculative)
+			LT_INFO(0, "cuda: pid %d: not arming %s before it is loaded: its %zu functions with "
+				"the %zu already probed pass the limit of %zu probes", pid, path, n, before,
+				limit);
+		else
+			lt_session_refuse(s, "cuda: pid %d: the probe file's entry \"%s\" selects %zu functions in "
+					  "%s; with the %zu already probed that passes the limit of %zu probes "
+					  "per profile: not probing it (narrow its globs, or raise the limit with "
+					  "--max-probes N, at most %d)", pid, pls[0]->spec, n, path, before,
+					  limit, LT_MAX_PROBES_FORCED);
 		probes_drop(st, before);
 		free(ids);
-		close(fd);
-		return;
+		return false;
 	}
 	if (n && st->multi) {
 		failed = attach_multi(st, pid, file, ids, n, &first_err);
@@ -572,26 +586,46 @@ static void attach_lib(struct lt_session *s, struct cp_state *st, int pid, int r
 				first_err = rc;
 		}
 	}
-	close(fd); /* the kernel holds the probed inode from here */
 	if (failed) {
 		st->attach_errors += failed;
 		LT_WARN("cuda: pid %d: %zu functions of %s could not be probed: %s", pid, failed, path,
 			probe_strerror(first_err));
 	}
-	LT_INFO(1, "cuda: pid %d: %s: %zu functions probed (%s)", pid, path, n - failed,
-		lt_probefile_class_name(pls[0]->lib_class));
+	LT_INFO(1, "cuda: pid %d: %s: %zu functions probed%s (%s)", pid, path, n - failed,
+		speculative ? " before it is loaded" : "", lt_probefile_class_name(pls[0]->lib_class));
 	free(ids);
+	return n > failed;
+}
+
+/* The same for the file mapped at m. */
+static void attach_lib(struct lt_session *s, struct cp_state *st, int pid, int root_fd,
+		       const struct lt_tf_map *m, const struct lt_plib *const *pls, size_t n_pls)
+{
+	char err[512];
+	int fd = lt_tf_open_mapped(LT_TF_PROC, pid, root_fd, m, err, sizeof(err));
+
+	if (fd < 0) {
+		LT_WARN("cuda: pid %d: cannot read %s: %s", pid, m->path, err);
+		return;
+	}
+	attach_file(s, st, pid, fd, m->path, m->id.dev, m->id.ino, pls, n_pls, false);
+	close(fd); /* the kernel holds the probed inode from here */
+}
+
+static bool have_seen(const struct cp_state *st, int pid, uint64_t dev, uint64_t ino)
+{
+	for (size_t i = 0; i < st->n_seen; i++)
+		if (st->seen[i].pid == pid && st->seen[i].dev == dev && st->seen[i].ino == ino)
+			return true;
+	return false;
 }
 
 static bool seen_file(struct cp_state *st, int pid, uint64_t dev, uint64_t ino)
 {
-	size_t i;
-
-	for (i = 0; i < st->n_seen; i++)
-		if (st->seen[i].pid == pid && st->seen[i].dev == dev && st->seen[i].ino == ino)
-			return true;
+	if (have_seen(st, pid, dev, ino))
+		return true;
 	if (!grow((void **)&st->seen, &st->cap_seen, st->n_seen, sizeof(*st->seen)))
-		st->seen[st->n_seen++] = (struct cp_seen){ pid, dev, ino };
+		st->seen[st->n_seen++] = (struct cp_seen){ pid, st->cur_start, dev, ino };
 	return false;
 }
 
@@ -623,6 +657,7 @@ static int scan_maps(struct lt_session *s, struct cp_state *st, int pid)
 	char *line;
 	int rc = 0;
 
+	st->cur_start = lt_proc_read_start(pid);
 	if (fd < 0)
 		rc = lt_session_errorf(s, "cannot read /proc/%d/maps: %s", pid, strerror(-fd));
 	else if (!r || !m)
@@ -645,13 +680,120 @@ static int scan_maps(struct lt_session *s, struct cp_state *st, int pid)
 	return rc;
 }
 
+/* The probe-file entries naming a file (path as the target names it). */
+static size_t matching_libs(const struct cp_state *st, const char *path, const char *soname,
+			    const struct lt_plib **pls)
+{
+	size_t n = 0;
+
+	for (size_t i = 0; i < st->pf->n_libs; i++)
+		if (lt_plib_matches(&st->pf->libs[i], path, soname))
+			pls[n++] = &st->pf->libs[i];
+	return n;
+}
+
+struct arm_ctx {
+	struct lt_session *s;
+	struct cp_state *st;
+	int pid;
+};
+
+/* A file the program loads at start, or may load later by name. */
+static void arm_found(void *arg, const struct lt_lf_file *f)
+{
+	struct arm_ctx *a = arg;
+	const struct lt_plib **pls = calloc(a->st->pf->n_libs ? a->st->pf->n_libs : 1, sizeof(*pls));
+	size_t n = pls ? matching_libs(a->st, f->path, f->soname, pls) : 0;
+
+	if (n && !have_seen(a->st, a->pid, f->dev, f->ino) &&
+	    attach_file(a->s, a->st, a->pid, f->fd, f->path, f->dev, f->ino, pls, n, !f->needed))
+		seen_file(a->st, a->pid, f->dev, f->ino);
+	free(pls);
+}
+
+/* Arm, for pid, what the program exe_fd (exe_path in its root) will load,
+ * before it maps it (libfind.h). */
+static void arm_image(struct lt_session *s, struct cp_state *st, int pid, int root_fd, int exe_fd,
+		      const char *exe_path, const char *ld_library_path)
+{
+	struct arm_ctx a = { s, st, pid };
+	uint64_t t0 = lt_now_ns();
+	int n;
+
+	st->cur_start = lt_proc_read_start(pid);
+	n = lt_libfind(root_fd, exe_fd, exe_path, ld_library_path, st->pf, arm_found, &a);
+	LT_INFO(1, "cuda: pid %d: %s: %d libraries looked at before they are loaded, in %.1f ms", pid,
+		exe_path, n, (lt_now_ns() - t0) / 1e6);
+}
+
+/* Is `pid` our own fork, not yet exec'd (a launched command before release)? */
+static bool own_fork(int pid)
+{
+	char a[64], self[PATH_MAX], other[PATH_MAX];
+	ssize_t n, m;
+
+	snprintf(a, sizeof(a), "/proc/%d/exe", pid);
+	n = readlink(a, other, sizeof(other) - 1);
+	m = readlink("/proc/self/exe", self, sizeof(self) - 1);
+	return n > 0 && n == m && !memcmp(self, other, (size_t)n);
+}
+
+/* A running target's image: its executable and environment from /proc. */
+static void arm_running(struct lt_session *s, struct cp_state *st, int pid)
+{
+	char exe[PATH_MAX], env[LT_LD_ENV_MAX], err[512];
+	int root_fd, exe_fd;
+	bool has_env;
+
+	if (own_fork(pid) || lt_proc_read_exe(pid, exe, sizeof(exe)) || exe[0] != '/')
+		return;
+	has_env = lt_lds_env_of(pid, env, sizeof(env));
+	root_fd = lt_tf_root_open(LT_TF_PROC, pid);
+	exe_fd = lt_tf_open_link(LT_TF_PROC, pid, "exe", err, sizeof(err));
+	if (root_fd >= 0 && exe_fd >= 0)
+		arm_image(s, st, pid, root_fd, exe_fd, exe, has_env ? env : NULL);
+	if (exe_fd >= 0)
+		close(exe_fd);
+	if (root_fd >= 0)
+		close(root_fd);
+}
+
 static int cp_add_target(struct lt_session *s, void *state, int pid)
 {
 	struct cp_state *st = state;
+	int rc;
 
-	/* New process or new image (exec): start over for this pid. */
-	detach_pid(st, pid);
-	return scan_maps(s, st, pid);
+	/* A new process (or one reusing an old pid) or a new image (exec). */
+	forget_earlier(st, pid, lt_proc_read_start(pid));
+	rc = scan_maps(s, st, pid);
+	arm_running(s, st, pid);
+	return rc;
+}
+
+/* A launched command, stopped before its execve of path: arm what it will
+ * load, so its first call is recorded. It inherits our environment. */
+static int cp_prepare_exec(struct lt_session *s, void *state, int pid, const char *path)
+{
+	struct cp_state *st = state;
+	char err[512], abs[PATH_MAX];
+	int root_fd = lt_tf_root_open(LT_TF_PROC, pid), exe_fd = -1;
+
+	if (root_fd < 0)
+		return 0;
+	/* Our fork: our root and working directory. ld.so takes $ORIGIN from
+	 * the executable's real path (/proc/self/exe). */
+	if (realpath(path, abs))
+		exe_fd = lt_tf_open(root_fd, path = abs, NULL, err, sizeof(err));
+	else
+		snprintf(err, sizeof(err), "%s: %s", path, strerror(errno));
+	if (exe_fd >= 0) {
+		arm_image(s, st, pid, root_fd, exe_fd, path, getenv("LD_LIBRARY_PATH"));
+		close(exe_fd);
+	} else {
+		LT_INFO(1, "cuda: cannot arm %s before it runs: %s", path, err);
+	}
+	close(root_fd);
+	return 0;
 }
 
 /* ------------------------------------------------------------ records */
@@ -846,6 +988,7 @@ const struct lt_source lt_source_cuda = {
 	.kind_hi = LT_REC_UMAP,
 	.start = cp_start,
 	.add_target = cp_add_target,
+	.prepare_exec = cp_prepare_exec,
 	.handle = cp_handle,
 	.finish = cp_finish,
 	.stop = cp_stop,

@@ -385,6 +385,18 @@ void lt_session_notify_target(struct lt_session *s, int pid)
 	}
 }
 
+void lt_session_prepare_exec(struct lt_session *s, int pid, const char *path)
+{
+	struct lt_priv *p = P(s);
+
+	for (size_t i = 0; i < LT_N_SOURCES; i++) {
+		struct lt_slot *sl = &p->slots[i];
+
+		if (sl->started && sl->src->prepare_exec && sl->src->prepare_exec(s, sl->state, pid, path))
+			LT_INFO(1, "%s: cannot prepare pid %d: %s", sl->src->name, pid, s->err);
+	}
+}
+
 int lt_session_add_target(struct lt_session *s, int pid)
 {
 	uint32_t key = pid;
