@@ -30,6 +30,7 @@
 #include "elfsym.h"
 #include "ldsearch.h"
 #include "libfind.h"
+#include "loadhold.h"
 #include "probefile.h"
 #include "probe_cost.h"
 #include "uprobe_multi.h"
@@ -92,6 +93,7 @@ struct cp_state {
 	struct cp_name names[CP_NAME_CACHE];
 	uint64_t calls, attach_errors;
 	uint64_t cur_start;   /* start time of the process being attached to */
+	struct lt_hold *hold; /* targets' opens of probed libraries wait for their links */
 	double call_ns;       /* one probed call's cost, measured at start (probe_cost.h) */
 };
 
@@ -201,6 +203,9 @@ static void attach_kprobes(struct cp_state *st)
 
 /* ------------------------------------------------------------ start/stop */
 
+static void hold_begin(struct lt_session *s, struct cp_state *st);
+static void hold_end(struct lt_session *s, struct cp_state *st);
+
 
 /* Open and load the BPF object; `multi` loads the *_multi programs for
  * uprobe_multi links, else leaves them out. */
@@ -255,6 +260,7 @@ static int cp_start(struct lt_session *s, void **state)
 		LT_WARN("cuda: libraries loaded after start will not be probed: cannot watch mmap: %s",
 			strerror(errno));
 	attach_kprobes(st);
+	hold_begin(s, st);
 	st->call_ns = st->multi ? lt_probe_cost_ns(st->skel->progs.lt_uentry_multi, st->skel->progs.lt_uret_multi, true)
 				: lt_probe_cost_ns(st->skel->progs.lt_uentry, st->skel->progs.lt_uret, false);
 	return 0;
@@ -297,9 +303,9 @@ static void cp_stop(struct lt_session *s, void *state)
 	struct cp_state *st = state;
 	size_t i;
 
-	(void)s;
 	if (!st)
 		return;
+	hold_end(s, st);
 	for (i = 0; i < st->n_links; i++)
 		link_close(&st->links[i]);
 	for (i = 0; i < st->n_klinks; i++)
@@ -545,7 +551,7 @@ static bool attach_file(struct lt_session *s, struct cp_state *st, int pid, int 
 	char file[64], err[512];
 	size_t i, n = 0, failed = 0, before = st->n_probes;
 	size_t limit = s->opt.max_probes ? s->opt.max_probes : LT_MAX_PROBES;
-	int first_err = 0, *ids;
+	int first_err = 0, *ids, rc;
 	struct lt_elf *e;
 
 	if (lt_elf_open_fd(fd, path, &e, err, sizeof(err))) {
@@ -591,6 +597,8 @@ static bool attach_file(struct lt_session *s, struct cp_state *st, int pid, int 
 		LT_WARN("cuda: pid %d: %zu functions of %s could not be probed: %s", pid, failed, path,
 			probe_strerror(first_err));
 	}
+	if (n > failed && st->hold && (rc = lt_hold_watch(st->hold, fd, path)))
+		LT_INFO(1, "cuda: %s: loads of it are not held: %s", path, strerror(-rc));
 	LT_INFO(1, "cuda: pid %d: %s: %zu functions probed%s (%s)", pid, path, n - failed,
 		speculative ? " before it is loaded" : "", lt_probefile_class_name(pls[0]->lib_class));
 	free(ids);
@@ -796,6 +804,69 @@ static int cp_prepare_exec(struct lt_session *s, void *state, int pid, const cha
 	return 0;
 }
 
+/* A target opened a library probed for some target: give it its own links
+ * before it maps the file (loadhold.h). */
+static void hold_attach(void *arg, int pid, int fd, const char *path)
+{
+	struct arm_ctx *a = arg;
+	struct cp_state *st = a->st;
+	const struct lt_plib **pls;
+	struct stat sb;
+	size_t n;
+
+	if (fstat(fd, &sb) || have_seen(st, pid, sb.st_dev, sb.st_ino))
+		return;
+	st->cur_start = lt_proc_read_start(pid);
+	pls = calloc(st->pf->n_libs ? st->pf->n_libs : 1, sizeof(*pls));
+	n = pls ? matching_libs(st, path, NULL, pls) : 0;
+	if (n && attach_file(a->s, st, pid, fd, path, sb.st_dev, sb.st_ino, pls, n, false))
+		seen_file(st, pid, sb.st_dev, sb.st_ino);
+	free(pls);
+}
+
+static void cp_on_hold(struct lt_session *s, void *arg)
+{
+	struct cp_state *st = arg;
+	struct arm_ctx a = { s, st, 0 };
+
+	lt_hold_serve(st->hold, hold_attach, &a);
+}
+
+/* Stop holding loads; say what holding them cost. */
+static void hold_end(struct lt_session *s, struct cp_state *st)
+{
+	struct lt_hold_stats hs;
+
+	if (!st->hold)
+		return;
+	lt_session_unwatch_fd(s, lt_hold_fd(st->hold));
+	lt_hold_stop(st->hold, &hs);
+	st->hold = NULL;
+	if (hs.held)
+		LT_INFO(1, "cuda: %" PRIu64 " library loads held until their probes were in: longest %.1f ms, "
+			"mean %.1f ms; %" PRIu64 " opens by others let go at once", hs.held, hs.max_ns / 1e6,
+			hs.total_ns / 1e6 / (double)hs.held, hs.passed);
+	if (hs.timed_out)
+		LT_WARN("cuda: %" PRIu64 " library loads were let go after %d ms before their probes were "
+			"in: their first calls may be missing", hs.timed_out, LT_HOLD_MAX_MS);
+}
+
+static void hold_begin(struct lt_session *s, struct cp_state *st)
+{
+	char err[512];
+
+	st->hold = lt_hold_start(s->targets_fd, err, sizeof(err));
+	if (!st->hold) {
+		LT_INFO(0, "cuda: loads are not held (%s): a process that starts during the profile and "
+			"calls a library at once can have its first calls unrecorded", err);
+		return;
+	}
+	if (lt_session_watch_fd(s, lt_hold_fd(st->hold), cp_on_hold, st)) {
+		lt_hold_stop(st->hold, NULL);
+		st->hold = NULL;
+	}
+}
+
 /* ------------------------------------------------------------ records */
 
 static struct lt_elf *elf_for(struct cp_state *st, int pid, const struct lt_tf_map *m)
@@ -970,7 +1041,7 @@ static int cp_finish(struct lt_session *s, void *state)
 {
 	struct cp_state *st = state;
 
-	(void)s;
+	hold_end(s, st);
 	if (!st->n_links && !st->n_klinks)
 		LT_WARN("cuda: nothing was probed: no library named in %s is loaded by the targets "
 			"(see `llmtracker generateProbe -p PID`)", st->pf->path);

@@ -112,6 +112,13 @@ int lt_session_add_target(struct lt_session *s, int pid);
 /* pid (a target, stopped before it execs path) is about to run: tell the sources. */
 void lt_session_prepare_exec(struct lt_session *s, int pid, const char *path);
 
+/* Poll fd in the session's loop beside the ring buffer; ready(s, arg) runs
+ * (in the loop's thread) when it is readable. At most LT_MAX_WATCH. */
+#define LT_MAX_WATCH 4
+int lt_session_watch_fd(struct lt_session *s, int fd, void (*ready)(struct lt_session *s, void *arg),
+			void *arg);
+void lt_session_unwatch_fd(struct lt_session *s, int fd);
+
 /* Set the session's error message (printf-style). Returns -1. */
 int lt_session_errorf(struct lt_session *s, const char *fmt, ...)
 	__attribute__((format(printf, 2, 3)));
