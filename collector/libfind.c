@@ -26,6 +26,7 @@ struct lf_obj {
 
 struct lf {
 	int root_fd;
+	uint32_t kind;                  /* the executable's ELF class and machine */
 	const struct lt_probefile *pf;
 	struct lt_ldsearch lds;
 	void (*found)(void *arg, const struct lt_lf_file *f);
@@ -57,13 +58,31 @@ static bool lf_new_file(struct lf *f, uint64_t dev, uint64_t ino)
 	return true;
 }
 
+/* ELF class and machine (e_ident[EI_CLASS] << 16 | e_machine), 0 if not ELF:
+ * ld.so skips a library of another kind (a 32-bit libc in /lib32). */
+static uint32_t lf_elf_kind(int fd)
+{
+	unsigned char h[20];
+
+	if (pread(fd, h, sizeof(h), 0) != (ssize_t)sizeof(h) || memcmp(h, "\177ELF", 4))
+		return 0;
+	return (uint32_t)h[4] << 16 | (h[5] == 1 ? (uint32_t)(h[18] | h[19] << 8) : (uint32_t)(h[18] << 8 | h[19]));
+}
+
+/* Report the file under the name the kernel will give its mapping (links
+ * resolved), so calls recorded before and after it is mapped name it alike. */
 static void lf_report(struct lf *f, int fd, const char *path, const char *soname, bool needed)
 {
+	char real[PATH_MAX];
 	struct stat st;
 	struct lt_lf_file file = { fd, path, soname, 0, 0, needed };
 
-	if (fstat(fd, &st) || !lf_new_file(f, st.st_dev, st.st_ino))
+	if (!f->kind)
+		f->kind = lf_elf_kind(fd); /* the executable comes first */
+	if (lf_elf_kind(fd) != f->kind || fstat(fd, &st) || !lf_new_file(f, st.st_dev, st.st_ino))
 		return;
+	if (!lt_tf_realpath(f->root_fd, path, real, sizeof(real)))
+		file.path = real;
 	file.dev = st.st_dev;
 	file.ino = st.st_ino;
 	f->reported++;
