@@ -599,6 +599,8 @@ static bool attach_file(struct lt_session *s, struct cp_state *st, int pid, int 
 	}
 	if (n > failed && st->hold && (rc = lt_hold_watch(st->hold, fd, path)))
 		LT_INFO(1, "cuda: %s: loads of it are not held: %s", path, strerror(-rc));
+	if (n > failed) /* this process's opens of it need not wait from now on */
+		lt_hold_served(st->hold, pid, st->cur_start, dev, ino);
 	LT_INFO(1, "cuda: pid %d: %s: %zu functions probed%s (%s)", pid, path, n - failed,
 		speculative ? " before it is loaded" : "", lt_probefile_class_name(pls[0]->lib_class));
 	free(ids);

@@ -20,6 +20,7 @@
 #include <bpf/bpf.h>
 
 #include "loadhold.h"
+#include "targets.h"
 
 enum { HELD_WAIT, HELD_TAKEN, HELD_DONE };
 
@@ -36,6 +37,11 @@ struct watched {
 	char *path;
 };
 
+struct served {
+	int pid;
+	uint64_t start, dev, ino;
+};
+
 struct lt_hold {
 	int fan, targets_fd, to_loop, wake[2];
 	pid_t self;
@@ -45,6 +51,8 @@ struct lt_hold {
 	pthread_mutex_t mu;                     /* files, held, stats */
 	struct watched files[LT_HOLD_MAX_FILES];
 	size_t n_files;
+	struct served served[LT_HOLD_MAX_SERVED];  /* a ring: the oldest go first */
+	size_t n_served, next_served;
 	struct held held[LT_HOLD_MAX_PENDING];
 	size_t n_held;
 	struct lt_hold_stats st;
@@ -96,6 +104,39 @@ static const char *watched_path(const struct lt_hold *h, int fd)
 	return NULL;
 }
 
+/* Has this process its links on the file already? (mu held) */
+static bool already_served(const struct lt_hold *h, int pid, int fd)
+{
+	struct stat st;
+	uint64_t start = 0;
+
+	if (fstat(fd, &st))
+		return false;
+	for (size_t i = 0; i < h->n_served; i++) {
+		const struct served *x = &h->served[i];
+
+		if (x->pid != pid || x->dev != st.st_dev || x->ino != st.st_ino)
+			continue;
+		if (!start)
+			start = lt_proc_read_start(pid);
+		if (x->start == start) /* not another process reusing the pid */
+			return true;
+	}
+	return false;
+}
+
+void lt_hold_served(struct lt_hold *h, int pid, uint64_t start, uint64_t dev, uint64_t ino)
+{
+	if (!h)
+		return;
+	pthread_mutex_lock(&h->mu);
+	h->served[h->next_served] = (struct served){ pid, start, dev, ino };
+	h->next_served = (h->next_served + 1) % LT_HOLD_MAX_SERVED;
+	if (h->n_served < LT_HOLD_MAX_SERVED)
+		h->n_served++;
+	pthread_mutex_unlock(&h->mu);
+}
+
 /* One permission event: let it go at once, or hold it for the loop. */
 static bool on_event(struct lt_hold *h, const struct fanotify_event_metadata *m)
 {
@@ -104,7 +145,7 @@ static bool on_event(struct lt_hold *h, const struct fanotify_event_metadata *m)
 
 	pthread_mutex_lock(&h->mu);
 	park = m->pid != h->self && h->n_held < LT_HOLD_MAX_PENDING && is_target(h, m->pid) &&
-	       (path = watched_path(h, m->fd));
+	       (path = watched_path(h, m->fd)) && !already_served(h, m->pid, m->fd);
 	if (park) {
 		uint64_t t = now_ns();
 

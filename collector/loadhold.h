@@ -33,13 +33,14 @@
 #define LT_HOLD_MAX_MS 2000         /* the longest a target's open is held */
 #define LT_HOLD_MAX_FILES 4096      /* library files watched */
 #define LT_HOLD_MAX_PENDING 256     /* target opens held at once; more are let go */
+#define LT_HOLD_MAX_SERVED 4096     /* (process, file) pairs known to have their links */
 
 struct lt_hold;
 
 struct lt_hold_stats {
 	uint64_t held;              /* target opens held */
 	uint64_t timed_out;         /* let go at LT_HOLD_MAX_MS before their probes were in */
-	uint64_t passed;            /* opens by others, let go at once */
+	uint64_t passed;            /* opens by others (or already served), let go at once */
 	uint64_t max_ns, total_ns;  /* how long the held ones waited */
 };
 
@@ -50,6 +51,10 @@ struct lt_hold *lt_hold_start(int targets_fd, char *err, size_t errsz);
 /* Hold targets' opens of the file open as fd (path: as targets name it,
  * kept for serve). 0, or -errno. A file already watched is a no-op. */
 int lt_hold_watch(struct lt_hold *h, int fd, const char *path);
+
+/* pid (the process started at `start`, lt_proc_read_start) has its links on
+ * file (dev, ino): its opens of it are let go at once from now on. */
+void lt_hold_served(struct lt_hold *h, int pid, uint64_t start, uint64_t dev, uint64_t ino);
 
 /* Readable when held opens wait: poll it in the session's loop. */
 int lt_hold_fd(const struct lt_hold *h);
