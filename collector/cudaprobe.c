@@ -94,6 +94,7 @@ struct cp_state {
 	uint64_t calls, attach_errors;
 	uint64_t cur_start;   /* start time of the process being attached to */
 	struct lt_hold *hold; /* targets' opens of probed libraries wait for their links */
+	bool mapped;          /* a target mapped (or opened) a file the probe file names */
 	double call_ns;       /* one probed call's cost, measured at start (probe_cost.h) */
 };
 
@@ -281,7 +282,7 @@ static void link_close(struct cp_link *l)
  * and call, so a link made before an exec (a launched command armed before
  * it runs) serves the new image, and one on a file the new image does not
  * map costs nothing. */
-static void forget_earlier(struct cp_state *st, int pid, uint64_t start)
+static void forget_earlier(struct cp_state *st, int pid, uint64_t start) /* UINT64_MAX: all */
 {
 	size_t i, k = 0;
 
@@ -639,6 +640,14 @@ static bool seen_file(struct cp_state *st, int pid, uint64_t dev, uint64_t ino)
 	return false;
 }
 
+static bool probed_file(const struct cp_state *st, uint64_t dev, uint64_t ino)
+{
+	for (size_t i = 0; i < st->n_probes; i++)
+		if (st->probes[i].dev == dev && st->probes[i].ino == ino)
+			return true;
+	return false;
+}
+
 /* One mapping: an executable file mapping we have not seen? */
 static void scan_map(struct lt_session *s, struct cp_state *st, int pid, int root_fd,
 		     const struct lt_tf_map *m)
@@ -648,14 +657,19 @@ static void scan_map(struct lt_session *s, struct cp_state *st, int pid, int roo
 
 	if (m->perms[2] != 'x' || m->path[0] != '/' || !m->id.ino)
 		return;
-	if (seen_file(st, pid, m->id.dev, m->id.ino))
+	if (seen_file(st, pid, m->id.dev, m->id.ino)) {
+		if (!st->mapped && probed_file(st, m->id.dev, m->id.ino))
+			st->mapped = true; /* armed before, mapped now */
 		return;
+	}
 	pls = calloc(st->pf->n_libs ? st->pf->n_libs : 1, sizeof(*pls));
 	for (i = 0; pls && i < st->pf->n_libs; i++)
 		if (lt_plib_matches(&st->pf->libs[i], m->path, NULL))
 			pls[n++] = &st->pf->libs[i];
-	if (n)
+	if (n) {
+		st->mapped = true;
 		attach_lib(s, st, pid, root_fd, m, pls, n);
+	}
 	free(pls);
 }
 
@@ -780,6 +794,14 @@ static int cp_add_target(struct lt_session *s, void *state, int pid)
 	return rc;
 }
 
+/* The leader task our links of pid are bound to is gone (an exec from
+ * another thread): drop them; add_target attaches anew. */
+static void cp_drop_target(struct lt_session *s, void *state, int pid)
+{
+	(void)s;
+	forget_earlier(state, pid, UINT64_MAX);
+}
+
 /* A launched command, stopped before its execve of path: arm what it will
  * load, so its first call is recorded. It inherits our environment. */
 static int cp_prepare_exec(struct lt_session *s, void *state, int pid, const char *path)
@@ -816,6 +838,7 @@ static void hold_attach(void *arg, int pid, int fd, const char *path)
 	struct stat sb;
 	size_t n;
 
+	st->mapped = true;
 	if (fstat(fd, &sb) || have_seen(st, pid, sb.st_dev, sb.st_ino))
 		return;
 	st->cur_start = lt_proc_read_start(pid);
@@ -1044,7 +1067,8 @@ static int cp_finish(struct lt_session *s, void *state)
 	struct cp_state *st = state;
 
 	hold_end(s, st);
-	if (!st->n_links && !st->n_klinks)
+	/* Files armed before they are loaded do not count: none may ever be. */
+	if (!st->mapped && !st->n_klinks)
 		LT_WARN("cuda: nothing was probed: no library named in %s is loaded by the targets "
 			"(see `llmtracker generateProbe -p PID`)", st->pf->path);
 	LT_INFO(1, "cuda: %" PRIu64 " calls recorded, %zu functions probed, %zu links, %" PRIu64
@@ -1062,6 +1086,7 @@ const struct lt_source lt_source_cuda = {
 	.start = cp_start,
 	.add_target = cp_add_target,
 	.prepare_exec = cp_prepare_exec,
+	.drop_target = cp_drop_target,
 	.handle = cp_handle,
 	.finish = cp_finish,
 	.stop = cp_stop,

@@ -434,6 +434,15 @@ void lt_session_notify_target(struct lt_session *s, int pid)
 	}
 }
 
+void lt_session_drop_target(struct lt_session *s, int pid)
+{
+	struct lt_priv *p = P(s);
+
+	for (size_t i = 0; i < LT_N_SOURCES; i++)
+		if (p->slots[i].started && p->slots[i].src->drop_target)
+			p->slots[i].src->drop_target(s, p->slots[i].state, pid);
+}
+
 void lt_session_prepare_exec(struct lt_session *s, int pid, const char *path)
 {
 	struct lt_priv *p = P(s);

@@ -71,6 +71,10 @@ struct lt_source {
 	/* A new target process appeared (given, launched or a followed child):
 	 * per-process attachments (uprobes) happen here. May be NULL. */
 	int (*add_target)(struct lt_session *s, void *state, int pid);
+	/* pid's per-process attachments no longer apply: a thread other than
+	 * its leader exec'd (the old leader task, which links are bound to, is
+	 * gone). add_target follows. May be NULL. */
+	void (*drop_target)(struct lt_session *s, void *state, int pid);
 	/* A launched target (already added), stopped before its execve of
 	 * `path`: arm what can be armed before it runs. May be NULL. */
 	int (*prepare_exec)(struct lt_session *s, void *state, int pid, const char *path);
@@ -108,6 +112,9 @@ int lt_session_emit(struct lt_session *s, const struct evlog_event *ev);
 
 /* Mark a pid as a target in the shared map (and tell the sources). */
 int lt_session_add_target(struct lt_session *s, int pid);
+
+/* pid's leader thread changed at an exec: tell the sources (drop_target). */
+void lt_session_drop_target(struct lt_session *s, int pid);
 
 /* pid (a target, stopped before it execs path) is about to run: tell the sources. */
 void lt_session_prepare_exec(struct lt_session *s, int pid, const char *path);
