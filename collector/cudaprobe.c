@@ -95,6 +95,13 @@ struct cp_state {
 	uint64_t cur_start;   /* start time of the process being attached to */
 	struct lt_hold *hold; /* targets' opens of probed libraries wait for their links */
 	bool mapped;          /* a target mapped (or opened) a file the probe file names */
+	bool serving;         /* in lt_hold_serve: no nested serving */
+	struct cp_sel {       /* the probes a file's entries select, read once per file */
+		uint64_t dev, ino, key;
+		int *ids;
+		size_t n;
+	} *sels;
+	size_t n_sels, cap_sels;
 	double call_ns;       /* one probed call's cost, measured at start (probe_cost.h) */
 };
 
@@ -205,6 +212,7 @@ static void attach_kprobes(struct cp_state *st)
 /* ------------------------------------------------------------ start/stop */
 
 static void hold_begin(struct lt_session *s, struct cp_state *st);
+static void hold_serve_now(struct lt_session *s, struct cp_state *st);
 static void hold_end(struct lt_session *s, struct cp_state *st);
 
 
@@ -321,6 +329,9 @@ static void cp_stop(struct lt_session *s, void *state)
 		free(st->names[i].name);
 	for (i = 0; i < st->n_elves; i++)
 		lt_elf_free(st->elves[i].e);
+	for (i = 0; i < st->n_sels; i++)
+		free(st->sels[i].ids);
+	free(st->sels);
 	lt_probefile_free(st->pf);
 	free(st->libs);
 	free(st->probes);
@@ -538,6 +549,48 @@ static int *select_all(struct cp_state *st, const struct lt_elf *e, const char *
 	return ids;
 }
 
+static uint64_t sel_key(const struct lt_plib *const *pls, size_t n_pls)
+{
+	uint64_t k = n_pls;
+
+	for (size_t i = 0; i < n_pls; i++)
+		k = k * 0x100000001b3ull ^ (uint64_t)(uintptr_t)pls[i];
+	return k;
+}
+
+/* A copy of the ids selected before in this file by these entries, or NULL. */
+static int *sel_cached(const struct cp_state *st, uint64_t dev, uint64_t ino,
+		       const struct lt_plib *const *pls, size_t n_pls, size_t *n)
+{
+	uint64_t key = sel_key(pls, n_pls);
+	int *ids;
+
+	for (size_t i = 0; i < st->n_sels; i++) {
+		const struct cp_sel *c = &st->sels[i];
+
+		if (c->dev != dev || c->ino != ino || c->key != key)
+			continue;
+		if (!(ids = malloc((c->n ? c->n : 1) * sizeof(*ids))))
+			return NULL;
+		memcpy(ids, c->ids, c->n * sizeof(*ids));
+		*n = c->n;
+		return ids;
+	}
+	return NULL;
+}
+
+static void sel_keep(struct cp_state *st, uint64_t dev, uint64_t ino,
+		     const struct lt_plib *const *pls, size_t n_pls, const int *ids, size_t n)
+{
+	int *copy;
+
+	if (grow((void **)&st->sels, &st->cap_sels, st->n_sels, sizeof(*st->sels)) ||
+	    !(copy = malloc((n ? n : 1) * sizeof(*copy))))
+		return;
+	memcpy(copy, ids, n * sizeof(*copy));
+	st->sels[st->n_sels++] = (struct cp_sel){ dev, ino, sel_key(pls, n_pls), copy, n };
+}
+
 /* Probe every function the matching entries of the probe file select in
  * the file open as fd (path: as the target names it), each function once,
  * whatever selects it. The uprobes are placed through our fd of it, so the
@@ -555,11 +608,13 @@ static bool attach_file(struct lt_session *s, struct cp_state *st, int pid, int 
 	int first_err = 0, *ids, rc;
 	struct lt_elf *e;
 
+	lt_tf_fd_path(fd, file, sizeof(file));
+	if ((ids = sel_cached(st, dev, ino, pls, n_pls, &n)))
+		goto attach; /* another process's file: its symbols were read already */
 	if (lt_elf_open_fd(fd, path, &e, err, sizeof(err))) {
 		LT_WARN("cuda: pid %d: cannot read %s: %s", pid, path, err);
 		return false;
 	}
-	lt_tf_fd_path(fd, file, sizeof(file));
 	ids = select_all(st, e, path, pls, n_pls, dev, ino, &n);
 	lt_elf_free(e);
 	if (st->n_probes > limit) {
@@ -577,6 +632,8 @@ static bool attach_file(struct lt_session *s, struct cp_state *st, int pid, int 
 		free(ids);
 		return false;
 	}
+	sel_keep(st, dev, ino, pls, n_pls, ids, n);
+attach:
 	if (n && st->multi) {
 		failed = attach_multi(st, pid, file, ids, n, &first_err);
 		if (failed == n)
@@ -726,7 +783,10 @@ struct arm_ctx {
 static void arm_found(void *arg, const struct lt_lf_file *f)
 {
 	struct arm_ctx *a = arg;
-	const struct lt_plib **pls = calloc(a->st->pf->n_libs ? a->st->pf->n_libs : 1, sizeof(*pls));
+	const struct lt_plib **pls;
+
+	hold_serve_now(a->s, a->st); /* between files: arming all of them takes a while */
+	pls = calloc(a->st->pf->n_libs ? a->st->pf->n_libs : 1, sizeof(*pls));
 	size_t n = pls ? matching_libs(a->st, f->path, f->soname, pls) : 0;
 
 	if (n && !have_seen(a->st, a->pid, f->dev, f->ino) &&
@@ -786,6 +846,7 @@ static int cp_add_target(struct lt_session *s, void *state, int pid)
 {
 	struct cp_state *st = state;
 	int rc;
+	hold_serve_now(s, st); /* a held load first: this can take tens of ms */
 
 	/* A new process (or one reusing an old pid) or a new image (exec). */
 	forget_earlier(st, pid, lt_proc_read_start(pid));
@@ -855,6 +916,17 @@ static void cp_on_hold(struct lt_session *s, void *arg)
 	struct arm_ctx a = { s, st, 0 };
 
 	lt_hold_serve(st->hold, hold_attach, &a);
+}
+
+/* Held loads are served from the loop, and also from within the longer
+ * pieces of work, so one waits for at most one file's attach. */
+static void hold_serve_now(struct lt_session *s, struct cp_state *st)
+{
+	if (st->hold && !st->serving) {
+		st->serving = true; /* attaching for a held load arms nothing else */
+		cp_on_hold(s, st);
+		st->serving = false;
+	}
 }
 
 /* Stop holding loads; say what holding them cost. */
@@ -1017,6 +1089,8 @@ static int cp_handle(struct lt_session *s, void *state, const struct lt_rec_hdr 
 
 	if (!st || !st->skel)
 		return 0; /* records drained after stop */
+	if (rec->kind == LT_REC_UMAP)
+		hold_serve_now(s, st);
 	if (rec->kind == LT_REC_UCALL && size >= sizeof(struct lt_rec_ucall)) {
 		on_call(s, st, (const struct lt_rec_ucall *)rec);
 	} else if (rec->kind == LT_REC_UMAP && size >= sizeof(struct lt_rec_umap)) {
