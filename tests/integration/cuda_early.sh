@@ -105,6 +105,9 @@ cpid=$!
 pids+=("$cpid")
 for _ in $(seq 200); do grep -q "pid $tpid: .*libcudart.so.13: 4 functions probed" "$T/die.err" && break; sleep 0.05; done
 kill -STOP "$cpid"
+stopped() { ! awk '{print $3}' /proc/"$1"/task/*/stat 2>/dev/null | grep -qv T; }
+for _ in $(seq 200); do stopped "$cpid" && break; sleep 0.05; done
+check "collector stopped (every thread)" "stopped $cpid"
 touch "$T/go"
 blocked=0
 for _ in $(seq 200); do
