@@ -5,6 +5,7 @@
  */
 #include <dirent.h>
 #include <errno.h>
+#include <fcntl.h>
 #include <limits.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -77,8 +78,6 @@ static void lf_report(struct lf *f, int fd, const char *path, const char *soname
 	struct stat st;
 	struct lt_lf_file file = { fd, path, soname, 0, 0, needed };
 
-	if (!f->kind)
-		f->kind = lf_elf_kind(fd); /* the executable comes first */
 	if (lf_elf_kind(fd) != f->kind || fstat(fd, &st) || !lf_new_file(f, st.st_dev, st.st_ino))
 		return;
 	if (!lt_tf_realpath(f->root_fd, path, real, sizeof(real)))
@@ -211,6 +210,16 @@ int lt_libfind(int root_fd, int exe_fd, const char *exe_path, const char *ld_lib
 	f->pf = pf;
 	f->found = found;
 	f->arg = arg;
+	/* Libraries of the executable's kind; a script's are its interpreter's,
+	 * which runs on this machine as we do. */
+	f->kind = lf_elf_kind(exe_fd);
+	if (!f->kind) {
+		int self = open("/proc/self/exe", O_RDONLY | O_CLOEXEC);
+
+		f->kind = self >= 0 ? lf_elf_kind(self) : 0;
+		if (self >= 0)
+			close(self);
+	}
 	lt_lds_init(&f->lds, root_fd, ld_library_path, lf_warn);
 	lf_add_obj(f, exe_path);
 	lf_walk_needed(f, exe_fd);

@@ -66,6 +66,12 @@ check "launch: every return code as the program got it, in order" "same_rets $T/
 check "launch: libcudart armed before the program ran" \
 	"grep -q 'libcudart.so.13: 4 functions probed (cuda_runtime)' $T/launch.err"
 
+# A launched script that execs the program: armed through the search path.
+printf '#!/bin/sh\nexec %s calls\n' "$PROG" >"$T/run.sh"
+chmod +x "$T/run.sh"
+profile script "$T/run.sh"
+check "launched script exec'ing it: counts exact" "[ \"\$(counts $T/script.calls)\" = '$want' ]"
+
 # ---- 2. dlopen half-way: by soname (ld.so.conf), by path, through LD_LIBRARY_PATH
 profile dl_name "$PROG_DL" libcudart.so.13
 check "dlopen by soname: counts after the load exact" \
