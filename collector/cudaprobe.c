@@ -1142,7 +1142,7 @@ static int cp_finish(struct lt_session *s, void *state)
 
 	hold_end(s, st);
 	/* Files armed before they are loaded do not count: none may ever be. */
-	if (!st->mapped && !st->n_klinks)
+	if (!st->mapped && !st->calls && !st->n_klinks)
 		LT_WARN("cuda: nothing was probed: no library named in %s is loaded by the targets "
 			"(see `llmtracker generateProbe -p PID`)", st->pf->path);
 	LT_INFO(1, "cuda: %" PRIu64 " calls recorded, %zu functions probed, %zu links, %" PRIu64
