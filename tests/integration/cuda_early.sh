@@ -70,7 +70,7 @@ check "launch: libcudart armed before the program ran" \
 printf '#!/bin/sh\nexec %s calls\n' "$PROG" >"$T/run.sh"
 chmod +x "$T/run.sh"
 profile script "$T/run.sh"
-[ -s "$T/script.calls" ] || { echo "# rc $(cat $T/script.rc)"; grep -v "^libbpf" "$T/script.err" | tail -5 | sed "s/^/# /"; }
+[ "$(counts "$T/script.calls")" = "$want" ] || { echo "# rc $(cat $T/script.rc)"; head -3 "$T/script.calls" "$T/script.out"; grep -v "^libbpf" "$T/script.err" | tail -5; } | sed "s/^/# /"
 check "launched script exec'ing it: counts exact" "[ \"\$(counts $T/script.calls)\" = '$want' ]"
 
 # ---- 2. dlopen half-way: by soname (ld.so.conf), by path, through LD_LIBRARY_PATH
