@@ -28,10 +28,14 @@
 #include "../bpf/uprobe.h"
 #include "cudadecode.h"
 #include "elfsym.h"
+#include "ldsearch.h"
+#include "libfind.h"
+#include "loadhold.h"
 #include "probefile.h"
 #include "probe_cost.h"
 #include "uprobe_multi.h"
 #include "session.h"
+#include "targets.h"
 #include "tfile.h"
 
 #define CP_NAME_CACHE 4096    /* launch address -> kernel name, per session */
@@ -50,13 +54,14 @@ struct cp_probe {             /* a probed function; its index is the cookie id *
 
 struct cp_link {
 	int pid;
+	uint64_t start;         /* the process's start time: a reused pid is another */
 	struct bpf_link *link;  /* a perf-event attachment, or */
 	int fd;                 /* a uprobe_multi link (-1 if none) */
 };
 
 struct cp_seen {              /* a (pid, file) already looked at */
 	int pid;
-	uint64_t dev, ino;
+	uint64_t start, dev, ino;
 };
 
 struct cp_name {              /* launch-address cache */
@@ -87,6 +92,16 @@ struct cp_state {
 	bool multi;           /* uprobe_multi links (kernel 6.6+) */
 	struct cp_name names[CP_NAME_CACHE];
 	uint64_t calls, attach_errors;
+	uint64_t cur_start;   /* start time of the process being attached to */
+	struct lt_hold *hold; /* targets' opens of probed libraries wait for their links */
+	bool mapped;          /* a target mapped (or opened) a file the probe file names */
+	bool serving;         /* in lt_hold_serve: no nested serving */
+	struct cp_sel {       /* the probes a file's entries select, read once per file */
+		uint64_t dev, ino, key;
+		int *ids;
+		size_t n;
+	} *sels;
+	size_t n_sels, cap_sels;
 	double call_ns;       /* one probed call's cost, measured at start (probe_cost.h) */
 };
 
@@ -196,6 +211,10 @@ static void attach_kprobes(struct cp_state *st)
 
 /* ------------------------------------------------------------ start/stop */
 
+static void hold_begin(struct lt_session *s, struct cp_state *st);
+static void hold_serve_now(struct lt_session *s, struct cp_state *st);
+static void hold_end(struct lt_session *s, struct cp_state *st);
+
 
 /* Open and load the BPF object; `multi` loads the *_multi programs for
  * uprobe_multi links, else leaves them out. */
@@ -250,6 +269,7 @@ static int cp_start(struct lt_session *s, void **state)
 		LT_WARN("cuda: libraries loaded after start will not be probed: cannot watch mmap: %s",
 			strerror(errno));
 	attach_kprobes(st);
+	hold_begin(s, st);
 	st->call_ns = st->multi ? lt_probe_cost_ns(st->skel->progs.lt_uentry_multi, st->skel->progs.lt_uret_multi, true)
 				: lt_probe_cost_ns(st->skel->progs.lt_uentry, st->skel->progs.lt_uret, false);
 	return 0;
@@ -264,19 +284,25 @@ static void link_close(struct cp_link *l)
 	l->fd = -1;
 }
 
-static void detach_pid(struct cp_state *st, int pid)
+/* Drop the links and files of an earlier process that had this pid (start
+ * differs). Those of the same process stay, across exec too: a link is bound
+ * to the process and the kernel checks the mm it runs in at each mapping
+ * and call, so a link made before an exec (a launched command armed before
+ * it runs) serves the new image, and one on a file the new image does not
+ * map costs nothing. */
+static void forget_earlier(struct cp_state *st, int pid, uint64_t start) /* UINT64_MAX: all */
 {
 	size_t i, k = 0;
 
 	for (i = 0; i < st->n_links; i++) {
-		if (st->links[i].pid == pid)
+		if (st->links[i].pid == pid && st->links[i].start != start)
 			link_close(&st->links[i]);
 		else
 			st->links[k++] = st->links[i];
 	}
 	st->n_links = k;
 	for (i = 0, k = 0; i < st->n_seen; i++)
-		if (st->seen[i].pid != pid)
+		if (st->seen[i].pid != pid || st->seen[i].start == start)
 			st->seen[k++] = st->seen[i];
 	st->n_seen = k;
 }
@@ -286,9 +312,9 @@ static void cp_stop(struct lt_session *s, void *state)
 	struct cp_state *st = state;
 	size_t i;
 
-	(void)s;
 	if (!st)
 		return;
+	hold_end(s, st);
 	for (i = 0; i < st->n_links; i++)
 		link_close(&st->links[i]);
 	for (i = 0; i < st->n_klinks; i++)
@@ -303,6 +329,9 @@ static void cp_stop(struct lt_session *s, void *state)
 		free(st->names[i].name);
 	for (i = 0; i < st->n_elves; i++)
 		lt_elf_free(st->elves[i].e);
+	for (i = 0; i < st->n_sels; i++)
+		free(st->sels[i].ids);
+	free(st->sels);
 	lt_probefile_free(st->pf);
 	free(st->libs);
 	free(st->probes);
@@ -382,7 +411,7 @@ static int attach_one(struct cp_state *st, int pid, const char *file, int id)
 		return e;
 	}
 	for (i = 0; i < 2; i++)
-		st->links[st->n_links++] = (struct cp_link){ pid, l[i], -1 };
+		st->links[st->n_links++] = (struct cp_link){ pid, st->cur_start, l[i], -1 };
 	return 0;
 }
 
@@ -433,7 +462,7 @@ static int multi_pair(struct cp_state *st, int pid, const char *file, const int 
 		return fd[1];
 	}
 	for (i = 0; i < 2; i++)
-		st->links[st->n_links++] = (struct cp_link){ pid, NULL, fd[i] };
+		st->links[st->n_links++] = (struct cp_link){ pid, st->cur_start, NULL, fd[i] };
 	return 0;
 }
 
@@ -520,42 +549,91 @@ static int *select_all(struct cp_state *st, const struct lt_elf *e, const char *
 	return ids;
 }
 
+static uint64_t sel_key(const struct lt_plib *const *pls, size_t n_pls)
+{
+	uint64_t k = n_pls;
+
+	for (size_t i = 0; i < n_pls; i++)
+		k = k * 0x100000001b3ull ^ (uint64_t)(uintptr_t)pls[i];
+	return k;
+}
+
+/* A copy of the ids selected before in this file by these entries, or NULL. */
+static int *sel_cached(const struct cp_state *st, uint64_t dev, uint64_t ino,
+		       const struct lt_plib *const *pls, size_t n_pls, size_t *n)
+{
+	uint64_t key = sel_key(pls, n_pls);
+	int *ids;
+
+	for (size_t i = 0; i < st->n_sels; i++) {
+		const struct cp_sel *c = &st->sels[i];
+
+		if (c->dev != dev || c->ino != ino || c->key != key)
+			continue;
+		if (!(ids = malloc((c->n ? c->n : 1) * sizeof(*ids))))
+			return NULL;
+		memcpy(ids, c->ids, c->n * sizeof(*ids));
+		*n = c->n;
+		return ids;
+	}
+	return NULL;
+}
+
+static void sel_keep(struct cp_state *st, uint64_t dev, uint64_t ino,
+		     const struct lt_plib *const *pls, size_t n_pls, const int *ids, size_t n)
+{
+	int *copy;
+
+	if (grow((void **)&st->sels, &st->cap_sels, st->n_sels, sizeof(*st->sels)) ||
+	    !(copy = malloc((n ? n : 1) * sizeof(*copy))))
+		return;
+	memcpy(copy, ids, n * sizeof(*copy));
+	st->sels[st->n_sels++] = (struct cp_sel){ dev, ino, sel_key(pls, n_pls), copy, n };
+}
+
 /* Probe every function the matching entries of the probe file select in
- * the file mapped at m (each function once, whatever selects it). The file
- * is opened safely once (tfile.h) and the uprobes are placed through our
- * fd of it, so the kernel probes the very inode whose symbols we read. */
-static void attach_lib(struct lt_session *s, struct cp_state *st, int pid, int root_fd,
-		       const struct lt_tf_map *m, const struct lt_plib *const *pls, size_t n_pls)
+ * the file open as fd (path: as the target names it), each function once,
+ * whatever selects it. The uprobes are placed through our fd of it, so the
+ * kernel probes the very inode whose symbols we read; they are bound to pid
+ * and take effect whenever that process maps the file, now or later. A
+ * `speculative` file (found on the search path, perhaps never loaded) that
+ * would pass the probe limit is skipped with a note, never refused. */
+static bool attach_file(struct lt_session *s, struct cp_state *st, int pid, int fd, const char *path,
+			uint64_t dev, uint64_t ino, const struct lt_plib *const *pls, size_t n_pls,
+			bool speculative)
 {
 	char file[64], err[512];
-	const char *path = m->path;
-	uint64_t dev = m->id.dev, ino = m->id.ino;
 	size_t i, n = 0, failed = 0, before = st->n_probes;
 	size_t limit = s->opt.max_probes ? s->opt.max_probes : LT_MAX_PROBES;
-	int first_err = 0, *ids, fd;
+	int first_err = 0, *ids, rc;
 	struct lt_elf *e;
 
-	fd = lt_tf_open_mapped(LT_TF_PROC, pid, root_fd, m, err, sizeof(err));
-	if (fd < 0 || lt_elf_open_fd(fd, path, &e, err, sizeof(err))) {
-		LT_WARN("cuda: pid %d: cannot read %s: %s", pid, path, err);
-		if (fd >= 0)
-			close(fd);
-		return;
-	}
 	lt_tf_fd_path(fd, file, sizeof(file));
+	if ((ids = sel_cached(st, dev, ino, pls, n_pls, &n)))
+		goto attach; /* another process's file: its symbols were read already */
+	if (lt_elf_open_fd(fd, path, &e, err, sizeof(err))) {
+		LT_WARN("cuda: pid %d: cannot read %s: %s", pid, path, err);
+		return false;
+	}
 	ids = select_all(st, e, path, pls, n_pls, dev, ino, &n);
 	lt_elf_free(e);
 	if (st->n_probes > limit) {
-		lt_session_refuse(s, "cuda: pid %d: the probe file's entry \"%s\" selects %zu functions in "
-				  "%s; with the %zu already probed that passes the limit of %zu probes "
-				  "per profile: not probing it (narrow its globs, or raise the limit with "
-				  "--max-probes N, at most %d)", pid, pls[0]->spec, n, path, before,
-				  limit, LT_MAX_PROBES_FORCED);
+		if (speculative)
+			LT_INFO(0, "cuda: pid %d: not arming %s before it is loaded: its %zu functions with "
+				"the %zu already probed pass the limit of %zu probes", pid, path, n, before,
+				limit);
+		else
+			lt_session_refuse(s, "cuda: pid %d: the probe file's entry \"%s\" selects %zu functions in "
+					  "%s; with the %zu already probed that passes the limit of %zu probes "
+					  "per profile: not probing it (narrow its globs, or raise the limit with "
+					  "--max-probes N, at most %d)", pid, pls[0]->spec, n, path, before,
+					  limit, LT_MAX_PROBES_FORCED);
 		probes_drop(st, before);
 		free(ids);
-		close(fd);
-		return;
+		return false;
 	}
+	sel_keep(st, dev, ino, pls, n_pls, ids, n);
+attach:
 	if (n && st->multi) {
 		failed = attach_multi(st, pid, file, ids, n, &first_err);
 		if (failed == n)
@@ -572,26 +650,58 @@ static void attach_lib(struct lt_session *s, struct cp_state *st, int pid, int r
 				first_err = rc;
 		}
 	}
-	close(fd); /* the kernel holds the probed inode from here */
 	if (failed) {
 		st->attach_errors += failed;
 		LT_WARN("cuda: pid %d: %zu functions of %s could not be probed: %s", pid, failed, path,
 			probe_strerror(first_err));
 	}
-	LT_INFO(1, "cuda: pid %d: %s: %zu functions probed (%s)", pid, path, n - failed,
-		lt_probefile_class_name(pls[0]->lib_class));
+	if (n > failed && st->hold && (rc = lt_hold_watch(st->hold, fd, path)))
+		LT_INFO(1, "cuda: %s: loads of it are not held: %s", path, strerror(-rc));
+	if (n > failed) /* this process's opens of it need not wait from now on */
+		lt_hold_served(st->hold, pid, st->cur_start, dev, ino);
+	LT_INFO(1, "cuda: pid %d: %s: %zu functions probed%s (%s)", pid, path, n - failed,
+		speculative ? " before it is loaded" : "", lt_probefile_class_name(pls[0]->lib_class));
 	free(ids);
+	return n > failed;
+}
+
+/* The same for the file mapped at m. */
+static void attach_lib(struct lt_session *s, struct cp_state *st, int pid, int root_fd,
+		       const struct lt_tf_map *m, const struct lt_plib *const *pls, size_t n_pls)
+{
+	char err[512];
+	int fd = lt_tf_open_mapped(LT_TF_PROC, pid, root_fd, m, err, sizeof(err));
+
+	if (fd < 0) {
+		LT_WARN("cuda: pid %d: cannot read %s: %s", pid, m->path, err);
+		return;
+	}
+	attach_file(s, st, pid, fd, m->path, m->id.dev, m->id.ino, pls, n_pls, false);
+	close(fd); /* the kernel holds the probed inode from here */
+}
+
+static bool have_seen(const struct cp_state *st, int pid, uint64_t dev, uint64_t ino)
+{
+	for (size_t i = 0; i < st->n_seen; i++)
+		if (st->seen[i].pid == pid && st->seen[i].dev == dev && st->seen[i].ino == ino)
+			return true;
+	return false;
 }
 
 static bool seen_file(struct cp_state *st, int pid, uint64_t dev, uint64_t ino)
 {
-	size_t i;
-
-	for (i = 0; i < st->n_seen; i++)
-		if (st->seen[i].pid == pid && st->seen[i].dev == dev && st->seen[i].ino == ino)
-			return true;
+	if (have_seen(st, pid, dev, ino))
+		return true;
 	if (!grow((void **)&st->seen, &st->cap_seen, st->n_seen, sizeof(*st->seen)))
-		st->seen[st->n_seen++] = (struct cp_seen){ pid, dev, ino };
+		st->seen[st->n_seen++] = (struct cp_seen){ pid, st->cur_start, dev, ino };
+	return false;
+}
+
+static bool probed_file(const struct cp_state *st, uint64_t dev, uint64_t ino)
+{
+	for (size_t i = 0; i < st->n_probes; i++)
+		if (st->probes[i].dev == dev && st->probes[i].ino == ino)
+			return true;
 	return false;
 }
 
@@ -604,14 +714,19 @@ static void scan_map(struct lt_session *s, struct cp_state *st, int pid, int roo
 
 	if (m->perms[2] != 'x' || m->path[0] != '/' || !m->id.ino)
 		return;
-	if (seen_file(st, pid, m->id.dev, m->id.ino))
+	if (seen_file(st, pid, m->id.dev, m->id.ino)) {
+		if (!st->mapped && probed_file(st, m->id.dev, m->id.ino))
+			st->mapped = true; /* armed before, mapped now */
 		return;
+	}
 	pls = calloc(st->pf->n_libs ? st->pf->n_libs : 1, sizeof(*pls));
 	for (i = 0; pls && i < st->pf->n_libs; i++)
 		if (lt_plib_matches(&st->pf->libs[i], m->path, NULL))
 			pls[n++] = &st->pf->libs[i];
-	if (n)
+	if (n) {
+		st->mapped = true;
 		attach_lib(s, st, pid, root_fd, m, pls, n);
+	}
 	free(pls);
 }
 
@@ -623,6 +738,7 @@ static int scan_maps(struct lt_session *s, struct cp_state *st, int pid)
 	char *line;
 	int rc = 0;
 
+	st->cur_start = lt_proc_read_start(pid);
 	if (fd < 0)
 		rc = lt_session_errorf(s, "cannot read /proc/%d/maps: %s", pid, strerror(-fd));
 	else if (!r || !m)
@@ -645,13 +761,207 @@ static int scan_maps(struct lt_session *s, struct cp_state *st, int pid)
 	return rc;
 }
 
+/* The probe-file entries naming a file (path as the target names it). */
+static size_t matching_libs(const struct cp_state *st, const char *path, const char *soname,
+			    const struct lt_plib **pls)
+{
+	size_t n = 0;
+
+	for (size_t i = 0; i < st->pf->n_libs; i++)
+		if (lt_plib_matches(&st->pf->libs[i], path, soname))
+			pls[n++] = &st->pf->libs[i];
+	return n;
+}
+
+struct arm_ctx {
+	struct lt_session *s;
+	struct cp_state *st;
+	int pid;
+};
+
+/* A file the program loads at start, or may load later by name. */
+static void arm_found(void *arg, const struct lt_lf_file *f)
+{
+	struct arm_ctx *a = arg;
+	const struct lt_plib **pls;
+
+	hold_serve_now(a->s, a->st); /* between files: arming all of them takes a while */
+	pls = calloc(a->st->pf->n_libs ? a->st->pf->n_libs : 1, sizeof(*pls));
+	size_t n = pls ? matching_libs(a->st, f->path, f->soname, pls) : 0;
+
+	if (n && !have_seen(a->st, a->pid, f->dev, f->ino) &&
+	    attach_file(a->s, a->st, a->pid, f->fd, f->path, f->dev, f->ino, pls, n, !f->needed))
+		seen_file(a->st, a->pid, f->dev, f->ino);
+	free(pls);
+}
+
+/* Arm, for pid, what the program exe_fd (exe_path in its root) will load,
+ * before it maps it (libfind.h). */
+static void arm_image(struct lt_session *s, struct cp_state *st, int pid, int root_fd, int exe_fd,
+		      const char *exe_path, const char *ld_library_path)
+{
+	struct arm_ctx a = { s, st, pid };
+	uint64_t t0 = lt_now_ns();
+	int n;
+
+	st->cur_start = lt_proc_read_start(pid);
+	n = lt_libfind(root_fd, exe_fd, exe_path, ld_library_path, st->pf, arm_found, &a);
+	LT_INFO(1, "cuda: pid %d: %s: %d libraries looked at before they are loaded, in %.1f ms", pid,
+		exe_path, n, (lt_now_ns() - t0) / 1e6);
+}
+
+/* Is `pid` our own fork, not yet exec'd (a launched command before release)? */
+static bool own_fork(int pid)
+{
+	char a[64], self[PATH_MAX], other[PATH_MAX];
+	ssize_t n, m;
+
+	snprintf(a, sizeof(a), "/proc/%d/exe", pid);
+	n = readlink(a, other, sizeof(other) - 1);
+	m = readlink("/proc/self/exe", self, sizeof(self) - 1);
+	return n > 0 && n == m && !memcmp(self, other, (size_t)n);
+}
+
+/* A running target's image: its executable and environment from /proc. */
+static void arm_running(struct lt_session *s, struct cp_state *st, int pid)
+{
+	char exe[PATH_MAX], env[LT_LD_ENV_MAX], err[512];
+	int root_fd, exe_fd;
+	bool has_env;
+
+	if (own_fork(pid) || lt_proc_read_exe(pid, exe, sizeof(exe)) || exe[0] != '/')
+		return;
+	has_env = lt_lds_env_of(pid, env, sizeof(env));
+	root_fd = lt_tf_root_open(LT_TF_PROC, pid);
+	exe_fd = lt_tf_open_link(LT_TF_PROC, pid, "exe", err, sizeof(err));
+	if (root_fd >= 0 && exe_fd >= 0)
+		arm_image(s, st, pid, root_fd, exe_fd, exe, has_env ? env : NULL);
+	if (exe_fd >= 0)
+		close(exe_fd);
+	if (root_fd >= 0)
+		close(root_fd);
+}
+
 static int cp_add_target(struct lt_session *s, void *state, int pid)
 {
 	struct cp_state *st = state;
+	int rc;
+	hold_serve_now(s, st); /* a held load first: this can take tens of ms */
 
-	/* New process or new image (exec): start over for this pid. */
-	detach_pid(st, pid);
-	return scan_maps(s, st, pid);
+	/* A new process (or one reusing an old pid) or a new image (exec). */
+	forget_earlier(st, pid, lt_proc_read_start(pid));
+	rc = scan_maps(s, st, pid);
+	arm_running(s, st, pid);
+	return rc;
+}
+
+/* The leader task our links of pid are bound to is gone (an exec from
+ * another thread): drop them; add_target attaches anew. */
+static void cp_drop_target(struct lt_session *s, void *state, int pid)
+{
+	(void)s;
+	forget_earlier(state, pid, UINT64_MAX);
+}
+
+/* A launched command, stopped before its execve of path: arm what it will
+ * load, so its first call is recorded. It inherits our environment. */
+static int cp_prepare_exec(struct lt_session *s, void *state, int pid, const char *path)
+{
+	struct cp_state *st = state;
+	char err[512], abs[PATH_MAX];
+	int root_fd = lt_tf_root_open(LT_TF_PROC, pid), exe_fd = -1;
+
+	if (root_fd < 0)
+		return 0;
+	/* Our fork: our root and working directory. ld.so takes $ORIGIN from
+	 * the executable's real path (/proc/self/exe). */
+	if (realpath(path, abs))
+		exe_fd = lt_tf_open(root_fd, path = abs, NULL, err, sizeof(err));
+	else
+		snprintf(err, sizeof(err), "%s: %s", path, strerror(errno));
+	if (exe_fd >= 0) {
+		arm_image(s, st, pid, root_fd, exe_fd, path, getenv("LD_LIBRARY_PATH"));
+		close(exe_fd);
+	} else {
+		LT_INFO(1, "cuda: cannot arm %s before it runs: %s", path, err);
+	}
+	close(root_fd);
+	return 0;
+}
+
+/* A target opened a library probed for some target: give it its own links
+ * before it maps the file (loadhold.h). */
+static void hold_attach(void *arg, int pid, int fd, const char *path)
+{
+	struct arm_ctx *a = arg;
+	struct cp_state *st = a->st;
+	const struct lt_plib **pls;
+	struct stat sb;
+	size_t n;
+
+	st->mapped = true;
+	if (fstat(fd, &sb) || have_seen(st, pid, sb.st_dev, sb.st_ino))
+		return;
+	st->cur_start = lt_proc_read_start(pid);
+	pls = calloc(st->pf->n_libs ? st->pf->n_libs : 1, sizeof(*pls));
+	n = pls ? matching_libs(st, path, NULL, pls) : 0;
+	if (n && attach_file(a->s, st, pid, fd, path, sb.st_dev, sb.st_ino, pls, n, false))
+		seen_file(st, pid, sb.st_dev, sb.st_ino);
+	free(pls);
+}
+
+static void cp_on_hold(struct lt_session *s, void *arg)
+{
+	struct cp_state *st = arg;
+	struct arm_ctx a = { s, st, 0 };
+
+	lt_hold_serve(st->hold, hold_attach, &a);
+}
+
+/* Held loads are served from the loop, and also from within the longer
+ * pieces of work, so one waits for at most one file's attach. */
+static void hold_serve_now(struct lt_session *s, struct cp_state *st)
+{
+	if (st->hold && !st->serving) {
+		st->serving = true; /* attaching for a held load arms nothing else */
+		cp_on_hold(s, st);
+		st->serving = false;
+	}
+}
+
+/* Stop holding loads; say what holding them cost. */
+static void hold_end(struct lt_session *s, struct cp_state *st)
+{
+	struct lt_hold_stats hs;
+
+	if (!st->hold)
+		return;
+	lt_session_unwatch_fd(s, lt_hold_fd(st->hold));
+	lt_hold_stop(st->hold, &hs);
+	st->hold = NULL;
+	if (hs.held)
+		LT_INFO(1, "cuda: %" PRIu64 " library loads held until their probes were in: longest %.1f ms, "
+			"mean %.1f ms; %" PRIu64 " opens by others let go at once", hs.held, hs.max_ns / 1e6,
+			hs.total_ns / 1e6 / (double)hs.held, hs.passed);
+	if (hs.timed_out)
+		LT_WARN("cuda: %" PRIu64 " library loads were let go after %d ms before their probes were "
+			"in: their first calls may be missing", hs.timed_out, LT_HOLD_MAX_MS);
+}
+
+static void hold_begin(struct lt_session *s, struct cp_state *st)
+{
+	char err[512];
+
+	st->hold = lt_hold_start(s->targets_fd, err, sizeof(err));
+	if (!st->hold) {
+		LT_INFO(0, "cuda: loads are not held (%s): a process that starts during the profile and "
+			"calls a library at once can have its first calls unrecorded", err);
+		return;
+	}
+	if (lt_session_watch_fd(s, lt_hold_fd(st->hold), cp_on_hold, st)) {
+		lt_hold_stop(st->hold, NULL);
+		st->hold = NULL;
+	}
 }
 
 /* ------------------------------------------------------------ records */
@@ -779,6 +1089,8 @@ static int cp_handle(struct lt_session *s, void *state, const struct lt_rec_hdr 
 
 	if (!st || !st->skel)
 		return 0; /* records drained after stop */
+	if (rec->kind == LT_REC_UMAP)
+		hold_serve_now(s, st);
 	if (rec->kind == LT_REC_UCALL && size >= sizeof(struct lt_rec_ucall)) {
 		on_call(s, st, (const struct lt_rec_ucall *)rec);
 	} else if (rec->kind == LT_REC_UMAP && size >= sizeof(struct lt_rec_umap)) {
@@ -828,8 +1140,9 @@ static int cp_finish(struct lt_session *s, void *state)
 {
 	struct cp_state *st = state;
 
-	(void)s;
-	if (!st->n_links && !st->n_klinks)
+	hold_end(s, st);
+	/* Files armed before they are loaded do not count: none may ever be. */
+	if (!st->mapped && !st->calls && !st->n_klinks)
 		LT_WARN("cuda: nothing was probed: no library named in %s is loaded by the targets "
 			"(see `llmtracker generateProbe -p PID`)", st->pf->path);
 	LT_INFO(1, "cuda: %" PRIu64 " calls recorded, %zu functions probed, %zu links, %" PRIu64
@@ -846,6 +1159,8 @@ const struct lt_source lt_source_cuda = {
 	.kind_hi = LT_REC_UMAP,
 	.start = cp_start,
 	.add_target = cp_add_target,
+	.prepare_exec = cp_prepare_exec,
+	.drop_target = cp_drop_target,
 	.handle = cp_handle,
 	.finish = cp_finish,
 	.stop = cp_stop,

@@ -280,7 +280,8 @@ int lt_elf_open_fd(int fd, const char *name, struct lt_elf **out, char *err, siz
 	e->strings = sb.p;
 	sb.p = NULL;
 	fix_pointers(e);
-	qsort(e->syms, e->n_syms, sizeof(*e->syms), sym_cmp);
+	if (e->n_syms) /* none: syms is NULL, which qsort must not get */
+		qsort(e->syms, e->n_syms, sizeof(*e->syms), sym_cmp);
 	elf_end(elf);
 	*out = e;
 	return 0;

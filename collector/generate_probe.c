@@ -8,10 +8,8 @@
  * sees, the symbols the default probe file selects in it, and every
  * exported function under "available", to pick from.
  */
-#include <dirent.h>
 #include <errno.h>
 #include <fcntl.h>
-#include <fnmatch.h>
 #include <getopt.h>
 #include <json-c/json.h>
 #include <limits.h>
@@ -22,11 +20,11 @@
 #include <unistd.h>
 
 #include "elfsym.h"
+#include "ldsearch.h"
 #include "probefile.h"
 #include "tfile.h"
 
 #define GP_MAX_OBJS 4096
-#define GP_MAX_DIRS 256
 
 struct gp_obj {
 	char *path;          /* as the target sees it */
@@ -42,10 +40,7 @@ struct gp {
 	int root_fd;         /* O_PATH of /proc/PID/root: every file is opened in it */
 	struct gp_obj objs[GP_MAX_OBJS];
 	size_t n_objs;
-	char *ld_path[GP_MAX_DIRS];   /* LD_LIBRARY_PATH of the target */
-	size_t n_ld_path;
-	char *conf[GP_MAX_DIRS];      /* ld.so.conf directories + defaults */
-	size_t n_conf;
+	struct lt_ldsearch lds;       /* the target's library search path */
 };
 
 /* Libraries worth probing for a GPU job (the profiler's own CUPTI is not). */
@@ -74,11 +69,6 @@ static const char *base_name(const char *p)
 	const char *b = strrchr(p, '/');
 
 	return b ? b + 1 : p;
-}
-
-static bool exists_in_root(const struct gp *g, const char *path)
-{
-	return lt_tf_exists(g->root_fd, path);
 }
 
 /* Open object i: a mapped one through its mapping, a needed one by path
@@ -117,187 +107,29 @@ static int add_obj(struct gp *g, const char *path, const char *why)
 
 /* ------------------------------------------------------------ ld.so paths */
 
-static void add_dir(char **v, size_t *n, const char *d)
+static void gp_warn(const char *msg)
 {
-	size_t i;
-
-	for (i = 0; i < *n; i++)
-		if (!strcmp(v[i], d))
-			return;
-	if (*n < GP_MAX_DIRS && (v[*n] = strdup(d)))
-		(*n)++;
-}
-
-static void read_ld_conf(struct gp *g, const char *file, int depth);
-
-/* `include PATTERN`: the pattern's last component may hold wildcards; the
- * directory is opened inside the root and listed (glob() would resolve
- * links against our own root). */
-static void read_ld_include(struct gp *g, const char *pat, int depth)
-{
-	char dir[PATH_MAX], file[PATH_MAX], err[512];
-	const char *slash = strrchr(pat, '/');
-	struct dirent *de;
-	DIR *d;
-	int fd;
-
-	if (!slash || !FITS(dir, sizeof(dir), "%.*s", (int)(slash - pat), pat))
-		return;
-	fd = lt_tf_open_dir(g->root_fd, dir[0] ? dir : "/", err, sizeof(err));
-	if (fd < 0 || !(d = fdopendir(fd))) {
-		if (fd >= 0)
-			close(fd);
-		return;
-	}
-	while ((de = readdir(d)))
-		if (de->d_name[0] != '.' && !fnmatch(slash + 1, de->d_name, 0) &&
-		    FITS(file, sizeof(file), "%s/%s", dir, de->d_name))
-			read_ld_conf(g, file, depth + 1);
-	closedir(d);
-}
-
-/* ld.so.conf and its includes, inside the root: a regular file each, at most
- * LT_TF_CONF_MAX_BYTES and LT_TF_CONF_MAX_LINES, 3 levels deep. */
-static void read_ld_conf(struct gp *g, const char *file, int depth)
-{
-	struct lt_tf_lines *r;
-	char err[512], pat[PATH_MAX], *s;
-	int fd;
-
-	if (depth >= 3)
-		return;
-	fd = lt_tf_open(g->root_fd, file, NULL, err, sizeof(err));
-	if (fd < 0) {
-		if (fd != -ENOENT)
-			fprintf(stderr, "llmtracker generateProbe: skipping %s\n", err);
-		return;
-	}
-	if (!(r = malloc(sizeof(*r)))) {
-		close(fd);
-		return;
-	}
-	lt_tf_lines_init(r, fd, LT_TF_CONF_MAX_BYTES, LT_TF_CONF_MAX_LINES);
-	while ((s = lt_tf_lines_next(r))) {
-		s += strspn(s, " \t");
-		s[strcspn(s, "#")] = 0;
-		while (*s && (s[strlen(s) - 1] == ' ' || s[strlen(s) - 1] == '\t'))
-			s[strlen(s) - 1] = 0;
-		if (!strncmp(s, "include", 7) && (s[7] == ' ' || s[7] == '\t')) {
-			const char *p = s + 8 + strspn(s + 8, " \t");
-
-			if (FITS(pat, sizeof(pat), "%s%s", *p == '/' ? "" : "/etc/", p))
-				read_ld_include(g, pat, depth);
-		} else if (*s == '/') {
-			add_dir(g->conf, &g->n_conf, s);
-		}
-	}
-	if (r->err || r->skipped)
-		fprintf(stderr, "llmtracker generateProbe: %s (in the target's root): read partly (%s)\n",
-			file, r->err == -E2BIG ? "longer than allowed" :
-			r->err ? strerror(-r->err) : "overlong lines skipped");
-	free(r);
-	close(fd);
-}
-
-static void read_env_paths(struct gp *g)
-{
-	char path[64], buf[1 << 16];
-	size_t n, off;
-	int fd;
-
-	snprintf(path, sizeof(path), "/proc/%d/environ", g->pid);
-	fd = open(path, O_RDONLY | O_CLOEXEC);
-	if (fd < 0)
-		return;
-	n = (size_t)read(fd, buf, sizeof(buf) - 1);
-	close(fd);
-	if (n >= sizeof(buf))
-		return;
-	buf[n] = 0;
-	for (off = 0; off < n; off += strlen(buf + off) + 1) {
-		char *save = NULL, *d;
-
-		if (strncmp(buf + off, "LD_LIBRARY_PATH=", 16))
-			continue;
-		for (d = strtok_r(buf + off + 16, ":", &save); d; d = strtok_r(NULL, ":", &save))
-			if (*d == '/')
-				add_dir(g->ld_path, &g->n_ld_path, d);
-	}
+	fprintf(stderr, "llmtracker generateProbe: %s\n", msg);
 }
 
 static void init_paths(struct gp *g)
 {
-	static const char *const defaults[] = {
-		"/lib/x86_64-linux-gnu", "/usr/lib/x86_64-linux-gnu", "/lib/aarch64-linux-gnu",
-		"/usr/lib/aarch64-linux-gnu", "/lib64", "/usr/lib64", "/lib", "/usr/lib",
-	};
-	size_t i;
+	char env[LT_LD_ENV_MAX];
 
-	read_env_paths(g);
-	read_ld_conf(g, "/etc/ld.so.conf", 0);
-	for (i = 0; i < sizeof(defaults) / sizeof(defaults[0]); i++)
-		add_dir(g->conf, &g->n_conf, defaults[i]);
-}
-
-/* Try each directory of a ':' list ($ORIGIN = the loader's directory). */
-static bool search_list(const struct gp *g, const char *list, const char *origin,
-			const char *name, char *out, size_t n)
-{
-	char buf[PATH_MAX * 2], *save = NULL, *d;
-
-	if (!list)
-		return false;
-	snprintf(buf, sizeof(buf), "%s", list);
-	for (d = strtok_r(buf, ":", &save); d; d = strtok_r(NULL, ":", &save)) {
-		const char *rest = NULL;
-
-		if (!strncmp(d, "$ORIGIN", 7))
-			rest = d + 7;
-		else if (!strncmp(d, "${ORIGIN}", 9))
-			rest = d + 9;
-		if (rest ? FITS(out, n, "%s%s/%s", origin, rest, name) : FITS(out, n, "%s/%s", d, name))
-			if (exists_in_root(g, out))
-				return true;
-	}
-	return false;
-}
-
-static bool search_dirs(const struct gp *g, char *const *dirs, size_t nd, const char *name,
-			char *out, size_t n)
-{
-	size_t i;
-
-	for (i = 0; i < nd; i++) {
-		if (FITS(out, n, "%s/%s", dirs[i], name) && exists_in_root(g, out))
-			return true;
-	}
-	return false;
+	lt_lds_init(&g->lds, g->root_fd, lt_lds_env_of(g->pid, env, sizeof(env)) ? env : NULL, gp_warn);
 }
 
 /* Resolve one DT_NEEDED entry of `loader` (path in the target). */
 static bool resolve_needed(const struct gp *g, const struct lt_elf *loader, const char *lpath,
 			   const char *name, char *out, size_t n)
 {
-	char origin[PATH_MAX];
 	size_t i;
 
-	if (strchr(name, '/')) {
-		return FITS(out, n, "%s", name) && exists_in_root(g, out);
-	}
-	for (i = 0; i < g->n_objs; i++) /* already loaded: ld.so reuses it */
-		if (!strcmp(base_name(g->objs[i].path), name)) {
-			return FITS(out, n, "%s", g->objs[i].path);
-		}
-	if (!FITS(origin, sizeof(origin), "%s", lpath) || !strrchr(origin, '/'))
-		return false;
-	*strrchr(origin, '/') = 0;
-	if (!loader->runpath && search_list(g, loader->rpath, origin, name, out, n))
-		return true;
-	if (search_dirs(g, g->ld_path, g->n_ld_path, name, out, n))
-		return true;
-	if (search_list(g, loader->runpath, origin, name, out, n))
-		return true;
-	return search_dirs(g, g->conf, g->n_conf, name, out, n);
+	if (!strchr(name, '/'))
+		for (i = 0; i < g->n_objs; i++) /* already loaded: ld.so reuses it */
+			if (!strcmp(base_name(g->objs[i].path), name))
+				return FITS(out, n, "%s", g->objs[i].path);
+	return lt_lds_resolve(&g->lds, loader, lpath, name, out, n);
 }
 
 /* ------------------------------------------------------------ walking */
@@ -570,10 +402,7 @@ int lt_generate_probe_main(int argc, char **argv)
 		free(g->objs[i].path);
 		free(g->objs[i].why);
 	}
-	for (size_t i = 0; i < g->n_ld_path; i++)
-		free(g->ld_path[i]);
-	for (size_t i = 0; i < g->n_conf; i++)
-		free(g->conf[i]);
+	lt_lds_free(&g->lds);
 	close(g->root_fd);
 	free(g);
 	return rc;

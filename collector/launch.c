@@ -43,11 +43,11 @@ static int resolve(const char *cmd, char *out, size_t sz)
 
 int lt_launch_start(struct lt_launch *l, char *const argv[], char *err, size_t errsz)
 {
-	char path[4096];
+	char *path = l->path;
 	int st;
 
 	memset(l, 0, sizeof(*l));
-	if (resolve(argv[0], path, sizeof(path))) {
+	if (resolve(argv[0], path, sizeof(l->path))) {
 		snprintf(err, errsz, "cannot run '%s': no such executable file (searched PATH)", argv[0]);
 		return -1;
 	}

@@ -13,6 +13,7 @@
 
 struct lt_launch {
 	pid_t pid;          /* 0 when nothing was launched */
+	char path[4096];    /* the file it will execve (PATH resolved) */
 	bool released;      /* SIGCONT sent */
 	bool reaped;        /* waited for */
 	int status;         /* wait status, once reaped */

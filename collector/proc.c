@@ -99,6 +99,8 @@ static void on_exec(struct lt_session *s, const struct lt_rec_exec *r)
 	lt_session_emit(s, &ev);
 	emit_thread(s, r->h.ts, r->h.pid, r->h.tid, comm, false);
 	LT_INFO(2, "pid %u exec %s", r->h.pid, file);
+	if (r->old_tid != r->h.pid) /* exec'd by another thread than the leader */
+		lt_session_drop_target(s, r->h.pid);
 	lt_session_notify_target(s, r->h.pid); /* new image, new libraries */
 }
 

@@ -363,6 +363,9 @@ int lt_profile(const struct lt_options *opt_in, const char *cmdline)
 		if (opt.pids[i] != l.pid)
 			lt_ck_attach(ck, opt.pids[i]);
 
+	/* What the command will load is armed before its first instruction. */
+	if (l.pid && !l.released)
+		lt_session_prepare_exec(&s, l.pid, l.path);
 	lt_launch_release(&l);
 	t0 = lt_now_ns();
 	why = main_loop(&s, &l);

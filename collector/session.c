@@ -6,6 +6,7 @@
  * delay, launch, main loop, detach) is in profile.c.
  */
 #include <errno.h>
+#include <poll.h>
 #include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -51,6 +52,12 @@ struct lt_priv {
 	uint64_t lost[LT_LOST_SLOTS];
 	struct evlog_writer_stats wstats;
 	bool have_wstats;
+	struct lt_watch {                 /* fds polled beside the ring buffer */
+		int fd;
+		void (*ready)(struct lt_session *s, void *arg);
+		void *arg;
+	} watch[LT_MAX_WATCH];
+	int n_watch;
 };
 
 static struct lt_priv *P(struct lt_session *s)
@@ -354,6 +361,48 @@ static int dispatch(void *ctx, void *data, size_t size)
 	return 0; /* one bad record never stops the others */
 }
 
+int lt_session_watch_fd(struct lt_session *s, int fd, void (*ready)(struct lt_session *s, void *arg),
+			void *arg)
+{
+	struct lt_priv *p = P(s);
+
+	if (p->n_watch == LT_MAX_WATCH)
+		return -E2BIG;
+	p->watch[p->n_watch++] = (struct lt_watch){ fd, ready, arg };
+	return 0;
+}
+
+void lt_session_unwatch_fd(struct lt_session *s, int fd)
+{
+	struct lt_priv *p = P(s);
+	int k = 0;
+
+	for (int i = 0; i < p->n_watch; i++)
+		if (p->watch[i].fd != fd)
+			p->watch[k++] = p->watch[i];
+	p->n_watch = k;
+}
+
+/* The ring buffer's epoll fd and the watched fds; the ready ones' handlers
+ * run here, the ring is read by the caller. */
+static int poll_watched(struct lt_session *s, int timeout_ms)
+{
+	struct lt_priv *p = P(s);
+	struct pollfd f[LT_MAX_WATCH + 1];
+	int n = p->n_watch, r;
+
+	f[0] = (struct pollfd){ ring_buffer__epoll_fd(s->rb), POLLIN, 0 };
+	for (int i = 0; i < n; i++)
+		f[i + 1] = (struct pollfd){ p->watch[i].fd, POLLIN, 0 };
+	r = poll(f, (nfds_t)n + 1, timeout_ms);
+	if (r < 0)
+		return errno == EINTR ? 0 : -errno;
+	for (int i = 0; i < n && i < p->n_watch; i++)
+		if (f[i + 1].revents & POLLIN)
+			p->watch[i].ready(s, p->watch[i].arg);
+	return 0;
+}
+
 int lt_session_poll(struct lt_session *s, int timeout_ms)
 {
 	int n, c;
@@ -363,7 +412,7 @@ int lt_session_poll(struct lt_session *s, int timeout_ms)
 		if (!s->rb)
 			return lt_session_errorf(s, "cannot read the ring buffer: %s", strerror(errno));
 	}
-	n = ring_buffer__poll(s->rb, timeout_ms);
+	n = P(s)->n_watch ? poll_watched(s, timeout_ms) : ring_buffer__poll(s->rb, timeout_ms);
 	if (n == -EINTR)
 		n = 0;
 	if (n < 0)
@@ -383,6 +432,27 @@ void lt_session_notify_target(struct lt_session *s, int pid)
 
 		if (sl->started && sl->src->add_target && sl->src->add_target(s, sl->state, pid))
 			LT_INFO(1, "%s: cannot add pid %d: %s", sl->src->name, pid, s->err);
+	}
+}
+
+void lt_session_drop_target(struct lt_session *s, int pid)
+{
+	struct lt_priv *p = P(s);
+
+	for (size_t i = 0; i < LT_N_SOURCES; i++)
+		if (p->slots[i].started && p->slots[i].src->drop_target)
+			p->slots[i].src->drop_target(s, p->slots[i].state, pid);
+}
+
+void lt_session_prepare_exec(struct lt_session *s, int pid, const char *path)
+{
+	struct lt_priv *p = P(s);
+
+	for (size_t i = 0; i < LT_N_SOURCES; i++) {
+		struct lt_slot *sl = &p->slots[i];
+
+		if (sl->started && sl->src->prepare_exec && sl->src->prepare_exec(s, sl->state, pid, path))
+			LT_INFO(1, "%s: cannot prepare pid %d: %s", sl->src->name, pid, s->err);
 	}
 }
 

@@ -75,6 +75,13 @@ struct lt_source {
 	/* A new target process appeared (given, launched or a followed child):
 	 * per-process attachments (uprobes) happen here. May be NULL. */
 	int (*add_target)(struct lt_session *s, void *state, int pid);
+	/* pid's per-process attachments no longer apply: a thread other than
+	 * its leader exec'd (the old leader task, which links are bound to, is
+	 * gone). add_target follows. May be NULL. */
+	void (*drop_target)(struct lt_session *s, void *state, int pid);
+	/* A launched target (already added), stopped before its execve of
+	 * `path`: arm what can be armed before it runs. May be NULL. */
+	int (*prepare_exec)(struct lt_session *s, void *state, int pid, const char *path);
 	/* One ring-buffer record of this source's kinds. */
 	int (*handle)(struct lt_session *s, void *state, const struct lt_rec_hdr *rec, size_t size);
 	/* Targets stopped or time is up; still attached. Write tables (symbols)
@@ -109,6 +116,19 @@ int lt_session_emit(struct lt_session *s, const struct evlog_event *ev);
 
 /* Mark a pid as a target in the shared map (and tell the sources). */
 int lt_session_add_target(struct lt_session *s, int pid);
+
+/* pid's leader thread changed at an exec: tell the sources (drop_target). */
+void lt_session_drop_target(struct lt_session *s, int pid);
+
+/* pid (a target, stopped before it execs path) is about to run: tell the sources. */
+void lt_session_prepare_exec(struct lt_session *s, int pid, const char *path);
+
+/* Poll fd in the session's loop beside the ring buffer; ready(s, arg) runs
+ * (in the loop's thread) when it is readable. At most LT_MAX_WATCH. */
+#define LT_MAX_WATCH 4
+int lt_session_watch_fd(struct lt_session *s, int fd, void (*ready)(struct lt_session *s, void *arg),
+			void *arg);
+void lt_session_unwatch_fd(struct lt_session *s, int fd);
 
 /* Set the session's error message (printf-style). Returns -1. */
 int lt_session_errorf(struct lt_session *s, const char *fmt, ...)

@@ -54,6 +54,21 @@ static int read_stat(int pid, char *state, int *ppid)
 	return 0;
 }
 
+uint64_t lt_proc_read_start(int pid)
+{
+	char path[64], buf[1024], *p;
+	unsigned long long start;
+
+	snprintf(path, sizeof(path), "/proc/%d/stat", pid);
+	if (read_small(path, buf, sizeof(buf)) <= 0 || !(p = strrchr(buf, ')')))
+		return 0;
+	/* fields 3..21 after the comm, then starttime (22) */
+	if (sscanf(p + 1, " %*c %*d %*d %*d %*d %*d %*u %*u %*u %*u %*u %*u %*u %*d %*d %*d %*d %*d %*d %llu",
+		   &start) != 1)
+		return 0;
+	return start;
+}
+
 bool lt_proc_alive(int pid)
 {
 	char st;

@@ -23,6 +23,9 @@ int lt_proc_read_comm(int pid, int tid, char *buf, size_t sz);
 int lt_proc_read_cmdline(int pid, char *buf, size_t sz);
 int lt_proc_read_exe(int pid, char *buf, size_t sz);
 int lt_proc_read_ppid(int pid);
+/* When the process started (clock ticks since boot, /proc/PID/stat field 22;
+ * kept across exec): tells a reused pid from the same process. 0 if gone. */
+uint64_t lt_proc_read_start(int pid);
 /* The process (thread group) a thread id belongs to; 0 if gone. */
 int lt_proc_read_tgid(int pid);
 

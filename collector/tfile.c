@@ -133,6 +133,70 @@ int lt_tf_open(int root_fd, const char *path, const struct lt_tf_id *want, char 
 	return tf_reopen(pfd, path, want, err, errsz);
 }
 
+#define TF_MAX_LINKS 40 /* as the kernel's own limit on a lookup */
+
+/* One component of a path (at most NAME_MAX) into comp; advances *p. */
+static int tf_next_comp(const char **p, char *comp)
+{
+	size_t len;
+
+	while (**p == '/')
+		(*p)++;
+	len = strcspn(*p, "/");
+	if (len > NAME_MAX)
+		return -ENAMETOOLONG;
+	memcpy(comp, *p, len);
+	comp[len] = 0;
+	*p += len;
+	return 0;
+}
+
+int lt_tf_realpath(int root_fd, const char *path, char *out, size_t n)
+{
+	char cur[PATH_MAX] = "", rest[2 * PATH_MAX], next[2 * PATH_MAX], link[PATH_MAX];
+	char comp[NAME_MAX + 1], cand[PATH_MAX];
+	const char *p;
+	int links = 0, fd, rc;
+	struct stat st;
+	ssize_t k;
+
+	if (snprintf(rest, sizeof(rest), "%s", path) >= (int)sizeof(rest))
+		return -ENAMETOOLONG;
+	for (p = rest; *p;) {
+		if ((rc = tf_next_comp(&p, comp)))
+			return rc;
+		if (!comp[0] || !strcmp(comp, "."))
+			continue;
+		if (!strcmp(comp, "..")) { /* cur holds no link: its parent is lexical */
+			if (strrchr(cur, '/'))
+				*strrchr(cur, '/') = 0;
+			continue;
+		}
+		if (snprintf(cand, sizeof(cand), "%s/%s", cur, comp) >= (int)sizeof(cand))
+			return -ENAMETOOLONG;
+		fd = tf_openat2(root_fd, cand, O_PATH | O_NOFOLLOW | O_CLOEXEC);
+		if (fd < 0)
+			return fd;
+		if (fstat(fd, &st) || !S_ISLNK(st.st_mode)) {
+			close(fd);
+			memcpy(cur, cand, sizeof(cur));
+			continue;
+		}
+		k = ++links > TF_MAX_LINKS ? -1 : readlinkat(fd, "", link, sizeof(link) - 1);
+		close(fd);
+		if (k < 0)
+			return links > TF_MAX_LINKS ? -ELOOP : -errno;
+		link[k] = 0;
+		if (snprintf(next, sizeof(next), "%s/%s", link, p) >= (int)sizeof(next))
+			return -ENAMETOOLONG;
+		if (link[0] == '/')
+			cur[0] = 0;
+		memcpy(rest, next, sizeof(rest));
+		p = rest;
+	}
+	return snprintf(out, n, "%s", cur[0] ? cur : "/") < (int)n ? 0 : -ENAMETOOLONG;
+}
+
 int lt_tf_open_dir(int root_fd, const char *path, char *err, size_t errsz)
 {
 	int fd = root_fd < 0 ? -EBADF : tf_openat2(root_fd, path, O_RDONLY | O_DIRECTORY | O_CLOEXEC);

@@ -65,6 +65,10 @@ int lt_tf_root_open(const char *proc, int pid);
 int lt_tf_open(int root_fd, const char *path, const struct lt_tf_id *want, char *err,
 	       size_t errsz);
 
+/* `path` with every symbolic link resolved inside root_fd (as the kernel
+ * names a mapped file in /proc/PID/maps), into out. 0 or -errno. */
+int lt_tf_realpath(int root_fd, const char *path, char *out, size_t n);
+
 /* An O_DIRECTORY fd of `path` inside root_fd (for include globs), or -errno. */
 int lt_tf_open_dir(int root_fd, const char *path, char *err, size_t errsz);
 
