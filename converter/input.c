@@ -231,7 +231,6 @@ static int add_file(struct cv_inputs *in, const char *path, const struct stat *s
 		    int origin, int depth, char *err, size_t errsz)
 {
 	int quiet_skip = origin != CV_FROM_INPUT && depth > 0;
-
 	int fd = open(path, O_RDONLY | O_CLOEXEC);
 
 	if (fd < 0) {

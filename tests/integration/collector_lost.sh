@@ -12,6 +12,9 @@ mkfifo "$T/go"
 	bash -c "read x <'$T/go'; exec '$PROGS/sys_reads' 200000" >/dev/null 2>"$T/lost.err" & lt=$!
 cleanup_pids+=("$lt")
 check "attached" wait_for "$T/lost.err" "profiling 1 process" 20
+# The command is released just after that line: stop the collector only once
+# the command runs (bash, waiting on the fifo), or nobody would read "go".
+for i in $(seq 400); do pgrep -f "^bash -c read x <'$T/go'" >/dev/null && break; sleep 0.05; done
 kill -STOP "$lt"
 echo go >"$T/go"
 for i in $(seq 200); do pgrep -f "sys_reads 200000" >/dev/null || break; sleep 0.05; done
