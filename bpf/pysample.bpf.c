@@ -8,7 +8,9 @@
  * process.
  *
  *   _PyRuntime.interpreters.head -> interp -> threads.head -> tstate
- *   (next ...) until tstate->native_thread_id == tid;
+ *   (next ...) until tstate->native_thread_id == the thread's tid in its own
+ *   pid namespace (what gettid() returned to CPython: in a container, not
+ *   the node's tid that bpf_get_current_pid_tgid() gives);
  *   tstate->cframe->current_frame -> frame -> previous ...
  *
  * The thread's tstate is cached per tid (checked against native_thread_id
@@ -19,6 +21,7 @@
  */
 #include "vmlinux.h"
 #include <bpf/bpf_helpers.h>
+#include <bpf/bpf_core_read.h>
 #include "common.bpf.h"
 #include "pysample.h"
 
@@ -133,17 +136,34 @@ static __always_inline __u64 find_tstate(const struct lt_pys_proc *p, __u32 tid,
 	return c.found;
 }
 
-static __always_inline __u64 thread_state(const struct lt_pys_proc *p, __u32 tid, __u64 now)
+/* The current thread's id in its innermost pid namespace (NSpid's last
+ * field): task->thread_pid->numbers[level].nr. */
+static __always_inline __u32 own_ns_tid(void)
+{
+	struct task_struct *t = (struct task_struct *)bpf_get_current_task();
+	struct pid *tp = BPF_CORE_READ(t, thread_pid);
+	unsigned int level = BPF_CORE_READ(tp, level);
+	int nr = 0;
+
+	if (!tp || level > 32) /* MAX_PID_NS_LEVEL */
+		return 0;
+	bpf_probe_read_kernel(&nr, sizeof(nr), &tp->numbers[level].nr);
+	return (__u32)nr;
+}
+
+/* `tid` (the node's) keys the cache; `ns_tid` is what native_thread_id holds. */
+static __always_inline __u64 thread_state(const struct lt_pys_proc *p, __u32 tid, __u32 ns_tid,
+					  __u64 now)
 {
 	struct pys_thread *c = bpf_map_lookup_elem(&pys_threads, &tid);
 	struct pys_thread n = { 0, now };
 	int started;
 
-	if (c && c->tstate && rd(c->tstate + p->ts_native_tid) == tid)
+	if (c && c->tstate && rd(c->tstate + p->ts_native_tid) == ns_tid)
 		return c->tstate;
 	if (c && !c->tstate && now - c->checked < PYS_NO_TSTATE_RECHECK_NS)
 		return 0;
-	n.tstate = find_tstate(p, tid, &started);
+	n.tstate = find_tstate(p, ns_tid, &started);
 	if (!started)
 		return 0; /* nothing to remember before the interpreter is up */
 	bpf_map_update_elem(&pys_threads, &tid, &n, BPF_ANY);
@@ -214,7 +234,7 @@ int lt_py_sample(struct bpf_perf_event_data *ctx)
 		return ask(pid, pid_tgid, now);
 	if (!p->runtime)
 		return 0; /* looked at: not a Python we can read */
-	ts = thread_state(p, tid, now);
+	ts = thread_state(p, tid, own_ns_tid(), now);
 	w.frame = ts ? rd(rd(ts + p->ts_cframe) + p->cf_current_frame) : 0;
 	if (!w.frame)
 		return 0; /* no Python on this thread right now */

@@ -24,7 +24,7 @@ ct_image py311 python3.11 dash strace ||
 echo "# image $CT_IMAGE"
 pod=$(cat /proc/sys/kernel/random/uuid)
 cg_parent=/kubepods/besteffort/pod$pod
-cleanup() { # the pod's cgroup directories cgroupfs leaves behind
+ct_test_cleanup() { # the pod's cgroup directories cgroupfs leaves behind
 	local d
 	for d in /sys/fs/cgroup/*/kubepods/besteffort/pod"$pod" /sys/fs/cgroup/kubepods/besteffort/pod"$pod"; do
 		[ -d "$d" ] && rmdir "$d" 2> /dev/null
