@@ -21,7 +21,6 @@
  */
 #include "vmlinux.h"
 #include <bpf/bpf_helpers.h>
-#include <bpf/bpf_core_read.h>
 #include "common.bpf.h"
 #include "pysample.h"
 
@@ -136,21 +135,6 @@ static __always_inline __u64 find_tstate(const struct lt_pys_proc *p, __u32 tid,
 	return c.found;
 }
 
-/* The current thread's id in its innermost pid namespace (NSpid's last
- * field): task->thread_pid->numbers[level].nr. */
-static __always_inline __u32 own_ns_tid(void)
-{
-	struct task_struct *t = (struct task_struct *)bpf_get_current_task();
-	struct pid *tp = BPF_CORE_READ(t, thread_pid);
-	unsigned int level = BPF_CORE_READ(tp, level);
-	int nr = 0;
-
-	if (!tp || level > 32) /* MAX_PID_NS_LEVEL */
-		return 0;
-	bpf_probe_read_kernel(&nr, sizeof(nr), &tp->numbers[level].nr);
-	return (__u32)nr;
-}
-
 /* `tid` (the node's) keys the cache; `ns_tid` is what native_thread_id holds. */
 static __always_inline __u64 thread_state(const struct lt_pys_proc *p, __u32 tid, __u32 ns_tid,
 					  __u64 now)
@@ -234,7 +218,7 @@ int lt_py_sample(struct bpf_perf_event_data *ctx)
 		return ask(pid, pid_tgid, now);
 	if (!p->runtime)
 		return 0; /* looked at: not a Python we can read */
-	ts = thread_state(p, tid, own_ns_tid(), now);
+	ts = thread_state(p, tid, lt_task_ns_tid((struct task_struct *)bpf_get_current_task()), now);
 	w.frame = ts ? rd(rd(ts + p->ts_cframe) + p->cf_current_frame) : 0;
 	if (!w.frame)
 		return 0; /* no Python on this thread right now */
