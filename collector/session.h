@@ -118,6 +118,11 @@ int lt_session_errorf(struct lt_session *s, const char *fmt, ...)
 void lt_session_refuse(struct lt_session *s, const char *fmt, ...)
 	__attribute__((format(printf, 2, 3)));
 
+/* Under -t all, `source` (its name) could not record all it was asked to:
+ * the summary lists it as not recorded, with this reason (the first one). */
+void lt_session_not_recorded(struct lt_session *s, const char *source, const char *fmt, ...)
+	__attribute__((format(printf, 3, 4)));
+
 /* glog-style logging: I/W/E + MMDD hh:mm:ss.uuuuuu tid file:line] msg */
 extern int lt_verbosity;
 void lt_log(char level, const char *file, int line, const char *fmt, ...)
