@@ -17,6 +17,8 @@
 #include <bpf/bpf.h>
 #include <bpf/libbpf.h>
 
+#include "nodename.h"
+
 #include "cli.h"
 #include "profile.h"
 #include "targets.h"
@@ -152,7 +154,7 @@ int lt_session_open_log(struct lt_session *s, const char *cmdline)
 	struct utsname u;
 	int rc;
 
-	gethostname(host, sizeof(host) - 1);
+	lt_node_name(host, sizeof(host));
 	read_line("/proc/sys/kernel/random/boot_id", boot, sizeof(boot));
 	uname(&u);
 	options_str(&s->opt, opts, sizeof(opts));
