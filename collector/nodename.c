@@ -2,6 +2,7 @@
 #include "nodename.h"
 
 #include <ctype.h>
+#include <fcntl.h>
 #include <stdbool.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -9,7 +10,6 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
-#include "targets.h"
 #include "tfile.h"
 
 #define HOST_MAX 255 /* HOST_NAME_MAX (64) on Linux; node names are DNS names */
@@ -28,6 +28,27 @@ static bool take_name(char *buf, size_t sz, const char *s)
 	return n > 0;
 }
 
+/* The parent of pid from /proc/PID/stat (after the comm's last ')'), or 0. */
+static int parent_of(int pid)
+{
+	char path[64], buf[512], *p;
+	int ppid = 0;
+	ssize_t n;
+	int fd;
+
+	snprintf(path, sizeof(path), LT_TF_PROC "/%d/stat", pid);
+	if ((fd = open(path, O_RDONLY | O_CLOEXEC)) < 0)
+		return 0;
+	n = read(fd, buf, sizeof(buf) - 1);
+	close(fd);
+	if (n <= 0)
+		return 0;
+	buf[n] = 0;
+	if ((p = strrchr(buf, ')')) && sscanf(p + 1, " %*c %d", &ppid) != 1)
+		ppid = 0;
+	return ppid;
+}
+
 static bool same_ns(const char *a, const char *b)
 {
 	struct stat x, y;
@@ -44,7 +65,7 @@ static int node_ancestor(void)
 	char path[64];
 	int pid = getppid();
 
-	for (int depth = 0; pid > 1 && depth < 64; depth++, pid = lt_proc_read_ppid(pid)) {
+	for (int depth = 0; pid > 1 && depth < 64; depth++, pid = parent_of(pid)) {
 		snprintf(path, sizeof(path), LT_TF_PROC "/%d/ns/uts", pid);
 		if (!same_ns("/proc/self/ns/uts", path) && access(path, F_OK) == 0)
 			return pid;
