@@ -17,9 +17,8 @@
 #include <bpf/bpf.h>
 #include <bpf/libbpf.h>
 
-#include "nodename.h"
-
 #include "cli.h"
+#include "nodename.h"
 #include "profile.h"
 #include "targets.h"
 
