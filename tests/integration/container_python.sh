@@ -24,10 +24,12 @@ ct_image py311 python3.11 dash strace ||
 echo "# image $CT_IMAGE"
 pod=$(cat /proc/sys/kernel/random/uuid)
 cg_parent=/kubepods/besteffort/pod$pod
-ct_test_cleanup() { # the pod's cgroup directories cgroupfs leaves behind
+ct_test_cleanup() { # the pod's cgroups podman leaves behind (conmon's within), once empty
 	local d
 	for d in /sys/fs/cgroup/*/kubepods/besteffort/pod"$pod" /sys/fs/cgroup/kubepods/besteffort/pod"$pod"; do
-		[ -d "$d" ] && rmdir "$d" 2> /dev/null
+		[ -d "$d" ] || continue
+		rmdir "$d"/*/ 2> /dev/null
+		rmdir "$d" "${d%/*}" "${d%/*/*}" 2> /dev/null # and kubepods/besteffort, if empty
 	done
 }
 
