@@ -34,9 +34,13 @@ if ! podman image exists "$img" || [ "$tree" = dirty ]; then
 	echo "# building $img from deploy/Dockerfile (BASE=$BASE_IMAGE)"
 	s=$(date +%s)
 	# apt-get inside the build needs the network; nothing else does
-	podman build -q --network=host -f deploy/Dockerfile --build-arg BASE="$BASE_IMAGE" \
+	# (no layer images left behind: each is the size of the build stage)
+	podman build -q --layers=false --network=host -f deploy/Dockerfile --build-arg BASE="$BASE_IMAGE" \
 		--build-arg CUDA_DEVEL="$cuda_img" -t "$img" . > "$T/build.log" 2>&1
 	rc=$?
+	# one such image at a time: the other trees' go
+	[ $rc = 0 ] && podman images --format '{{.Repository}}:{{.Tag}}' localhost/llmtracker-test-image |
+		grep -vx "$img" | xargs -r podman rmi > /dev/null 2>&1
 	echo "# built in $(( $(date +%s) - s )) s (rc $rc)"
 	[ $rc = 0 ] || tail -20 "$T/build.log" | sed 's/^/# build: /'
 	check "deploy/Dockerfile builds from BASE=$BASE_IMAGE" [ $rc = 0 ]
