@@ -8,6 +8,7 @@
 #ifndef LLMT_COMMON_BPF_H
 #define LLMT_COMMON_BPF_H
 
+#include <bpf/bpf_core_read.h>
 #include "common.h"
 
 /* tgids being profiled. proc.bpf.c adds children when following them. */
@@ -33,6 +34,21 @@ struct {
 static __always_inline int lt_is_target(__u32 tgid)
 {
 	return bpf_map_lookup_elem(&targets, &tgid) != NULL;
+}
+
+/* A thread's id in its innermost pid namespace (NSpid's last field; what
+ * gettid() returns in a container): task->thread_pid->numbers[level].nr.
+ * 0 if it cannot be read. */
+static __always_inline __u32 lt_task_ns_tid(struct task_struct *t)
+{
+	struct pid *tp = BPF_CORE_READ(t, thread_pid);
+	unsigned int level = BPF_CORE_READ(tp, level);
+	int nr = 0;
+
+	if (!tp || level > 32) /* MAX_PID_NS_LEVEL */
+		return 0;
+	bpf_probe_read_kernel(&nr, sizeof(nr), &tp->numbers[level].nr);
+	return (__u32)nr;
 }
 
 /* Reserve a record in the ring buffer and fill its header; count a loss

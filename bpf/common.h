@@ -54,6 +54,7 @@ struct lt_rec_fork {
 	struct lt_rec_hdr h;     /* pid/tid: the parent */
 	__u32 child_pid, child_tid;
 	char comm[LT_COMM_LEN];
+	__u32 child_ns_tid;      /* child_tid in its own pid namespace */
 };
 
 struct lt_rec_exec {

@@ -46,6 +46,7 @@ int BPF_PROG(lt_proc_fork, struct task_struct *parent, struct task_struct *child
 		return 0;
 	r->child_pid = ctgid;
 	r->child_tid = ctid;
+	r->child_ns_tid = lt_task_ns_tid(child);
 	copy_comm(r->comm, child->comm);
 	/* A new process: wake the collector now, other sources attach
 	 * per-process probes to it, the sooner the fewer calls they miss. */

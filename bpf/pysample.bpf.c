@@ -8,7 +8,9 @@
  * process.
  *
  *   _PyRuntime.interpreters.head -> interp -> threads.head -> tstate
- *   (next ...) until tstate->native_thread_id == tid;
+ *   (next ...) until tstate->native_thread_id == the thread's tid in its own
+ *   pid namespace (what gettid() returned to CPython: in a container, not
+ *   the node's tid that bpf_get_current_pid_tgid() gives);
  *   tstate->cframe->current_frame -> frame -> previous ...
  *
  * The thread's tstate is cached per tid (checked against native_thread_id
@@ -133,17 +135,19 @@ static __always_inline __u64 find_tstate(const struct lt_pys_proc *p, __u32 tid,
 	return c.found;
 }
 
-static __always_inline __u64 thread_state(const struct lt_pys_proc *p, __u32 tid, __u64 now)
+/* `tid` (the node's) keys the cache; `ns_tid` is what native_thread_id holds. */
+static __always_inline __u64 thread_state(const struct lt_pys_proc *p, __u32 tid, __u32 ns_tid,
+					  __u64 now)
 {
 	struct pys_thread *c = bpf_map_lookup_elem(&pys_threads, &tid);
 	struct pys_thread n = { 0, now };
 	int started;
 
-	if (c && c->tstate && rd(c->tstate + p->ts_native_tid) == tid)
+	if (c && c->tstate && rd(c->tstate + p->ts_native_tid) == ns_tid)
 		return c->tstate;
 	if (c && !c->tstate && now - c->checked < PYS_NO_TSTATE_RECHECK_NS)
 		return 0;
-	n.tstate = find_tstate(p, tid, &started);
+	n.tstate = find_tstate(p, ns_tid, &started);
 	if (!started)
 		return 0; /* nothing to remember before the interpreter is up */
 	bpf_map_update_elem(&pys_threads, &tid, &n, BPF_ANY);
@@ -214,7 +218,7 @@ int lt_py_sample(struct bpf_perf_event_data *ctx)
 		return ask(pid, pid_tgid, now);
 	if (!p->runtime)
 		return 0; /* looked at: not a Python we can read */
-	ts = thread_state(p, tid, now);
+	ts = thread_state(p, tid, lt_task_ns_tid((struct task_struct *)bpf_get_current_task()), now);
 	w.frame = ts ? rd(rd(ts + p->ts_cframe) + p->cf_current_frame) : 0;
 	if (!w.frame)
 		return 0; /* no Python on this thread right now */

@@ -4,6 +4,7 @@
  * talk to it over the socket described in collector/inject/inject.h.
  */
 #include "cuda_kernel.h"
+#include "nodename.h"
 #include "injector.h"
 #include "inject_ctl.h"
 #include "inject_log.h"
@@ -128,8 +129,8 @@ int lt_ck_new(struct lt_cuda_kernel **out, const struct lt_ck_opts *o, char *err
 	}
 	if (o->host)
 		snprintf(ck->host, sizeof(ck->host), "%s", o->host);
-	else if (gethostname(ck->host, sizeof(ck->host) - 1))
-		snprintf(ck->host, sizeof(ck->host), "unknown");
+	else
+		lt_node_name(ck->host, sizeof(ck->host));
 	for (char *p = ck->host; *p; p++)
 		if (*p == ' ' || *p == '/')
 			*p = '_';

@@ -11,6 +11,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
 #include <unistd.h>
 
 #include <json-c/json.h>
@@ -22,6 +23,7 @@
 
 struct cand {
 	int pid;
+	bool own_root; /* another mount namespace: exe is a path inside it */
 	bool cuda, python;
 	char comm[64], exe[1024];
 };
@@ -62,6 +64,18 @@ static bool maps_cuda(int pid)
 	return hit;
 }
 
+/* Is the process in another mount namespace than ours (a container)? */
+static bool in_other_mntns(int pid)
+{
+	char path[64];
+	struct stat ours, theirs;
+
+	snprintf(path, sizeof(path), "/proc/%d/ns/mnt", pid);
+	if (stat("/proc/self/ns/mnt", &ours) || stat(path, &theirs))
+		return false;
+	return ours.st_ino != theirs.st_ino || ours.st_dev != theirs.st_dev;
+}
+
 static bool is_python(const char *comm, const char *exe)
 {
 	const char *b = strrchr(exe, '/');
@@ -88,6 +102,7 @@ static int scan(const char *cgroup_id, struct cand **out)
 		lt_proc_read_exe(c.pid, c.exe, sizeof(c.exe));
 		c.cuda = maps_cuda(c.pid);
 		c.python = is_python(c.comm, c.exe);
+		c.own_root = in_other_mntns(c.pid);
 		if (!c.cuda && !c.python)
 			continue;
 		if (n == cap) {
@@ -122,10 +137,11 @@ static void print_cand(const struct cand *c)
 
 /* One heading and its processes: GPU ones (mapping libcuda/libcudart) or
  * Python ones mapping neither (worth -t python, but not GPU processes).
- * Returns the first Python executable listed, for the path hint. */
-static const char *list_cands(const struct cand *v, int n, bool gpu, const char *id)
+ * Returns the first Python process listed, for the path hint.
+ * `scope` says where they were looked for ("container ID", "pod UID"). */
+static const struct cand *list_cands(const struct cand *v, int n, bool gpu, const char *scope)
 {
-	const char *python = NULL;
+	const struct cand *python = NULL;
 	int shown = 0;
 
 	for (int i = 0; i < n; i++) {
@@ -133,19 +149,31 @@ static const char *list_cands(const struct cand *v, int n, bool gpu, const char 
 			continue;
 		if (!shown++) {
 			if (gpu)
-				INFO("GPU PIDs in %s%s:", id ? "container " : "this host's processes", id ? id : "");
+				INFO("GPU PIDs in %s:", scope);
 			else
-				INFO("Python PIDs without libcuda/libcudart (not GPU processes) in %s%s:",
-				     id ? "container " : "this host's processes", id ? id : "");
+				INFO("Python PIDs without libcuda/libcudart (not GPU processes) in %s:", scope);
 		}
 		print_cand(&v[i]);
 		if (v[i].python && !python && v[i].exe[0])
-			python = v[i].exe;
+			python = &v[i];
 	}
 	if (gpu && !shown)
-		lt_log('W', __FILE__, __LINE__, "no process maps libcuda/libcudart%s",
-		       id ? " in that container" : "");
+		lt_log('W', __FILE__, __LINE__, "no process maps libcuda/libcudart in %s", scope);
 	return python;
+}
+
+/* EBPF_USDT_PYTHON_PATH is looked up inside the target's root first, then on
+ * the node; a container's interpreter is named so that both work from the
+ * node: /proc/PID/root/PATH (valid while that process lives). */
+static void python_hint(const struct cand *c)
+{
+	if (!c->own_root) {
+		INFO("Profiling Python Path is: %s. If you want to profile Python, please set the environment variable: export EBPF_USDT_PYTHON_PATH=%s",
+		     c->exe, c->exe);
+		return;
+	}
+	INFO("Profiling Python Path is: %s inside the container of PID %d, /proc/%d/root%s from this node. If you want to profile Python, please set the environment variable: export EBPF_USDT_PYTHON_PATH=/proc/%d/root%s (or %s: the collector looks inside the target's root first)",
+	     c->exe, c->pid, c->pid, c->exe, c->pid, c->exe, c->exe);
 }
 
 int lt_cmd_generate(int argc, char **argv)
@@ -156,8 +184,10 @@ int lt_cmd_generate(int argc, char **argv)
 		{ "help", no_argument, NULL, 'h' },
 		{ 0 },
 	};
-	const char *id = NULL, *python = NULL, *py_only;
+	const char *id = NULL;
+	const struct cand *python, *py_only;
 	struct cand *v = NULL;
+	char scope[300] = "this host's processes";
 	int c, n;
 
 	optind = 1;
@@ -178,6 +208,7 @@ int lt_cmd_generate(int argc, char **argv)
 			return 2;
 		}
 		id = optarg;
+		snprintf(scope, sizeof(scope), "%s %s", c == 'c' ? "container" : "pod", id);
 	}
 	if (id && (!*id || strchr(id, '/'))) {
 		fprintf(stderr, "llmtracker generateCommand: '%s' is not a container id or pod uid\n", id);
@@ -189,14 +220,13 @@ int lt_cmd_generate(int argc, char **argv)
 		return 1;
 	}
 	lt_log_fd = STDOUT_FILENO;
-	python = list_cands(v, n, true, id);
-	py_only = list_cands(v, n, false, id);
+	python = list_cands(v, n, true, scope);
+	py_only = list_cands(v, n, false, scope);
 	if (!python)
 		python = py_only;
 	INFO("The profiling command is: llmtracker profile -p <ProcessID-To-Profiling> -t <Profiling-Type(python,cuda,syscall,cpu or all)> -o /tmp/data.json -v 5 --cpu-buffer-size <CPU-Buffer-Size, recommended 20> --probe-file <Enable-CUDA-Lib-Profile-File> -d <Duration-To-Profiling> --delay <Delay-Time> --enable-cuda-kernel <Enable-CUDA-Kernel-Profile(true or none)>");
 	if (python)
-		INFO("Profiling Python Path is: %s. If you want to profile Python, please set the environment variable: export EBPF_USDT_PYTHON_PATH=%s",
-		     python, python);
+		python_hint(python);
 	free(v);
 	return 0;
 }

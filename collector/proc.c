@@ -70,11 +70,13 @@ static void on_fork(struct lt_session *s, const struct lt_rec_fork *r)
 		/* A followed child: same image as its parent until it execs. */
 		lt_targets_emit_process(s, r->h.ts, r->child_pid, r->child_tid, r->h.pid, comm, false);
 		emit_thread(s, r->h.ts, r->child_pid, r->child_tid, comm, true);
+		lt_targets_emit_ns_tid(s, r->h.ts, r->child_pid, r->child_tid, r->child_ns_tid);
 		LT_INFO(2, "following child %u of %u (%s)", r->child_pid, r->h.pid, comm);
 		lt_session_notify_target(s, r->child_pid);
 		return;
 	}
 	emit_thread(s, r->h.ts, r->h.pid, r->child_tid, comm, true);
+	lt_targets_emit_ns_tid(s, r->h.ts, r->h.pid, r->child_tid, r->child_ns_tid);
 }
 
 static void on_exec(struct lt_session *s, const struct lt_rec_exec *r)

@@ -5,6 +5,7 @@
  * collector/inject/pyhook.c, the protocol collector/inject/inject.h.
  */
 #include "pyhook_attach.h"
+#include "nodename.h"
 #include "injector.h"
 #include "inject_ctl.h"
 #include "inject_log.h"
@@ -118,8 +119,7 @@ struct lt_pyhook *lt_pyh_new(const char *log_dir, const char *output, const uint
 		free(ph);
 		return NULL;
 	}
-	if (gethostname(ph->host, sizeof(ph->host) - 1))
-		snprintf(ph->host, sizeof(ph->host), "unknown");
+	lt_node_name(ph->host, sizeof(ph->host));
 	for (char *p = ph->host; *p; p++)
 		if (*p == ' ' || *p == '/')
 			*p = '_';

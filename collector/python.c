@@ -667,6 +667,21 @@ static void py_add_resolved(struct lt_session *s, struct py_state *st, struct py
 	err = py_attach(st, t, in);
 	if (err > 0)
 		return;
+	if (err == -EACCES || err == -EPERM) {
+		/* perf-event uprobes (libbpf 1.1's USDT attach) need CAP_SYS_ADMIN
+		 * on this kernel, where CAP_PERFMON is enough for the rest. */
+		st->n_untraced++;
+		if (s->opt.types_all) {
+			LT_WARN("python: pid %d: cannot attach to the USDT probes of %s: %s (needs "
+				"CAP_SYS_ADMIN); -t all records the rest", pid, in->path, strerror(-err));
+			lt_session_not_recorded(s, "python", "USDT probes need CAP_SYS_ADMIN");
+		} else {
+			lt_session_refuse(s, "python: pid %d: cannot attach to the USDT probes of %s: %s: "
+					  "the kernel creates them with perf_event_open, which needs CAP_SYS_ADMIN",
+					  pid, in->path, strerror(-err));
+		}
+		return;
+	}
 	if (err) {
 		st->n_untraced++;
 		LT_WARN("python: pid %d: cannot attach to the USDT probes of %s: %s",

@@ -19,6 +19,7 @@
 #include <bpf/libbpf.h>
 
 #include "cli.h"
+#include "nodename.h"
 #include "profile.h"
 #include "targets.h"
 
@@ -42,6 +43,7 @@ struct lt_slot {
 	void *state;
 	bool attempted, started;
 	uint64_t events; /* events its records produced (not the records: some only steer it) */
+	char not_recorded[200]; /* why (some of) it was not recorded under -t all: the first reason */
 };
 
 struct lt_priv {
@@ -90,6 +92,22 @@ void lt_session_refuse(struct lt_session *s, const char *fmt, ...)
 		LT_WARN("%s", tmp);
 	else if (!s->refused[0])
 		memcpy(s->refused, tmp, sizeof(tmp));
+}
+
+void lt_session_not_recorded(struct lt_session *s, const char *source, const char *fmt, ...)
+{
+	struct lt_priv *p = P(s);
+	va_list ap;
+
+	for (size_t i = 0; i < LT_N_SOURCES; i++) {
+		struct lt_slot *sl = &p->slots[i];
+
+		if (strcmp(sl->src->name, source) || sl->not_recorded[0])
+			continue;
+		va_start(ap, fmt);
+		vsnprintf(sl->not_recorded, sizeof(sl->not_recorded), fmt, ap);
+		va_end(ap);
+	}
 }
 
 void lt_session_init(struct lt_session *s, const struct lt_options *opt)
@@ -142,7 +160,7 @@ int lt_session_open_log(struct lt_session *s, const char *cmdline)
 	struct utsname u;
 	int rc;
 
-	gethostname(host, sizeof(host) - 1);
+	lt_node_name(host, sizeof(host));
 	read_line("/proc/sys/kernel/random/boot_id", boot, sizeof(boot));
 	uname(&u);
 	options_str(&s->opt, opts, sizeof(opts));
@@ -325,6 +343,7 @@ int lt_session_start_sources(struct lt_session *s)
 			if (sl->src->type_bit && s->opt.types_all) {
 				LT_WARN("-t all: cannot record %s on this host: %s; recording the rest",
 					sl->src->name, s->err[0] ? s->err : "unknown error");
+				lt_session_not_recorded(s, sl->src->name, "%s", s->err[0] ? s->err : "cannot start");
 				continue;
 			}
 			return lt_session_errorf(s, "cannot start %s: %s", sl->src->name,
@@ -587,9 +606,12 @@ void lt_session_summary(struct lt_session *s, double seconds, const char *extra)
 
 		if (!slot_wanted(s, src))
 			continue;
-		fprintf(stderr, "  %-10s %12llu %10llu\n", src->name,
+		fprintf(stderr, "  %-10s %12llu %10llu%s%s%s\n", src->name,
 			(unsigned long long)p->slots[i].events,
-			(unsigned long long)(src->evsrc < LT_LOST_SLOTS ? p->lost[src->evsrc] : 0));
+			(unsigned long long)(src->evsrc < LT_LOST_SLOTS ? p->lost[src->evsrc] : 0),
+			!p->slots[i].not_recorded[0] ? "" :
+			p->slots[i].events ? "  partly not recorded: " : "  not recorded: ",
+			p->slots[i].not_recorded, "");
 	}
 	if (p->have_wstats)
 		fprintf(stderr, "  wrote %s: %llu bytes, %llu events in %llu chunks\n", s->opt.output,

@@ -98,9 +98,10 @@ struct lt_session {
 	struct ring_buffer *rb;
 	volatile sig_atomic_t stopping;
 	char err[512];
-	/* An input passed a bound (lt_session_refuse): before the targets are
-	 * in (attached false) the profile stops with this line; after, each
-	 * such line is a warning and profiling goes on. */
+	/* An input passed a bound, or the kernel refused a named source for
+	 * lack of a privilege (lt_session_refuse): before the targets are in
+	 * (attached false) the profile stops with this line; after, each such
+	 * line is a warning and profiling goes on. */
 	char refused[512];
 	bool attached;
 	/* per-source bookkeeping, owned by session.c */
@@ -133,10 +134,16 @@ void lt_session_unwatch_fd(struct lt_session *s, int fd);
 /* Set the session's error message (printf-style). Returns -1. */
 int lt_session_errorf(struct lt_session *s, const char *fmt, ...)
 	__attribute__((format(printf, 2, 3)));
-/* An input passed a bound (see `refused` above): the first such line is
- * kept to stop the profile while starting, later ones are warnings. */
+/* An input passed a bound or a privilege is missing (see `refused` above):
+ * the first such line is kept to stop the profile while starting, later
+ * ones are warnings. */
 void lt_session_refuse(struct lt_session *s, const char *fmt, ...)
 	__attribute__((format(printf, 2, 3)));
+
+/* Under -t all, `source` (its name) could not record all it was asked to:
+ * the summary lists it as not recorded, with this reason (the first one). */
+void lt_session_not_recorded(struct lt_session *s, const char *source, const char *fmt, ...)
+	__attribute__((format(printf, 3, 4)));
 
 /* glog-style logging: I/W/E + MMDD hh:mm:ss.uuuuuu tid file:line] msg */
 extern int lt_verbosity;

@@ -97,6 +97,19 @@ int lt_proc_read_tgid(int pid)
 	return atoi(p + 6);
 }
 
+uint32_t lt_proc_read_ns_tid(int pid, int tid)
+{
+	char path[64], buf[4096], *p, *end;
+
+	snprintf(path, sizeof(path), "/proc/%d/task/%d/status", pid, tid);
+	if (read_small(path, buf, sizeof(buf)) <= 0 || !(p = strstr(buf, "\nNSpid:")))
+		return 0;
+	if ((end = strchr(p + 1, '\n')))
+		*end = 0;
+	p = strrchr(p, '\t');
+	return p ? (uint32_t)strtoul(p + 1, NULL, 10) : 0;
+}
+
 int lt_proc_read_comm(int pid, int tid, char *buf, size_t sz)
 {
 	char path[64];
@@ -168,6 +181,17 @@ static int emit_thread(struct lt_session *s, uint64_t ts, int pid, int tid, cons
 	return lt_session_emit(s, &ev);
 }
 
+int lt_targets_emit_ns_tid(struct lt_session *s, uint64_t ts, int pid, int tid, uint32_t ns_tid)
+{
+	struct evlog_event ev = { .type = EV_MARKER, .ts = ts, .pid = pid, .tid = tid };
+
+	if (!ns_tid || ns_tid == (uint32_t)tid)
+		return 0;
+	ev.u.marker.name = evlog_s(EVLOG_MARKER_NS_TID);
+	ev.u.marker.value = ns_tid;
+	return lt_session_emit(s, &ev);
+}
+
 int lt_targets_snapshot(struct lt_session *s, int pid)
 {
 	char dirpath[64], comm[64];
@@ -188,6 +212,7 @@ int lt_targets_snapshot(struct lt_session *s, int pid)
 		if (tid <= 0 || lt_proc_read_comm(pid, tid, comm, sizeof(comm)))
 			continue;
 		emit_thread(s, ts, pid, tid, comm);
+		lt_targets_emit_ns_tid(s, ts, pid, tid, lt_proc_read_ns_tid(pid, tid));
 	}
 	closedir(d);
 	return 0;

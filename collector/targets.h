@@ -28,12 +28,20 @@ int lt_proc_read_ppid(int pid);
 uint64_t lt_proc_read_start(int pid);
 /* The process (thread group) a thread id belongs to; 0 if gone. */
 int lt_proc_read_tgid(int pid);
+/* Thread `tid` of `pid`: its id in its own pid namespace (the last field
+ * of NSpid); 0 if gone or unreadable. */
+uint32_t lt_proc_read_ns_tid(int pid, int tid);
 
 /* Write EV_PROCESS for `pid` (is_exec as given) at time ts. */
 int lt_targets_emit_process(struct lt_session *s, uint64_t ts, int pid, int tid, int ppid,
 			    const char *comm, bool is_exec);
 
-/* Write EV_PROCESS plus one EV_THREAD per existing thread of `pid`. */
+/* Write the EVLOG_MARKER_NS_TID marker of thread (pid, tid) when its id in
+ * its own pid namespace, ns_tid, is another (0: unknown, nothing written). */
+int lt_targets_emit_ns_tid(struct lt_session *s, uint64_t ts, int pid, int tid, uint32_t ns_tid);
+
+/* Write EV_PROCESS plus one EV_THREAD (and its ns_tid marker) per existing
+ * thread of `pid`. */
 int lt_targets_snapshot(struct lt_session *s, int pid);
 
 /* Fill out[] with live descendants of the pids in roots[] (not the roots).

@@ -24,6 +24,8 @@ struct cv_log {
 	int bad;            /* could not be opened in pass 1: skipped */
 	int origin;         /* enum cv_origin: how it was found */
 	int named;          /* the input named this very file (no directory, no archive) */
+	uint32_t ns_pid;    /* written by a target in another pid namespace, whose pid
+			     * there this is: its tids are mapped (cv_node_tid) */
 	struct evlog_reader_stats rs;
 };
 
@@ -98,6 +100,7 @@ struct cv_host {
 	struct cv_map gpus;               /* device -> index + 1 */
 	struct cv_map streams;            /* (device, stream) -> track + 1 */
 	struct cv_map syms;               /* (pid, addr) -> struct cv_sym * */
+	struct cv_map ns_tids;            /* (pid, tid in its pid namespace) -> node tid */
 	struct conv_process *proc_v;
 	struct conv_thread *thr_v;
 	struct conv_gpu *gpu_v;
@@ -149,6 +152,14 @@ struct cv_core {
 };
 
 int cv_pass1(struct cv_core *c);
+/* Is e the collector's EVLOG_MARKER_NS_TID marker (metadata, not shown)? */
+int cv_is_ns_tid_marker(const struct evlog_event *e);
+/* e with its tid as the node numbers it: events of a log a target wrote in
+ * another pid namespace carry that namespace's tids (CUPTI's, gettid()),
+ * mapped through the collector's EVLOG_MARKER_NS_TID markers (read before
+ * such logs in pass 1). Returns e, or tmp holding the mapped copy. */
+const struct evlog_event *cv_node_tid(const struct cv_host *h, const struct cv_log *l,
+				      const struct evlog_event *e, struct evlog_event *tmp);
 /* Lookup helpers after pass 1. */
 const struct cv_sym *cv_sym_find(const struct cv_host *h, uint32_t pid, uint64_t addr);
 uint8_t cv_corr_flags(const struct cv_core *c, uint32_t host, uint32_t pid, uint64_t corr);

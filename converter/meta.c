@@ -348,11 +348,38 @@ static int thread_event(struct cv_core *c, struct cv_host *h, const struct evlog
 	return 0;
 }
 
+int cv_is_ns_tid_marker(const struct evlog_event *e)
+{
+	static const size_t n = sizeof(EVLOG_MARKER_NS_TID) - 1;
+
+	return e->type == EV_MARKER && e->u.marker.name.len == n &&
+	       !memcmp(e->u.marker.name.ptr, EVLOG_MARKER_NS_TID, n);
+}
+
+const struct evlog_event *cv_node_tid(const struct cv_host *h, const struct cv_log *l,
+				      const struct evlog_event *e, struct evlog_event *tmp)
+{
+	uint64_t *node;
+
+	/* the library itself writes its main thread as the node's pid */
+	if (!l->ns_pid || e->pid == l->ns_pid || !e->tid || e->tid == e->pid)
+		return e;
+	*tmp = *e;
+	if (e->tid == l->ns_pid)
+		tmp->tid = e->pid;
+	else if ((node = cv_map_get(&h->ns_tids, e->pid, e->tid)))
+		tmp->tid = (uint32_t)*node;
+	else
+		return e; /* no marker: a thread the collector did not see */
+	return tmp;
+}
+
 static int meta_event(struct cv_core *c, struct cv_host *h, struct cv_log *l,
 		      const struct evlog_event *e)
 {
 	struct conv_process *p;
 	struct conv_thread *t;
+	uint64_t *slot;
 
 	switch (e->type) {
 	case EV_PROCESS:
@@ -372,8 +399,15 @@ static int meta_event(struct cv_core *c, struct cv_host *h, struct cv_log *l,
 	case EV_CPU_SAMPLE:
 	case EV_PY_ENTER:
 	case EV_PY_EXIT:
-	case EV_PY_SAMPLE:
 	case EV_MARKER:
+		if (cv_is_ns_tid_marker(e)) {
+			if (!(slot = cv_map_put(&h->ns_tids, e->pid, (uint32_t)e->u.marker.value, NULL)))
+				return -1;
+			*slot = e->tid;
+			return 0;
+		}
+		/* fall through */
+	case EV_PY_SAMPLE:
 		widen(h, l, e->ts, ev_dur(e));
 		return thread_event(c, h, e);
 	case EV_LIB_CALL:
@@ -419,9 +453,18 @@ static int meta_event(struct cv_core *c, struct cv_host *h, struct cv_log *l,
 	}
 }
 
-static int read_log(struct cv_core *c, struct cv_log *l)
+static int is_target_log(const struct evlog_header *hdr)
+{
+	return hdr->producer.len == 6 && !memcmp(hdr->producer.ptr, "inject", 6);
+}
+
+/* Round 0 reads every log but those a target wrote itself (the injected
+ * library's), round 1 those: by then the collector's EVLOG_MARKER_NS_TID
+ * markers are known. Hosts are numbered in input order all the same. */
+static int read_log(struct cv_core *c, struct cv_log *l, int round)
 {
 	struct evlog_reader *r;
+	struct evlog_event mapped;
 	const struct evlog_event *e;
 	char msg[512];
 	int rc;
@@ -442,6 +485,11 @@ static int read_log(struct cv_core *c, struct cv_log *l)
 		snprintf(c->err, sizeof(c->err), "out of memory reading %s", l->name);
 		return -1;
 	}
+	if (round != is_target_log(hdr)) {
+		evlog_reader_close(r);
+		return 0;
+	}
+	l->ns_pid = round ? hdr->producer_pid : 0;
 	/* Each log's own machine names its syscalls; the host's when it has none. */
 	if (hdr->machine.len) {
 		char m[32] = "";
@@ -456,7 +504,7 @@ static int read_log(struct cv_core *c, struct cv_log *l)
 	}
 	while ((rc = evlog_next(r, &e)) == 0) {
 		l->events++;
-		if (meta_event(c, h, l, e)) {
+		if (meta_event(c, h, l, cv_node_tid(h, l, e, &mapped))) {
 			evlog_reader_close(r);
 			snprintf(c->err, sizeof(c->err), "out of memory reading %s", l->name);
 			return -1;
@@ -636,9 +684,10 @@ static int finalize_host(struct cv_core *c, struct cv_host *h, uint32_t hi)
 
 int cv_pass1(struct cv_core *c)
 {
-	for (size_t i = 0; i < c->in.n; i++)
-		if (read_log(c, &c->in.logs[i]))
-			return -1;
+	for (int round = 0; round < 2; round++)
+		for (size_t i = 0; i < c->in.n; i++)
+			if (read_log(c, &c->in.logs[i], round))
+				return -1;
 	c->run_base_rt = UINT64_MAX;
 	for (size_t i = 0; i < c->n_hosts; i++) {
 		if (finalize_host(c, &c->hosts[i], (uint32_t)i)) {
@@ -662,6 +711,7 @@ static void host_free(struct cv_host *h)
 	cv_map_free(&h->gpus);
 	cv_map_free(&h->streams);
 	cv_map_free(&h->syms);
+	cv_map_free(&h->ns_tids);
 	cv_map_free(&h->stream_set);
 	free(h->proc_v);
 	free(h->thr_v);

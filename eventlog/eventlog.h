@@ -203,12 +203,20 @@ struct evlog_event {
 			uint64_t offset;            /* addr - symbol start, or module offset if unknown */
 		} symbol;
 		struct { struct evlog_str name, text; uint64_t dur; uint64_t value; } marker;
+		/* a marker named EVLOG_MARKER_NS_TID: see there */
 		struct { uint64_t realtime_ns; } clock; /* ts is the CLOCK_MONOTONIC side */
 	} u;
 };
 
 #define EVLOG_SESSION_LEN 16
 #define EVLOG_SESSION_HEX (2 * EVLOG_SESSION_LEN + 1) /* text form, with its NUL */
+
+/* EV_MARKER naming a thread's id in its process's own pid namespace (a
+ * container's): pid and tid are the node's, value is that thread's id there.
+ * Written by the collector for target threads whose ids differ; the
+ * converter maps the container's tids in the logs a target writes itself
+ * (CUPTI, Python hook) to the node's with them, and shows no such marker. */
+#define EVLOG_MARKER_NS_TID "llmtracker.ns_tid"
 
 /* File header fields. Strings may be empty. */
 struct evlog_header {

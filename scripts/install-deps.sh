@@ -1,10 +1,11 @@
 #!/bin/sh
-# Install the Debian packages listed in scripts/packages.txt that are missing.
+# Install the Debian packages listed in scripts/packages.txt and
+# scripts/packages-test.txt that are missing.
 # Safe to run repeatedly: it does nothing when everything is present.
 set -eu
 here=$(cd "$(dirname "$0")" && pwd)
 missing=""
-for p in $(sed -e 's/#.*//' "$here/packages.txt"); do
+for p in $(sed -e 's/#.*//' "$here/packages.txt" "$here/packages-test.txt"); do
 	dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q 'install ok installed' ||
 		missing="$missing $p"
 done

@@ -164,6 +164,16 @@ static struct json_object *kprof_env(const struct kprof_opts *o, const struct kp
 	kprof_env_add(env, "LLMT_REGION_ID", o->region_id);
 	kprof_env_add(env, "LLMT_OUTPUT_DIR", "/data");
 	kprof_env_add(env, "LLMT_SOURCES", o->sources);
+	/* the node's name for the logs (collector/nodename.h): the pod's own
+	 * hostname is the pod's */
+	struct json_object *node = json_object_new_object(), *from = json_object_new_object(),
+			   *field = json_object_new_object();
+
+	J_ADD(field, "fieldPath", J_STR("spec.nodeName"));
+	J_ADD(from, "fieldRef", field);
+	J_ADD(node, "name", J_STR("LLMT_NODE_NAME"));
+	J_ADD(node, "valueFrom", from);
+	json_object_array_add(env, node);
 	return env;
 }
 

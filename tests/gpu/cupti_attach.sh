@@ -22,7 +22,7 @@ prepare)
 		"$B/share/llmtracker/probes.json" >/dev/null || exit 1
 	gcc -O2 -static -D_GNU_SOURCE -I. -o "$B/inject_tool-static" tests/progs/inject_tool.c \
 		collector/injector.c collector/cuda_kernel.c collector/inject_ctl.c collector/inject_log.c \
-		collector/inject_gate.c collector/tfile.c -lelf -lz -lzstd || exit 1
+		collector/inject_gate.c collector/tfile.c collector/nodename.c eventlog/session.c -lelf -lz -lzstd || exit 1
 	mkdir -p "$CARRY/bin" "$CARRY/lib" "$CARRY/share/llmtracker"
 	cp "$B/bin/llmtracker-static" "$CARRY/bin/llmtracker"
 	cp "$B/lib/libllmtracker-inject.so" "$CARRY/lib/"

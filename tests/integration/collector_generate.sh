@@ -57,7 +57,7 @@ else
 fi
 "$LT" generateCommand --container-id no-such-container-0123 >"$T/none.out" 2>&1
 check "--container-id of no container lists nothing" test "$(grep -c 'PID: ' "$T/none.out")" -eq 0
-check "... and says so" grep -q "no process maps libcuda/libcudart in that container" "$T/none.out"
+check "... and says so" grep -q "no process maps libcuda/libcudart in container no-such-container-0123" "$T/none.out"
 "$LT" generateCommand --container-id a --pod-uid b >/dev/null 2>"$T/both.err"
 check "--container-id with --pod-uid is refused" test $? -ne 0
 check "... saying why" grep -q "at most one of --container-id ID or --pod-uid UID" "$T/both.err"

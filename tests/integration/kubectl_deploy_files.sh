@@ -57,16 +57,19 @@ PY
 sed 's/^/# /' /tmp/kdf.$$; rm -f /tmp/kdf.$$
 ok $rc "seccomp profile allows the collector's calls and none that leave the container"
 
-grep -q '^FROM debian:12 AS build' $D/Dockerfile && [ "$(grep -c '^FROM debian:12' $D/Dockerfile)" = 2 ] &&
+grep -q '^ARG BASE=debian:12$' $D/Dockerfile && grep -q '^FROM ${BASE} AS build' $D/Dockerfile &&
+	[ "$(grep -c '^FROM ${BASE}' $D/Dockerfile)" = 2 ] &&
 	grep -q 'make .*all' $D/Dockerfile && grep -q 'make .*install' $D/Dockerfile
-ok $? "Dockerfile: multi-stage on debian:12, builds and installs from this repository"
+ok $? "Dockerfile: multi-stage on its BASE argument (default debian:12), builds and installs from this repository"
+grep -qx '\.git' .dockerignore && grep -qx 'build' .dockerignore && grep -qx 'build-\*' .dockerignore
+ok $? ".dockerignore keeps .git and build outputs out of the image's context"
 
 # Every NEEDED soname of the built binaries comes from a package the runtime stage installs.
 bins=$(ls "$BUILD"/bin/llmtracker "$BUILD"/bin/llmtracker-convert "$BUILD"/bin/kubectl-prof 2>/dev/null)
 if [ -z "$bins" ] || ! command -v dpkg >/dev/null; then
 	ok 0 "# SKIP binaries not built or no dpkg"
 else
-	runtime=$(sed -n '/^FROM debian:12$/,$p' $D/Dockerfile)
+	runtime=$(sed -n '/^FROM ${BASE}$/,$p' $D/Dockerfile)
 	missing=""
 	# Direct dependencies (NEEDED) at the path the loader resolves (ldd), each
 	# owned by one package (their own dependencies come with them); sanitizer

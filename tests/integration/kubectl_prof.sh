@@ -99,7 +99,10 @@ vols = {v["name"]: v for v in s["volumes"]}
 want(list(mounts) == ["/data"] and not any("hostPath" in v for v in s["volumes"]), "no hostPath; only the results volume")
 want("emptyDir" in vols[mounts["/data"]], "results volume at /data")
 want(md["annotations"]["llmtracker.io/sources"] == "all", "sources annotation")
-env = {e["name"]: e["value"] for e in c["env"]}
+env = {e["name"]: e.get("value") for e in c["env"]}
+node = [e for e in c["env"] if e["name"] == "LLMT_NODE_NAME"]
+want(node and node[0].get("valueFrom") == {"fieldRef": {"fieldPath": "spec.nodeName"}},
+     "the node's name passed on (LLMT_NODE_NAME from spec.nodeName)")
 want(env.get("LLMT_TARGET_CONTAINER_ID") == "abcdef0123456789", "target container id passed on")
 want(env.get("LLMT_TARGET_POD") == "pytorch-train-worker-sample", "target pod passed on")
 want(md["labels"]["app.kubernetes.io/managed-by"] == "kubectl-prof", "cleanup label")

@@ -12,7 +12,7 @@
  *   conv_genlog OUT -n EVENTS [--host H] [--boot ID] [--pid P] [--threads T]
  *               [--part all|host|gpu] [--mono NS] [--realtime NS]
  *               [--overlap] [--odd-names] [--unbound K] [--uprobe-cuda] [--session HEX]
- *               [--no-markers]
+ *               [--no-markers] [--ns-tids D]
  *
  * --part host leaves out what the injected library writes (GPU records),
  * --part gpu writes only that, as two producers on one node would.
@@ -30,6 +30,10 @@
  * --session HEX: the header's session id (32 hex digits), as `profile` gives
  * its own log and the injected library's; without it the log has none, as
  * before format 1.2.
+ * --ns-tids D: the process runs in a pid namespace of its own where each of
+ * its ids is the node's minus D: the host part writes the collector's
+ * llmtracker.ns_tid marker per thread, the gpu part (the injected library's)
+ * writes the namespace's tids and its own pid there as producer_pid.
  * Prints "steps S events N" at the end.
  */
 #include <stdio.h>
@@ -44,7 +48,7 @@
 struct opts {
 	const char *out, *host, *boot, *part, *session;
 	uint64_t events, mono, realtime;
-	uint32_t pid, threads, unbound;
+	uint32_t pid, threads, unbound, ns_delta;
 	int overlap, odd, uprobe_cuda, no_markers;
 };
 
@@ -54,8 +58,17 @@ static struct opts o = { .host = "node-a", .boot = "boot-1", .part = "all", .pid
 			 .threads = 4, .mono = 1000000000000ull,
 			 .realtime = 1790000000000000000ull };
 
+static int want_host(void);
+
 static void put(const struct evlog_event *e)
 {
+	struct evlog_event ns;
+
+	if (o.ns_delta && !want_host() && e->pid == o.pid && e->tid) {
+		ns = *e; /* the injected library sees its namespace's tids */
+		ns.tid -= o.ns_delta;
+		e = &ns;
+	}
 	if (evlog_write(w, e) < 0) {
 		fprintf(stderr, "conv_genlog: %s\n", evlog_writer_error(w));
 		exit(1);
@@ -161,6 +174,12 @@ static void preamble(void)
 		e = ev(EV_THREAD, o.mono, o.pid + t);
 		e.u.thread.name = evlog_s(n);
 		put(&e);
+		if (o.ns_delta && want_host()) {
+			e = ev(EV_MARKER, o.mono, o.pid + t);
+			e.u.marker.name = evlog_s(EVLOG_MARKER_NS_TID);
+			e.u.marker.value = o.pid + t - o.ns_delta;
+			put(&e);
+		}
 	}
 	if (want_gpu()) {
 		e = ev(EV_GPU_DEVICE, o.mono, 0);
@@ -397,6 +416,7 @@ static int parse(int argc, char **argv)
 		else if (!strcmp(a, "--realtime")) o.realtime = strtoull(v, NULL, 0);
 		else if (!strcmp(a, "--unbound")) o.unbound = (uint32_t)strtoul(v, NULL, 0);
 		else if (!strcmp(a, "--session")) o.session = v;
+		else if (!strcmp(a, "--ns-tids")) o.ns_delta = (uint32_t)strtoul(v, NULL, 0);
 		else return -1;
 	}
 	if (o.threads < 1)
@@ -413,7 +433,7 @@ int main(int argc, char **argv)
 		fprintf(stderr, "usage: conv_genlog OUT -n EVENTS [--host H] [--boot ID] [--pid P] "
 			"[--threads T] [--part all|host|gpu] [--mono NS] [--realtime NS] "
 			"[--overlap] [--odd-names] [--unbound K] [--uprobe-cuda] [--session HEX] "
-			"[--no-markers]\n");
+			"[--no-markers] [--ns-tids D]\n");
 		return 2;
 	}
 	if (o.session && evlog_session_parse(o.session, h.session)) {
@@ -426,6 +446,8 @@ int main(int argc, char **argv)
 	h.machine = evlog_s(o.uprobe_cuda && !want_host() ? "" : "x86_64");
 	h.producer = evlog_s(want_host() ? "test" : "inject");
 	h.cmdline = evlog_s("conv_genlog");
+	if (o.ns_delta && !want_host())
+		h.producer_pid = o.pid - o.ns_delta;
 	h.mono_ns = o.mono;
 	h.realtime_ns = o.realtime;
 	if (evlog_writer_open(&w, o.out, &h, NULL, msg, sizeof(msg)) < 0) {
