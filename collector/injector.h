@@ -31,6 +31,8 @@
 #include <stddef.h>
 #include <stdint.h>
 
+struct lt_inj_latch;
+
 struct lt_inj {
 	int pid;
 	int sock;              /* collector's end of the socket pair; -1 if none */
@@ -39,12 +41,20 @@ struct lt_inj {
 	uint64_t dlclose;      /* address of dlclose in the target */
 	int loaded;
 	int reused;            /* a copy left loaded by an earlier session (same soname) */
+	const struct lt_inj_latch *latch; /* where a busy thread may be stopped, or NULL */
+	const char *latched_at;          /* the load stopped a busy thread there (else NULL) */
 };
 
 /* Load `lib_path` (a file here) into process `pid` and call its
  * llmt_inject_attach(). On success inj is filled in and 0 is returned; on
  * error a negative errno, the target as it was, and err says why. */
 int lt_inj_load(struct lt_inj *inj, int pid, const char *lib_path, char *err, size_t errsz);
+
+/* The same; a process with no thread asleep in a system call is stopped
+ * at one of `latch`'s function entries instead (inject_latch.h), for the
+ * load and again for the unload (`latch` must outlive inj). */
+int lt_inj_load_busy(struct lt_inj *inj, int pid, const char *lib_path,
+		     const struct lt_inj_latch *latch, char *err, size_t errsz);
 
 /* Ask the library whether it may go (llmt_inject_fini) and dlclose() it if
  * so. Returns 1 unloaded, 0 left loaded on purpose (the library said no),

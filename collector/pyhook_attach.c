@@ -6,6 +6,7 @@
  */
 #include "pyhook_attach.h"
 #include "injector.h"
+#include "inject_latch.h"
 #include "inject_ctl.h"
 #include "inject_log.h"
 
@@ -28,6 +29,24 @@
 #define PYH_REPLY_MS 10000
 #define PYH_LATER_MS 30000   /* how long a starting process may take to become injectable */
 #define PYH_LATER_WAIT_MS 5000
+
+/*
+ * Where a busy interpreter (no thread asleep in a system call) is stopped
+ * to load the hook: entries of CPython functions, in the order of how often
+ * a CPU-bound script calls them (docs/MEASUREMENTS.md: the allocator's on
+ * every few Python calls on 3.11-3.13, where Python-to-Python calls no
+ * longer enter _PyEval_EvalFrameDefault; that one on every call on 3.9 and
+ * 3.10). At their entry a thread runs interpreter code, holds the GIL and
+ * no lock of the C library: libc never calls into CPython while it holds
+ * one (the only ways in are the program's own callbacks, e.g. ctypes under
+ * dl_iterate_phdr, or extension constructors, which run under the loader's
+ * lock, a recursive one that the injected dlopen may take again).
+ */
+static const char *const pyh_latch_syms[] = {
+	"PyObject_Malloc", "PyObject_Free", "_PyEval_EvalFrameDefault", "PyObject_GetAttr",
+	"_PyObject_MakeTpCall", "PyObject_Vectorcall", NULL,
+};
+static const struct lt_inj_latch pyh_latch = { "python", pyh_latch_syms, 1000 };
 
 struct pyh_target {
 	int pid;
@@ -217,7 +236,7 @@ int lt_pyh_attach(struct lt_pyhook *ph, int pid, int wait_ms, char *msg, size_t 
 	struct pyh_target t = { .pid = pid, .inj = { .sock = -1 } };
 	if (!ph)
 		return snprintf(msg, msgsz, "no hook set-up"), -EINVAL;
-	int rc = lt_inj_load(&t.inj, pid, ph->lib, err, sizeof(err));
+	int rc = lt_inj_load_busy(&t.inj, pid, ph->lib, &pyh_latch, err, sizeof(err));
 	if (rc) {
 		snprintf(msg, msgsz, "%s", err);
 		return rc;
@@ -226,7 +245,9 @@ int lt_pyh_attach(struct lt_pyhook *ph, int pid, int wait_ms, char *msg, size_t 
 		rc = lt_ictl_recv(t.inj.sock, reply, sizeof(reply), PYH_REPLY_MS + wait_ms);
 	if (rc > 0 && !strncmp(reply, "ok", 2)) {
 		t.started = 1;
-		snprintf(msg, msgsz, "%s, log %s", lt_ictl_text(reply), t.log.name);
+		snprintf(msg, msgsz, "%s, log %s%s%s", lt_ictl_text(reply), t.log.name,
+			 t.inj.latched_at ? ", loaded from a busy thread stopped at " : "",
+			 t.inj.latched_at ? t.inj.latched_at : "");
 		pthread_mutex_lock(&ph->mu);
 		if (ph->n < PYH_MAX)
 			ph->t[ph->n++] = t;
