@@ -43,8 +43,8 @@
  * lock, a recursive one that the injected dlopen may take again).
  */
 static const char *const pyh_latch_syms[] = {
-	"PyObject_Malloc", "PyObject_Free", "_PyEval_EvalFrameDefault", "PyObject_GetAttr",
-	"_PyObject_MakeTpCall", "PyObject_Vectorcall", NULL,
+	"PyObject_Malloc", "PyObject_Free", "PyMem_Malloc", "PyMem_Free", "_PyEval_EvalFrameDefault",
+	"PyObject_GetAttr", "_PyObject_MakeTpCall", "PyObject_Vectorcall", NULL,
 };
 static const struct lt_inj_latch pyh_latch = { "python", pyh_latch_syms, 1000 };
 
