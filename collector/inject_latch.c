@@ -574,11 +574,21 @@ static int latch_patch(struct latch *l)
 	return 0;
 }
 
+/* Tests only: LLMT_TEST_LATCH_STALL_MS keeps the patch in that long before
+ * the first look (up to 10 s), so that a test can kill the collector while
+ * threads spin on it and watch the guardian restore the text. */
+static long latch_test_stall_us(void)
+{
+	const char *v = getenv("LLMT_TEST_LATCH_STALL_MS");
+	long ms = v ? atol(v) : 0;
+	return ms > 0 && ms <= 10000 ? ms * 1000 : 0;
+}
+
 /* Run, look, until a thread spins on a patch or wait_ms is over. */
 static int latch_rounds(struct latch *l, int wait_ms, int *tid, const char **where)
 {
 	uint64_t end = latch_now_ms() + (uint64_t)wait_ms;
-	long run_us = 1000;
+	long run_us = 1000 + latch_test_stall_us();
 	for (;;) {
 		latch_resume_world(l);
 		for (long slept = 0; slept < run_us; slept += 500) {

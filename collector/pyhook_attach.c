@@ -328,7 +328,7 @@ static void *pyh_later_main(void *arg)
 	if (!rc) {
 		atomic_fetch_add(&l->ph->later_ok, 1);
 		snprintf(line, sizeof(line), "python: pid %d: tracing functions through the injected "
-			 "profile hook (no USDT function probes): %s, in %s", l->pid, msg, l->ph->dir);
+			 "profile hook: %s, in %s", l->pid, msg, l->ph->dir);
 		l->log('I', line);
 	} else if (pyh_alive(l->pid) && !atomic_load(&l->ph->stopping)) {
 		snprintf(line, sizeof(line), "python: pid %d: cannot trace Python functions: the profile "

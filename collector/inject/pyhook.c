@@ -176,9 +176,9 @@ static int resolve(char *msg, size_t msgsz)
 			 "(no Py_IsInitialized in it); the process is untouched");
 		return -ENOENT;
 	}
-	if (parse_version() || api.major != 3 || api.minor < 10 || api.minor > 13) {
+	if (parse_version() || api.major != 3 || api.minor < 9 || api.minor > 13) {
 		snprintf(msg, msgsz, "err Python function tracing cannot start: CPython %d.%d is not "
-			 "supported (3.10 to 3.13 are); the process is untouched", api.major, api.minor);
+			 "supported (3.9 to 3.13 are); the process is untouched", api.major, api.minor);
 		return -ENOTSUP;
 	}
 	*(void **)&api.IsFinalizing = sym(api.minor >= 13 ? "Py_IsFinalizing" : "_Py_IsFinalizing");
