@@ -40,6 +40,7 @@
 
 #define PY_ENV_PATH "EBPF_USDT_PYTHON_PATH"
 #define PY_NT_STAPSDT 3
+#define PY_HOOK_INIT_WAIT_MS 5000
 
 struct py_target {
 	int pid;
@@ -628,7 +629,9 @@ static int py_try_hook(struct lt_session *s, struct py_state *st, struct py_targ
 		t->hooked = 1;
 		return 1;
 	}
-	int rc = lt_pyh_attach(st->hook, t->pid, 0, msg, msgsz);
+	/* Just exec'd: the library waits (bounded) for the interpreter to be
+	 * initialized, so that "tracing" means the hook is on. */
+	int rc = lt_pyh_attach(st->hook, t->pid, PY_HOOK_INIT_WAIT_MS, msg, msgsz);
 	if (rc)
 		return rc;
 	t->hooked = 1;
@@ -687,8 +690,12 @@ static void py_add_resolved(struct lt_session *s, struct py_state *st, struct py
 		return;
 	}
 	t->waiting = 0;
-	if (t->hooked || t->explained)
-		return;
+	if (t->hooked || t->explained || t->entry)
+		return; /* already traced (or said why not); an exec clears t->entry */
+	if (forced && in->probes.n_python < 0 && method != LT_PYM_USDT)
+		LT_WARN("python: pid %d: %s=%s cannot be read as an ELF file (%s); the interpreter is "
+			"found in the process instead", pid, PY_ENV_PATH, in->path,
+			in->why[0] ? in->why : "not an ELF file");
 	if (method == LT_PYM_USDT || (method == LT_PYM_AUTO && usdt && !now)) {
 		if (usdt)
 			py_use_usdt(st, t, in, NULL);
@@ -725,6 +732,7 @@ static int py_add_target_at(struct lt_session *s, void *state, int pid, int star
 
 	if (!t)
 		return -ENOMEM;
+	starting |= py_is_own_fork(pid); /* a launched command before its exec */
 	forced = py_resolve(s, pid, &in);
 	py_add_resolved(s, st, t, &in, forced, starting);
 	py_interp_close(&in);
