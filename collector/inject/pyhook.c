@@ -1,6 +1,6 @@
 // SPDX-License-Identifier: Apache-2.0
 /*
- * pyhook: a C-level profile function in the target's CPython (3.10-3.13),
+ * pyhook: a C-level profile function in the target's CPython (3.9-3.13),
  * for interpreters built without USDT probes. See pyhook.h.
  *
  * Hot path (the profile callback, run by the interpreter under the GIL):
@@ -257,8 +257,13 @@ static struct evlog_str code_str(void *code, const char *attr, const char *alt)
 	return s;
 }
 
+static void thread_hook_install(void);
+
 /* First call of a code object: read its names. Saves and restores any
- * exception being raised, so the interpreter sees no change. */
+ * exception being raised, so the interpreter sees no change. Also the
+ * moment to set threading._profile_hook when the hook went in before the
+ * program imported threading (launch): importing it and making a Thread
+ * call code objects for the first time, before any new thread runs. */
 static void code_fill(struct pyh_code *c, void *code)
 {
 	void *et, *ev, *tb;
@@ -270,6 +275,8 @@ static void code_fill(struct pyh_code *c, void *code)
 	if (ln)
 		api.Py_DecRef(ln);
 	api.PyErr_Clear();
+	if (!hook_set && hook_obj && obj_off >= 0 && atomic_load(&running))
+		thread_hook_install();
 	api.PyErr_Restore(et, ev, tb);
 	c->line = line > 0 ? (uint32_t)line : 0;
 	if (!c->func.ptr)
