@@ -10,9 +10,15 @@
  * (/proc/PID/fd/N) and loaded with the target's own dlopen() on
  * "/proc/self/fd/N", called with a zero return address that comes back as
  * SIGSEGV at 0. Registers (general and FP/xstate) are restored exactly, the
- * interrupted system call restarts as if nothing happened, no breakpoint is
- * ever written, and the thread is detached. Signals that arrive meanwhile are
- * passed on. Nothing is written into the target's filesystem.
+ * interrupted system call restarts as if nothing happened, and the thread is
+ * detached. Signals that arrive meanwhile are passed on. Nothing is written
+ * into the target's filesystem.
+ *
+ * A busy process (no thread asleep in a system call; lt_inj_load_busy) is
+ * instead stopped at the entry of one of the caller's functions, patched for
+ * milliseconds while every thread is stopped (inject_latch.h); the set-up
+ * system calls then run at libc's syscall() instruction, and restoring the
+ * registers resumes the original call.
  *
  * A copy of the library an earlier session left loaded on purpose (its
  * fini said no) is found by the library's soname (dlopen RTLD_NOLOAD) and
