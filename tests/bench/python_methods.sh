@@ -54,6 +54,22 @@ row() { # label alone traced
 		else printf "  %-40s %10s\n", l, "n/a" }'
 }
 
+# ms from "source python attached" to the hook's "tracing" line, attaching to
+# a CPU-bound interpreter (no thread asleep: a thread is stopped at a patched
+# entry): median of 5, and how many of the 5 went through such a stop
+busy_inject() { # PY
+	local tp i ms=() stopped=0
+	for i in 1 2 3 4 5; do
+		"$1" "$PWD/tests/workloads/pyb_busy.py" cycles 0 1 > /dev/null & tp=$!
+		sleep 0.2
+		"$LT" profile -p $tp -t python --python-method hook -d 0.2 -q -o "$T/b$i.log" -v 1 > /dev/null 2> "$T/b.err"
+		kill -USR1 $tp; wait $tp
+		stopped=$((stopped + $(grep -c "loaded from a busy thread" "$T/b.err")))
+		ms+=("$(awk '/source python attached/ { split($2, a, ":"); s = a[3] } /python: pid [0-9]+: tracing/ { split($2, a, ":"); d = a[3] - s; if (d < 0) d += 60; printf "%d\n", d * 1000 }' "$T/b.err")")
+	done
+	echo "$(printf '%s\n' "${ms[@]}" | sort -n | sed -n 3p) ms (median of 5; $stopped of 5 through a stopped busy thread)"
+}
+
 HOOKPY=$(ls "$PYENV"/3.11*/bin/python3.11 2>/dev/null | head -1)
 USDTPY=/usr/bin/python3.11
 echo "python calls/s of a 1-line function, $CALLS calls, best of 3; cost per call against the run alone:"
@@ -70,4 +86,5 @@ for py in $HOOKPY $USDTPY; do
 		if (a > 0 && c > 0 && h > 0) printf "  ratios: hook slowdown / cProfile slowdown %.2f", (a / h) / (a / c)
 		if (a > 0 && h > 0 && u > 0) printf "; USDT cost per call / hook cost per call %.1f", (1e6 / u - 1e6 / a) / (1e6 / h - 1e6 / a)
 		printf "\n" }'
+	echo "  hook into a CPU-bound interpreter: $(busy_inject "$py")"
 done
