@@ -62,7 +62,7 @@ busy_inject() { # PY
 	for i in 1 2 3 4 5; do
 		"$1" "$PWD/tests/workloads/pyb_busy.py" cycles 0 1 > /dev/null & tp=$!
 		sleep 0.2
-		"$LT" profile -p $tp -t python --python-method hook -d 0.2 -q -o "$T/b$i.log" -v 1 > /dev/null 2> "$T/b.err"
+		"$LT" profile -p $tp -t python --python-method hook -d 0.2 -q -o "$T/b.log" -v 1 > /dev/null 2> "$T/b.err"; rm -f "$T"/b.log "$T"/llmtracker-python.*
 		kill -USR1 $tp; wait $tp
 		stopped=$((stopped + $(grep -c "loaded from a busy thread" "$T/b.err")))
 		ms+=("$(awk '/source python attached/ { split($2, a, ":"); s = a[3] } /python: pid [0-9]+: tracing/ { split($2, a, ":"); d = a[3] - s; if (d < 0) d += 60; printf "%d\n", d * 1000 }' "$T/b.err")")
