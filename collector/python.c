@@ -15,9 +15,8 @@
  * When a target execs (a launcher or shell starting python), the exec
  * record sends us back to look for probes in the new image.
  *
- * A CPython without the function probes (most builds: pyenv, python.org,
- * Ubuntu's python3.12) is traced by an injected profile hook instead
- * (pyhook_attach.h), unless LLMT_PYTHON_HOOK=0.
+ * The injected profile hook (pyhook_attach.h) costs a fraction of the
+ * probes and is used first (see py_add_resolved, --python-method).
  */
 #include <errno.h>
 #include <fcntl.h>
@@ -668,8 +667,8 @@ static void py_use_usdt(struct py_state *st, struct py_target *t, const struct p
 }
 
 /*
- * The cheapest exact method (--python-method auto): the injected hook
- * (~0.2 us a call) where it can go in now (a running process given by -p);
+ * The cheapest exact method (--python-method auto; costs in
+ * docs/MEASUREMENTS.md): the injected hook where it can go in now (a running process given by -p);
  * a process that is starting (launched, exec'd, a followed child) keeps the
  * USDT probes when its interpreter has them, armed before its first Python
  * instruction, and gets the hook later otherwise. A hook refused (an
