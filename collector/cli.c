@@ -2,8 +2,9 @@
 /*
  * `llmtracker profile` options: the seed's flags (-p -t -o -d --delay -v
  * --cpu-buffer-size --probe-file --enable-cuda-kernel) plus --cupti-dir,
- * --freq, --no-children and the launch form `-- CMD ARGS`. Every bad value
- * gets one line naming the flag, the value and what is expected.
+ * --freq, --no-children, --python-method and the launch form `-- CMD ARGS`.
+ * Every bad value gets one line naming the flag, the value and what is
+ * expected.
  */
 #include <errno.h>
 #include <getopt.h>

@@ -309,6 +309,9 @@ static int latch_seize_new(struct latch *l, int *tids)
 	for (int i = 0; i < n; i++) {
 		if (latch_thr(l, tids[i]))
 			continue;
+		if (l->n_thr >= LATCH_MAX_THREADS) /* threads come and go faster than we look */
+			return latch_fail(l, -E2BIG, "process %d: more than %d threads seen: not injected",
+					  l->pid, LATCH_MAX_THREADS);
 		if (ptrace(PTRACE_SEIZE, tids[i], NULL, (void *)(long)LATCH_OPTS)) {
 			if (errno == EPERM)
 				return latch_fail(l, -EPERM, "cannot ptrace process %d: %s (need root or "
