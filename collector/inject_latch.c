@@ -620,7 +620,7 @@ int lt_latch_thread(int pid, const struct lt_inj_latch *spec, int *tid, const ch
 
 	*tid = 0;
 	*where = NULL;
-	if (latch_find_sites(&l, spec))
+	if (!spec->freeze_first && latch_find_sites(&l, spec))
 		return latch_fail(&l, -ENOENT, "process %d: none of the functions to stop a busy thread "
 				  "at (%s, ...) is exported by a mapped *%s* file", pid, spec->syms[0],
 				  spec->object);
@@ -636,6 +636,8 @@ int lt_latch_thread(int pid, const struct lt_inj_latch *spec, int *tid, const ch
 		return rc;
 	}
 	rc = latch_stop_world(&l);
+	if (!rc && spec->freeze_first && latch_find_sites(&l, spec))
+		rc = latch_fail(&l, -ENOENT, "process %d: %s is not mapped (yet)", pid, spec->syms[0]);
 	if (!rc)
 		rc = latch_patch(&l);
 	if (!rc)

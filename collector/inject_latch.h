@@ -44,6 +44,10 @@ struct lt_inj_latch {
 	const char *object;          /* substring of the mapped file's base name */
 	const char *const *syms;     /* exported functions, NULL-terminated */
 	int wait_ms;                 /* how long threads may run until one arrives */
+	int freeze_first;            /* stop the threads before looking for the
+				      * functions (a process still starting: the
+				      * call may come soon); -ENOENT while the
+				      * object is not mapped yet */
 };
 
 /* Stop one thread of `pid` at the entry of one of spec's functions. 0: *tid

@@ -45,6 +45,19 @@ int lt_inj_load_busy(struct lt_inj *inj, int pid, const char *lib_path,
 	(void)latch;
 	return lt_inj_load(inj, pid, lib_path, err, errsz);
 }
+int lt_inj_load_held(struct lt_inj *inj, int pid, const char *lib_path,
+		     const struct lt_inj_latch *latch, const struct lt_inj_hold *hold,
+		     char *err, size_t errsz)
+{
+	(void)latch; (void)hold;
+	return lt_inj_load(inj, pid, lib_path, err, errsz);
+}
+int lt_inj_call_held(struct lt_inj *inj, const char *sym, uint64_t *ret, char *err, size_t errsz)
+{
+	(void)inj; (void)sym; (void)ret;
+	snprintf(err, errsz, "the injector supports x86-64 only");
+	return -ENOSYS;
+}
 int lt_inj_unload(struct lt_inj *inj, char *err, size_t errsz)
 {
 	(void)inj;
@@ -429,6 +442,8 @@ static int seize_one(struct inj_thread *t, int pid, const struct lt_inj_latch *l
 	int tids[512];
 	char why_latch[512] = "";
 	uint64_t end = now_ms() + 3000;
+	if (latch && latch->freeze_first) /* a starting process: that entry only */
+		return seize_latched(t, pid, latch, syscall_fn, err, errsz);
 	while (now_ms() < end) {
 		int n = list_tids(pid, tids, 512);
 		if (n < 0)
@@ -964,20 +979,60 @@ static int load_steps(struct load_ctx *c, struct lt_inj *inj, const void *lib, s
 	if ((rc = make_channel(c, &inj->sock, err, errsz)) || (rc = start_library(c, inj, err, errsz)))
 		return rc;
 	inj->loaded = 1;
+	if (inj->hold) {
+		inj->held = c;
+		inj->hold->fn(inj, inj->hold->arg);
+		inj->held = NULL;
+	}
 	return 0;
 }
+
+int lt_inj_call_held(struct lt_inj *inj, const char *sym, uint64_t *ret, char *err, size_t errsz)
+{
+	struct load_ctx *c = inj->held;
+	size_t n = strlen(sym) + 1;
+	uint64_t fn = 0;
+	int rc;
+	if (!c || n > 128)
+		return fail(err, errsz, -EINVAL, "no thread held, or a name too long");
+	if ((rc = poke_bytes(&c->t, c->scratch + 640, sym, n)) ||
+	    (rc = remote_call(&c->t, c->fn.dlsym, inj->handle, c->scratch + 640, 0, &fn, err, errsz)))
+		return rc;
+	if (!fn)
+		return fail(err, errsz, -ENOENT, "the library lacks %s", sym);
+	return remote_call(&c->t, fn, 0, 0, 0, ret, err, errsz);
+}
+
+static int lt_inj_load_with(struct lt_inj *inj, int pid, const char *lib_path,
+			    const struct lt_inj_latch *latch, const struct lt_inj_hold *hold,
+			    char *err, size_t errsz);
 
 int lt_inj_load(struct lt_inj *inj, int pid, const char *lib_path, char *err, size_t errsz)
 {
 	return lt_inj_load_busy(inj, pid, lib_path, NULL, err, errsz);
 }
 
+int lt_inj_load_held(struct lt_inj *inj, int pid, const char *lib_path,
+		     const struct lt_inj_latch *latch, const struct lt_inj_hold *hold,
+		     char *err, size_t errsz)
+{
+	return lt_inj_load_with(inj, pid, lib_path, latch, hold, err, errsz);
+}
+
 int lt_inj_load_busy(struct lt_inj *inj, int pid, const char *lib_path,
 		     const struct lt_inj_latch *latch, char *err, size_t errsz)
+{
+	return lt_inj_load_with(inj, pid, lib_path, latch, NULL, err, errsz);
+}
+
+static int lt_inj_load_with(struct lt_inj *inj, int pid, const char *lib_path,
+			    const struct lt_inj_latch *latch, const struct lt_inj_hold *hold,
+			    char *err, size_t errsz)
 {
 	memset(inj, 0, sizeof(*inj));
 	inj->pid = pid;
 	inj->latch = latch;
+	inj->hold = hold;
 	inj->sock = -1;
 	char proc[32];
 	snprintf(proc, sizeof(proc), "/proc/%d", pid);

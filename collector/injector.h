@@ -49,6 +49,16 @@ struct lt_inj {
 	int reused;            /* a copy left loaded by an earlier session (same soname) */
 	const struct lt_inj_latch *latch; /* where a busy thread may be stopped, or NULL */
 	const char *latched_at;          /* the load stopped a busy thread there (else NULL) */
+	const struct lt_inj_hold *hold;  /* lt_inj_load_held only */
+	void *held;                      /* the load in progress, while hold->fn runs */
+};
+
+/* Run while the thread the library was loaded from is still held, after
+ * llmt_inject_attach: fn may call lt_inj_call_held. Its result is kept in
+ * *rc; the load stands whatever it says (the library's thread runs). */
+struct lt_inj_hold {
+	void (*fn)(struct lt_inj *inj, void *arg);
+	void *arg;
 };
 
 /* Load `lib_path` (a file here) into process `pid` and call its
@@ -61,6 +71,16 @@ int lt_inj_load(struct lt_inj *inj, int pid, const char *lib_path, char *err, si
  * load and again for the unload (`latch` must outlive inj). */
 int lt_inj_load_busy(struct lt_inj *inj, int pid, const char *lib_path,
 		     const struct lt_inj_latch *latch, char *err, size_t errsz);
+
+/* Load from a thread stopped at one of `latch`'s entries only (no
+ * sleeping thread), and run hold->fn before letting it go. */
+int lt_inj_load_held(struct lt_inj *inj, int pid, const char *lib_path,
+		     const struct lt_inj_latch *latch, const struct lt_inj_hold *hold,
+		     char *err, size_t errsz);
+
+/* From hold->fn: call the library's exported `sym(void)` on the held
+ * thread; 0 with *ret, or negative errno. */
+int lt_inj_call_held(struct lt_inj *inj, const char *sym, uint64_t *ret, char *err, size_t errsz);
 
 /* Ask the library whether it may go (llmt_inject_fini) and dlclose() it if
  * so. Returns 1 unloaded, 0 left loaded on purpose (the library said no),

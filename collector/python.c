@@ -614,7 +614,7 @@ static int py_given(const struct lt_session *s, int pid)
  * a collector thread: a process still starting, or not given by -p), or
  * -errno with the reason in msg. */
 static int py_try_hook(struct lt_session *s, struct py_state *st, struct py_target *t, int later,
-		       char *msg, size_t msgsz)
+		       int fresh, char *msg, size_t msgsz)
 {
 	if (st->hook_failed)
 		return snprintf(msg, msgsz, "the hook cannot be used here (said above)"), -ENOTSUP;
@@ -624,7 +624,7 @@ static int py_try_hook(struct lt_session *s, struct py_state *st, struct py_targ
 		return -ENOTSUP;
 	}
 	if (later) {
-		lt_pyh_attach_later(st->hook, t->pid, py_hook_log);
+		lt_pyh_attach_later(st->hook, t->pid, fresh, py_hook_log);
 		t->hooked = 1;
 		return 1;
 	}
@@ -678,9 +678,12 @@ static void py_use_usdt(struct py_state *st, struct py_target *t, const struct p
 static void py_add_resolved(struct lt_session *s, struct py_state *st, struct py_target *t,
 			    const struct py_interp *in, int forced, int starting)
 {
-	int pid = t->pid, usdt = in->probes.has_entry && in->probes.has_return;
-	int method = py_method(s), now = !starting && py_given(s, pid) && lt_pyh_ready(pid), rc;
+	int pid = t->pid, usdt = in->probes.has_entry && in->probes.has_return, method = py_method(s);
+	int now, rc;
 	char msg[1024];
+
+	starting |= t->waiting; /* it ran no Python before: it has just exec'd one */
+	now = !starting && py_given(s, pid) && lt_pyh_ready(pid);
 
 	/* Not a Python process (yet): a launcher or shell may exec one. */
 	if (!usdt && !forced && (!in->path[0] || (!in->probes.n_python && !py_is_candidate(in->path)))) {
@@ -702,7 +705,7 @@ static void py_add_resolved(struct lt_session *s, struct py_state *st, struct py
 			t->explained = 1, py_explain(st, pid, in, forced);
 		return;
 	}
-	rc = py_try_hook(s, st, t, !now, msg, sizeof(msg));
+	rc = py_try_hook(s, st, t, !now, starting, msg, sizeof(msg));
 	if (rc == 1) {
 		LT_INFO(1, "python: pid %d: the profile hook goes in once the process can take it", pid);
 		return;

@@ -10,7 +10,9 @@
 # python3.11 (USDT probes: the hook first, the probes with
 # --python-method usdt or when the hook cannot go in). Also: a loop that
 # calls and allocates nothing is refused in one line (Debian's python falls
-# back to USDT); the launch form; attach/detach cycles on busy interpreters
+# back to USDT); the launch form (hook installed at Py_RunMain: exact from
+# the script's first line; USDT where the interpreter has probes, by
+# default); attach/detach cycles on busy interpreters
 # (PYB_CYCLES, default 10) leave them unchanged, with no library mapping and
 # no patched byte behind; a SIGKILLed collector's patch is undone by its
 # guardian.
@@ -113,19 +115,29 @@ else
 	ok 0 "# SKIP no /usr/bin/python3.11 with USDT probes"
 fi
 
-# 4. launch form: the hook goes in while the script runs busy
-mkdir -p "$T/l"
-"$PY" "$S" ref 100 2 > "$T/l/ref"
-( "$LT" profile -t python -o "$T/l/c.log" -v 1 -- "$PY" "$S" measure signal 100 2 > "$T/l/out" 2> "$T/l/err"
-  echo $? > "$T/l/coll_rc" ) & cp=$!; pids+=($cp)
-wait_for "$T/l/err" "python: pid [0-9]+: (tracing|cannot)"
-lp=$(sed -n 's/.*python: pid \([0-9]*\): tracing.*/\1/p' "$T/l/err" | head -1)
-[ -n "$lp" ] && kill -USR1 "$lp"
-wait $cp
-said "$T/l/err"
-counts "$T/l" "$(cat "$T/l/ref")" && [ "$(cat "$T/l/coll_rc")" = 0 ] &&
-	grep -q "command exited with status 3" "$T/l/err" && grep -q "^pyb_busy measure n=100 threads=2 " "$T/l/out"
-ok $? "launched python3.12, CPU-bound: the hook goes in, exact counts, status 3 reported"
+# 4. launch form: the hook is installed at Py_RunMain, on the main thread,
+# before the script's first instruction: the measured part runs at once
+# (no signal) and still every call is recorded
+launch() { # TAG PY [profile options]
+	local d=$T/$1 py=$2
+	shift 2
+	mkdir -p "$d"
+	"$py" "$S" ref 100 2 > "$d/ref"
+	"$LT" profile -t python -o "$d/c.log" -v 1 "$@" -- "$py" "$S" measure now 100 2 > "$d/out" 2> "$d/err"
+	echo $? > "$d/coll_rc"
+	said "$d/err"
+	counts "$d" "$(cat "$d/ref")" && [ "$(cat "$d/coll_rc")" = 0 ] && grep -q "command exited with status 3" "$d/err" &&
+		grep -q "installed at Py_RunMain before the program's first Python instruction" "$d/err" &&
+		grep -q "^pyb_busy measure n=100 threads=2 " "$d/out"
+}
+launch l "$PY"
+ok $? "launched python3.12, CPU-bound from its first line: hook installed at Py_RunMain, exact counts, status 3 reported"
+if [ -n "$USDTPY" ]; then
+	launch lh "$USDTPY" --python-method hook
+	ok $? "launched $USDTPY --python-method hook: the same through the hook"
+else
+	ok 0 "# SKIP no /usr/bin/python3.11 with USDT probes"
+fi
 if [ -n "$USDTPY" ]; then
 	mkdir -p "$T/lu"
 	"$USDTPY" "$S" ref 100 2 > "$T/lu/ref"
