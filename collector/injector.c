@@ -5,6 +5,7 @@
  */
 #include "injector.h"
 #include "inject_gate.h"
+#include "inject_latch.h"
 #include "tfile.h"
 
 #include <dirent.h>
@@ -36,6 +37,25 @@ int lt_inj_load(struct lt_inj *inj, int pid, const char *lib_path, char *err, si
 {
 	(void)inj; (void)lib_path;
 	snprintf(err, errsz, "attaching to pid %d: the injector supports x86-64 only", pid);
+	return -ENOSYS;
+}
+int lt_inj_load_busy(struct lt_inj *inj, int pid, const char *lib_path,
+		     const struct lt_inj_latch *latch, char *err, size_t errsz)
+{
+	(void)latch;
+	return lt_inj_load(inj, pid, lib_path, err, errsz);
+}
+int lt_inj_load_held(struct lt_inj *inj, int pid, const char *lib_path,
+		     const struct lt_inj_latch *latch, const struct lt_inj_hold *hold,
+		     char *err, size_t errsz)
+{
+	(void)latch; (void)hold;
+	return lt_inj_load(inj, pid, lib_path, err, errsz);
+}
+int lt_inj_call_held(struct lt_inj *inj, const char *sym, uint64_t *ret, char *err, size_t errsz)
+{
+	(void)inj; (void)sym; (void)ret;
+	snprintf(err, errsz, "the injector supports x86-64 only");
 	return -ENOSYS;
 }
 int lt_inj_unload(struct lt_inj *inj, char *err, size_t errsz)
@@ -78,10 +98,12 @@ struct inj_thread {
 	void *fp;                       /* xstate (or FP regs) as stopped */
 	size_t fp_len;
 	int fp_note;                    /* NT_X86_XSTATE or NT_PRFPREG */
-	uint64_t sys_insn;              /* address of the `syscall` it sleeps in */
+	uint64_t sys_insn;              /* a `syscall` instruction: the one it sleeps
+					 * in, or libc's (a thread stopped at a latch) */
 	int deferred[MAX_DEFERRED];     /* signals held back during syscall injection */
 	int n_deferred;
 	bool gone;                      /* the thread or process exited */
+	const char *latched_at;         /* the function entry it was stopped at, or NULL */
 };
 
 static int fail(char *err, size_t errsz, int rc, const char *fmt, ...)
@@ -368,11 +390,60 @@ static int try_seize(struct inj_thread *t, int pid, int tid)
 	return 0;
 }
 
-/* Stop one thread of `pid` at a system call boundary. */
-static int seize_one(struct inj_thread *t, int pid, char *err, size_t errsz)
+/* A `syscall` instruction in the target's libc, for a thread that is not
+ * in one: the first 0f 05 of libc's syscall() (any such two bytes execute
+ * as `syscall` when jumped to; only that one instruction is stepped). */
+static int find_sys_insn(struct inj_thread *t, uint64_t syscall_fn)
+{
+	for (uint64_t off = 0; syscall_fn && off < 64; off += 8) {
+		uint64_t w, next;
+		if (peek(t, syscall_fn + off, &w) || peek(t, syscall_fn + off + 8, &next))
+			return -EFAULT;
+		for (int i = 0; i < 8; i++) {
+			uint8_t b0 = (uint8_t)(w >> (8 * i)), b1 = (uint8_t)(i < 7 ? w >> (8 * (i + 1)) : next);
+			if (b0 == 0x0f && b1 == 0x05) {
+				t->sys_insn = syscall_fn + off + (uint64_t)i;
+				return 0;
+			}
+		}
+	}
+	return -ENOENT;
+}
+
+/* A busy process: stop a thread at a function entry (inject_latch.h) and
+ * take it over as it stands there. */
+static int seize_latched(struct inj_thread *t, int pid, const struct lt_inj_latch *latch,
+			 uint64_t syscall_fn, char *err, size_t errsz)
+{
+	const char *where = NULL;
+	int tid = 0, rc = lt_latch_thread(pid, latch, &tid, &where, err, errsz);
+	if (rc)
+		return rc;
+	memset(t, 0, sizeof(*t));
+	t->pid = pid;
+	t->tid = tid;
+	t->latched_at = where;
+	if ((rc = get_regs(t, &t->regs)) || (rc = save_fp(t)) ||
+	    (syscall_fn && (rc = find_sys_insn(t, syscall_fn)))) {
+		release(t);
+		free(t->fp);
+		t->fp = NULL;
+		return fail(err, errsz, rc == -ESRCH ? rc : -EIO, "process %d: taking over thread %d at "
+			    "%s failed: %s", pid, tid, where, strerror(-rc));
+	}
+	return 0;
+}
+
+/* Stop one thread of `pid` at a system call boundary; a busy process
+ * (none asleep) at a latch, when the caller named one. */
+static int seize_one(struct inj_thread *t, int pid, const struct lt_inj_latch *latch,
+		     uint64_t syscall_fn, char *err, size_t errsz)
 {
 	int tids[512];
+	char why_latch[512] = "";
 	uint64_t end = now_ms() + 3000;
+	if (latch && latch->freeze_first) /* a starting process: that entry only */
+		return seize_latched(t, pid, latch, syscall_fn, err, errsz);
 	while (now_ms() < end) {
 		int n = list_tids(pid, tids, 512);
 		if (n < 0)
@@ -393,10 +464,20 @@ static int seize_one(struct inj_thread *t, int pid, char *err, size_t errsz)
 			if (!pid_alive(pid))
 				return fail(err, errsz, -ESRCH, "process %d exited during injection", pid);
 		}
+		if (latch && !why_latch[0]) {
+			int rc = seize_latched(t, pid, latch, syscall_fn, why_latch, sizeof(why_latch));
+			if (rc == 0)
+				return 0;
+			if (rc != -EAGAIN && rc != -ENOENT)
+				return fail(err, errsz, rc, "%s", why_latch);
+		}
 		usleep(2000);
 	}
 	if (!pid_alive(pid))
 		return fail(err, errsz, -ESRCH, "process %d exited during injection", pid);
+	if (why_latch[0])
+		return fail(err, errsz, -EAGAIN, "process %d: no thread was found asleep in a system call "
+			    "within 3 s, and no busy thread could be stopped: %s", pid, why_latch);
 	return fail(err, errsz, -EAGAIN, "process %d: no thread was found asleep in a system call "
 		    "within 3 s (all threads busy?); try again later", pid);
 }
@@ -606,8 +687,8 @@ static int find_libc(int pid, struct target_lib *lib)
 }
 
 struct libc_fns {
-	uint64_t mmap_unused;
 	uint64_t dlopen, dlsym, dlclose, dlerror;
+	uint64_t syscall;               /* syscall(), for a `syscall` instruction */
 };
 
 /* The target's dlopen & co from the dynamic symbols of its own libc
@@ -615,12 +696,12 @@ struct libc_fns {
 static int resolve_libc_fd(int pid, const struct target_lib *lib, int fd, struct libc_fns *fn,
 			   char *err, size_t errsz)
 {
-	static const char *const names[4][2] = {
+	static const char *const names[5][2] = {
 		{ "dlopen", "__libc_dlopen_mode" }, { "dlsym", "__libc_dlsym" },
-		{ "dlclose", "__libc_dlclose" }, { "dlerror", NULL },
+		{ "dlclose", "__libc_dlclose" }, { "dlerror", NULL }, { "syscall", NULL },
 	};
-	uint64_t *out[4] = { &fn->dlopen, &fn->dlsym, &fn->dlclose, &fn->dlerror };
-	for (int i = 0; i < 4; i++) {
+	uint64_t *out[5] = { &fn->dlopen, &fn->dlsym, &fn->dlclose, &fn->dlerror, &fn->syscall };
+	for (int i = 0; i < 5; i++) {
 		uint64_t v = 0, first = 0;
 		*out[i] = 0;
 		for (int j = 0; j < 2 && names[i][j] && !*out[i]; j++)
@@ -898,13 +979,60 @@ static int load_steps(struct load_ctx *c, struct lt_inj *inj, const void *lib, s
 	if ((rc = make_channel(c, &inj->sock, err, errsz)) || (rc = start_library(c, inj, err, errsz)))
 		return rc;
 	inj->loaded = 1;
+	if (inj->hold) {
+		inj->held = c;
+		inj->hold->fn(inj, inj->hold->arg);
+		inj->held = NULL;
+	}
 	return 0;
 }
 
+int lt_inj_call_held(struct lt_inj *inj, const char *sym, uint64_t *ret, char *err, size_t errsz)
+{
+	struct load_ctx *c = inj->held;
+	size_t n = strlen(sym) + 1;
+	uint64_t fn = 0;
+	int rc;
+	if (!c || n > 128)
+		return fail(err, errsz, -EINVAL, "no thread held, or a name too long");
+	if ((rc = poke_bytes(&c->t, c->scratch + 640, sym, n)) ||
+	    (rc = remote_call(&c->t, c->fn.dlsym, inj->handle, c->scratch + 640, 0, &fn, err, errsz)))
+		return rc;
+	if (!fn)
+		return fail(err, errsz, -ENOENT, "the library lacks %s", sym);
+	return remote_call(&c->t, fn, 0, 0, 0, ret, err, errsz);
+}
+
+static int lt_inj_load_with(struct lt_inj *inj, int pid, const char *lib_path,
+			    const struct lt_inj_latch *latch, const struct lt_inj_hold *hold,
+			    char *err, size_t errsz);
+
 int lt_inj_load(struct lt_inj *inj, int pid, const char *lib_path, char *err, size_t errsz)
+{
+	return lt_inj_load_busy(inj, pid, lib_path, NULL, err, errsz);
+}
+
+int lt_inj_load_held(struct lt_inj *inj, int pid, const char *lib_path,
+		     const struct lt_inj_latch *latch, const struct lt_inj_hold *hold,
+		     char *err, size_t errsz)
+{
+	return lt_inj_load_with(inj, pid, lib_path, latch, hold, err, errsz);
+}
+
+int lt_inj_load_busy(struct lt_inj *inj, int pid, const char *lib_path,
+		     const struct lt_inj_latch *latch, char *err, size_t errsz)
+{
+	return lt_inj_load_with(inj, pid, lib_path, latch, NULL, err, errsz);
+}
+
+static int lt_inj_load_with(struct lt_inj *inj, int pid, const char *lib_path,
+			    const struct lt_inj_latch *latch, const struct lt_inj_hold *hold,
+			    char *err, size_t errsz)
 {
 	memset(inj, 0, sizeof(*inj));
 	inj->pid = pid;
+	inj->latch = latch;
+	inj->hold = hold;
 	inj->sock = -1;
 	char proc[32];
 	snprintf(proc, sizeof(proc), "/proc/%d", pid);
@@ -921,7 +1049,7 @@ int lt_inj_load(struct lt_inj *inj, int pid, const char *lib_path, char *err, si
 	struct load_ctx c = { .memfd = -1, .sv = { -1, -1 }, .pidfd = -1 };
 	rc = resolve_libc(pid, &c.fn, err, errsz);
 	if (!rc)
-		rc = seize_one(&c.t, pid, err, errsz);
+		rc = seize_one(&c.t, pid, latch, c.fn.syscall, err, errsz);
 	/* Again with a thread in hand: stopped or traced meanwhile? */
 	bool gated = false;
 	if (!rc && (rc = lt_inj_gate(pid, c.t.tid, err, errsz))) {
@@ -934,6 +1062,7 @@ int lt_inj_load(struct lt_inj *inj, int pid, const char *lib_path, char *err, si
 			return fail(err, errsz, -ESRCH, "process %d exited during injection", pid);
 		return rc;
 	}
+	inj->latched_at = c.t.latched_at;
 	rc = load_steps(&c, inj, lib, len, err, errsz);
 	free(lib);
 	if (rc && inj->handle && !c.t.gone) {
@@ -975,7 +1104,7 @@ int lt_inj_unload(struct lt_inj *inj, char *err, size_t errsz)
 		return 0;
 	inj->loaded = 0;
 	struct inj_thread t;
-	int rc = seize_one(&t, inj->pid, err, errsz);
+	int rc = seize_one(&t, inj->pid, inj->latch, 0, err, errsz);
 	if (rc && rc != -EPERM && pid_exiting(inj->pid))
 		return fail(err, errsz, -ESRCH, "process %d exited during unloading", inj->pid);
 	if (rc)

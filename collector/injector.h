@@ -10,9 +10,15 @@
  * (/proc/PID/fd/N) and loaded with the target's own dlopen() on
  * "/proc/self/fd/N", called with a zero return address that comes back as
  * SIGSEGV at 0. Registers (general and FP/xstate) are restored exactly, the
- * interrupted system call restarts as if nothing happened, no breakpoint is
- * ever written, and the thread is detached. Signals that arrive meanwhile are
- * passed on. Nothing is written into the target's filesystem.
+ * interrupted system call restarts as if nothing happened, and the thread is
+ * detached. Signals that arrive meanwhile are passed on. Nothing is written
+ * into the target's filesystem.
+ *
+ * A busy process (no thread asleep in a system call; lt_inj_load_busy) is
+ * instead stopped at the entry of one of the caller's functions, patched for
+ * milliseconds while every thread is stopped (inject_latch.h); the set-up
+ * system calls then run at libc's syscall() instruction, and restoring the
+ * registers resumes the original call.
  *
  * A copy of the library an earlier session left loaded on purpose (its
  * fini said no) is found by the library's soname (dlopen RTLD_NOLOAD) and
@@ -31,6 +37,8 @@
 #include <stddef.h>
 #include <stdint.h>
 
+struct lt_inj_latch;
+
 struct lt_inj {
 	int pid;
 	int sock;              /* collector's end of the socket pair; -1 if none */
@@ -39,12 +47,40 @@ struct lt_inj {
 	uint64_t dlclose;      /* address of dlclose in the target */
 	int loaded;
 	int reused;            /* a copy left loaded by an earlier session (same soname) */
+	const struct lt_inj_latch *latch; /* where a busy thread may be stopped, or NULL */
+	const char *latched_at;          /* the load stopped a busy thread there (else NULL) */
+	const struct lt_inj_hold *hold;  /* lt_inj_load_held only */
+	void *held;                      /* the load in progress, while hold->fn runs */
+};
+
+/* Run while the thread the library was loaded from is still held, after
+ * llmt_inject_attach: fn may call lt_inj_call_held. Its result is kept in
+ * *rc; the load stands whatever it says (the library's thread runs). */
+struct lt_inj_hold {
+	void (*fn)(struct lt_inj *inj, void *arg);
+	void *arg;
 };
 
 /* Load `lib_path` (a file here) into process `pid` and call its
  * llmt_inject_attach(). On success inj is filled in and 0 is returned; on
  * error a negative errno, the target as it was, and err says why. */
 int lt_inj_load(struct lt_inj *inj, int pid, const char *lib_path, char *err, size_t errsz);
+
+/* The same; a process with no thread asleep in a system call is stopped
+ * at one of `latch`'s function entries instead (inject_latch.h), for the
+ * load and again for the unload (`latch` must outlive inj). */
+int lt_inj_load_busy(struct lt_inj *inj, int pid, const char *lib_path,
+		     const struct lt_inj_latch *latch, char *err, size_t errsz);
+
+/* Load from a thread stopped at one of `latch`'s entries only (no
+ * sleeping thread), and run hold->fn before letting it go. */
+int lt_inj_load_held(struct lt_inj *inj, int pid, const char *lib_path,
+		     const struct lt_inj_latch *latch, const struct lt_inj_hold *hold,
+		     char *err, size_t errsz);
+
+/* From hold->fn: call the library's exported `sym(void)` on the held
+ * thread; 0 with *ret, or negative errno. */
+int lt_inj_call_held(struct lt_inj *inj, const char *sym, uint64_t *ret, char *err, size_t errsz);
 
 /* Ask the library whether it may go (llmt_inject_fini) and dlclose() it if
  * so. Returns 1 unloaded, 0 left loaded on purpose (the library said no),

@@ -7,6 +7,7 @@
 #include "pyhook_attach.h"
 #include "nodename.h"
 #include "injector.h"
+#include "inject_latch.h"
 #include "inject_ctl.h"
 #include "inject_log.h"
 #include "../eventlog/eventlog.h"
@@ -31,6 +32,36 @@
 #define PYH_LATER_MS 30000   /* how long a starting process may take to become injectable */
 #define PYH_LATER_WAIT_MS 5000
 
+/*
+ * Where a busy interpreter (no thread asleep in a system call) is stopped
+ * to load the hook: entries of CPython functions, in the order of how often
+ * a CPU-bound script calls them (docs/MEASUREMENTS.md: the allocator's on
+ * every few Python calls on 3.11-3.13, where Python-to-Python calls no
+ * longer enter _PyEval_EvalFrameDefault; that one on every call on 3.9 and
+ * 3.10). At their entry a thread runs interpreter code, holds the GIL and
+ * no lock of the C library: libc never calls into CPython while it holds
+ * one (the only ways in are the program's own callbacks, e.g. ctypes under
+ * dl_iterate_phdr, or extension constructors, which run under the loader's
+ * lock, a recursive one that the injected dlopen may take again).
+ */
+static const char *const pyh_latch_syms[] = {
+	"PyObject_Malloc", "PyObject_Free", "PyMem_Malloc", "PyMem_Free", "_PyEval_EvalFrameDefault",
+	"PyObject_GetAttr", "_PyObject_MakeTpCall", "PyObject_Vectorcall", NULL,
+};
+static const struct lt_inj_latch pyh_latch = { "python", pyh_latch_syms, 1000, 0 };
+
+/*
+ * A process that has just exec'd its interpreter: stopped (frozen first, so
+ * the entry cannot be missed while we look) at Py_RunMain, which `python`
+ * enters once, initialized, holding the GIL, before the program's first
+ * instruction. The hook is installed there, on that thread, so no call of
+ * the program is missed. An embedding program that never calls it waits
+ * PYH_START_WAIT_MS, then gets the hook as any other process.
+ */
+#define PYH_START_WAIT_MS 3000
+static const char *const pyh_start_syms[] = { "Py_RunMain", NULL };
+static const struct lt_inj_latch pyh_latch_start = { "python", pyh_start_syms, PYH_START_WAIT_MS, 1 };
+
 struct pyh_target {
 	int pid;
 	struct lt_inj inj;
@@ -41,6 +72,7 @@ struct pyh_target {
 struct pyh_later {
 	struct lt_pyhook *ph;
 	int pid;
+	int fresh;                      /* just exec'd: try the start latch first */
 	void (*log)(char, const char *);
 	pthread_t th;
 };
@@ -150,15 +182,15 @@ int lt_pyh_has(struct lt_pyhook *ph, int pid)
 
 /* "start ..." with the one file the library may write (inject_log.h): no
  * directory, no path of ours. */
-static int pyh_send_start(struct lt_pyhook *ph, struct pyh_target *t, int wait_ms, char *err,
-			  size_t errsz)
+static int pyh_send_start(struct lt_pyhook *ph, struct pyh_target *t, int wait_ms, int hold,
+			  char *err, size_t errsz)
 {
 	char msg[600];
 	int fd = lt_ilog_create(&t->log, ph->dirfd, "llmtracker-python", ph->host, t->pid, err, errsz);
 	if (fd < 0)
 		return fd;
-	snprintf(msg, sizeof(msg), "start pid=%d host=%s session=%s cuda=0 python=1 py_wait_ms=%d",
-		 t->pid, ph->host, ph->session[0] ? ph->session : "-", wait_ms);
+	snprintf(msg, sizeof(msg), "start pid=%d host=%s session=%s cuda=0 python=1 py_wait_ms=%d%s",
+		 t->pid, ph->host, ph->session[0] ? ph->session : "-", wait_ms, hold ? " py_hold=1" : "");
 	int rc = lt_ictl_send(t->inj.sock, msg, &fd, 1);
 	close(fd);
 	if (rc)
@@ -216,22 +248,58 @@ static void pyh_await_stopped(struct pyh_target *t)
 		lt_ictl_await(t->inj.sock, "stopped", reply, sizeof(reply), PYH_REPLY_MS);
 }
 
-int lt_pyh_attach(struct lt_pyhook *ph, int pid, int wait_ms, char *msg, size_t msgsz)
+/* The start latch's thread is still stopped: start the library, then have
+ * it install the profile function on that thread (llmt_pyhook_held). */
+struct pyh_held {
+	struct lt_pyhook *ph;
+	struct pyh_target *t;
+	char *reply;
+	size_t replysz;
+	int rc, installed;
+	char err[512];
+};
+
+static void pyh_on_held(struct lt_inj *inj, void *arg)
 {
-	char err[512], reply[1024];
+	struct pyh_held *h = arg;
+	uint64_t ret = 1;
+	h->rc = pyh_send_start(h->ph, h->t, 0, 1, h->err, sizeof(h->err));
+	if (!h->rc)
+		h->rc = lt_ictl_recv(inj->sock, h->reply, h->replysz, PYH_REPLY_MS);
+	if (h->rc > 0 && !strncmp(h->reply, "ok", 2) &&
+	    !lt_inj_call_held(inj, "llmt_pyhook_held", &ret, h->err, sizeof(h->err)))
+		h->installed = (int)ret == 0;
+}
+
+static int pyh_attach(struct lt_pyhook *ph, int pid, int wait_ms, int at_start, char *msg, size_t msgsz)
+{
+	char err[512], reply[1024] = "";
 	struct pyh_target t = { .pid = pid, .inj = { .sock = -1 } };
+	struct pyh_held h = { .ph = ph, .t = &t, .reply = reply, .replysz = sizeof(reply) };
+	const struct lt_inj_hold hold = { pyh_on_held, &h };
 	if (!ph)
 		return snprintf(msg, msgsz, "no hook set-up"), -EINVAL;
-	int rc = lt_inj_load(&t.inj, pid, ph->lib, err, sizeof(err));
+	int rc = at_start ? lt_inj_load_held(&t.inj, pid, ph->lib, &pyh_latch_start, &hold, err, sizeof(err))
+			  : lt_inj_load_busy(&t.inj, pid, ph->lib, &pyh_latch, err, sizeof(err));
+	t.inj.hold = NULL;
+	t.inj.latch = &pyh_latch; /* the unload stops any busy thread */
 	if (rc) {
 		snprintf(msg, msgsz, "%s", err);
 		return rc;
 	}
-	if ((rc = pyh_send_start(ph, &t, wait_ms, err, sizeof(err))) == 0)
+	if (at_start) {
+		rc = h.rc;
+		snprintf(err, sizeof(err), "%s", h.err);
+	} else if ((rc = pyh_send_start(ph, &t, wait_ms, 0, err, sizeof(err))) == 0) {
 		rc = lt_ictl_recv(t.inj.sock, reply, sizeof(reply), PYH_REPLY_MS + wait_ms);
+	}
 	if (rc > 0 && !strncmp(reply, "ok", 2)) {
 		t.started = 1;
-		snprintf(msg, msgsz, "%s, log %s", lt_ictl_text(reply), t.log.name);
+		snprintf(msg, msgsz, "%s, log %s%s%s%s", lt_ictl_text(reply), t.log.name,
+			 at_start && h.installed ? ", installed at Py_RunMain before the program's first "
+			 "Python instruction" : t.inj.latched_at ? ", loaded from a busy thread stopped at " : "",
+			 at_start && h.installed ? "" : t.inj.latched_at ? t.inj.latched_at : "",
+			 at_start && !h.installed ? " (installed by the library later: not at Py_RunMain)" : "");
 		pthread_mutex_lock(&ph->mu);
 		if (ph->n < PYH_MAX)
 			ph->t[ph->n++] = t;
@@ -261,6 +329,11 @@ int lt_pyh_attach(struct lt_pyhook *ph, int pid, int wait_ms, char *msg, size_t 
 	return -EIO;
 }
 
+int lt_pyh_attach(struct lt_pyhook *ph, int pid, int wait_ms, char *msg, size_t msgsz)
+{
+	return pyh_attach(ph, pid, wait_ms, 0, msg, msgsz);
+}
+
 /* ------------------------------------------------------------ later */
 
 static int pyh_alive(int pid)
@@ -284,6 +357,17 @@ static int pyh_libc_mapped(int pid)
 	return found;
 }
 
+/* Still our own fork (a launched command that has not exec'd yet)? */
+static int pyh_own_fork(int pid)
+{
+	char a[64], self[PATH_MAX], other[PATH_MAX];
+	ssize_t n, m;
+	snprintf(a, sizeof(a), "/proc/%d/exe", pid);
+	n = readlink(a, other, sizeof(other) - 1);
+	m = readlink("/proc/self/exe", self, sizeof(self) - 1);
+	return n > 0 && n == m && !memcmp(self, other, (size_t)n);
+}
+
 static uint64_t pyh_now_ms(void)
 {
 	struct timespec ts;
@@ -299,20 +383,32 @@ static void *pyh_later_main(void *arg)
 	struct pyh_later *l = arg;
 	char msg[1024], line[1400 + PATH_MAX];
 	uint64_t end = pyh_now_ms() + PYH_LATER_MS;
-	int rc = -ETIMEDOUT;
+	int rc = -ETIMEDOUT, at_start = l->fresh;
 	while (!atomic_load(&l->ph->stopping) && pyh_now_ms() < end && pyh_alive(l->pid)) {
-		if (!pyh_libc_mapped(l->pid)) {
-			usleep(2000);
+		if (at_start && pyh_own_fork(l->pid)) { /* a launched command before its exec */
+			usleep(500);
 			continue;
 		}
-		rc = lt_pyh_attach(l->ph, l->pid, PYH_LATER_WAIT_MS, msg, sizeof(msg));
+		if (!pyh_libc_mapped(l->pid)) {
+			usleep(at_start ? 500 : 2000);
+			continue;
+		}
+		rc = pyh_attach(l->ph, l->pid, PYH_LATER_WAIT_MS, at_start, msg, sizeof(msg));
+		if (at_start && rc == -ENOENT) { /* the interpreter is not mapped yet */
+			usleep(500);
+			continue;
+		}
+		if (at_start && rc == -EAGAIN) { /* not at Py_RunMain: any thread, any time */
+			at_start = 0;
+			continue;
+		}
 		if (rc != -EAGAIN)
 			break;
 	}
 	if (!rc) {
 		atomic_fetch_add(&l->ph->later_ok, 1);
 		snprintf(line, sizeof(line), "python: pid %d: tracing functions through the injected "
-			 "profile hook (no USDT function probes): %s, in %s", l->pid, msg, l->ph->dir);
+			 "profile hook: %s, in %s", l->pid, msg, l->ph->dir);
 		l->log('I', line);
 	} else if (pyh_alive(l->pid) && !atomic_load(&l->ph->stopping)) {
 		snprintf(line, sizeof(line), "python: pid %d: cannot trace Python functions: the profile "
@@ -327,13 +423,14 @@ int lt_pyh_ready(int pid)
 	return pyh_libc_mapped(pid);
 }
 
-int lt_pyh_attach_later(struct lt_pyhook *ph, int pid, void (*log)(char level, const char *msg))
+int lt_pyh_attach_later(struct lt_pyhook *ph, int pid, int fresh, void (*log)(char level, const char *msg))
 {
 	if (!ph || ph->n_later >= PYH_MAX)
 		return -E2BIG;
 	struct pyh_later *l = &ph->later[ph->n_later];
 	l->ph = ph;
 	l->pid = pid;
+	l->fresh = fresh;
 	l->log = log;
 	int rc = pthread_create(&l->th, NULL, pyh_later_main, l);
 	if (rc)

@@ -33,12 +33,15 @@ int lt_pyh_attach(struct lt_pyhook *ph, int pid, int wait_ms, char *msg, size_t 
 /* Can `pid` be injected now (its libc is mapped)? */
 int lt_pyh_ready(int pid);
 
-/* A process that has just exec'd (launch form): attach from a thread of
- * ours as soon as the process can take it (libc mapped, a thread asleep in
- * a system call), within 30 s; the library then waits up to 5 s for the
- * interpreter to finish starting. Success and failure are said through
- * `log` (called from that thread). */
-int lt_pyh_attach_later(struct lt_pyhook *ph, int pid, void (*log)(char level, const char *msg));
+/* A process that is starting (launch form, an exec, a followed child):
+ * attach from a thread of ours as soon as the process can take it (libc
+ * mapped; a thread asleep in a system call, or one stopped at a CPython
+ * function entry), within 30 s; the library then waits up to 5 s for the
+ * interpreter to finish starting. `fresh` (it has just exec'd): first at
+ * Py_RunMain's entry, installed there before the program's first Python
+ * instruction. Success and failure are said through `log` (called from
+ * that thread). */
+int lt_pyh_attach_later(struct lt_pyhook *ph, int pid, int fresh, void (*log)(char level, const char *msg));
 
 /* Stop every target, unload the library where it lets go. One line per
  * target through `log` ('I' or 'W'). Returns how many attaches made by

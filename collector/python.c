@@ -15,9 +15,8 @@
  * When a target execs (a launcher or shell starting python), the exec
  * record sends us back to look for probes in the new image.
  *
- * A CPython without the function probes (most builds: pyenv, python.org,
- * Ubuntu's python3.12) is traced by an injected profile hook instead
- * (pyhook_attach.h), unless LLMT_PYTHON_HOOK=0.
+ * The injected profile hook (pyhook_attach.h) costs a fraction of the
+ * probes and is used first (see py_add_resolved, --python-method).
  */
 #include <errno.h>
 #include <fcntl.h>
@@ -40,6 +39,7 @@
 
 #define PY_ENV_PATH "EBPF_USDT_PYTHON_PATH"
 #define PY_NT_STAPSDT 3
+#define PY_HOOK_INIT_WAIT_MS 5000
 
 struct py_target {
 	int pid;
@@ -592,79 +592,62 @@ static void py_hook_log(char level, const char *msg)
 	lt_log(level, "pyhook_attach.c", 0, "%s", msg);
 }
 
-/* No function probes: inject the profile hook. 1 if it runs (or is pending
- * for a process still starting), 0 if not (the reason is said). */
-static int py_try_hook(struct lt_session *s, struct py_state *st, struct py_target *t,
-		       const struct py_interp *in, int starting)
+/* --python-method, with LLMT_PYTHON_HOOK=0 as an older way to say usdt. */
+static int py_method(const struct lt_session *s)
 {
 	const char *env = getenv("LLMT_PYTHON_HOOK");
-	char msg[1024];
 
-	if ((env && !strcmp(env, "0")) || st->hook_failed)
-		return 0;
-	if (!st->hook && !(st->hook = lt_pyh_new(s->opt.cupti_dir, s->opt.output, s->opt.session,
-							    msg, sizeof(msg)))) {
+	if (s->opt.python_method == LT_PYM_AUTO && env && !strcmp(env, "0"))
+		return LT_PYM_USDT;
+	return s->opt.python_method;
+}
+
+static int py_given(const struct lt_session *s, int pid)
+{
+	for (int i = 0; i < s->opt.n_pids; i++)
+		if (s->opt.pids[i] == pid)
+			return 1;
+	return 0;
+}
+
+/* Inject the profile hook: 0 when it runs, 1 when it goes in later (from
+ * a collector thread: a process still starting, or not given by -p), or
+ * -errno with the reason in msg. */
+static int py_try_hook(struct lt_session *s, struct py_state *st, struct py_target *t, int later,
+		       int fresh, char *msg, size_t msgsz)
+{
+	if (st->hook_failed)
+		return snprintf(msg, msgsz, "the hook cannot be used here (said above)"), -ENOTSUP;
+	if (!st->hook && !(st->hook = lt_pyh_new(s->opt.cupti_dir, s->opt.output, s->opt.session, msg, msgsz))) {
 		st->hook_failed = 1;
 		LT_WARN("python: the function hook cannot be used: %s", msg);
-		return 0;
+		return -ENOTSUP;
 	}
-	int given = 0;
-
-	for (int i = 0; i < s->opt.n_pids; i++)
-		given |= s->opt.pids[i] == t->pid;
-	/* A followed child is attached from a thread: the injector may wait for
-	 * it to sleep, and the session's loop must not. */
-	int rc = starting || !given || !lt_pyh_ready(t->pid) ? -EAGAIN :
-		 lt_pyh_attach(st->hook, t->pid, 0, msg, sizeof(msg));
-
-	if (rc == -EAGAIN) { /* starting, or busy: no thread asleep to borrow yet */
-		lt_pyh_attach_later(st->hook, t->pid, py_hook_log);
+	if (later) {
+		lt_pyh_attach_later(st->hook, t->pid, fresh, py_hook_log);
 		t->hooked = 1;
-		LT_INFO(1, "python: pid %d: %s has no USDT function probes; the profile hook goes in "
-			"once the process can take it", t->pid, in->path);
 		return 1;
 	}
-	if (rc) {
-		st->n_untraced++;
-		t->explained = 1;
-		LT_WARN("python: pid %d: cannot trace Python functions: %s has no USDT function probes and "
-			"the profile hook could not go in: %s", t->pid, in->path, msg);
-		return 1; /* said why: no second message */
-	}
+	/* Just exec'd: the library waits (bounded) for the interpreter to be
+	 * initialized, so that "tracing" means the hook is on. */
+	int rc = lt_pyh_attach(st->hook, t->pid, PY_HOOK_INIT_WAIT_MS, msg, msgsz);
+	if (rc)
+		return rc;
 	t->hooked = 1;
 	st->n_traced++;
-	LT_INFO(1, "python: pid %d: tracing functions through the injected profile hook (%s has no "
-		"USDT function probes): %s, in %s", t->pid, in->path, msg, lt_pyh_dir(st->hook));
 	const char *busy = strstr(msg, " busy=");
 	if (busy && atoi(busy + 6) > 0)
 		LT_WARN("python: pid %d: %d thread(s) already run a profiler of their own (cProfile, "
 			"sys.setprofile): left alone, their calls are not recorded until it stops",
 			t->pid, atoi(busy + 6));
-	return 1;
+	return 0;
 }
 
-/* What to do with the interpreter found for t (in->fd stays the caller's). */
-static void py_add_resolved(struct lt_session *s, struct py_state *st, struct py_target *t,
-			    const struct py_interp *in, int forced, int starting)
+static void py_use_usdt(struct lt_session *s, struct py_state *st, struct py_target *t,
+			const struct py_interp *in, const char *why)
 {
-	int pid = t->pid, err;
+	int err = py_attach(st, t, in), pid = t->pid;
 
-	if (!in->probes.has_entry || !in->probes.has_return) {
-		/* Not a Python process (yet): a launcher or shell may exec one. */
-		if (!forced && (!in->path[0] || (!in->probes.n_python && !py_is_candidate(in->path)))) {
-			t->waiting = 1;
-			LT_INFO(1, "python: pid %d runs no Python interpreter yet; waiting for an exec", pid);
-			return;
-		}
-		t->waiting = 0;
-		if (t->hooked || t->explained || (!forced && py_try_hook(s, st, t, in, starting)))
-			return;
-		t->explained++;
-		py_explain(st, pid, in, forced);
-		return;
-	}
-	t->waiting = 0;
-	err = py_attach(st, t, in);
 	if (err > 0)
 		return;
 	if (err == -EACCES || err == -EPERM) {
@@ -684,12 +667,77 @@ static void py_add_resolved(struct lt_session *s, struct py_state *st, struct py
 	}
 	if (err) {
 		st->n_untraced++;
-		LT_WARN("python: pid %d: cannot attach to the USDT probes of %s: %s",
-			pid, in->path, strerror(-err));
+		t->explained = 1;
+		LT_WARN("python: pid %d: cannot attach to the USDT probes of %s: %s%s%s",
+			t->pid, in->path, strerror(-err), why ? "; and the profile hook could not go in: " : "",
+			why ? why : "");
 		return;
 	}
 	st->n_traced++;
-	LT_INFO(1, "python: pid %d: tracing functions through the USDT probes of %s", pid, in->path);
+	if (why)
+		LT_WARN("python: pid %d: tracing functions through the USDT probes of %s (~5 us a call): "
+			"the profile hook could not go in: %s", t->pid, in->path, why);
+	else
+		LT_INFO(1, "python: pid %d: tracing functions through the USDT probes of %s", t->pid, in->path);
+}
+
+/*
+ * The cheapest exact method (--python-method auto; costs in
+ * docs/MEASUREMENTS.md): the injected hook where it can go in now (a running process given by -p);
+ * a process that is starting (launched, exec'd, a followed child) keeps the
+ * USDT probes when its interpreter has them, armed before its first Python
+ * instruction, and gets the hook later otherwise. A hook refused (an
+ * unsupported version, no thread could be stopped safely, ...) falls back
+ * to the probes, in one line saying why.
+ */
+static void py_add_resolved(struct lt_session *s, struct py_state *st, struct py_target *t,
+			    const struct py_interp *in, int forced, int starting)
+{
+	int pid = t->pid, usdt = in->probes.has_entry && in->probes.has_return, method = py_method(s);
+	int now, rc;
+	char msg[1024];
+
+	starting |= t->waiting; /* it ran no Python before: it has just exec'd one */
+	now = !starting && py_given(s, pid) && lt_pyh_ready(pid);
+
+	/* Not a Python process (yet): a launcher or shell may exec one. */
+	if (!usdt && !forced && (!in->path[0] || (!in->probes.n_python && !py_is_candidate(in->path)))) {
+		t->waiting = 1;
+		LT_INFO(1, "python: pid %d runs no Python interpreter yet; waiting for an exec", pid);
+		return;
+	}
+	t->waiting = 0;
+	if (t->hooked || t->explained || t->entry)
+		return; /* already traced (or said why not); an exec clears t->entry */
+	if (forced && in->probes.n_python < 0 && method != LT_PYM_USDT)
+		LT_WARN("python: pid %d: %s=%s cannot be read as an ELF file (%s); the interpreter is "
+			"found in the process instead", pid, PY_ENV_PATH, in->path,
+			in->why[0] ? in->why : "not an ELF file");
+	if (method == LT_PYM_USDT || (method == LT_PYM_AUTO && usdt && !now)) {
+		if (usdt)
+			py_use_usdt(s, st, t, in, NULL);
+		else
+			t->explained = 1, py_explain(st, pid, in, forced);
+		return;
+	}
+	rc = py_try_hook(s, st, t, !now, starting, msg, sizeof(msg));
+	if (rc == 1) {
+		LT_INFO(1, "python: pid %d: the profile hook goes in once the process can take it", pid);
+		return;
+	}
+	if (rc == 0) {
+		LT_INFO(1, "python: pid %d: tracing functions through the injected profile hook: %s, in %s",
+			pid, msg, lt_pyh_dir(st->hook));
+		return;
+	}
+	if (method == LT_PYM_AUTO && usdt) {
+		py_use_usdt(s, st, t, in, msg);
+		return;
+	}
+	st->n_untraced++;
+	t->explained = 1;
+	LT_WARN("python: pid %d: cannot trace Python functions: the profile hook could not go in: %s%s",
+		pid, msg, usdt || method != LT_PYM_AUTO ? "" : " (and the interpreter has no USDT probes)");
 }
 
 static int py_add_target_at(struct lt_session *s, void *state, int pid, int starting)
@@ -701,6 +749,7 @@ static int py_add_target_at(struct lt_session *s, void *state, int pid, int star
 
 	if (!t)
 		return -ENOMEM;
+	starting |= py_is_own_fork(pid); /* a launched command before its exec */
 	forced = py_resolve(s, pid, &in);
 	py_add_resolved(s, st, t, &in, forced, starting);
 	py_interp_close(&in);

@@ -39,6 +39,13 @@ enum lt_type_bit {
 };
 #define LT_T_ALL (LT_T_PYTHON | LT_T_CUDA | LT_T_SYSCALL | LT_T_CPU)
 
+/* How -t python traces calls (--python-method). */
+enum lt_python_method {
+	LT_PYM_AUTO = 0,             /* the injected hook, else the USDT probes */
+	LT_PYM_HOOK,                 /* the injected hook only */
+	LT_PYM_USDT,                 /* the USDT probes only */
+};
+
 struct lt_options {
 	int pids[LT_MAX_TARGETS];
 	int n_pids;
@@ -56,6 +63,7 @@ struct lt_options {
 	unsigned freq_hz;            /* --freq (cpu sampling), default 99 */
 	bool follow_children;        /* default true; --no-children */
 	unsigned max_probes;         /* --max-probes; 0: LT_MAX_PROBES */
+	int python_method;           /* --python-method: enum lt_python_method */
 	char **launch_argv;          /* -- CMD ARGS, NULL if none */
 	/* Not an option: drawn by lt_profile() before anything starts, and
 	 * written into the header of every log of this run (the collector's

@@ -94,6 +94,8 @@ static void cfg_parse(struct li_config *c, char *msg)
 			c->python = atoi(eq);
 		else if (!strcmp(tok, "py_wait_ms"))
 			c->py_wait_ms = atoi(eq);
+		else if (!strcmp(tok, "py_hold"))
+			c->py_hold = atoi(eq) == 1;
 	}
 }
 
@@ -294,6 +296,14 @@ LI_API int llmt_inject_attach(int sock)
 		li_sock = -1;
 	}
 	return rc;
+}
+
+/* Called by the injector on the thread it holds stopped at the entry of
+ * Py_RunMain (start key py_hold=1): install the profile function there,
+ * before the program's first Python instruction. 0 when installed. */
+LI_API int llmt_pyhook_held(void)
+{
+	return li_pyhook_held();
 }
 
 /* Called by the injector before dlclose: 1 if nothing of ours still runs

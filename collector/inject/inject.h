@@ -16,7 +16,7 @@
  *                           profile's id, written into each log's header),
  *                           runtime (0/1/2), driver (0/1),
  *                           finalize_ms, cuda (0/1), python (0/1),
- *                           py_wait_ms (pyhook.h)
+ *                           py_wait_ms, py_hold (pyhook.h)
  *   lib -> collector  "ok ..." | "err MESSAGE"
  *   collector -> lib  "stop"
  *   lib -> collector  "stopped kernels=N memcpy=N memset=N api=N dropped=N
@@ -71,6 +71,8 @@ struct li_config {
 	int python;            /* start key python=0|1 (default 0): Python calls (pyhook.c) */
 	int py_wait_ms;        /* start key py_wait_ms: wait this long for the interpreter
 				* to finish starting before answering */
+	int py_hold;           /* start key py_hold=1: a thread holding the GIL is stopped
+				* by the collector, which installs through llmt_pyhook_held */
 };
 
 enum { LI_TEARDOWN_AUTO, LI_TEARDOWN_ALWAYS, LI_TEARDOWN_NEVER };

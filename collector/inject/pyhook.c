@@ -1,6 +1,6 @@
 // SPDX-License-Identifier: Apache-2.0
 /*
- * pyhook: a C-level profile function in the target's CPython (3.10-3.13),
+ * pyhook: a C-level profile function in the target's CPython (3.9-3.13),
  * for interpreters built without USDT probes. See pyhook.h.
  *
  * Hot path (the profile callback, run by the interpreter under the GIL):
@@ -176,9 +176,9 @@ static int resolve(char *msg, size_t msgsz)
 			 "(no Py_IsInitialized in it); the process is untouched");
 		return -ENOENT;
 	}
-	if (parse_version() || api.major != 3 || api.minor < 10 || api.minor > 13) {
+	if (parse_version() || api.major != 3 || api.minor < 9 || api.minor > 13) {
 		snprintf(msg, msgsz, "err Python function tracing cannot start: CPython %d.%d is not "
-			 "supported (3.10 to 3.13 are); the process is untouched", api.major, api.minor);
+			 "supported (3.9 to 3.13 are); the process is untouched", api.major, api.minor);
 		return -ENOTSUP;
 	}
 	*(void **)&api.IsFinalizing = sym(api.minor >= 13 ? "Py_IsFinalizing" : "_Py_IsFinalizing");
@@ -257,8 +257,13 @@ static struct evlog_str code_str(void *code, const char *attr, const char *alt)
 	return s;
 }
 
+static void thread_hook_install(void);
+
 /* First call of a code object: read its names. Saves and restores any
- * exception being raised, so the interpreter sees no change. */
+ * exception being raised, so the interpreter sees no change. Also the
+ * moment to set threading._profile_hook when the hook went in before the
+ * program imported threading (launch): importing it and making a Thread
+ * call code objects for the first time, before any new thread runs. */
 static void code_fill(struct pyh_code *c, void *code)
 {
 	void *et, *ev, *tb;
@@ -270,6 +275,8 @@ static void code_fill(struct pyh_code *c, void *code)
 	if (ln)
 		api.Py_DecRef(ln);
 	api.PyErr_Clear();
+	if (!hook_set && hook_obj && obj_off >= 0 && atomic_load(&running))
+		thread_hook_install();
 	api.PyErr_Restore(et, ev, tb);
 	c->line = line > 0 ? (uint32_t)line : 0;
 	if (!c->func.ptr)
@@ -491,14 +498,15 @@ static int find_slot(void *self)
 	return 0;
 }
 
-/* Under the GIL: put the profile function on every thread state lacking one. */
-static void cover_threads(void)
+/* Under the GIL: put the profile function on every thread state lacking
+ * one; on our own too when we run on a program's thread (held install). */
+static void cover_threads(int self_too)
 {
 	void *self = api.PyGILState_GetThisThreadState();
 	void *interp = api.PyThreadState_GetInterpreter(self);
 	unsigned busy = 0;
 	for (void *ts = api.PyInterpreterState_ThreadHead(interp); ts; ts = api.PyThreadState_Next(ts)) {
-		if (ts == self || *slot_of(ts) == (void *)pyh_profile)
+		if ((ts == self && !self_too) || *slot_of(ts) == (void *)pyh_profile)
 			continue;
 		if (*slot_of(ts)) {
 			busy++;
@@ -531,13 +539,17 @@ static int uncover_threads(void)
 	return all;
 }
 
-static int install(char *msg, size_t msgsz)
+static int install(int self_too, char *msg, size_t msgsz)
 {
 	int st;
 	if (gil_take(&st)) {
 		snprintf(msg, msgsz, "err Python function tracing cannot start: the interpreter is "
 			 "shutting down");
 		return -ESHUTDOWN;
+	}
+	if (installed) { /* the held install and a tick both tried */
+		api.PyGILState_Release(st);
+		return 0;
 	}
 	if (api.PySys_GetObject && !hook_obj) {
 		hook_obj = api.PyCFunction_NewEx(&thread_hook_def, NULL, NULL);
@@ -548,7 +560,7 @@ static int install(char *msg, size_t msgsz)
 		atomic_store(&running, 1);
 		if (obj_off >= 0)
 			thread_hook_install();
-		cover_threads();
+		cover_threads(self_too);
 		installed = 1;
 	}
 	api.PyGILState_Release(st);
@@ -648,12 +660,17 @@ int li_pyhook_start(const struct li_config *c, char *msg, size_t msgsz)
 	if (rc || (rc = open_log(msg, msgsz)))
 		return rc;
 	atomic_fetch_add(&gen, 1);
+	if (c->py_hold) { /* installed by li_pyhook_held, else by a tick */
+		pending = 1;
+		snprintf(msg, msgsz, "ok cpython=%d.%d pending=1 held=1", api.major, api.minor);
+		return 0;
+	}
 	if (!wait_initialized(c->py_wait_ms)) {
 		pending = 1;
 		snprintf(msg, msgsz, "ok cpython=%d.%d pending=1", api.major, api.minor);
 		return 0;
 	}
-	if ((rc = install(msg, msgsz))) {
+	if ((rc = install(0, msg, msgsz))) {
 		pthread_mutex_lock(&lock);
 		evlog_writer_abort(wr);
 		wr = NULL;
@@ -665,6 +682,21 @@ int li_pyhook_start(const struct li_config *c, char *msg, size_t msgsz)
 	snprintf(msg, msgsz, "ok cpython=%d.%d threads=%u busy=%u", api.major,
 		 api.minor, n_threads, n_busy);
 	return 0;
+}
+
+int li_pyhook_held(void)
+{
+	char m[256];
+	if (!wr || !pending)
+		return installed ? 0 : -EINVAL;
+	if (!api.Py_IsInitialized())
+		return -EAGAIN;
+	int rc = install(1, m, sizeof(m));
+	if (!rc) {
+		pending = 0;
+		last_tasks = count_tasks();
+	}
+	return rc;
 }
 
 int li_pyhook_running(void)
@@ -679,7 +711,7 @@ void li_pyhook_tick(void)
 	if (pending && api.Py_IsInitialized()) {
 		char m[256];
 		pending = 0;
-		install(m, sizeof(m)); /* on failure the log stays empty; stop says so */
+		install(0, m, sizeof(m)); /* on failure the log stays empty; stop says so */
 		last_tasks = count_tasks();
 	} else if (installed) {
 		int n = count_tasks();
@@ -687,7 +719,7 @@ void li_pyhook_tick(void)
 		if ((n != last_tasks || ++ticks % 5 == 0) && !gil_take(&st)) {
 			if (obj_off >= 0)
 				thread_hook_install(); /* threading imported since */
-			cover_threads();
+			cover_threads(0);
 			api.PyGILState_Release(st);
 		}
 		last_tasks = n;

@@ -1,6 +1,7 @@
 /* SPDX-License-Identifier: Apache-2.0 */
 /*
- * pyhook: Python function calls for interpreters without USDT probes.
+ * pyhook: Python function calls through a C profile function (CPython
+ * 3.9-3.13), far cheaper than the USDT probes.
  *
  * Runs inside the target (libllmtracker-inject.so). It finds CPython's C
  * API in the process (dlsym; no link-time libpython), installs a C-level
@@ -10,7 +11,10 @@
  *
  * Control, from the library's control thread (entry.c):
  *   li_pyhook_start()  resolve, open the log, install (or wait for
- *                      Py_IsInitialized when the interpreter is starting);
+ *                      Py_IsInitialized when the interpreter is starting;
+ *                      with py_hold=1 leave it to li_pyhook_held);
+ *   li_pyhook_held()   (not the control thread: the program's own thread
+ *                      held at Py_RunMain) install there, self included;
  *   li_pyhook_tick()   every ~200 ms: install if it was waiting, cover
  *                      threads created since, let the log reach disk;
  *   li_pyhook_stop()   remove the profile function from every thread under
@@ -34,5 +38,9 @@ void li_pyhook_tick(void);
  * may be unloaded), else 0. msg gets the "stopped ..." line. */
 int li_pyhook_stop(int at_exit, char *msg, size_t msgsz);
 int li_pyhook_running(void);
+
+/* On a program thread that holds the GIL, stopped by the collector (start
+ * key py_hold=1): install now, on that thread too. 0, or negative errno. */
+int li_pyhook_held(void);
 
 #endif

@@ -1,6 +1,6 @@
 #!/bin/bash
 # -t python on interpreters without USDT function probes (pyenv's python3
-# 3.11, and 3.12 / 3.13 / 3.10 when present): the injected profile hook.
+# 3.11, and 3.12 / 3.13 / 3.10 / 3.9 when present): the injected profile hook.
 # A known call tree (f() calls g() 3 times, 100 iterations) runs only after
 # the collector says it is tracing, so the counts are exact; the target's
 # output and exit status are unchanged and the library is gone from its
@@ -99,7 +99,7 @@ else
 fi
 
 # 3. other CPython versions without probes, when installed
-for v in 3.12 3.13 3.10; do
+for v in 3.12 3.13 3.10 3.9; do
 	p=$(ls "$PYENV"/$v.*/bin/python$v 2>/dev/null | head -1)
 	if [ ! -x "$p" ]; then ok 0 "# SKIP no python$v"; continue; fi
 	attach "$p" "v$v" 50 0
@@ -109,16 +109,16 @@ for v in 3.12 3.13 3.10; do
 done
 
 # 4. an unsupported CPython: one clear line, the target untouched
-p=$(ls "$PYENV"/3.9.*/bin/python3.9 2>/dev/null | head -1)
+p=$(ls "$PYENV"/3.8.*/bin/python3.8 2>/dev/null | head -1)
 if [ -x "$p" ]; then
 	attach "$p" old 10 0
 	grep "cannot trace" "$T/old/err" | sed 's/^/# /'
-	said=$(grep -c "cannot trace Python functions.*CPython 3.9 is not supported" "$T/old/err")
+	said=$(grep -c "cannot trace Python functions.*CPython 3.8 is not supported" "$T/old/err")
 	[ "$said" = 1 ] && [ "$(cat $T/old/rc)" = 3 ] && [ "$(cat $T/old/maps_after)" = 0 ] &&
 		[ "$(cat $T/old/out)" = "pyh_calltree done 10 0 330" ]
-	ok $? "CPython 3.9: one clear line (said $said), target untouched (library mapped after: $(cat $T/old/maps_after)) and unchanged (exit $(cat $T/old/rc))"
+	ok $? "CPython 3.8: one clear line (said $said), target untouched (library mapped after: $(cat $T/old/maps_after)) and unchanged (exit $(cat $T/old/rc))"
 else
-	ok 0 "# SKIP no python3.9"
+	ok 0 "# SKIP no python3.8"
 fi
 
 # 4b. a thread running its own profiler (sys.setprofile) is left alone

@@ -3,6 +3,8 @@
 # USDT probes) running a known call tree (f() calls g() 3 times, 100
 # iterations), launched and attached by -p; an interpreter without probes
 # gets a clear message; probes are gone from the target after detaching.
+# Every run says --python-method usdt, the method tested here
+# (tests/integration/pyhook_busy.sh checks which one -t python picks).
 set -u
 BUILD=${BUILD:-build}
 LT=$(realpath -m "$BUILD/bin/llmtracker")
@@ -34,7 +36,7 @@ wait_for() { # file pattern: up to 5 s
 }
 
 # 1. launched: traced from its first instruction
-"$LT" profile -t python -o "$T/launch.log" -- $PY "$SCRIPT" 100 > "$T/out" 2> "$T/err"
+"$LT" profile --python-method usdt -t python -o "$T/launch.log" -- $PY "$SCRIPT" 100 > "$T/out" 2> "$T/err"
 ok $? "profile -t python -- python3.11 script exits 0"
 check "$T/launch.log" "launched: exact f/g enter+exit counts, nested per thread" f=100 g=300
 
@@ -55,7 +57,7 @@ else
 fi
 
 # 1b. four threads at once: every thread's calls, each nested on its own thread
-"$LT" profile -t python -o "$T/threads.log" -- $PY "$PWD/tests/workloads/py_threads.py" 4 200 > /dev/null 2> "$T/err"
+"$LT" profile --python-method usdt -t python -o "$T/threads.log" -- $PY "$PWD/tests/workloads/py_threads.py" 4 200 > /dev/null 2> "$T/err"
 check "$T/threads.log" "4 threads: exact counts, nesting per thread" f=800 g=2400 work=4
 "$DUMP" "$T/threads.log" | grep '^py_enter.* func=work ' | grep -o 'tid=[0-9]*' | sort -u | wc -l | grep -qx 4
 ok $? "the 4 workers are recorded on 4 distinct threads"
@@ -63,7 +65,7 @@ ok $? "the 4 workers are recorded on 4 distinct threads"
 # 2. attached by -p to a running interpreter, which then runs the tree
 $PY "$SCRIPT" 100 "$T/go" > "$T/p.out" & tp=$!; pids+=($tp)
 sleep 0.3
-"$LT" profile -p $tp -t python -o "$T/attach.log" -v 1 > "$T/out" 2> "$T/err" & cp=$!; pids+=($cp)
+"$LT" profile --python-method usdt -p $tp -t python -o "$T/attach.log" -v 1 > "$T/out" 2> "$T/err" & cp=$!; pids+=($cp)
 if wait_for "$T/err" "tracing functions"; then touch "$T/go"; fi
 wait $cp; rc=$?
 ok $rc "profile -p PID -t python exits 0 when the target ends"
@@ -75,7 +77,7 @@ if command -v unshare >/dev/null && unshare -m true 2>/dev/null; then
 	cp $PY "$T/py-copy"
 	unshare -m sh -c "mount --bind '$T/py-copy' $PY && exec $PY '$SCRIPT' 100 '$T/gomnt'" > /dev/null & tp=$!; pids+=($tp)
 	sleep 0.5
-	"$LT" profile -p $tp -t python -o "$T/mnt.log" -v 1 > /dev/null 2> "$T/err" & cp=$!; pids+=($cp)
+	"$LT" profile --python-method usdt -p $tp -t python -o "$T/mnt.log" -v 1 > /dev/null 2> "$T/err" & cp=$!; pids+=($cp)
 	wait_for "$T/err" "tracing functions" && touch "$T/gomnt"
 	wait $cp
 	[ "$(stat -L -c %i /proc/$tp/exe 2>/dev/null || stat -c %i "$T/py-copy")" != "$(stat -c %i $PY)" ]
@@ -104,14 +106,14 @@ PY
 }
 if readelf -h $PY | grep -q 'EXEC (Executable'; then
 	before=$(sema $tp)
-	"$LT" profile -p $tp -t python -d 1 -o "$T/d.log" > /dev/null 2> "$T/err" & cp=$!; pids+=($cp)
+	"$LT" profile --python-method usdt -p $tp -t python -d 1 -o "$T/d.log" > /dev/null 2> "$T/err" & cp=$!; pids+=($cp)
 	sleep 0.6; during=$(sema $tp)
 	wait $cp
 	after=$(sema $tp)
 	echo "# semaphores entry/return/line: before '$before' during '$during' after '$after'"
 	[ "$before" = "0 0 0" ] && [ "$during" = "1 1 1" ] && [ "$after" = "0 0 0" ]
 	ok $? "probes raised while profiling, the target left as found after"
-	"$LT" profile -p $tp -t python -d 10 -o "$T/k.log" > /dev/null 2>&1 & cp=$!; pids+=($cp)
+	"$LT" profile --python-method usdt -p $tp -t python -d 10 -o "$T/k.log" > /dev/null 2>&1 & cp=$!; pids+=($cp)
 	sleep 0.6; during=$(sema $tp); kill -KILL $cp; wait $cp 2>/dev/null; sleep 0.2
 	after=$(sema $tp)
 	echo "# collector killed with SIGKILL: during '$during' after '$after'"
@@ -123,14 +125,14 @@ fi
 touch "$T/go2"; wait $tp 2>/dev/null
 
 # 4. a child exec'd by a shell is followed into Python
-PY_CALLTREE_DELAY=0.3 "$LT" profile -t python -o "$T/exec.log" -- /bin/sh -c "sleep 0.1; exec $PY $SCRIPT 100" \
+PY_CALLTREE_DELAY=0.3 "$LT" profile --python-method usdt -t python -o "$T/exec.log" -- /bin/sh -c "sleep 0.1; exec $PY $SCRIPT 100" \
 	> /dev/null 2> "$T/err"
 check "$T/exec.log" "sh -c 'exec python3.11 ...': followed through exec, exact counts" f=100 g=300
 
 # 5. EBPF_USDT_PYTHON_PATH names the interpreter
-EBPF_USDT_PYTHON_PATH=$PY "$LT" profile -t python -o "$T/env.log" -- $PY "$SCRIPT" 20 > /dev/null 2> "$T/err"
+EBPF_USDT_PYTHON_PATH=$PY "$LT" profile --python-method usdt -t python -o "$T/env.log" -- $PY "$SCRIPT" 20 > /dev/null 2> "$T/err"
 check "$T/env.log" "EBPF_USDT_PYTHON_PATH=$PY is used" f=20 g=60
-EBPF_USDT_PYTHON_PATH=/nonexistent/python "$LT" profile -t python -o "$T/env2.log" -- $PY "$SCRIPT" 5 \
+EBPF_USDT_PYTHON_PATH=/nonexistent/python "$LT" profile --python-method usdt -t python -o "$T/env2.log" -- $PY "$SCRIPT" 5 \
 	> /dev/null 2> "$T/err"; rc=$?
 grep -q "EBPF_USDT_PYTHON_PATH=/nonexistent/python cannot be read" "$T/err" && [ $rc -eq 0 ]
 ok $? "a wrong EBPF_USDT_PYTHON_PATH is named in a clear message"
@@ -143,7 +145,7 @@ if [ -n "$NOUSDT" ] && ! readelf -n "$NOUSDT" 2>/dev/null | grep -q function__en
 	"$NOUSDT" -c 'import time; time.sleep(30)' & b=$!; pids+=($b)
 	sleep 0.3
 	# LLMT_PYTHON_HOOK=0: no profile-hook fallback (tests/integration/pyhook_attach.sh covers it)
-	LLMT_PYTHON_HOOK=0 "$LT" profile -p $a -p $b -t python -o "$T/mixed.log" -d 3 -v 1 > /dev/null 2> "$T/err" & cp=$!; pids+=($cp)
+	LLMT_PYTHON_HOOK=0 "$LT" profile --python-method usdt -p $a -p $b -t python -o "$T/mixed.log" -d 3 -v 1 > /dev/null 2> "$T/err" & cp=$!; pids+=($cp)
 	wait_for "$T/err" "tracing functions" && touch "$T/go3"
 	wait $a; wait $cp; rc=$?
 	grep "cannot trace" "$T/err" | sed 's/^/# /'
@@ -156,7 +158,7 @@ else
 fi
 
 # 7. not Python at all
-"$LT" profile -t python -o "$T/sleep.log" -- /bin/sleep 0.2 > /dev/null 2> "$T/err"; rc=$?
+"$LT" profile --python-method usdt -t python -o "$T/sleep.log" -- /bin/sleep 0.2 > /dev/null 2> "$T/err"; rc=$?
 grep -q "ran no Python interpreter" "$T/err" && [ $rc -eq 0 ]
 ok $? "a non-Python command is reported, not an error"
 exit 0

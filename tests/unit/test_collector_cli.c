@@ -126,6 +126,22 @@ static void bad_values(void **st)
 	assert_int_equal(PARSE(&o, err, "profile", "-t", "cpu", "-p"), -1);
 }
 
+static void python_method(void **st)
+{
+	struct lt_options o;
+	char err[256];
+
+	(void)st;
+	assert_int_equal(PARSE(&o, err, "profile", "-t", "python", "-p", "1"), 0);
+	assert_int_equal(o.python_method, LT_PYM_AUTO);
+	assert_int_equal(PARSE(&o, err, "profile", "-t", "python", "-p", "1", "--python-method", "hook"), 0);
+	assert_int_equal(o.python_method, LT_PYM_HOOK);
+	assert_int_equal(PARSE(&o, err, "profile", "-t", "python", "-p", "1", "--python-method", "usdt"), 0);
+	assert_int_equal(o.python_method, LT_PYM_USDT);
+	assert_int_equal(PARSE(&o, err, "profile", "-t", "python", "-p", "1", "--python-method", "fast"), -1);
+	assert_string_equal(err, "--python-method fast: expected auto, hook or usdt");
+}
+
 static void launch_runs_after_release(void **st)
 {
 	struct lt_launch l;
@@ -210,6 +226,7 @@ int main(void)
 		cmocka_unit_test(seed_flags),
 		cmocka_unit_test(defaults_and_launch),
 		cmocka_unit_test(bad_values),
+		cmocka_unit_test(python_method),
 		cmocka_unit_test(launch_runs_after_release),
 		cmocka_unit_test(launch_missing_command),
 		cmocka_unit_test(launch_abort_kills_unreleased),
