@@ -7,9 +7,11 @@
 # python3.11, USDT probes) in another container.
 #   - BPF+PERFMON+SYS_PTRACE: cpu, syscall, pysample record, the job's
 #     python3.11 frames named (its files opened inside its root: openat2);
-#   - -t python then fails (USDT uprobes need SYS_ADMIN): non-zero exit, one
-#     line naming CAP_SYS_ADMIN, nothing published; with SYS_ADMIN it records;
-#   - -t all records the rest and lists python as not recorded;
+#   - -t python (its default method, the injected hook) records there too;
+#     --python-method usdt fails (USDT uprobes need SYS_ADMIN): non-zero exit,
+#     one line naming CAP_SYS_ADMIN, nothing published; with SYS_ADMIN it
+#     records; -t all --python-method usdt records the rest and lists python
+#     as not recorded;
 #   - without SYS_PTRACE the collector refuses, naming it;
 #   - logs name the node (its /etc/hostname), not the collector's container.
 set -u
@@ -53,9 +55,10 @@ while True:
 job=$(ct_pid)
 echo "# job: host pid $job"
 
-# collect NAME CAPS SECCOMP TYPES: the collector in its container, 2 s; sets rc
+# collect NAME CAPS SECCOMP TYPES [ARGS...]: the collector in its container, 2 s; sets rc
 collect() {
 	local name=$1 caps=$2 sec=$3 types=$4 add=()
+	shift 4
 	mkdir -p "$T/$name"
 	[ -n "$caps" ] && add+=(--cap-add="$caps")
 	[ -n "$sec" ] && add+=(--security-opt seccomp="$sec")
@@ -63,7 +66,7 @@ collect() {
 	# rights over itself in there: the other tests check leaks
 	ct_run --pid=host --cap-drop=all "${add[@]}" -e ASAN_OPTIONS=detect_leaks=0 \
 		-v "$BUILD_ABS:$BUILD_ABS:ro" -v "$T/$name:/out" "$COLL_IMAGE" \
-		"$BUILD_ABS/bin/llmtracker" profile -p "$job" -t "$types" -d 2 -q -o /out/c.evlog ||
+		"$BUILD_ABS/bin/llmtracker" profile -p "$job" -t "$types" "$@" -d 2 -q -o /out/c.evlog ||
 		{ rc=125; return; }
 	podman wait "$CT_ID" > /dev/null 2>&1 # its answer was 0 for a container that had just failed
 	rc=$(podman inspect -f '{{.State.ExitCode}}' "$CT_ID")
@@ -87,19 +90,25 @@ node=$(hostname)
 check "... the log names the node ($node), not the collector's container ($(grep -m1 '^# host=' "$T/base/dump"))" \
 	grep -qx "# host=$node" "$T/base/dump"
 
-collect py "$BASE" "$SECCOMP" python
+collect pyhook "$BASE" "$SECCOMP" python
+check "BPF+PERFMON+SYS_PTRACE: -t python (the hook, by default) exits 0" [ "$rc" = 0 ]
+"$DUMP" "$T"/pyhook/llmtracker-python.*.evlog > "$T/pyhook/dump" 2>&1
+check "... the job's calls recorded ($(grep -c '^py_enter .* func=g ' "$T/pyhook/dump") of g)" \
+	grep -q '^py_enter .* func=g ' "$T/pyhook/dump"
+
+collect py "$BASE" "$SECCOMP" python --python-method usdt
 failed() { [ "$rc" != 0 ] && [ "$rc" != 125 ]; }
-check "BPF+PERFMON+SYS_PTRACE: -t python (USDT) fails (exit $rc)" failed
+check "BPF+PERFMON+SYS_PTRACE: -t python --python-method usdt fails (exit $rc)" failed
 check "... with one line naming CAP_SYS_ADMIN" [ "$(grep -c 'CAP_SYS_ADMIN' "$T/py/err")" = 1 ]
 check "... and publishes no log" [ ! -e "$T/py/c.evlog" ]
 
-collect all "$BASE" "$SECCOMP" all
+collect all "$BASE" "$SECCOMP" all --python-method usdt
 check "BPF+PERFMON+SYS_PTRACE: -t all exits 0" [ "$rc" = 0 ]
 check "... the summary lists python as not recorded, naming CAP_SYS_ADMIN" \
 	grep -qE '^ +python +0 +[0-9]+ +not recorded: .*CAP_SYS_ADMIN' "$T/all/err"
 check "... syscall recorded ($(events_of all syscall) events)" [ "$(events_of all syscall)" -gt 0 ]
 
-collect admin "$BASE,SYS_ADMIN" "" python
+collect admin "$BASE,SYS_ADMIN" "" python --python-method usdt
 check "+SYS_ADMIN, the runtime's default seccomp: -t python exits 0" [ "$rc" = 0 ]
 check "... python recorded ($(events_of admin python) events)" [ "$(events_of admin python)" -gt 0 ]
 
