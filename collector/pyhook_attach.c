@@ -90,6 +90,7 @@ struct lt_pyhook {
 	int n_later;
 	atomic_int stopping;
 	atomic_int later_ok;
+	uint64_t events;                /* py_enter + py_exit the stopped hooks reported */
 };
 
 static int pyh_find_lib(char *out)
@@ -449,9 +450,11 @@ static void pyh_stop_one(struct lt_pyhook *ph, struct pyh_target *t, void (*log)
 		lt_ictl_send(t->inj.sock, "stop", NULL, 0);
 		rc = lt_ictl_await(t->inj.sock, "stopped", reply, sizeof(reply), PYH_REPLY_MS);
 	}
-	if (rc > 0)
+	if (rc > 0) {
 		snprintf(line, sizeof(line), "python: pid %d: hook %s, log %s/%s", t->pid, lt_ictl_text(reply),
 			 ph->dir, t->log.name);
+		ph->events += lt_ictl_field(reply, "py_enter") + lt_ictl_field(reply, "py_exit");
+	}
 	else
 		snprintf(line, sizeof(line), "python: pid %d: the hook library %s", t->pid,
 			 rc == -ETIMEDOUT ? "did not answer the stop request (GIL held?)"
@@ -475,6 +478,11 @@ int lt_pyh_stop(struct lt_pyhook *ph, void (*log)(char level, const char *msg))
 		pyh_stop_one(ph, &ph->t[i], log);
 	ph->n = 0;
 	return atomic_exchange(&ph->later_ok, 0);
+}
+
+uint64_t lt_pyh_events(const struct lt_pyhook *ph)
+{
+	return ph ? ph->events : 0;
 }
 
 void lt_pyh_free(struct lt_pyhook *ph)

@@ -47,6 +47,9 @@ int lt_pyh_attach_later(struct lt_pyhook *ph, int pid, int fresh, void (*log)(ch
  * target through `log` ('I' or 'W'). Returns how many attaches made by
  * lt_pyh_attach_later() had started. */
 int lt_pyh_stop(struct lt_pyhook *ph, void (*log)(char level, const char *msg));
+/* Python events (calls and returns) the stopped hooks said they wrote into
+ * their logs: the python source's count in the summary. */
+uint64_t lt_pyh_events(const struct lt_pyhook *ph);
 void lt_pyh_free(struct lt_pyhook *ph);
 
 /* Is `pid` hooked (started)? */

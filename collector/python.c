@@ -50,6 +50,7 @@ struct py_target {
 	int waiting;                /* no interpreter mapped yet: wait for exec */
 	int explained;              /* said why it cannot be traced */
 	int hooked;                 /* traced by the injected hook */
+	int launched;               /* the command `profile -- CMD` started */
 };
 
 struct py_state {
@@ -683,10 +684,11 @@ static void py_use_usdt(struct lt_session *s, struct py_state *st, struct py_tar
 
 /*
  * The cheapest exact method (--python-method auto; costs in
- * docs/MEASUREMENTS.md): the injected hook where it can go in now (a running process given by -p);
- * a process that is starting (launched, exec'd, a followed child) keeps the
- * USDT probes when its interpreter has them, armed before its first Python
- * instruction, and gets the hook later otherwise. A hook refused (an
+ * docs/MEASUREMENTS.md): the injected hook where it can go in now (a running
+ * process given by -p) or exactly from the start (the launched command, held
+ * at Py_RunMain until it is in); a process that appears later (exec'd, a
+ * followed child) keeps the USDT probes when its interpreter has them, armed
+ * before its first Python instruction, and gets the hook later otherwise. A hook refused (an
  * unsupported version, no thread could be stopped safely, ...) falls back
  * to the probes, in one line saying why.
  */
@@ -713,7 +715,10 @@ static void py_add_resolved(struct lt_session *s, struct py_state *st, struct py
 		LT_WARN("python: pid %d: %s=%s cannot be read as an ELF file (%s); the interpreter is "
 			"found in the process instead", pid, PY_ENV_PATH, in->path,
 			in->why[0] ? in->why : "not an ELF file");
-	if (method == LT_PYM_USDT || (method == LT_PYM_AUTO && usdt && !now)) {
+	/* auto: the hook where it is exact, a running -p target or the launched
+	 * command (held at Py_RunMain); probes for the processes that appear
+	 * later (followed children) where the interpreter has them. */
+	if (method == LT_PYM_USDT || (method == LT_PYM_AUTO && usdt && !now && !t->launched)) {
 		if (usdt)
 			py_use_usdt(s, st, t, in, NULL);
 		else
@@ -749,7 +754,8 @@ static int py_add_target_at(struct lt_session *s, void *state, int pid, int star
 
 	if (!t)
 		return -ENOMEM;
-	starting |= py_is_own_fork(pid); /* a launched command before its exec */
+	if (py_is_own_fork(pid)) /* a launched command before its exec */
+		starting = t->launched = 1;
 	forced = py_resolve(s, pid, &in);
 	py_add_resolved(s, st, t, &in, forced, starting);
 	py_interp_close(&in);
@@ -854,10 +860,10 @@ static int py_finish(struct lt_session *s, void *state)
 	char pids[128] = "";
 	unsigned n = 0;
 
-	(void)s;
 	if (!st)
 		return 0;
 	st->n_traced += lt_pyh_stop(st->hook, py_hook_log);
+	lt_session_add_events(s, "python", lt_pyh_events(st->hook));
 	for (size_t i = 0; i < st->n; i++) {
 		size_t len = strlen(pids);
 

@@ -110,6 +110,15 @@ void lt_session_not_recorded(struct lt_session *s, const char *source, const cha
 	}
 }
 
+void lt_session_add_events(struct lt_session *s, const char *source, uint64_t n)
+{
+	struct lt_priv *p = P(s);
+
+	for (size_t i = 0; i < LT_N_SOURCES; i++)
+		if (!strcmp(p->slots[i].src->name, source))
+			p->slots[i].events += n;
+}
+
 void lt_session_init(struct lt_session *s, const struct lt_options *opt)
 {
 	struct lt_priv *p;

@@ -153,6 +153,10 @@ void lt_session_refuse(struct lt_session *s, const char *fmt, ...)
 void lt_session_not_recorded(struct lt_session *s, const char *source, const char *fmt, ...)
 	__attribute__((format(printf, 3, 4)));
 
+/* Events `source` recorded outside the ring buffer (an injected library's
+ * own log): added to its row of the summary. */
+void lt_session_add_events(struct lt_session *s, const char *source, uint64_t n);
+
 /* glog-style logging: I/W/E + MMDD hh:mm:ss.uuuuuu tid file:line] msg */
 extern int lt_verbosity;
 void lt_log(char level, const char *file, int line, const char *fmt, ...)

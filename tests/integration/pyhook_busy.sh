@@ -133,19 +133,20 @@ launch() { # TAG PY [profile options]
 launch l "$PY"
 ok $? "launched python3.12, CPU-bound from its first line: hook installed at Py_RunMain, exact counts, status 3 reported"
 if [ -n "$USDTPY" ]; then
-	launch lh "$USDTPY" --python-method hook
-	ok $? "launched $USDTPY --python-method hook: the same through the hook"
+	launch lh "$USDTPY"
+	ok $? "launched $USDTPY (USDT probes too; auto picks the hook): the same through the hook"
 else
 	ok 0 "# SKIP no /usr/bin/python3.11 with USDT probes"
 fi
 if [ -n "$USDTPY" ]; then
 	mkdir -p "$T/lu"
 	"$USDTPY" "$S" ref 100 2 > "$T/lu/ref"
-	"$LT" profile -t python -o "$T/lu/c.log" -v 1 -- "$USDTPY" "$S" measure now 100 2 > "$T/lu/out" 2> "$T/lu/err"
+	"$LT" profile -t python --python-method usdt -o "$T/lu/c.log" -v 1 -- "$USDTPY" "$S" measure now 100 2 \
+		> "$T/lu/out" 2> "$T/lu/err"
 	echo $? > "$T/lu/coll_rc"
 	said "$T/lu/err"
 	counts "$T/lu" "$(cat "$T/lu/ref")" && [ "$(cat "$T/lu/coll_rc")" = 0 ] && grep -q "through the USDT probes" "$T/lu/err"
-	ok $? "launched $USDTPY (measured part at once): USDT probes armed before its first instruction, exact counts"
+	ok $? "launched $USDTPY --python-method usdt (measured part at once): USDT probes armed before its first instruction, exact counts"
 else
 	ok 0 "# SKIP no /usr/bin/python3.11 with USDT probes"
 fi

@@ -105,17 +105,24 @@ print(*out)
 PY
 }
 if readelf -h $PY | grep -q 'EXEC (Executable'; then
+	# sema_until PID WANT: the semaphores once they read WANT (the collector
+	# attaches later on a busy machine), or as they are after 30 s
+	sema_until() {
+		local v
+		for _ in $(seq 300); do v=$(sema "$1"); [ "$v" = "$2" ] && break; sleep 0.1; done
+		echo "$v"
+	}
 	before=$(sema $tp)
-	"$LT" profile --python-method usdt -p $tp -t python -d 1 -o "$T/d.log" > /dev/null 2> "$T/err" & cp=$!; pids+=($cp)
-	sleep 0.6; during=$(sema $tp)
-	wait $cp
+	"$LT" profile --python-method usdt -p $tp -t python -d 60 -o "$T/d.log" > /dev/null 2> "$T/err" & cp=$!; pids+=($cp)
+	during=$(sema_until $tp "1 1 1")
+	kill -INT $cp; wait $cp
 	after=$(sema $tp)
 	echo "# semaphores entry/return/line: before '$before' during '$during' after '$after'"
 	[ "$before" = "0 0 0" ] && [ "$during" = "1 1 1" ] && [ "$after" = "0 0 0" ]
 	ok $? "probes raised while profiling, the target left as found after"
 	"$LT" profile --python-method usdt -p $tp -t python -d 10 -o "$T/k.log" > /dev/null 2>&1 & cp=$!; pids+=($cp)
-	sleep 0.6; during=$(sema $tp); kill -KILL $cp; wait $cp 2>/dev/null; sleep 0.2
-	after=$(sema $tp)
+	during=$(sema_until $tp "1 1 1"); kill -KILL $cp; wait $cp 2>/dev/null
+	after=$(sema_until $tp "0 0 0")
 	echo "# collector killed with SIGKILL: during '$during' after '$after'"
 	[ "$during" = "1 1 1" ] && [ "$after" = "0 0 0" ] && kill -0 $tp
 	ok $? "even a SIGKILLed collector leaves the target's probes off and the target running"

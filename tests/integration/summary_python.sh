@@ -49,17 +49,24 @@ assert rows, "no Python rows parsed"
 src = open(script).read().splitlines()
 def line_of(text):
     return next(i + 1 for i, l in enumerate(src) if l.startswith(text))
-mine = lambda name, text: rows[(name, script, line_of(text))]
+# bare (USDT: co_name) or qualified (the hook: co_qualname, 3.11+) names
+same = lambda n, name: n == name or n.endswith("." + name)
+def mine(name, text):
+    k = [k for k in rows if same(k[0], name) and k[1:] == (script, line_of(text))]
+    assert len(k) == 1, (name, text, k)
+    return rows[k[0]]
 want = {("main", "def main():"): 1, ("main", "    def main(self"): R,
         ("decode", "def decode("): 3 * R, ("fact", "def fact("): 60 * R}
 for (name, text), calls in want.items():
     got = mine(name, text)["calls"]
     print("# %s at %s: %d calls (want %d)" % (name, text.strip(), got, calls))
     assert got == calls
-site = [k for k in rows if k[0] == "main" and k[1] in ("<frozen site>", "/usr/lib/python3.11/site.py")]
-jdec = [k for k in rows if k[0] == "decode" and k[1].endswith("json/decoder.py")]
+site = [k for k in rows if same(k[0], "main") and k[1] in ("<frozen site>", "/usr/lib/python3.11/site.py")]
+jdec = [k for k in rows if same(k[0], "decode") and k[1].endswith("json/decoder.py")]
 print("# site.main rows:", site, "JSONDecoder.decode rows:", jdec)
-assert len(site) == 1 and rows[site[0]]["calls"] == 1
+# site.main runs while the interpreter starts: USDT sees it, the hook (in
+# from Py_RunMain, the program's start) does not; never merged with main
+assert len(site) <= 1 and all(rows[k]["calls"] == 1 for k in site)
 assert len(jdec) == 1 and rows[jdec[0]]["calls"] == 3 * R
 for k, r in rows.items():
     assert r["self"] <= r["incl"] + 0.0015, ("self > incl", k, r)
@@ -74,7 +81,8 @@ dur = collections.Counter()
 for e in ev:
     if e.get("cat") == "python_function" and e.get("ph") == "X":
         dur[(e["name"], e["args"]["file"], e["args"]["line"])] += e["dur"] / 1000.0
-for k in [(n, script, line_of(t)) for n, t in want if n != "fact"] + jdec:
+keys = [k for k in rows for n, t in want if n != "fact" and same(k[0], n) and k[1:] == (script, line_of(t))]
+for k in keys + jdec:
     print("# %s: summary %.3f ms, trace %.3f ms" % (k[0], rows[k]["incl"], dur[k]))
     assert abs(rows[k]["incl"] - dur[k]) <= 0.01 + 0.001 * dur[k]
 PY
