@@ -35,6 +35,7 @@
 #include "probe_cost.h"
 #include "uprobe_multi.h"
 #include "session.h"
+#include "launch.h"
 #include "targets.h"
 #include "tfile.h"
 
@@ -810,17 +811,6 @@ static void arm_image(struct lt_session *s, struct cp_state *st, int pid, int ro
 		exe_path, n, (lt_now_ns() - t0) / 1e6);
 }
 
-/* Is `pid` our own fork, not yet exec'd (a launched command before release)? */
-static bool own_fork(int pid)
-{
-	char a[64], self[PATH_MAX], other[PATH_MAX];
-	ssize_t n, m;
-
-	snprintf(a, sizeof(a), "/proc/%d/exe", pid);
-	n = readlink(a, other, sizeof(other) - 1);
-	m = readlink("/proc/self/exe", self, sizeof(self) - 1);
-	return n > 0 && n == m && !memcmp(self, other, (size_t)n);
-}
 
 /* A running target's image: its executable and environment from /proc. */
 static void arm_running(struct lt_session *s, struct cp_state *st, int pid)
@@ -829,7 +819,7 @@ static void arm_running(struct lt_session *s, struct cp_state *st, int pid)
 	int root_fd, exe_fd;
 	bool has_env;
 
-	if (own_fork(pid) || lt_proc_read_exe(pid, exe, sizeof(exe)) || exe[0] != '/')
+	if (lt_launch_is_own_fork(pid) || lt_proc_read_exe(pid, exe, sizeof(exe)) || exe[0] != '/')
 		return;
 	has_env = lt_lds_env_of(pid, env, sizeof(env));
 	root_fd = lt_tf_root_open(LT_TF_PROC, pid);

@@ -1,5 +1,6 @@
 // SPDX-License-Identifier: Apache-2.0
 #include <errno.h>
+#include <limits.h>
 #include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -127,4 +128,15 @@ const char *lt_launch_status_str(const struct lt_launch *l, char *buf, size_t sz
 	else
 		snprintf(buf, sz, "ended (wait status %#x)", l->status);
 	return buf;
+}
+
+bool lt_launch_is_own_fork(int pid)
+{
+	char a[64], self[PATH_MAX], other[PATH_MAX];
+	ssize_t n, m;
+
+	snprintf(a, sizeof(a), "/proc/%d/exe", pid);
+	n = readlink(a, other, sizeof(other) - 1);
+	m = readlink("/proc/self/exe", self, sizeof(self) - 1);
+	return n > 0 && n == m && !memcmp(self, other, (size_t)n);
 }

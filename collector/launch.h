@@ -32,6 +32,10 @@ bool lt_launch_reap(struct lt_launch *l, bool block);
 /* Error path before release: the command never ran, so kill and reap it. */
 void lt_launch_abort(struct lt_launch *l);
 
+/* Is `pid` still our own fork, a launched command that has not exec'd yet
+ * (its executable is this program's)? */
+bool lt_launch_is_own_fork(int pid);
+
 /* "exited with status N" / "killed by signal N" */
 const char *lt_launch_status_str(const struct lt_launch *l, char *buf, size_t sz);
 

@@ -5,6 +5,7 @@
  * collector/inject/pyhook.c, the protocol collector/inject/inject.h.
  */
 #include "pyhook_attach.h"
+#include "launch.h"
 #include "nodename.h"
 #include "injector.h"
 #include "inject_latch.h"
@@ -358,16 +359,6 @@ static int pyh_libc_mapped(int pid)
 	return found;
 }
 
-/* Still our own fork (a launched command that has not exec'd yet)? */
-static int pyh_own_fork(int pid)
-{
-	char a[64], self[PATH_MAX], other[PATH_MAX];
-	ssize_t n, m;
-	snprintf(a, sizeof(a), "/proc/%d/exe", pid);
-	n = readlink(a, other, sizeof(other) - 1);
-	m = readlink("/proc/self/exe", self, sizeof(self) - 1);
-	return n > 0 && n == m && !memcmp(self, other, (size_t)n);
-}
 
 static uint64_t pyh_now_ms(void)
 {
@@ -386,7 +377,7 @@ static void *pyh_later_main(void *arg)
 	uint64_t end = pyh_now_ms() + PYH_LATER_MS;
 	int rc = -ETIMEDOUT, at_start = l->fresh;
 	while (!atomic_load(&l->ph->stopping) && pyh_now_ms() < end && pyh_alive(l->pid)) {
-		if (at_start && pyh_own_fork(l->pid)) { /* a launched command before its exec */
+		if (at_start && lt_launch_is_own_fork(l->pid)) { /* a launched command before its exec */
 			usleep(500);
 			continue;
 		}

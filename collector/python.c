@@ -35,6 +35,7 @@
 #include "bpf/python.h"
 #include "pyhook_attach.h"
 #include "session.h"
+#include "launch.h"
 #include "tfile.h"
 
 #define PY_ENV_PATH "EBPF_USDT_PYTHON_PATH"
@@ -505,17 +506,6 @@ static int py_attach(struct py_state *st, struct py_target *t, const struct py_i
 	return 0;
 }
 
-/* Is `pid` our own fork, stopped before it execs the launched command? */
-static int py_is_own_fork(int pid)
-{
-	char a[64], self[PATH_MAX], other[PATH_MAX];
-	ssize_t n, m;
-
-	snprintf(a, sizeof(a), "/proc/%d/exe", pid);
-	n = readlink(a, other, sizeof(other) - 1);
-	m = readlink("/proc/self/exe", self, sizeof(self) - 1);
-	return n > 0 && n == m && !memcmp(self, other, n);
-}
 
 /* `name` as execvp would find it. */
 static int py_which(const char *name, char *out, size_t sz)
@@ -569,7 +559,7 @@ static int py_resolve(struct lt_session *s, int pid, struct py_interp *in)
 		return 1;
 	/* A launched command is made a target before it execs: probe the file
 	 * it is about to run, so its first Python call is seen. */
-	if (s->opt.launch_argv && s->opt.launch_argv[0] && py_is_own_fork(pid)) {
+	if (s->opt.launch_argv && s->opt.launch_argv[0] && lt_launch_is_own_fork(pid)) {
 		int root_fd = lt_tf_root_open(LT_TF_PROC, pid); /* our fork: our root */
 
 		py_interp_init(in);
@@ -754,7 +744,7 @@ static int py_add_target_at(struct lt_session *s, void *state, int pid, int star
 
 	if (!t)
 		return -ENOMEM;
-	if (py_is_own_fork(pid)) /* a launched command before its exec */
+	if (lt_launch_is_own_fork(pid)) /* a launched command before its exec */
 		starting = t->launched = 1;
 	forced = py_resolve(s, pid, &in);
 	py_add_resolved(s, st, t, &in, forced, starting);
