@@ -149,12 +149,12 @@ def top(n):
 
 print(top(300))
 PYEOF
-	timeout 120 "$LT" profile -q -t python -o "$T/py.log" -- $PY "$T/early.py" >"$T/py.out" 2>"$T/py.err"
+	timeout 120 "$LT" profile -q -t python --python-method usdt -o "$T/py.log" -- $PY "$T/early.py" >"$T/py.out" 2>"$T/py.err"
 	prc=$?
 	"$DUMP" "$T/py.log" | python3 tests/integration/python_check.py top=1 mid=300 leaf=300 >"$T/py.check" 2>&1
 	crc=$?
 	sed 's/^/# /' "$T/py.check"
-	check "python3.11 launched: top/mid/leaf entered and left exactly 1/300/300 times" "[ $prc = 0 ] && [ $crc = 0 ]"
+	check "python3.11 launched, USDT probes: top/mid/leaf entered and left exactly 1/300/300 times" "[ $prc = 0 ] && [ $crc = 0 ]"
 else
 	echo "ok $((n += 1)) - # SKIP $PY has no USDT probes"
 fi
