@@ -68,7 +68,8 @@ grep -v '^ready' "$W/run.out" >"$W/run.cmp"
 check 'cmp -s "$W/ref.out" "$W/run.cmp"' "target output identical to the run without injection"
 check '[ "$run_rc" = "$ref_rc" ]' "target exit status unchanged ($run_rc)"
 check '[ -z "$(ls -A "$W/cwd")" ]' "nothing written into the target's cwd"
-left=$(find /tmp /dev/shm -maxdepth 2 -newer "$W/stamp" \( -name '*llmtracker*' -o -name '*inject*' \) \
+# files only, at the top: other tests running meanwhile make directories there
+left=$(find /tmp /dev/shm -maxdepth 1 -type f -newer "$W/stamp" \( -name '*llmtracker*' -o -name '*inject*' \) \
 	! -path "$W*" 2>/dev/null)
 check '[ -z "$left" ]' "no file left in /tmp or /dev/shm"
 

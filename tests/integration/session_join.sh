@@ -85,7 +85,7 @@ if [ -x "$PY" ] && [ "$("$PY" -c 'import sysconfig; print(sysconfig.get_config_v
 	"$CONV" -q -i "$D/p1.evlog" -i "$pl1" -o "$T/p1named.json"
 	cmp -s "$T/p1.json" "$T/p1named.json"
 	ok $? "... byte for byte the trace of both logs named by hand"
-	(cd "$D" && "$CONV" summary p1.evlog) > "$T/p1.sum" 2> "$T/p1.sumerr" # a bare name too
+	(cd "$D" && "$CONV" summary -n 100000 p1.evlog) > "$T/p1.sum" 2> "$T/p1.sumerr" # a bare name too
 	grep -E " (f|g) \(" "$T/p1.sum" | sed 's/^/# /'
 	grep -qE "^ .* 100 +[0-9.]+  f \(.*pyh_calltree.py:19\)$" "$T/p1.sum" &&
 		grep -qE "^ .* 300 +[0-9.]+  g \(.*pyh_calltree.py:15\)$" "$T/p1.sum"
