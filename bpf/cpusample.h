@@ -12,16 +12,32 @@
 #define LT_CPU_KFRAMES 64
 #define LT_CPU_UFRAMES 127
 
+/* User registers sent with a stack copy: the x86-64 DWARF registers 0..16
+ * (rax rdx rcx rbx rsi rdi rbp rsp r8..r15 rip), as the unwinder numbers them. */
+#define LT_CPU_NREGS 17
+#define LT_CPU_REG_SP 7
+#define LT_CPU_REG_IP 16
+
+/* The most user-stack bytes one sample copies (--cpu-stack-bytes); a power
+ * of two, so the BPF side can bound offsets with a mask. */
+#define LT_CPU_STACK_MAX 65536u
+#define LT_CPU_PAGE 4096u
+
 /* kind LT_REC_CPU_SAMPLE. ips[0..kstack_bytes/8) are kernel frames and
- * ips[LT_CPU_KFRAMES .. LT_CPU_KFRAMES + ustack_bytes/8) user frames, each
- * leaf first. A negative size is bpf_get_stack()'s error (no frames). */
+ * ips[LT_CPU_KFRAMES .. LT_CPU_KFRAMES + ustack_bytes/8) user frames found
+ * through frame pointers, each leaf first. A negative size is
+ * bpf_get_stack()'s error (no frames). When stack_bytes > 0, regs holds the
+ * interrupted user registers, and stack_bytes bytes of the user stack from
+ * regs[LT_CPU_REG_SP] up follow the struct (the record's size is
+ * sizeof(struct) + stack_bytes), for unwinding with the binaries' CFI. */
 struct lt_rec_cpu_sample {
 	struct lt_rec_hdr h;
 	__s32 kstack_bytes;
 	__s32 ustack_bytes;
 	__u32 exec_id;    /* task->self_exec_id: changes on exec (maps are stale) */
-	__u32 pad;
+	__u32 stack_bytes;
 	__u64 ips[LT_CPU_KFRAMES + LT_CPU_UFRAMES];
+	__u64 regs[LT_CPU_NREGS];
 };
 
 #endif

@@ -15,6 +15,8 @@
 
 #include "cli.h"
 #include "probefile.h"
+#include "bpf/common.h"
+#include "bpf/cpusample.h"
 
 static const struct {
 	const char *name;
@@ -34,7 +36,8 @@ void lt_cli_usage(FILE *f)
 		"usage: llmtracker profile -p PID [-p PID ...] -t TYPES -o FILE [-d SEC] [--delay SEC] [-v N] [-q]\n"
 		"                          [--cpu-buffer-size MB] [--probe-file FILE] [--max-probes N]\n"
 		"                          [--enable-cuda-kernel true]\n"
-		"                          [--cupti-dir DIR] [--freq HZ] [--no-children] [-- CMD ARGS ...]\n"
+		"                          [--cupti-dir DIR] [--freq HZ] [--cpu-stack-bytes N]\n"
+		"                          [--no-children] [-- CMD ARGS ...]\n"
 		"       llmtracker export -i FILE [-i FILE ...] [--cupti-dir DIR] {-o OUT.json[.gz] | --logdir DIR [--run NAME]}\n"
 		"       llmtracker generateCommand [--container-id ID | --pod-uid UID]\n"
 		"       llmtracker generateProbe -p PID [-o FILE] [--force]\n"
@@ -54,13 +57,16 @@ void lt_cli_usage(FILE *f)
 		"  --enable-cuda-kernel true   record GPU kernels through the injected CUPTI library\n"
 		"  --cupti-dir DIR      where the injected library writes its logs\n"
 		"  --freq HZ            CPU sampling frequency (default %d)\n"
+		"  --cpu-stack-bytes N  user stack copied per CPU sample to unwind code built without\n"
+		"                       frame pointers (default %d, at most %u; 0: frame pointers only)\n"
 		"  --no-children        do not follow processes the targets start\n"
 		"  -- CMD ARGS          start CMD and profile it from its first instruction\n"
 		"\n"
 		"  export               convert logs (llmtracker-convert, beside this binary: --help there)\n"
 		"  generateCommand      list GPU (and Python) processes and print a profile command\n"
 		"  generateProbe        write a probe file for the CUDA libraries PID has loaded\n",
-		LT_DEFAULT_OUTPUT, LT_DEFAULT_CPU_BUFFER_MB, LT_MAX_PROBES, LT_DEFAULT_FREQ_HZ);
+		LT_DEFAULT_OUTPUT, LT_DEFAULT_CPU_BUFFER_MB, LT_MAX_PROBES, LT_DEFAULT_FREQ_HZ,
+		LT_DEFAULT_CPU_STACK_BYTES, LT_CPU_STACK_MAX);
 }
 
 int lt_cli_parse_types(const char *s, unsigned *types, bool *all, char *err, size_t errsz)
@@ -158,7 +164,7 @@ static int parse_bool(const char *flag, const char *v, bool *out, char *err, siz
 }
 
 enum { OPT_DELAY = 256, OPT_CPUBUF, OPT_PROBE, OPT_CUDAK, OPT_CUPTI, OPT_FREQ, OPT_NOCHILD,
-       OPT_MAXPROBES };
+       OPT_MAXPROBES, OPT_STACKBYTES };
 
 static const struct option long_opts[] = {
 	{ "pid", required_argument, NULL, 'p' },
@@ -174,6 +180,7 @@ static const struct option long_opts[] = {
 	{ "enable-cuda-kernel", required_argument, NULL, OPT_CUDAK },
 	{ "cupti-dir", required_argument, NULL, OPT_CUPTI },
 	{ "freq", required_argument, NULL, OPT_FREQ },
+	{ "cpu-stack-bytes", required_argument, NULL, OPT_STACKBYTES },
 	{ "no-children", no_argument, NULL, OPT_NOCHILD },
 	{ "help", no_argument, NULL, 'h' },
 	{ 0 },
@@ -235,6 +242,15 @@ static int parse_one(struct lt_options *o, int c, const char *v, bool *have_t, c
 			return -1;
 		o->freq_hz = (unsigned)n;
 		return 0;
+	case OPT_STACKBYTES:
+		if (parse_uint("--cpu-stack-bytes", v, 0, LT_CPU_STACK_MAX, &n, err, errsz))
+			return -1;
+		if (n % 8) {
+			snprintf(err, errsz, "--cpu-stack-bytes must be a multiple of 8 (got %lu)", n);
+			return -1;
+		}
+		o->cpu_stack_bytes = (unsigned)n;
+		return 0;
 	case OPT_PROBE:
 		o->probe_file = v;
 		return 0;
@@ -265,6 +281,7 @@ int lt_cli_parse_profile(int argc, char **argv, struct lt_options *o, char *err,
 	o->output = LT_DEFAULT_OUTPUT;
 	o->cpu_buffer_mb = LT_DEFAULT_CPU_BUFFER_MB;
 	o->freq_hz = LT_DEFAULT_FREQ_HZ;
+	o->cpu_stack_bytes = LT_DEFAULT_CPU_STACK_BYTES;
 	o->follow_children = true;
 	optind = 1;
 	opterr = 0;

@@ -3,8 +3,10 @@
  * cpusample: `-t cpu`. One software cpu-clock perf event per CPU in
  * frequency mode (--freq, default 99 Hz; hardware counters are not needed)
  * runs cpusample.bpf.c, which keeps only the targets' threads and copies
- * their kernel and user stacks into the ring buffer. Each record becomes an
- * EV_CPU_SAMPLE; every distinct (pid, address) is noted with the
+ * their kernel and frame-pointer user stacks into the ring buffer, with the
+ * user registers and a slice of the user stack (--cpu-stack-bytes) that
+ * unwind.c turns into the user frames from the binaries' CFI. Each record
+ * becomes an EV_CPU_SAMPLE; every distinct (pid, address) is noted with the
  * symbolizer, which captures the process's mappings while it is alive, and
  * finish() writes one EV_SYMBOL per noted address.
  */
@@ -23,6 +25,7 @@
 #include "session.h"
 #include "cpu_perf.h"
 #include "symbolize.h"
+#include "unwind.h"
 #include "bpf/cpusample.h"
 #include "bpf/cpusample.skel.h"
 
@@ -30,9 +33,14 @@ struct cpu_state {
 	struct cpusample_bpf *skel;
 	struct lt_cpu_perf perf;   /* the per-CPU sampling events */
 	struct lt_sym *sym;
+	struct lt_unwind *unwind;  /* NULL: frame pointers only */
 	int finished;              /* symbols written: later addresses go out at once */
 	uint64_t samples, symbols, note_errors;
+	uint64_t fp_fallbacks;     /* samples the CFI gave nothing for: frame pointers */
 };
+
+/* libdwfl sessions kept at once (a process each, least recently used out). */
+#define LT_CPU_UNWIND_PROCS 64
 
 static uint64_t cpu_now_ns(void)
 {
@@ -66,12 +74,17 @@ static int cpu_start(struct lt_session *s, void **state)
 		return -1;
 	if (lt_sym_new(&st->sym, NULL))
 		return lt_session_errorf(s, "cpu: out of memory");
+	if (s->opt.cpu_stack_bytes &&
+	    lt_unwind_new(&st->unwind, st->sym, LT_CPU_UNWIND_PROCS))
+		return lt_session_errorf(s, "cpu: out of memory");
 	st->skel = cpusample_bpf__open();
 	if (!st->skel)
 		return lt_session_errorf(s, "cannot open the cpu sampling BPF object: %s",
 					 strerror(errno));
 	if (lt_session_share_maps(s, st->skel->obj))
 		return -1;
+	st->skel->rodata->lt_stack_bytes = s->opt.cpu_stack_bytes;
+	bpf_map__set_max_entries(st->skel->maps.cpu_scratch, (unsigned)st->perf.n_cpus);
 	err = cpusample_bpf__load(st->skel);
 	if (err)
 		return lt_session_errorf(s, "cannot load the cpu sampling BPF program: %s",
@@ -144,6 +157,20 @@ static uint32_t user_frames_kept(const uint64_t *ips, uint32_t n)
 	return n;
 }
 
+/* The user frames from the stack copy and the binaries' CFI, into ips;
+ * 0 when the record has no copy or nothing unwound. The leaf is noted first
+ * so that an exec or a new mapping refreshes the maps the unwinder uses. */
+static uint32_t cfi_frames(struct cpu_state *st, const struct lt_rec_cpu_sample *r, size_t size,
+			   uint64_t *ips)
+{
+	if (!st->unwind || !r->stack_bytes || r->stack_bytes > size - sizeof(*r))
+		return 0;
+	if (lt_sym_note(st->sym, (int)r->h.pid, r->exec_id, r->regs[LT_CPU_REG_IP], 0) < 0)
+		return 0;
+	return lt_unwind_sample(st->unwind, (int)r->h.pid, (const uint64_t *)r->regs, (const uint8_t *)(r + 1),
+				r->stack_bytes, ips, LT_CPU_UFRAMES);
+}
+
 static int cpu_handle(struct lt_session *s, void *state, const struct lt_rec_hdr *h, size_t size)
 {
 	const struct lt_rec_cpu_sample *r = (const void *)h;
@@ -155,10 +182,15 @@ static int cpu_handle(struct lt_session *s, void *state, const struct lt_rec_hdr
 	if (!st || h->kind != LT_REC_CPU_SAMPLE || size < sizeof(*r))
 		return 0; /* !st: a record drained after stop() */
 	nk = frames(r->kstack_bytes, LT_CPU_KFRAMES);
-	nu = frames(r->ustack_bytes, LT_CPU_UFRAMES);
 	memcpy(ips, r->ips, nk * 8);
-	memcpy(ips + nk, r->ips + LT_CPU_KFRAMES, nu * 8);
-	nu = user_frames_kept(ips + nk, nu);
+	nu = cfi_frames(st, r, size, ips + nk);
+	if (!nu) {
+		if (r->stack_bytes)
+			st->fp_fallbacks++;
+		nu = frames(r->ustack_bytes, LT_CPU_UFRAMES);
+		memcpy(ips + nk, r->ips + LT_CPU_KFRAMES, nu * 8);
+		nu = user_frames_kept(ips + nk, nu);
+	}
 	for (i = 0; i < nk; i++)
 		note_frame(s, st, 0, 0, ips[i], i > 0);
 	for (i = 0; i < nu; i++)
@@ -198,6 +230,16 @@ static int cpu_finish(struct lt_session *s, void *state)
 		(unsigned long long)ss.procs, (unsigned long long)ss.resolved,
 		(unsigned long long)ss.objects, (unsigned long long)ss.symbols,
 		(double)(cpu_now_ns() - t0) / 1e6);
+	if (st->unwind) {
+		struct lt_unwind_stats us;
+
+		lt_unwind_stats(st->unwind, &us);
+		LT_INFO(1, "cpu: %llu samples unwound from CFI, %.1f frames each; %llu sessions; "
+			"%llu by frame pointers",
+			(unsigned long long)us.samples,
+			us.samples ? (double)us.frames / (double)us.samples : 0.0,
+			(unsigned long long)us.sessions, (unsigned long long)st->fp_fallbacks);
+	}
 	if (ss.kernel_error)
 		LT_WARN("cpu: kernel frames are kept as addresses: %s", ss.kernel_error);
 	if (st->note_errors)
@@ -217,6 +259,7 @@ static void cpu_stop(struct lt_session *s, void *state)
 		return;
 	cpu_detach(st);
 	cpusample_bpf__destroy(st->skel);
+	lt_unwind_free(st->unwind);
 	lt_sym_free(st->sym);
 	lt_cpu_perf_free(&st->perf);
 	free(st);

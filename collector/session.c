@@ -120,9 +120,10 @@ static void options_str(const struct lt_options *o, char *buf, size_t sz)
 	char types[128];
 	size_t n;
 
-	n = snprintf(buf, sz, "types=%s%s duration=%g delay=%g cpu_buffer_mb=%u freq=%u children=%d cuda_kernel=%d pids=",
+	n = snprintf(buf, sz, "types=%s%s duration=%g delay=%g cpu_buffer_mb=%u freq=%u cpu_stack_bytes=%u children=%d cuda_kernel=%d pids=",
 		     lt_cli_types_str(o->types, types, sizeof(types)), o->types_all ? " (all)" : "",
-		     o->duration_s, o->delay_s, o->cpu_buffer_mb, o->freq_hz, o->follow_children,
+		     o->duration_s, o->delay_s, o->cpu_buffer_mb, o->freq_hz, o->cpu_stack_bytes,
+		     o->follow_children,
 		     o->cuda_kernel);
 	for (int i = 0; i < o->n_pids && n < sz; i++)
 		n += snprintf(buf + n, sz - n, "%s%d", i ? "," : "", o->pids[i]);

@@ -54,6 +54,8 @@ struct lt_options {
 	bool cuda_kernel;            /* --enable-cuda-kernel true */
 	const char *cupti_dir;       /* --cupti-dir */
 	unsigned freq_hz;            /* --freq (cpu sampling), default 99 */
+	unsigned cpu_stack_bytes;    /* --cpu-stack-bytes: user stack copied per sample
+				      * for CFI unwinding; 0 = frame pointers only */
 	bool follow_children;        /* default true; --no-children */
 	unsigned max_probes;         /* --max-probes; 0: LT_MAX_PROBES */
 	char **launch_argv;          /* -- CMD ARGS, NULL if none */

@@ -48,6 +48,7 @@ struct sym_proc {
 	uint32_t exec_id;
 	int have_exec_id, gone;
 	uint64_t read_ns;      /* when maps were last read */
+	uint64_t generation;   /* names that reading (lt_sym_mappings) */
 	struct sym_map *maps;
 	size_t n_maps;
 	/* JIT code: the process's /tmp/perf-<pid in its namespace>.map, read
@@ -95,6 +96,7 @@ struct lt_sym {
 	int demangle_tried;
 	char *demangled;
 	uint64_t resolved;
+	uint64_t generations;  /* maps readings so far */
 };
 
 /* --------------------------------------------------------------- helpers */
@@ -406,6 +408,7 @@ static int proc_read_maps(struct lt_sym *s, struct sym_proc *p)
 	int r = 0, fd;
 
 	p->read_ns = now_ns();
+	p->generation = ++s->generations;
 	if (!p->root_state) { /* once: it stays valid after the process exits */
 		p->root_fd = lt_tf_root_open(s->proc_root, p->pid);
 		p->root_state = p->root_fd >= 0 ? 1 : -1;
@@ -802,6 +805,52 @@ int lt_sym_resolve(struct lt_sym *s, int pid, uint64_t addr, struct lt_sym_info 
 	if (r < 0)
 		return r;
 	resolve_one(s, &s->addrs[idx], out);
+	return 0;
+}
+
+static struct sym_proc *proc_find(struct lt_sym *s, int pid)
+{
+	long idx = -1;
+
+	if (s->proc_h.cap)
+		hash_find(s, &s->proc_h, mix64((uint64_t)pid), proc_eq, &pid, &idx);
+	return idx >= 0 ? &s->procs[idx] : NULL;
+}
+
+uint64_t lt_sym_generation(struct lt_sym *s, int pid)
+{
+	struct sym_proc *p = proc_find(s, pid);
+
+	return p ? p->generation : 0;
+}
+
+int lt_sym_mappings(struct lt_sym *s, int pid, uint64_t *generation, lt_sym_map_cb cb,
+		    void *arg)
+{
+	struct sym_proc *p = proc_find(s, pid);
+	struct lt_sym_mapping m;
+	size_t i;
+	int r;
+
+	if (!p)
+		return -ESRCH;
+	if (generation)
+		*generation = p->generation;
+	for (i = 0; i < p->n_maps; i++) {
+		const struct sym_map *sm = &p->maps[i];
+		const struct sym_obj *o = sm->obj >= 0 ? &s->objs[sm->obj] : NULL;
+
+		m.start = sm->start;
+		m.end = sm->end;
+		m.pgoff = sm->pgoff;
+		m.dev = o ? o->dev : 0;
+		m.ino = o ? o->ino : 0;
+		m.fd = o ? o->fd : -1;
+		m.root_fd = p->root_state == 1 ? p->root_fd : -1;
+		m.name = o ? o->path : s->anon_names[sm->anon];
+		if ((r = cb(arg, &m)))
+			return r;
+	}
 	return 0;
 }
 
