@@ -165,10 +165,22 @@ static uint32_t cfi_frames(struct cpu_state *st, const struct lt_rec_cpu_sample 
 {
 	if (!st->unwind || !r->stack_bytes || r->stack_bytes > size - sizeof(*r))
 		return 0;
-	if (lt_sym_note(st->sym, (int)r->h.pid, r->exec_id, r->regs[LT_CPU_REG_IP], 0) < 0)
+	int pid = (int)r->h.pid;
+	uint64_t gen;
+	uint32_t n;
+
+	if (lt_sym_note(st->sym, pid, r->exec_id, r->regs[LT_CPU_REG_IP], 0) < 0)
 		return 0;
-	return lt_unwind_sample(st->unwind, (int)r->h.pid, (const uint64_t *)r->regs, (const uint8_t *)(r + 1),
-				r->stack_bytes, ips, LT_CPU_UFRAMES);
+	gen = lt_sym_generation(st->sym, pid);
+	n = lt_unwind_sample(st->unwind, pid, (const uint64_t *)r->regs, (const uint8_t *)(r + 1),
+			     r->stack_bytes, ips, LT_CPU_UFRAMES);
+	/* Stopped in code the maps did not hold yet (libc mapped after the
+	 * exec, a dlopen)? Noting that frame re-reads them: then once more. */
+	if (n && lt_sym_note(st->sym, pid, r->exec_id, ips[n - 1], n > 1) >= 0 &&
+	    lt_sym_generation(st->sym, pid) != gen)
+		n = lt_unwind_sample(st->unwind, pid, (const uint64_t *)r->regs,
+				     (const uint8_t *)(r + 1), r->stack_bytes, ips, LT_CPU_UFRAMES);
+	return n;
 }
 
 static int cpu_handle(struct lt_session *s, void *state, const struct lt_rec_hdr *h, size_t size)

@@ -1,0 +1,123 @@
+#!/usr/bin/env python3
+# Compare the CPU stacks of one process as llmtracker recorded them
+# (evlog_dump listing) with `perf script` of `perf record --call-graph dwarf`
+# on the same run: the share of samples whose user stack reaches the
+# program's root, and each function's inclusive share (samples holding it
+# anywhere in the user stack) for perf's top functions.
+#   cpu_unwind_check.py DUMP PERF_SCRIPT COMM [TOP]
+# PERF_SCRIPT: perf script -F comm,pid,ip,sym,dso --no-inline output.
+# Prints "# ..." lines and one line "result ours_n perf_n ours_root perf_root
+# max_diff" (shares in percent). A frame is its function's name without
+# arguments, or "[unknown] module+offset" (the ELF address) when unnamed;
+# kernel frames are left out (kernel stacks are not what is compared).
+import os
+import re
+import sys
+
+ROOTS = {"main", "_start", "__libc_start_call_main", "__libc_start_main",
+         "__libc_start_main_impl"}
+KERNEL = 0x800000000000
+
+
+def unescape(s):
+    return re.sub(r"\\x([0-9a-fA-F]{2})", lambda m: chr(int(m.group(1), 16)), s)
+
+
+def norm(name):
+    """The function, as both tools can spell it: no arguments, no symbol
+    version (perf: "__libc_start_main@@GLIBC_2.34"), no leading return type
+    (a demangled template function's "void std::sort<...>")."""
+    i = name.find("(")
+    name = name[:i] if i > 0 else name
+    name = re.sub(r"@.*$", "", name)
+    m = re.match(r"^[\w:*& ]+? (?=[\w:~]+<)", name)
+    return name[m.end():] if m else name
+
+
+def fields(line):
+    return dict(kv.split("=", 1) for kv in line.split()[1:] if "=" in kv)
+
+
+def ours(path, comm):
+    syms, samples, pids = {}, [], set()
+    for line in open(path, errors="replace"):
+        kind = line.split(" ", 1)[0]
+        if kind == "symbol":
+            f = fields(line)
+            name = unescape(f.get("name", ""))
+            mod = os.path.basename(unescape(f.get("module", "")))
+            syms[(f["pid"], f["addr"])] = (norm(name) if name else
+                                           "[unknown] %s+%s" % (mod, f.get("offset", "")))
+        elif kind == "process":
+            f = fields(line)
+            if unescape(f.get("name", "")) == comm:
+                pids.add(f["pid"])
+        elif kind == "cpu_sample":
+            samples.append(fields(line))
+    stacks = []
+    for f in samples:
+        if f["pid"] not in pids:
+            continue
+        nk = int(f["n_kernel"])
+        addrs = f["stack"].split(",")[nk:] if f.get("stack") else []
+        stacks.append([syms.get((f["pid"], a), "?" + a) for a in addrs
+                       if int(a, 16) < KERNEL])
+    return stacks
+
+
+def perf(path, comm):
+    stacks, cur, keep = [], None, False
+    frame = re.compile(r"^\s+([0-9a-f]+) (.*) \((.*)\)$")
+    for line in open(path, errors="replace"):
+        line = line.rstrip("\n")
+        if not line.strip():
+            if cur is not None and keep:
+                stacks.append(cur)
+            cur = None
+            continue
+        if not line[0].isspace():
+            cur, keep = [], line.rsplit(None, 1)[0].strip() == comm
+            continue
+        m = frame.match(line)
+        if not m or cur is None:
+            continue
+        ip, sym, dso = int(m.group(1), 16), m.group(2), m.group(3)
+        if ip >= KERNEL or dso == "[kernel.kallsyms]":
+            continue
+        sym = re.sub(r"\+0x[0-9a-f]+$", "", sym)
+        cur.append("[unknown] %s+%#x" % (os.path.basename(dso), ip) if sym == "[unknown]"
+                   else norm(sym))
+    if cur is not None and keep:
+        stacks.append(cur)
+    return stacks
+
+
+def shares(stacks):
+    inc = {}
+    for s in stacks:
+        for name in set(s):
+            inc[name] = inc.get(name, 0) + 1
+    n = max(len(stacks), 1)
+    return {k: 100.0 * v / n for k, v in inc.items()}
+
+
+def root_pct(stacks):
+    n = sum(1 for s in stacks if ROOTS & set(s))
+    return 100.0 * n / max(len(stacks), 1)
+
+
+def main():
+    dump, pscript, comm = sys.argv[1:4]
+    top = int(sys.argv[4]) if len(sys.argv) > 4 else 10
+    a, b = ours(dump, comm), perf(pscript, comm)
+    sa, sb = shares(a), shares(b)
+    worst = 0.0
+    print("# %-60s %7s %7s" % ("function (inclusive %, top by perf)", "ours", "perf"))
+    for name, pv in sorted(sb.items(), key=lambda kv: -kv[1])[:top]:
+        ov = sa.get(name, 0.0)
+        worst = max(worst, abs(ov - pv))
+        print("# %-60s %7.1f %7.1f" % (name[:60], ov, pv))
+    print("result %d %d %.1f %.1f %.1f" % (len(a), len(b), root_pct(a), root_pct(b), worst))
+
+
+main()
