@@ -12,6 +12,7 @@
 # kernel frames are left out (kernel stacks are not what is compared).
 import os
 import re
+import subprocess
 import sys
 
 ROOTS = {"main", "_start", "__libc_start_call_main", "__libc_start_main",
@@ -38,6 +39,29 @@ def fields(line):
     return dict(kv.split("=", 1) for kv in line.split()[1:] if "=" in kv)
 
 
+_loads = {}
+
+
+def file_offset(path, vaddr):
+    """perf names an unnamed frame by its offset in the file, we by its ELF
+    address: they differ in executables not built as PIE (python3.11)."""
+    if path not in _loads:
+        _loads[path] = []
+        try:
+            out = subprocess.run(["readelf", "-lW", path], capture_output=True,
+                                 text=True).stdout
+        except OSError:
+            out = ""
+        for line in out.splitlines():
+            f = line.split()
+            if f and f[0] == "LOAD":
+                _loads[path].append((int(f[2], 16), int(f[1], 16), int(f[4], 16)))
+    for va, off, size in _loads[path]:
+        if va <= vaddr < va + size:
+            return vaddr - va + off
+    return vaddr
+
+
 def ours(path, comm):
     syms, samples, pids = {}, [], set()
     for line in open(path, errors="replace"):
@@ -45,9 +69,14 @@ def ours(path, comm):
         if kind == "symbol":
             f = fields(line)
             name = unescape(f.get("name", ""))
-            mod = os.path.basename(unescape(f.get("module", "")))
-            syms[(f["pid"], f["addr"])] = (norm(name) if name else
-                                           "[unknown] %s+%s" % (mod, f.get("offset", "")))
+            mod = unescape(f.get("module", ""))
+            if name:
+                syms[(f["pid"], f["addr"])] = norm(name)
+            else:
+                off = int(f.get("offset", "0"), 16)
+                if mod.startswith("/"):
+                    off = file_offset(mod, off)
+                syms[(f["pid"], f["addr"])] = "[unknown] %s+%#x" % (os.path.basename(mod), off)
         elif kind == "process":
             f = fields(line)
             if unescape(f.get("name", "")) == comm:
@@ -85,6 +114,10 @@ def perf(path, comm):
         if ip >= KERNEL or dso == "[kernel.kallsyms]":
             continue
         sym = re.sub(r"\+0x[0-9a-f]+$", "", sym)
+        # perf names a caller by its return address - 1, we by the return
+        # address (and look it up at - 1).
+        if cur:
+            ip += 1
         cur.append("[unknown] %s+%#x" % (os.path.basename(dso), ip) if sym == "[unknown]"
                    else norm(sym))
     if cur is not None and keep:
