@@ -114,10 +114,13 @@ int lt_cpu_sample(struct bpf_perf_event_data *ctx)
 	r->exec_id = BPF_CORE_READ(task, self_exec_id);
 	r->stack_bytes = 0;
 	r->kstack_bytes = bpf_get_stack(ctx, r->ips, LT_CPU_KFRAMES * 8, 0);
-	r->ustack_bytes = bpf_get_stack(ctx, &r->ips[LT_CPU_KFRAMES],
-					LT_CPU_UFRAMES * 8, BPF_F_USER_STACK);
+	r->ustack_bytes = 0;
 	if (lt_stack_bytes && !user_regs(task, r->regs))
 		r->stack_bytes = copy_stack(sc->stack, r->regs[LT_CPU_REG_SP], lt_stack_bytes);
+	/* The frame-pointer walk only when there is no copy to unwind. */
+	if (!r->stack_bytes)
+		r->ustack_bytes = bpf_get_stack(ctx, &r->ips[LT_CPU_KFRAMES],
+						LT_CPU_UFRAMES * 8, BPF_F_USER_STACK);
 	size = sizeof(*r) + r->stack_bytes;
 	if (size > sizeof(*sc))
 		return 0;

@@ -36,7 +36,8 @@ struct cpu_state {
 	struct lt_unwind *unwind;  /* NULL: frame pointers only */
 	int finished;              /* symbols written: later addresses go out at once */
 	uint64_t samples, symbols, note_errors;
-	uint64_t fp_fallbacks;     /* samples the CFI gave nothing for: frame pointers */
+	uint64_t leaf_only;        /* samples the CFI gave nothing for: their pc only */
+	uint64_t record_bytes;     /* ring-buffer bytes of all samples */
 };
 
 /* libdwfl sessions kept at once (a process each, least recently used out). */
@@ -193,12 +194,17 @@ static int cpu_handle(struct lt_session *s, void *state, const struct lt_rec_hdr
 
 	if (!st || h->kind != LT_REC_CPU_SAMPLE || size < sizeof(*r))
 		return 0; /* !st: a record drained after stop() */
+	st->record_bytes += size;
 	nk = frames(r->kstack_bytes, LT_CPU_KFRAMES);
 	memcpy(ips, r->ips, nk * 8);
 	nu = cfi_frames(st, r, size, ips + nk);
-	if (!nu) {
-		if (r->stack_bytes)
-			st->fp_fallbacks++;
+	if (!nu && r->stack_bytes) {
+		/* BPF walked no frame pointers when it copied the stack: the
+		 * sampled pc at least. */
+		st->leaf_only++;
+		ips[nk] = r->regs[LT_CPU_REG_IP];
+		nu = 1;
+	} else if (!nu) {
 		nu = frames(r->ustack_bytes, LT_CPU_UFRAMES);
 		memcpy(ips + nk, r->ips + LT_CPU_KFRAMES, nu * 8);
 		nu = user_frames_kept(ips + nk, nu);
@@ -247,10 +253,11 @@ static int cpu_finish(struct lt_session *s, void *state)
 
 		lt_unwind_stats(st->unwind, &us);
 		LT_INFO(1, "cpu: %llu samples unwound from CFI, %.1f frames each; %llu sessions; "
-			"%llu by frame pointers",
+			"%llu leaf only; %.0f ring-buffer bytes per sample",
 			(unsigned long long)us.samples,
 			us.samples ? (double)us.frames / (double)us.samples : 0.0,
-			(unsigned long long)us.sessions, (unsigned long long)st->fp_fallbacks);
+			(unsigned long long)us.sessions, (unsigned long long)st->leaf_only,
+			st->samples ? (double)st->record_bytes / (double)st->samples : 0.0);
 	}
 	if (ss.kernel_error)
 		LT_WARN("cpu: kernel frames are kept as addresses: %s", ss.kernel_error);
