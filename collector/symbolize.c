@@ -754,7 +754,7 @@ static struct sym_table *obj_table(struct lt_sym *s, struct sym_obj *o)
 				return s->tabs[i].t;
 			}
 	t = sym_table_load_elf(o->fd, s->procs[o->proc].root_state == 1 ? s->procs[o->proc].root_fd : -1,
-			       (const char *const *)s->debug_roots, err, sizeof(err));
+			       o->path, (const char *const *)s->debug_roots, err, sizeof(err));
 	if (!t)
 		return NULL;
 	tabs = realloc(s->tabs, (s->n_tabs + 1) * sizeof(*tabs));
