@@ -4,8 +4,10 @@
 # on the same run: the share of samples whose user stack reaches the
 # program's root, and each function's inclusive share (samples holding it
 # anywhere in the user stack) for perf's top functions.
-#   cpu_unwind_check.py DUMP PERF_SCRIPT COMM [TOP]
-# PERF_SCRIPT: perf script -F comm,pid,ip,sym,dso --no-inline output.
+#   cpu_unwind_check.py DUMP PERF_SCRIPT COMM [TOP [THREADS]]
+# PERF_SCRIPT: perf script -F comm,pid,ip,sym,dso --no-inline output (may
+# be empty: then only our side is summed up). COMM: the process's name, or
+# pid=N. THREADS=1: a thread's own root (start_thread, clone3) counts too.
 # Prints "# ..." lines and one line "result ours_n perf_n ours_root perf_root
 # max_diff" (shares in percent). A frame is its function's name without
 # arguments, or "[unknown] module+offset" (the ELF address) when unnamed;
@@ -17,6 +19,7 @@ import sys
 
 ROOTS = {"main", "_start", "__libc_start_call_main", "__libc_start_main",
          "__libc_start_main_impl"}
+THREAD_ROOTS = {"start_thread", "clone3", "clone", "__clone", "__clone3"}
 KERNEL = 0x800000000000
 
 
@@ -79,7 +82,7 @@ def ours(path, comm):
                 syms[(f["pid"], f["addr"])] = "[unknown] %s+%#x" % (os.path.basename(mod), off)
         elif kind == "process":
             f = fields(line)
-            if unescape(f.get("name", "")) == comm:
+            if unescape(f.get("name", "")) == comm or "pid=" + f["pid"] == comm:
                 pids.add(f["pid"])
         elif kind == "cpu_sample":
             samples.append(fields(line))
@@ -105,7 +108,8 @@ def perf(path, comm):
             cur = None
             continue
         if not line[0].isspace():
-            cur, keep = [], line.rsplit(None, 1)[0].strip() == comm
+            name, pid = line.rsplit(None, 1)
+            cur, keep = [], name.strip() == comm or "pid=" + pid == comm
             continue
         m = frame.match(line)
         if not m or cur is None:
@@ -134,15 +138,18 @@ def shares(stacks):
     return {k: 100.0 * v / n for k, v in inc.items()}
 
 
-def root_pct(stacks):
-    n = sum(1 for s in stacks if ROOTS & set(s))
+def root_pct(stacks, roots=ROOTS):
+    n = sum(1 for s in stacks if roots & set(s))
     return 100.0 * n / max(len(stacks), 1)
 
 
 def main():
     dump, pscript, comm = sys.argv[1:4]
     top = int(sys.argv[4]) if len(sys.argv) > 4 else 10
+    roots = ROOTS | THREAD_ROOTS if len(sys.argv) > 5 and sys.argv[5] == "1" else ROOTS
     a, b = ours(dump, comm), perf(pscript, comm)
+    if not b:  # no perf: our own top functions
+        b = a
     sa, sb = shares(a), shares(b)
     worst = 0.0
     print("# %-60s %7s %7s" % ("function (inclusive %, top by perf)", "ours", "perf"))
@@ -150,7 +157,8 @@ def main():
         ov = sa.get(name, 0.0)
         worst = max(worst, abs(ov - pv))
         print("# %-60s %7.1f %7.1f" % (name[:60], ov, pv))
-    print("result %d %d %.1f %.1f %.1f" % (len(a), len(b), root_pct(a), root_pct(b), worst))
+    print("result %d %d %.1f %.1f %.1f" % (len(a), len(b), root_pct(a, roots),
+                                           root_pct(b, roots), worst))
 
 
 main()
