@@ -2,12 +2,12 @@
 /*
  * cpusample: sample the stacks of the targets' threads on every tick of the
  * software cpu-clock perf event (one event per CPU, opened by the collector
- * in frequency mode). The kernel stack and the frame-pointer user stack are
- * copied into the record; with lt_stack_bytes > 0 the user registers and up
- * to that many bytes of the user stack go with them, so user space can
- * unwind code built without frame pointers from its CFI (.eh_frame), as
- * `perf record --call-graph dwarf` does. Symbolization and unwinding happen
- * in the collector, never here.
+ * in frequency mode). The kernel stack is copied into the record, and for
+ * the user stack, with lt_stack_bytes > 0, the user registers and up to that
+ * many bytes of the stack, so user space can unwind code built without frame
+ * pointers from its CFI (.eh_frame), as `perf record --call-graph dwarf`
+ * does; else (or when nothing could be copied) the frame-pointer chain.
+ * Symbolization and unwinding happen in the collector, never here.
  */
 #include "vmlinux.h"
 #include <bpf/bpf_helpers.h>

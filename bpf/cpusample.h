@@ -25,8 +25,9 @@
 
 /* kind LT_REC_CPU_SAMPLE. ips[0..kstack_bytes/8) are kernel frames and
  * ips[LT_CPU_KFRAMES .. LT_CPU_KFRAMES + ustack_bytes/8) user frames found
- * through frame pointers, each leaf first. A negative size is
- * bpf_get_stack()'s error (no frames). When stack_bytes > 0, regs holds the
+ * through frame pointers (only when no stack was copied), each leaf first.
+ * A negative size is bpf_get_stack()'s error (no frames). When
+ * stack_bytes > 0, regs holds the
  * interrupted user registers, and stack_bytes bytes of the user stack from
  * regs[LT_CPU_REG_SP] up follow the struct (the record's size is
  * sizeof(struct) + stack_bytes), for unwinding with the binaries' CFI. */
