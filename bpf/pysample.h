@@ -29,8 +29,17 @@ struct lt_pys_proc {
 	__u16 fr_previous;        /* _PyInterpreterFrame.previous */
 	__u16 fr_owner;           /* _PyInterpreterFrame.owner */
 	__u16 owner_cstack;       /* owner value of C-stack shim frames; 0xffff: none */
-	__u16 pad[5];
+	__u16 fr_is_entry;        /* _PyInterpreterFrame.is_entry (3.11); 0xffff: none */
+	__u16 pad[4];
 };
+
+/* pys_threads: a thread's PyThreadState, cached per tid. */
+struct lt_pys_thread {
+	__u64 tstate;             /* 0: none found at `checked` */
+	__u64 checked;
+};
+#define LT_PYS_PROCS 4096     /* pys_procs entries */
+#define LT_PYS_TIDS 16384     /* pys_threads entries */
 
 /* Flags of a sample record. */
 #define LT_PYS_F_TRUNCATED 1  /* more frames than LT_PYS_FRAMES */

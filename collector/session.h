@@ -86,6 +86,7 @@ struct lt_session {
 	struct lt_options opt;
 	struct evlog_writer *log;
 	int targets_fd, events_fd, lost_fd;   /* shared BPF maps */
+	int pys_procs_fd, pys_threads_fd;     /* shared with -t pysample, else -1 */
 	struct ring_buffer *rb;
 	volatile sig_atomic_t stopping;
 	char err[512];
@@ -99,7 +100,8 @@ struct lt_session {
 };
 
 /* Make `obj` (opened, not yet loaded) use the session's shared maps named
- * targets, events and lost, where it declares them. */
+ * targets, events and lost (and pys_procs, pys_threads with -t pysample),
+ * where it declares them. */
 int lt_session_share_maps(struct lt_session *s, struct bpf_object *obj);
 
 /* Write one event to the log; errors are remembered and reported once. */
