@@ -14,6 +14,7 @@
 #include <bpf/bpf_core_read.h>
 #include "common.bpf.h"
 #include "cpusample.h"
+#include "pywalk.bpf.h"
 
 char LICENSE[] SEC("license") = "GPL";
 
@@ -90,6 +91,30 @@ static __always_inline __u32 copy_stack(__u8 *dst, __u64 sp, __u32 want)
 	return off;
 }
 
+/* The thread's Python frames in this very tick, when pysample told us how
+ * to read its interpreter: user space merges them into the native stack. */
+static __always_inline void python_frames(struct lt_rec_cpu_sample *r, __u64 pid_tgid)
+{
+	__u32 pid = pid_tgid >> 32, zero = 0;
+	struct walk_ctx w = { .flags = 0 };
+	struct pys_scratch *ps;
+	struct lt_pys_proc *p;
+
+	r->py_n = r->py_flags = 0;
+	r->py_entry = 0;
+	p = bpf_map_lookup_elem(&pys_procs, &pid);
+	if (!p || !p->runtime || !py_walk(p, (__u32)pid_tgid, r->h.ts, &w))
+		return;
+	ps = bpf_map_lookup_elem(&pys_scratch, &zero);
+	if (!ps)
+		return;
+	__builtin_memcpy(r->py_codes, ps->r.codes, sizeof(r->py_codes));
+	__builtin_memcpy(r->py_quals, ps->quals, sizeof(r->py_quals));
+	r->py_n = w.n;
+	r->py_flags = w.flags;
+	r->py_entry = w.entry;
+}
+
 SEC("perf_event")
 int lt_cpu_sample(struct bpf_perf_event_data *ctx)
 {
@@ -121,6 +146,7 @@ int lt_cpu_sample(struct bpf_perf_event_data *ctx)
 	if (!r->stack_bytes)
 		r->ustack_bytes = bpf_get_stack(ctx, &r->ips[LT_CPU_KFRAMES],
 						LT_CPU_UFRAMES * 8, BPF_F_USER_STACK);
+	python_frames(r, pid_tgid);
 	size = sizeof(*r) + r->stack_bytes;
 	if (size > sizeof(*sc))
 		return 0;

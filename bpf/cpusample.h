@@ -7,6 +7,7 @@
 #define LLMT_BPF_CPUSAMPLE_H
 
 #include "common.h"
+#include "pysample.h"
 
 /* Frame slots per stack. 127 is the kernel's default perf_event_max_stack. */
 #define LT_CPU_KFRAMES 64
@@ -39,6 +40,13 @@ struct lt_rec_cpu_sample {
 	__u32 stack_bytes;
 	__u64 ips[LT_CPU_KFRAMES + LT_CPU_UFRAMES];
 	__u64 regs[LT_CPU_NREGS];
+	/* The thread's Python frames in the same tick (-t pysample gives the
+	 * layouts), leaf first: py_codes[0..py_n), bit i of py_entry set when
+	 * frame i is the first its eval-loop call ran. */
+	__u32 py_n, py_flags;     /* py_flags: LT_PYS_F_* */
+	__u64 py_entry;
+	__u64 py_codes[LT_PYS_FRAMES];
+	__u64 py_quals[LT_PYS_FRAMES];   /* each code object's co_qualname pointer */
 };
 
 #endif

@@ -68,6 +68,7 @@ int lt_py_sample(struct bpf_perf_event_data *ctx)
 	__u32 pid = pid_tgid >> 32, tid = (__u32)pid_tgid, zero = 0;
 	struct walk_ctx w = { .flags = 0 };
 	struct lt_rec_py_sample *r;
+	struct pys_scratch *sc;
 	struct lt_pys_proc *p;
 	__u64 now, size;
 
@@ -82,9 +83,10 @@ int lt_py_sample(struct bpf_perf_event_data *ctx)
 		return 0; /* looked at: not a Python we can read */
 	if (!py_walk(p, tid, now, &w))
 		return 0; /* no Python on this thread right now */
-	r = bpf_map_lookup_elem(&pys_scratch, &zero);
-	if (!r || !w.n)
+	sc = bpf_map_lookup_elem(&pys_scratch, &zero);
+	if (!sc || !w.n)
 		return 0;
+	r = &sc->r;
 	r->h.kind = LT_REC_PY_SAMPLE;
 	r->h.pid = pid;
 	r->h.tid = tid;

@@ -41,12 +41,19 @@ static __always_inline __u64 rd(__u64 addr)
 
 /* The record is built here, then copied to the ring buffer: holding a
  * ring-buffer reservation across the walk's loops costs the verifier
- * more than the copy costs at run time. */
+ * more than the copy costs at run time. quals[i]: frame i's code object's
+ * co_qualname pointer, which tells a code object from one made later at
+ * the same address (the cpu sampler keys names by both). */
+struct pys_scratch {
+	struct lt_rec_py_sample r;
+	__u64 quals[LT_PYS_FRAMES];
+};
+
 struct {
 	__uint(type, BPF_MAP_TYPE_PERCPU_ARRAY);
 	__uint(max_entries, 1);
 	__type(key, __u32);
-	__type(value, struct lt_rec_py_sample);
+	__type(value, struct pys_scratch);
 } pys_scratch SEC(".maps");
 
 struct find_ctx {
@@ -116,11 +123,11 @@ struct walk_ctx {
 static long walk_step(__u32 i, struct walk_ctx *c)
 {
 	__u32 zero = 0;
-	struct lt_rec_py_sample *r = bpf_map_lookup_elem(&pys_scratch, &zero);
+	struct pys_scratch *sc = bpf_map_lookup_elem(&pys_scratch, &zero);
 	__u64 code;
 
 	(void)i;
-	if (!r || !c->frame)
+	if (!sc || !c->frame)
 		return 1;
 	code = rd(c->frame + c->p.fr_code);
 	if (c->p.owner_cstack != 0xffff) {
@@ -133,6 +140,8 @@ static long walk_step(__u32 i, struct walk_ctx *c)
 			code = 0;
 			if (c->n)
 				c->entry |= 1ull << ((c->n - 1) & 63);
+			else
+				c->flags |= LT_PYS_F_LEAF_SHIM;
 		}
 	}
 	if (code) {
@@ -147,14 +156,15 @@ static long walk_step(__u32 i, struct walk_ctx *c)
 			if (entry)
 				c->entry |= 1ull << (c->n & 63);
 		}
-		r->codes[c->n & (LT_PYS_FRAMES - 1)] = code;
+		sc->r.codes[c->n & (LT_PYS_FRAMES - 1)] = code;
+		sc->quals[c->n & (LT_PYS_FRAMES - 1)] = rd(code + c->p.co_qualname);
 		c->n++;
 	}
 	c->frame = rd(c->frame + c->p.fr_previous);
 	return 0;
 }
 
-/* Walk tid's Python frames, leaf first, into pys_scratch's codes; w->n of
+/* Walk tid's Python frames, leaf first, into pys_scratch's codes and quals; w->n of
  * them (0: no Python on this thread now). */
 static __always_inline __u32 py_walk(const struct lt_pys_proc *p, __u32 tid, __u64 now,
 				     struct walk_ctx *w)

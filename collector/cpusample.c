@@ -38,6 +38,25 @@ struct cpu_state {
 	uint64_t samples, symbols, note_errors;
 	uint64_t leaf_only;        /* samples the CFI gave nothing for: their pc only */
 	uint64_t record_bytes;     /* ring-buffer bytes of all samples */
+	struct py_name *py;        /* Python frames' names (open addressing) */
+	size_t n_py, cap_py;
+	uint64_t py_merged;        /* samples with Python frames merged in */
+};
+
+/* A Python frame in a merged stack stands as its code object's address with
+ * bit 62 set (no user or kernel address has it) and 15 bits of its
+ * co_qualname pointer above bit 47 (user addresses end there), so a code
+ * object made later at a freed one's address gets an address, and a name,
+ * of its own; its EV_SYMBOL names the function, module "[python]". */
+#define LT_CPU_PY_TAG (1ull << 62)
+#define LT_CPU_ADDR_BITS 47
+#define LT_CPU_PY_NAMES_MAX (1u << 20)   /* code objects named, all processes */
+
+struct py_name {
+	int pid;
+	int emitted;
+	uint64_t addr;             /* tagged; 0: empty slot */
+	char *name;
 };
 
 /* libdwfl sessions kept at once (a process each, least recently used out). */
@@ -134,6 +153,134 @@ static void note_frame(struct lt_session *s, struct cpu_state *st, int pid, uint
 		st->symbols++;
 }
 
+/* ------------------------------------------- Python frames, merged in */
+
+static uint64_t py_hash(int pid, uint64_t addr)
+{
+	return (addr >> 4 ^ (uint64_t)(uint32_t)pid << 40) * 0x9e3779b97f4a7c15ull;
+}
+
+static struct py_name *py_find(struct cpu_state *st, int pid, uint64_t addr)
+{
+	size_t h = py_hash(pid, addr) >> 20;
+
+	for (;; h++) {
+		struct py_name *e = &st->py[h & (st->cap_py - 1)];
+
+		if (!e->addr || (e->addr == addr && e->pid == pid))
+			return e;
+	}
+}
+
+static int py_grow(struct cpu_state *st)
+{
+	struct py_name *old = st->py;
+	size_t old_cap = st->cap_py;
+
+	st->cap_py = old_cap ? old_cap * 2 : 1024;
+	st->py = calloc(st->cap_py, sizeof(*st->py));
+	if (!st->py) {
+		st->py = old;
+		st->cap_py = old_cap;
+		return -1;
+	}
+	for (size_t i = 0; i < old_cap; i++)
+		if (old[i].addr)
+			*py_find(st, old[i].pid, old[i].addr) = old[i];
+	free(old);
+	return 0;
+}
+
+static int py_emit(struct lt_session *s, struct py_name *e)
+{
+	struct lt_sym_info in = { .name = e->name, .module = "[python]", .offset = 0 };
+
+	e->emitted = 1;
+	return emit_symbol(s, e->pid, e->addr, &in);
+}
+
+static uint64_t py_addr(uint64_t code, uint64_t qual)
+{
+	uint64_t q = (qual >> 3) * 0x9e3779b97f4a7c15ull >> 49; /* 15 bits */
+
+	return LT_CPU_PY_TAG | q << LT_CPU_ADDR_BITS | (code & ((1ull << LT_CPU_ADDR_BITS) - 1));
+}
+
+/* Name the code object (once per process); 0, or -1 when it has none. */
+static int py_note(struct lt_session *s, struct cpu_state *st, int pid, uint64_t code, uint64_t qual)
+{
+	uint64_t addr = py_addr(code, qual);
+	struct py_name *e;
+	const char *name;
+
+	if (2 * (st->n_py + 1) > st->cap_py && (st->n_py >= LT_CPU_PY_NAMES_MAX || py_grow(st)))
+		return -1;
+	e = py_find(st, pid, addr);
+	if (e->addr)
+		return 0;
+	name = s->py_code_name(s->py_code_arg, pid, code, qual);
+	if (!name || !(e->name = strdup(name)))
+		return -1;
+	e->pid = pid;
+	e->addr = addr;
+	st->n_py++;
+	if (st->finished && !py_emit(s, e))
+		st->symbols++;
+	return 0;
+}
+
+static int is_eval_loop(struct cpu_state *st, int pid, uint64_t ip)
+{
+	struct lt_sym_info in;
+
+	return !lt_sym_resolve(st->sym, pid, ip, &in) && !strcmp(in.name, "_PyEval_EvalFrameDefault");
+}
+
+/* py-spy --native style: each of the interpreter's eval-loop frames in the
+ * native stack u[0..nu) (leaf first) becomes the Python frames it was
+ * running, from the leaf up to the frame its call started with (an
+ * innermost call on its way in or out, running none, stays as it is).
+ * Python frames no eval-loop frame was found for (the unwinding stopped
+ * short) stay outermost. Returns the new count (at most room). */
+static uint32_t merge_python(struct lt_session *s, struct cpu_state *st,
+			     const struct lt_rec_cpu_sample *r, uint64_t *u, uint32_t nu, uint32_t room)
+{
+	uint64_t out[LT_CPU_UFRAMES + LT_PYS_FRAMES];
+	uint32_t n = r->py_n < LT_PYS_FRAMES ? r->py_n : LT_PYS_FRAMES, g = 0, k = 0, i;
+	int pid = (int)r->h.pid, leaf_shim = !!(r->py_flags & LT_PYS_F_LEAF_SHIM);
+
+	if (!n || !s->py_code_name)
+		return nu;
+	for (i = 0; i < n; i++)
+		if (py_note(s, st, pid, r->py_codes[i], r->py_quals[i]))
+			return nu; /* a frame without a name: the native stack alone */
+	for (i = 0; i < nu && k < LT_CPU_UFRAMES + LT_PYS_FRAMES; i++) {
+		if (g < n && is_eval_loop(st, pid, u[i])) {
+			if (leaf_shim) { /* the innermost call runs no Python now */
+				leaf_shim = 0;
+				out[k++] = u[i];
+				continue;
+			}
+			while (g < n && k < LT_CPU_UFRAMES + LT_PYS_FRAMES) {
+				int first = (r->py_entry >> g) & 1;
+
+				out[k++] = py_addr(r->py_codes[g], r->py_quals[g]);
+				g++;
+				if (first)
+					break;
+			}
+			continue;
+		}
+		out[k++] = u[i];
+	}
+	while (g < n && k < LT_CPU_UFRAMES + LT_PYS_FRAMES)
+		out[k++] = py_addr(r->py_codes[g], r->py_quals[g]), g++;
+	k = k < room ? k : room;
+	memcpy(u, out, k * sizeof(*u));
+	st->py_merged++;
+	return k;
+}
+
 static uint32_t frames(int32_t bytes, uint32_t max)
 {
 	uint32_t n = bytes > 0 ? (uint32_t)bytes / 8 : 0;
@@ -188,7 +335,7 @@ static int cpu_handle(struct lt_session *s, void *state, const struct lt_rec_hdr
 {
 	const struct lt_rec_cpu_sample *r = (const void *)h;
 	struct cpu_state *st = state;
-	uint64_t ips[LT_CPU_KFRAMES + LT_CPU_UFRAMES];
+	uint64_t ips[LT_CPU_KFRAMES + LT_CPU_UFRAMES + LT_PYS_FRAMES];
 	struct evlog_event ev = { .type = EV_CPU_SAMPLE };
 	uint32_t nk, nu, i;
 
@@ -213,6 +360,7 @@ static int cpu_handle(struct lt_session *s, void *state, const struct lt_rec_hdr
 		note_frame(s, st, 0, 0, ips[i], i > 0);
 	for (i = 0; i < nu; i++)
 		note_frame(s, st, (int)h->pid, r->exec_id, ips[nk + i], i > 0);
+	nu = merge_python(s, st, r, ips + nk, nu, LT_CPU_UFRAMES + LT_PYS_FRAMES);
 	ev.ts = h->ts;
 	ev.pid = h->pid;
 	ev.tid = h->tid;
@@ -239,6 +387,11 @@ static int cpu_finish(struct lt_session *s, void *state)
 
 	cpu_detach(st);
 	r = lt_sym_foreach(st->sym, emit_symbol, s);
+	for (size_t k = 0; !r && k < st->cap_py; k++)
+		if (st->py[k].addr && !st->py[k].emitted) {
+			r = py_emit(s, &st->py[k]);
+			st->symbols++;
+		}
 	st->finished = 1;
 	lt_sym_stats(st->sym, &ss);
 	st->symbols += ss.addrs;
@@ -248,6 +401,9 @@ static int cpu_finish(struct lt_session *s, void *state)
 		(unsigned long long)ss.procs, (unsigned long long)ss.resolved,
 		(unsigned long long)ss.objects, (unsigned long long)ss.symbols,
 		(double)(cpu_now_ns() - t0) / 1e6);
+	if (st->py_merged)
+		LT_INFO(1, "cpu: %llu samples with Python frames merged in, %zu code objects",
+			(unsigned long long)st->py_merged, st->n_py);
 	if (st->unwind) {
 		struct lt_unwind_stats us;
 
@@ -280,6 +436,9 @@ static void cpu_stop(struct lt_session *s, void *state)
 	cpusample_bpf__destroy(st->skel);
 	lt_unwind_free(st->unwind);
 	lt_sym_free(st->sym);
+	for (size_t k = 0; k < st->cap_py; k++)
+		free(st->py[k].name);
+	free(st->py);
 	lt_cpu_perf_free(&st->perf);
 	free(st);
 }

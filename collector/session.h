@@ -95,6 +95,13 @@ struct lt_session {
 	 * such line is a warning and profiling goes on. */
 	char refused[512];
 	bool attached;
+	/* Names a code object of pid ("qualname (file:line)"; valid until the
+	 * next call), for the cpu sampler's merged Python + native stacks: set
+	 * by -t pysample while it runs, else NULL. qual: the object's
+	 * co_qualname pointer as sampled (a name cached for the address with
+	 * another is read again). NULL when unreadable. */
+	const char *(*py_code_name)(void *arg, int pid, uint64_t code, uint64_t qual);
+	void *py_code_arg;
 	/* per-source bookkeeping, owned by session.c */
 	void *priv;
 };
