@@ -10,7 +10,10 @@
 #      dwarf,16384` on the same run: the inclusive shares of its top 10
 #      functions within 3 points of ours;
 #   3. figures: steps/s alone and under -t cpu at 999 Hz, the collector's
-#      CPU, libdwfl sessions and frames per sample.
+#      CPU, libdwfl sessions and frames per sample;
+#   4. -t cpu,pysample: Python frames merged at the eval-loop frames, so a
+#      kernel launch reads train_step -> forward_pass (Python) -> libtorch
+#      (C++) -> cudaLaunchKernel.
 # Prints PASS/FAIL lines and figures; exit 0 only if all pass. Needs, built
 # here and carried: $BUILD/bin/llmtracker-static (or llmtracker) and
 # $BUILD/tests/progs/evlog_dump.
@@ -71,5 +74,21 @@ import json
 a = json.load(open('$T/alone.json')); b = json.load(open('$T/a.json'))
 print('steps/s alone %.1f, under -t cpu at 999 Hz%s %.1f' % (a['steps_per_s'],
       ' (and perf)' if $( [ ${#PERF[@]} -gt 0 ] && echo True || echo False) else '', b['steps_per_s']))"
+
+# 4. merged Python + native stacks
+"$LT" profile -t cpu,pysample --freq 999 -q -o "$T/m.log" -- "$PY" "$LOOP" --seconds 4 \
+	--meta "$T/m.json" >"$T/m.out" 2>"$T/m.err" || { bad "profile -t cpu,pysample (rc $?)"; tail -5 "$T/m.err"; }
+pid=$("$PY" -c "import json; print(json.load(open('$T/m.json'))['pid'])")
+"$DUMP" "$T/m.log" >"$T/m.txt" 2>&1
+$CHECK --folded "$T/m.txt" "pid=$pid" >"$T/m.folded"
+echo "hottest merged stacks (root first):"
+head -4 "$T/m.folded" | cut -c1-400 | sed 's/^/  /'
+launch=$(grep -E 'train_step \(.*forward_pass \(.*;[^;]*(at::|c10::|torch::)[^;]*;.*(cudaLaunchKernel|cuLaunchKernel)' "$T/m.folded" |
+	awk '{ s += $NF } END { print s + 0 }')
+total=$(awk '{ s += $NF } END { print s + 0 }' "$T/m.folded")
+echo "launch stacks train_step -> forward_pass -> libtorch -> cudaLaunchKernel: $launch of $total samples"
+grep -E 'train_step \(.*forward_pass \(.*(cudaLaunchKernel|cuLaunchKernel)' "$T/m.folded" | head -1 | cut -c1-600 | sed 's/^/  /'
+[ "$launch" -gt 0 ] && pass "kernel launches read train_step -> forward_pass -> libtorch -> cudaLaunchKernel ($launch samples)" ||
+	bad "no stack reads train_step -> forward_pass -> libtorch -> cudaLaunchKernel"
 rm -rf "$T"
 exit $fail

@@ -5,6 +5,7 @@
 # program's root, and each function's inclusive share (samples holding it
 # anywhere in the user stack) for perf's top functions.
 #   cpu_unwind_check.py DUMP PERF_SCRIPT COMM [TOP [THREADS]]
+#   cpu_unwind_check.py --folded DUMP COMM   (our stacks, root first)
 # PERF_SCRIPT: perf script -F comm,pid,ip,sym,dso --no-inline output (may
 # be empty: then only our side is summed up). COMM: the process's name, or
 # pid=N. THREADS=1: a thread's own root (start_thread, clone3) counts too.
@@ -20,7 +21,7 @@ import sys
 ROOTS = {"main", "_start", "__libc_start_call_main", "__libc_start_main",
          "__libc_start_main_impl"}
 THREAD_ROOTS = {"start_thread", "clone3", "clone", "__clone", "__clone3"}
-KERNEL = 0x800000000000
+KERNEL = 0xffff800000000000  # kernel addresses (our Python frames have bit 62 set)
 
 
 def unescape(s):
@@ -65,7 +66,7 @@ def file_offset(path, vaddr):
     return vaddr
 
 
-def ours(path, comm):
+def ours(path, comm, raw=False):
     syms, samples, pids = {}, [], set()
     for line in open(path, errors="replace"):
         kind = line.split(" ", 1)[0]
@@ -74,7 +75,7 @@ def ours(path, comm):
             name = unescape(f.get("name", ""))
             mod = unescape(f.get("module", ""))
             if name:
-                syms[(f["pid"], f["addr"])] = norm(name)
+                syms[(f["pid"], f["addr"])] = name if raw else norm(name)
             else:
                 off = int(f.get("offset", "0"), 16)
                 if mod.startswith("/"):
@@ -115,7 +116,7 @@ def perf(path, comm):
         if not m or cur is None:
             continue
         ip, sym, dso = int(m.group(1), 16), m.group(2), m.group(3)
-        if ip >= KERNEL or dso == "[kernel.kallsyms]":
+        if ip >= 0x800000000000 or dso == "[kernel.kallsyms]":
             continue
         sym = re.sub(r"\+0x[0-9a-f]+$", "", sym)
         # perf names a caller by its return address - 1, we by the return
@@ -143,7 +144,20 @@ def root_pct(stacks, roots=ROOTS):
     return 100.0 * n / max(len(stacks), 1)
 
 
+def folded(dump, comm):
+    """Our stacks of COMM, root first, one "frame;...;frame count" a line."""
+    counts = {}
+    for st in ours(dump, comm, raw=True):
+        key = ";".join(reversed(st))
+        counts[key] = counts.get(key, 0) + 1
+    for key, n in sorted(counts.items(), key=lambda kv: -kv[1]):
+        print("%s %d" % (key, n))
+
+
 def main():
+    if sys.argv[1] == "--folded":  # --folded DUMP COMM
+        folded(sys.argv[2], sys.argv[3])
+        return
     dump, pscript, comm = sys.argv[1:4]
     top = int(sys.argv[4]) if len(sys.argv) > 4 else 10
     roots = ROOTS | THREAD_ROOTS if len(sys.argv) > 5 and sys.argv[5] == "1" else ROOTS
