@@ -236,45 +236,68 @@ static int is_eval_loop(struct cpu_state *st, int pid, uint64_t ip)
 	return !lt_sym_resolve(st->sym, pid, ip, &in) && !strcmp(in.name, "_PyEval_EvalFrameDefault");
 }
 
-/* py-spy --native style: each of the interpreter's eval-loop frames in the
- * native stack u[0..nu) (leaf first) becomes the Python frames it was
- * running, from the leaf up to the frame its call started with (an
- * innermost call on its way in or out, running none, stays as it is).
- * Python frames no eval-loop frame was found for (the unwinding stopped
- * short) stay outermost. Returns the new count (at most room). */
+/* py-spy --native style: the interpreter's eval-loop frames in the native
+ * stack u[0..nu) (leaf first) become the Python frames their calls were
+ * running, each call's from the leaf up to the frame it started with; an
+ * innermost call on its way in or out runs none and stays as it is.
+ * Calls and eval-loop frames are paired from the root when the unwinding
+ * reached it (an eval-loop frame not named so, cold code of a stripped
+ * interpreter, then leaves Python frames over at the leaf end), else from
+ * the leaf (calls left over stay outermost). Returns the new count (at
+ * most room). */
+#define LT_CPU_MERGED (LT_CPU_UFRAMES + LT_PYS_FRAMES)
+
 static uint32_t merge_python(struct lt_session *s, struct cpu_state *st,
-			     const struct lt_rec_cpu_sample *r, uint64_t *u, uint32_t nu, uint32_t room)
+			     const struct lt_rec_cpu_sample *r, uint64_t *u, uint32_t nu,
+			     int complete, uint32_t room)
 {
-	uint64_t out[LT_CPU_UFRAMES + LT_PYS_FRAMES];
-	uint32_t n = r->py_n < LT_PYS_FRAMES ? r->py_n : LT_PYS_FRAMES, g = 0, k = 0, i;
-	int pid = (int)r->h.pid, leaf_shim = !!(r->py_flags & LT_PYS_F_LEAF_SHIM);
+	uint32_t n = r->py_n < LT_PYS_FRAMES ? r->py_n : LT_PYS_FRAMES;
+	uint32_t start[LT_PYS_FRAMES + 2], evals[LT_CPU_UFRAMES], ne = 0, ng = 0;
+	int32_t group_of[LT_CPU_UFRAMES];     /* per u[i]: its call's group, or -1 */
+	uint64_t out[LT_CPU_MERGED];
+	uint32_t i, k = 0, g0, e0, pairs;
+	int pid = (int)r->h.pid;
 
 	if (!n || !s->py_code_name)
 		return nu;
 	for (i = 0; i < n; i++)
 		if (py_note(s, st, pid, r->py_codes[i], r->py_quals[i]))
 			return nu; /* a frame without a name: the native stack alone */
-	for (i = 0; i < nu && k < LT_CPU_UFRAMES + LT_PYS_FRAMES; i++) {
-		if (g < n && is_eval_loop(st, pid, u[i])) {
-			if (leaf_shim) { /* the innermost call runs no Python now */
-				leaf_shim = 0;
-				out[k++] = u[i];
-				continue;
-			}
-			while (g < n && k < LT_CPU_UFRAMES + LT_PYS_FRAMES) {
-				int first = (r->py_entry >> g) & 1;
+	/* The calls, leaf first: group j is frames start[j] .. start[j+1]-1. */
+	if (r->py_flags & LT_PYS_F_LEAF_SHIM)
+		start[ng++] = 0;              /* the innermost call runs none */
+	start[ng++] = 0;
+	for (i = 0; i + 1 < n; i++)
+		if ((r->py_entry >> i) & 1)
+			start[ng++] = i + 1;
+	start[ng] = n;
+	for (i = 0; i < nu; i++) {
+		group_of[i] = -1;
+		if (is_eval_loop(st, pid, u[i]))
+			evals[ne++] = i;
+	}
+	pairs = ne < ng ? ne : ng;
+	e0 = complete ? ne - pairs : 0;       /* first eval-loop frame paired */
+	g0 = complete ? ng - pairs : 0;       /* and its call */
+	for (i = 0; i < pairs; i++)
+		group_of[evals[e0 + i]] = (int32_t)(g0 + i);
+	if (complete) /* calls of eval-loop frames not found: at the leaf end */
+		for (uint32_t g = 0; g < g0; g++)
+			for (uint32_t f = start[g]; f < start[g + 1] && k < LT_CPU_MERGED; f++)
+				out[k++] = py_addr(r->py_codes[f], r->py_quals[f]);
+	for (i = 0; i < nu && k < LT_CPU_MERGED; i++) {
+		int32_t g = group_of[i];
 
-				out[k++] = py_addr(r->py_codes[g], r->py_quals[g]);
-				g++;
-				if (first)
-					break;
-			}
+		if (g < 0 || start[g] == start[g + 1]) {
+			out[k++] = u[i];
 			continue;
 		}
-		out[k++] = u[i];
+		for (uint32_t f = start[g]; f < start[g + 1] && k < LT_CPU_MERGED; f++)
+			out[k++] = py_addr(r->py_codes[f], r->py_quals[f]);
 	}
-	while (g < n && k < LT_CPU_UFRAMES + LT_PYS_FRAMES)
-		out[k++] = py_addr(r->py_codes[g], r->py_quals[g]), g++;
+	if (!complete) /* calls beyond where the unwinding stopped: outermost */
+		for (uint32_t f = start[pairs]; f < n && k < LT_CPU_MERGED; f++)
+			out[k++] = py_addr(r->py_codes[f], r->py_quals[f]);
 	k = k < room ? k : room;
 	memcpy(u, out, k * sizeof(*u));
 	st->py_merged++;
@@ -306,28 +329,32 @@ static uint32_t user_frames_kept(const uint64_t *ips, uint32_t n)
 }
 
 /* The user frames from the stack copy and the binaries' CFI, into ips;
- * 0 when the record has no copy or nothing unwound. The leaf is noted first
- * so that an exec or a new mapping refreshes the maps the unwinder uses. */
+ * 0 when the record has no copy or nothing unwound; *complete as
+ * lt_unwind_sample says. The leaf is noted first so that an exec or a new
+ * mapping refreshes the maps the unwinder uses. */
 static uint32_t cfi_frames(struct cpu_state *st, const struct lt_rec_cpu_sample *r, size_t size,
-			   uint64_t *ips)
+			   uint64_t *ips, int *complete)
 {
-	if (!st->unwind || !r->stack_bytes || r->stack_bytes > size - sizeof(*r))
-		return 0;
+	const uint64_t *regs = (const uint64_t *)r->regs;
+	const uint8_t *stack = (const uint8_t *)(r + 1);
 	int pid = (int)r->h.pid;
 	uint64_t gen;
 	uint32_t n;
 
-	if (lt_sym_note(st->sym, pid, r->exec_id, r->regs[LT_CPU_REG_IP], 0) < 0)
+	*complete = 0;
+	if (!st->unwind || !r->stack_bytes || r->stack_bytes > size - sizeof(*r))
+		return 0;
+	if (lt_sym_note(st->sym, pid, r->exec_id, regs[LT_CPU_REG_IP], 0) < 0)
 		return 0;
 	gen = lt_sym_generation(st->sym, pid);
-	n = lt_unwind_sample(st->unwind, pid, (const uint64_t *)r->regs, (const uint8_t *)(r + 1),
-			     r->stack_bytes, ips, LT_CPU_UFRAMES);
+	n = lt_unwind_sample(st->unwind, pid, regs, stack, r->stack_bytes, ips, LT_CPU_UFRAMES,
+			     complete);
 	/* Stopped in code the maps did not hold yet (libc mapped after the
 	 * exec, a dlopen)? Noting that frame re-reads them: then once more. */
 	if (n && lt_sym_note(st->sym, pid, r->exec_id, ips[n - 1], n > 1) >= 0 &&
 	    lt_sym_generation(st->sym, pid) != gen)
-		n = lt_unwind_sample(st->unwind, pid, (const uint64_t *)r->regs,
-				     (const uint8_t *)(r + 1), r->stack_bytes, ips, LT_CPU_UFRAMES);
+		n = lt_unwind_sample(st->unwind, pid, regs, stack, r->stack_bytes, ips,
+				     LT_CPU_UFRAMES, complete);
 	return n;
 }
 
@@ -338,13 +365,14 @@ static int cpu_handle(struct lt_session *s, void *state, const struct lt_rec_hdr
 	uint64_t ips[LT_CPU_KFRAMES + LT_CPU_UFRAMES + LT_PYS_FRAMES];
 	struct evlog_event ev = { .type = EV_CPU_SAMPLE };
 	uint32_t nk, nu, i;
+	int complete;
 
 	if (!st || h->kind != LT_REC_CPU_SAMPLE || size < sizeof(*r))
 		return 0; /* !st: a record drained after stop() */
 	st->record_bytes += size;
 	nk = frames(r->kstack_bytes, LT_CPU_KFRAMES);
 	memcpy(ips, r->ips, nk * 8);
-	nu = cfi_frames(st, r, size, ips + nk);
+	nu = cfi_frames(st, r, size, ips + nk, &complete);
 	if (!nu && r->stack_bytes) {
 		/* BPF walked no frame pointers when it copied the stack: the
 		 * sampled pc at least. */
@@ -360,7 +388,7 @@ static int cpu_handle(struct lt_session *s, void *state, const struct lt_rec_hdr
 		note_frame(s, st, 0, 0, ips[i], i > 0);
 	for (i = 0; i < nu; i++)
 		note_frame(s, st, (int)h->pid, r->exec_id, ips[nk + i], i > 0);
-	nu = merge_python(s, st, r, ips + nk, nu, LT_CPU_UFRAMES + LT_PYS_FRAMES);
+	nu = merge_python(s, st, r, ips + nk, nu, complete, LT_CPU_UFRAMES + LT_PYS_FRAMES);
 	ev.ts = h->ts;
 	ev.pid = h->pid;
 	ev.tid = h->tid;

@@ -309,10 +309,12 @@ static int frame_cb(Dwfl_Frame *state, void *arg)
 }
 
 unsigned lt_unwind_sample(struct lt_unwind *u, int pid, const uint64_t *regs,
-			  const uint8_t *stack, size_t stack_len, uint64_t *ips, unsigned max)
+			  const uint8_t *stack, size_t stack_len, uint64_t *ips, unsigned max,
+			  int *complete)
 {
 	struct uw_proc *p = proc_get(u, pid);
 
+	*complete = 0;
 	if (!p) {
 		u->st.failed++;
 		return 0;
@@ -323,8 +325,10 @@ unsigned lt_unwind_sample(struct lt_unwind *u, int pid, const uint64_t *regs,
 	p->ips = ips;
 	p->n_ips = 0;
 	p->max_ips = max;
+	/* 0: the outermost frame reached; -1: stopped (memory outside the
+	 * copy, no CFI); 1: our callback stopped it (max frames). */
 	if (max)
-		dwfl_getthread_frames(p->dwfl, pid, frame_cb, p); /* ends with an error: the end */
+		*complete = dwfl_getthread_frames(p->dwfl, pid, frame_cb, p) == 0;
 	u->st.samples++;
 	u->st.frames += p->n_ips;
 	return p->n_ips;

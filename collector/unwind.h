@@ -33,9 +33,11 @@ void lt_unwind_free(struct lt_unwind *u);
  * (LT_CPU_NREGS), stack the bytes copied from regs[7] (rsp) up. Writes at
  * most max addresses, leaf first (ips[0] the interrupted pc, the others
  * return addresses). Returns the count (0: nothing could be unwound, e.g.
- * the pid's maps are unknown). */
+ * the pid's maps are unknown); *complete: 1 when the outermost frame was
+ * reached (its CFI ends the stack), 0 when the unwinding stopped short. */
 unsigned lt_unwind_sample(struct lt_unwind *u, int pid, const uint64_t *regs,
-			  const uint8_t *stack, size_t stack_len, uint64_t *ips, unsigned max);
+			  const uint8_t *stack, size_t stack_len, uint64_t *ips, unsigned max,
+			  int *complete);
 
 struct lt_unwind_stats {
 	uint64_t samples, frames;   /* unwound, frames found over all */
