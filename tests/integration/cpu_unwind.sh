@@ -42,19 +42,32 @@ PY
 
 # compare NAME COMM CMD ARGS...: profile CMD under both tools, print the
 # table, set res_* from the check's result line.
-compare() {
+profile_both() { # NAME COMM CMD ARGS...
 	local name=$1 comm=$2
 	shift 2
+	rm -f "$T/$name.evlog" "$T/$name.data"
 	"$LT" profile -t cpu --freq "$FREQ" -q -o "$T/$name.evlog" -- \
 		perf record -q -e cpu-clock -F "$FREQ" --call-graph dwarf,16384 -o "$T/$name.data" -- "$@" \
-		>/dev/null 2>"$T/$name.err"
-	check "$name: profile -t cpu -- perf record -- $1 exits 0" [ $? = 0 ]
+		>/dev/null 2>"$T/$name.err" || return 1
 	"$DUMP" "$T/$name.evlog" >"$T/$name.txt" 2>&1
 	perf script -i "$T/$name.data" -F comm,pid,ip,sym,dso --no-inline >"$T/$name.perf" 2>/dev/null
 	$CHECK "$T/$name.txt" "$T/$name.perf" "$comm" 10 >"$T/$name.cmp"
 	sed "s/^# /# $name: /" "$T/$name.cmp" | grep '^#'
 	read -r _ res_n res_pn res_root res_proot res_diff < <(grep '^result ' "$T/$name.cmp")
 	echo "# $name: samples ours $res_n, perf $res_pn; reach the root: ours $res_root%, perf $res_proot%; largest difference $res_diff points"
+}
+
+# The shares are two samplings of one run: a difference past 3 points,
+# about 2.5 sampling errors, is measured once more on a new run (seen once
+# here on a loaded machine under ASan) before it counts as a failure.
+compare() { # NAME COMM CMD ARGS...
+	local name=$1
+	profile_both "$@"
+	check "$name: profile -t cpu -- perf record -- $3 exits 0" [ $? = 0 ]
+	if ! awk -v v="${res_diff:-100}" 'BEGIN { exit !(v <= 3) }'; then
+		echo "# $name: $res_diff points apart: once more"
+		profile_both "$@"
+	fi
 	check "$name: at least 1000 samples ($res_n)" [ "${res_n:-0}" -ge 1000 ]
 	check "$name: >= 95% of samples reach main/_start/__libc_start_call_main ($res_root%)" \
 		awk -v v="${res_root:-0}" 'BEGIN { exit !(v >= 95) }'
