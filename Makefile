@@ -76,7 +76,8 @@ BIN_KUBE  := $(BUILD)/bin/kubectl-prof
 INJECT_SONAME := libllmtracker-inject.so
 INJECT_SO := $(BUILD)/lib/$(INJECT_SONAME)
 UNIT_BIN  := $(patsubst tests/unit/%.c,$(BUILD)/tests/%,$(UNIT_SRC))
-HELPER_BIN:= $(patsubst tests/progs/%.c,$(BUILD)/tests/progs/%,$(HELPER_SRC))
+HELPER_BIN:= $(patsubst tests/progs/%.c,$(BUILD)/tests/progs/%,$(HELPER_SRC)) \
+             $(patsubst tests/progs/%.cpp,$(BUILD)/tests/progs/%,$(wildcard tests/progs/*.cpp))
 FUZZ_BIN  := $(patsubst tests/fuzz/%.c,$(BUILD)/fuzz/%,$(FUZZ_SRC))
 BENCH_BIN := $(patsubst tests/bench/%.c,$(BUILD)/bench/%,$(BENCH_SRC))
 
@@ -227,6 +228,12 @@ $(BUILD)/tests/progs/%: tests/progs/%.c $(EVLOG_SRC) $(TEST_HDRS) | $(GENERATED)
 	@mkdir -p $(@D)
 	$(CC) -O1 -g -fno-omit-frame-pointer -fno-inline $(WARN) -D_GNU_SOURCE -I. -I$(BUILD)/gen \
 		-I$(CUDA_HOME)/include -o $@ $< $(PROG_LIBS_$*) -lpthread
+
+# C++ test programs are built as distributions build theirs: optimized,
+# without frame pointers (what CFI unwinding is tested on).
+$(BUILD)/tests/progs/%: tests/progs/%.cpp
+	@mkdir -p $(@D)
+	$(CXX) -O2 -g -fomit-frame-pointer -Wall -Wextra -Werror -o $@ $<
 
 # Per-program libraries for tests/progs (PROG_LIBS_<name> := ...).
 # Sources, not the archive: under `make asan` the archive is instrumented and

@@ -29,12 +29,24 @@ struct lt_pys_proc {
 	__u16 fr_previous;        /* _PyInterpreterFrame.previous */
 	__u16 fr_owner;           /* _PyInterpreterFrame.owner */
 	__u16 owner_cstack;       /* owner value of C-stack shim frames; 0xffff: none */
-	__u16 pad[5];
+	__u16 fr_is_entry;        /* _PyInterpreterFrame.is_entry (3.11); 0xffff: none */
+	__u16 co_qualname;        /* PyCodeObject.co_qualname */
+	__u16 pad[3];
 };
+
+/* pys_threads: a thread's PyThreadState, cached per tid. */
+struct lt_pys_thread {
+	__u64 tstate;             /* 0: none found at `checked` */
+	__u64 checked;
+};
+#define LT_PYS_PROCS 4096     /* pys_procs entries */
+#define LT_PYS_TIDS 16384     /* pys_threads entries */
 
 /* Flags of a sample record. */
 #define LT_PYS_F_TRUNCATED 1  /* more frames than LT_PYS_FRAMES */
 #define LT_PYS_F_UNKNOWN 2    /* a target without a lt_pys_proc: detect it */
+#define LT_PYS_F_LEAF_SHIM 4  /* the chain starts at a C-stack shim (3.12): the
+			       * innermost eval-loop call runs no Python frame */
 
 /* kind LT_REC_PY_SAMPLE. codes[0..n): code objects, leaf first. The record
  * ends after codes[n - 1]: only the frames found travel. */

@@ -16,6 +16,8 @@
 
 #include "cli.h"
 #include "probefile.h"
+#include "bpf/common.h"
+#include "bpf/cpusample.h"
 
 static const struct {
 	const char *name;
@@ -35,7 +37,7 @@ void lt_cli_usage(FILE *f)
 		"usage: llmtracker profile -p PID [-p PID ...] -t TYPES -o FILE [-d SEC] [--delay SEC] [-v N] [-q]\n"
 		"                          [--cpu-buffer-size MB] [--probe-file FILE] [--max-probes N]\n"
 		"                          [--enable-cuda-kernel true]\n"
-		"                          [--cupti-dir DIR] [--freq HZ] [--no-children]\n"
+		"                          [--cupti-dir DIR] [--freq HZ] [--cpu-stack-bytes N] [--no-children]\n"
 		"                          [--python-method auto|hook|usdt] [-- CMD ARGS ...]\n"
 		"       llmtracker export -i FILE [-i FILE ...] [--cupti-dir DIR] {-o OUT.json[.gz] | --logdir DIR [--run NAME]}\n"
 		"       llmtracker generateCommand [--container-id ID | --pod-uid UID]\n"
@@ -57,6 +59,8 @@ void lt_cli_usage(FILE *f)
 		"  --cupti-dir DIR      where the injected library writes its logs (default: beside -o,\n"
 		"                       where the converter finds them from the -o log alone)\n"
 		"  --freq HZ            CPU sampling frequency (default %d)\n"
+		"  --cpu-stack-bytes N  user stack copied per CPU sample to unwind code built without\n"
+		"                       frame pointers (default %d, at most %u; 0: frame pointers only)\n"
 		"  --no-children        do not follow processes the targets start\n"
 		"  --python-method M    how -t python traces calls: auto (default: the injected hook,\n"
 		"                       ~0.2 us a call; the interpreter's USDT probes, ~5 us, where the\n"
@@ -66,7 +70,8 @@ void lt_cli_usage(FILE *f)
 		"  export               convert logs (llmtracker-convert, beside this binary: --help there)\n"
 		"  generateCommand      list GPU (and Python) processes and print a profile command\n"
 		"  generateProbe        write a probe file for the CUDA libraries PID has loaded\n",
-		LT_DEFAULT_OUTPUT, LT_DEFAULT_CPU_BUFFER_MB, LT_MAX_PROBES, LT_DEFAULT_FREQ_HZ);
+		LT_DEFAULT_OUTPUT, LT_DEFAULT_CPU_BUFFER_MB, LT_MAX_PROBES, LT_DEFAULT_FREQ_HZ,
+		LT_DEFAULT_CPU_STACK_BYTES, LT_CPU_STACK_MAX);
 }
 
 int lt_cli_parse_types(const char *s, unsigned *types, bool *all, char *err, size_t errsz)
@@ -177,7 +182,7 @@ static int parse_py_method(const char *v, int *out, char *err, size_t errsz)
 }
 
 enum { OPT_DELAY = 256, OPT_CPUBUF, OPT_PROBE, OPT_CUDAK, OPT_CUPTI, OPT_FREQ, OPT_NOCHILD,
-       OPT_MAXPROBES, OPT_PYMETHOD };
+       OPT_MAXPROBES, OPT_PYMETHOD, OPT_STACKBYTES };
 
 static const struct option long_opts[] = {
 	{ "pid", required_argument, NULL, 'p' },
@@ -193,6 +198,7 @@ static const struct option long_opts[] = {
 	{ "enable-cuda-kernel", required_argument, NULL, OPT_CUDAK },
 	{ "cupti-dir", required_argument, NULL, OPT_CUPTI },
 	{ "freq", required_argument, NULL, OPT_FREQ },
+	{ "cpu-stack-bytes", required_argument, NULL, OPT_STACKBYTES },
 	{ "no-children", no_argument, NULL, OPT_NOCHILD },
 	{ "python-method", required_argument, NULL, OPT_PYMETHOD },
 	{ "help", no_argument, NULL, 'h' },
@@ -255,6 +261,15 @@ static int parse_one(struct lt_options *o, int c, const char *v, bool *have_t, c
 			return -1;
 		o->freq_hz = (unsigned)n;
 		return 0;
+	case OPT_STACKBYTES:
+		if (parse_uint("--cpu-stack-bytes", v, 0, LT_CPU_STACK_MAX, &n, err, errsz))
+			return -1;
+		if (n % 8) {
+			snprintf(err, errsz, "--cpu-stack-bytes must be a multiple of 8 (got %lu)", n);
+			return -1;
+		}
+		o->cpu_stack_bytes = (unsigned)n;
+		return 0;
 	case OPT_PROBE:
 		o->probe_file = v;
 		return 0;
@@ -287,6 +302,7 @@ int lt_cli_parse_profile(int argc, char **argv, struct lt_options *o, char *err,
 	o->output = LT_DEFAULT_OUTPUT;
 	o->cpu_buffer_mb = LT_DEFAULT_CPU_BUFFER_MB;
 	o->freq_hz = LT_DEFAULT_FREQ_HZ;
+	o->cpu_stack_bytes = LT_DEFAULT_CPU_STACK_BYTES;
 	o->follow_children = true;
 	optind = 1;
 	opterr = 0;

@@ -10,6 +10,7 @@
 #define LT_DEFAULT_OUTPUT "/tmp/data.json"
 #define LT_DEFAULT_CPU_BUFFER_MB 20
 #define LT_DEFAULT_FREQ_HZ 99
+#define LT_DEFAULT_CPU_STACK_BYTES 16384
 
 /* Where lt_log() writes (stderr unless a command prints its result as log lines). */
 extern int lt_log_fd;

@@ -36,6 +36,8 @@
 
 struct pys_code {
 	uint64_t addr;               /* 0: empty slot */
+	uint64_t qual;               /* co_qualname pointer when named for the
+				      * cpu sampler (0: not known) */
 	char *text;                  /* "qualname (file:line)" */
 	uint32_t len;
 };
@@ -249,28 +251,48 @@ static int pys_codes_grow(struct pys_proc *p)
 	return 0;
 }
 
-static const struct pys_code *pys_code(struct pys_state *st, struct pys_proc *p, uint64_t addr)
+/* The name of the code object at addr, read once. With qual (its
+ * co_qualname pointer as sampled, 0: not known) a name cached for another
+ * object made at the same address is read again. */
+static const struct pys_code *pys_code(struct pys_state *st, struct pys_proc *p, uint64_t addr,
+				       uint64_t qual)
 {
 	struct pys_code *c;
+	char *text;
 	size_t h;
 
 	if (2 * (p->n_codes + 1) > p->cap_codes && pys_codes_grow(p))
 		return NULL;
 	for (h = (addr >> 4) * 0x9e3779b97f4a7c15ull >> 7;; h++) {
 		c = &p->codes[h & (p->cap_codes - 1)];
-		if (c->addr == addr)
+		if (c->addr == addr && (!qual || c->qual == qual))
 			return c;
-		if (!c->addr)
+		if (c->addr == addr || !c->addr)
 			break;
 	}
-	c->text = pys_describe(st, p, addr);
-	if (!c->text)
+	text = pys_describe(st, p, addr);
+	if (!text)
 		return NULL;
+	if (!c->addr) {
+		p->n_codes++;
+		st->codes++;
+	}
+	free(c->text);
+	c->text = text;
 	c->addr = addr;
+	c->qual = qual;
 	c->len = (uint32_t)strlen(c->text);
-	p->n_codes++;
-	st->codes++;
 	return c;
+}
+
+/* The session's py_code_name (session.h): names for the cpu sampler. */
+static const char *pys_code_name(void *arg, int pid, uint64_t code, uint64_t qual)
+{
+	struct pys_state *st = arg;
+	struct pys_proc *p = pys_find(st, pid);
+	const struct pys_code *c = p && p->ok ? pys_code(st, p, code, qual) : NULL;
+
+	return c ? c->text : NULL;
 }
 
 /* -------------------------------------------------------------- records */
@@ -296,7 +318,7 @@ static int pys_handle(struct lt_session *s, void *state, const struct lt_rec_hdr
 		return 0; /* exec'd since: the old image's frames mean nothing now */
 	have = (uint32_t)((size - head) / 8);
 	for (uint32_t i = 0; i < r->n && i < have && i < LT_PYS_FRAMES; i++) {
-		const struct pys_code *c = pys_code(st, p, r->codes[i]);
+		const struct pys_code *c = pys_code(st, p, r->codes[i], 0);
 
 		if (!c)
 			return lt_session_errorf(s, "pysample: out of memory");
@@ -338,6 +360,8 @@ static int pys_start(struct lt_session *s, void **state)
 	if (err)
 		return lt_session_errorf(s, "cannot load the Python sampling BPF program: %s",
 					 strerror(-err));
+	s->py_code_name = pys_code_name;
+	s->py_code_arg = st;
 	return lt_cpu_perf_attach(s, &st->perf, st->skel->progs.lt_py_sample,
 				  s->opt.freq_hz ? s->opt.freq_hz : 99, "pysample");
 }
@@ -368,9 +392,12 @@ static void pys_stop(struct lt_session *s, void *state)
 {
 	struct pys_state *st = state;
 
-	(void)s;
 	if (!st)
 		return;
+	if (s->py_code_arg == st) {
+		s->py_code_name = NULL;
+		s->py_code_arg = NULL;
+	}
 	pys_detach(st);
 	pysample_bpf__destroy(st->skel);
 	for (size_t i = 0; i < st->n_procs; i++)

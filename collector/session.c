@@ -20,6 +20,8 @@
 
 #include "cli.h"
 #include "nodename.h"
+#include "bpf/common.h"
+#include "bpf/pysample.h"
 #include "profile.h"
 #include "targets.h"
 
@@ -126,6 +128,7 @@ void lt_session_init(struct lt_session *s, const struct lt_options *opt)
 	memset(s, 0, sizeof(*s));
 	s->opt = *opt;
 	s->targets_fd = s->events_fd = s->lost_fd = -1;
+	s->pys_procs_fd = s->pys_threads_fd = -1;
 	p = calloc(1, sizeof(*p));
 	if (!p)
 		abort(); /* a few hundred bytes at start-up */
@@ -154,9 +157,10 @@ static void options_str(const struct lt_options *o, char *buf, size_t sz)
 	char types[128];
 	size_t n;
 
-	n = snprintf(buf, sz, "types=%s%s duration=%g delay=%g cpu_buffer_mb=%u freq=%u children=%d cuda_kernel=%d pids=",
+	n = snprintf(buf, sz, "types=%s%s duration=%g delay=%g cpu_buffer_mb=%u freq=%u cpu_stack_bytes=%u children=%d cuda_kernel=%d pids=",
 		     lt_cli_types_str(o->types, types, sizeof(types)), o->types_all ? " (all)" : "",
-		     o->duration_s, o->delay_s, o->cpu_buffer_mb, o->freq_hz, o->follow_children,
+		     o->duration_s, o->delay_s, o->cpu_buffer_mb, o->freq_hz, o->cpu_stack_bytes,
+		     o->follow_children,
 		     o->cuda_kernel);
 	for (int i = 0; i < o->n_pids && n < sz; i++)
 		n += snprintf(buf + n, sz - n, "%s%d", i ? "," : "", o->pids[i]);
@@ -269,6 +273,19 @@ int lt_session_create_maps(struct lt_session *s)
 	s->events_fd = bpf_map_create(BPF_MAP_TYPE_RINGBUF, "events", 0, 0, rb, NULL);
 	if (s->events_fd < 0)
 		goto fail;
+	/* The interpreters' layouts and threads (bpf/pywalk.bpf.h): one pair
+	 * for pysample's walk and the cpu sampler's, which merges Python frames
+	 * into native stacks when both run. */
+	if (s->opt.types & LT_T_PYSAMPLE) {
+		s->pys_procs_fd = bpf_map_create(BPF_MAP_TYPE_HASH, "pys_procs", 4,
+						 sizeof(struct lt_pys_proc), LT_PYS_PROCS, NULL);
+		if (s->pys_procs_fd < 0)
+			goto fail;
+		s->pys_threads_fd = bpf_map_create(BPF_MAP_TYPE_LRU_HASH, "pys_threads", 4,
+						   sizeof(struct lt_pys_thread), LT_PYS_TIDS, NULL);
+		if (s->pys_threads_fd < 0)
+			goto fail;
+	}
 	LT_INFO(1, "ring buffer: %lu MiB (%u MiB per CPU x %d CPUs, power of two)", rb >> 20,
 		s->opt.cpu_buffer_mb, libbpf_num_possible_cpus());
 	return 0;
@@ -285,7 +302,9 @@ int lt_session_share_maps(struct lt_session *s, struct bpf_object *obj)
 		const char *n = bpf_map__name(m);
 		int fd = !strcmp(n, "targets") ? s->targets_fd :
 			 !strcmp(n, "events") ? s->events_fd :
-			 !strcmp(n, "lost") ? s->lost_fd : -1;
+			 !strcmp(n, "lost") ? s->lost_fd :
+			 !strcmp(n, "pys_procs") ? s->pys_procs_fd :
+			 !strcmp(n, "pys_threads") ? s->pys_threads_fd : -1;
 		int err;
 
 		if (fd < 0)
@@ -573,7 +592,12 @@ void lt_session_stop(struct lt_session *s)
 		close(s->events_fd);
 	if (s->lost_fd >= 0)
 		close(s->lost_fd);
+	if (s->pys_procs_fd >= 0)
+		close(s->pys_procs_fd);
+	if (s->pys_threads_fd >= 0)
+		close(s->pys_threads_fd);
 	s->targets_fd = s->events_fd = s->lost_fd = -1;
+	s->pys_procs_fd = s->pys_threads_fd = -1;
 }
 
 int lt_session_status(struct lt_session *s, char *buf, size_t n)

@@ -61,6 +61,8 @@ struct lt_options {
 	bool cuda_kernel;            /* --enable-cuda-kernel true */
 	const char *cupti_dir;       /* --cupti-dir */
 	unsigned freq_hz;            /* --freq (cpu sampling), default 99 */
+	unsigned cpu_stack_bytes;    /* --cpu-stack-bytes: user stack copied per sample
+				      * for CFI unwinding; 0 = frame pointers only */
 	bool follow_children;        /* default true; --no-children */
 	unsigned max_probes;         /* --max-probes; 0: LT_MAX_PROBES */
 	int python_method;           /* --python-method: enum lt_python_method */
@@ -103,6 +105,7 @@ struct lt_session {
 	struct lt_options opt;
 	struct evlog_writer *log;
 	int targets_fd, events_fd, lost_fd;   /* shared BPF maps */
+	int pys_procs_fd, pys_threads_fd;     /* shared with -t pysample, else -1 */
 	struct ring_buffer *rb;
 	volatile sig_atomic_t stopping;
 	char err[512];
@@ -112,12 +115,20 @@ struct lt_session {
 	 * line is a warning and profiling goes on. */
 	char refused[512];
 	bool attached;
+	/* Names a code object of pid ("qualname (file:line)"; valid until the
+	 * next call), for the cpu sampler's merged Python + native stacks: set
+	 * by -t pysample while it runs, else NULL. qual: the object's
+	 * co_qualname pointer as sampled (a name cached for the address with
+	 * another is read again). NULL when unreadable. */
+	const char *(*py_code_name)(void *arg, int pid, uint64_t code, uint64_t qual);
+	void *py_code_arg;
 	/* per-source bookkeeping, owned by session.c */
 	void *priv;
 };
 
 /* Make `obj` (opened, not yet loaded) use the session's shared maps named
- * targets, events and lost, where it declares them. */
+ * targets, events and lost (and pys_procs, pys_threads with -t pysample),
+ * where it declares them. */
 int lt_session_share_maps(struct lt_session *s, struct bpf_object *obj);
 
 /* Write one event to the log; errors are remembered and reported once. */

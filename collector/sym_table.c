@@ -7,6 +7,7 @@
 #include "sym_table.h"
 #include "tfile.h"
 
+#include <elfutils/libdwelf.h>
 #include <errno.h>
 #include <fcntl.h>
 #include <gelf.h>
@@ -15,6 +16,10 @@
 #include <stdlib.h>
 #include <string.h>
 #include <unistd.h>
+#include <zlib.h>
+
+/* A debug file is checked against its link's CRC up to this size. */
+#define DEBUG_FILE_MAX (4ll << 30)
 
 struct sym {
 	uint64_t addr;
@@ -246,37 +251,89 @@ static int elf_read_syms(struct sym_table *t, Elf *e, int *n_symtab)
 	return 0;
 }
 
-/* The separate debug file of a stripped object: <root>/.build-id/xx/yyyy.debug,
- * inside the target's root (tfile.h): its debug files, not the node's. */
-static int elf_read_debug_file(struct sym_table *t, int root_fd, const char *const *roots)
+/* Is the debug file open at fd the one for our object? Same build-id when
+ * the object has one, else the CRC its .gnu_debuglink names. */
+static int debug_file_matches(int fd, Elf *e, const char *build_id, uint32_t crc)
 {
-	int r, n_symtab;
+	char id[41] = "";
+	unsigned char buf[65536];
+	uLong c = crc32(0, NULL, 0);
+	off_t off = 0;
+	ssize_t n;
 
-	for (; root_fd >= 0 && roots && *roots && t->build_id[0]; roots++) {
-		char path[4096], err[512];
-		Elf *e;
-		int fd;
+	if (build_id[0]) {
+		elf_read_build_id(id, e);
+		return !strcmp(id, build_id);
+	}
+	while (off < DEBUG_FILE_MAX && (n = pread(fd, buf, sizeof(buf), off)) > 0) {
+		c = crc32(c, buf, (uInt)n);
+		off += n;
+	}
+	return n == 0 && (uint32_t)c == crc;
+}
 
-		snprintf(path, sizeof(path), "%s/.build-id/%.2s/%s.debug", *roots,
-			 t->build_id, t->build_id + 2);
-		fd = lt_tf_open(root_fd, path, NULL, err, sizeof(err));
-		if (fd < 0)
-			continue;
-		e = elf_begin(fd, ELF_C_READ, NULL);
-		r = e && elf_kind(e) == ELF_K_ELF ? elf_read_syms(t, e, &n_symtab) : 0;
-		if (e)
-			elf_end(e);
-		close(fd);
-		if (r)
-			return r;
-		t->debug_file = 1;
+/* Read the symbols of the debug file at path inside root_fd when it is ours. */
+static int try_debug_file(struct sym_table *t, int root_fd, const char *path, uint32_t crc)
+{
+	char err[512];
+	int r = -ENOENT, n_symtab, fd = lt_tf_open(root_fd, path, NULL, err, sizeof(err));
+	Elf *e;
+
+	if (fd < 0)
+		return -ENOENT;
+	e = elf_begin(fd, ELF_C_READ, NULL);
+	if (e && elf_kind(e) == ELF_K_ELF && debug_file_matches(fd, e, t->build_id, crc)) {
+		r = elf_read_syms(t, e, &n_symtab);
+		if (!r)
+			t->debug_file = 1;
+	}
+	if (e)
+		elf_end(e);
+	close(fd);
+	return r;
+}
+
+/* The separate debug file of a stripped object, inside the target's root
+ * (tfile.h): its debug files, not the node's. By build-id,
+ * <root>/.build-id/xx/yyyy.debug; else by .gnu_debuglink, where gdb looks:
+ * beside the object, in its .debug/, and under each root + its directory. */
+static int elf_read_debug_file(struct sym_table *t, Elf *e, int root_fd, const char *obj_path,
+			       const char *const *roots)
+{
+	const char *const *rt;
+	const char *link, *slash;
+	char path[4096];
+	GElf_Word crc = 0;
+	int r, i, dir_len;
+
+	if (root_fd < 0)
 		return 0;
+	for (rt = roots; rt && *rt && t->build_id[0]; rt++) {
+		snprintf(path, sizeof(path), "%s/.build-id/%.2s/%s.debug", *rt,
+			 t->build_id, t->build_id + 2);
+		if ((r = try_debug_file(t, root_fd, path, 0)) != -ENOENT)
+			return r;
+	}
+	link = dwelf_elf_gnu_debuglink(e, &crc);
+	if (!link || !*link || strchr(link, '/') || !obj_path || obj_path[0] != '/' ||
+	    !(slash = strrchr(obj_path, '/')))
+		return 0;
+	dir_len = (int)(slash - obj_path);
+	for (i = 0; i < 2 || (roots && roots[i - 2]); i++) {
+		int k = i == 0 ? snprintf(path, sizeof(path), "%.*s/%s", dir_len, obj_path, link) :
+			i == 1 ? snprintf(path, sizeof(path), "%.*s/.debug/%s", dir_len, obj_path, link) :
+			snprintf(path, sizeof(path), "%s%.*s/%s", roots[i - 2], dir_len, obj_path, link);
+
+		if (k < 0 || (size_t)k >= sizeof(path))
+			continue;
+		if ((r = try_debug_file(t, root_fd, path, crc)) != -ENOENT)
+			return r;
 	}
 	return 0;
 }
 
-struct sym_table *sym_table_load_elf(int fd, int root_fd, const char *const *debug_roots,
-				     char *err, size_t errsz)
+struct sym_table *sym_table_load_elf(int fd, int root_fd, const char *path,
+				     const char *const *debug_roots, char *err, size_t errsz)
 {
 	struct sym_table *t;
 	int n_symtab = 0, r;
@@ -304,7 +361,7 @@ struct sym_table *sym_table_load_elf(int fd, int root_fd, const char *const *deb
 	if (!r)
 		r = elf_read_syms(t, e, &n_symtab);
 	if (!r && n_symtab == 0)
-		r = elf_read_debug_file(t, root_fd, debug_roots);
+		r = elf_read_debug_file(t, e, root_fd, path, debug_roots);
 	elf_end(e);
 	if (r) {
 		snprintf(err, errsz, "reading symbols: %s", strerror(-r));

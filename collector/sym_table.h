@@ -14,13 +14,15 @@
 struct sym_table;
 
 /* Load the function symbols of the ELF file open at fd (not closed).
- * debug_roots: NULL-terminated list of directories holding
- * .build-id/xx/yyyy.debug files (e.g. "/usr/lib/debug"); may be NULL. They
- * are paths inside root_fd, the root of the process that maps the file
- * (tfile.h); root_fd < 0: no debug file is looked for.
+ * A stripped file's come from its separate debug file: by build-id,
+ * debug_roots (NULL-terminated, e.g. "/usr/lib/debug"; may be NULL) holding
+ * .build-id/xx/yyyy.debug, else by .gnu_debuglink beside `path` (the file's
+ * path as the process sees it; may be NULL), in its .debug/ or under a
+ * debug root. All are paths inside root_fd, the root of the process that
+ * maps the file (tfile.h); root_fd < 0: no debug file is looked for.
  * Returns NULL with a message in err when fd is not a readable ELF file. */
-struct sym_table *sym_table_load_elf(int fd, int root_fd, const char *const *debug_roots,
-				     char *err, size_t errsz);
+struct sym_table *sym_table_load_elf(int fd, int root_fd, const char *path,
+				     const char *const *debug_roots, char *err, size_t errsz);
 
 /* Load kernel symbols from a kallsyms-format file. NULL (and err) when the
  * file is unreadable or its addresses are hidden (kptr_restrict). */

@@ -20,6 +20,10 @@
 #include <unistd.h>
 
 #define REFRESH_NS (100ull * 1000 * 1000) /* re-read maps at most this often */
+/* ... except just after an exec, while the loader maps the libraries: the
+ * first EARLY_READS re-reads may come EARLY_NS apart. */
+#define EARLY_READS 16
+#define EARLY_NS (1000ull * 1000)
 
 enum addr_kind { AK_FILE, AK_ANON, AK_UNKNOWN, AK_KERNEL };
 
@@ -48,6 +52,8 @@ struct sym_proc {
 	uint32_t exec_id;
 	int have_exec_id, gone;
 	uint64_t read_ns;      /* when maps were last read */
+	uint64_t generation;   /* names that reading (lt_sym_mappings) */
+	unsigned early_reads;  /* re-reads since the exec_id last changed */
 	struct sym_map *maps;
 	size_t n_maps;
 	/* JIT code: the process's /tmp/perf-<pid in its namespace>.map, read
@@ -95,6 +101,7 @@ struct lt_sym {
 	int demangle_tried;
 	char *demangled;
 	uint64_t resolved;
+	uint64_t generations;  /* maps readings so far */
 };
 
 /* --------------------------------------------------------------- helpers */
@@ -406,6 +413,7 @@ static int proc_read_maps(struct lt_sym *s, struct sym_proc *p)
 	int r = 0, fd;
 
 	p->read_ns = now_ns();
+	p->generation = ++s->generations;
 	if (!p->root_state) { /* once: it stays valid after the process exits */
 		p->root_fd = lt_tf_root_open(s->proc_root, p->pid);
 		p->root_state = p->root_fd >= 0 ? 1 : -1;
@@ -580,6 +588,19 @@ static int addr_eq(const struct lt_sym *s, uint32_t i, const void *key)
 
 /* The mapping holding addr; re-reads the maps once (rate-limited) when the
  * process exec'd or the address is outside every known mapping (dlopen). */
+static int maps_may_refresh(struct sym_proc *p)
+{
+	uint64_t since = now_ns() - p->read_ns;
+
+	if (since >= REFRESH_NS)
+		return 1;
+	if (p->early_reads < EARLY_READS && since >= EARLY_NS) {
+		p->early_reads++;
+		return 1;
+	}
+	return 0;
+}
+
 static int addr_locate(struct lt_sym *s, int pid, uint32_t exec_id, uint64_t addr,
 		       const struct sym_map **out)
 {
@@ -594,6 +615,7 @@ static int addr_locate(struct lt_sym *s, int pid, uint32_t exec_id, uint64_t add
 		 * launched command's exec) or before an exec are stale. */
 		if (((p->have_exec_id && p->exec_id != exec_id) || (!p->have_exec_id && !is_new)) &&
 		    !p->gone) {
+			p->early_reads = 0;
 			r = proc_read_maps(s, p);
 			if (r == -ENOMEM)
 				return r;
@@ -602,13 +624,44 @@ static int addr_locate(struct lt_sym *s, int pid, uint32_t exec_id, uint64_t add
 		p->have_exec_id = 1;
 	}
 	*out = proc_find_map(p, addr);
-	if (!*out && !p->gone && now_ns() - p->read_ns >= REFRESH_NS) {
+	if (!*out && !p->gone && maps_may_refresh(p)) {
 		r = proc_read_maps(s, p);
 		if (r == -ENOMEM)
 			return r;
 		*out = proc_find_map(p, addr);
 	}
 	return 0;
+}
+
+static void addr_place(struct lt_sym *s, struct sym_addr *a, const struct sym_map *m)
+{
+	if (!m) {
+		a->kind = AK_UNKNOWN;
+	} else if (m->obj >= 0) {
+		a->kind = AK_FILE;
+		a->obj = m->obj;
+		a->rel = a->addr - m->start + m->pgoff;
+	} else {
+		a->kind = AK_ANON;
+		a->anon = m->anon;
+		a->rel = a->addr - m->start;
+		proc_open_root(s, a->pid);
+	}
+}
+
+/* An address noted while the maps did not hold it yet (sampled just after
+ * an exec or a dlopen, before the maps were read again) is looked for again
+ * each time it is noted: the maps are re-read at most every REFRESH_NS
+ * (EARLY_NS for the first few after an exec). */
+static int addr_relocate(struct lt_sym *s, uint32_t exec_id, struct sym_addr *a)
+{
+	const struct sym_map *m = NULL;
+	int r = addr_locate(s, a->pid, exec_id, a->addr, &m);
+
+	/* addr_locate grows the process table, never the addresses: a holds. */
+	if (!r && m)
+		addr_place(s, a, m);
+	return r;
 }
 
 static int addr_add(struct lt_sym *s, int pid, uint32_t exec_id, uint64_t addr, int is_ret,
@@ -624,7 +677,8 @@ static int addr_add(struct lt_sym *s, int pid, uint32_t exec_id, uint64_t addr, 
 		return -ENOMEM;
 	pos = hash_find(s, &s->addr_h, addr_hv_key(pid, addr), addr_eq, &k, idx);
 	if (*idx >= 0)
-		return 0;
+		return s->addrs[*idx].kind == AK_UNKNOWN && pid != 0 ?
+		       addr_relocate(s, exec_id, &s->addrs[*idx]) : 0;
 	if (is_ret && addr == 0)
 		is_ret = 0;
 	if (pid != 0 && (r = addr_locate(s, pid, exec_id, addr, &m)))
@@ -638,20 +692,10 @@ static int addr_add(struct lt_sym *s, int pid, uint32_t exec_id, uint64_t addr, 
 	a->addr = addr;
 	a->obj = a->anon = -1;
 	a->is_ret = (uint8_t)!!is_ret;
-	if (pid == 0) {
+	if (pid == 0)
 		a->kind = AK_KERNEL;
-	} else if (!m) {
-		a->kind = AK_UNKNOWN;
-	} else if (m->obj >= 0) {
-		a->kind = AK_FILE;
-		a->obj = m->obj;
-		a->rel = addr - m->start + m->pgoff;
-	} else {
-		a->kind = AK_ANON;
-		a->anon = m->anon;
-		a->rel = addr - m->start;
-		proc_open_root(s, pid);
-	}
+	else
+		addr_place(s, a, m);
 	s->addr_h.slot[pos] = (uint32_t)++s->n_addrs;
 	s->addr_h.n++;
 	*idx = (long)s->n_addrs - 1;
@@ -710,7 +754,7 @@ static struct sym_table *obj_table(struct lt_sym *s, struct sym_obj *o)
 				return s->tabs[i].t;
 			}
 	t = sym_table_load_elf(o->fd, s->procs[o->proc].root_state == 1 ? s->procs[o->proc].root_fd : -1,
-			       (const char *const *)s->debug_roots, err, sizeof(err));
+			       o->path, (const char *const *)s->debug_roots, err, sizeof(err));
 	if (!t)
 		return NULL;
 	tabs = realloc(s->tabs, (s->n_tabs + 1) * sizeof(*tabs));
@@ -802,6 +846,52 @@ int lt_sym_resolve(struct lt_sym *s, int pid, uint64_t addr, struct lt_sym_info 
 	if (r < 0)
 		return r;
 	resolve_one(s, &s->addrs[idx], out);
+	return 0;
+}
+
+static struct sym_proc *proc_find(struct lt_sym *s, int pid)
+{
+	long idx = -1;
+
+	if (s->proc_h.cap)
+		hash_find(s, &s->proc_h, mix64((uint64_t)pid), proc_eq, &pid, &idx);
+	return idx >= 0 ? &s->procs[idx] : NULL;
+}
+
+uint64_t lt_sym_generation(struct lt_sym *s, int pid)
+{
+	struct sym_proc *p = proc_find(s, pid);
+
+	return p ? p->generation : 0;
+}
+
+int lt_sym_mappings(struct lt_sym *s, int pid, uint64_t *generation, lt_sym_map_cb cb,
+		    void *arg)
+{
+	struct sym_proc *p = proc_find(s, pid);
+	struct lt_sym_mapping m;
+	size_t i;
+	int r;
+
+	if (!p)
+		return -ESRCH;
+	if (generation)
+		*generation = p->generation;
+	for (i = 0; i < p->n_maps; i++) {
+		const struct sym_map *sm = &p->maps[i];
+		const struct sym_obj *o = sm->obj >= 0 ? &s->objs[sm->obj] : NULL;
+
+		m.start = sm->start;
+		m.end = sm->end;
+		m.pgoff = sm->pgoff;
+		m.dev = o ? o->dev : 0;
+		m.ino = o ? o->ino : 0;
+		m.fd = o ? o->fd : -1;
+		m.root_fd = p->root_state == 1 ? p->root_fd : -1;
+		m.name = o ? o->path : s->anon_names[sm->anon];
+		if ((r = cb(arg, &m)))
+			return r;
+	}
 	return 0;
 }
 

@@ -70,6 +70,28 @@ int lt_sym_resolve(struct lt_sym *s, int pid, uint64_t addr, struct lt_sym_info 
 typedef int (*lt_sym_cb)(void *arg, int pid, uint64_t addr, const struct lt_sym_info *info);
 int lt_sym_foreach(struct lt_sym *s, lt_sym_cb cb, void *arg);
 
+/* The executable mappings of pid as last read, in address order, for the
+ * unwinder (unwind.h). fd: the mapped file, opened as tfile.h says, owned by
+ * s (-1 for anonymous mappings and files that could not be opened); name:
+ * its path, or "[anon]", "[vdso]"...; root_fd: the process's root (its
+ * debug files), or -1. */
+struct lt_sym_mapping {
+	uint64_t start, end, pgoff;
+	uint64_t dev, ino;
+	int fd, root_fd;
+	const char *name;
+};
+typedef int (*lt_sym_map_cb)(void *arg, const struct lt_sym_mapping *m);
+
+/* Calls cb for each mapping (stops at a non-zero return and returns it).
+ * *generation (may be NULL) names this reading of the maps: it changes
+ * whenever they are read again. -ESRCH for a pid never added or noted. */
+int lt_sym_mappings(struct lt_sym *s, int pid, uint64_t *generation, lt_sym_map_cb cb,
+		    void *arg);
+
+/* Only the generation of pid's maps (0 for a pid never seen). */
+uint64_t lt_sym_generation(struct lt_sym *s, int pid);
+
 struct lt_sym_stats {
 	uint64_t addrs;          /* distinct (pid, address) noted */
 	uint64_t procs, objects; /* processes, distinct objects opened */

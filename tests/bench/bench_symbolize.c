@@ -35,7 +35,7 @@ static void bench(const char *path)
 		return;
 	}
 	t0 = now_ms();
-	t = sym_table_load_elf(fd, NULL, err, sizeof(err));
+	t = sym_table_load_elf(fd, -1, NULL, NULL, err, sizeof(err));
 	t1 = now_ms();
 	close(fd);
 	if (!t) {

@@ -98,6 +98,7 @@ static void defaults_and_launch(void **st)
 	assert_string_equal(o.output, LT_DEFAULT_OUTPUT);
 	assert_int_equal(o.cpu_buffer_mb, LT_DEFAULT_CPU_BUFFER_MB);
 	assert_int_equal(o.freq_hz, LT_DEFAULT_FREQ_HZ);
+	assert_int_equal(o.cpu_stack_bytes, LT_DEFAULT_CPU_STACK_BYTES);
 	assert_false(o.follow_children);
 	assert_non_null(o.launch_argv);
 	assert_string_equal(o.launch_argv[0], "sh");
@@ -123,6 +124,15 @@ static void bad_values(void **st)
 	assert_int_equal(PARSE(&o, err, "profile", "-t", "cpu"), -1);
 	assert_non_null(strstr(err, "nothing to profile"));
 	assert_int_equal(PARSE(&o, err, "profile", "-t", "cpu", "-p", "1", "--bogus"), -1);
+	/* --cpu-stack-bytes: 0 (frame pointers only) to 65536, whole words. */
+	assert_int_equal(PARSE(&o, err, "profile", "-t", "cpu", "-p", "1", "--cpu-stack-bytes", "0"), 0);
+	assert_int_equal(o.cpu_stack_bytes, 0);
+	assert_int_equal(PARSE(&o, err, "profile", "-t", "cpu", "-p", "1", "--cpu-stack-bytes", "65536"), 0);
+	assert_int_equal(o.cpu_stack_bytes, 65536);
+	assert_int_equal(PARSE(&o, err, "profile", "-t", "cpu", "-p", "1", "--cpu-stack-bytes", "65544"), -1);
+	assert_non_null(strstr(err, "--cpu-stack-bytes 65544: expected a whole number from 0 to 65536"));
+	assert_int_equal(PARSE(&o, err, "profile", "-t", "cpu", "-p", "1", "--cpu-stack-bytes", "1001"), -1);
+	assert_non_null(strstr(err, "multiple of 8"));
 	assert_int_equal(PARSE(&o, err, "profile", "-t", "cpu", "-p"), -1);
 }
 

@@ -210,6 +210,45 @@ static void test_debug_file_by_build_id(void **st)
 	run(cmd);
 }
 
+static void resolve_alpha(int pid, const struct child *c, const char *want)
+{
+	struct lt_sym *s;
+	struct lt_sym_info in;
+
+	assert_int_equal(lt_sym_new(&s, NULL), 0);
+	assert_int_equal(lt_sym_resolve(s, pid, c->alpha + 5, &in), 0);
+	assert_string_equal(in.name, want);
+	lt_sym_free(s);
+}
+
+/* Stripped copy without a build-id, its debug file in .debug/ beside it,
+ * named by .gnu_debuglink and checked by the link's CRC: a debug file
+ * changed since (another build) is not used. */
+static void test_debug_file_by_debuglink(void **st)
+{
+	char bin[512], cmd[2048], root[64] = "/tmp/llmt-dbglink-XXXXXX";
+	struct child c;
+
+	(void)st;
+	assert_non_null(mkdtemp(root));
+	two_funcs_path(bin, sizeof(bin));
+	snprintf(cmd, sizeof(cmd),
+		 "set -e; cd %s; mkdir .debug; "
+		 "objcopy --only-keep-debug -R .note.gnu.build-id %s .debug/linked.dbg; "
+		 "strip -R .note.gnu.build-id -o linked %s; "
+		 "objcopy --add-gnu-debuglink=.debug/linked.dbg linked", root, bin, bin);
+	assert_int_equal(run(cmd), 0);
+	snprintf(cmd, sizeof(cmd), "exec %s/linked 5 0", root);
+	assert_int_equal(spawn_two_funcs(cmd, &c), 0);
+	resolve_alpha(c.pid, &c, "burn_alpha");
+	snprintf(cmd, sizeof(cmd), "printf x >>%s/.debug/linked.dbg", root);
+	assert_int_equal(run(cmd), 0);
+	resolve_alpha(c.pid, &c, "");
+	reap(&c);
+	snprintf(cmd, sizeof(cmd), "rm -rf %s", root);
+	run(cmd);
+}
+
 /* Names nm lists at vaddr in path (dynamic table if dyn). */
 static int nm_has(const char *path, int dyn, uint64_t vaddr, const char *name)
 {
@@ -503,6 +542,7 @@ int main(void)
 		cmocka_unit_test(test_other_mount_namespace),
 		cmocka_unit_test(test_deleted_binary),
 		cmocka_unit_test(test_debug_file_by_build_id),
+		cmocka_unit_test(test_debug_file_by_debuglink),
 		cmocka_unit_test(test_libc_dynsym),
 		cmocka_unit_test(test_libc_debug_file),
 		cmocka_unit_test(test_python_interpreter),
