@@ -15,7 +15,6 @@
  */
 #include "vmlinux.h"
 #include <bpf/bpf_helpers.h>
-#include <bpf/bpf_core_read.h>
 #include "common.bpf.h"
 #include "pysample.h"
 #include "pywalk.bpf.h"

@@ -12,8 +12,7 @@
  *   pid namespace (what gettid() returned to CPython: in a container, not
  *   the node's tid that bpf_get_current_pid_tgid() gives);
  *   tstate->cframe->current_frame -> frame -> previous ...
- * Runs in the sampled thread's context (bpf_get_current_task). Include
- * <bpf/bpf_core_read.h> first.
+ * Runs in the sampled thread's context (bpf_get_current_task).
  */
 #ifndef LLMT_PYWALK_BPF_H
 #define LLMT_PYWALK_BPF_H
@@ -99,21 +98,6 @@ static __always_inline __u64 find_tstate(const struct lt_pys_proc *p, __u32 tid,
 	return c.found;
 }
 
-/* The current thread's id in its innermost pid namespace (NSpid's last
- * field): task->thread_pid->numbers[level].nr. */
-static __always_inline __u32 own_ns_tid(void)
-{
-	struct task_struct *t = (struct task_struct *)bpf_get_current_task();
-	struct pid *tp = BPF_CORE_READ(t, thread_pid);
-	unsigned int level = BPF_CORE_READ(tp, level);
-	int nr = 0;
-
-	if (!tp || level > 32) /* MAX_PID_NS_LEVEL */
-		return 0;
-	bpf_probe_read_kernel(&nr, sizeof(nr), &tp->numbers[level].nr);
-	return (__u32)nr;
-}
-
 /* `tid` (the node's) keys the cache; `ns_tid` is what native_thread_id holds. */
 static __always_inline __u64 thread_state(const struct lt_pys_proc *p, __u32 tid, __u32 ns_tid,
 					  __u64 now)
@@ -190,7 +174,7 @@ static long walk_step(__u32 i, struct walk_ctx *c)
 static __always_inline __u32 py_walk(const struct lt_pys_proc *p, __u32 tid, __u64 now,
 				     struct walk_ctx *w)
 {
-	__u64 ts = thread_state(p, tid, own_ns_tid(), now);
+	__u64 ts = thread_state(p, tid, lt_task_ns_tid((struct task_struct *)bpf_get_current_task()), now);
 
 	w->frame = ts ? rd(rd(ts + p->ts_cframe) + p->cf_current_frame) : 0;
 	if (!w->frame)
