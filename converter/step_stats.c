@@ -145,8 +145,8 @@ static void print_breakdown(const struct step_stats *s, FILE *out, uint64_t tota
 {
 	static const char *const names[P_N + 1] = {
 		"collectives (NCCL kernels)", "GPU compute (kernels)", "copies and sets",
-		"GPU idle, host launching (CUDA calls on the step's thread)",
-		"idle (GPU not busy, host not launching: input, Python, waiting)",
+		"GPU idle, host launching (CUDA calls, its thread)",
+		"idle: no GPU work, no launch (input, Python, waits)",
 	};
 	uint64_t sum[P_N + 1] = { 0 };
 
@@ -186,14 +186,14 @@ static void print_slowest(const struct step_stats *s, FILE *out, int top, uint64
 			}
 		}
 	fprintf(out, "  slowest steps (what differs from the median step is in its parts):\n"
-		     "    %8s %12s %8s %10s %10s %10s %10s %10s\n", "step", "ms", "x p50", "nccl",
+		     "    %7s %10s %6s %9s %9s %9s %9s %9s\n", "step", "ms", "x p50", "nccl",
 		"compute", "copies", "launching", "idle");
 	for (uint32_t i = 0; i < k; i++) {
 		const struct step *st = &s->v[idx[i]];
 		uint64_t one[P_N + 1];
 
 		capped(st, one);
-		fprintf(out, "    %8u %12.3f %8.2f %10.3f %10.3f %10.3f %10.3f %10.3f\n", idx[i],
+		fprintf(out, "    %7u %10.3f %6.2f %9.3f %9.3f %9.3f %9.3f %9.3f\n", idx[i],
 			(st->end - st->start) / 1e6, p50 ? (double)(st->end - st->start) / p50 : 0.0,
 			one[P_NCCL] / 1e6, one[P_COMPUTE] / 1e6, one[P_COPY] / 1e6,
 			one[P_LAUNCH] / 1e6, one[P_N] / 1e6);
@@ -223,10 +223,10 @@ void step_stats_print(const struct step_stats *s, FILE *out, int top)
 		snprintf(where, sizeof(where), "GPU %u stream %u", st->device, st->stream);
 	else
 		snprintf(where, sizeof(where), "thread %u", s->tid);
-	fprintf(out, "  %u steps on %s%s: mean %.3f ms, p50 %.3f ms, p99 %.3f ms, "
-		"min %.3f ms, max %.3f ms\n", s->n, where,
-		s->dropped ? " (more not counted)" : "", total / 1e6 / s->n, p50 / 1e6, p99 / 1e6,
-		d[0] / 1e6, d[s->n - 1] / 1e6);
+	/* two lines, to fit 80 columns */
+	fprintf(out, "  %u steps on %s: mean %.3f ms, p50 %.3f ms, p99 %.3f ms\n"
+		"    min %.3f ms, max %.3f ms%s\n", s->n, where, total / 1e6 / s->n, p50 / 1e6,
+		p99 / 1e6, d[0] / 1e6, d[s->n - 1] / 1e6, s->dropped ? " (more steps not counted)" : "");
 	free(d);
 	print_breakdown(s, out, total);
 	print_slowest(s, out, top < 5 ? top : 5, p50);

@@ -71,9 +71,10 @@ merged_checks() { # NAME PY
 		awk -v v="$py_share" 'BEGIN { exit !(v >= 95) }'
 	check "$name: those read from _start/main down through Python ($root_share%)" \
 		awk -v v="$root_share" -v p="$py_share" 'BEGIN { exit !(v >= 0.95 * p) }'
-	# An eval-loop call on its way in or out runs no Python frame: it stays.
+	# An eval-loop call on its way in or out runs no Python frame: it stays
+	# (3.12: 4.1% on a quiet machine, 5.5% beside two CPU hogs).
 	check "$name: the eval-loop frames are replaced by the Python frames ($left% left)" \
-		awk -v v="$left" 'BEGIN { exit !(v <= 5) }'
+		awk -v v="$left" 'BEGIN { exit !(v <= 8) }'
 	# ~1500 samples each at 2999 Hz: a share's sampling error is ~1 point.
 	check "$name: Python -> C -> Python: outer;(sorted's C frames);key in $cb%, $own% in pysample's own" \
 		awk -v v="$cb" -v o="$own" 'BEGIN { exit !(o >= 5 && v - o <= 6 && o - v <= 6) }'
