@@ -3,6 +3,7 @@
  * cuda_kernel: get libllmtracker-inject.so into targets and out again, and
  * talk to it over the socket described in collector/inject/inject.h.
  */
+#include "clock.h"
 #include "cuda_kernel.h"
 #include "nodename.h"
 #include "injector.h"
@@ -400,12 +401,6 @@ static void publish_log(struct lt_cuda_kernel *ck, struct ck_target *t, int done
 /* Launch mode: every CUDA process of the launched tree may have reported
  * on the shared socket ("ok"/"err" at its CUDA start, "stopped" at exit).
  * Stop those still running, one "stop" each. */
-static long long ck_now_ms(void)
-{
-	struct timespec ts;
-	clock_gettime(CLOCK_MONOTONIC, &ts);
-	return (long long)ts.tv_sec * 1000 + ts.tv_nsec / 1000000;
-}
 
 static void stop_launched(struct lt_cuda_kernel *ck, struct ck_target *t)
 {
@@ -413,9 +408,9 @@ static void stop_launched(struct lt_cuda_kernel *ck, struct ck_target *t)
 	char reply[1024];
 	for (int round = 0; round < 2; round++) {
 		/* One deadline per round, however much the processes say. */
-		long long end = ck_now_ms() + (round ? ck->o.finalize_ms + REPLY_MS : 0);
+		long long end = (long long)lt_mono_ms() + (round ? ck->o.finalize_ms + REPLY_MS : 0);
 		for (int k = 0; k < 4 * MAX_TARGETS; k++) {
-			long long left = end - ck_now_ms();
+			long long left = end - (long long)lt_mono_ms();
 			int rc = lt_ictl_recv(t->sock, reply, sizeof(reply), left > 0 ? (int)left : 0);
 			if (rc <= 0)
 				break;

@@ -1,4 +1,5 @@
 // SPDX-License-Identifier: Apache-2.0
+#include "clock.h"
 #include "inject_ctl.h"
 
 #include <errno.h>
@@ -40,13 +41,6 @@ int lt_ictl_send(int sock, const char *msg, const int *fds, int nfds)
 	return n < 0 ? -errno : 0;
 }
 
-static long long ictl_now_ms(void)
-{
-	struct timespec ts;
-
-	clock_gettime(CLOCK_MONOTONIC, &ts);
-	return (long long)ts.tv_sec * 1000 + ts.tv_nsec / 1000000;
-}
 
 /* The target's bytes go into our log lines: nothing but printable ASCII. */
 static void ictl_clean(char *s, size_t n)
@@ -59,14 +53,14 @@ static void ictl_clean(char *s, size_t n)
 int lt_ictl_recv(int sock, char *buf, size_t len, int ms)
 {
 	struct pollfd p = { sock, POLLIN, 0 };
-	long long end = ictl_now_ms() + (ms > 0 ? ms : 0);
+	long long end = (long long)lt_mono_ms() + (ms > 0 ? ms : 0);
 	ssize_t n;
 	int r;
 
 	if (len < 2)
 		return -EINVAL;
 	for (;;) {
-		long long left = end - ictl_now_ms();
+		long long left = end - (long long)lt_mono_ms();
 		r = poll(&p, 1, left > 0 ? (int)left : 0);
 		if (r >= 0 || errno != EINTR)
 			break;
@@ -86,11 +80,11 @@ int lt_ictl_recv(int sock, char *buf, size_t len, int ms)
 
 int lt_ictl_await(int sock, const char *verb, char *buf, size_t len, int ms)
 {
-	long long end = ictl_now_ms() + ms;
+	long long end = (long long)lt_mono_ms() + ms;
 	size_t vl = strlen(verb);
 
 	for (int i = 0; i < ICTL_MAX_OTHER; i++) {
-		long long left = end - ictl_now_ms();
+		long long left = end - (long long)lt_mono_ms();
 		int rc = lt_ictl_recv(sock, buf, len, left > 0 ? (int)left : 0);
 		if (rc <= 0 || !strncmp(buf, verb, vl))
 			return rc;

@@ -3,6 +3,7 @@
  * inject_latch: stop a busy thread at a lock-free function entry. See
  * inject_latch.h for the method and why it is safe; x86-64 only.
  */
+#include "clock.h"
 #include "inject_latch.h"
 #include "elfsym.h"
 #include "tfile.h"
@@ -83,12 +84,6 @@ static int latch_fail(struct latch *l, int rc, const char *fmt, ...)
 	return rc;
 }
 
-static uint64_t latch_now_ms(void)
-{
-	struct timespec ts;
-	clock_gettime(CLOCK_MONOTONIC, &ts);
-	return (uint64_t)ts.tv_sec * 1000 + (uint64_t)ts.tv_nsec / 1000000;
-}
 
 static void latch_nap_us(long us)
 {
@@ -214,10 +209,10 @@ static void latch_on_fork(struct latch *l, int parent, bool vfork)
 	char path[64];
 	if (ptrace(PTRACE_GETEVENTMSG, parent, NULL, &child) || !child)
 		return;
-	uint64_t end = latch_now_ms() + LATCH_STOP_MS;
+	uint64_t end = lt_mono_ms() + LATCH_STOP_MS;
 	int st = 0;
 	pid_t r;
-	while ((r = waitpid((pid_t)child, &st, __WALL | WNOHANG)) == 0 && latch_now_ms() < end)
+	while ((r = waitpid((pid_t)child, &st, __WALL | WNOHANG)) == 0 && lt_mono_ms() < end)
 		latch_nap_us(200);
 	if (r != (pid_t)child || !WIFSTOPPED(st))
 		return;
@@ -261,7 +256,7 @@ static bool latch_status(struct latch *l, struct latch_thr *t, int st)
 /* Wait until t stops for us, up to LATCH_STOP_MS. */
 static int latch_wait_stop(struct latch *l, struct latch_thr *t)
 {
-	uint64_t end = latch_now_ms() + LATCH_STOP_MS;
+	uint64_t end = lt_mono_ms() + LATCH_STOP_MS;
 	long nap = 20;
 	while (!t->stopped && !t->gone) {
 		int st = 0;
@@ -274,7 +269,7 @@ static int latch_wait_stop(struct latch *l, struct latch_thr *t)
 			t->gone = true;
 			break;
 		}
-		if (latch_now_ms() >= end)
+		if (lt_mono_ms() >= end)
 			return -ETIMEDOUT;
 		latch_nap_us(nap);
 		nap = nap < 1000 ? nap * 2 : 1000;
@@ -590,7 +585,7 @@ static long latch_test_stall_us(void)
 /* Run, look, until a thread spins on a patch or wait_ms is over. */
 static int latch_rounds(struct latch *l, int wait_ms, int *tid, const char **where)
 {
-	uint64_t end = latch_now_ms() + (uint64_t)wait_ms;
+	uint64_t end = lt_mono_ms() + (uint64_t)wait_ms;
 	long run_us = 1000 + latch_test_stall_us();
 	for (;;) {
 		latch_resume_world(l);
@@ -603,7 +598,7 @@ static int latch_rounds(struct latch *l, int wait_ms, int *tid, const char **whe
 			return rc;
 		if ((*tid = latch_find_spinner(l, where)))
 			return 0;
-		if (latch_now_ms() >= end)
+		if (lt_mono_ms() >= end)
 			return latch_fail(l, -EAGAIN, "process %d: no thread called %s or the other patched "
 					  "functions within %d ms (all threads idle, or in C code)", l->pid,
 					  l->site[0].name, wait_ms);

@@ -3,6 +3,7 @@
  * injector: ptrace-based loading and unloading of a library in a running
  * process. See injector.h for the method; this file is x86-64 only.
  */
+#include "clock.h"
 #include "injector.h"
 #include "inject_gate.h"
 #include "inject_latch.h"
@@ -117,12 +118,6 @@ static int fail(char *err, size_t errsz, int rc, const char *fmt, ...)
 	return rc;
 }
 
-static uint64_t now_ms(void)
-{
-	struct timespec ts;
-	clock_gettime(CLOCK_MONOTONIC, &ts);
-	return (uint64_t)ts.tv_sec * 1000 + (uint64_t)ts.tv_nsec / 1000000;
-}
 
 /* Alive and not a zombie: a killed target may linger unreaped. */
 static bool pid_alive(int pid)
@@ -160,7 +155,7 @@ static bool pid_exiting(int pid)
  * status, -ETIMEDOUT, or -ESRCH if the thread is gone. */
 static int wait_stop(struct inj_thread *t, int timeout_ms)
 {
-	uint64_t end = now_ms() + (uint64_t)timeout_ms;
+	uint64_t end = lt_mono_ms() + (uint64_t)timeout_ms;
 	useconds_t nap = 50;
 	for (;;) {
 		int st = 0;
@@ -180,7 +175,7 @@ static int wait_stop(struct inj_thread *t, int timeout_ms)
 			t->gone = true;
 			return -ESRCH;
 		}
-		if (now_ms() >= end)
+		if (lt_mono_ms() >= end)
 			return -ETIMEDOUT;
 		usleep(nap);
 		if (nap < 2000)
@@ -441,10 +436,10 @@ static int seize_one(struct inj_thread *t, int pid, const struct lt_inj_latch *l
 {
 	int tids[512];
 	char why_latch[512] = "";
-	uint64_t end = now_ms() + 3000;
+	uint64_t end = lt_mono_ms() + 3000;
 	if (latch && latch->freeze_first) /* a starting process: that entry only */
 		return seize_latched(t, pid, latch, syscall_fn, err, errsz);
-	while (now_ms() < end) {
+	while (lt_mono_ms() < end) {
 		int n = list_tids(pid, tids, 512);
 		if (n < 0)
 			return fail(err, errsz, -ESRCH, "process %d not found (exited?)", pid);

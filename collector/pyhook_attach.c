@@ -4,6 +4,7 @@
  * function tracing, and out again. See pyhook_attach.h; the library side is
  * collector/inject/pyhook.c, the protocol collector/inject/inject.h.
  */
+#include "clock.h"
 #include "pyhook_attach.h"
 #include "launch.h"
 #include "nodename.h"
@@ -360,12 +361,6 @@ static int pyh_libc_mapped(int pid)
 }
 
 
-static uint64_t pyh_now_ms(void)
-{
-	struct timespec ts;
-	clock_gettime(CLOCK_MONOTONIC, &ts);
-	return (uint64_t)ts.tv_sec * 1000 + (uint64_t)ts.tv_nsec / 1000000;
-}
 
 /* A process that has just exec'd: inject as soon as it has libc and a
  * thread asleep in a system call (the injector borrows one), then let the
@@ -374,9 +369,9 @@ static void *pyh_later_main(void *arg)
 {
 	struct pyh_later *l = arg;
 	char msg[1024], line[1400 + PATH_MAX];
-	uint64_t end = pyh_now_ms() + PYH_LATER_MS;
+	uint64_t end = lt_mono_ms() + PYH_LATER_MS;
 	int rc = -ETIMEDOUT, at_start = l->fresh;
-	while (!atomic_load(&l->ph->stopping) && pyh_now_ms() < end && pyh_alive(l->pid)) {
+	while (!atomic_load(&l->ph->stopping) && lt_mono_ms() < end && pyh_alive(l->pid)) {
 		if (at_start && lt_launch_is_own_fork(l->pid)) { /* a launched command before its exec */
 			usleep(500);
 			continue;

@@ -11,13 +11,11 @@
 #include <bpf/bpf.h>
 
 #include "targets.h"
+#include "clock.h"
 
 uint64_t lt_now_ns(void)
 {
-	struct timespec ts;
-
-	clock_gettime(CLOCK_MONOTONIC, &ts);
-	return (uint64_t)ts.tv_sec * 1000000000ull + ts.tv_nsec;
+	return lt_mono_ns();
 }
 
 /* Read a small /proc file into buf (NUL-terminated). Returns bytes or -1. */

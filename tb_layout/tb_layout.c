@@ -361,7 +361,7 @@ static int tmp_name_pid(const char *name)
 
 	if (name[0] != '.' || n < 16 || strcmp(name + n - 4, ".tmp"))
 		return 0;
-	p = name + n - 13; /* ".xxxxxxxx.tmp" */
+	p = name + n - 13; /* "." 8 hex digits ".tmp" */
 	if (*p != '.')
 		return 0;
 	for (int i = 1; i <= 8; i++)
