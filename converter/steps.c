@@ -48,11 +48,19 @@ struct series {
 	uint64_t *t;                 /* start, end pairs (GPU: start, start + idle time before it) */
 };
 
+struct stream_use {
+	uint32_t host, track;
+	uint64_t end;                /* end of its latest kernel + 1; 0 before the first */
+	uint64_t idle, runs;         /* idle ns before its kernels, in all; its kernels */
+};
+
 struct cv_steps {
 	uint32_t n_hosts;
 	struct cv_map idx;           /* (track << 2 | kind, name) -> series index + 1 */
-	struct cv_map stream_end;    /* (host, track) -> end of the stream's latest kernel + 1 */
-	struct cv_map stream_idle;   /* (host, track << 1) -> idle ns in all; | 1 -> kernels */
+	struct cv_map stream_idx;    /* (host, track) -> streams[] index + 1 */
+	struct stream_use *streams;  /* per GPU stream: its kernels' idle times */
+	size_t n_streams, cap_streams;
+	struct stream_use *last;     /* the stream of the previous kernel (most follow one) */
 	struct cv_strtab names;
 	struct series *v;
 	size_t n, cap;
@@ -100,8 +108,8 @@ void cv_steps_free(struct cv_steps *s)
 	free(s->res);
 	free(s->bounds);
 	cv_map_free(&s->idx);
-	cv_map_free(&s->stream_end);
-	cv_map_free(&s->stream_idle);
+	cv_map_free(&s->stream_idx);
+	free(s->streams);
 	cv_strtab_free(&s->names);
 	free(s);
 }
@@ -162,27 +170,46 @@ static struct series *series_of(struct cv_steps *s, uint32_t host, uint32_t trac
 	return *v ? &s->v[*v - 1] : &no_room;
 }
 
+static struct stream_use *stream_of(struct cv_steps *s, uint32_t host, uint32_t track)
+{
+	int is_new;
+
+	if (s->last && s->last->host == host && s->last->track == track)
+		return s->last;
+	uint64_t *v = cv_map_put(&s->stream_idx, host, track, &is_new);
+
+	if (!v)
+		return NULL;
+	if (is_new) {
+		if (s->n_streams == s->cap_streams) {
+			size_t nc = s->cap_streams ? s->cap_streams * 2 : 16;
+			struct stream_use *nv = realloc(s->streams, nc * sizeof(*nv));
+
+			if (!nv)
+				return NULL;
+			s->streams = nv;
+			s->cap_streams = nc;
+		}
+		s->streams[s->n_streams] = (struct stream_use){ .host = host, .track = track };
+		*v = ++s->n_streams;
+	}
+	return s->last = &s->streams[*v - 1];
+}
+
 /* A kernel's second value: how long its stream was idle before it (kernels
  * of a stream come in order; an overlap counts as no idle time). */
 static int stream_idle(struct cv_steps *s, uint32_t host, uint32_t track, uint64_t start,
 		       uint64_t dur, uint64_t *idle)
 {
-	int is_new;
-	uint64_t *last = cv_map_put(&s->stream_end, host, track, &is_new);
+	struct stream_use *u = stream_of(s, host, track);
 
-	if (!last)
+	if (!u)
 		return -1;
-	*idle = !is_new && start + 1 > *last ? start + 1 - *last : 0;
-	if (start + dur + 1 > *last)
-		*last = start + dur + 1;
-	uint64_t *sum = cv_map_put(&s->stream_idle, host, (uint64_t)track << 1, &is_new);
-	uint64_t *runs = sum ? cv_map_put(&s->stream_idle, host, (uint64_t)track << 1 | 1, &is_new)
-			     : NULL;
-
-	if (!runs)
-		return -1;
-	*sum += *idle;
-	++*runs;
+	*idle = u->end && start + 1 > u->end ? start + 1 - u->end : 0;
+	if (start + dur + 1 > u->end)
+		u->end = start + dur + 1;
+	u->idle += *idle;
+	u->runs++;
 	return 0;
 }
 
@@ -333,8 +360,8 @@ static struct verdict judge_gpu(const struct cv_steps *s, const struct series *x
 	struct verdict v = { 0 };
 	const uint64_t *t = x->t;
 	uint32_t m = x->n - 1, regular = 0;
-	const uint64_t *sum = cv_map_get(&s->stream_idle, x->host, (uint64_t)x->track << 1);
-	const uint64_t *runs = cv_map_get(&s->stream_idle, x->host, (uint64_t)x->track << 1 | 1);
+	const uint64_t *i = cv_map_get(&s->stream_idx, x->host, x->track);
+	const struct stream_use *u = i ? &s->streams[*i - 1] : NULL;
 
 	for (uint32_t i = 0; i < m; i++)
 		scratch[i] = t[2 * i + 2] - t[2 * i];
@@ -347,8 +374,8 @@ static struct verdict judge_gpu(const struct cv_steps *s, const struct series *x
 		scratch[i] = t[2 * i + 1] - t[2 * i];
 	v.idle = median(scratch, x->n);
 	v.score = v.idle;
-	v.ok = sum && runs && *runs && v.idle &&
-	       (double)v.idle >= GPU_IDLE_FACTOR * ((double)*sum / (double)*runs);
+	v.ok = u && u->runs && v.idle &&
+	       (double)v.idle >= GPU_IDLE_FACTOR * ((double)u->idle / (double)u->runs);
 	return v;
 }
 
