@@ -436,10 +436,11 @@ static int cpu_finish(struct lt_session *s, void *state)
 		struct lt_unwind_stats us;
 
 		lt_unwind_stats(st->unwind, &us);
-		LT_INFO(1, "cpu: %llu samples unwound from CFI, %.1f frames each; %llu sessions; "
-			"%llu leaf only; %.0f ring-buffer bytes per sample",
+		LT_INFO(1, "cpu: %llu samples unwound from CFI, %.1f frames each, %.1f%% to the "
+			"outermost frame; %llu sessions; %llu leaf only; %.0f ring-buffer bytes per sample",
 			(unsigned long long)us.samples,
 			us.samples ? (double)us.frames / (double)us.samples : 0.0,
+			us.samples ? 100.0 * (double)us.outermost / (double)us.samples : 0.0,
 			(unsigned long long)us.sessions, (unsigned long long)st->leaf_only,
 			st->samples ? (double)st->record_bytes / (double)st->samples : 0.0);
 	}

@@ -334,6 +334,12 @@ int lt_ck_attach(struct lt_cuda_kernel *ck, int pid)
 
 /* ------------------------------------------------------------ stop */
 
+/* What a kept CUPTI costs the job: CUPTI takes one subscriber per process
+ * (torch.profiler then warned CUPTI_ERROR_MULTIPLE_SUBSCRIBERS_NOT_SUPPORTED
+ * and recorded no kernel, on the GPU host: docs/MEASUREMENTS.md). */
+#define KEPT_COST "; until this process exits, its own CUPTI clients (torch.profiler's CUDA " \
+		  "activities, Nsight) cannot start in it"
+
 /* Why the library left CUPTI attached (its reply's kept=, LI_KEPT_*). */
 static const char *kept_why(unsigned long long kept)
 {
@@ -341,13 +347,13 @@ static const char *kept_why(unsigned long long kept)
 	case LI_KEPT_GRAPH:
 		return "stays attached, recording nothing: a CUDA graph ran while recording, and "
 		       "detaching CUPTI then makes the GPU fault at the graph's next replay; a later "
-		       "profile of this process reuses it";
+		       "profile of this process reuses it" KEPT_COST;
 	case LI_KEPT_CALLBACKS:
 		return "stays attached, recording nothing: launches were taken by callback, and a "
 		       "process detached after that and subscribed again has died; a later profile "
-		       "of this process reuses it";
+		       "of this process reuses it" KEPT_COST;
 	case LI_KEPT_ASKED:
-		return "stays attached, recording nothing, as asked (teardown=never)";
+		return "stays attached, recording nothing, as asked (teardown=never)" KEPT_COST;
 	default:
 		return "still attached (no CUDA call to detach at); it detaches at the process's "
 		       "next CUDA call";

@@ -331,6 +331,7 @@ unsigned lt_unwind_sample(struct lt_unwind *u, int pid, const uint64_t *regs,
 		*complete = dwfl_getthread_frames(p->dwfl, pid, frame_cb, p) == 0;
 	u->st.samples++;
 	u->st.frames += p->n_ips;
+	u->st.outermost += (uint64_t)*complete;
 	return p->n_ips;
 }
 

@@ -43,6 +43,7 @@ struct lt_unwind_stats {
 	uint64_t samples, frames;   /* unwound, frames found over all */
 	uint64_t sessions;          /* libdwfl sessions built (a process, or its maps again) */
 	uint64_t failed;            /* samples where no session could be built */
+	uint64_t outermost;         /* samples unwound to a frame the CFI marks outermost */
 };
 void lt_unwind_stats(const struct lt_unwind *u, struct lt_unwind_stats *st);
 

@@ -401,9 +401,17 @@ static void put_overhead(const CUpti_ActivityOverhead3 *o)
 	emit(&ev);
 }
 
-static void put_device_ev(uint32_t id, const char *name, uint32_t sms, uint32_t clock_khz,
-			  uint64_t mem, uint64_t bw, uint32_t ccmaj, uint32_t ccmin,
-			  uint32_t thr_sm, uint32_t regs_sm, uint32_t smem_sm)
+/* Every device seen in this process, kept across sessions: CUPTI's DEVICE
+ * records come once per context and a kept CUPTI (keep_cupti) is never set
+ * up again, yet each session's log must describe its devices. */
+static struct dev_rec {
+	char name[256];
+	uint32_t sms, clock_khz, ccmaj, ccmin, thr_sm, regs_sm, smem_sm;
+	uint64_t mem, bw;
+} devs[32];
+static uint32_t devs_known;          /* bit per device id in devs */
+
+static void emit_device(uint32_t id, const struct dev_rec *d)
 {
 	if (id < 32 && (devices_seen & (1u << id)))
 		return;
@@ -411,19 +419,43 @@ static void put_device_ev(uint32_t id, const char *name, uint32_t sms, uint32_t 
 		devices_seen |= 1u << id;
 	struct evlog_event ev = { .type = EV_GPU_DEVICE, .ts = mono_ns() };
 	ev.u.gpu_device.device = id;
-	ev.u.gpu_device.name = evlog_s(name);
+	ev.u.gpu_device.name = evlog_s(d->name);
 	ev.u.gpu_device.uuid = evlog_s("");
-	ev.u.gpu_device.sm_count = sms;
-	ev.u.gpu_device.clock_khz = clock_khz;
-	ev.u.gpu_device.memory_bytes = mem;
-	ev.u.gpu_device.memory_bandwidth = bw;
-	ev.u.gpu_device.cc_major = ccmaj;
-	ev.u.gpu_device.cc_minor = ccmin;
-	ev.u.gpu_device.max_threads_per_sm = thr_sm;
-	ev.u.gpu_device.max_regs_per_sm = regs_sm;
-	ev.u.gpu_device.max_smem_per_sm = smem_sm;
+	ev.u.gpu_device.sm_count = d->sms;
+	ev.u.gpu_device.clock_khz = d->clock_khz;
+	ev.u.gpu_device.memory_bytes = d->mem;
+	ev.u.gpu_device.memory_bandwidth = d->bw;
+	ev.u.gpu_device.cc_major = d->ccmaj;
+	ev.u.gpu_device.cc_minor = d->ccmin;
+	ev.u.gpu_device.max_threads_per_sm = d->thr_sm;
+	ev.u.gpu_device.max_regs_per_sm = d->regs_sm;
+	ev.u.gpu_device.max_smem_per_sm = d->smem_sm;
 	emit(&ev);
 	stats.devices++;
+}
+
+static void put_device_ev(uint32_t id, const char *name, uint32_t sms, uint32_t clock_khz,
+			  uint64_t mem, uint64_t bw, uint32_t ccmaj, uint32_t ccmin,
+			  uint32_t thr_sm, uint32_t regs_sm, uint32_t smem_sm)
+{
+	struct dev_rec d = { .sms = sms, .clock_khz = clock_khz, .ccmaj = ccmaj, .ccmin = ccmin,
+			     .thr_sm = thr_sm, .regs_sm = regs_sm, .smem_sm = smem_sm,
+			     .mem = mem, .bw = bw };
+	snprintf(d.name, sizeof(d.name), "%s", name);
+	if (id < 32) {
+		devs[id] = d;
+		devs_known |= 1u << id;
+	}
+	emit_device(id, &d);
+}
+
+/* A new session's log: the devices an earlier session saw. Caller holds lock. */
+static void replay_devices(void)
+{
+	devices_seen = 0;
+	for (uint32_t id = 0; id < 32; id++)
+		if (devs_known & (1u << id))
+			emit_device(id, &devs[id]);
 }
 
 static void put_device(const CUpti_ActivityDevice5 *d)
@@ -1170,11 +1202,11 @@ int li_cupti_start(const struct li_config *c, char *msg, size_t msgsz)
 	}
 	if (cu.cuptiEnableCallback)
 		cu.cuptiEnableCallback(1, sub, CUPTI_CB_DOMAIN_RESOURCE, CUPTI_CBID_RESOURCE_GRAPHEXEC_CREATED);
-	if (!cfg.launch) {
-		pthread_mutex_lock(&lock);
+	pthread_mutex_lock(&lock);
+	replay_devices();
+	if (!cfg.launch)
 		query_devices();
-		pthread_mutex_unlock(&lock);
-	}
+	pthread_mutex_unlock(&lock);
 	set_attributes();
 	pool_fill(POOL_PRE);
 	encoder_start(); /* if it cannot start, buffers are encoded where they complete */

@@ -19,14 +19,11 @@ case "${1:-}" in
 prepare)
 	B=${BUILD:-/tmp/build-cupti}
 	make -j2 BUILD="$B" static "$B/lib/libllmtracker-inject.so" "$B/tests/progs/inject_logdump" \
-		"$B/share/llmtracker/probes.json" >/dev/null || exit 1
-	gcc -O2 -static -D_GNU_SOURCE -I. -o "$B/inject_tool-static" tests/progs/inject_tool.c \
-		collector/injector.c collector/cuda_kernel.c collector/inject_ctl.c collector/inject_log.c \
-		collector/inject_gate.c collector/tfile.c collector/nodename.c eventlog/session.c -lelf -lz -lzstd || exit 1
+		"$B/share/llmtracker/probes.json" "$B/tests/progs/inject_tool-static" >/dev/null || exit 1
 	mkdir -p "$CARRY/bin" "$CARRY/lib" "$CARRY/share/llmtracker"
 	cp "$B/bin/llmtracker-static" "$CARRY/bin/llmtracker"
 	cp "$B/lib/libllmtracker-inject.so" "$CARRY/lib/"
-	cp "$B/tests/progs/inject_logdump" "$B/inject_tool-static" "$CARRY/bin/"
+	cp "$B/tests/progs/inject_logdump" "$B/tests/progs/inject_tool-static" "$CARRY/bin/"
 	cp "$B/share/llmtracker/probes.json" "$CARRY/share/llmtracker/"
 	ls -la "$CARRY/bin" "$CARRY/lib"
 	exit 0;;

@@ -11,7 +11,7 @@ set -u
 BUILD=${BUILD:-build}
 T=$BUILD/tests/progs
 LIB=$BUILD/lib/libllmtracker-inject.so
-for f in "$T/fake_cuda_app" "$T/fake_cupti" "$T/inject_tool" "$LIB"; do
+for f in "$T/fake_cuda_app" "$T/fake_cupti" "$T/inject_tool" "$T/inject_logdump" "$LIB"; do
 	[ -e "$f" ] || { echo "not ok 1 - missing $f (make tests-bin)"; exit 1; }
 done
 [ "$(id -u)" = 0 ] || { echo "skip: needs root for ptrace"; exit 77; }
@@ -41,6 +41,10 @@ for round in 1 2; do
 	check "[$round] kernels recorded, CUPTI kept (not finalized), library not unloaded" \
 		'grep -Eq "kernels=[1-9][0-9]* .*finalized=0 unloaded=0" "$W/r$round.out"'
 	check "[$round] the reason is said" 'grep -q "a CUDA graph ran while recording" "$W/r$round.out"'
+	# the stand-in, as CUPTI, describes its device once per process: the
+	# second session's log, on the kept CUPTI, must describe it too
+	check "[$round] the log describes the device" \
+		'"$T/inject_logdump" "$W/r$round"/*.evlog 2>/dev/null | grep -q "^D	0	132	.*Fake GPU"'
 	check "[$round] the process is alive" 'kill -0 $TP'
 	check "[$round] one copy of the library mapped (found $(copies $TP))" '[ "$(copies $TP)" = 1 ]'
 done

@@ -122,6 +122,38 @@ static void put_kernel(uint64_t corr)
 	generated++;
 }
 
+/* CUPTI's DEVICE record comes once per context: here once per process, at
+ * the first enable of the kind. Its slot is a kernel record's size, the
+ * stride cuptiActivityGetNextRecord walks. Caller holds mu. */
+static void put_device_once(void)
+{
+	static int done;
+	union {
+		CUpti_ActivityDevice5 d;
+		CUpti_ActivityKernel10 pad;
+	} u;
+	_Static_assert(sizeof(u) == sizeof(CUpti_ActivityKernel10), "device record fits a slot");
+	if (done || (!cur && (take_buffer(), !cur)))
+		return;
+	if (cur_valid + sizeof(u) > cur_size) {
+		hand_over();
+		take_buffer();
+		if (!cur)
+			return;
+	}
+	memset(&u, 0, sizeof(u));
+	u.d.kind = CUPTI_ACTIVITY_KIND_DEVICE;
+	u.d.id = 0;
+	u.d.name = "Fake GPU";
+	u.d.numMultiprocessors = 132;
+	u.d.coreClockRate = 1980000;
+	u.d.globalMemorySize = 1ull << 37;
+	u.d.computeCapabilityMajor = 9;
+	memcpy(cur + cur_valid, &u, sizeof(u));
+	cur_valid += sizeof(u);
+	done = 1;
+}
+
 static void *generator(void *arg)
 {
 	(void)arg;
@@ -228,6 +260,12 @@ API CUptiResult cuptiActivitySetAttribute(CUpti_ActivityAttribute a, size_t *sz,
 
 API CUptiResult cuptiActivityEnable(CUpti_ActivityKind k)
 {
+	if (k == CUPTI_ACTIVITY_KIND_DEVICE && req_cb && done_cb) {
+		pthread_mutex_lock(&mu);
+		put_device_once();
+		pthread_mutex_unlock(&mu);
+		return CUPTI_SUCCESS;
+	}
 	if (k != CUPTI_ACTIVITY_KIND_CONCURRENT_KERNEL || gen_started)
 		return CUPTI_SUCCESS;
 	if (!req_cb || !done_cb)
