@@ -30,6 +30,7 @@
 #include "elfsym.h"
 #include "ldsearch.h"
 #include "libfind.h"
+#include "linkclose.h"
 #include "loadhold.h"
 #include "probefile.h"
 #include "probe_cost.h"
@@ -278,9 +279,7 @@ static int cp_start(struct lt_session *s, void **state)
 
 static void link_close(struct cp_link *l)
 {
-	bpf_link__destroy(l->link);
-	if (l->fd >= 0)
-		close(l->fd);
+	lt_close_later(l->link, l->fd);
 	l->link = NULL;
 	l->fd = -1;
 }
@@ -318,6 +317,7 @@ static void cp_stop(struct lt_session *s, void *state)
 	hold_end(s, st);
 	for (i = 0; i < st->n_links; i++)
 		link_close(&st->links[i]);
+	lt_close_drain();
 	for (i = 0; i < st->n_klinks; i++)
 		bpf_link__destroy(st->klinks[i]);
 	bpf_link__destroy(st->umap_link);
@@ -408,7 +408,7 @@ static int attach_one(struct cp_state *st, int pid, const char *file, int id)
 	if (!l[1]) {
 		int e = -errno;
 
-		bpf_link__destroy(l[0]);
+		lt_close_later(l[0], -1);
 		return e;
 	}
 	for (i = 0; i < 2; i++)
@@ -459,7 +459,7 @@ static int multi_pair(struct cp_state *st, int pid, const char *file, const int 
 		return fd[0];
 	fd[1] = multi_link(st, pid, file, ids, n, false);
 	if (fd[1] < 0) {
-		close(fd[0]);
+		lt_close_later(NULL, fd[0]);
 		return fd[1];
 	}
 	for (i = 0; i < 2; i++)
@@ -485,8 +485,8 @@ static size_t attach_multi(struct cp_state *st, int pid, const char *file, const
 	if (n == 1)
 		LT_INFO(1, "cuda: %s: %s not probed: %s", file, st->probes[ids[0]].symbol,
 			probe_strerror(rc));
-	if (n == 1 || rc == -ENOMEM || rc == -EINVAL || rc == -EPERM)
-		return n; /* a single bad offset, or nothing would work */
+	if (n == 1 || rc == -ENOMEM || rc == -EINVAL || rc == -EPERM || rc == -ESRCH)
+		return n; /* a single bad offset, or nothing would work (ESRCH: the process is gone) */
 	return attach_multi(st, pid, file, ids, n / 2, first_err) +
 	       attach_multi(st, pid, file, ids + n / 2, n - n / 2, first_err);
 }
@@ -641,7 +641,7 @@ attach:
 			LT_INFO(1, "cuda: uprobe_multi on %s: %s; one perf event per function", path,
 				probe_strerror(first_err));
 	}
-	if (n && (!st->multi || failed == n)) {
+	if (n && (!st->multi || (failed == n && first_err != -ESRCH))) {
 		first_err = 0;
 		failed = 0;
 		for (i = 0; i < n; i++) {
@@ -649,7 +649,16 @@ attach:
 
 			if (rc && !failed++)
 				first_err = rc;
+			if (rc == -ESRCH) { /* the process is gone: so is every other probe */
+				failed += n - i - 1;
+				break;
+			}
 		}
+	}
+	if (failed && first_err == -ESRCH) {
+		LT_INFO(1, "cuda: pid %d exited before %s could be probed", pid, path);
+		free(ids);
+		return false;
 	}
 	if (failed) {
 		st->attach_errors += failed;

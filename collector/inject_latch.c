@@ -212,7 +212,7 @@ static void latch_on_fork(struct latch *l, int parent, bool vfork)
 	uint64_t end = lt_mono_ms() + LATCH_STOP_MS;
 	int st = 0;
 	pid_t r;
-	while ((r = waitpid((pid_t)child, &st, __WALL | WNOHANG)) == 0 && lt_mono_ms() < end)
+	while ((r = waitpid((pid_t)child, &st, __WALL | __WNOTHREAD | WNOHANG)) == 0 && lt_mono_ms() < end)
 		latch_nap_us(200);
 	if (r != (pid_t)child || !WIFSTOPPED(st))
 		return;
@@ -260,7 +260,7 @@ static int latch_wait_stop(struct latch *l, struct latch_thr *t)
 	long nap = 20;
 	while (!t->stopped && !t->gone) {
 		int st = 0;
-		pid_t r = waitpid(t->tid, &st, __WALL | WNOHANG);
+		pid_t r = waitpid(t->tid, &st, __WALL | __WNOTHREAD | WNOHANG);
 		if (r == t->tid) {
 			latch_status(l, t, st);
 			continue;
@@ -363,7 +363,7 @@ static void latch_service(struct latch *l)
 	for (int i = 0; i < l->n_thr; i++) {
 		struct latch_thr *t = &l->thr[i];
 		int st = 0;
-		if (!t->gone && !t->stopped && waitpid(t->tid, &st, __WALL | WNOHANG) == t->tid &&
+		if (!t->gone && !t->stopped && waitpid(t->tid, &st, __WALL | __WNOTHREAD | WNOHANG) == t->tid &&
 		    latch_status(l, t, st) && !ptrace(PTRACE_CONT, t->tid, NULL, NULL))
 			t->stopped = false; /* a stale interrupt stop */
 	}
@@ -427,7 +427,7 @@ static int latch_guard_stop(int task_fd, int *held, int max)
 	for (int i = 0; i < n_held; i++)
 		for (int k = 0; k < 2000; k++) {
 			int st = 0;
-			pid_t r = waitpid(held[i], &st, __WALL | WNOHANG);
+			pid_t r = waitpid(held[i], &st, __WALL | __WNOTHREAD | WNOHANG);
 			if (r < 0 || (r > 0 && (!WIFSTOPPED(st) || (st >> 16) == PTRACE_EVENT_STOP)))
 				break;
 			if (r > 0) /* a signal for the program: pass it on */
@@ -515,7 +515,7 @@ static void latch_guard_done(struct latch *l)
 		return;
 	(void)!write(l->guard_fd, "d", 1);
 	close(l->guard_fd);
-	waitpid(l->guard_pid, NULL, 0);
+	waitpid(l->guard_pid, NULL, __WNOTHREAD);
 	l->guard_pid = 0;
 }
 

@@ -159,7 +159,7 @@ static int wait_stop(struct inj_thread *t, int timeout_ms)
 	useconds_t nap = 50;
 	for (;;) {
 		int st = 0;
-		pid_t r = waitpid(t->tid, &st, __WALL | WNOHANG);
+		pid_t r = waitpid(t->tid, &st, __WALL | __WNOTHREAD | WNOHANG);
 		if (r == t->tid) {
 			if (WIFEXITED(st) || WIFSIGNALED(st)) {
 				t->gone = true;

@@ -3,6 +3,7 @@
  * The launch form `llmtracker profile ... -- CMD ARGS`: CMD is forked
  * stopped (SIGSTOP before execve), made a target, and only then let run, so
  * its very first system calls (the execve itself, brk, mmap ...) are seen.
+ * Its parent is a small keeper process of ours, not the collector itself.
  */
 #ifndef LLMT_LAUNCH_H
 #define LLMT_LAUNCH_H
@@ -17,6 +18,8 @@ struct lt_launch {
 	bool released;      /* SIGCONT sent */
 	bool reaped;        /* waited for */
 	int status;         /* wait status, once reaped */
+	pid_t keeper;       /* the command's parent (launch.c says why) */
+	int keeper_fd;      /* its reports: stopped, ended */
 };
 
 /* Resolve argv[0] through PATH, fork, stop the child before its execve.

@@ -10,6 +10,8 @@
 #include <time.h>
 #include <unistd.h>
 
+#include <bpf/libbpf.h>
+
 #include "session.h"
 #include "cli.h"
 
@@ -39,4 +41,28 @@ void lt_log(char level, const char *file, int line, const char *fmt, ...)
 	buf[n++] = '\n';
 	if (write(lt_log_fd, buf, n) < 0)
 		return; /* nowhere left to report it */
+}
+
+/* libbpf's own lines, in ours and by our verbosity: its warnings come one
+ * per failed probe (hundreds when a process exits while its libraries are
+ * armed), each already summed up in one line of ours; -v 1 shows them. */
+static int libbpf_line(enum libbpf_print_level level, const char *fmt, va_list ap)
+{
+	char msg[2048];
+	int need = level == LIBBPF_WARN ? 1 : level == LIBBPF_INFO ? 2 : 3;
+	size_t n;
+
+	if (lt_verbosity < need)
+		return 0;
+	vsnprintf(msg, sizeof(msg), fmt, ap);
+	n = strlen(msg);
+	while (n && msg[n - 1] == '\n')
+		msg[--n] = 0;
+	lt_log(level == LIBBPF_WARN ? 'W' : 'I', "libbpf", 0, "%s", msg);
+	return 0;
+}
+
+void lt_log_libbpf(void)
+{
+	libbpf_set_print(libbpf_line);
 }

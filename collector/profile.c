@@ -313,6 +313,7 @@ int lt_profile(const struct lt_options *opt_in, const char *cmdline)
 	int rc;
 
 	lt_verbosity = opt.verbosity;
+	lt_log_libbpf();
 	if (preflight(&opt, err, sizeof(err))) {
 		fprintf(stderr, "llmtracker: %s\n", err);
 		return 1;

@@ -33,6 +33,7 @@
 
 #include "bpf/python.skel.h"
 #include "bpf/python.h"
+#include "linkclose.h"
 #include "pyhook_attach.h"
 #include "session.h"
 #include "launch.h"
@@ -421,9 +422,9 @@ static struct py_target *py_slot(struct py_state *st, int pid)
 
 static void py_detach(struct py_target *t)
 {
-	bpf_link__destroy(t->entry);
-	bpf_link__destroy(t->ret);
-	bpf_link__destroy(t->hold);
+	lt_close_later(t->entry, -1);
+	lt_close_later(t->ret, -1);
+	lt_close_later(t->hold, -1);
 	t->entry = t->ret = t->hold = NULL;
 	t->dev = 0;
 	t->ino = 0;
@@ -884,6 +885,7 @@ static void py_stop(struct lt_session *s, void *state)
 	 * so the target goes back to CPython's untraced fast path. */
 	for (size_t i = 0; i < st->n; i++)
 		py_detach(&st->t[i]);
+	lt_close_drain(); /* lowered before we say we are done, not at our exit */
 	lt_pyh_free(st->hook);
 	free(st->t);
 	python_bpf__destroy(st->skel);

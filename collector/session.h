@@ -172,6 +172,8 @@ void lt_session_add_events(struct lt_session *s, const char *source, uint64_t n)
 extern int lt_verbosity;
 void lt_log(char level, const char *file, int line, const char *fmt, ...)
 	__attribute__((format(printf, 4, 5)));
+/* Route libbpf's messages through lt_log, by verbosity (log.c). */
+void lt_log_libbpf(void);
 #define LT_INFO(v, ...) do { if (lt_verbosity >= (v)) lt_log('I', __FILE__, __LINE__, __VA_ARGS__); } while (0)
 #define LT_WARN(...) lt_log('W', __FILE__, __LINE__, __VA_ARGS__)
 #define LT_ERR(...) lt_log('E', __FILE__, __LINE__, __VA_ARGS__)
