@@ -614,6 +614,7 @@ static bool attach_file(struct lt_session *s, struct cp_state *st, int pid, int 
 		goto attach; /* another process's file: its symbols were read already */
 	if (lt_elf_open_fd(fd, path, &e, err, sizeof(err))) {
 		LT_WARN("cuda: pid %d: cannot read %s: %s", pid, path, err);
+		lt_session_unseen(s, "cuda", pid, "cannot read %s: %s", path, err);
 		return false;
 	}
 	ids = select_all(st, e, path, pls, n_pls, dev, ino, &n);
@@ -664,6 +665,8 @@ attach:
 		st->attach_errors += failed;
 		LT_WARN("cuda: pid %d: %zu functions of %s could not be probed: %s", pid, failed, path,
 			probe_strerror(first_err));
+		lt_session_unseen(s, "cuda", pid, "functions of %s not probed: %s", path,
+				  probe_strerror(first_err));
 	}
 	if (n > failed && st->hold && (rc = lt_hold_watch(st->hold, fd, path)))
 		LT_INFO(1, "cuda: %s: loads of it are not held: %s", path, strerror(-rc));
@@ -1141,9 +1144,11 @@ static int cp_finish(struct lt_session *s, void *state)
 
 	hold_end(s, st);
 	/* Files armed before they are loaded do not count: none may ever be. */
-	if (!st->mapped && !st->calls && !st->n_klinks)
+	if (!st->mapped && !st->calls && !st->n_klinks) {
 		LT_WARN("cuda: nothing was probed: no library named in %s is loaded by the targets "
 			"(see `llmtracker generateProbe -p PID`)", st->pf->path);
+		lt_session_not_recorded(s, "cuda", "no library the probe file names was loaded");
+	}
 	LT_INFO(1, "cuda: %" PRIu64 " calls recorded, %zu functions probed, %zu links, %" PRIu64
 		" attach errors", st->calls, st->n_probes, st->n_links, st->attach_errors);
 	print_costs(st);

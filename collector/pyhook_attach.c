@@ -76,6 +76,7 @@ struct pyh_later {
 	int pid;
 	int fresh;                      /* just exec'd: try the start latch first */
 	void (*log)(char, const char *);
+	void (*unseen)(int, const char *);
 	pthread_t th;
 };
 
@@ -401,6 +402,12 @@ static void *pyh_later_main(void *arg)
 		snprintf(line, sizeof(line), "python: pid %d: cannot trace Python functions: the profile "
 			 "hook could not go in: %s", l->pid, rc == -ETIMEDOUT ? "timed out" : msg);
 		l->log('W', line);
+		snprintf(line, sizeof(line), "the profile hook could not go in: %s",
+			 rc == -ETIMEDOUT ? "timed out" : msg);
+		l->unseen(l->pid, line);
+	} else {
+		l->unseen(l->pid, atomic_load(&l->ph->stopping) ? "the profile ended before the hook could go in"
+								 : "it exited before the profile hook could go in");
 	}
 	return NULL;
 }
@@ -410,7 +417,8 @@ int lt_pyh_ready(int pid)
 	return pyh_libc_mapped(pid);
 }
 
-int lt_pyh_attach_later(struct lt_pyhook *ph, int pid, int fresh, void (*log)(char level, const char *msg))
+int lt_pyh_attach_later(struct lt_pyhook *ph, int pid, int fresh, void (*log)(char level, const char *msg),
+			void (*unseen)(int pid, const char *why))
 {
 	if (!ph || ph->n_later >= PYH_MAX)
 		return -E2BIG;
@@ -419,6 +427,7 @@ int lt_pyh_attach_later(struct lt_pyhook *ph, int pid, int fresh, void (*log)(ch
 	l->pid = pid;
 	l->fresh = fresh;
 	l->log = log;
+	l->unseen = unseen;
 	int rc = pthread_create(&l->th, NULL, pyh_later_main, l);
 	if (rc)
 		return -rc;

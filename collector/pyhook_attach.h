@@ -39,9 +39,10 @@ int lt_pyh_ready(int pid);
  * function entry), within 30 s; the library then waits up to 5 s for the
  * interpreter to finish starting. `fresh` (it has just exec'd): first at
  * Py_RunMain's entry, installed there before the program's first Python
- * instruction. Success and failure are said through `log` (called from
- * that thread). */
-int lt_pyh_attach_later(struct lt_pyhook *ph, int pid, int fresh, void (*log)(char level, const char *msg));
+ * instruction. Success and failure are said through `log`, and where it
+ * did not go in, why through `unseen` (both called from that thread). */
+int lt_pyh_attach_later(struct lt_pyhook *ph, int pid, int fresh, void (*log)(char level, const char *msg),
+			void (*unseen)(int pid, const char *why));
 
 /* Stop every target, unload the library where it lets go. One line per
  * target through `log` ('I' or 'W'). Returns how many attaches made by

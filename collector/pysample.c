@@ -129,8 +129,10 @@ static void pys_detect(struct lt_session *s, struct pys_state *st, int pid, int 
 	if (r == -ENOTSUP) {
 		/* runtime 0: known, not sampled; BPF stops asking about it. */
 		bpf_map_update_elem(bpf_map__fd(st->skel->maps.pys_procs), &key, &none, BPF_ANY);
-		if (!p->explained++)
+		if (!p->explained++) {
 			LT_WARN("pysample: pid %d: cannot sample Python stacks: %s", pid, why);
+			lt_session_unseen(s, "pysample", pid, "%s", why);
+		}
 		return;
 	}
 	bpf_map_delete_elem(bpf_map__fd(st->skel->maps.pys_procs), &key);

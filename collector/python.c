@@ -62,7 +62,11 @@ struct py_state {
 	unsigned n_traced, n_untraced;
 	struct lt_pyhook *hook;     /* targets without probes; NULL until needed */
 	int hook_failed;            /* the hook cannot work here at all (said once) */
+	struct lt_session *s;       /* for what could not be seen (lt_session_unseen) */
 };
+
+/* The session, for the hook's threads' reports (one session per process). */
+static struct lt_session *py_session;
 
 /* What an ELF file offers: the python provider's probe names, and what
  * CPython 3.11 needs besides (see py_attach_hold). */
@@ -434,6 +438,12 @@ static void py_detach(struct py_target *t)
 static void py_explain(struct py_state *st, int pid, const struct py_interp *in, int forced)
 {
 	st->n_untraced++;
+	lt_session_unseen(st->s, "python", pid, "%s",
+			  forced && in->probes.n_python < 0 ? "the interpreter named by " PY_ENV_PATH
+							      " cannot be read as an ELF file" :
+			  !in->path[0] ? "no Python interpreter or libpython mapped" :
+			  in->probes.n_python == 0 ? "an interpreter without USDT probes (use -t pysample)" :
+			  "an interpreter without function probes (use -t pysample)");
 	if (forced && in->probes.n_python < 0)
 		LT_WARN("python: pid %d: cannot trace Python functions: %s=%s cannot be read as an ELF file "
 			"(%s); set it to the interpreter's path inside the target",
@@ -584,6 +594,12 @@ static void py_hook_log(char level, const char *msg)
 	lt_log(level, "pyhook_attach.c", 0, "%s", msg);
 }
 
+static void py_hook_unseen(int pid, const char *why)
+{
+	if (py_session)
+		lt_session_unseen(py_session, "python", pid, "%s", why);
+}
+
 /* --python-method, with LLMT_PYTHON_HOOK=0 as an older way to say usdt. */
 static int py_method(const struct lt_session *s)
 {
@@ -616,7 +632,7 @@ static int py_try_hook(struct lt_session *s, struct py_state *st, struct py_targ
 		return -ENOTSUP;
 	}
 	if (later) {
-		lt_pyh_attach_later(st->hook, t->pid, fresh, py_hook_log);
+		lt_pyh_attach_later(st->hook, t->pid, fresh, py_hook_log, py_hook_unseen);
 		t->hooked = 1;
 		return 1;
 	}
@@ -646,6 +662,7 @@ static void py_use_usdt(struct lt_session *s, struct py_state *st, struct py_tar
 		/* perf-event uprobes (libbpf 1.1's USDT attach) need CAP_SYS_ADMIN
 		 * on this kernel, where CAP_PERFMON is enough for the rest. */
 		st->n_untraced++;
+		lt_session_unseen(s, "python", pid, "USDT probes need CAP_SYS_ADMIN");
 		if (s->opt.types_all) {
 			LT_WARN("python: pid %d: cannot attach to the USDT probes of %s: %s (needs "
 				"CAP_SYS_ADMIN); -t all records the rest", pid, in->path, strerror(-err));
@@ -660,6 +677,11 @@ static void py_use_usdt(struct lt_session *s, struct py_state *st, struct py_tar
 	if (err) {
 		st->n_untraced++;
 		t->explained = 1;
+		if (err == -ESRCH)
+			lt_session_unseen(s, "python", t->pid, "it exited before its USDT probes were attached");
+		else
+			lt_session_unseen(s, "python", t->pid, "cannot attach to its USDT probes: %s",
+					  strerror(-err));
 		LT_WARN("python: pid %d: cannot attach to the USDT probes of %s: %s%s%s",
 			t->pid, in->path, strerror(-err), why ? "; and the profile hook could not go in: " : "",
 			why ? why : "");
@@ -732,6 +754,7 @@ static void py_add_resolved(struct lt_session *s, struct py_state *st, struct py
 	}
 	st->n_untraced++;
 	t->explained = 1;
+	lt_session_unseen(s, "python", pid, "the profile hook could not go in: %s", msg);
 	LT_WARN("python: pid %d: cannot trace Python functions: the profile hook could not go in: %s%s",
 		pid, msg, usdt || method != LT_PYM_AUTO ? "" : " (and the interpreter has no USDT probes)");
 }
@@ -827,6 +850,7 @@ static int py_start(struct lt_session *s, void **state)
 	*state = st;
 	if (!st)
 		return lt_session_errorf(s, "python: out of memory"), -ENOMEM;
+	st->s = py_session = s;
 	st->skel = python_bpf__open();
 	if (!st->skel)
 		return err = -errno, lt_session_errorf(s, "python: cannot open the BPF object: %s",
@@ -861,6 +885,9 @@ static int py_finish(struct lt_session *s, void *state)
 		if (!st->t[i].waiting)
 			continue;
 		st->t[i].waiting = 0;
+		if (st->t[i].explained) /* said already: it did run one, and exited */
+			continue;
+		lt_session_unseen(s, "python", st->t[i].pid, "ran no Python interpreter");
 		if (n++ < 8)
 			snprintf(pids + len, sizeof(pids) - len, "%s%d", len ? ", " : "", st->t[i].pid);
 	}
@@ -879,6 +906,7 @@ static void py_stop(struct lt_session *s, void *state)
 	struct py_state *st = state;
 
 	(void)s;
+	py_session = NULL;
 	if (!st)
 		return;
 	/* Destroying the links lowers the interpreter's probe semaphore again,

@@ -7,6 +7,7 @@
  */
 #include <errno.h>
 #include <poll.h>
+#include <pthread.h>
 #include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -48,8 +49,20 @@ struct lt_slot {
 	char not_recorded[200]; /* why (some of) it was not recorded under -t all: the first reason */
 };
 
+/* What a source could not see, one reason with the processes it held for. */
+#define LT_UNSEEN_MAX 16   /* distinct reasons kept; later ones are counted */
+#define LT_UNSEEN_PIDS 6   /* processes named per reason */
+struct lt_unseen {
+	const struct lt_source *src;
+	char why[200];
+	unsigned n;
+	int pids[LT_UNSEEN_PIDS];
+};
+
 struct lt_priv {
 	struct lt_slot slots[LT_N_SOURCES];
+	struct lt_unseen unseen[LT_UNSEEN_MAX];
+	unsigned n_unseen, unseen_dropped;
 	signed char kind_slot[LT_REC_KIND_MAX + 1];
 	uint64_t unknown_records, write_errors;
 	uint64_t emitted; /* events handed to the log, by anyone */
@@ -109,6 +122,63 @@ void lt_session_not_recorded(struct lt_session *s, const char *source, const cha
 		va_start(ap, fmt);
 		vsnprintf(sl->not_recorded, sizeof(sl->not_recorded), fmt, ap);
 		va_end(ap);
+	}
+}
+
+static pthread_mutex_t unseen_mu = PTHREAD_MUTEX_INITIALIZER; /* sources' threads call in */
+
+static const struct lt_source *source_named(struct lt_priv *p, const char *name)
+{
+	for (size_t i = 0; i < LT_N_SOURCES; i++)
+		if (!strcmp(p->slots[i].src->name, name))
+			return p->slots[i].src;
+	return NULL;
+}
+
+void lt_session_unseen(struct lt_session *s, const char *source, int pid, const char *fmt, ...)
+{
+	struct lt_priv *p = P(s);
+	const struct lt_source *src = p ? source_named(p, source) : NULL;
+	struct lt_unseen *u = NULL;
+	char why[sizeof(u->why)];
+	va_list ap;
+
+	if (!src)
+		return;
+	va_start(ap, fmt);
+	vsnprintf(why, sizeof(why), fmt, ap);
+	va_end(ap);
+	pthread_mutex_lock(&unseen_mu);
+	for (unsigned i = 0; i < p->n_unseen && !u; i++)
+		if (p->unseen[i].src == src && !strcmp(p->unseen[i].why, why))
+			u = &p->unseen[i];
+	if (!u && p->n_unseen < LT_UNSEEN_MAX) {
+		u = &p->unseen[p->n_unseen++];
+		u->src = src;
+		memcpy(u->why, why, sizeof(why));
+	}
+	if (!u)
+		p->unseen_dropped++;
+	else if (u->n++ < LT_UNSEEN_PIDS)
+		u->pids[u->n - 1] = pid;
+	pthread_mutex_unlock(&unseen_mu);
+}
+
+/* Under a source's row: each reason, how many processes, which. */
+static void summary_unseen(struct lt_priv *p, const struct lt_source *src)
+{
+	for (unsigned i = 0; i < p->n_unseen; i++) {
+		const struct lt_unseen *u = &p->unseen[i];
+		char pids[96] = "";
+		size_t len = 0;
+
+		if (u->src != src)
+			continue;
+		for (unsigned k = 0; k < u->n && k < LT_UNSEEN_PIDS && len < sizeof(pids); k++)
+			len += (size_t)snprintf(pids + len, sizeof(pids) - len, "%s%d", k ? ", " : "",
+						u->pids[k]);
+		fprintf(stderr, "    not seen in %u process%s: %s (pid %s%s)\n", u->n, u->n == 1 ? "" : "es",
+			u->why, pids, u->n > LT_UNSEEN_PIDS ? ", ..." : "");
 	}
 }
 
@@ -639,13 +709,23 @@ void lt_session_summary(struct lt_session *s, double seconds, const char *extra)
 
 		if (!slot_wanted(s, src))
 			continue;
-		fprintf(stderr, "  %-10s %12llu %10llu%s%s%s\n", src->name,
+		bool any_unseen = false;
+		for (unsigned k = 0; k < p->n_unseen; k++)
+			any_unseen |= p->unseen[k].src == src;
+		/* Nothing recorded is never shown as a success: with its reason,
+		 * or said plainly. */
+		fprintf(stderr, "  %-10s %12llu %10llu%s%s\n", src->name,
 			(unsigned long long)p->slots[i].events,
 			(unsigned long long)(src->evsrc < LT_LOST_SLOTS ? p->lost[src->evsrc] : 0),
-			!p->slots[i].not_recorded[0] ? "" :
-			p->slots[i].events ? "  partly not recorded: " : "  not recorded: ",
-			p->slots[i].not_recorded, "");
+			p->slots[i].not_recorded[0] ?
+				(p->slots[i].events ? "  partly not recorded: " : "  not recorded: ") :
+			!p->slots[i].events && !any_unseen ? "  recorded nothing" : "",
+			p->slots[i].not_recorded);
+		summary_unseen(p, src);
 	}
+	if (p->unseen_dropped)
+		fprintf(stderr, "    (%u more processes not seen, for other reasons: see the W lines above)\n",
+			p->unseen_dropped);
 	if (p->have_wstats)
 		fprintf(stderr, "  wrote %s: %llu bytes, %llu events in %llu chunks\n", s->opt.output,
 			(unsigned long long)p->wstats.file_bytes, (unsigned long long)p->wstats.events,

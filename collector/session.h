@@ -159,10 +159,19 @@ int lt_session_errorf(struct lt_session *s, const char *fmt, ...)
 void lt_session_refuse(struct lt_session *s, const char *fmt, ...)
 	__attribute__((format(printf, 2, 3)));
 
-/* Under -t all, `source` (its name) could not record all it was asked to:
- * the summary lists it as not recorded, with this reason (the first one). */
+/* `source` (its name) could not record all it was asked to, for a reason
+ * not tied to one process (a missing privilege under -t all, nothing to
+ * probe): the summary lists it as not recorded, with this reason (the
+ * first one). */
 void lt_session_not_recorded(struct lt_session *s, const char *source, const char *fmt, ...)
 	__attribute__((format(printf, 3, 4)));
+
+/* What `source` could not see in process `pid`, and why (a short clause):
+ * the summary lists each reason under the source's row with the processes
+ * it held for, so that a source that saw nothing is never read as a success.
+ * Any thread may call it. */
+void lt_session_unseen(struct lt_session *s, const char *source, int pid, const char *fmt, ...)
+	__attribute__((format(printf, 4, 5)));
 
 /* Events `source` recorded outside the ring buffer (an injected library's
  * own log): added to its row of the summary. */

@@ -67,7 +67,7 @@ check "-t all records syscalls (getppid x$c)" test "$c" -eq 1000
 # sys_counts loads no CUDA library: nothing is probed, so the cuda row shows no events
 # (records that only steer the source, such as library loads, are not events).
 check "... nothing probed is said" grep -q "cuda: nothing was probed" "$T/all.err"
-check "... and the cuda row shows 0 events" grep -qE '^  cuda +0 +0$' "$T/all.err"
+check "... and the cuda row shows 0 events, with the reason" grep -qE '^  cuda +0 +0  not recorded: no library the probe file names was loaded$' "$T/all.err"
 
 # Status while recording: plain lines when stderr is not a terminal, none with -q.
 LLMT_PROGRESS_SECONDS=0.2 "$LT" profile -t syscall -d 1 -o "$T/st.evlog" -- sleep 5 2>"$T/st.err"

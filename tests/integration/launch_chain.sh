@@ -9,7 +9,9 @@
 # waited for (the command left stopped at the injection's trap, read as
 # "ended (wait status 0xb7f)", nothing traced), and closing the uprobe links
 # of exited helpers (a kernel grace period each) held the main loop so long
-# that the interpreter's exec was seen after it had ended.
+# that the interpreter's exec was seen after it had ended. The summary says,
+# under each source's row, what it could not see: the helpers ran no
+# Python, and the probe file's libraries were never loaded.
 set -u
 BUILD=${BUILD:-build}
 LT=$(realpath -m "$BUILD/bin/llmtracker")
@@ -43,3 +45,8 @@ for r in $(seq "$RUNS"); do
 	[ "$(cat "$T/calls$r")" = 2000 ]
 	ok $? "[$r] every call of the script's f recorded (2000)"
 done
+sed -n '/^  source /,$p' "$T/err1" | sed 's/^/# /'
+grep -A1 -E '^  python ' "$T/err1" | grep -qE '^    not seen in [0-9]{2} processes: ran no Python interpreter \(pid [0-9]+, '
+ok $? "the summary says which processes ran no Python interpreter"
+grep -qE '^  cuda +0 +0 +not recorded: no library the probe file names was loaded' "$T/err1"
+ok $? "the summary says why cuda recorded nothing"
