@@ -1,0 +1,58 @@
+#!/bin/bash
+# The launch form on the GPU host, in one call (after tests/gpu/steps_gpu.sh
+# prepare): `llmtracker profile -t python,cuda --enable-cuda-kernel true --
+# python launch_kernels.py` records, in 10 training steps between two stamps,
+# the kernels (names and counts) torch.profiler records in the same 10 steps
+# of an unprofiled run of the same deterministic loop (not the same process:
+# CUPTI takes one client per process); the Python hook traces the script
+# from its start (train_step 15 times), and the CUDA library uprobes record.
+#   tests/gpu/launch_kernels.sh run [OUTDIR]
+set -u
+cd "$(dirname "$0")/../.."
+CARRY=${CARRY:-.carry}
+[ "${1:-}" = run ] || { echo "usage: $0 run [OUTDIR]"; exit 2; }
+OUT=${2:-/tmp/launch-kernels}
+PY=${PY:-python3}
+export LD_LIBRARY_PATH=$PWD/$CARRY/lib${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}
+T=$(mktemp -d /tmp/launch-kernels.XXXXXX)
+mkdir -p "$OUT"
+fail=0
+say() { echo "$1"; case $1 in FAIL*) fail=1;; esac; }
+"$PY" tests/gpu/launch_kernels.py ref "$T/ref.json" >"$T/ref.out" 2>&1 ||
+	{ say "FAIL the unprofiled reference run: $(tail -2 "$T/ref.out")"; exit 1; }
+"$CARRY/bin/llmtracker" profile -t python,cuda --enable-cuda-kernel true -o "$T/p.log" --cupti-dir "$T" \
+	-- "$PY" tests/gpu/launch_kernels.py prof "$T/prof.json" >"$T/prof.out" 2>"$T/err"
+rc=$?
+cp "$T/err" "$OUT/collector.log"
+[ $rc = 0 ] && say "PASS profile exits 0" || say "FAIL profile exits $rc: $(tail -3 "$T/err" | tr '\n' ' ')"
+sed -n '/^  source /,$p' "$T/err"
+grep -q "functions traced in 1 process" "$T/err" && say "PASS the script's interpreter traced" ||
+	say "FAIL the script's interpreter not traced"
+calls=$(COLUMNS=1000 "$CARRY/bin/llmtracker-convert" summary -n 100000 "$T/p.log" 2>/dev/null |
+	awk '$(NF-1) == "train_step" { print $(NF-3) }' | head -1)
+[ "${calls:-0}" = 15 ] && say "PASS train_step recorded 15 times from the first" ||
+	say "FAIL train_step recorded ${calls:-0} times, want 15"
+cudaev=$(awk '$1 == "cuda" { print $2 }' "$T/err")
+[ "${cudaev:-0}" -gt 0 ] && say "PASS CUDA library calls recorded ($cudaev events)" ||
+	say "FAIL no CUDA library call recorded"
+"$CARRY/bin/inject_logdump" "$T"/llmtracker-cupti.*.evlog >"$T/k.tsv" 2>&1
+python3 - "$T/k.tsv" "$T/prof.json" "$T/ref.json" <<'PY' | tee "$T/cmp"
+import collections, json, sys
+prof, ref = json.load(open(sys.argv[2])), json.load(open(sys.argv[3]))
+ours = collections.Counter()
+for line in open(sys.argv[1]):
+    f = line.rstrip("\n").split("\t")
+    if f[0] == "K" and prof["t0"] <= int(f[1]) <= prof["t1"]:
+        ours[f[6]] += 1
+theirs = collections.Counter(ref["kernels"])
+print(f"INFO kernels in 10 steps: ours {sum(ours.values())} ({len(ours)} names), "
+      f"torch.profiler {sum(theirs.values())} ({len(theirs)} names)")
+for n in sorted(set(ours) | set(theirs)):
+    if ours[n] != theirs[n]:
+        print(f"  diff {ours[n]:5d} ours vs {theirs[n]:5d} torch: {n[:140]}")
+print(("PASS" if ours == theirs and ours else "FAIL") + " kernel names and counts equal torch.profiler's")
+PY
+grep -q '^FAIL' "$T/cmp" && fail=1
+echo "RESULT $([ $fail = 0 ] && echo PASS || echo FAIL)"
+rm -rf "$T"
+exit $fail
