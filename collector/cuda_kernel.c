@@ -373,7 +373,8 @@ static void account(struct lt_cuda_kernel *ck, int pid, const char *reply)
 	if (k || a)
 		ck_log(ck, 'I', "pid %d: %llu kernels, %llu memcpy, %llu memset, %llu API calls, "
 		       "%llu dropped; CUPTI %s", pid, k, lt_ictl_field(reply, "memcpy"), lt_ictl_field(reply, "memset"),
-		       a, d, fin ? "detached" : kept_why(lt_ictl_field(reply, "kept")));
+		       a, d, fin ? "detached" : lt_ictl_field(reply, "exiting") ? "flushed at the process's exit" :
+		       kept_why(lt_ictl_field(reply, "kept")));
 }
 
 /* Alive and not a zombie (a launched child is reaped only after us). */

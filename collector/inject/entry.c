@@ -216,12 +216,14 @@ static void stop_and_report(void)
 }
 
 /* CUPTI and/or Python calls, as "start" asked (cuda=, python=); one reply. */
+static void li_exit_at_exit(void);
+
 static int start_sources(char *msg, size_t len)
 {
 	int rc = 0;
 	msg[0] = 0;
-	if (li_cfg.cuda)
-		rc = li_cupti_start(&li_cfg, msg, len);
+	if (li_cfg.cuda && !(rc = li_cupti_start(&li_cfg, msg, len)))
+		li_exit_at_exit();
 	if (!li_cfg.python || rc)
 		return rc;
 	char pm[600];
@@ -365,6 +367,8 @@ LI_API int InitializeInjection(void)
 	}
 	li_early_rc = li_cupti_start(&li_cfg, li_early_msg, sizeof(li_early_msg));
 	li_started_early = 1;
+	if (!li_early_rc)
+		li_exit_at_exit();
 	li_sock = launch_socket();
 	if (li_sock >= 0 && start_worker()) {
 		close(li_sock);
@@ -373,7 +377,35 @@ LI_API int InitializeInjection(void)
 	return 1;
 }
 
-/* Process exit (or dlclose): publish what was recorded. */
+static void li_exit_cupti(void)
+{
+	if (li_cupti_running()) {
+		struct li_stats st;
+		char msg[512];
+		li_cupti_stop(&st, 0);
+		stats_msg(&st, msg, sizeof(msg));
+		strncat(msg, " exiting=1", sizeof(msg) - strlen(msg) - 1);
+		send_msg(msg);
+	}
+}
+
+/*
+ * A library's destructor runs after every atexit handler (ld.so registers
+ * its _dl_fini first, so it runs last), when CUDA has torn itself down:
+ * CUPTI's flush there killed every launched torch job on the H200 at its
+ * exit (SIGSEGV). Registered once CUDA is up (InitializeInjection, or a
+ * start that records kernels), this handler runs before the handlers CUDA
+ * registered earlier, as NVIDIA's injection sample does. On dlclose glibc
+ * runs it too, when there is nothing left to stop.
+ */
+static void li_exit_at_exit(void)
+{
+	static atomic_int registered;
+	if (!atomic_exchange(&registered, 1))
+		atexit(li_exit_cupti);
+}
+
+/* Process exit (or dlclose): publish what is still recorded. */
 __attribute__((destructor)) static void li_exit(void)
 {
 	if (li_pyhook_running()) {
@@ -381,11 +413,5 @@ __attribute__((destructor)) static void li_exit(void)
 		li_pyhook_stop(1, pm, sizeof(pm));
 		send_msg(pm);
 	}
-	if (li_cupti_running()) {
-		struct li_stats st;
-		char msg[512];
-		li_cupti_stop(&st, 0);
-		stats_msg(&st, msg, sizeof(msg));
-		send_msg(msg);
-	}
+	li_exit_cupti();
 }

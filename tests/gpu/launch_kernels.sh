@@ -25,11 +25,13 @@ say() { echo "$1"; case $1 in FAIL*) fail=1;; esac; }
 rc=$?
 cp "$T/err" "$OUT/collector.log"
 [ $rc = 0 ] && say "PASS profile exits 0" || say "FAIL profile exits $rc: $(tail -3 "$T/err" | tr '\n' ' ')"
+grep -q "command exited with status 0" "$T/err" && say "PASS the job exited 0 (its own status)" ||
+	say "FAIL the job: $(grep -o 'command .*' "$T/err")"
 sed -n '/^  source /,$p' "$T/err"
 grep -q "functions traced in 1 process" "$T/err" && say "PASS the script's interpreter traced" ||
 	say "FAIL the script's interpreter not traced"
 calls=$(COLUMNS=1000 "$CARRY/bin/llmtracker-convert" summary -n 100000 "$T/p.log" 2>/dev/null |
-	awk '$(NF-1) == "train_step" { print $(NF-3) }' | head -1)
+	awk 'NF > 4 && $(NF-1) == "train_step" { print $(NF-3) }' | head -1)
 [ "${calls:-0}" = 15 ] && say "PASS train_step recorded 15 times from the first" ||
 	say "FAIL train_step recorded ${calls:-0} times, want 15"
 cudaev=$(awk '$1 == "cuda" { print $2 }' "$T/err")

@@ -52,6 +52,8 @@ for m in ${LOOPS:-train generate graph}; do
 	"$CONV" -q -i "$d/p.evlog" --cupti-dir "$d" --logdir "$d/tb" --run r &&
 	"$CONV" summary --cupti-dir "$d" "$d/p.evlog" >"$d/summary.txt" 2>&1 ||
 		{ say "FAIL [$m] convert"; continue; }
+	grep -q "command exited with status 0" "$d/collector.log" && say "PASS [$m] the job exited 0" ||
+		say "FAIL [$m] the job: $(grep -o 'command .*' "$d/collector.log")"
 	echo "INFO [$m] $(grep -c '^train' "$d/truth") true steps; $(grep '^Steps:' "$d/summary.txt")"
 	python3 tests/integration/steps_check.py "$d/p.json" "$d/truth" | sed "s/^ok - /PASS [$m] /; s/^not ok - /FAIL [$m] /" |
 		while read -r l; do echo "$l"; done >"$d/check.txt"

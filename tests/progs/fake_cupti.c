@@ -21,6 +21,9 @@
  * FAKE_CUPTI_GRAPH=1: the kernels are a CUDA graph's nodes (graphId 1), and
  * cuptiFinalize after any of them kills the process as the GPU does (an MMU
  * fault at the graph's next replay, through memory CUPTI freed).
+ * FAKE_CUPTI_TEARDOWN=1: at its load it registers an exit handler, as the
+ * CUDA driver does; once that handler has run (CUDA torn down), any CUPTI
+ * call kills the process, as it did launched jobs on the H200.
  */
 #include <cupti.h>
 #include <pthread.h>
@@ -32,6 +35,31 @@
 #include <unistd.h>
 
 #define API __attribute__((visibility("default")))
+
+static atomic_int torn_down; /* FAKE_CUPTI_TEARDOWN: CUDA's exit handler has run */
+
+static void teardown(void)
+{
+	atomic_store(&torn_down, 1);
+}
+
+__attribute__((constructor)) static void teardown_at_exit(void)
+{
+	if (getenv("FAKE_CUPTI_TEARDOWN"))
+		atexit(teardown);
+}
+
+/* A CUPTI call after the driver's teardown: the crash it was on the GPU. */
+static void alive_or_die(const char *fn)
+{
+	static const char m[] = "fake CUPTI: called after CUDA's teardown at exit: SIGSEGV\n";
+	(void)fn;
+	if (!atomic_load(&torn_down))
+		return;
+	if (write(2, m, sizeof(m) - 1) < 0)
+		_exit(139);
+	abort();
+}
 
 static pthread_mutex_t mu = PTHREAD_MUTEX_INITIALIZER;
 static CUpti_CallbackFunc sub_cb;
@@ -179,6 +207,7 @@ API CUptiResult cuptiGetResultString(CUptiResult r, const char **s)
 
 API CUptiResult cuptiSubscribe(CUpti_SubscriberHandle *h, CUpti_CallbackFunc cb, void *ud)
 {
+	alive_or_die("cuptiSubscribe");
 	pthread_mutex_lock(&mu);
 	int busy = subscribed;
 	if (!busy) {
@@ -194,6 +223,7 @@ API CUptiResult cuptiSubscribe(CUpti_SubscriberHandle *h, CUpti_CallbackFunc cb,
 
 API CUptiResult cuptiUnsubscribe(CUpti_SubscriberHandle h)
 {
+	alive_or_die("cuptiUnsubscribe");
 	(void)h;
 	pthread_mutex_lock(&mu);
 	subscribed = 0;
@@ -204,6 +234,7 @@ API CUptiResult cuptiUnsubscribe(CUpti_SubscriberHandle h)
 
 API CUptiResult cuptiEnableDomain(uint32_t en, CUpti_SubscriberHandle h, CUpti_CallbackDomain d)
 {
+	alive_or_die("cuptiEnableDomain");
 	(void)h;
 	if ((unsigned)d >= 8)
 		return CUPTI_ERROR_INVALID_PARAMETER;
@@ -214,6 +245,7 @@ API CUptiResult cuptiEnableDomain(uint32_t en, CUpti_SubscriberHandle h, CUpti_C
 API CUptiResult cuptiEnableCallback(uint32_t en, CUpti_SubscriberHandle h, CUpti_CallbackDomain d,
 				    CUpti_CallbackId cbid)
 {
+	alive_or_die("cuptiEnableCallback");
 	(void)h;
 	if (d != CUPTI_CB_DOMAIN_RUNTIME_API && d != CUPTI_CB_DOMAIN_DRIVER_API)
 		return CUPTI_ERROR_INVALID_PARAMETER;
@@ -260,6 +292,7 @@ API CUptiResult cuptiActivitySetAttribute(CUpti_ActivityAttribute a, size_t *sz,
 
 API CUptiResult cuptiActivityEnable(CUpti_ActivityKind k)
 {
+	alive_or_die("cuptiActivityEnable");
 	if (k == CUPTI_ACTIVITY_KIND_DEVICE && req_cb && done_cb) {
 		pthread_mutex_lock(&mu);
 		put_device_once();
@@ -278,6 +311,7 @@ API CUptiResult cuptiActivityEnable(CUpti_ActivityKind k)
 
 API CUptiResult cuptiActivityDisable(CUpti_ActivityKind k)
 {
+	alive_or_die("cuptiActivityDisable");
 	if (k == CUPTI_ACTIVITY_KIND_CONCURRENT_KERNEL && gen_started) {
 		atomic_store(&gen_run, 0);
 		pthread_join(gen, NULL);
@@ -288,6 +322,7 @@ API CUptiResult cuptiActivityDisable(CUpti_ActivityKind k)
 
 API CUptiResult cuptiActivityFlushAll(uint32_t flag)
 {
+	alive_or_die("cuptiActivityFlushAll");
 	(void)flag;
 	pthread_mutex_lock(&mu);
 	hand_over();
@@ -306,6 +341,7 @@ API CUptiResult cuptiActivityGetNextRecord(uint8_t *buf, size_t valid, CUpti_Act
 
 API CUptiResult cuptiActivityGetNumDroppedRecords(CUcontext c, uint32_t s, size_t *n)
 {
+	alive_or_die("cuptiActivityGetNumDroppedRecords");
 	(void)c;
 	(void)s;
 	*n = 0;
@@ -314,6 +350,7 @@ API CUptiResult cuptiActivityGetNumDroppedRecords(CUcontext c, uint32_t s, size_
 
 API CUptiResult cuptiFinalize(void)
 {
+	alive_or_die("cuptiFinalize");
 	if (graph_nodes && generated) {
 		static const char m[] = "fake CUPTI: finalized after a graph ran: the GPU faults\n";
 		if (write(2, m, sizeof(m) - 1) < 0)

@@ -1,0 +1,43 @@
+#!/bin/bash
+# Launch form of --enable-cuda-kernel, to the launched program's exit, with
+# the stand-in CUPTI (tests/progs/fake_cuda_launch: loads it, then the
+# injection library as cuInit does) made faithful to the CUDA driver's exit:
+# FAKE_CUPTI_TEARDOWN=1 registers an exit handler at its load, after which
+# any CUPTI call kills the process, as CUPTI's flush from our library's
+# destructor killed every launched torch job on the H200. The program must
+# keep its output and exit status (7), the CUDA log must be published with
+# every record the collector was told of, and the collector must say it was
+# flushed at the exit. No GPU driver here: the collector's check for one is
+# met in a private mount namespace (a /proc/driver/nvidia/version of ours).
+set -u
+BUILD=${BUILD:-build}
+T=$(realpath -m "$BUILD/tests/progs")
+COLL=$(realpath -m "$BUILD/bin/llmtracker")
+for f in "$T/fake_cuda_launch" "$T/fake_cupti" "$T/inject_logdump" "$COLL"; do
+	[ -e "$f" ] || { echo "not ok 1 - missing $f (make tests-bin)"; exit 1; }
+done
+[ "$(id -u)" = 0 ] || { echo "skip: needs root (eBPF, mount namespace)"; exit 77; }
+[ -d /proc/driver ] && command -v unshare >/dev/null || { echo "skip: no /proc/driver or unshare"; exit 77; }
+if [ -e /proc/driver/nvidia/version ] || [ -e /dev/nvidiactl ]; then
+	echo "skip: this node has a GPU driver; tests/gpu/launch_kernels.sh covers it"; exit 77
+fi
+W=$(mktemp -d /tmp/llmt-launch-exit.XXXXXX)
+trap 'rm -rf "$W"' EXIT
+n=0
+check() { n=$((n + 1)); if eval "$2"; then echo "ok $n - $1"; else echo "not ok $n - $1"; fi; }
+
+FAKE_CUPTI_TEARDOWN=1 FAKE_CUPTI_RATE=50000 unshare -m sh -c '
+	mount -t tmpfs none /proc/driver && mkdir /proc/driver/nvidia && echo fake >/proc/driver/nvidia/version &&
+	exec "$0" profile -t cpu --enable-cuda-kernel true -o "$1/p.log" --cupti-dir "$1" -- "$2" "$3" 300' \
+	"$COLL" "$W" "$T/fake_cuda_launch" "$T/fake_cupti" >"$W/out" 2>"$W/err"
+grep -E "cuda_kernel|command|fake CUPTI" "$W/err" "$W/out" | cut -c1-220 | sed 's/^/# /'
+check "the program kept its output" 'grep -q "^InitializeInjection 1$" "$W/out" && grep -q "^done$" "$W/out"'
+check "... and its exit status (7), no CUPTI call after CUDA's teardown" \
+	'grep -q "command exited with status 7" "$W/err" && ! grep -q "fake CUPTI: called after" "$W/out" "$W/err"'
+told=$(grep -oE "pid [0-9]+: [0-9]+ kernels" "$W/err" | grep -oE "[0-9]+ kernels" | grep -oE "^[0-9]+")
+logged=$("$T/inject_logdump" "$W"/llmtracker-cupti.*.evlog 2>/dev/null | grep -c "^K")
+echo "# kernels: the library told the collector ${told:-none}, its published log holds $logged"
+check "the CUDA log was published at the exit with every kernel told of" \
+	'[ -n "$told" ] && [ "$told" -gt 0 ] && [ "$logged" = "$told" ]'
+check "the collector says it was flushed at the process's exit" \
+	'grep -q "CUPTI flushed at the process.s exit" "$W/err"'
