@@ -67,6 +67,13 @@ static void ck_log(const struct lt_cuda_kernel *ck, char level, const char *fmt,
 		fprintf(stderr, "%c llmtracker: %s\n", level, buf);
 }
 
+/* A process whose kernels are not recorded: say why to whoever sums up. */
+static void ck_unseen(const struct lt_cuda_kernel *ck, int pid, const char *why)
+{
+	if (ck->o.unseen)
+		ck->o.unseen(pid, why);
+}
+
 /* The driver's kernel side is what CUDA needs; no libcuda lookup here (the
  * collector may be static, and the target's libraries are its own). */
 static int driver_present(void)
@@ -259,7 +266,8 @@ void lt_ck_env_unset(struct lt_cuda_kernel *ck)
 }
 
 struct lt_cuda_kernel *lt_ck_open(const char *cupti_dir, const char *output,
-				  const uint8_t *session, void (*log)(char level, const char *msg))
+				  const uint8_t *session, void (*log)(char level, const char *msg),
+				  void (*unseen)(int pid, const char *why))
 {
 	char dir[PATH_MAX], err[600];
 	if (cupti_dir && *cupti_dir) {
@@ -275,7 +283,7 @@ struct lt_cuda_kernel *lt_ck_open(const char *cupti_dir, const char *output,
 			snprintf(dir, sizeof(dir), ".");
 	}
 	/* Recording options for measurements (see inject.h), e.g. "runtime=0". */
-	struct lt_ck_opts o = { .cupti_dir = dir, .session = session, .log = log,
+	struct lt_ck_opts o = { .cupti_dir = dir, .session = session, .log = log, .unseen = unseen,
 				.start_extra = getenv("LLMT_CUPTI_START") };
 	struct lt_cuda_kernel *ck = NULL;
 	if (lt_ck_new(&ck, &o, err, sizeof(err))) {
@@ -310,6 +318,7 @@ int lt_ck_attach(struct lt_cuda_kernel *ck, int pid)
 	if (rc) {
 		ck_log(ck, 'W', "CUDA kernel profiling cannot start in pid %d: %s; the process is as it was",
 		       pid, err);
+		ck_unseen(ck, pid, err);
 		return rc;
 	}
 	t->sock = t->inj.sock;
@@ -322,13 +331,18 @@ int lt_ck_attach(struct lt_cuda_kernel *ck, int pid)
 		       t->log.name, reply_notes(reply, notes, sizeof(notes)));
 		return 0;
 	}
-	if (rc < 0 && rc != -ETIMEDOUT)
+	if (rc < 0 && rc != -ETIMEDOUT) {
 		ck_log(ck, 'W', "CUDA kernel profiling cannot start in pid %d: %s", pid, err);
-	else if (rc > 0 && !strncmp(reply, "err ", 4))
+		ck_unseen(ck, pid, err);
+	} else if (rc > 0 && !strncmp(reply, "err ", 4)) {
 		ck_log(ck, 'W', "pid %d: %s", pid, lt_ictl_text(reply));
-	else
+		ck_unseen(ck, pid, lt_ictl_text(reply));
+	} else {
 		ck_log(ck, 'W', "CUDA kernel profiling cannot start in pid %d: the injected library %s",
 		       pid, rc == -ETIMEDOUT ? "did not answer" : "went away");
+		ck_unseen(ck, pid, rc == -ETIMEDOUT ? "the injected library did not answer"
+						    : "the injected library went away");
+	}
 	return -EIO; /* lt_ck_stop() unloads it */
 }
 
@@ -426,6 +440,7 @@ static void stop_launched(struct lt_cuda_kernel *ck, struct ck_target *t)
 				pids[n++] = pid;
 			} else if (!strncmp(reply, "err", 3)) {
 				ck_log(ck, 'W', "pid %d: %s", pid, lt_ictl_text(reply));
+				ck_unseen(ck, pid, lt_ictl_text(reply));
 			} else if (!strncmp(reply, "stopped", 7)) {
 				account(ck, pid, reply);
 				for (int i = 0; i < n; i++)
@@ -443,9 +458,11 @@ static void stop_launched(struct lt_cuda_kernel *ck, struct ck_target *t)
 		if (!asked)
 			break;
 	}
-	if (!ck->tot.kernels && !ck->tot.apis && !n)
+	if (!ck->tot.kernels && !ck->tot.apis && !n) {
 		ck_log(ck, 'I', "pid %d: no process of it started CUDA kernel profiling (no CUDA "
 		       "initialized, or no GPU)", t->pid);
+		ck_unseen(ck, t->pid, "no process of the launched command initialized CUDA");
+	}
 }
 
 static void stop_one(struct lt_cuda_kernel *ck, struct ck_target *t)
@@ -497,7 +514,10 @@ void lt_ck_stop(struct lt_cuda_kernel *ck)
 
 void lt_ck_totals(const struct lt_cuda_kernel *ck, struct lt_ck_totals *t)
 {
-	*t = ck->tot;
+	if (ck)
+		*t = ck->tot;
+	else
+		memset(t, 0, sizeof(*t));
 }
 
 void lt_ck_free(struct lt_cuda_kernel *ck)

@@ -39,6 +39,8 @@ struct lt_ck_opts {
 				   * takes it from $LLMT_CUPTI_START */
 	int skip_driver_check;    /* inject even without a GPU driver on the node (tests) */
 	void (*log)(char level, const char *msg); /* 'I', 'W', 'E'; NULL: stderr */
+	void (*unseen)(int pid, const char *why); /* a process whose kernels are not
+						   * recorded, and why (short); may be NULL */
 };
 
 struct lt_cuda_kernel;
@@ -54,7 +56,8 @@ int lt_ck_available(const struct lt_cuda_kernel *ck);
  * returns NULL when CUDA kernel profiling cannot start; every call below
  * accepts NULL. */
 struct lt_cuda_kernel *lt_ck_open(const char *cupti_dir, const char *output,
-				  const uint8_t *session, void (*log)(char level, const char *msg));
+				  const uint8_t *session, void (*log)(char level, const char *msg),
+				  void (*unseen)(int pid, const char *why));
 
 /* Launch mode, for a fork that inherits the environment: put the variables
  * of lt_ck_launch_env() into our own environment around the fork. */

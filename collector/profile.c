@@ -278,6 +278,30 @@ static void ck_log(char level, const char *msg)
 	lt_log(level, "cuda_kernel.c", 0, "%s", msg);
 }
 
+/* The session the summary's "gpu" row goes to (one profile per process). */
+static struct lt_session *ck_session;
+
+static void ck_unseen(int pid, const char *why)
+{
+	if (ck_session)
+		lt_session_unseen(ck_session, "gpu", pid, "%s", why);
+}
+
+/* Kernels, copies and sets the injected libraries recorded: the summary's
+ * "gpu" row, with what it could not see. */
+static void ck_sum_up(struct lt_session *s, struct lt_cuda_kernel *ck, bool asked)
+{
+	struct lt_ck_totals t;
+
+	if (!asked)
+		return;
+	lt_ck_stop(ck); /* flush, detach CUPTI, hear from every library */
+	lt_ck_totals(ck, &t);
+	lt_session_add_row(s, "gpu", t.kernels + t.memcpys + t.memsets, t.dropped,
+			   ck ? NULL : "no NVIDIA GPU driver on this node, or the library is missing");
+	ck_session = NULL;
+}
+
 static int finish(struct lt_session *s, struct lt_launch *l, uint64_t t0, const char *why)
 {
 	char extra[512], st[128];
@@ -322,7 +346,7 @@ int lt_profile(const struct lt_options *opt_in, const char *cmdline)
 		fprintf(stderr, "llmtracker: cannot draw a session id (getrandom): %s\n", strerror(-rc));
 		return 1;
 	}
-	ck = opt.cuda_kernel ? lt_ck_open(opt.cupti_dir, opt.output, opt.session, ck_log) : NULL;
+	ck = opt.cuda_kernel ? lt_ck_open(opt.cupti_dir, opt.output, opt.session, ck_log, ck_unseen) : NULL;
 	if (opt.launch_argv) {
 		lt_ck_env_set(ck); /* CUDA_INJECTION64_PATH for the command only */
 		int lrc = opt.n_pids >= LT_MAX_TARGETS || lt_launch_start(&l, opt.launch_argv, err, sizeof(err));
@@ -346,6 +370,7 @@ int lt_profile(const struct lt_options *opt_in, const char *cmdline)
 		return 1;
 	}
 	lt_session_init(&s, &opt);
+	ck_session = &s;
 	if (lt_session_open_log(&s, cmdline) || lt_session_create_maps(&s) ||
 	    lt_session_start_sources(&s) || add_targets(&s))
 		goto fail;
@@ -373,7 +398,8 @@ int lt_profile(const struct lt_options *opt_in, const char *cmdline)
 	LT_INFO(1, "stopping: %s", why);
 
 	/* ---- Late-attach features stop here, before the sources detach. ---- */
-	lt_ck_free(ck); /* flush, detach CUPTI, unload the library */
+	ck_sum_up(&s, ck, opt.cuda_kernel);
+	lt_ck_free(ck); /* unload the library */
 
 	return finish(&s, &l, t0, why);
 fail:

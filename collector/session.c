@@ -53,7 +53,7 @@ struct lt_slot {
 #define LT_UNSEEN_MAX 16   /* distinct reasons kept; later ones are counted */
 #define LT_UNSEEN_PIDS 6   /* processes named per reason */
 struct lt_unseen {
-	const struct lt_source *src;
+	char src[16];              /* a source's name, or an extra row's */
 	char why[200];
 	unsigned n;
 	int pids[LT_UNSEEN_PIDS];
@@ -63,6 +63,11 @@ struct lt_priv {
 	struct lt_slot slots[LT_N_SOURCES];
 	struct lt_unseen unseen[LT_UNSEEN_MAX];
 	unsigned n_unseen, unseen_dropped;
+	struct lt_row {                   /* rows of the summary beside the sources' */
+		char name[16], note[160];
+		uint64_t events, lost;
+	} rows[4];
+	unsigned n_rows;
 	signed char kind_slot[LT_REC_KIND_MAX + 1];
 	uint64_t unknown_records, write_errors;
 	uint64_t emitted; /* events handed to the log, by anyone */
@@ -127,34 +132,39 @@ void lt_session_not_recorded(struct lt_session *s, const char *source, const cha
 
 static pthread_mutex_t unseen_mu = PTHREAD_MUTEX_INITIALIZER; /* sources' threads call in */
 
-static const struct lt_source *source_named(struct lt_priv *p, const char *name)
+void lt_session_add_row(struct lt_session *s, const char *name, uint64_t events, uint64_t lost,
+			const char *note)
 {
-	for (size_t i = 0; i < LT_N_SOURCES; i++)
-		if (!strcmp(p->slots[i].src->name, name))
-			return p->slots[i].src;
-	return NULL;
+	struct lt_priv *p = P(s);
+
+	if (!p || p->n_rows >= sizeof(p->rows) / sizeof(p->rows[0]))
+		return;
+	struct lt_row *r = &p->rows[p->n_rows++];
+	snprintf(r->name, sizeof(r->name), "%s", name);
+	snprintf(r->note, sizeof(r->note), "%s", note ? note : "");
+	r->events = events;
+	r->lost = lost;
 }
 
 void lt_session_unseen(struct lt_session *s, const char *source, int pid, const char *fmt, ...)
 {
 	struct lt_priv *p = P(s);
-	const struct lt_source *src = p ? source_named(p, source) : NULL;
 	struct lt_unseen *u = NULL;
 	char why[sizeof(u->why)];
 	va_list ap;
 
-	if (!src)
+	if (!p)
 		return;
 	va_start(ap, fmt);
 	vsnprintf(why, sizeof(why), fmt, ap);
 	va_end(ap);
 	pthread_mutex_lock(&unseen_mu);
 	for (unsigned i = 0; i < p->n_unseen && !u; i++)
-		if (p->unseen[i].src == src && !strcmp(p->unseen[i].why, why))
+		if (!strcmp(p->unseen[i].src, source) && !strcmp(p->unseen[i].why, why))
 			u = &p->unseen[i];
 	if (!u && p->n_unseen < LT_UNSEEN_MAX) {
 		u = &p->unseen[p->n_unseen++];
-		u->src = src;
+		snprintf(u->src, sizeof(u->src), "%s", source);
 		memcpy(u->why, why, sizeof(why));
 	}
 	if (!u)
@@ -164,15 +174,15 @@ void lt_session_unseen(struct lt_session *s, const char *source, int pid, const 
 	pthread_mutex_unlock(&unseen_mu);
 }
 
-/* Under a source's row: each reason, how many processes, which. */
-static void summary_unseen(struct lt_priv *p, const struct lt_source *src)
+/* Under a row: each reason, how many processes, which. */
+static void summary_unseen(struct lt_priv *p, const char *src)
 {
 	for (unsigned i = 0; i < p->n_unseen; i++) {
 		const struct lt_unseen *u = &p->unseen[i];
 		char pids[96] = "";
 		size_t len = 0;
 
-		if (u->src != src)
+		if (strcmp(u->src, src))
 			continue;
 		for (unsigned k = 0; k < u->n && k < LT_UNSEEN_PIDS && len < sizeof(pids); k++)
 			len += (size_t)snprintf(pids + len, sizeof(pids) - len, "%s%d", k ? ", " : "",
@@ -711,7 +721,7 @@ void lt_session_summary(struct lt_session *s, double seconds, const char *extra)
 			continue;
 		bool any_unseen = false;
 		for (unsigned k = 0; k < p->n_unseen; k++)
-			any_unseen |= p->unseen[k].src == src;
+			any_unseen |= !strcmp(p->unseen[k].src, src->name);
 		/* Nothing recorded is never shown as a success: with its reason,
 		 * or said plainly. */
 		fprintf(stderr, "  %-10s %12llu %10llu%s%s\n", src->name,
@@ -721,7 +731,17 @@ void lt_session_summary(struct lt_session *s, double seconds, const char *extra)
 				(p->slots[i].events ? "  partly not recorded: " : "  not recorded: ") :
 			!p->slots[i].events && !any_unseen ? "  recorded nothing" : "",
 			p->slots[i].not_recorded);
-		summary_unseen(p, src);
+		summary_unseen(p, src->name);
+	}
+	for (unsigned i = 0; i < p->n_rows; i++) {
+		const struct lt_row *r = &p->rows[i];
+		bool any_unseen = false;
+		for (unsigned k = 0; k < p->n_unseen; k++)
+			any_unseen |= !strcmp(p->unseen[k].src, r->name);
+		fprintf(stderr, "  %-10s %12llu %10llu%s%s\n", r->name, (unsigned long long)r->events,
+			(unsigned long long)r->lost, r->note[0] ? "  not recorded: " :
+			!r->events && !any_unseen ? "  recorded nothing" : "", r->note);
+		summary_unseen(p, r->name);
 	}
 	if (p->unseen_dropped)
 		fprintf(stderr, "    (%u more processes not seen, for other reasons: see the W lines above)\n",

@@ -173,6 +173,12 @@ void lt_session_not_recorded(struct lt_session *s, const char *source, const cha
 void lt_session_unseen(struct lt_session *s, const char *source, int pid, const char *fmt, ...)
 	__attribute__((format(printf, 4, 5)));
 
+/* A row of the summary beside the sources' (what the injected CUDA library
+ * recorded: "gpu"); `note`, if any, says why it recorded nothing.
+ * lt_session_unseen() takes its name too. */
+void lt_session_add_row(struct lt_session *s, const char *name, uint64_t events, uint64_t lost,
+			const char *note);
+
 /* Events `source` recorded outside the ring buffer (an injected library's
  * own log): added to its row of the summary. */
 void lt_session_add_events(struct lt_session *s, const char *source, uint64_t n);

@@ -9,6 +9,8 @@
 # every record the collector was told of, and the collector must say it was
 # flushed at the exit. No GPU driver here: the collector's check for one is
 # met in a private mount namespace (a /proc/driver/nvidia/version of ours).
+# The summary's "gpu" row counts what the library recorded, or says why
+# nothing (a launched command that never initialized CUDA).
 set -u
 BUILD=${BUILD:-build}
 T=$(realpath -m "$BUILD/tests/progs")
@@ -41,3 +43,12 @@ check "the CUDA log was published at the exit with every kernel told of" \
 	'[ -n "$told" ] && [ "$told" -gt 0 ] && [ "$logged" = "$told" ]'
 check "the collector says it was flushed at the process's exit" \
 	'grep -q "CUPTI flushed at the process.s exit" "$W/err"'
+row=$(awk '$1 == "gpu" { print $2 }' "$W/err")
+check "the summary's gpu row counts the kernels recorded ($row)" '[ -n "$told" ] && [ "$row" = "$told" ]'
+unshare -m sh -c '
+	mount -t tmpfs none /proc/driver && mkdir /proc/driver/nvidia && echo fake >/proc/driver/nvidia/version &&
+	exec "$0" profile -t cpu --enable-cuda-kernel true -o "$1/q.log" --cupti-dir "$1" -- /bin/true' \
+	"$COLL" "$W" >/dev/null 2>"$W/err2"
+sed -n '/^  gpu /,/^  wrote/p' "$W/err2" | sed 's/^/# /'
+check "a command that never initialized CUDA: the gpu row says so" \
+	'grep -A1 -E "^  gpu +0 +0$" "$W/err2" | grep -q "not seen in 1 process: no process of the launched command initialized CUDA"'
