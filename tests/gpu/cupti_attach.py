@@ -74,7 +74,8 @@ def train(d):
         return k / (time.monotonic() - t0)
 
     # The yardstick: torch.profiler (CUDA activities only) on the same loop,
-    # after our windows (it leaves the process slower, GPU-FACTS.md).
+    # after our windows (it leaves the process ~30% slower after it stops:
+    # docs/MEASUREMENTS.md, 2026-12-02: CUPTI kernel recording cost).
     # YARD_ROUNDS rounds (default 1) of before / during / after, averaged.
     rounds = int(os.environ.get("YARD_ROUNDS", "1"))
     yard = {"before": 0.0, "during": 0.0, "after": 0.0, "rounds": rounds}
