@@ -1,7 +1,7 @@
 // SPDX-License-Identifier: Apache-2.0
 /*
- * `llmtracker profile` options: the seed's flags (-p -t -o -d --delay -v
- * --cpu-buffer-size --probe-file --enable-cuda-kernel) plus --cupti-dir,
+ * `llmtracker profile` options (docs/CONTRACT.md): -p -t -o -d --delay -v
+ * --cpu-buffer-size --probe-file --enable-cuda-kernel, plus --cupti-dir,
  * --freq, --no-children, --python-method and the launch form `-- CMD ARGS`.
  * Every bad value gets one line naming the flag, the value and what is
  * expected.

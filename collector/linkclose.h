@@ -1,9 +1,10 @@
 /* SPDX-License-Identifier: Apache-2.0 */
 /*
  * Uprobe links closed off the main loop. Closing one waits for the kernel's
- * grace periods (30-50 ms each on the CI VM): a short-lived process with a
- * few libraries armed held the loop for ~0.3 s, long enough for the next
- * exec'd interpreter to run to its end unseen. A thread closes them instead.
+ * grace periods: a short-lived process with a few libraries armed held the
+ * loop long enough for the next exec'd interpreter to run to its end unseen
+ * (docs/MEASUREMENTS.md, 2026-12-03: collector loop, probe limits and the
+ * per-call probe cost). A thread closes them instead.
  */
 #ifndef LLMT_LINKCLOSE_H
 #define LLMT_LINKCLOSE_H

@@ -1,6 +1,6 @@
 // SPDX-License-Identifier: Apache-2.0
 /*
- * glog-style log lines, as the seed's tool prints them:
+ * glog-style log lines (severity letter, date, time, tid, file:line):
  *   I1202 10:42:42.389890 2948136 file.c:51] message
  * Each line is one write(2), so lines from several threads never interleave.
  */

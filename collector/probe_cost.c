@@ -19,8 +19,9 @@
 
 /* The probed function. It starts as most library functions do (a frame
  * push), because the first instruction decides the trap's cost: the kernel
- * emulates a push, but single-steps most others out of line, which cost
- * ~30 us a call instead of ~1.3 in this VM (an `lea` first, measured). */
+ * emulates a push, but single-steps most others out of line, an order of
+ * magnitude slower (docs/MEASUREMENTS.md, 2026-12-03: collector loop, probe
+ * limits and the per-call probe cost). */
 int lt_probe_cost_target(int x);
 #ifdef __x86_64__
 __asm__(".text\n"

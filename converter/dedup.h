@@ -17,8 +17,9 @@
 #include "spill.h"
 
 /* CUPTI stamps the call from inside the function: its start follows the
- * uprobe's by ~0.5 µs typically, 4 µs at the 99.9th percentile on a loaded
- * host; its end precedes the uprobe's return. */
+ * uprobe's by a few µs at most, also on a loaded host, and its end precedes
+ * the uprobe's return (docs/MEASUREMENTS.md, 2026-12-02: CUPTI kernel
+ * recording cost, clock check); the bounds below leave ample room. */
 #define CV_DUP_START_NS 20000ULL  /* CUPTI start at most this much after */
 #define CV_DUP_SLACK_NS 2000ULL   /* either bound may stick out this much */
 #define CV_DUP_QUEUE_MAX 4096     /* records held at most (then released) */

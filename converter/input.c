@@ -2,7 +2,7 @@
 /*
  * Inputs: a log file, a directory of logs, or a .tar/.tar.gz/.tar.zst
  * archive of logs. Every candidate is checked for the event-log magic, so a
- * directory such as /tmp (the seed's --cupti-dir) may hold anything else;
+ * directory such as /tmp (a usual --cupti-dir) may hold anything else;
  * what is skipped is said. The same file reached twice (-i /tmp/data.json
  * --cupti-dir /tmp) is read once. Archive members are extracted into a
  * private temporary directory, removed at the end. Which of the logs found

@@ -13,8 +13,9 @@
 
 /* LLMT_GZIP_LEVEL=1..12 asks libdeflate for that level (higher: smaller,
  * slower; each buffer one gzip member). Unset, one ISA-L level-1 stream:
- * ~2.5x faster than libdeflate's level 1 on trace JSON for a few percent
- * more bytes, and compression is most of a .json.gz conversion's time. */
+ * faster than libdeflate's level 1 on trace JSON for a few percent more
+ * bytes, and compression is a large share of a .json.gz conversion's time
+ * (docs/MEASUREMENTS.md, 2026-12-02: converter and event-log figures). */
 static int gz_level(void)
 {
 	const char *s = getenv("LLMT_GZIP_LEVEL");
@@ -98,7 +99,8 @@ static int put(struct cv_out *o, const void *p, size_t n)
 
 /* ISA-L's AVX-512 code returns with the upper vector registers dirty:
  * every legacy-SSE instruction after it (ours, libc's) then pays a
- * transition penalty, measured at ~2 s per 10 M events. */
+ * transition penalty, which cost more than the compression itself
+ * (docs/MEASUREMENTS.md, 2026-12-02: converter and event-log figures). */
 static void vzeroupper(void)
 {
 #if defined(__x86_64__)

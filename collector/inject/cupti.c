@@ -583,7 +583,9 @@ static struct lbuf *lb_new(void)
 
 /* Back to the pool, zeroed again (CUPTI relies on that when
  * ZEROED_OUT_ACTIVITY_BUFFER is set, and may have written past `valid`).
- * Runs on the encoder thread: ~1 ms per buffer, off the application. */
+ * Runs on the encoder thread, off the application: zeroing a buffer takes
+ * about a millisecond (docs/MEASUREMENTS.md, 2026-12-02: CUPTI kernel
+ * recording cost). */
 static void lb_release(struct lbuf *b)
 {
 	if (zeroed)
@@ -1043,26 +1045,20 @@ static int open_log(char *msg, size_t msgsz)
 	return 0;
 }
 
-/* What is recorded (start keys, inject.h), measured on a launch-bound torch
- * loop (H200, ~20k kernels/s; tests/gpu/cupti_attach.sh; steps/s of quiet
- * windows spread +-10%):
- *   runtime=0            kernels, copies, sets only              ~ -3..-23% steps/s
- *                        (SET=floor, 3 windows alternated with idle ones at
- *                        -0.7%: -20, -8, -23%; torch.profiler with CUDA
- *                        activities only, same run: -16.5%: CUPTI's own work
- *                        per launch, which no recording choice of ours removes;
- *                        12 more windows of 4-20 s in later runs: -2.6..-21%,
- *                        mean -12%, idle windows -10..+8%). CUPTI's buffer
- *                        attributes (pinned host timestamps, device buffer size
- *                        and count) did not move it (docs/MEASUREMENTS.md)
- *   runtime=2            + launch/copy/set/sync calls by callback ~ -14..-19%
- *   runtime=1 (default)  + every runtime call but the noisy ones  ~ -27..-34%
- *   runtime=1 driver=1   + every driver call                      ~ -48%
- * Kernel activity itself is most of the cost (CUPTI instruments each
- * launch); our CLOCK_MONOTONIC timestamp callback is not: CUPTI's own
- * clock moved by a measured offset cost the same, both modes, same run. Runtime records give each kernel its launch (thread, time, call
+/* What is recorded (start keys, inject.h), from the cheapest to the most
+ * costly on a launch-bound loop:
+ *   runtime=0            kernels, copies, sets only
+ *   runtime=2            + launch/copy/set/sync calls by callback
+ *   runtime=1 (default)  + every runtime call but the noisy ones
+ *   runtime=1 driver=1   + every driver call
+ * Even runtime=0 costs steps/s there: CUPTI's own work per launch, which no
+ * recording choice of ours (nor CUPTI's buffer attributes) removes; our
+ * CLOCK_MONOTONIC timestamp callback is not the cost (CUPTI's own clock cost
+ * the same). Figures: docs/MEASUREMENTS.md, 2026-12-02: CUPTI kernel
+ * recording cost, and 2026-12-03: CUPTI kernel recording, later windows and
+ * buffer settings. Runtime records give each kernel its launch (thread, time, call
  * site) through the correlation id; kernels cuBLAS launches through
- * cuLaunchKernel (~7% here) are paired only with driver=1. Per-call
+ * cuLaunchKernel are paired only with driver=1. Per-call
  * selection (cuptiActivityEnableRuntimeApi/DriverApi with enable=1 and no
  * kind) recorded nothing with CUDA 13.0's CUPTI there, and disabling most
  * driver calls under the DRIVER kind removed every driver record, so whole
@@ -1289,8 +1285,9 @@ static int callbacks_quiet(int ms)
  * writes a timestamp through memory CUPTI freed (Xid 31, MMU fault from the
  * front end, VIRT_WRITE), whatever the recording mode, whether or not the
  * device was drained first or finalize ran at a runtime API exit only
- * (tests/gpu/graph_stress.sh: 6 of 6 cycles died in each of those four
- * variants; docs/MEASUREMENTS.md). So CUPTI stays subscribed, every kind
+ * (tests/gpu/graph_stress.sh: every cycle died in each of those
+ * variants; docs/MEASUREMENTS.md, 2026-12-03: detaching CUPTI from a job
+ * that replays a CUDA graph). So CUPTI stays subscribed, every kind
  * off, with this library loaded for its callbacks; a later session in the
  * same process reuses it (the injector finds it by its soname). */
 static int keep_cupti(void)

@@ -74,7 +74,8 @@ def train(d):
         return k / (time.monotonic() - t0)
 
     # The yardstick: torch.profiler (CUDA activities only) on the same loop,
-    # after our windows (it leaves the process slower, GPU-FACTS.md).
+    # after our windows (it leaves the process slower after it stops:
+    # docs/MEASUREMENTS.md, 2026-12-02: CUPTI kernel recording cost).
     # YARD_ROUNDS rounds (default 1) of before / during / after, averaged.
     rounds = int(os.environ.get("YARD_ROUNDS", "1"))
     yard = {"before": 0.0, "during": 0.0, "after": 0.0, "rounds": rounds}
@@ -194,7 +195,8 @@ def analyze_window(v, tag, ev, tr):
     matched = len(lags)
     what = f"[{tag}] kernels with their launch record: {matched}/{len(kern)}"
     # Without driver records (D), kernels cuBLAS launches through
-    # cuLaunchKernel have none (~7% of this loop's); F and L take those.
+    # cuLaunchKernel have none (a few percent of this loop's: docs/MEASUREMENTS.md,
+    # 2026-12-02: CUPTI kernel recording cost); F and L take those.
     v(matched >= (0.999 if tag[0] in "FL" else 0.85) * len(kern), what)
     unpaired = collections.Counter(k[5][:60] for k in kern if k[2] not in launch)
     if unpaired:
