@@ -63,7 +63,7 @@ void lt_cli_usage(FILE *f)
 		"                       frame pointers (default %d, at most %u; 0: frame pointers only)\n"
 		"  --no-children        do not follow processes the targets start\n"
 		"  --python-method M    how -t python traces calls: auto (default: the injected hook,\n"
-		"                       ~0.2 us a call; the interpreter's USDT probes, ~5 us, where the\n"
+		"                       ~0.6 us a call; the interpreter's USDT probes, ~7 us, where the\n"
 		"                       hook cannot go in), hook, or usdt\n"
 		"  -- CMD ARGS          start CMD and profile it from its first instruction\n"
 		"\n"

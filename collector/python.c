@@ -689,7 +689,7 @@ static void py_use_usdt(struct lt_session *s, struct py_state *st, struct py_tar
 	}
 	st->n_traced++;
 	if (why)
-		LT_WARN("python: pid %d: tracing functions through the USDT probes of %s (~5 us a call): "
+		LT_WARN("python: pid %d: tracing functions through the USDT probes of %s (~7 us a call): "
 			"the profile hook could not go in: %s", t->pid, in->path, why);
 	else
 		LT_INFO(1, "python: pid %d: tracing functions through the USDT probes of %s", t->pid, in->path);
