@@ -53,6 +53,7 @@
 #include "convert.h"
 #include "../eventlog/eventlog.h"
 #include "../tb_layout/tb_layout.h"
+#include "../common/io.h"
 
 #ifndef RENAME_NOREPLACE
 #define RENAME_NOREPLACE (1 << 0)
@@ -321,7 +322,7 @@ static int create_state(struct batch *b, const char *name, const char *text)
 
 	if (fd < 0)
 		return -1;
-	if (tb_write_all(fd, text, strlen(text)) < 0 || fsync(fd) < 0) {
+	if (lt_write_all(fd, text, strlen(text)) < 0 || fsync(fd) < 0) {
 		int e = errno;
 
 		unlinkat(b->statefd, name, 0);

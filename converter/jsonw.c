@@ -1,5 +1,6 @@
 /* SPDX-License-Identifier: Apache-2.0 */
 #include "jsonw.h"
+#include "common/utf8.h"
 
 #include <errno.h>
 #ifdef __SSE2__
@@ -206,32 +207,6 @@ void cv_out_discard(struct cv_out *o)
 
 /* ---------------------------------------------------------------- JSON */
 
-/* Length of a valid UTF-8 sequence at s (1..4), or 0 if invalid
- * (overlong forms, surrogates and code points past U+10FFFF are invalid). */
-static int utf8_len(const unsigned char *s, size_t n)
-{
-	unsigned char c = s[0];
-
-	if (c >= 0xc2 && c <= 0xdf)
-		return n >= 2 && (s[1] & 0xc0) == 0x80 ? 2 : 0;
-	if (c >= 0xe0 && c <= 0xef) {
-		if (n < 3 || (s[1] & 0xc0) != 0x80 || (s[2] & 0xc0) != 0x80)
-			return 0;
-		if ((c == 0xe0 && s[1] < 0xa0) || (c == 0xed && s[1] > 0x9f))
-			return 0;
-		return 3;
-	}
-	if (c >= 0xf0 && c <= 0xf4) {
-		if (n < 4 || (s[1] & 0xc0) != 0x80 || (s[2] & 0xc0) != 0x80 ||
-		    (s[3] & 0xc0) != 0x80)
-			return 0;
-		if ((c == 0xf0 && s[1] < 0x90) || (c == 0xf4 && s[1] > 0x8f))
-			return 0;
-		return 4;
-	}
-	return 0;
-}
-
 /* Escape up to max_in bytes of s (finishing a started sequence); returns
  * the bytes consumed, *out the bytes written. */
 static size_t escape_some(char *dst, const char *src, size_t len, size_t max_in, size_t *out)
@@ -264,7 +239,7 @@ static size_t escape_some(char *dst, const char *src, size_t len, size_t max_in,
 			}
 			i++;
 		} else {
-			int k = utf8_len(s + i, len - i);
+			int k = (int)lt_utf8_seq(s + i, len - i);
 
 			if (k) {
 				memcpy(dst + o, s + i, (size_t)k);

@@ -1,6 +1,7 @@
 /* SPDX-License-Identifier: Apache-2.0 */
 #include "spill.h"
 #include "../eventlog/evlog_format.h"
+#include "../common/io.h"
 
 #include <errno.h>
 #include <stddef.h>
@@ -82,16 +83,16 @@ static void big_free(void *p, size_t n)
 /* The event log's varints (eventlog/evlog_format.h), on char buffers. */
 static inline char *put_v(char *p, uint64_t v)
 {
-	return (char *)evf_put_varint((uint8_t *)p, v);
+	return (char *)lt_varint_put((uint8_t *)p, v);
 }
 
-#define zz evf_zigzag
-#define unzz evf_unzigzag
+#define zz lt_zigzag
+#define unzz lt_unzigzag
 
 /* Bounds-checked varint read: -1 past end or on an over-long varint. */
 static inline int get_v(const char **pp, const char *end, uint64_t *out)
 {
-	const uint8_t *q = evf_get_varint((const uint8_t *)*pp, (const uint8_t *)end, out);
+	const uint8_t *q = lt_varint_get((const uint8_t *)*pp, (const uint8_t *)end, out);
 	if (!q)
 		return -1;
 	*pp = (const char *)q;
@@ -418,24 +419,6 @@ static int anon_file(const char *dir, char *err, size_t errsz)
 	return fd;
 }
 
-static int write_all(int fd, const char *p, size_t n)
-{
-	while (n) {
-		ssize_t w = write(fd, p, n);
-
-		if (w < 0 && errno == EINTR)
-			continue;
-		if (w <= 0) {
-			if (w == 0)
-				errno = ENOSPC;
-			return -1;
-		}
-		p += w;
-		n -= (size_t)w;
-	}
-	return 0;
-}
-
 /* Exactly n bytes at off; -1 (errno 0 if the file is short) otherwise. */
 static int pread_all(int fd, char *p, size_t n, uint64_t off)
 {
@@ -478,7 +461,7 @@ static int put_block(struct cv_spill *s, size_t n)
 	if (!n)
 		return 0;
 	if (s->o_len + bound > s->o_cap) {
-		if (write_all(s->fd, s->obuf, s->o_len))
+		if (lt_write_all(s->fd, s->obuf, s->o_len))
 			return -1;
 		s->file_len += s->o_len;
 		s->o_len = 0;
@@ -579,7 +562,7 @@ static int write_run(struct cv_spill *s, char *err, size_t errsz)
 			}
 		}
 	}
-	if (put_block(s, wl) || write_all(s->fd, s->obuf, s->o_len))
+	if (put_block(s, wl) || lt_write_all(s->fd, s->obuf, s->o_len))
 		goto ioerr;
 	s->file_len += s->o_len;
 	s->o_len = 0;

@@ -22,6 +22,8 @@
 #include "xplane.h"
 #include "jsonw.h"
 #include "cv_util.h"
+#include "pbwire.h"
+#include "common/varint.h"
 
 #include <errno.h>
 #include <fcntl.h>
@@ -41,87 +43,6 @@
 #define RESERVED_LINE_HI (0xdeadbeefLL + 289)
 
 typedef Tensorflow__Profiler__XStat XStat;
-
-/* ------------------------------------------------------------------ UTF-8 */
-
-/* Length of the valid UTF-8 sequence at s, or 0. Reads no further than a
- * NUL, which never continues a sequence. */
-static size_t utf8_seq(const unsigned char *s)
-{
-	if (s[0] < 0x80)
-		return 1;
-	if (s[0] >= 0xc2 && s[0] <= 0xdf)
-		return (s[1] & 0xc0) == 0x80 ? 2 : 0;
-	if (s[0] >= 0xe0 && s[0] <= 0xef) {
-		if ((s[1] & 0xc0) != 0x80 || (s[2] & 0xc0) != 0x80 ||
-		    (s[0] == 0xe0 && s[1] < 0xa0) || (s[0] == 0xed && s[1] > 0x9f))
-			return 0; /* overlong or a UTF-16 surrogate */
-		return 3;
-	}
-	if (s[0] >= 0xf0 && s[0] <= 0xf4) {
-		if ((s[1] & 0xc0) != 0x80 || (s[2] & 0xc0) != 0x80 || (s[3] & 0xc0) != 0x80 ||
-		    (s[0] == 0xf0 && s[1] < 0x90) || (s[0] == 0xf4 && s[1] > 0x8f))
-			return 0;
-		return 4;
-	}
-	return 0;
-}
-
-static int utf8_valid(const char *s)
-{
-	const unsigned char *p = (const unsigned char *)s;
-	size_t n;
-
-	while (*p) {
-		if (*p < 0x80) {
-			p++;
-			continue;
-		}
-		if (!(n = utf8_seq(p)))
-			return 0;
-		p += n;
-	}
-	return 1;
-}
-
-/*
- * proto3 strings must be UTF-8, or readers (xprof, protoc) reject the whole
- * file; names from targets are only bytes. A malloc'd copy with each invalid
- * byte replaced by U+FFFD, or NULL when out of memory.
- */
-static char *utf8_clean_dup(const char *s)
-{
-	const unsigned char *p = (const unsigned char *)s;
-	char *out = malloc(strlen(s) * 3 + 1), *o = out;
-	size_t n;
-
-	if (!out)
-		return NULL;
-	while (*p) {
-		n = utf8_seq(p);
-		if (n) {
-			memcpy(o, p, n);
-			o += n;
-			p += n;
-		} else {
-			memcpy(o, "\xef\xbf\xbd", 3);
-			o += 3;
-			p++;
-		}
-	}
-	*o = 0;
-	return out;
-}
-
-/* s itself when valid, else a cleaned copy stored in *owned (to free). */
-static const char *utf8_ok(const char *s, char **owned)
-{
-	*owned = NULL;
-	if (!s || utf8_valid(s))
-		return s;
-	*owned = utf8_clean_dup(s);
-	return *owned ? *owned : "";
-}
 
 /* ------------------------------------------------------------ string map */
 
@@ -266,156 +187,6 @@ static void strmap_free(struct strmap *m)
 	memset(m, 0, sizeof(*m));
 }
 
-/* ------------------------------------------------------- buffered output */
-
-/* Writes protobuf wire data to an fd through a buffer; pos counts every
- * byte, so the buffer holds the file's bytes [pos - used, pos). */
-struct wout {
-	struct tb_seq seq;
-	uint64_t pos;
-	size_t used;
-	int failed;        /* errno of the first failure */
-	unsigned char buf[1 << 16];
-};
-
-static void wout_flush(struct wout *w)
-{
-	if (w->used && !w->failed && tb_seq_write(&w->seq, w->buf, w->used) < 0)
-		w->failed = errno ? errno : EIO;
-	w->used = 0;
-}
-
-static void wout_bytes(struct wout *w, const void *p, size_t n)
-{
-	w->pos += n;
-	if (n > sizeof(w->buf) - w->used) {
-		wout_flush(w);
-		if (n >= sizeof(w->buf)) {
-			if (!w->failed && tb_seq_write(&w->seq, p, n) < 0)
-				w->failed = errno ? errno : EIO;
-			return;
-		}
-	}
-	memcpy(w->buf + w->used, p, n);
-	w->used += n;
-}
-
-static size_t varint_len(uint64_t v)
-{
-	size_t n = 1;
-
-	while (v >= 0x80) {
-		v >>= 7;
-		n++;
-	}
-	return n;
-}
-
-static void wout_varint(struct wout *w, uint64_t v)
-{
-	unsigned char b[10];
-	size_t n = 0;
-
-	while (v >= 0x80) {
-		b[n++] = (unsigned char)(v | 0x80);
-		v >>= 7;
-	}
-	b[n++] = (unsigned char)v;
-	wout_bytes(w, b, n);
-}
-
-/* Varint field; proto3 leaves zero values out. */
-static void wout_int_field(struct wout *w, unsigned field, int64_t v)
-{
-	if (!v)
-		return;
-	wout_varint(w, (uint64_t)field << 3);
-	wout_varint(w, (uint64_t)v);
-}
-
-/* Length-delimited field header (the payload follows). */
-static void wout_len_header(struct wout *w, unsigned field, uint64_t len)
-{
-	wout_varint(w, ((uint64_t)field << 3) | 2);
-	wout_varint(w, len);
-}
-
-static uint64_t len_field_size(unsigned field, uint64_t len)
-{
-	return varint_len((uint64_t)field << 3 | 2) + varint_len(len) + len;
-}
-
-/* A length-delimited field whose length is not known yet: its tag, then a
- * length slot of LEN_SLOT bytes (0x80 0x80 0x80 0x80 0x00 until patched).
- * Returns the slot's offset in the file. */
-#define LEN_SLOT 5
-#define LEN_SLOT_MAX ((1ull << 35) - 1)
-
-static uint64_t wout_open_field(struct wout *w, unsigned field)
-{
-	static const unsigned char slot[LEN_SLOT] = { 0x80, 0x80, 0x80, 0x80, 0x00 };
-	uint64_t at;
-
-	wout_varint(w, ((uint64_t)field << 3) | 2);
-	at = w->pos;
-	wout_bytes(w, slot, LEN_SLOT);
-	return at;
-}
-
-/* Patch the slot at `at` with the length of all written since it: in the
- * buffer while the slot is still there, else in the file. */
-static void wout_close_field(struct wout *w, uint64_t at)
-{
-	uint64_t len = w->pos - at - LEN_SLOT, buf_start = w->pos - w->used;
-	unsigned char b[LEN_SLOT];
-	size_t in_file = 0;
-
-	if (len > LEN_SLOT_MAX) {
-		if (!w->failed)
-			w->failed = EFBIG;
-		return;
-	}
-	for (int i = 0; i < LEN_SLOT; i++)
-		b[i] = (unsigned char)(((len >> (7 * i)) & 0x7f) | (i < LEN_SLOT - 1 ? 0x80 : 0));
-	if (at < buf_start) {
-		in_file = at + LEN_SLOT <= buf_start ? LEN_SLOT : (size_t)(buf_start - at);
-		if (!w->failed && tb_seq_pwrite(&w->seq, b, in_file, at) < 0)
-			w->failed = errno ? errno : EIO;
-	}
-	if (in_file < LEN_SLOT)
-		memcpy(w->buf + (at + in_file - buf_start), b + in_file, LEN_SLOT - in_file);
-}
-
-static void wout_str_field(struct wout *w, unsigned field, const char *s)
-{
-	char *owned;
-	size_t n;
-
-	s = utf8_ok(s, &owned);
-	n = s ? strlen(s) : 0;
-	if (n) {
-		wout_len_header(w, field, n);
-		wout_bytes(w, s, n);
-	}
-	free(owned);
-}
-
-/* A protobuf-c message as a length-delimited field. */
-static int wout_msg_field(struct wout *w, unsigned field, const ProtobufCMessage *m)
-{
-	size_t n = protobuf_c_message_get_packed_size(m);
-	unsigned char stackbuf[1024], *p = n <= sizeof(stackbuf) ? stackbuf : malloc(n);
-
-	if (!p)
-		return -1;
-	protobuf_c_message_pack(m, p);
-	wout_len_header(w, field, n);
-	wout_bytes(w, p, n);
-	if (p != stackbuf)
-		free(p);
-	return 0;
-}
-
 /* ------------------------------------------------------------ the model */
 
 struct xline {
@@ -504,7 +275,7 @@ struct xsink {
 	struct cv_map line_ix;    /* (kind << 32 | pid or device, tid or stream) -> index + 1 */
 	struct xline *cur;        /* the open line, or NULL */
 	int open_plane;           /* index of the open plane, or -1 */
-	struct wout *w;           /* the output */
+	struct pbw *w;           /* the output */
 	struct tb_tmpfile out;
 	struct xplane_stats st;
 	struct evstats es;        /* the event being encoded (buffer reused) */
@@ -599,7 +370,7 @@ static int plane_stat(struct xplane_p *p, const char *name, int vcase,
 	s->value_case = vcase;
 	strs[p->n_plane_stats] = NULL;
 	if (vcase == TENSORFLOW__PROFILER__XSTAT__VALUE_STR_VALUE) {
-		strs[p->n_plane_stats] = utf8_clean_dup(str ? str : "");
+		strs[p->n_plane_stats] = pbw_utf8_dup(str ? str : "");
 		if (!strs[p->n_plane_stats])
 			return -1;
 		s->str_value = strs[p->n_plane_stats];
@@ -811,14 +582,14 @@ static void plane_open(struct xsink *x, size_t pi)
 {
 	struct xplane_p *p = &x->planes[pi];
 
-	p->len_at = wout_open_field(x->w, 1);
-	wout_int_field(x->w, 1, p->id);
-	wout_str_field(x->w, 2, p->name);
+	p->len_at = pbw_open_field(x->w, 1);
+	pbw_int_field(x->w, 1, p->id);
+	pbw_str_field(x->w, 2, p->name);
 	p->state = PLANE_OPEN;
 	x->open_plane = (int)pi;
 }
 
-static void emit_metadata(struct wout *w, unsigned field, const struct strmap *m, int64_t sid);
+static void emit_metadata(struct pbw *w, unsigned field, const struct strmap *m, int64_t sid);
 
 /* The plane's metadata and stats follow its lines; then its length. */
 static int plane_close(struct xsink *x, size_t pi)
@@ -828,9 +599,9 @@ static int plane_close(struct xsink *x, size_t pi)
 	emit_metadata(x->w, 4, &p->events, p->source_sid);
 	emit_metadata(x->w, 5, &p->stats, 0);
 	for (size_t i = 0; i < p->n_plane_stats; i++)
-		if (wout_msg_field(x->w, 6, &p->plane_stats[i].base) < 0)
+		if (pbw_msg_field(x->w, 6, &p->plane_stats[i].base) < 0)
 			return xerr(x, "xplane: out of memory");
-	wout_close_field(x->w, p->len_at);
+	pbw_close_field(x->w, p->len_at);
 	p->state = PLANE_WRITTEN;
 	x->open_plane = -1;
 	return 0;
@@ -853,9 +624,9 @@ static void stream_line_name(struct xline *l);
 
 static void line_open(struct xsink *x, struct xline *l)
 {
-	l->len_at = wout_open_field(x->w, 3);
-	wout_int_field(x->w, 1, l->id);
-	wout_int_field(x->w, 3, l->ts_ns);
+	l->len_at = pbw_open_field(x->w, 3);
+	pbw_int_field(x->w, 1, l->id);
+	pbw_int_field(x->w, 3, l->ts_ns);
 	x->cur = l;
 }
 
@@ -867,10 +638,10 @@ static int line_close(struct xsink *x, struct xline *l)
 		if (!l->name)
 			return xerr(x, "xplane: out of memory");
 	}
-	wout_str_field(x->w, 2, l->name);
-	wout_int_field(x->w, 9, (l->end_ns - l->ts_ns) * 1000);
-	wout_str_field(x->w, 11, l->display_name);
-	wout_close_field(x->w, l->len_at);
+	pbw_str_field(x->w, 2, l->name);
+	pbw_int_field(x->w, 9, (l->end_ns - l->ts_ns) * 1000);
+	pbw_str_field(x->w, 11, l->display_name);
+	pbw_close_field(x->w, l->len_at);
 	x->cur = NULL;
 	return 0;
 }
@@ -994,19 +765,6 @@ static int es_reserve(struct evstats *e, size_t more)
 	return 0;
 }
 
-/* Room for at least 10 bytes is reserved by the caller. */
-static size_t put_varint(unsigned char *b, uint64_t v)
-{
-	size_t n = 0;
-
-	while (v >= 0x80) {
-		b[n++] = (unsigned char)(v | 0x80);
-		v >>= 7;
-	}
-	b[n++] = (unsigned char)v;
-	return n;
-}
-
 /* One stat: header and metadata id, then the value's tag; the caller
  * appends vlen bytes of value. 0 when there is room, -1 otherwise. */
 /* Id of a stat name. Names are string literals: cached by address, so the
@@ -1031,21 +789,21 @@ static int es_head(struct evstats *e, const char *name, unsigned vtag, uint64_t 
 		e->oom = 1;
 		return -1;
 	}
-	body = 1 + varint_len((uint64_t)mid) + 1 + vlen;
+	body = 1 + lt_varint_len((uint64_t)mid) + 1 + vlen;
 	if (es_reserve(e, 1 + 10 + 1 + 10 + 1 + vlen) < 0)
 		return -1;
 	e->buf[e->n++] = 4 << 3 | 2;
-	e->n += put_varint(e->buf + e->n, body);
+	e->n = (size_t)(lt_varint_put(e->buf + e->n, body) - e->buf);
 	e->buf[e->n++] = 1 << 3;
-	e->n += put_varint(e->buf + e->n, (uint64_t)mid);
+	e->n = (size_t)(lt_varint_put(e->buf + e->n, (uint64_t)mid) - e->buf);
 	e->buf[e->n++] = (unsigned char)vtag;
 	return 0;
 }
 
 static void es_varint(struct evstats *e, const char *name, unsigned field, uint64_t v)
 {
-	if (es_head(e, name, field << 3, varint_len(v)) == 0)
-		e->n += put_varint(e->buf + e->n, v);
+	if (es_head(e, name, field << 3, lt_varint_len(v)) == 0)
+		e->n = (size_t)(lt_varint_put(e->buf + e->n, v) - e->buf);
 }
 
 static void es_u64(struct evstats *e, const char *name, uint64_t v)
@@ -1073,11 +831,11 @@ static void es_dbl(struct evstats *e, const char *name, double v)
 static void es_str(struct evstats *e, const char *name, const char *v)
 {
 	char *owned;
-	const char *s = utf8_ok(v, &owned);
+	const char *s = pbw_utf8_ok(v, &owned);
 	size_t n = strlen(s);
 
-	if (es_head(e, name, 5 << 3 | 2, varint_len(n) + n) == 0) {
-		e->n += put_varint(e->buf + e->n, n);
+	if (es_head(e, name, 5 << 3 | 2, lt_varint_len(n) + n) == 0) {
+		e->n = (size_t)(lt_varint_put(e->buf + e->n, n) - e->buf);
 		memcpy(e->buf + e->n, s, n);
 		e->n += n;
 	}
@@ -1340,26 +1098,26 @@ static int64_t event_meta_id(struct xplane_p *p, const struct conv_item *it)
 
 /* XEvent {1: metadata_id, 2: offset_ps (oneof: written even when 0),
  * 3: duration_ps, 4: stats} as an XLine.events entry (field 4). */
-static void wout_event(struct wout *w, int64_t mid, int64_t off_ps, int64_t dur_ps,
+static void xevent_write(struct pbw *w, int64_t mid, int64_t off_ps, int64_t dur_ps,
 		       const struct evstats *e)
 {
 	unsigned char h[40], pre[12];
 	size_t n = 0, hn;
 
 	h[n++] = 1 << 3;
-	n += put_varint(h + n, (uint64_t)mid);
+	n = (size_t)(lt_varint_put(h + n, (uint64_t)mid) - h);
 	h[n++] = 2 << 3;
-	n += put_varint(h + n, (uint64_t)off_ps);
+	n = (size_t)(lt_varint_put(h + n, (uint64_t)off_ps) - h);
 	if (dur_ps) {
 		h[n++] = 3 << 3;
-		n += put_varint(h + n, (uint64_t)dur_ps);
+		n = (size_t)(lt_varint_put(h + n, (uint64_t)dur_ps) - h);
 	}
 	pre[0] = 4 << 3 | 2;
-	hn = 1 + put_varint(pre + 1, n + e->n);
-	wout_bytes(w, pre, hn);
-	wout_bytes(w, h, n);
+	hn = (size_t)(lt_varint_put(pre + 1, n + e->n) - pre);
+	pbw_bytes(w, pre, hn);
+	pbw_bytes(w, h, n);
 	if (e->n)
-		wout_bytes(w, e->buf, e->n);
+		pbw_bytes(w, e->buf, e->n);
 }
 
 static int write_event(struct xsink *x, struct xline *l, const struct conv_item *it, int64_t dur)
@@ -1379,7 +1137,7 @@ static int write_event(struct xsink *x, struct xline *l, const struct conv_item 
 		host_item_stats(x, es, it);
 	if (es->oom)
 		return xerr(x, "xplane: out of memory encoding an event");
-	wout_event(x->w, mid, ((int64_t)(it->start_ns - x->start_mono) - l->ts_ns) * 1000,
+	xevent_write(x->w, mid, ((int64_t)(it->start_ns - x->start_mono) - l->ts_ns) * 1000,
 		   dur * 1000, es);
 	end = (int64_t)(it->start_ns - x->start_mono) + dur;
 	if (end > l->end_ns)
@@ -1430,19 +1188,6 @@ static int xs_item(void *ctx, const struct conv_item *it)
 
 /* -------------------------------------------------------------- assembly */
 
-static struct wout *wout_new(int fd)
-{
-	struct wout *w = malloc(sizeof(*w));
-
-	if (w) {
-		tb_seq_init(&w->seq, fd);
-		w->pos = 0;
-		w->used = 0;
-		w->failed = 0;
-	}
-	return w;
-}
-
 static void stream_line_name(struct xline *l)
 {
 	char kinds[64] = "", buf[96];
@@ -1463,30 +1208,30 @@ static void stream_line_name(struct xline *l)
 
 /* One metadata map entry {1: key, 2: {1: id, 2: name[, 5: {1: sid, 5: src}]}};
  * src (may be NULL) becomes a "source" stat of an XEventMetadata. */
-static void emit_meta_entry(struct wout *w, unsigned field, int64_t id, const char *name,
+static void emit_meta_entry(struct pbw *w, unsigned field, int64_t id, const char *name,
 			    int64_t sid, const char *src)
 {
 	char *owned, *owned_src = NULL;
-	size_t nlen = strlen(utf8_ok(name, &owned)), slen = 0;
+	size_t nlen = strlen(pbw_utf8_ok(name, &owned)), slen = 0;
 	uint64_t stat = 0, val, entry;
 
 	if (src) {
-		slen = strlen(utf8_ok(src, &owned_src));
-		stat = varint_len(1 << 3) + varint_len((uint64_t)sid) + len_field_size(5, slen);
+		slen = strlen(pbw_utf8_ok(src, &owned_src));
+		stat = lt_varint_len(1 << 3) + lt_varint_len((uint64_t)sid) + pbw_len_field_size(5, slen);
 	}
-	val = varint_len(1 << 3) + varint_len((uint64_t)id) +
-	      (nlen ? len_field_size(2, nlen) : 0) + (src ? len_field_size(5, stat) : 0);
-	entry = varint_len(1 << 3) + varint_len((uint64_t)id) + len_field_size(2, val);
-	wout_len_header(w, field, entry);
-	wout_int_field(w, 1, id);
-	wout_len_header(w, 2, val);
-	wout_int_field(w, 1, id);
-	wout_str_field(w, 2, name);
+	val = lt_varint_len(1 << 3) + lt_varint_len((uint64_t)id) +
+	      (nlen ? pbw_len_field_size(2, nlen) : 0) + (src ? pbw_len_field_size(5, stat) : 0);
+	entry = lt_varint_len(1 << 3) + lt_varint_len((uint64_t)id) + pbw_len_field_size(2, val);
+	pbw_len_header(w, field, entry);
+	pbw_int_field(w, 1, id);
+	pbw_len_header(w, 2, val);
+	pbw_int_field(w, 1, id);
+	pbw_str_field(w, 2, name);
 	if (src) {
-		wout_len_header(w, 5, stat);
-		wout_int_field(w, 1, sid);
-		wout_len_header(w, 5, slen);
-		wout_bytes(w, owned_src ? owned_src : src, slen);
+		pbw_len_header(w, 5, stat);
+		pbw_int_field(w, 1, sid);
+		pbw_len_header(w, 5, slen);
+		pbw_bytes(w, owned_src ? owned_src : src, slen);
 	}
 	free(owned);
 	free(owned_src);
@@ -1494,7 +1239,7 @@ static void emit_meta_entry(struct wout *w, unsigned field, int64_t id, const ch
 
 /* XEventMetadata / XStatMetadata map entries; event keys "name\0source"
  * (Python functions) carry their source as a metadata stat. */
-static void emit_metadata(struct wout *w, unsigned field, const struct strmap *m, int64_t sid)
+static void emit_metadata(struct pbw *w, unsigned field, const struct strmap *m, int64_t sid)
 {
 	for (size_t i = 0; i < m->n; i++) {
 		size_t nlen = strlen(m->names[i]);
@@ -1595,7 +1340,7 @@ static int xs_begin_host(void *ctx, const struct conv_host_meta *m)
 		host_free(x);
 		return -1;
 	}
-	x->w = wout_new(x->out.fd);
+	x->w = pbw_new(x->out.fd);
 	if (!x->w) {
 		tb_tmp_discard(&x->out);
 		host_free(x);
@@ -1623,10 +1368,10 @@ static int write_output(struct xsink *x)
 		snprintf(warn, sizeof(warn), "%llu events were cut to nest in their parent and "
 			 "%llu out-of-order events were dropped while writing this file",
 			 (unsigned long long)x->st.repaired, (unsigned long long)x->st.dropped);
-		wout_str_field(x->w, 3, warn);
+		pbw_str_field(x->w, 3, warn);
 	}
-	wout_str_field(x->w, 4, x->host);
-	wout_flush(x->w);
+	pbw_str_field(x->w, 4, x->host);
+	pbw_flush(x->w);
 	if (!x->w->failed && tb_seq_finish(&x->w->seq) < 0)
 		x->w->failed = errno ? errno : EIO;
 	if (x->w->failed)

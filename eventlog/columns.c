@@ -93,7 +93,7 @@ int evc_mv(struct evc_io *io, const int r2c, unsigned k, uint64_t *v)
 {
 	unsigned s = r2c ? 0 : k, d = r2c ? k : 0;
 	const uint8_t *p = io->in[s];
-	const uint8_t *q = evf_get_varint(p, io->in_end[s], v);
+	const uint8_t *q = lt_varint_get(p, io->in_end[s], v);
 	if (!q)
 		return -1;
 	size_t n = (size_t)(q - p);
@@ -261,9 +261,9 @@ int evc_from_rows(struct evc_cols *c, const uint8_t *row, size_t n, uint32_t cou
 	}
 	uint8_t *p = *out;
 	*p++ = EVC_MARK;
-	p = evf_put_varint(p, EVC_NCOLS);
+	p = lt_varint_put(p, EVC_NCOLS);
 	for (unsigned k = 0; k < EVC_NCOLS; k++)
-		p = evf_put_varint(p, c->col[k].len);
+		p = lt_varint_put(p, c->col[k].len);
 	for (unsigned k = 0; k < EVC_NCOLS; k++) {
 		if (c->col[k].len)
 			memcpy(p, c->col[k].b, c->col[k].len);
@@ -284,14 +284,14 @@ long evc_to_rows(const uint8_t *cols, size_t n, uint32_t count, uint8_t *row)
 {
 	const uint8_t *p = cols, *end = cols + n;
 	uint64_t ncols, len;
-	if (n < 1 || *p++ != EVC_MARK || !(p = evf_get_varint(p, end, &ncols)))
+	if (n < 1 || *p++ != EVC_MARK || !(p = lt_varint_get(p, end, &ncols)))
 		return -1;
 	if (ncols > EVC_NCOLS)
 		return -2; /* columns of event types newer than this reader */
 	struct evc_io io;
 	uint64_t lens[EVC_NCOLS] = { 0 };
 	for (unsigned k = 0; k < ncols; k++) {
-		if (!(p = evf_get_varint(p, end, &len)) || len > (size_t)(end - p))
+		if (!(p = lt_varint_get(p, end, &len)) || len > (size_t)(end - p))
 			return -1;
 		lens[k] = len;
 	}

@@ -11,6 +11,8 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "common/varint.h" /* the columns' integers */
+
 /* ------------------------------------------------------------ file header */
 #define EVF_MAGIC "LLMTRACE"
 #define EVF_MAGIC_LEN 8
@@ -116,59 +118,6 @@ static inline int evf_grow(void **buf, size_t *cap, size_t need, size_t elem, si
 	*buf = b;
 	*cap = n;
 	return 0;
-}
-
-/* ------------------------------------------------------------------ varint */
-/* LEB128, at most 10 bytes for a u64. The caller guarantees room. */
-static inline uint8_t *evf_put_varint(uint8_t *p, uint64_t v)
-{
-	while (v >= 0x80) {
-		*p++ = (uint8_t)(v | 0x80);
-		v >>= 7;
-	}
-	*p++ = (uint8_t)v;
-	return p;
-}
-
-static inline uint64_t evf_zigzag(int64_t v)
-{
-	return ((uint64_t)v << 1) ^ (uint64_t)(v >> 63);
-}
-
-static inline int64_t evf_unzigzag(uint64_t v)
-{
-	return (int64_t)(v >> 1) ^ -(int64_t)(v & 1);
-}
-
-/* Bounds-checked decode: returns the new position, or NULL if the varint
- * runs past `end` or is longer than 10 bytes / overflows 64 bits. */
-static inline const uint8_t *evf_get_varint(const uint8_t *p, const uint8_t *end,
-					    uint64_t *out)
-{
-	if (end - p >= 2) { /* fast paths: one or two bytes */
-		if (p[0] < 0x80) {
-			*out = p[0];
-			return p + 1;
-		}
-		if (p[1] < 0x80) {
-			*out = (uint64_t)(p[0] & 0x7f) | (uint64_t)p[1] << 7;
-			return p + 2;
-		}
-	}
-	uint64_t v = 0;
-	for (unsigned shift = 0; shift < 64; shift += 7) {
-		if (p >= end)
-			return NULL;
-		uint8_t b = *p++;
-		if (shift == 63 && b > 1)
-			return NULL;
-		v |= (uint64_t)(b & 0x7f) << shift;
-		if (!(b & 0x80)) {
-			*out = v;
-			return p;
-		}
-	}
-	return NULL;
 }
 
 /* Format a message into msg (if any) for an open function's caller; returns

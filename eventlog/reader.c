@@ -426,18 +426,18 @@ static int evr_directory(struct evlog_reader *r, const uint8_t *b, size_t n)
 {
 	const uint8_t *p = b + 1, *end = b + n, *dir;
 	uint64_t ncols, len;
-	if (!(p = evf_get_varint(p, end, &ncols)))
+	if (!(p = lt_varint_get(p, end, &ncols)))
 		return -1;
 	if (ncols > EVC_NCOLS)
 		return -2;
 	dir = p;
 	for (unsigned k = 0; k < ncols; k++) /* skip to the data */
-		if (!(p = evf_get_varint(p, end, &len)))
+		if (!(p = lt_varint_get(p, end, &len)))
 			return -1;
 	for (unsigned k = 0; k < EVC_NCOLS; k++) {
 		len = 0;
 		if (k < ncols)
-			dir = evf_get_varint(dir, end, &len);
+			dir = lt_varint_get(dir, end, &len);
 		if (len > (size_t)(end - p))
 			return -1;
 		r->c[k] = p;
@@ -542,7 +542,7 @@ static int evr_try_chunk(struct evlog_reader *r)
  * into the event (integers) cannot alias them, so they stay in registers
  * between fields. */
 #define GETV_AT(col, dst) do { uint64_t v_; const unsigned c_ = (col); \
-		const uint8_t *q_ = evf_get_varint(r->c[c_], r->ce[c_], &v_); \
+		const uint8_t *q_ = lt_varint_get(r->c[c_], r->ce[c_], &v_); \
 		if (!q_) \
 			return -1; \
 		r->c[c_] = q_; \
@@ -555,7 +555,7 @@ static int evr_try_chunk(struct evlog_reader *r)
 		(dst) = n_; \
 	} while (0)
 #define GETV(dst) GETV_AT(k++, dst)
-#define GETZ(dst) do { uint64_t z_; GETV(z_); (dst) = evf_unzigzag(z_); } while (0)
+#define GETZ(dst) do { uint64_t z_; GETV(z_); (dst) = lt_unzigzag(z_); } while (0)
 #define GETN(dst, max) GETN_AT(k++, dst, max)
 #define GET32(dst) GETN(dst, UINT32_MAX)
 #define GET8(dst) GETN(dst, UINT8_MAX)
@@ -614,7 +614,7 @@ static int evr_stack(struct evlog_reader *r, unsigned k, struct evlog_stack *out
 		for (uint32_t i = 0; i < nk + nu; i++) {
 			uint64_t d;
 			GETV_AT(EVC_STKDEF, d);
-			prev += (uint64_t)evf_unzigzag(d);
+			prev += (uint64_t)lt_unzigzag(d);
 			r->frames[r->frames_len + i] = prev;
 		}
 		r->stacks[r->nstacks++] = (struct evr_stack){ nk, nu, r->frames_len };
@@ -772,7 +772,7 @@ static int evr_event(struct evlog_reader *r)
 		return -2;
 	uint64_t dt;
 	GETV_AT(EVC_TS, dt);
-	ev->ts = r->prev_ts + (uint64_t)evf_unzigzag(dt);
+	ev->ts = r->prev_ts + (uint64_t)lt_unzigzag(dt);
 	if (t & EVF_SAME_THREAD) {
 		ev->pid = r->prev_pid;
 		ev->tid = r->prev_tid;
@@ -783,7 +783,7 @@ static int evr_event(struct evlog_reader *r)
 			GETN_AT(EVC_TID, ev->pid, UINT32_MAX);
 		uint64_t z;
 		GETV_AT(EVC_TID, z);
-		int64_t d = evf_unzigzag(z) + (int64_t)ev->pid;
+		int64_t d = lt_unzigzag(z) + (int64_t)ev->pid;
 		if (d < 0 || d > UINT32_MAX)
 			return -1;
 		ev->tid = (uint32_t)d;

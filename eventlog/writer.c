@@ -13,6 +13,7 @@
 #include "eventlog/evlog_columns.h"
 #include "eventlog/evlog_format.h"
 #include "eventlog/evlog_table.h"
+#include "common/io.h"
 
 #include <errno.h>
 #include <fcntl.h>
@@ -93,29 +94,11 @@ static int evw_fail(struct evlog_writer *w, int code, const char *fmt, ...)
 
 /* ------------------------------------------------------------------ file io */
 
-/* One write() in the common case; loops over short writes and EINTR. */
-static int evw_write_all(int fd, const uint8_t *p, size_t n)
-{
-	while (n) {
-		ssize_t k = write(fd, p, n);
-		if (k < 0) {
-			if (errno == EINTR)
-				continue;
-			return -errno;
-		}
-		if (k == 0)
-			return -EIO;
-		p += k;
-		n -= (size_t)k;
-	}
-	return 0;
-}
-
 /* A failed append may have left part of a chunk: cut it off so the file
  * stays a valid log up to its last complete chunk. */
 static int evw_append(struct evlog_writer *w, const uint8_t *p, size_t n)
 {
-	int rc = evw_write_all(w->fd, p, n);
+	int rc = lt_write_all(w->fd, p, n);
 	if (rc == 0) {
 		w->st.file_bytes += n;
 		return 0;
@@ -457,9 +440,9 @@ static int evw_payload(struct evlog_writer *w, size_t *len)
 	}
 	uint8_t *p = w->payload;
 	*p++ = EVC_MARK;
-	p = evf_put_varint(p, ncols);
+	p = lt_varint_put(p, ncols);
 	for (unsigned k = 0; k < ncols; k++)
-		p = evf_put_varint(p, (uint64_t)(w->cp[k] - w->cb[k]));
+		p = lt_varint_put(p, (uint64_t)(w->cp[k] - w->cb[k]));
 	for (unsigned k = 0; k < ncols; k++) {
 		size_t n = (size_t)(w->cp[k] - w->cb[k]);
 		if (n)
@@ -550,7 +533,7 @@ int evlog_writer_tick(struct evlog_writer *w)
 /* Column k: append a varint. The caller made room (min_room). */
 static inline void evw_put(struct evlog_writer *w, unsigned k, uint64_t v)
 {
-	uint8_t *p = w->cp[k], *q = evf_put_varint(p, v);
+	uint8_t *p = w->cp[k], *q = lt_varint_put(p, v);
 	w->cp[k] = q;
 	w->raw_len += (size_t)(q - p);
 }
@@ -609,7 +592,7 @@ static void evw_stack(struct evlog_writer *w, unsigned k, const struct evlog_sta
 	evw_put(w, EVC_STKDEF, st->n_user);
 	uint64_t prev = 0;
 	for (uint32_t i = 0; i < n; i++) {
-		evw_put(w, EVC_STKDEF, evf_zigzag((int64_t)(st->ips[i] - prev)));
+		evw_put(w, EVC_STKDEF, lt_zigzag((int64_t)(st->ips[i] - prev)));
 		prev = st->ips[i];
 	}
 	if (evw_grow((void **)&w->frames, &w->frames_cap, w->frames_len + n, 8) == 0) {
@@ -765,7 +748,7 @@ static int evw_bound(struct evlog_writer *w, const struct evlog_event *ev, size_
 /* Each field goes to its own column, numbered in field order from the
  * type's first column (k); the order matches evc_schema in columns.c. */
 #define V(x) evw_put(w, k++, (uint64_t)(x))
-#define Z(x) evw_put(w, k++, evf_zigzag((int64_t)(x)))
+#define Z(x) evw_put(w, k++, lt_zigzag((int64_t)(x)))
 #define S(x) evw_s(w, k++, (x))
 /* Correlation ids mostly rise by small steps: code the signed difference
  * from the previous one in the chunk. */
@@ -919,11 +902,11 @@ int evlog_write(struct evlog_writer *w, const struct evlog_event *ev)
 	int same = same_pid && ev->tid == w->prev_tid;
 	*w->cp[EVC_TYPE]++ = (uint8_t)(ev->type | (same ? EVF_SAME_THREAD : same_pid ? EVF_SAME_PID : 0));
 	w->raw_len++;
-	evw_put(w, EVC_TS, evf_zigzag((int64_t)(ev->ts - w->prev_ts)));
+	evw_put(w, EVC_TS, lt_zigzag((int64_t)(ev->ts - w->prev_ts)));
 	if (!same_pid)
 		evw_put(w, EVC_TID, ev->pid);
 	if (!same)
-		evw_put(w, EVC_TID, evf_zigzag((int64_t)ev->tid - (int64_t)ev->pid));
+		evw_put(w, EVC_TID, lt_zigzag((int64_t)ev->tid - (int64_t)ev->pid));
 	evw_fields(w, ev);
 	/* Each column lost at most what the event wrote in all. */
 	size_t wrote = w->raw_len - before;

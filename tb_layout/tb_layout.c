@@ -198,27 +198,6 @@ int tb_open_run_dir(const char *logdir, const char *run, int create, char *err, 
 	return fd;
 }
 
-int tb_write_all(int fd, const void *buf, size_t len)
-{
-	const char *p = buf;
-
-	while (len) {
-		ssize_t n = write(fd, p, len);
-
-		if (n < 0 && errno == EINTR)
-			continue;
-		if (n < 0)
-			return -1;
-		if (n == 0) {
-			errno = EIO;
-			return -1;
-		}
-		p += n;
-		len -= (size_t)n;
-	}
-	return 0;
-}
-
 static void tb_tmp_reset(struct tb_tmpfile *t)
 {
 	t->dirfd = -1;

@@ -95,7 +95,5 @@ void tb_tmp_discard(struct tb_tmpfile *t);
 int tb_clean_stale(int dirfd);
 int tb_clean_stale_logdir(const char *logdir);
 
-/* Write all of buf (retrying short writes). 0 or -1 with errno set. */
-int tb_write_all(int fd, const void *buf, size_t len);
 
 #endif

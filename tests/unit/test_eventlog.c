@@ -657,10 +657,10 @@ static size_t col_payload(uint8_t *p, uint64_t ncols, uint64_t clen, int extra)
 	evc_bases(base);
 	uint8_t *q = p;
 	*q++ = EVC_MARK;
-	q = evf_put_varint(q, ncols);
+	q = lt_varint_put(q, ncols);
 	for (unsigned k = 0; k < ncols; k++) {
 		uint64_t len = k == EVC_TYPE || k == EVC_TS ? 1 : k == EVC_TID ? 2 : 0;
-		q = evf_put_varint(q, k == base[EV_CLOCK] ? clen : len);
+		q = lt_varint_put(q, k == base[EV_CLOCK] ? clen : len);
 	}
 	*q++ = EV_CLOCK; /* type */
 	*q++ = 0;        /* ts delta */

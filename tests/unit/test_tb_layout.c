@@ -16,6 +16,7 @@
 
 #include "tb_layout/tb_layout.h"
 #include "tb_layout/tb_seq.h"
+#include "common/io.h"
 
 static char tmpdir[256];
 
@@ -157,7 +158,7 @@ static void test_publish(void **state)
 
 	(void)state;
 	assert_int_equal(tb_tmp_open(&t, dfd, "out.pb", 0, err, sizeof(err)), 0);
-	assert_int_equal(tb_write_all(t.fd, "first", 5), 0);
+	assert_int_equal(lt_write_all(t.fd, "first", 5), 0);
 	assert_int_equal(fstatat(dfd, "out.pb", &st, 0), -1);  /* invisible until published */
 	assert_int_equal(tb_tmp_publish(&t, 0, err, sizeof(err)), 0);
 	read_file(dfd, "out.pb", buf, sizeof(buf));
@@ -168,7 +169,7 @@ static void test_publish(void **state)
 	assert_non_null(strstr(err, "already exists"));
 	/* ...and at rename time when it appeared meanwhile. */
 	assert_int_equal(tb_tmp_open(&t, dfd, "race.pb", 0, err, sizeof(err)), 0);
-	assert_int_equal(tb_write_all(t.fd, "mine", 4), 0);
+	assert_int_equal(lt_write_all(t.fd, "mine", 4), 0);
 	{
 		int other = openat(dfd, "race.pb", O_CREAT | O_EXCL | O_WRONLY, 0644);
 
@@ -183,7 +184,7 @@ static void test_publish(void **state)
 
 	/* Overwrite replaces; discard leaves nothing behind. */
 	assert_int_equal(tb_tmp_open(&t, dfd, "out.pb", 1, err, sizeof(err)), 0);
-	assert_int_equal(tb_write_all(t.fd, "second", 6), 0);
+	assert_int_equal(lt_write_all(t.fd, "second", 6), 0);
 	assert_int_equal(tb_tmp_publish(&t, 1, err, sizeof(err)), 0);
 	read_file(dfd, "out.pb", buf, sizeof(buf));
 	assert_string_equal(buf, "second");
