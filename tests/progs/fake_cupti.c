@@ -121,19 +121,31 @@ static void hand_over(void)
 		done_cb(NULL, 0, b, size, valid);
 }
 
+/* Room for one record (every record takes a kernel record's size, the
+ * stride cuptiActivityGetNextRecord walks), zeroed; NULL when the client
+ * gave no buffer. Caller holds mu. */
+static void *next_slot(void)
+{
+	if (!cur)
+		take_buffer();
+	if (cur && cur_valid + sizeof(CUpti_ActivityKernel10) > cur_size) {
+		hand_over();
+		take_buffer();
+	}
+	if (!cur)
+		return NULL;
+	void *slot = cur + cur_valid;
+	memset(slot, 0, sizeof(CUpti_ActivityKernel10));
+	cur_valid += sizeof(CUpti_ActivityKernel10);
+	return slot;
+}
+
 static void put_kernel(uint64_t corr)
 {
 	CUpti_ActivityKernel10 k;
-	if (!cur)
-		take_buffer();
-	if (!cur)
+	void *slot = next_slot();
+	if (!slot)
 		return;
-	if (cur_valid + sizeof(k) > cur_size) {
-		hand_over();
-		take_buffer();
-		if (!cur)
-			return;
-	}
 	memset(&k, 0, sizeof(k));
 	k.kind = CUPTI_ACTIVITY_KIND_CONCURRENT_KERNEL;
 	k.start = ts_cb ? ts_cb() : now_ns();
@@ -145,40 +157,29 @@ static void put_kernel(uint64_t corr)
 	k.blockY = k.blockZ = 1;
 	k.name = "fake_kernel";
 	k.graphId = graph_nodes ? 1 : 0;
-	memcpy(cur + cur_valid, &k, sizeof(k));
-	cur_valid += sizeof(k);
+	memcpy(slot, &k, sizeof(k));
 	generated++;
 }
 
 /* CUPTI's DEVICE record comes once per context: here once per process, at
- * the first enable of the kind. Its slot is a kernel record's size, the
- * stride cuptiActivityGetNextRecord walks. Caller holds mu. */
+ * the first enable of the kind. Caller holds mu. */
 static void put_device_once(void)
 {
 	static int done;
-	union {
-		CUpti_ActivityDevice5 d;
-		CUpti_ActivityKernel10 pad;
-	} u;
-	_Static_assert(sizeof(u) == sizeof(CUpti_ActivityKernel10), "device record fits a slot");
-	if (done || (!cur && (take_buffer(), !cur)))
+	CUpti_ActivityDevice5 d;
+	_Static_assert(sizeof(d) <= sizeof(CUpti_ActivityKernel10), "a device record fits a slot");
+	void *slot = done ? NULL : next_slot();
+	if (!slot)
 		return;
-	if (cur_valid + sizeof(u) > cur_size) {
-		hand_over();
-		take_buffer();
-		if (!cur)
-			return;
-	}
-	memset(&u, 0, sizeof(u));
-	u.d.kind = CUPTI_ACTIVITY_KIND_DEVICE;
-	u.d.id = 0;
-	u.d.name = "Fake GPU";
-	u.d.numMultiprocessors = 132;
-	u.d.coreClockRate = 1980000;
-	u.d.globalMemorySize = 1ull << 37;
-	u.d.computeCapabilityMajor = 9;
-	memcpy(cur + cur_valid, &u, sizeof(u));
-	cur_valid += sizeof(u);
+	memset(&d, 0, sizeof(d));
+	d.kind = CUPTI_ACTIVITY_KIND_DEVICE;
+	d.id = 0;
+	d.name = "Fake GPU";
+	d.numMultiprocessors = 132;
+	d.coreClockRate = 1980000;
+	d.globalMemorySize = 1ull << 37;
+	d.computeCapabilityMajor = 9;
+	memcpy(slot, &d, sizeof(d));
 	done = 1;
 }
 
