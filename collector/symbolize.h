@@ -10,7 +10,10 @@
  * (pid, address) is noted as it arrives; lt_sym_foreach() resolves them all
  * at the end. Symbol tables are loaded once per object (device + inode) and
  * shared by every process that maps it. Kernel addresses use pid 0 and
- * /proc/kallsyms.
+ * /proc/kallsyms. A stripped object's names come from its separate debug
+ * file inside the process's root (sym_table.h), else, when the collector's
+ * environment sets DEBUGINFOD_URLS, from debuginfod (debuginfod.h), asked
+ * by lt_sym_foreach and later calls only: never while a profile runs.
  *
  * Results that cannot be named keep module + offset:
  *   file-backed, no symbol: name "", module = path, offset = ELF address
@@ -27,6 +30,8 @@
 
 #include <stddef.h>
 #include <stdint.h>
+
+#include "debuginfod.h"
 
 struct lt_sym;
 
@@ -98,6 +103,8 @@ struct lt_sym_stats {
 	uint64_t resolved;       /* addresses given a name by the last foreach */
 	uint64_t symbols;        /* symbols loaded over all tables */
 	const char *kernel_error; /* why kernel frames stay unnamed, or NULL */
+	int debuginfod;          /* DEBUGINFOD_URLS was set: dbgd holds its work */
+	struct lt_dbgd_stats dbgd;
 };
 void lt_sym_stats(const struct lt_sym *s, struct lt_sym_stats *st);
 
