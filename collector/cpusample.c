@@ -414,8 +414,11 @@ static void log_debuginfod(const struct lt_dbgd_stats *d)
 			"objects without a local debug file keep addresses", d->error);
 		return;
 	}
-	LT_INFO(1, "cpu: debuginfod: %llu debug files fetched, %llu not found, in %.1f ms",
-		(unsigned long long)d->found, (unsigned long long)d->missed, (double)d->ns / 1e6);
+	if (d->found + d->missed + d->timed_out)
+		LT_INFO(0, "cpu: debuginfod: %llu debug files fetched, %llu not found, %llu timed "
+			"out (%d s each), in %.1f ms", (unsigned long long)d->found,
+			(unsigned long long)d->missed, (unsigned long long)d->timed_out,
+			LT_DBGD_LOOKUP_S, (double)d->ns / 1e6);
 	if (d->skipped)
 		LT_WARN("cpu: debuginfod: %llu objects not looked up: the %d s allowed for lookups "
 			"were spent", (unsigned long long)d->skipped, LT_DBGD_TOTAL_S);

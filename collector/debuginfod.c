@@ -178,7 +178,7 @@ static int dbgd_fetch(struct lt_dbgd *d, const char *build_id, uint64_t deadline
 int lt_dbgd_find(struct lt_dbgd *d, const char *build_id)
 {
 	uint64_t t0 = now_ns(), total = (uint64_t)LT_DBGD_TOTAL_S * 1000000000ull;
-	uint64_t lookup = (uint64_t)LT_DBGD_LOOKUP_S * 1000000000ull;
+	uint64_t lookup = (uint64_t)LT_DBGD_LOOKUP_S * 1000000000ull, deadline;
 	struct dbgd_id *id;
 	size_t i;
 	int fd;
@@ -196,8 +196,13 @@ int lt_dbgd_find(struct lt_dbgd *d, const char *build_id)
 		d->st.skipped++;
 		return -ETIME;
 	}
-	fd = dbgd_fetch(d, build_id, t0 + (total - d->st.ns < lookup ? total - d->st.ns : lookup));
+	deadline = t0 + (total - d->st.ns < lookup ? total - d->st.ns : lookup);
+	fd = dbgd_fetch(d, build_id, deadline);
 	d->st.ns += now_ns() - t0;
+	if (fd < 0 && now_ns() >= deadline) {
+		d->st.timed_out++;
+		return -ETIME;
+	}
 	if (fd < 0) {
 		d->st.missed++;
 		return -ENOENT;

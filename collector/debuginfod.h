@@ -35,7 +35,8 @@ void lt_dbgd_free(struct lt_dbgd *d);
 int lt_dbgd_find(struct lt_dbgd *d, const char *build_id);
 
 struct lt_dbgd_stats {
-	uint64_t found, missed, skipped; /* build-ids: a file, none, not asked (time) */
+	uint64_t found, missed;          /* build-ids: a file, none */
+	uint64_t timed_out, skipped;     /* cut at the time allowed, not asked (time up) */
 	uint64_t ns;                     /* spent in lookups */
 	const char *error;               /* why the client is unavailable, or NULL */
 };
