@@ -11,7 +11,9 @@
  * downloaded there when missing: a node file, never one of the target's;
  * the caller checks its build-id before using it. Each build-id is asked
  * once (found or not); a lookup is cut at LT_DBGD_LOOKUP_S and all of them
- * together at LT_DBGD_TOTAL_S, after which the rest are skipped.
+ * together at LT_DBGD_TOTAL_S, after which the rest are skipped. Lookups
+ * wanted while a profile runs (the unwinder's CFI) are made by a thread of
+ * their own (lt_dbgd_request), never by the caller.
  */
 #ifndef LLMT_DEBUGINFOD_H
 #define LLMT_DEBUGINFOD_H
@@ -34,12 +36,19 @@ void lt_dbgd_free(struct lt_dbgd *d);
  * unavailable. Blocks up to LT_DBGD_LOOKUP_S. */
 int lt_dbgd_find(struct lt_dbgd *d, const char *build_id);
 
+/* The same without waiting: the fd when the answer is known (-ENOENT: no
+ * file), else -EINPROGRESS and the lookup is made by a thread of ours
+ * (started at the first request); lt_dbgd_completed() counts those that
+ * found a file, so that a caller can tell when to ask again. */
+int lt_dbgd_request(struct lt_dbgd *d, const char *build_id);
+uint64_t lt_dbgd_completed(struct lt_dbgd *d);
+
 struct lt_dbgd_stats {
 	uint64_t found, missed;          /* build-ids: a file, none */
 	uint64_t timed_out, skipped;     /* cut at the time allowed, not asked (time up) */
 	uint64_t ns;                     /* spent in lookups */
 	const char *error;               /* why the client is unavailable, or NULL */
 };
-void lt_dbgd_stats(const struct lt_dbgd *d, struct lt_dbgd_stats *st);
+void lt_dbgd_stats(struct lt_dbgd *d, struct lt_dbgd_stats *st);
 
 #endif

@@ -883,6 +883,11 @@ static struct sym_proc *proc_find(struct lt_sym *s, int pid)
 	return idx >= 0 ? &s->procs[idx] : NULL;
 }
 
+struct lt_dbgd *lt_sym_debuginfod(struct lt_sym *s)
+{
+	return s->dbgd;
+}
+
 uint64_t lt_sym_generation(struct lt_sym *s, int pid)
 {
 	struct sym_proc *p = proc_find(s, pid);

@@ -94,6 +94,10 @@ typedef int (*lt_sym_map_cb)(void *arg, const struct lt_sym_mapping *m);
 int lt_sym_mappings(struct lt_sym *s, int pid, uint64_t *generation, lt_sym_map_cb cb,
 		    void *arg);
 
+/* The debuginfod client s uses (debuginfod.h), NULL when DEBUGINFOD_URLS
+ * is unset: the unwinder asks it for CFI. */
+struct lt_dbgd *lt_sym_debuginfod(struct lt_sym *s);
+
 /* Only the generation of pid's maps (0 for a pid never seen). */
 uint64_t lt_sym_generation(struct lt_sym *s, int pid);
 
