@@ -9,6 +9,7 @@
 #include <errno.h>
 #include <fcntl.h>
 #include <pthread.h>
+#include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -316,6 +317,20 @@ static void *dbgd_worker(void *arg)
 	return NULL;
 }
 
+/* The worker with every signal blocked: SIGINT and SIGTERM are for the
+ * poll loop, which they wake. */
+static int dbgd_start_worker(struct lt_dbgd *d)
+{
+	sigset_t all, old;
+	int r;
+
+	sigfillset(&all);
+	pthread_sigmask(SIG_SETMASK, &all, &old);
+	r = pthread_create(&d->worker, NULL, dbgd_worker, d);
+	pthread_sigmask(SIG_SETMASK, &old, NULL);
+	return r;
+}
+
 int lt_dbgd_request(struct lt_dbgd *d, const char *build_id)
 {
 	struct dbgd_id *id;
@@ -327,7 +342,7 @@ int lt_dbgd_request(struct lt_dbgd *d, const char *build_id)
 		r = dbgd_answer(id);
 	} else if (!id && (id = dbgd_id_add(d, build_id, &r))) {
 		if (!d->worker_state)
-			d->worker_state = pthread_create(&d->worker, NULL, dbgd_worker, d) ? -1 : 1;
+			d->worker_state = dbgd_start_worker(d) ? -1 : 1;
 		if (d->worker_state < 0) {       /* no thread: never blocks the caller */
 			id->state = ID_DONE;
 			r = -ENOENT;
