@@ -6,7 +6,8 @@
 # stacks name the program's static functions and main, the debug file was
 # asked once and lies in DEBUGINFOD_CACHE_PATH; without it (the default)
 # they are module+offset and nothing is asked; a served file of another
-# build (other build-id) is refused; a server that is gone costs nothing.
+# build (other build-id) is refused; a server that is gone costs nothing,
+# and so does a client library that cannot be loaded.
 # The same program built without .eh_frame for its own code (only
 # .debug_frame, which strip removes): its stacks unwind from the debug
 # file's CFI once fetched (in the background while the profile runs).
@@ -164,4 +165,13 @@ run gone DEBUGINFOD_URLS="$url" DEBUGINFOD_CACHE_PATH="$tmp/cache3"
 grep debuginfod "$tmp/gone.err" | sed 's/^/# gone: /'
 check "server gone: profile exits 0, the log says 0 fetched, some not found" \
 	'[ "$(cat "$tmp/gone.rc")" = 0 ] && grep -q "debuginfod: 0 debug files fetched, [1-9][0-9]* not found" "$tmp/gone.err"'
+
+# 6. The client library cannot be loaded (a file of that name that is no
+# library first on the search path): one warning, the profile as usual.
+mkdir -p "$tmp/nolib" && : >"$tmp/nolib/libdebuginfod.so.1"
+run nolib DEBUGINFOD_URLS="$url" DEBUGINFOD_CACHE_PATH="$tmp/cache5" LD_LIBRARY_PATH="$tmp/nolib"
+grep debuginfod "$tmp/nolib.err" | sed 's/^/# no library: /'
+check "no client library: profile exits 0, one warning naming it, addresses kept" \
+	'[ "$(cat "$tmp/nolib.rc")" = 0 ] && [ "$(grep -c "^W.*DEBUGINFOD_URLS is set but debuginfod cannot be used.*libdebuginfod.so.1" "$tmp/nolib.err")" = 1 ] &&
+	 [ "$(samples nolib)" -ge 50 ] && ! named nolib dbgd_leaf_spin'
 exit 0
