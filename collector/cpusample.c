@@ -406,6 +406,24 @@ static void cpu_detach(struct cpu_state *st)
 	lt_cpu_perf_detach(&st->perf);
 }
 
+/* DEBUGINFOD_URLS was set: what it brought, or why it could not. */
+static void log_debuginfod(const struct lt_dbgd_stats *d)
+{
+	if (d->error) {
+		LT_WARN("cpu: DEBUGINFOD_URLS is set but debuginfod cannot be used (%s): stripped "
+			"objects without a local debug file keep addresses", d->error);
+		return;
+	}
+	if (d->found + d->missed + d->timed_out)
+		LT_INFO(0, "cpu: debuginfod: %llu debug files fetched, %llu not found, %llu timed "
+			"out (%d s each), in %.1f ms", (unsigned long long)d->found,
+			(unsigned long long)d->missed, (unsigned long long)d->timed_out,
+			LT_DBGD_LOOKUP_S, (double)d->ns / 1e6);
+	if (d->skipped)
+		LT_WARN("cpu: debuginfod: %llu objects not looked up: the %d s allowed for lookups "
+			"were spent", (unsigned long long)d->skipped, LT_DBGD_TOTAL_S);
+}
+
 static int cpu_finish(struct lt_session *s, void *state)
 {
 	struct cpu_state *st = state;
@@ -444,6 +462,8 @@ static int cpu_finish(struct lt_session *s, void *state)
 			(unsigned long long)us.sessions, (unsigned long long)st->leaf_only,
 			st->samples ? (double)st->record_bytes / (double)st->samples : 0.0);
 	}
+	if (ss.debuginfod)
+		log_debuginfod(&ss.dbgd);
 	if (ss.kernel_error)
 		LT_WARN("cpu: kernel frames are kept as addresses: %s", ss.kernel_error);
 	if (st->note_errors)

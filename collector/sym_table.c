@@ -15,6 +15,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
 #include <unistd.h>
 #include <zlib.h>
 
@@ -44,6 +45,7 @@ struct sym_table {
 	char **mods;     /* kallsyms module names, "[kernel.kallsyms]" first */
 	size_t n_mods;
 	char build_id[41];
+	int stripped;    /* the object has no .symtab */
 	int debug_file;
 };
 
@@ -272,16 +274,13 @@ static int debug_file_matches(int fd, Elf *e, const char *build_id, uint32_t crc
 	return n == 0 && (uint32_t)c == crc;
 }
 
-/* Read the symbols of the debug file at path inside root_fd when it is ours. */
-static int try_debug_file(struct sym_table *t, int root_fd, const char *path, uint32_t crc)
+/* Read the symbols of the debug file open at fd when it is ours; -ENOENT
+ * when it is not. */
+static int read_debug_fd(struct sym_table *t, int fd, uint32_t crc)
 {
-	char err[512];
-	int r = -ENOENT, n_symtab, fd = lt_tf_open(root_fd, path, NULL, err, sizeof(err));
-	Elf *e;
+	int r = -ENOENT, n_symtab;
+	Elf *e = elf_begin(fd, ELF_C_READ, NULL);
 
-	if (fd < 0)
-		return -ENOENT;
-	e = elf_begin(fd, ELF_C_READ, NULL);
 	if (e && elf_kind(e) == ELF_K_ELF && debug_file_matches(fd, e, t->build_id, crc)) {
 		r = elf_read_syms(t, e, &n_symtab);
 		if (!r)
@@ -289,6 +288,18 @@ static int try_debug_file(struct sym_table *t, int root_fd, const char *path, ui
 	}
 	if (e)
 		elf_end(e);
+	return r;
+}
+
+/* Read the symbols of the debug file at path inside root_fd when it is ours. */
+static int try_debug_file(struct sym_table *t, int root_fd, const char *path, uint32_t crc)
+{
+	char err[512];
+	int r, fd = lt_tf_open(root_fd, path, NULL, err, sizeof(err));
+
+	if (fd < 0)
+		return -ENOENT;
+	r = read_debug_fd(t, fd, crc);
 	close(fd);
 	return r;
 }
@@ -360,7 +371,8 @@ struct sym_table *sym_table_load_elf(int fd, int root_fd, const char *path,
 	r = elf_read_segs(t, e);
 	if (!r)
 		r = elf_read_syms(t, e, &n_symtab);
-	if (!r && n_symtab == 0)
+	t->stripped = n_symtab == 0;
+	if (!r && t->stripped)
 		r = elf_read_debug_file(t, e, root_fd, path, debug_roots);
 	elf_end(e);
 	if (r) {
@@ -370,6 +382,25 @@ struct sym_table *sym_table_load_elf(int fd, int root_fd, const char *path,
 	}
 	sym_finalize(t);
 	return t;
+}
+
+int sym_table_wants_debug_file(const struct sym_table *t)
+{
+	return t->stripped && !t->debug_file && t->build_id[0];
+}
+
+int sym_table_add_debug_fd(struct sym_table *t, int fd)
+{
+	struct stat sb;
+	int r;
+
+	if (!t->build_id[0])
+		return -ENOENT; /* only a build-id ties a node's file to the object */
+	if (fstat(fd, &sb) || !S_ISREG(sb.st_mode))
+		return -ENOENT;
+	r = read_debug_fd(t, fd, 0);
+	sym_finalize(t); /* sorted again, whatever was added */
+	return r;
 }
 
 int sym_elf_build_id(int fd, char buf[41])

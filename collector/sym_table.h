@@ -51,6 +51,14 @@ const char *sym_table_lookup(const struct sym_table *t, uint64_t addr,
  * -1 when it has none. Cheap: reads the notes only. */
 int sym_elf_build_id(int fd, char buf[41]);
 
+/* Whether the object is stripped, no debug file was found for it and it
+ * has a build-id to look one up by (debuginfod.h). */
+int sym_table_wants_debug_file(const struct sym_table *t);
+/* Add the symbols of a debug file open at fd (not closed; a regular file,
+ * e.g. from the node's debuginfod cache) when its build-id is the
+ * object's. 0, -ENOENT when it is not the object's, or -ENOMEM. */
+int sym_table_add_debug_fd(struct sym_table *t, int fd);
+
 size_t sym_table_count(const struct sym_table *t);
 /* Hex GNU build-id, "" when the object has none. */
 const char *sym_table_build_id(const struct sym_table *t);

@@ -7,6 +7,7 @@
 #include "tfile.h"
 #include "elfsym.h"
 #include "sym_table.h"
+#include "debuginfod.h"
 
 #include <dlfcn.h>
 #include <errno.h>
@@ -39,6 +40,7 @@ struct sym_obj {           /* one mapped file, by device + inode */
 struct sym_tab {           /* a loaded table, shared by build-id */
 	char build_id[41];
 	struct sym_table *t;
+	int dbgd_tried;        /* its debug file was asked of debuginfod */
 };
 
 struct sym_map {
@@ -97,6 +99,8 @@ struct lt_sym {
 	struct sym_table *kernel;
 	int kernel_tried;
 	char kernel_err[256];
+	struct lt_dbgd *dbgd;  /* NULL: debuginfod not configured */
+	int late;              /* the profile is over: debuginfod may be asked */
 	char *(*demangle)(const char *, char *, size_t *, int *);
 	int demangle_tried;
 	char *demangled;
@@ -216,6 +220,7 @@ int lt_sym_new(struct lt_sym **out, const struct lt_sym_opts *opts)
 	for (i = 0; i < n; i++)
 		if (!(s->debug_roots[i] = strdup(roots[i])))
 			goto nomem;
+	s->dbgd = lt_dbgd_new();
 	*out = s;
 	return 0;
 nomem:
@@ -258,6 +263,7 @@ void lt_sym_free(struct lt_sym *s)
 		free(s->anon_names[i]);
 	free(s->anon_names);
 	sym_table_free(s->kernel);
+	lt_dbgd_free(s->dbgd);
 	free(s->demangled);
 	free(s);
 }
@@ -735,6 +741,24 @@ static const char *demangle(struct lt_sym *s, const char *name)
 	return d;
 }
 
+/* A stripped object without a local debug file: its debug file from
+ * debuginfod, once per build-id, only once the profile is over (a lookup
+ * can take seconds; tables loaded during the profile get theirs then). */
+static struct sym_table *tab_debuginfod(struct lt_sym *s, struct sym_tab *tab)
+{
+	int fd;
+
+	if (!s->dbgd || !s->late || tab->dbgd_tried || !sym_table_wants_debug_file(tab->t))
+		return tab->t;
+	tab->dbgd_tried = 1;
+	fd = lt_dbgd_find(s->dbgd, tab->build_id);
+	if (fd >= 0) {
+		sym_table_add_debug_fd(tab->t, fd);
+		close(fd);
+	}
+	return tab->t;
+}
+
 static struct sym_table *obj_table(struct lt_sym *s, struct sym_obj *o)
 {
 	char id[41], err[256];
@@ -743,7 +767,7 @@ static struct sym_table *obj_table(struct lt_sym *s, struct sym_obj *o)
 	size_t i;
 
 	if (o->table >= -1)
-		return o->table >= 0 ? s->tabs[o->table].t : NULL;
+		return o->table >= 0 ? tab_debuginfod(s, &s->tabs[o->table]) : NULL;
 	o->table = -1;
 	if (o->fd < 0)
 		return NULL;
@@ -751,7 +775,7 @@ static struct sym_table *obj_table(struct lt_sym *s, struct sym_obj *o)
 		for (i = 0; i < s->n_tabs; i++)
 			if (!strcmp(s->tabs[i].build_id, id)) {
 				o->table = (int)i;
-				return s->tabs[i].t;
+				return tab_debuginfod(s, &s->tabs[i]);
 			}
 	t = sym_table_load_elf(o->fd, s->procs[o->proc].root_state == 1 ? s->procs[o->proc].root_fd : -1,
 			       o->path, (const char *const *)s->debug_roots, err, sizeof(err));
@@ -765,8 +789,9 @@ static struct sym_table *obj_table(struct lt_sym *s, struct sym_obj *o)
 	s->tabs = tabs;
 	snprintf(tabs[s->n_tabs].build_id, sizeof(tabs->build_id), "%s", sym_table_build_id(t));
 	tabs[s->n_tabs].t = t;
+	tabs[s->n_tabs].dbgd_tried = 0;
 	o->table = (int)s->n_tabs++;
-	return t;
+	return tab_debuginfod(s, &tabs[o->table]);
 }
 
 static void resolve_kernel(struct lt_sym *s, const struct sym_addr *a, struct lt_sym_info *out)
@@ -858,6 +883,11 @@ static struct sym_proc *proc_find(struct lt_sym *s, int pid)
 	return idx >= 0 ? &s->procs[idx] : NULL;
 }
 
+struct lt_dbgd *lt_sym_debuginfod(struct lt_sym *s)
+{
+	return s->dbgd;
+}
+
 uint64_t lt_sym_generation(struct lt_sym *s, int pid)
 {
 	struct sym_proc *p = proc_find(s, pid);
@@ -902,6 +932,7 @@ int lt_sym_foreach(struct lt_sym *s, lt_sym_cb cb, void *arg)
 	int r;
 
 	s->resolved = 0;
+	s->late = 1;
 	for (i = 0; i < s->n_addrs; i++) {
 		resolve_one(s, &s->addrs[i], &info);
 		r = cb(arg, s->addrs[i].pid, s->addrs[i].addr, &info);
@@ -926,4 +957,7 @@ void lt_sym_stats(const struct lt_sym *s, struct lt_sym_stats *st)
 		st->symbols += sym_table_count(s->kernel);
 	if (s->kernel_tried && !s->kernel)
 		st->kernel_error = s->kernel_err;
+	st->debuginfod = s->dbgd != NULL;
+	if (s->dbgd)
+		lt_dbgd_stats(s->dbgd, &st->dbgd);
 }

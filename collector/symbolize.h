@@ -10,7 +10,10 @@
  * (pid, address) is noted as it arrives; lt_sym_foreach() resolves them all
  * at the end. Symbol tables are loaded once per object (device + inode) and
  * shared by every process that maps it. Kernel addresses use pid 0 and
- * /proc/kallsyms.
+ * /proc/kallsyms. A stripped object's names come from its separate debug
+ * file inside the process's root (sym_table.h), else, when the collector's
+ * environment sets DEBUGINFOD_URLS, from debuginfod (debuginfod.h), asked
+ * by lt_sym_foreach and later calls only: never while a profile runs.
  *
  * Results that cannot be named keep module + offset:
  *   file-backed, no symbol: name "", module = path, offset = ELF address
@@ -27,6 +30,8 @@
 
 #include <stddef.h>
 #include <stdint.h>
+
+#include "debuginfod.h"
 
 struct lt_sym;
 
@@ -89,6 +94,10 @@ typedef int (*lt_sym_map_cb)(void *arg, const struct lt_sym_mapping *m);
 int lt_sym_mappings(struct lt_sym *s, int pid, uint64_t *generation, lt_sym_map_cb cb,
 		    void *arg);
 
+/* The debuginfod client s uses (debuginfod.h), NULL when DEBUGINFOD_URLS
+ * is unset: the unwinder asks it for CFI. */
+struct lt_dbgd *lt_sym_debuginfod(struct lt_sym *s);
+
 /* Only the generation of pid's maps (0 for a pid never seen). */
 uint64_t lt_sym_generation(struct lt_sym *s, int pid);
 
@@ -98,6 +107,8 @@ struct lt_sym_stats {
 	uint64_t resolved;       /* addresses given a name by the last foreach */
 	uint64_t symbols;        /* symbols loaded over all tables */
 	const char *kernel_error; /* why kernel frames stay unnamed, or NULL */
+	int debuginfod;          /* DEBUGINFOD_URLS was set: dbgd holds its work */
+	struct lt_dbgd_stats dbgd;
 };
 void lt_sym_stats(const struct lt_sym *s, struct lt_sym_stats *st);
 

@@ -16,6 +16,8 @@
 
 #include "bpf/common.h"
 #include "bpf/cpusample.h"
+#include "debuginfod.h"
+#include "sym_table.h"
 
 #define UW_MAX_MODS 8192u   /* objects reported per process */
 
@@ -23,6 +25,8 @@ struct uw_mod {
 	int fd;                 /* symbolize.c's, not owned; -1: image below */
 	char *image;            /* the vDSO (lt_unwind's copy) */
 	size_t image_len;
+	int stripped;           /* no .symtab, no .debug_frame: debuginfod may help */
+	struct uw_proc *proc;
 };
 
 struct uw_proc {
@@ -38,6 +42,9 @@ struct uw_proc {
 	size_t stack_len;
 	uint64_t *ips;
 	unsigned n_ips, max_ips;
+	struct lt_dbgd *dbgd;   /* NULL: DEBUGINFOD_URLS unset */
+	int dbgd_waits;         /* a module's debug file was being fetched */
+	uint64_t dbgd_seen;     /* lt_dbgd_completed when the session was built */
 };
 
 struct lt_unwind {
@@ -45,6 +52,7 @@ struct lt_unwind {
 	struct uw_proc *procs;
 	size_t max_procs;
 	uint64_t tick;
+	struct lt_dbgd *dbgd;   /* lt_sym's; NULL: DEBUGINFOD_URLS unset */
 	char *vdso;             /* a copy of our own vDSO: the kernel maps the same
 				 * image into every x86-64 process */
 	size_t vdso_len;
@@ -77,16 +85,40 @@ static int uw_find_elf(Dwfl_Module *mod, void **userdata, const char *name, Dwar
 	return fd; /* libdwfl owns fd and *elfp now */
 }
 
-/* .debug_frame from separate debug files is not read: libdwfl would map
- * them (a target could truncate one under us); .eh_frame, in every loaded
- * object, is what unwinds. */
+/* .eh_frame, in every loaded object, is what unwinds. libdwfl asks for a
+ * separate debug file (its .debug_frame) when a frame has no CFI there.
+ * The target's own debug files are not read: libdwfl would map them (a
+ * target could truncate one under us). A stripped object's file from
+ * debuginfod, when configured, is the node's (its client's cache): asked
+ * for without waiting (debuginfod.h), used by the session built once it
+ * is there, and only when its build-id is the module's. */
 static int uw_find_debuginfo(Dwfl_Module *mod, void **userdata, const char *name,
 			     Dwarf_Addr base, const char *file_name, const char *debuglink,
 			     GElf_Word crc, char **debuginfo_file_name)
 {
-	(void)mod; (void)userdata; (void)name; (void)base; (void)file_name;
-	(void)debuglink; (void)crc; (void)debuginfo_file_name;
-	return -1;
+	struct uw_mod *m = *userdata;
+	const unsigned char *bits;
+	char id[41], file_id[41];
+	GElf_Addr vaddr;
+	int len, fd, k;
+
+	(void)name; (void)base; (void)file_name; (void)debuglink; (void)crc;
+	(void)debuginfo_file_name;
+	if (!m || !m->stripped || !m->proc->dbgd ||
+	    (len = dwfl_module_build_id(mod, &bits, &vaddr)) <= 0)
+		return -1;
+	for (k = 0; k < len && k < 20; k++)
+		snprintf(id + 2 * k, 3, "%02x", bits[k]);
+	fd = lt_dbgd_request(m->proc->dbgd, id);
+	if (fd == -EINPROGRESS)
+		m->proc->dbgd_waits = 1;
+	if (fd < 0)
+		return -1;
+	if (sym_elf_build_id(fd, file_id) || strcmp(file_id, id)) {
+		close(fd);
+		return -1;
+	}
+	return fd; /* libdwfl owns it */
 }
 
 static const Dwfl_Callbacks uw_callbacks = {
@@ -181,6 +213,29 @@ static int obj_range(Elf *e, uint64_t start, uint64_t pgoff, uint64_t *low, uint
 	return 0;
 }
 
+/* No .symtab and no .debug_frame: what `strip` leaves. */
+static int obj_stripped(Elf *e)
+{
+	Elf_Scn *scn = NULL;
+	size_t shstrndx;
+
+	if (elf_getshdrstrndx(e, &shstrndx))
+		return 0;
+	while ((scn = elf_nextscn(e, scn))) {
+		GElf_Shdr sh;
+		const char *sname;
+
+		if (!gelf_getshdr(scn, &sh))
+			continue;
+		if (sh.sh_type == SHT_SYMTAB)
+			return 0;
+		sname = elf_strptr(e, shstrndx, sh.sh_name);
+		if (sname && !strcmp(sname, ".debug_frame"))
+			return 0;
+	}
+	return 1;
+}
+
 struct uw_build {
 	struct lt_unwind *u;
 	struct uw_proc *p;
@@ -188,7 +243,7 @@ struct uw_build {
 };
 
 static void report(struct uw_build *b, const char *name, uint64_t low, uint64_t high, int fd,
-		   int vdso)
+		   int vdso, int stripped)
 {
 	struct uw_proc *p = b->p;
 	Dwfl_Module *mod;
@@ -201,6 +256,8 @@ static void report(struct uw_build *b, const char *name, uint64_t low, uint64_t 
 		return;
 	dwfl_module_info(mod, &ud, NULL, NULL, NULL, NULL, NULL, NULL);
 	p->mods[p->n_mods].fd = fd;
+	p->mods[p->n_mods].proc = p;
+	p->mods[p->n_mods].stripped = stripped;
 	if (vdso) {
 		p->mods[p->n_mods].image = b->u->vdso;
 		p->mods[p->n_mods].image_len = b->u->vdso_len;
@@ -225,7 +282,7 @@ static int report_mapping(void *arg, const struct lt_sym_mapping *m)
 	b->last_ino = m->ino;
 	e = vdso ? elf_memory(b->u->vdso, b->u->vdso_len) : elf_begin(m->fd, ELF_C_READ, NULL);
 	if (e && elf_kind(e) == ELF_K_ELF && !obj_range(e, m->start, m->pgoff, &low, &high))
-		report(b, m->name, low, high, m->fd, vdso);
+		report(b, m->name, low, high, m->fd, vdso, !vdso && b->u->dbgd && obj_stripped(e));
 	if (e)
 		elf_end(e);
 	return 0;
@@ -247,6 +304,9 @@ static int proc_build(struct lt_unwind *u, struct uw_proc *p)
 
 	proc_drop(p);
 	u->st.sessions++;
+	p->dbgd = u->dbgd;
+	p->dbgd_waits = 0;
+	p->dbgd_seen = u->dbgd ? lt_dbgd_completed(u->dbgd) : 0;
 	p->mods = calloc(UW_MAX_MODS, sizeof(*p->mods));
 	p->dwfl = p->mods ? dwfl_begin(&uw_callbacks) : NULL;
 	if (!p->dwfl)
@@ -287,6 +347,9 @@ static struct uw_proc *proc_get(struct lt_unwind *u, int pid)
 		p->generation = 0;
 	}
 	p->used = ++u->tick;
+	/* A debug file its session waited for has come: build it again. */
+	if (p->dbgd_waits && lt_dbgd_completed(u->dbgd) != p->dbgd_seen)
+		p->generation = 0;
 	if (p->generation != gen) {
 		p->generation = gen;
 		proc_build(u, p);
@@ -364,6 +427,7 @@ int lt_unwind_new(struct lt_unwind **out, struct lt_sym *sym, unsigned max_procs
 	}
 	elf_version(EV_CURRENT);
 	u->sym = sym;
+	u->dbgd = lt_sym_debuginfod(sym);
 	u->max_procs = max_procs;
 	vdso_copy(u);
 	*out = u;

@@ -1,8 +1,9 @@
 /* SPDX-License-Identifier: Apache-2.0 */
 /*
  * unwind: a sampled user stack from the binaries' call-frame information
- * (.eh_frame; .debug_frame where the object has it), for code built without
- * frame pointers. BPF sends the interrupted user registers and a bounded
+ * (.eh_frame; .debug_frame where the object has it, or, for a stripped
+ * object, its debug file's from debuginfod when DEBUGINFOD_URLS is set,
+ * fetched in the background), for code built without frame pointers. BPF sends the interrupted user registers and a bounded
  * copy of the stack from the stack pointer up (bpf/cpusample.h); here
  * libdw's unwinder (libdwfl) runs over that copy, as `perf record
  * --call-graph dwarf` does at report time. Frames without CFI (JIT code)
