@@ -6,7 +6,9 @@
  * FAKE_APP_THREADS=N, N more threads call every ~0.1 ms), every 10th call
  * followed by a direct driver launch, then prints what the fake CUPTI saw:
  *   generated=N buffers=N unzeroed=N misaligned=N finalized=N launch_cbs=N drv_cbs=N
- *   fake_cuda_app FAKE_LIB
+ * and exits 0, or, given a command after FAKE_LIB, execs it (a CUDA process
+ * that becomes another program: what was loaded into it goes with the image).
+ *   fake_cuda_app FAKE_LIB [CMD ARGS...]
  */
 #include <dlfcn.h>
 #include <poll.h>
@@ -40,7 +42,7 @@ static void *caller(void *arg)
 int main(int argc, char **argv)
 {
 	if (argc < 2) {
-		fprintf(stderr, "usage: fake_cuda_app FAKE_LIB\n");
+		fprintf(stderr, "usage: fake_cuda_app FAKE_LIB [CMD ARGS...]\n");
 		return 2;
 	}
 	void *h = dlopen(argv[1], RTLD_NOW | RTLD_GLOBAL);
@@ -77,5 +79,11 @@ int main(int argc, char **argv)
 	stats(s);
 	printf("generated=%llu buffers=%llu unzeroed=%llu misaligned=%llu finalized=%llu launch_cbs=%llu "
 	       "drv_cbs=%llu\n", s[0], s[1], s[2], s[3], s[4], s[5], s[6]);
+	if (argc > 2) {
+		fflush(stdout);
+		execv(argv[2], argv + 2);
+		perror("fake_cuda_app: exec");
+		return 127;
+	}
 	return 0;
 }
