@@ -43,7 +43,6 @@ struct ck_target {
 	int pid;
 	int sock;
 	int launched;
-	unsigned long lib_ino;          /* attach: the inode of the library's mapping (a memfd) */
 	struct lt_inj inj;
 	struct lt_ilog log;             /* attach: the file made for its library */
 };
@@ -332,26 +331,6 @@ struct lt_cuda_kernel *lt_ck_open(const char *cupti_dir, const char *output,
 
 /* ------------------------------------------------------------ attach */
 
-/* The inode of the mapping of `pid` that holds `addr` (0: none). The
- * library is loaded from a memfd of its own, so after an exec the address
- * is in no mapping of that inode, and the library is gone with the image. */
-static unsigned long map_ino(int pid, uint64_t addr)
-{
-	char path[64], line[1200];
-	unsigned long ino = 0;
-	snprintf(path, sizeof(path), "/proc/%d/maps", pid);
-	FILE *f = fopen(path, "re");
-	while (f && !ino && fgets(line, sizeof(line), f)) {
-		unsigned long long lo, hi;
-		unsigned long i;
-		if (sscanf(line, "%llx-%llx %*s %*s %*s %lu", &lo, &hi, &i) == 3 && addr >= lo && addr < hi)
-			ino = i;
-	}
-	if (f)
-		fclose(f);
-	return ino;
-}
-
 /* A loaded target goes into t[] (lt_ck_stop stops and unloads it). */
 static void keep_target(struct lt_cuda_kernel *ck, const struct ck_target *t)
 {
@@ -393,7 +372,6 @@ static int attach_one(struct lt_cuda_kernel *ck, int pid, int later, char *why, 
 		return rc;
 	}
 	t.sock = t.inj.sock;
-	t.lib_ino = map_ino(pid, t.inj.fini);
 	if ((rc = send_start(ck, &t, err, sizeof(err))) == 0)
 		rc = lt_ictl_recv(t.sock, reply, sizeof(reply), REPLY_MS);
 	if (rc > 0 && !strncmp(reply, "ok", 2)) {
@@ -727,13 +705,6 @@ static void stop_one(struct lt_cuda_kernel *ck, struct ck_target *t)
 	 * it is gone (EOF: the process or its control thread ended). */
 	if (t->log.live)
 		publish_log(ck, t, rc != -ETIMEDOUT || !proc_running(t->pid));
-	if (t->inj.loaded && t->lib_ino && map_ino(t->pid, t->inj.fini) != t->lib_ino) {
-		/* It exec'd: the library went with the old image; nothing to call. */
-		t->inj.loaded = 0;
-		if (t->sock >= 0)
-			close(t->sock);
-		t->sock = t->inj.sock = -1;
-	}
 	if (t->inj.loaded) {
 		char err[512];
 		int u = lt_inj_unload(&t->inj, err, sizeof(err));
