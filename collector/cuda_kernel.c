@@ -414,12 +414,12 @@ int lt_ck_attach(struct lt_cuda_kernel *ck, int pid)
 
 /* ------------------------------------------------------------ later */
 
-/* Has `pid` mapped the CUDA driver (libcuda.so.*), or CUPTI itself
- * (libcupti.so.*)? Either is what the library's start needs: CUPTI loaded,
- * or the driver, with a CUPTI beside the process's libcudart
- * (collector/inject/cupti.c open_cupti). A process that maps neither runs
- * no CUDA and is never touched. */
-static int cuda_mapped(int pid)
+/* Has `pid` mapped the CUDA driver (libcuda.so.*), or, unless
+ * `driver_only`, CUPTI itself (libcupti.so.*)? Either is what the library's
+ * start needs: CUPTI loaded, or the driver, with a CUPTI beside the
+ * process's libcudart (collector/inject/cupti.c open_cupti). A process that
+ * maps neither runs no CUDA and is never touched. */
+static int cuda_mapped(int pid, int driver_only)
 {
 	char path[64], line[1200];
 	int found = 0;
@@ -427,11 +427,30 @@ static int cuda_mapped(int pid)
 	FILE *f = fopen(path, "re");
 	while (f && !found && fgets(line, sizeof(line), f)) {
 		const char *base = strrchr(line, '/');
-		found = base && (!strncmp(base, "/libcuda.so", 11) || !strncmp(base, "/libcupti.so", 12));
+		found = base && (!strncmp(base, "/libcuda.so", 11) ||
+				 (!driver_only && !strncmp(base, "/libcupti.so", 12)));
 	}
 	if (f)
 		fclose(f);
 	return found;
+}
+
+/* Forked and not exec'd since (PF_FORKNOEXEC): its mappings may be its
+ * parent's. */
+#define PF_FORKNOEXEC_FLAG 0x40 /* include/linux/sched.h */
+static int fork_no_exec(int pid)
+{
+	char path[64], buf[1024];
+	unsigned long flags = 0;
+	snprintf(path, sizeof(path), "/proc/%d/stat", pid);
+	FILE *f = fopen(path, "re");
+	size_t n = f ? fread(buf, 1, sizeof(buf) - 1, f) : 0;
+	if (f)
+		fclose(f);
+	buf[n] = 0;
+	const char *p = strrchr(buf, ')');
+	/* after the comm: state ppid pgrp session tty_nr tpgid flags */
+	return p && sscanf(p + 1, " %*c %*d %*d %*d %*d %*d %lu", &flags) == 1 && (flags & PF_FORKNOEXEC_FLAG);
 }
 
 /* Launch mode: a process whose environment names our library in
@@ -481,10 +500,16 @@ static void *later_main(void *arg)
 	char why[512] = "";
 	uint64_t end = lt_mono_ms() + LATER_MS;
 	int saw_cuda = 0, retry = 0, poll_ms = LATER_POLL_MIN_MS;
-	if (launch_covered(ck, l->pid))
+	/* A fork of a process that initialized CUDA (a DataLoader worker) has
+	 * its driver mapped but cannot use CUDA (CUDA does not survive a
+	 * fork): left alone; an exec of it is announced anew. Else what it
+	 * maps itself counts: the driver while it runs its parent's image
+	 * (CUPTI may be its parent's, mapped at import), the driver or CUPTI
+	 * once it has exec'd. */
+	if (launch_covered(ck, l->pid) || (fork_no_exec(l->pid) && cuda_mapped(l->pid, 1)))
 		goto out;
 	while (!atomic_load(&ck->stopping) && lt_mono_ms() < end && !later_gone(l)) {
-		if (!cuda_mapped(l->pid)) {
+		if (!cuda_mapped(l->pid, fork_no_exec(l->pid))) {
 			later_sleep(ck, poll_ms);
 			poll_ms = poll_ms * 2 > LATER_POLL_MAX_MS ? LATER_POLL_MAX_MS : poll_ms * 2;
 			continue;

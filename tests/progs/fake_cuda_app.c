@@ -8,6 +8,9 @@
  *   generated=N buffers=N unzeroed=N misaligned=N finalized=N launch_cbs=N drv_cbs=N
  * and exits 0, or, given a command after FAKE_LIB, execs it (a CUDA process
  * that becomes another program: what was loaded into it goes with the image).
+ * FAKE_APP_FORK=1: once ready, it forks a child that prints nothing, makes no
+ * call and exits when stdin closes (a DataLoader worker of a CUDA process),
+ * and prints "forked PID".
  *   fake_cuda_app FAKE_LIB [CMD ARGS...]
  */
 #include <dlfcn.h>
@@ -16,6 +19,7 @@
 #include <stdatomic.h>
 #include <stdio.h>
 #include <stdlib.h>
+#include <sys/types.h>
 #include <unistd.h>
 
 static void (*call)(void), (*drv_launch)(void);
@@ -62,6 +66,17 @@ int main(int argc, char **argv)
 			nth = i;
 	printf("ready %d\n", (int)getpid());
 	fflush(stdout);
+	if (getenv("FAKE_APP_FORK")) {
+		pid_t child = fork();
+		if (child == 0) {
+			char buf[64];
+			while (read(0, buf, sizeof(buf)) > 0)
+				;
+			_exit(0);
+		}
+		printf("forked %d\n", (int)child);
+		fflush(stdout);
+	}
 	unsigned n_main = 0;
 	for (;;) {
 		struct pollfd p = { 0, POLLIN, 0 };
