@@ -3,11 +3,13 @@
 # tests/gpu/cupti_attach.sh prepare): a parent shell is profiled with
 # `-p PARENT -t cpu --enable-cuda-kernel true -d 180`; once the collector
 # says it is profiling, the parent starts two torch workers (as torchrun
-# does) and one Python process that never touches CUDA. Checks: each worker
-# gets the library once it has initialized CUDA, its published CUPTI log
-# holds the kernels the collector was told of (> 0), the summary's gpu row
-# counts them all, each worker exits 0 with its own output; the process
-# without CUDA never has the library mapped.
+# does), each reading a DataLoader with two forked workers after its CUDA
+# start, and one Python process that never touches CUDA. Checks: each
+# worker gets the library once it has initialized CUDA, its published CUPTI
+# log holds the kernels the collector was told of (> 0), the summary's gpu
+# row counts them all, each worker exits 0 with its own output; no other
+# process gets the library (the DataLoader's forks inherit the driver's
+# mapping, not a usable CUDA), the process without CUDA never has it mapped.
 #   tests/gpu/attach_children.sh run [OUTDIR]
 set -u
 cd "$(dirname "$0")/../.."
@@ -28,14 +30,18 @@ injected() { grep -qE "libllmtracker-inject|memfd:llmtracker" "/proc/$1/maps" 2>
 # A worker: initializes CUDA, then runs matmuls until $T/stop appears.
 cat > "$T/worker.py" <<'PY'
 import os, sys, torch
+from torch.utils.data import DataLoader, TensorDataset
 stop = sys.argv[1]
 a = torch.randn(1024, 1024, device="cuda")
+data = DataLoader(TensorDataset(torch.arange(100000.0)), batch_size=100, num_workers=2)
 n = 0
 while not os.path.exists(stop):
-    for _ in range(20):
-        a = (a @ a).tanh()
+    for (b,) in data:
+        a = (a @ a).tanh() + b.sum().to("cuda") * 0
+        n += 1
+        if os.path.exists(stop):
+            break
     torch.cuda.synchronize()
-    n += 20
 print("worker done", n)
 PY
 cat > "$T/parent.sh" <<'SH'
@@ -83,6 +89,9 @@ for i in 0 1; do
 		say "FAIL worker $i: told ${told:-none}, logged $logged"
 	sum=$((sum + ${told:-0}))
 done
+started=$(grep -c "CUDA kernel profiling of pid [0-9]* started" "$T/err")
+[ "$started" = 2 ] && say "PASS only the two workers got the library (not their DataLoader forks)" ||
+	say "FAIL $started processes got the library: $(grep -oE "profiling of pid [0-9]+ started" "$T/err" | tr '\n' ' ')"
 row=$(awk '$1 == "gpu" { print $2 }' "$T/err")
 memcpy=$(grep -oE "[0-9]+ kernels, [0-9]+ memcpy, [0-9]+ memset" "$T/err" |
 	awk '{ s += $3 + $5 } END { print s + 0 }')
