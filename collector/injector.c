@@ -956,7 +956,9 @@ static int start_library(struct load_ctx *c, struct lt_inj *inj, char *err, size
 		return rc;
 	c->sv[0] = -1; /* the library owns it now, whatever it returned */
 	if ((int)ret == -EBUSY)
-		return fail(err, errsz, -EBUSY, "process %d: another profile is already recording it", c->t.pid);
+		return fail(err, errsz, -EBUSY, "process %d: the library already runs in it, started by "
+			    "another profile or by this one's other feature (the Python hook and CUDA "
+			    "kernels take one start per process)", c->t.pid);
 	if ((int)ret != 0)
 		return fail(err, errsz, -EIO, "process %d: the library refused to start (%d)",
 			    c->t.pid, (int)ret);
