@@ -16,17 +16,28 @@
 #include <fcntl.h>
 #include <limits.h>
 #include <poll.h>
+#include <pthread.h>
 #include <stdarg.h>
+#include <stdatomic.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/socket.h>
 #include <sys/stat.h>
+#include <sys/syscall.h>
 #include <time.h>
 #include <unistd.h>
 
 #define MAX_TARGETS 256
 #define REPLY_MS 10000
+/* A followed process (lt_ck_attach_later): how long it may take to load
+ * CUDA (a training worker imports and reads data first), how often its maps
+ * are looked at (backing off to the most), and how soon a library that found
+ * no driver loaded yet (the maps showed it mid-load) is tried again. */
+#define LATER_MS (300 * 1000)
+#define LATER_POLL_MIN_MS 20
+#define LATER_POLL_MAX_MS 1000
+#define LATER_RETRY_MS 200
 
 struct ck_target {
 	int pid;
@@ -34,6 +45,16 @@ struct ck_target {
 	int launched;
 	struct lt_inj inj;
 	struct lt_ilog log;             /* attach: the file made for its library */
+};
+
+/* One followed process waiting for CUDA, on a thread of its own. */
+struct ck_later {
+	struct lt_cuda_kernel *ck;
+	int pid;
+	int pidfd;                      /* holds the process: its pid names no other while we wait */
+	int used;
+	atomic_int done;
+	pthread_t th;
 };
 
 struct lt_cuda_kernel {
@@ -47,8 +68,11 @@ struct lt_cuda_kernel {
 	int child_sock;                 /* launch mode: the child's end */
 	char *env[8];
 	char envbuf[8][PATH_MAX + 64];
+	pthread_mutex_t mu;             /* t[], n: later attaches add targets from their threads */
 	struct ck_target t[MAX_TARGETS];
 	int n;
+	struct ck_later later[MAX_TARGETS];
+	atomic_int stopping;
 	struct lt_ck_totals tot;
 };
 
@@ -116,6 +140,7 @@ int lt_ck_new(struct lt_cuda_kernel **out, const struct lt_ck_opts *o, char *err
 	ck->o = *o;
 	ck->child_sock = -1;
 	ck->dirfd = -1;
+	pthread_mutex_init(&ck->mu, NULL);
 	for (int i = 0; i < MAX_TARGETS; i++)
 		ck->t[i].sock = -1;
 	if (!ck->o.finalize_ms)
@@ -124,6 +149,7 @@ int lt_ck_new(struct lt_cuda_kernel **out, const struct lt_ck_opts *o, char *err
 		snprintf(err, errsz, "--enable-cuda-kernel: the inject library %s was not found; "
 			 "install it beside the collector (lib/libllmtracker-inject.so)",
 			 o->lib_path ? o->lib_path : "libllmtracker-inject.so");
+		pthread_mutex_destroy(&ck->mu);
 		free(ck);
 		return -ENOENT;
 	}
@@ -132,6 +158,7 @@ int lt_ck_new(struct lt_cuda_kernel **out, const struct lt_ck_opts *o, char *err
 	if (!realpath(dir, ck->dir) || (ck->dirfd = lt_ilog_dir(ck->dir)) < 0) {
 		int e = errno;
 		snprintf(err, errsz, "--cupti-dir %s: %s", dir, strerror(e));
+		pthread_mutex_destroy(&ck->mu);
 		free(ck);
 		return -e;
 	}
@@ -304,33 +331,62 @@ struct lt_cuda_kernel *lt_ck_open(const char *cupti_dir, const char *output,
 
 /* ------------------------------------------------------------ attach */
 
-int lt_ck_attach(struct lt_cuda_kernel *ck, int pid)
+/* A loaded target goes into t[] (lt_ck_stop stops and unloads it). */
+static void keep_target(struct lt_cuda_kernel *ck, const struct ck_target *t)
 {
-	if (!ck || !ck->available)
-		return -ENODEV;
-	if (ck->n >= MAX_TARGETS)
-		return -E2BIG;
-	struct ck_target *t = &ck->t[ck->n];
-	memset(t, 0, sizeof(*t));
-	t->pid = pid;
+	pthread_mutex_lock(&ck->mu);
+	if (ck->n < MAX_TARGETS)
+		ck->t[ck->n++] = *t;
+	pthread_mutex_unlock(&ck->mu);
+}
+
+/* A library that found no CUDA started nothing: hear its last word, take
+ * it out and drop its empty log, so that it can be tried again. */
+static void undo_target(struct lt_cuda_kernel *ck, struct ck_target *t)
+{
+	char reply[256], err[512];
+	if (lt_ictl_send(t->sock, "stop", NULL, 0) == 0)
+		lt_ictl_await(t->sock, "stopped", reply, sizeof(reply), REPLY_MS);
+	if (lt_inj_unload(&t->inj, err, sizeof(err)) == 0)
+		ck_log(ck, 'I', "pid %d: the library stays loaded (CUPTI holds its callbacks)", t->pid);
+	lt_ilog_drop(&t->log, ck->dirfd);
+	t->sock = -1;
+}
+
+/* Inject into `pid` and start recording. 0 started; -errno otherwise, said
+ * through opts.log and opts.unseen, except, when `later`, what may change
+ * (-EAGAIN: no thread could take the load now, or the library found no CUDA
+ * driver loaded yet), which is left to the caller with `why`. */
+static int attach_one(struct lt_cuda_kernel *ck, int pid, int later, char *why, size_t whysz)
+{
+	struct ck_target t = { .pid = pid, .sock = -1 };
 	char err[512], reply[1024];
-	int rc = lt_inj_load(&t->inj, pid, ck->lib, err, sizeof(err));
+	int rc = lt_inj_load(&t.inj, pid, ck->lib, err, sizeof(err));
 	if (rc) {
+		snprintf(why, whysz, "%s", err);
+		if (later && (rc == -EAGAIN || rc == -ESRCH))
+			return rc;
 		ck_log(ck, 'W', "CUDA kernel profiling cannot start in pid %d: %s; the process is as it was",
 		       pid, err);
 		ck_unseen(ck, pid, err);
 		return rc;
 	}
-	t->sock = t->inj.sock;
-	ck->n++;
-	if ((rc = send_start(ck, t, err, sizeof(err))) == 0)
-		rc = lt_ictl_recv(t->sock, reply, sizeof(reply), REPLY_MS);
+	t.sock = t.inj.sock;
+	if ((rc = send_start(ck, &t, err, sizeof(err))) == 0)
+		rc = lt_ictl_recv(t.sock, reply, sizeof(reply), REPLY_MS);
 	if (rc > 0 && !strncmp(reply, "ok", 2)) {
 		char notes[sizeof(reply)];
 		ck_log(ck, 'I', "CUDA kernel profiling of pid %d started: %s/%s%s", pid, ck->dir,
-		       t->log.name, reply_notes(reply, notes, sizeof(notes)));
+		       t.log.name, reply_notes(reply, notes, sizeof(notes)));
+		keep_target(ck, &t);
 		return 0;
 	}
+	if (later && rc > 0 && strstr(reply, LI_ERR_NO_DRIVER)) {
+		snprintf(why, whysz, "%s", lt_ictl_text(reply));
+		undo_target(ck, &t);
+		return -EAGAIN;
+	}
+	keep_target(ck, &t); /* lt_ck_stop() unloads it */
 	if (rc < 0 && rc != -ETIMEDOUT) {
 		ck_log(ck, 'W', "CUDA kernel profiling cannot start in pid %d: %s", pid, err);
 		ck_unseen(ck, pid, err);
@@ -343,7 +399,197 @@ int lt_ck_attach(struct lt_cuda_kernel *ck, int pid)
 		ck_unseen(ck, pid, rc == -ETIMEDOUT ? "the injected library did not answer"
 						    : "the injected library went away");
 	}
-	return -EIO; /* lt_ck_stop() unloads it */
+	return -EIO;
+}
+
+int lt_ck_attach(struct lt_cuda_kernel *ck, int pid)
+{
+	char why[512];
+	if (!ck || !ck->available)
+		return -ENODEV;
+	if (ck->n >= MAX_TARGETS)
+		return -E2BIG;
+	return attach_one(ck, pid, 0, why, sizeof(why));
+}
+
+/* ------------------------------------------------------------ later */
+
+/* Has `pid` mapped the CUDA driver (libcuda.so.*), or, unless
+ * `driver_only`, CUPTI itself (libcupti.so.*)? Either is what the library's
+ * start needs: CUPTI loaded, or the driver, with a CUPTI beside the
+ * process's libcudart (collector/inject/cupti.c open_cupti). A process that
+ * maps neither runs no CUDA and is never touched. */
+static int cuda_mapped(int pid, int driver_only)
+{
+	char path[64], line[1200];
+	int found = 0;
+	snprintf(path, sizeof(path), "/proc/%d/maps", pid);
+	FILE *f = fopen(path, "re");
+	while (f && !found && fgets(line, sizeof(line), f)) {
+		const char *base = strrchr(line, '/');
+		found = base && (!strncmp(base, "/libcuda.so", 11) ||
+				 (!driver_only && !strncmp(base, "/libcupti.so", 12)));
+	}
+	if (f)
+		fclose(f);
+	return found;
+}
+
+/* Forked and not exec'd since (PF_FORKNOEXEC): its mappings may be its
+ * parent's. */
+#define PF_FORKNOEXEC_FLAG 0x40 /* include/linux/sched.h */
+static int fork_no_exec(int pid)
+{
+	char path[64], buf[1024];
+	unsigned long flags = 0;
+	snprintf(path, sizeof(path), "/proc/%d/stat", pid);
+	FILE *f = fopen(path, "re");
+	size_t n = f ? fread(buf, 1, sizeof(buf) - 1, f) : 0;
+	if (f)
+		fclose(f);
+	buf[n] = 0;
+	const char *p = strrchr(buf, ')');
+	/* after the comm: state ppid pgrp session tty_nr tpgid flags */
+	return p && sscanf(p + 1, " %*c %*d %*d %*d %*d %*d %lu", &flags) == 1 && (flags & PF_FORKNOEXEC_FLAG);
+}
+
+/* Launch mode: a process whose environment names our library in
+ * CUDA_INJECTION64_PATH (the launched command and its descendants) gets it
+ * from CUDA itself and reports on the launch socket. */
+static int launch_covered(const struct lt_cuda_kernel *ck, int pid)
+{
+	enum { ENV_MAX = 1 << 20 };
+	char path[64], want[PATH_MAX + 32];
+	if (!ck->env[0])
+		return 0;
+	snprintf(path, sizeof(path), "/proc/%d/environ", pid);
+	int fd = open(path, O_RDONLY | O_CLOEXEC), covered = 0;
+	char *buf = fd >= 0 ? malloc(ENV_MAX + 1) : NULL;
+	size_t n = 0;
+	ssize_t r = 1;
+	while (buf && n < ENV_MAX && r > 0)
+		if ((r = read(fd, buf + n, ENV_MAX - n)) > 0)
+			n += (size_t)r;
+	int len = snprintf(want, sizeof(want), "CUDA_INJECTION64_PATH=%s", ck->lib);
+	for (size_t i = 0; buf && i < n && !covered; i += strnlen(buf + i, n - i) + 1)
+		covered = n - i > (size_t)len && !memcmp(buf + i, want, (size_t)len + 1);
+	free(buf);
+	if (fd >= 0)
+		close(fd);
+	return covered;
+}
+
+static int later_gone(const struct ck_later *l)
+{
+	struct pollfd p = { l->pidfd, POLLIN, 0 };
+	return poll(&p, 1, 0) != 0; /* readable: it exited */
+}
+
+/* Sleep ms in short steps; 0 when the profile is ending. */
+static int later_sleep(struct lt_cuda_kernel *ck, int ms)
+{
+	for (; ms > 0 && !atomic_load(&ck->stopping); ms -= 20)
+		usleep((ms < 20 ? ms : 20) * 1000);
+	return !atomic_load(&ck->stopping);
+}
+
+static void *later_main(void *arg)
+{
+	struct ck_later *l = arg;
+	struct lt_cuda_kernel *ck = l->ck;
+	char why[512] = "";
+	uint64_t end = lt_mono_ms() + LATER_MS;
+	int saw_cuda = 0, retry = 0, poll_ms = LATER_POLL_MIN_MS;
+	/* A fork of a process that initialized CUDA (a DataLoader worker) has
+	 * its driver mapped but cannot use CUDA (CUDA does not survive a
+	 * fork): left alone; an exec of it is announced anew. Else what it
+	 * maps itself counts: the driver while it runs its parent's image
+	 * (CUPTI may be its parent's, mapped at import), the driver or CUPTI
+	 * once it has exec'd. */
+	if (launch_covered(ck, l->pid) || (fork_no_exec(l->pid) && cuda_mapped(l->pid, 1)))
+		goto out;
+	while (!atomic_load(&ck->stopping) && lt_mono_ms() < end && !later_gone(l)) {
+		if (!cuda_mapped(l->pid, fork_no_exec(l->pid))) {
+			later_sleep(ck, poll_ms);
+			poll_ms = poll_ms * 2 > LATER_POLL_MAX_MS ? LATER_POLL_MAX_MS : poll_ms * 2;
+			continue;
+		}
+		saw_cuda = 1;
+		int rc = attach_one(ck, l->pid, 1, why, sizeof(why));
+		if (!(retry = rc == -EAGAIN || rc == -ESRCH))
+			break;
+		later_sleep(ck, LATER_RETRY_MS);
+	}
+	if (!saw_cuda || !retry)
+		goto out; /* no CUDA there: nothing to record; else started, or said by attach_one */
+	if (later_gone(l)) {
+		ck_unseen(ck, l->pid, "it exited before CUDA kernel profiling could start in it");
+	} else if (atomic_load(&ck->stopping)) {
+		ck_unseen(ck, l->pid, "the profile ended before CUDA kernel profiling could start in it");
+	} else {
+		ck_log(ck, 'W', "CUDA kernel profiling cannot start in pid %d: %s", l->pid,
+		       why[0] ? why : "timed out");
+		ck_unseen(ck, l->pid, why[0] ? why : "timed out");
+	}
+out:
+	atomic_store(&l->done, 1);
+	return NULL;
+}
+
+/* A free slot for a thread: never used, or its thread is done (joined here). */
+static struct ck_later *later_slot(struct lt_cuda_kernel *ck, int pid, int *waiting)
+{
+	struct ck_later *free_slot = NULL;
+	*waiting = 0;
+	for (int i = 0; i < MAX_TARGETS; i++) {
+		struct ck_later *l = &ck->later[i];
+		if (l->used && atomic_load(&l->done)) {
+			pthread_join(l->th, NULL);
+			close(l->pidfd);
+			l->used = 0;
+		}
+		if (l->used && l->pid == pid)
+			*waiting = 1;
+		if (!l->used && !free_slot)
+			free_slot = l;
+	}
+	return free_slot;
+}
+
+int lt_ck_attach_later(struct lt_cuda_kernel *ck, int pid)
+{
+	int waiting;
+	if (!ck || !ck->available || atomic_load(&ck->stopping))
+		return ck ? 0 : -ENODEV;
+	struct ck_later *l = later_slot(ck, pid, &waiting);
+	if (waiting)
+		return 0; /* an exec of a process we already wait for: its maps are looked at anew */
+	if (!l)
+		return -E2BIG;
+	int fd = (int)syscall(SYS_pidfd_open, pid, 0);
+	if (fd < 0)
+		return errno == ESRCH ? 0 : -errno;
+	*l = (struct ck_later){ .ck = ck, .pid = pid, .pidfd = fd, .used = 1 };
+	int rc = pthread_create(&l->th, NULL, later_main, l);
+	if (rc) {
+		close(fd);
+		l->used = 0;
+		return -rc;
+	}
+	return 0;
+}
+
+static void later_join_all(struct lt_cuda_kernel *ck)
+{
+	atomic_store(&ck->stopping, 1);
+	for (int i = 0; i < MAX_TARGETS; i++) {
+		struct ck_later *l = &ck->later[i];
+		if (!l->used)
+			continue;
+		pthread_join(l->th, NULL);
+		close(l->pidfd);
+		l->used = 0;
+	}
 }
 
 /* ------------------------------------------------------------ stop */
@@ -504,6 +750,7 @@ void lt_ck_stop(struct lt_cuda_kernel *ck)
 {
 	if (!ck)
 		return;
+	later_join_all(ck); /* no target is added from here on */
 	memset(&ck->tot, 0, sizeof(ck->tot));
 	for (int i = 0; i < ck->n; i++) {
 		stop_one(ck, &ck->t[i]);
@@ -531,5 +778,6 @@ void lt_ck_free(struct lt_cuda_kernel *ck)
 		close(ck->t[0].sock);
 	if (ck->dirfd >= 0)
 		close(ck->dirfd);
+	pthread_mutex_destroy(&ck->mu);
 	free(ck);
 }

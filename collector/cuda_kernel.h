@@ -11,6 +11,8 @@
  *   launch (-- CMD): lt_ck_launch_env() gives the environment for the child
  *     (CUDA_INJECTION64_PATH: CUDA calls the library's InitializeInjection);
  *   attach (-p PID, after --delay): lt_ck_attach() injects it with ptrace;
+ *     processes followed later (children, execs): lt_ck_attach_later()
+ *     injects each once it has loaded CUDA;
  *   end (before the collector's log closes): lt_ck_stop() flushes, detaches
  *     CUPTI (cuptiFinalize at an API exit) and unloads the library.
  * Without a GPU driver on the node it says so in one line and touches no
@@ -76,7 +78,18 @@ int lt_ck_launched(struct lt_cuda_kernel *ck, int pid);
  * is left as it was). */
 int lt_ck_attach(struct lt_cuda_kernel *ck, int pid);
 
-/* Stop recording in every target, detach CUPTI, unload the library. */
+/* A process followed after the start (a child forked after attach, an
+ * exec, a descendant found at the start): from a thread of ours, bounded in
+ * time, wait until it has mapped the CUDA driver or CUPTI, then inject and
+ * start as lt_ck_attach() does (again a little later if the library finds
+ * no driver loaded yet). A process that never maps CUDA is never touched,
+ * nor counted; one whose environment already makes CUDA load the library
+ * (launch mode) is left to it. Returns at once: 0, or -errno (too many
+ * processes waiting). Unavailable CUDA kernel profiling: nothing. */
+int lt_ck_attach_later(struct lt_cuda_kernel *ck, int pid);
+
+/* Stop recording in every target, detach CUPTI, unload the library (the
+ * threads of lt_ck_attach_later() end first: nothing is added after). */
 void lt_ck_stop(struct lt_cuda_kernel *ck);
 void lt_ck_free(struct lt_cuda_kernel *ck);
 

@@ -119,6 +119,26 @@ static int fail(char *err, size_t errsz, int rc, const char *fmt, ...)
 }
 
 
+/* The inode of the mapping of `pid` that holds `addr` (0: none). The
+ * library is loaded from a memfd of its own, so after an exec no mapping of
+ * that inode holds its address: it went with the old image. */
+static unsigned long map_ino(int pid, uint64_t addr)
+{
+	char path[64], line[1200];
+	unsigned long ino = 0;
+	snprintf(path, sizeof(path), "/proc/%d/maps", pid);
+	FILE *f = fopen(path, "re");
+	while (f && !ino && fgets(line, sizeof(line), f)) {
+		unsigned long long lo, hi;
+		unsigned long i;
+		if (sscanf(line, "%llx-%llx %*s %*s %*s %lu", &lo, &hi, &i) == 3 && addr >= lo && addr < hi)
+			ino = i;
+	}
+	if (f)
+		fclose(f);
+	return ino;
+}
+
 /* Alive and not a zombie: a killed target may linger unreaped. */
 static bool pid_alive(int pid)
 {
@@ -936,7 +956,9 @@ static int start_library(struct load_ctx *c, struct lt_inj *inj, char *err, size
 		return rc;
 	c->sv[0] = -1; /* the library owns it now, whatever it returned */
 	if ((int)ret == -EBUSY)
-		return fail(err, errsz, -EBUSY, "process %d: another profile is already recording it", c->t.pid);
+		return fail(err, errsz, -EBUSY, "process %d: the library already runs in it, started by "
+			    "another profile or by this one's other feature (the Python hook and CUDA "
+			    "kernels take one start per process)", c->t.pid);
 	if ((int)ret != 0)
 		return fail(err, errsz, -EIO, "process %d: the library refused to start (%d)",
 			    c->t.pid, (int)ret);
@@ -974,6 +996,7 @@ static int load_steps(struct load_ctx *c, struct lt_inj *inj, const void *lib, s
 	if ((rc = make_channel(c, &inj->sock, err, errsz)) || (rc = start_library(c, inj, err, errsz)))
 		return rc;
 	inj->loaded = 1;
+	inj->lib_ino = map_ino(c->t.pid, inj->fini);
 	if (inj->hold) {
 		inj->held = c;
 		inj->hold->fn(inj, inj->hold->arg);
@@ -1104,6 +1127,15 @@ int lt_inj_unload(struct lt_inj *inj, char *err, size_t errsz)
 		return fail(err, errsz, -ESRCH, "process %d exited during unloading", inj->pid);
 	if (rc)
 		return rc;
+	if (inj->lib_ino && map_ino(inj->pid, inj->fini) != inj->lib_ino) {
+		/* It exec'd since the load: the addresses are the old image's,
+		 * nothing may be called there. (Looked at with a thread held: an
+		 * exec by another thread from here on ends that one, and the
+		 * calls below fail.) */
+		unseize(&t);
+		return fail(err, errsz, -ESRCH, "process %d exec'd since the load: the library went "
+			    "with its old image", inj->pid);
+	}
 	uint64_t ok = 0, ret = 0;
 	rc = remote_call(&t, inj->fini, 0, 0, 0, &ok, err, errsz);
 	if (!rc && (int)ok == 1)

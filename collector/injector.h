@@ -46,6 +46,8 @@ struct lt_inj {
 	uint64_t fini;         /* address of llmt_inject_fini in the target */
 	uint64_t dlclose;      /* address of dlclose in the target */
 	int loaded;
+	unsigned long lib_ino; /* inode of the mapping holding fini (the memfd): after an
+				* exec none holds it, and the unload calls nothing */
 	int reused;            /* a copy left loaded by an earlier session (same soname) */
 	const struct lt_inj_latch *latch; /* where a busy thread may be stopped, or NULL */
 	const char *latched_at;          /* the load stopped a busy thread there (else NULL) */

@@ -295,6 +295,7 @@ static void ck_sum_up(struct lt_session *s, struct lt_cuda_kernel *ck, bool aske
 
 	if (!asked)
 		return;
+	s->cuda_kernel = NULL; /* the gpu hook adds no process from here on */
 	lt_ck_stop(ck); /* flush, detach CUPTI, hear from every library */
 	lt_ck_totals(ck, &t);
 	lt_session_add_row(s, "gpu", t.kernels + t.memcpys + t.memsets, t.dropped,
@@ -371,6 +372,7 @@ int lt_profile(const struct lt_options *opt_in, const char *cmdline)
 	}
 	lt_session_init(&s, &opt);
 	ck_session = &s;
+	s.cuda_kernel = ck; /* processes followed later: the gpu hook (gpu_hook.c) */
 	if (lt_session_open_log(&s, cmdline) || lt_session_create_maps(&s) ||
 	    lt_session_start_sources(&s) || add_targets(&s))
 		goto fail;
@@ -384,7 +386,9 @@ int lt_profile(const struct lt_options *opt_in, const char *cmdline)
 	say_where_library_logs_go(&opt);
 
 	/* ---- Late-attach features start here: every source is attached and
-	 * the targets are in the map; a launched command has not run yet. ---- */
+	 * the targets are in the map; a launched command has not run yet.
+	 * The -p processes get the CUPTI library now; those followed later
+	 * get it from the gpu hook, the launched command from CUDA. ---- */
 	for (int i = 0; ck && i < opt.n_pids; i++)
 		if (opt.pids[i] != l.pid)
 			lt_ck_attach(ck, opt.pids[i]);
@@ -404,6 +408,7 @@ int lt_profile(const struct lt_options *opt_in, const char *cmdline)
 	return finish(&s, &l, t0, why);
 fail:
 	fprintf(stderr, "llmtracker: %s\n", s.err);
+	s.cuda_kernel = NULL;
 	lt_ck_free(ck);
 	lt_session_free(&s); /* detaches whatever started, removes the partial log */
 	lt_launch_abort(&l);

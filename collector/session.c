@@ -35,6 +35,7 @@ static const struct lt_source *const lt_sources[] = {
 	&lt_source_python,
 	&lt_source_pysample,
 	&lt_source_cuda,
+	&lt_source_gpu,
 };
 #define LT_N_SOURCES (sizeof(lt_sources) / sizeof(lt_sources[0]))
 
@@ -458,9 +459,10 @@ int lt_session_start_sources(struct lt_session *s)
 						 s->err[0] ? s->err : "unknown error");
 		}
 		sl->started = true;
-		n_optional += sl->src->type_bit != 0;
+		n_optional += sl->src->type_bit != 0 && !sl->src->hook;
 		map_kinds(p, (int)i);
-		LT_INFO(1, "source %s attached", sl->src->name);
+		if (!sl->src->hook)
+			LT_INFO(1, "source %s attached", sl->src->name);
 	}
 	if (!n_optional)
 		return lt_session_errorf(s, "none of the requested sources could be started");
@@ -695,7 +697,7 @@ int lt_session_status(struct lt_session *s, char *buf, size_t n)
 		lost += p->lost[i];
 	k = (size_t)snprintf(buf, n, "%llu events (", (unsigned long long)p->emitted);
 	for (size_t i = 0; i < LT_N_SOURCES && k < n; i++) {
-		if (!p->slots[i].started)
+		if (!p->slots[i].started || p->slots[i].src->hook)
 			continue;
 		k += (size_t)snprintf(buf + k, n - k, "%s%s %llu", first ? "" : ", ", p->slots[i].src->name,
 				      (unsigned long long)p->slots[i].events);
@@ -717,7 +719,7 @@ void lt_session_summary(struct lt_session *s, double seconds, const char *extra)
 	for (size_t i = 0; i < LT_N_SOURCES; i++) {
 		const struct lt_source *src = p->slots[i].src;
 
-		if (!slot_wanted(s, src))
+		if (!slot_wanted(s, src) || src->hook)
 			continue;
 		bool any_unseen = false;
 		for (unsigned k = 0; k < p->n_unseen; k++)

@@ -26,6 +26,7 @@
 struct bpf_object;
 struct ring_buffer;
 struct lt_session;
+struct lt_cuda_kernel;
 
 #define LT_MAX_TARGETS 256
 
@@ -79,6 +80,9 @@ struct lt_source {
 	unsigned type_bit;           /* enum lt_type_bit; 0 = always on (proc) */
 	uint32_t evsrc;              /* enum evlog_source, for lost counters */
 	uint32_t kind_lo, kind_hi;   /* ring-buffer record kinds it handles */
+	bool hook;                   /* records nothing itself, acts on targets only
+				      * (add_target): no summary row or status count
+				      * of its own, not a source asked for */
 	/* Open, share maps, load, attach. Return 0, or -errno with a message
 	 * set through lt_session_errorf(). */
 	int (*start)(struct lt_session *s, void **state);
@@ -122,6 +126,10 @@ struct lt_session {
 	 * another is read again). NULL when unreadable. */
 	const char *(*py_code_name)(void *arg, int pid, uint64_t code, uint64_t qual);
 	void *py_code_arg;
+	/* --enable-cuda-kernel: the CUPTI library's manager, set by lt_profile
+	 * before the sources start and cleared before it is freed; the gpu
+	 * hook hands it the processes followed later. NULL: none. */
+	struct lt_cuda_kernel *cuda_kernel;
 	/* per-source bookkeeping, owned by session.c */
 	void *priv;
 };
@@ -200,5 +208,6 @@ extern const struct lt_source lt_source_cpu;      /* cpusample.c */
 extern const struct lt_source lt_source_cuda;     /* cudaprobe.c */
 extern const struct lt_source lt_source_python;   /* python.c */
 extern const struct lt_source lt_source_pysample; /* pysample.c */
+extern const struct lt_source lt_source_gpu;      /* gpu_hook.c: a hook, always on */
 
 #endif

@@ -197,9 +197,8 @@ static void *open_cupti(char *msg, size_t msgsz)
 	if (h)
 		return h;
 	if (!dlopen("libcuda.so.1", RTLD_NOW | RTLD_NOLOAD)) {
-		snprintf(msg, msgsz, "err CUDA kernel profiling cannot start: the process has not loaded "
-			 "the CUDA driver (libcuda.so.1): not a CUDA program, CUDA not initialized yet "
-			 "(raise --delay), or no GPU driver on this node");
+		snprintf(msg, msgsz, "err CUDA kernel profiling cannot start: " LI_ERR_NO_DRIVER ": not a "
+			 "CUDA program, CUDA not initialized yet (raise --delay), or no GPU driver on this node");
 		return NULL;
 	}
 	char dir[1024], path[1100];

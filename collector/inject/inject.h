@@ -41,6 +41,10 @@
 
 #define LI_MSG_MAX 2048        /* one control message, either way */
 
+/* The start reply's reason when the process has no CUDA driver loaded (yet):
+ * a process still starting may be tried again later (collector/cuda_kernel.c). */
+#define LI_ERR_NO_DRIVER "the process has not loaded the CUDA driver (libcuda.so.1)"
+
 struct li_config {
 	uint32_t pid;          /* pid to record events under (host view) */
 	char host[256];

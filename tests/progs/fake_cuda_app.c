@@ -6,7 +6,12 @@
  * FAKE_APP_THREADS=N, N more threads call every ~0.1 ms), every 10th call
  * followed by a direct driver launch, then prints what the fake CUPTI saw:
  *   generated=N buffers=N unzeroed=N misaligned=N finalized=N launch_cbs=N drv_cbs=N
- *   fake_cuda_app FAKE_LIB
+ * and exits 0, or, given a command after FAKE_LIB, execs it (a CUDA process
+ * that becomes another program: what was loaded into it goes with the image).
+ * FAKE_APP_FORK=1: once ready, it forks a child that prints nothing, makes no
+ * call and exits when stdin closes (a DataLoader worker of a CUDA process),
+ * and prints "forked PID".
+ *   fake_cuda_app FAKE_LIB [CMD ARGS...]
  */
 #include <dlfcn.h>
 #include <poll.h>
@@ -14,6 +19,7 @@
 #include <stdatomic.h>
 #include <stdio.h>
 #include <stdlib.h>
+#include <sys/types.h>
 #include <unistd.h>
 
 static void (*call)(void), (*drv_launch)(void);
@@ -40,7 +46,7 @@ static void *caller(void *arg)
 int main(int argc, char **argv)
 {
 	if (argc < 2) {
-		fprintf(stderr, "usage: fake_cuda_app FAKE_LIB\n");
+		fprintf(stderr, "usage: fake_cuda_app FAKE_LIB [CMD ARGS...]\n");
 		return 2;
 	}
 	void *h = dlopen(argv[1], RTLD_NOW | RTLD_GLOBAL);
@@ -60,6 +66,17 @@ int main(int argc, char **argv)
 			nth = i;
 	printf("ready %d\n", (int)getpid());
 	fflush(stdout);
+	if (getenv("FAKE_APP_FORK")) {
+		pid_t child = fork();
+		if (child == 0) {
+			char buf[64];
+			while (read(0, buf, sizeof(buf)) > 0)
+				;
+			_exit(0);
+		}
+		printf("forked %d\n", (int)child);
+		fflush(stdout);
+	}
 	unsigned n_main = 0;
 	for (;;) {
 		struct pollfd p = { 0, POLLIN, 0 };
@@ -77,5 +94,11 @@ int main(int argc, char **argv)
 	stats(s);
 	printf("generated=%llu buffers=%llu unzeroed=%llu misaligned=%llu finalized=%llu launch_cbs=%llu "
 	       "drv_cbs=%llu\n", s[0], s[1], s[2], s[3], s[4], s[5], s[6]);
+	if (argc > 2) {
+		fflush(stdout);
+		execv(argv[2], argv + 2);
+		perror("fake_cuda_app: exec");
+		return 127;
+	}
 	return 0;
 }

@@ -1,0 +1,102 @@
+#!/bin/bash
+# CUDA kernels of processes started after attach, on the GPU host (after
+# tests/gpu/cupti_attach.sh prepare): a parent shell is profiled with
+# `-p PARENT -t cpu --enable-cuda-kernel true -d 180`; once the collector
+# says it is profiling, the parent starts two torch workers (as torchrun
+# does), each reading a DataLoader with two forked workers after its CUDA
+# start, and one Python process that never touches CUDA. Checks: each
+# worker gets the library once it has initialized CUDA, its published CUPTI
+# log holds the kernels the collector was told of (> 0), the summary's gpu
+# row counts them all, each worker exits 0 with its own output; no other
+# process gets the library (the DataLoader's forks inherit the driver's
+# mapping, not a usable CUDA), the process without CUDA never has it mapped.
+#   tests/gpu/attach_children.sh run [OUTDIR]
+set -u
+cd "$(dirname "$0")/../.."
+CARRY=${CARRY:-.carry}
+[ "${1:-}" = run ] || { echo "usage: $0 run [OUTDIR]"; exit 2; }
+OUT=${2:-/tmp/attach-children}
+PY=${PY:-python3}
+export LD_LIBRARY_PATH=$PWD/$CARRY/lib${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}
+T=$(mktemp -d /tmp/attach-children.XXXXXX)
+mkdir -p "$OUT"
+fail=0
+say() { echo "$1"; case $1 in FAIL*) fail=1;; esac; }
+wait_for() { # file regex: up to 120 s
+	for _ in $(seq 1200); do grep -qE "$2" "$1" 2>/dev/null && return 0; sleep 0.1; done; return 1
+}
+injected() { grep -qE "libllmtracker-inject|memfd:llmtracker" "/proc/$1/maps" 2>/dev/null; }
+
+# A worker: initializes CUDA, then runs matmuls until $T/stop appears.
+cat > "$T/worker.py" <<'PY'
+import os, sys, torch
+from torch.utils.data import DataLoader, TensorDataset
+stop = sys.argv[1]
+a = torch.randn(1024, 1024, device="cuda")
+data = DataLoader(TensorDataset(torch.arange(100000.0)), batch_size=100, num_workers=2)
+n = 0
+while not os.path.exists(stop):
+    for (b,) in data:
+        a = (a @ a).tanh() + b.sum().to("cuda") * 0
+        n += 1
+        if os.path.exists(stop):
+            break
+    torch.cuda.synchronize()
+print("worker done", n)
+PY
+cat > "$T/parent.sh" <<'SH'
+#!/bin/bash
+T=$1 PY=$2
+read -r _ < "$T/go"
+for i in 0 1; do "$PY" "$T/worker.py" "$T/stop" > "$T/w$i.out" 2>&1 & echo $! > "$T/w$i.pid"; done
+"$PY" -c 'import os, time
+while not os.path.exists(os.sys.argv[1]): time.sleep(0.05)' "$T/stop" & echo $! > "$T/plain.pid"
+for i in 0 1; do wait "$(cat "$T/w$i.pid")"; echo "status $?" > "$T/w$i.status"; done
+wait
+SH
+mkfifo "$T/go"
+bash "$T/parent.sh" "$T" "$PY" & PARENT=$!
+"$CARRY/bin/llmtracker" profile -p $PARENT -t cpu --enable-cuda-kernel true -d 180 -v 1 -o "$T/p.log" \
+	--cupti-dir "$T" > /dev/null 2> "$T/err" & CP=$!
+wait_for "$T/err" "profiling 1 process" || say "FAIL the collector did not start: $(tail -3 "$T/err")"
+echo go > "$T/go"
+for i in 0 1; do
+	wait_for "$T/w$i.pid" .
+	w=$(cat "$T/w$i.pid")
+	wait_for "$T/err" "CUDA kernel profiling (of|cannot start in) pid $w" &&
+		grep -q "CUDA kernel profiling of pid $w started" "$T/err" &&
+		say "PASS worker $i (pid $w) got the library after its CUDA start" ||
+		say "FAIL worker $i (pid $w): $(grep "pid $w" "$T/err" | tail -2 | tr '\n' ' ')"
+done
+plain=$(cat "$T/plain.pid")
+injected "$plain" && say "FAIL the process without CUDA has the library mapped" ||
+	say "PASS the process without CUDA is left untouched"
+touch "$T/stop"
+wait $CP; rc=$?
+cp "$T/err" "$OUT/collector.log"
+[ $rc = 0 ] && say "PASS profile exits 0" || say "FAIL profile exits $rc: $(tail -3 "$T/err" | tr '\n' ' ')"
+sed -n '/^  source /,$p' "$T/err"
+sum=0
+for i in 0 1; do
+	w=$(cat "$T/w$i.pid")
+	grep -q "status 0" "$T/w$i.status" 2>/dev/null && grep -q "^worker done" "$T/w$i.out" &&
+		say "PASS worker $i exited 0 with its own output" ||
+		say "FAIL worker $i: $(cat "$T/w$i.status" 2>/dev/null) $(tail -2 "$T/w$i.out" | tr '\n' ' ')"
+	told=$(grep -oE "pid $w: [0-9]+ kernels" "$T/err" | grep -oE "^pid $w: [0-9]+" | grep -oE "[0-9]+$")
+	logged=$("$CARRY/bin/inject_logdump" "$T"/llmtracker-cupti.*."$w".*.evlog 2>/dev/null | grep -c "^K")
+	[ "${told:-0}" -gt 0 ] && [ "$logged" = "$told" ] &&
+		say "PASS worker $i: its published CUPTI log holds the $told kernels the collector was told of" ||
+		say "FAIL worker $i: told ${told:-none}, logged $logged"
+	sum=$((sum + ${told:-0}))
+done
+started=$(grep -c "CUDA kernel profiling of pid [0-9]* started" "$T/err")
+[ "$started" = 2 ] && say "PASS only the two workers got the library (not their DataLoader forks)" ||
+	say "FAIL $started processes got the library: $(grep -oE "profiling of pid [0-9]+ started" "$T/err" | tr '\n' ' ')"
+row=$(awk '$1 == "gpu" { print $2 }' "$T/err")
+memcpy=$(grep -oE "[0-9]+ kernels, [0-9]+ memcpy, [0-9]+ memset" "$T/err" |
+	awk '{ s += $3 + $5 } END { print s + 0 }')
+[ "$row" = $((sum + memcpy)) ] && say "PASS the gpu row counts both workers ($row)" ||
+	say "FAIL the gpu row: $row, want $((sum + memcpy))"
+echo "RESULT $([ $fail = 0 ] && echo PASS || echo FAIL)"
+rm -rf "$T"
+exit $fail
