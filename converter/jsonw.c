@@ -57,9 +57,10 @@ static int gz_alloc(struct cv_out *o)
 		z->level_buf_size = ISAL_DEF_LVL1_DEFAULT;
 		z->gzip_flag = IGZIP_GZIP;
 		z->flush = NO_FLUSH;
-		/* Zeroed: ISA-L's level-1 tables are read before all are written,
-		 * so leftover heap bytes made equal inputs compress to different
-		 * (valid) bytes, once in a while (convert_json.sh's O_DIRECT cmp). */
+		/* Zeroed, so that nothing left in the heap can reach the output:
+		 * equal inputs once compressed to different (valid) bytes in a
+		 * fresh-clone run (convert_json.sh's O_DIRECT comparison); not
+		 * reproduced since, cause not shown. */
 		if (!(z->level_buf = calloc(1, z->level_buf_size)))
 			return -1;
 		o->zcap = o->cap;
