@@ -1099,7 +1099,9 @@ static int lt_inj_load_with(struct lt_inj *inj, int pid, const char *lib_path,
 	int urc = unseize(&c.t);
 	if (c.pidfd >= 0)
 		close(c.pidfd);
-	if (gone || (rc && pid_exiting(pid)))
+	/* ESRCH from the last ptrace: killed between the call's end and its
+	 * registers going back (a SIGKILL does not wait for us). */
+	if (gone || urc == -ESRCH || (rc && pid_exiting(pid)))
 		rc = fail(err, errsz, -ESRCH, "process %d exited during injection", pid);
 	else if (!rc && urc)
 		rc = fail(err, errsz, urc, "process %d: restoring registers failed: %s", pid, strerror(-urc));
@@ -1142,7 +1144,7 @@ int lt_inj_unload(struct lt_inj *inj, char *err, size_t errsz)
 		rc = remote_call(&t, inj->dlclose, inj->handle, 0, 0, &ret, err, errsz);
 	bool gone = t.gone;
 	int urc = unseize(&t);
-	if (gone || ((rc || (int)ok != 1) && pid_exiting(inj->pid)))
+	if (gone || urc == -ESRCH || ((rc || (int)ok != 1) && pid_exiting(inj->pid)))
 		return fail(err, errsz, -ESRCH, "process %d exited during unloading", inj->pid);
 	if (!rc && urc)
 		rc = fail(err, errsz, urc, "process %d: restoring registers failed", inj->pid);
