@@ -29,6 +29,7 @@
 #include "cudadecode.h"
 #include "elfsym.h"
 #include "ldsearch.h"
+#include "common/grow.h"
 #include "libfind.h"
 #include "linkclose.h"
 #include "loadhold.h"
@@ -109,22 +110,6 @@ struct cp_state {
 
 /* ------------------------------------------------------------ helpers */
 
-static int grow(void **p, size_t *cap, size_t n, size_t elem)
-{
-	size_t nc;
-	void *q;
-
-	if (n < *cap)
-		return 0;
-	nc = *cap ? *cap * 2 : 64;
-	q = realloc(*p, nc * elem);
-	if (!q)
-		return -ENOMEM;
-	*p = q;
-	*cap = nc;
-	return 0;
-}
-
 static const char *intern_lib(struct cp_state *st, const char *path)
 {
 	char **v;
@@ -184,8 +169,8 @@ static void attach_kprobes(struct cp_state *st)
 				"no /sys/bus/event_source/devices/kprobe)", fn);
 			continue;
 		}
-		if (grow((void **)&st->probes, &st->cap_probes, st->n_probes, sizeof(*p)) ||
-		    grow((void **)&st->klinks, &st->cap_klinks, st->n_klinks + 1, sizeof(*st->klinks)))
+		if (lt_grow((void **)&st->probes, &st->cap_probes, st->n_probes + 1, sizeof(*p), 64) ||
+		    lt_grow((void **)&st->klinks, &st->cap_klinks, st->n_klinks + 2, sizeof(*st->klinks), 64))
 			return;
 		p = &st->probes[st->n_probes];
 		memset(p, 0, sizeof(*p));
@@ -358,7 +343,7 @@ static int probe_for(struct cp_state *st, const char *lib, const struct lt_plib 
 		if (st->probes[i].dev == dev && st->probes[i].ino == ino && st->probes[i].offset == off &&
 		    st->probes[i].lib)
 			return (int)i;
-	if (grow((void **)&st->probes, &st->cap_probes, st->n_probes, sizeof(*p)))
+	if (lt_grow((void **)&st->probes, &st->cap_probes, st->n_probes + 1, sizeof(*p), 64))
 		return -ENOMEM;
 	p = &st->probes[st->n_probes];
 	memset(p, 0, sizeof(*p));
@@ -398,7 +383,7 @@ static int attach_one(struct cp_state *st, int pid, const char *file, int id)
 	struct bpf_link *l[2];
 	int i;
 
-	if (grow((void **)&st->links, &st->cap_links, st->n_links + 1, sizeof(*st->links)))
+	if (lt_grow((void **)&st->links, &st->cap_links, st->n_links + 2, sizeof(*st->links), 64))
 		return -ENOMEM;
 	l[0] = bpf_program__attach_uprobe_opts(st->skel->progs.lt_uentry, pid, file, p->offset, &o);
 	if (!l[0])
@@ -452,7 +437,7 @@ static int multi_pair(struct cp_state *st, int pid, const char *file, const int 
 {
 	int fd[2], i;
 
-	if (grow((void **)&st->links, &st->cap_links, st->n_links + 1, sizeof(*st->links)))
+	if (lt_grow((void **)&st->links, &st->cap_links, st->n_links + 2, sizeof(*st->links), 64))
 		return -ENOMEM;
 	fd[0] = multi_link(st, pid, file, ids, n, true);
 	if (fd[0] < 0)
@@ -585,7 +570,7 @@ static void sel_keep(struct cp_state *st, uint64_t dev, uint64_t ino,
 {
 	int *copy;
 
-	if (grow((void **)&st->sels, &st->cap_sels, st->n_sels, sizeof(*st->sels)) ||
+	if (lt_grow((void **)&st->sels, &st->cap_sels, st->n_sels + 1, sizeof(*st->sels), 64) ||
 	    !(copy = malloc((n ? n : 1) * sizeof(*copy))))
 		return;
 	memcpy(copy, ids, n * sizeof(*copy));
@@ -705,7 +690,7 @@ static bool seen_file(struct cp_state *st, int pid, uint64_t dev, uint64_t ino)
 {
 	if (have_seen(st, pid, dev, ino))
 		return true;
-	if (!grow((void **)&st->seen, &st->cap_seen, st->n_seen, sizeof(*st->seen)))
+	if (!lt_grow((void **)&st->seen, &st->cap_seen, st->n_seen + 1, sizeof(*st->seen), 64))
 		st->seen[st->n_seen++] = (struct cp_seen){ pid, st->cur_start, dev, ino };
 	return false;
 }

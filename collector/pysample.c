@@ -26,6 +26,7 @@
 #include <bpf/bpf.h>
 #include <bpf/libbpf.h>
 
+#include "common/grow.h"
 #include "session.h"
 #include "cpu_perf.h"
 #include "pyoffsets.h"
@@ -76,15 +77,8 @@ static struct pys_proc *pys_slot(struct pys_state *st, int pid)
 
 	if (p)
 		return p;
-	if (st->n_procs == st->cap_procs) {
-		size_t cap = st->cap_procs ? st->cap_procs * 2 : 16;
-		struct pys_proc *n = realloc(st->procs, cap * sizeof(*n));
-
-		if (!n)
-			return NULL;
-		st->procs = n;
-		st->cap_procs = cap;
-	}
+	if (lt_grow((void **)&st->procs, &st->cap_procs, st->n_procs + 1, sizeof(*st->procs), 16))
+		return NULL;
 	p = &st->procs[st->n_procs++];
 	memset(p, 0, sizeof(*p));
 	p->pid = pid;

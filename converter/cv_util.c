@@ -223,7 +223,7 @@ void cv_strtab_free(struct cv_strtab *t)
 /* --------------------------------------------------------- growable buffer */
 int cv_buf_reserve(struct cv_buf *b, size_t extra)
 {
-	return evf_grow((void **)&b->p, &b->cap, b->len + extra, 1, 256);
+	return lt_grow((void **)&b->p, &b->cap, b->len + extra, 1, 256);
 }
 
 int cv_buf_append(struct cv_buf *b, const void *p, size_t n)

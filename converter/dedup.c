@@ -163,8 +163,8 @@ static void describe(struct cv_pend *n, const struct cv_rec *r)
 
 static int grow(struct cv_dedup *d, size_t rec_len)
 {
-	return evf_grow((void **)&d->q, &d->cap, d->n + 1, sizeof(*d->q), 256) ||
-	       evf_grow((void **)&d->buf, &d->buf_cap, d->buf_len + rec_len, 1, 1u << 16) ? -1 : 0;
+	return lt_grow((void **)&d->q, &d->cap, d->n + 1, sizeof(*d->q), 256) ||
+	       lt_grow((void **)&d->buf, &d->buf_cap, d->buf_len + rec_len, 1, 1u << 16) ? -1 : 0;
 }
 
 static int hold(struct cv_dedup *d, const struct cv_rec *r, int candidate)

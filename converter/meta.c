@@ -6,6 +6,7 @@
  * usually come at the end of a log, which is why timeline items can only be
  * named in a second pass.
  */
+#include "common/grow.h"
 #include "conv_int.h"
 
 #include <stdlib.h>
@@ -103,15 +104,8 @@ static struct conv_process *proc_get(struct cv_core *c, struct cv_host *h, uint3
 		return NULL;
 	if (!is_new)
 		return &h->proc_v[*v - 1];
-	if (h->n_proc == h->cap_proc) {
-		size_t nc = h->cap_proc ? h->cap_proc * 2 : 16;
-		struct conv_process *np = realloc(h->proc_v, nc * sizeof(*np));
-
-		if (!np)
-			return NULL;
-		h->proc_v = np;
-		h->cap_proc = nc;
-	}
+	if (lt_grow((void **)&h->proc_v, &h->cap_proc, h->n_proc + 1, sizeof(*h->proc_v), 16))
+		return NULL;
 	struct conv_process *p = &h->proc_v[h->n_proc++];
 
 	*v = h->n_proc;

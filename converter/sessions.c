@@ -67,7 +67,7 @@ static int sessions_add(struct sessions *s, const uint8_t *id)
 {
 	if (!evlog_session_set(id) || sessions_has(s, id))
 		return 0;
-	if (evf_grow((void **)&s->v, &s->cap, s->n + 1, EVLOG_SESSION_LEN, 4))
+	if (lt_grow((void **)&s->v, &s->cap, s->n + 1, EVLOG_SESSION_LEN, 4))
 		return -1;
 	memcpy(s->v[s->n++], id, EVLOG_SESSION_LEN);
 	return 0;
@@ -87,7 +87,7 @@ static int read_heads(struct select *st)
 {
 	struct cv_inputs *in = st->in;
 
-	if (evf_grow((void **)&st->head, &st->cap_head, in->n, sizeof(*st->head), 16))
+	if (lt_grow((void **)&st->head, &st->cap_head, in->n, sizeof(*st->head), 16))
 		return -1;
 	for (; st->n_head < in->n; st->n_head++)
 		st->head[st->n_head] = read_head(in->logs[st->n_head].path);

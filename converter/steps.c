@@ -21,6 +21,7 @@
  * memory is bounded whatever the log size. Judging sorts each series once:
  * O(n log n) in the events kept.
  */
+#include "common/grow.h"
 #include "steps.h"
 #include "cv_util.h"
 
@@ -153,15 +154,8 @@ static struct series *series_of(struct cv_steps *s, uint32_t host, uint32_t trac
 	if (is_new) {
 		if (s->n == SERIES_MAX)
 			return &no_room; /* *v stays 0: looked up again, still no room */
-		if (s->n == s->cap) {
-			size_t nc = s->cap ? s->cap * 2 : 256;
-			struct series *nv = realloc(s->v, nc * sizeof(*nv));
-
-			if (!nv)
-				return NULL;
-			s->v = nv;
-			s->cap = nc;
-		}
+		if (lt_grow((void **)&s->v, &s->cap, s->n + 1, sizeof(*s->v), 256))
+			return NULL;
 		s->v[s->n] = (struct series){ .host = host, .track = track, .pid = e->pid,
 					     .tid = e->tid ? e->tid : e->pid, .name = (uint32_t)ni,
 					     .kind = kind, .depth = UINT32_MAX };
@@ -181,15 +175,8 @@ static struct stream_use *stream_of(struct cv_steps *s, uint32_t host, uint32_t 
 	if (!v)
 		return NULL;
 	if (is_new) {
-		if (s->n_streams == s->cap_streams) {
-			size_t nc = s->cap_streams ? s->cap_streams * 2 : 16;
-			struct stream_use *nv = realloc(s->streams, nc * sizeof(*nv));
-
-			if (!nv)
-				return NULL;
-			s->streams = nv;
-			s->cap_streams = nc;
-		}
+		if (lt_grow((void **)&s->streams, &s->cap_streams, s->n_streams + 1, sizeof(*s->streams), 16))
+			return NULL;
 		s->streams[s->n_streams] = (struct stream_use){ .host = host, .track = track };
 		*v = ++s->n_streams;
 	}

@@ -63,7 +63,7 @@ struct evc_io {
 
 static int evc_grow(struct evc_col *o, size_t n)
 {
-	return evf_grow((void **)&o->b, &o->cap, o->len + n, 1, 4096);
+	return lt_grow((void **)&o->b, &o->cap, o->len + n, 1, 4096);
 }
 
 /* Move n raw bytes of column k. Row-to-column direction (r2c) reads the

@@ -11,6 +11,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "common/grow.h"
 #include "common/varint.h" /* the columns' integers */
 
 /* ------------------------------------------------------------ file header */
@@ -99,25 +100,6 @@ static inline uint32_t evf_get32(const uint8_t *p)
 static inline uint64_t evf_get64(const uint8_t *p)
 {
 	return (uint64_t)evf_get32(p) | (uint64_t)evf_get32(p + 4) << 32;
-}
-
-/* ------------------------------------------------------------------ growing */
-/* Make room for `need` elements of `elem` bytes in *buf (capacity *cap,
- * in elements): doubles from *cap, or from `first` when empty. 0, or -1
- * with *buf untouched when memory runs out. */
-static inline int evf_grow(void **buf, size_t *cap, size_t need, size_t elem, size_t first)
-{
-	if (need <= *cap)
-		return 0;
-	size_t n = *cap ? *cap : first;
-	while (n < need)
-		n *= 2;
-	void *b = realloc(*buf, n * elem);
-	if (!b)
-		return -1;
-	*buf = b;
-	*cap = n;
-	return 0;
 }
 
 /* Format a message into msg (if any) for an open function's caller; returns

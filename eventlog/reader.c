@@ -98,7 +98,7 @@ static const uint8_t evr_base[EV_TYPE_MAX + 2] = {
 
 static int evr_reserve(void **buf, size_t *cap, size_t need, size_t elem)
 {
-	return evf_grow(buf, cap, need, elem, 256);
+	return lt_grow(buf, cap, need, elem, 256);
 }
 
 /* The file ended before `off` though it was longer at open: another process

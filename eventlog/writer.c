@@ -571,7 +571,7 @@ static inline void evw_s(struct evlog_writer *w, unsigned k, struct evlog_str s)
 
 static int evw_grow(void **buf, size_t *cap, size_t need, size_t elem)
 {
-	return evf_grow(buf, cap, need, elem, 1024);
+	return lt_grow(buf, cap, need, elem, 1024);
 }
 
 /* A native stack reference in column k; a new stack goes to EVC_STKDEF. */
