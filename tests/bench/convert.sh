@@ -54,7 +54,9 @@ for n in ${BENCH_CONVERT_SIZES:-1000000 3000000 10000000}; do
 	events=$(awk '/events/ { for (i = 1; i < NF; i++) if ($i == "events") print $(i + 1) }' "$dir/stdout")
 	events=${events:-$n}
 	echo "  log: $events events, $(size_of "$log")"
-	measure "convert -> trace.json.gz" "$events" "$conv" -q -i "$log" -o "$dir/out.json.gz"
+	# its own directory: the folded stacks beside each trace are named after it
+	mkdir -p "$dir/gz"
+	measure "convert -> trace.json.gz" "$events" "$conv" -q -i "$log" -o "$dir/gz/out.json.gz"
 	last[json.gz]=$rate
 	measure "convert -> trace.json (plain)" "$events" "$conv" -q -i "$log" -o "$dir/out.json"
 	last[json]=$rate
@@ -70,14 +72,14 @@ for n in ${BENCH_CONVERT_SIZES:-1000000 3000000 10000000}; do
 		awk -v a="$rate" -v b="$plain_rate" 'BEGIN { if (b > 0) printf "  profile-guided build: %.2fx the events/s of the default build\n", a / b }'
 		rate=$plain_rate
 	fi
-	echo "  outputs: json $(size_of "$dir/out.json"), json.gz $(size_of "$dir/out.json.gz"), run dir $(du -sm "$dir/tb" | cut -f1) MiB"
+	echo "  outputs: json $(size_of "$dir/out.json"), json.gz $(size_of "$dir/gz/out.json.gz"), run dir $(du -sm "$dir/tb" | cut -f1) MiB"
 	measure "cat of that JSON (write cost)" "$events" sh -c "cat '$dir/out.json' > '$dir/copy.json'"
 	rm -f "$dir/copy.json"
 	measure "gzip -6 of that JSON" "$events" gzip -6 -k -f "$dir/out.json"
 	echo "    -> $(size_of "$dir/out.json.gz")"
 	measure "zstd -3 of that JSON" "$events" zstd -3 -q -f "$dir/out.json" -o "$dir/out.json.zst"
 	echo "    -> $(size_of "$dir/out.json.zst")"
-	rm -rf "$dir/tb" "$dir/out.json"* "$log"
+	rm -rf "$dir/tb" "$dir/gz" "$dir"/out.* "$log"
 done
 for k in json.gz json logdir; do
 	[ -n "${last[$k]:-}" ] || continue
