@@ -2,8 +2,10 @@
 /*
  * Small command-line front end to the event log library, for tests.
  *
- *   evlog_cli write OUT N [all|mixed] [CHUNK_BYTES] [overwrite] [rows]
+ *   evlog_cli write OUT N [all|all12|mixed] [CHUNK_BYTES] [overwrite] [rows]
  *       Write N generated events (default mixed) to OUT; publish on success.
+ *       all: every type in turn; all12: the types of format 1.2 only (1-19),
+ *       a stream that stays the same when types are added.
  *       rows: format 1.0 row chunks (row_chunks option).
  *   evlog_cli count LOG
  *       Read LOG; print "events=N chunks_ok=N chunks_bad=N truncated=0|1".
@@ -28,6 +30,7 @@ static int do_write(int argc, char **argv)
 	const char *out = argv[2];
 	uint64_t n = strtoull(argv[3], NULL, 0);
 	int all = argc > 4 && !strcmp(argv[4], "all");
+	int all12 = argc > 4 && !strcmp(argv[4], "all12");
 	struct evlog_writer_opts o = { 0 };
 	if (argc > 5)
 		o.chunk_bytes = strtoull(argv[5], NULL, 0);
@@ -52,7 +55,10 @@ static int do_write(int argc, char **argv)
 	}
 	struct evlog_event ev;
 	for (uint64_t i = 0; i < n; i++) {
-		all ? evgen_all(g, i, &ev) : evgen_mixed(g, i, &ev);
+		if (all12)
+			evgen_all_upto(g, i, &ev, 19);
+		else
+			all ? evgen_all(g, i, &ev) : evgen_mixed(g, i, &ev);
 		if (evlog_write(w, &ev)) {
 			fprintf(stderr, "evlog_cli: %s\n", evlog_writer_error(w));
 			free(g);

@@ -242,17 +242,24 @@ static inline void evgen_fields(struct evgen *g, struct evlog_event *e)
 	}
 }
 
-/* Event i of the "every type, every value" stream. */
-static inline void evgen_all(struct evgen *g, uint64_t i, struct evlog_event *e)
+/* Event i of the "every type, every value" stream of types 1..max. */
+static inline void evgen_all_upto(struct evgen *g, uint64_t i, struct evlog_event *e,
+				  uint32_t max)
 {
 	memset(e, 0, sizeof(*e));
 	g->rng = evgen_mix(g->seed * 0x100000001b3ull + i);
-	e->type = 1 + (uint32_t)(i % EV_TYPE_MAX);
+	e->type = 1 + (uint32_t)(i % max);
 	/* Timestamps mostly rise but may jump back or far (any u64). */
 	e->ts = evgen_below(g, 8) ? 1000000ull * i + evgen_below(g, 1000) : evgen_next(g);
 	e->pid = evgen_below(g, 4) ? 1000 + (uint32_t)evgen_below(g, 3) : R32();
 	e->tid = evgen_below(g, 4) ? e->pid + (uint32_t)evgen_below(g, 2) : R32();
 	evgen_fields(g, e);
+}
+
+/* Event i of the "every type, every value" stream. */
+static inline void evgen_all(struct evgen *g, uint64_t i, struct evlog_event *e)
+{
+	evgen_all_upto(g, i, e, EV_TYPE_MAX);
 }
 
 /* Event i of a realistic stream (call in order: timestamps accumulate). */
