@@ -13,41 +13,33 @@
 #include <string.h>
 
 /*
- * Field kinds per event type, in row order: v varint (u, z, c alike), s
- * string reference, k native stack reference, y Python stack reference,
- * a argument list (count, then up to EVLOG_MAX_ARGS values; 1 + 8 columns).
- * Part of the format: columns are numbered in this order.
+ * Field kinds per event type, in row order (evlog_schema.h's letters): v
+ * varint (u, z, c alike), s string reference, k native stack reference, y
+ * Python stack reference, a argument list (count, then up to EVLOG_MAX_ARGS
+ * values; 1 + 8 columns). Columns are numbered in this order.
  */
-static const char *const evc_schema[EV_TYPE_MAX + 1] = {
-	[EV_PROCESS] = "vsssv",
-	[EV_PROCESS_EXIT] = "v",
-	[EV_THREAD] = "sv",
-	[EV_THREAD_EXIT] = "",
-	[EV_SYSCALL] = "vvvvvv",
-	[EV_CPU_SAMPLE] = "vk",
-	[EV_PY_ENTER] = "ssv",
-	[EV_PY_EXIT] = "s",
-	[EV_PY_SAMPLE] = "y",
-	[EV_LIB_CALL] = "vssvvvasv",
-	[EV_GPU_KERNEL] = "vvvvvsvvvvvvvvvv",
-	[EV_GPU_MEMCPY] = "vvvvvvvvv",
-	[EV_GPU_MEMSET] = "vvvvvvv",
-	[EV_GPU_API] = "vvvvvs",
-	[EV_GPU_DEVICE] = "vssvvvvvvvvv",
-	[EV_LOST] = "vv",
-	[EV_SYMBOL] = "vssv",
-	[EV_MARKER] = "ssvv",
-	[EV_CLOCK] = "v",
-};
+#define LETTERS(m, kind, f) EVS_LETTERS_##kind
+#define SCHEMA(N, num, m, track, dur, corr) [EV_##N] = "" EVLOG_FIELDS_##m(LETTERS, m),
+static const char *const evc_schema[EV_TYPE_MAX + 1] = { EVLOG_TYPES(SCHEMA) };
+#undef SCHEMA
+#undef LETTERS
+
+#define BASE(N, num, m, track, dur, corr) [EV_##N] = EVC_BASE_##m,
+const uint8_t evc_base[EV_TYPE_MAX + 1] = { EVLOG_TYPES(BASE) };
+#undef BASE
+#define NCOLS(N, num, m, track, dur, corr) [EV_##N] = EVC_NF_##m,
+const uint8_t evc_ncols[EV_TYPE_MAX + 1] = { EVLOG_TYPES(NCOLS) };
+#undef NCOLS
 
 void evc_bases(uint8_t base[EV_TYPE_MAX + 2])
 {
 	unsigned k = EVC_FIELDS;
 	base[0] = (uint8_t)k;
 	for (unsigned t = 1; t <= EV_TYPE_MAX; t++) {
+		if (evc_schema[t])
+			k = evc_base[t];
 		base[t] = (uint8_t)k;
-		for (const char *s = evc_schema[t]; *s; s++)
-			k += *s == 'a' ? 1 + EVLOG_MAX_ARGS : 1;
+		k += evc_ncols[t];
 	}
 	base[EV_TYPE_MAX + 1] = (uint8_t)k; /* == EVC_NCOLS */
 }
@@ -193,10 +185,6 @@ int evc_fields(struct evc_io *io, const int r2c, unsigned type, unsigned k)
 static inline __attribute__((always_inline))
 int evc_walk(struct evc_io *io, const int r2c, uint32_t count)
 {
-	uint8_t base[EV_TYPE_MAX + 2];
-	evc_bases(base);
-	if (base[EV_TYPE_MAX + 1] != EVC_NCOLS)
-		return -1; /* schema table and EVC_NCOLS out of step */
 	for (uint32_t i = 0; i < count; i++) {
 		uint64_t v;
 		unsigned s = r2c ? 0 : EVC_TYPE;
@@ -206,6 +194,8 @@ int evc_walk(struct evc_io *io, const int r2c, uint32_t count)
 		unsigned type = t & EVF_TYPE_MASK;
 		if (type == 0 || type > EV_TYPE_MAX)
 			return -2; /* a newer minor version's event */
+		if (!evc_schema[type])
+			return -1; /* 20 (EVC_MARK) is never an event */
 		if (evc_mv_bytes(io, r2c, EVC_TYPE, 1))
 			return -1;
 		MV(EVC_TS, &v);
@@ -214,7 +204,7 @@ int evc_walk(struct evc_io *io, const int r2c, uint32_t count)
 				MV(EVC_TID, &v);
 			MV(EVC_TID, &v);
 		}
-		if (evc_fields(io, r2c, type, base[type]))
+		if (evc_fields(io, r2c, type, evc_base[type]))
 			return -1;
 		io->done = i + 1;
 	}

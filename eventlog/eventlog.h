@@ -26,13 +26,16 @@
 #include <stddef.h>
 #include <stdint.h>
 #include <stdio.h>
+#include <string.h>
+
+#include "evlog_schema.h"
 
 #ifdef __cplusplus
 extern "C" {
 #endif
 
 #define EVLOG_VERSION_MAJOR 1
-#define EVLOG_VERSION_MINOR 2
+#define EVLOG_VERSION_MINOR 3
 
 /* Error codes (negated when returned). */
 enum evlog_err {
@@ -47,29 +50,14 @@ enum evlog_err {
 	EVLOG_END = 8,      /* evlog_next(): no more events (returned as -EVLOG_END) */
 };
 
-/* Event types. Values are part of the file format: never renumber. */
+/* Event types: EV_<NAME> = number, from EVLOG_TYPES (evlog_schema.h). Values
+ * are part of the file format: never renumber. */
+#define EVS_ENUM(N, num, m, track, dur, corr) EV_##N = num,
 enum evlog_type {
-	EV_PROCESS = 1,      /* process seen or exec'd: ppid, name (comm), cmdline, exe */
-	EV_PROCESS_EXIT = 2, /* process exited: code */
-	EV_THREAD = 3,       /* thread seen, created or renamed: name */
-	EV_THREAD_EXIT = 4,
-	EV_SYSCALL = 5,      /* complete system call */
-	EV_CPU_SAMPLE = 6,   /* sampled native stack (kernel + user frames) */
-	EV_PY_ENTER = 7,     /* Python function entered */
-	EV_PY_EXIT = 8,      /* Python function returned */
-	EV_PY_SAMPLE = 9,    /* sampled Python stack (frames as strings) */
-	EV_LIB_CALL = 10,    /* complete library call (uprobe entry + return) */
-	EV_GPU_KERNEL = 11,
-	EV_GPU_MEMCPY = 12,
-	EV_GPU_MEMSET = 13,
-	EV_GPU_API = 14,     /* CUDA runtime/driver call as recorded by CUPTI */
-	EV_GPU_DEVICE = 15,  /* GPU device properties */
-	EV_LOST = 16,        /* events lost by a source */
-	EV_SYMBOL = 17,      /* address -> symbol for sampled addresses */
-	EV_MARKER = 18,      /* free-form marker / annotation (steps, notes) */
-	EV_CLOCK = 19,       /* a fresh CLOCK_MONOTONIC <-> CLOCK_REALTIME anchor */
-	EV_TYPE_MAX = 19,
+	EVLOG_TYPES(EVS_ENUM)
+	EV_TYPE_MAX = EVLOG_TYPE_MAX_NUM,
 };
+#undef EVS_ENUM
 
 /* Sources, for EV_LOST and summaries. Part of the file format. */
 enum evlog_source {
@@ -120,93 +108,64 @@ struct evlog_pystack {
 };
 
 /*
- * One event. `type` selects the union member. Common fields:
+ * One event. `type` selects the union member, named as the type
+ * (evlog_type_name()); each member holds the type's fields in file order, as
+ * EVLOG_FIELDS_<member> in evlog_schema.h declares them (meanings there).
+ * Common fields:
  *   ts   CLOCK_MONOTONIC ns (start time for events with a duration)
  *   pid  process id (tgid) as seen from the host's pid namespace; for GPU
  *        activity the host process that issued it
  *   tid  thread id (0 where not meaningful)
+ * A marker named EVLOG_MARKER_NS_TID is metadata: see there.
  */
+#define EVS_FIELD(m, kind, f) EVS_MEMBER_##kind(f)
+#define EVS_UNION(N, num, m, track, dur, corr) struct { EVLOG_FIELDS_##m(EVS_FIELD, m) } m;
 struct evlog_event {
 	uint32_t type;
 	uint64_t ts;
 	uint32_t pid;
 	uint32_t tid;
 	union {
-		struct { uint32_t ppid; struct evlog_str name, cmdline, exe; uint8_t is_exec; } process;
-		struct { int64_t code; } process_exit;
-		struct { struct evlog_str name; uint8_t is_new; } thread;
-		struct { uint32_t nr; uint64_t dur; int64_t ret; uint64_t arg0, arg1, arg2; } syscall;
-		struct { uint32_t cpu; struct evlog_stack stack; } cpu_sample;
-		struct { struct evlog_str func, file; uint32_t line; } py_enter;
-		struct { struct evlog_str func; } py_exit; /* func may be empty */
-		struct { struct evlog_pystack stack; } py_sample;
-		struct {
-			uint8_t lib_class;          /* enum evlog_lib_class */
-			struct evlog_str lib;       /* library path or soname */
-			struct evlog_str symbol;
-			uint64_t dur;
-			uint64_t ret;
-			uint32_t depth;             /* nesting depth on this thread (0 = outermost) */
-			uint32_t nargs;
-			uint64_t args[EVLOG_MAX_ARGS];
-			struct evlog_str detail;    /* decoded args "bytes=4096 kind=HtoD" (may be empty) */
-			uint64_t correlation_id;    /* 0 if unknown */
-		} lib_call;
-		struct {
-			uint64_t dur;
-			uint32_t device, context, stream;
-			uint64_t correlation_id;
-			struct evlog_str name;      /* mangled or demangled kernel name */
-			uint32_t grid[3], block[3];
-			uint32_t registers;
-			uint32_t static_smem, dynamic_smem;
-			uint32_t graph_id;          /* 0 if not launched from a graph */
-		} gpu_kernel;
-		struct {
-			uint64_t dur;
-			uint32_t device, context, stream;
-			uint64_t correlation_id;
-			uint64_t bytes;
-			uint8_t copy_kind;          /* CUpti_ActivityMemcpyKind */
-			uint8_t src_kind, dst_kind; /* CUpti_ActivityMemoryKind */
-		} gpu_memcpy;
-		struct {
-			uint64_t dur;
-			uint32_t device, context, stream;
-			uint64_t correlation_id;
-			uint64_t bytes;
-			uint32_t value;
-		} gpu_memset;
-		struct {
-			uint64_t dur;
-			uint8_t api_class;          /* EVLIB_CUDA_RUNTIME or EVLIB_CUDA_DRIVER */
-			uint32_t cbid;
-			uint64_t correlation_id;
-			int64_t ret;
-			struct evlog_str name;
-		} gpu_api;
-		struct {
-			uint32_t device;
-			struct evlog_str name, uuid;
-			uint32_t sm_count;
-			uint32_t clock_khz;
-			uint64_t memory_bytes;
-			uint64_t memory_bandwidth;  /* bytes/s */
-			uint32_t cc_major, cc_minor;
-			uint32_t max_threads_per_sm, max_regs_per_sm, max_smem_per_sm;
-		} gpu_device;
-		struct { uint32_t source; uint64_t count; } lost;      /* enum evlog_source */
-		struct {
-			uint64_t addr;              /* pid 0 = kernel address */
-			struct evlog_str name;      /* symbol (demangled if possible); empty if unknown */
-			struct evlog_str module;    /* object path */
-			uint64_t offset;            /* addr - symbol start, or module offset if unknown */
-		} symbol;
-		struct { struct evlog_str name, text; uint64_t dur; uint64_t value; } marker;
-		/* a marker named EVLOG_MARKER_NS_TID: see there */
-		struct { uint64_t realtime_ns; } clock; /* ts is the CLOCK_MONOTONIC side */
+		EVLOG_TYPES(EVS_UNION)
 	} u;
 };
+#undef EVS_UNION
+#undef EVS_FIELD
+
+/* Each type's timeline traits (EVLOG_TYPES): its track (enum evlog_track),
+ * and the offsets in struct evlog_event of its duration and correlation id
+ * fields (0: it has none). Indexed by type; unknown types are all zero. */
+struct evlog_traits {
+	uint8_t track;
+	uint16_t dur_off, corr_off;
+};
+extern const struct evlog_traits evlog_traits[EV_TYPE_MAX + 1];
+
+static inline const struct evlog_traits *evlog_type_traits(uint32_t type)
+{
+	static const struct evlog_traits none;
+	return type <= EV_TYPE_MAX ? &evlog_traits[type] : &none;
+}
+
+/* The event's duration in ns (0 for instants and metadata). */
+static inline uint64_t evlog_dur(const struct evlog_event *e)
+{
+	uint16_t off = evlog_type_traits(e->type)->dur_off;
+	uint64_t v = 0;
+	if (off)
+		memcpy(&v, (const char *)e + off, sizeof(v));
+	return v;
+}
+
+/* The event's CUDA correlation id (0: none or unknown). */
+static inline uint64_t evlog_corr(const struct evlog_event *e)
+{
+	uint16_t off = evlog_type_traits(e->type)->corr_off;
+	uint64_t v = 0;
+	if (off)
+		memcpy(&v, (const char *)e + off, sizeof(v));
+	return v;
+}
 
 #define EVLOG_SESSION_LEN 16
 #define EVLOG_SESSION_HEX (2 * EVLOG_SESSION_LEN + 1) /* text form, with its NUL */

@@ -22,7 +22,6 @@
 /* First payload byte of a column chunk: an event type (20) that 1.0 readers
  * do not know, so they skip the chunk and count it (chunks_unknown). */
 #define EVC_MARK 20u
-#define EVC_NCOLS 105u
 
 /* Fixed columns, then one per field of each event type (evc_bases). */
 enum {
@@ -35,9 +34,29 @@ enum {
 	EVC_FIELDS,
 };
 
-/* base[t]: the first column of event type t's fields; base[t + 1] - base[t]
- * columns in all (an argument list takes 1 + EVLOG_MAX_ARGS). */
+/* EVC_NF_<member>: the columns of a type's fields (EVLOG_FIELDS_<member>). */
+#define EVC_NF_FIELD(m, kind, f) + EVS_NCOL_##kind
+#define EVC_NF(N, num, m, track, dur, corr) EVC_NF_##m = 0 EVLOG_FIELDS_##m(EVC_NF_FIELD, m),
+enum { EVLOG_TYPES(EVC_NF) };
+#undef EVC_NF
+#undef EVC_NF_FIELD
+
+/* EVC_BASE_<member>: the first column of a type's fields, in type order
+ * (each enumerator after a type's last column is the next type's first);
+ * EVC_NCOLS: all columns. */
+#define EVC_BASE(N, num, m, track, dur, corr) \
+	EVC_BASE_##m, EVC_LAST_##m = EVC_BASE_##m + EVC_NF_##m - 1,
+enum { EVC_BEFORE_FIELDS = EVC_FIELDS - 1, EVLOG_TYPES(EVC_BASE) EVC_NCOLS };
+#undef EVC_BASE
+
+/* Format 1.1/1.2 columns (types 1-19) never move. */
+_Static_assert(EVC_BASE_clock == 104 && EVC_LAST_clock == 104, "1.2 columns moved");
+
+/* base[t]: the first column of event type t's fields, ncols[t] of them (an
+ * argument list takes 1 + EVLOG_MAX_ARGS); base[EV_TYPE_MAX + 1] is
+ * EVC_NCOLS. A number that is no type has no columns. */
 void evc_bases(uint8_t base[EV_TYPE_MAX + 2]);
+extern const uint8_t evc_base[EV_TYPE_MAX + 1], evc_ncols[EV_TYPE_MAX + 1];
 
 struct evc_col {
 	uint8_t *b;

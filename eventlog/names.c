@@ -1,31 +1,23 @@
 // SPDX-License-Identifier: Apache-2.0
 /* Names of event types, sources and error codes (stable: used in dumps). */
 #include <stdarg.h>
+#include <stddef.h>
 #include <stdio.h>
 #include "eventlog/eventlog.h"
 #include "eventlog/evlog_format.h"
 
-static const char *const type_names[EV_TYPE_MAX + 1] = {
-	[EV_PROCESS] = "process",
-	[EV_PROCESS_EXIT] = "process_exit",
-	[EV_THREAD] = "thread",
-	[EV_THREAD_EXIT] = "thread_exit",
-	[EV_SYSCALL] = "syscall",
-	[EV_CPU_SAMPLE] = "cpu_sample",
-	[EV_PY_ENTER] = "py_enter",
-	[EV_PY_EXIT] = "py_exit",
-	[EV_PY_SAMPLE] = "py_sample",
-	[EV_LIB_CALL] = "lib_call",
-	[EV_GPU_KERNEL] = "gpu_kernel",
-	[EV_GPU_MEMCPY] = "gpu_memcpy",
-	[EV_GPU_MEMSET] = "gpu_memset",
-	[EV_GPU_API] = "gpu_api",
-	[EV_GPU_DEVICE] = "gpu_device",
-	[EV_LOST] = "lost",
-	[EV_SYMBOL] = "symbol",
-	[EV_MARKER] = "marker",
-	[EV_CLOCK] = "clock",
-};
+#define NAME(N, num, m, track, dur, corr) [EV_##N] = #m,
+static const char *const type_names[EV_TYPE_MAX + 1] = { EVLOG_TYPES(NAME) };
+#undef NAME
+
+/* A trait field's offset in struct evlog_event, or 0 for _. */
+#define OFF_dur(m) offsetof(struct evlog_event, u.m.dur)
+#define OFF_correlation_id(m) offsetof(struct evlog_event, u.m.correlation_id)
+#define OFF__(m) 0
+#define TRAITS(N, num, m, track, dur, corr) \
+	[EV_##N] = { EVLOG_TRACK_##track, OFF_##dur(m), OFF_##corr(m) },
+const struct evlog_traits evlog_traits[EV_TYPE_MAX + 1] = { EVLOG_TYPES(TRAITS) };
+#undef TRAITS
 
 static const char *const source_names[EVSRC_MAX + 1] = {
 	[EVSRC_OTHER] = "other",

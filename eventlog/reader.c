@@ -87,13 +87,6 @@ struct evlog_reader {
 	char err[512];
 };
 
-/* evc_bases() as constants, so that each type's column numbers are known at
- * compile time in evr_fields (checked against evc_bases at open). */
-static const uint8_t evr_base[EV_TYPE_MAX + 2] = {
-	6, 6, 11, 12, 14, 14, 20, 22, 25, 26, 27, 44, 60, 69, 76, 82, 94, 96, 100, 104, 105,
-};
-
-
 /* ------------------------------------------------------------------ bytes */
 
 static int evr_reserve(void **buf, size_t *cap, size_t need, size_t elem)
@@ -257,10 +250,6 @@ static int evr_init(struct evlog_reader *r, const char *name, char *msg, size_t 
 		s[i]->ptr = empty;
 	r->name = strdup(name ? name : "(memory)");
 	r->dctx = ZSTD_createDCtx();
-	uint8_t base[EV_TYPE_MAX + 2];
-	evc_bases(base);
-	if (memcmp(base, evr_base, sizeof(evr_base)))
-		return evf_msg(msg, msgsz, EVLOG_EINVAL, "event log library: column table out of step");
 	if (!r->name || !r->dctx)
 		return evf_msg(msg, msgsz, EVLOG_ENOMEM, "out of memory opening %s",
 			       name ? name : "(memory)");
@@ -656,90 +645,38 @@ static int evr_pystack(struct evlog_reader *r, unsigned k, struct evlog_pystack 
 	return 0;
 }
 
-#define CASE(t) case t: k = evr_base[t];
+/* Each field kind's decoding (evlog_schema.h), from column k on. */
+#define GET_U8(m, f) GET8(u->m.f);
+#define GET_U32(m, f) GET32(u->m.f);
+#define GET_U64(m, f) GETV(u->m.f);
+#define GET_X64(m, f) GETV(u->m.f);
+#define GET_SRC(m, f) GET32(u->m.f);
+#define GET_I64(m, f) GETZ(u->m.f);
+#define GET_CORR(m, f) GETC(u->m.f);
+#define GET_STR(m, f) GETS(u->m.f);
+#define GET_STACK(m, f) if (evr_stack(r, k++, &u->m.f)) return -1;
+#define GET_PYSTACK(m, f) if (evr_pystack(r, k++, &u->m.f)) return -1;
+#define GET_U32X3(m, f) GET32(u->m.f[0]); GET32(u->m.f[1]); GET32(u->m.f[2]);
+/* An argument list: its count, then argument i from the i-th column after it. */
+#define GET_ARGS(m, f)                                                         \
+	GETN(u->m.n##f, EVLOG_MAX_ARGS);                                       \
+	for (uint32_t i_ = 0; i_ < u->m.n##f; i_++)                            \
+		GETV_AT(k + i_, u->m.f[i_]);                                   \
+	k += EVLOG_MAX_ARGS;
+#define GET_FIELD(m, kind, f) GET_##kind(m, f)
+/* k: the type's first column, a constant in each case. */
+#define GET_TYPE(N, num, m, track, dur, corr) \
+	case EV_##N: k = EVC_BASE_##m; EVLOG_FIELDS_##m(GET_FIELD, m) break;
 
 static int evr_fields(struct evlog_reader *r, struct evlog_event *ev)
 {
 	typeof(ev->u) *u = &ev->u;
 	unsigned k;
 	switch (ev->type) {
-	CASE(EV_PROCESS)
-		GET32(u->process.ppid); GETS(u->process.name); GETS(u->process.cmdline);
-		GETS(u->process.exe); GET8(u->process.is_exec);
-		break;
-	CASE(EV_PROCESS_EXIT) GETZ(u->process_exit.code); break;
-	CASE(EV_THREAD) GETS(u->thread.name); GET8(u->thread.is_new); break;
-	CASE(EV_THREAD_EXIT) break;
-	CASE(EV_SYSCALL)
-		GET32(u->syscall.nr); GETV(u->syscall.dur); GETZ(u->syscall.ret);
-		GETV(u->syscall.arg0); GETV(u->syscall.arg1); GETV(u->syscall.arg2);
-		break;
-	CASE(EV_CPU_SAMPLE)
-		GET32(u->cpu_sample.cpu);
-		return evr_stack(r, k, &u->cpu_sample.stack);
-	CASE(EV_PY_ENTER)
-		GETS(u->py_enter.func); GETS(u->py_enter.file); GET32(u->py_enter.line);
-		break;
-	CASE(EV_PY_EXIT) GETS(u->py_exit.func); break;
-	CASE(EV_PY_SAMPLE) return evr_pystack(r, k, &u->py_sample.stack);
-	CASE(EV_LIB_CALL)
-		GET8(u->lib_call.lib_class); GETS(u->lib_call.lib); GETS(u->lib_call.symbol);
-		GETV(u->lib_call.dur); GETV(u->lib_call.ret); GET32(u->lib_call.depth);
-		GETN(u->lib_call.nargs, EVLOG_MAX_ARGS);
-		for (uint32_t i = 0; i < u->lib_call.nargs; i++)
-			GETV_AT(k + i, u->lib_call.args[i]); /* argument i: its own column */
-		k += EVLOG_MAX_ARGS;
-		GETS(u->lib_call.detail); GETC(u->lib_call.correlation_id);
-		break;
-	CASE(EV_GPU_KERNEL) {
-		typeof(u->gpu_kernel) *g = &u->gpu_kernel;
-		GETV(g->dur); GET32(g->device); GET32(g->context); GET32(g->stream);
-		GETC(g->correlation_id); GETS(g->name);
-		for (int i = 0; i < 3; i++)
-			GET32(g->grid[i]);
-		for (int i = 0; i < 3; i++)
-			GET32(g->block[i]);
-		GET32(g->registers); GET32(g->static_smem); GET32(g->dynamic_smem);
-		GET32(g->graph_id);
-		break;
-	}
-	CASE(EV_GPU_MEMCPY) {
-		typeof(u->gpu_memcpy) *m = &u->gpu_memcpy;
-		GETV(m->dur); GET32(m->device); GET32(m->context); GET32(m->stream);
-		GETC(m->correlation_id); GETV(m->bytes); GET8(m->copy_kind); GET8(m->src_kind);
-		GET8(m->dst_kind);
-		break;
-	}
-	CASE(EV_GPU_MEMSET) {
-		typeof(u->gpu_memset) *m = &u->gpu_memset;
-		GETV(m->dur); GET32(m->device); GET32(m->context); GET32(m->stream);
-		GETC(m->correlation_id); GETV(m->bytes); GET32(m->value);
-		break;
-	}
-	CASE(EV_GPU_API)
-		GETV(u->gpu_api.dur); GET8(u->gpu_api.api_class); GET32(u->gpu_api.cbid);
-		GETC(u->gpu_api.correlation_id); GETZ(u->gpu_api.ret); GETS(u->gpu_api.name);
-		break;
-	CASE(EV_GPU_DEVICE) {
-		typeof(u->gpu_device) *d = &u->gpu_device;
-		GET32(d->device); GETS(d->name); GETS(d->uuid); GET32(d->sm_count);
-		GET32(d->clock_khz); GETV(d->memory_bytes); GETV(d->memory_bandwidth);
-		GET32(d->cc_major); GET32(d->cc_minor); GET32(d->max_threads_per_sm);
-		GET32(d->max_regs_per_sm); GET32(d->max_smem_per_sm);
-		break;
-	}
-	CASE(EV_LOST) GET32(u->lost.source); GETV(u->lost.count); break;
-	CASE(EV_SYMBOL)
-		GETV(u->symbol.addr); GETS(u->symbol.name); GETS(u->symbol.module);
-		GETV(u->symbol.offset);
-		break;
-	CASE(EV_MARKER)
-		GETS(u->marker.name); GETS(u->marker.text); GETV(u->marker.dur);
-		GETV(u->marker.value);
-		break;
-	CASE(EV_CLOCK) GETV(u->clock.realtime_ns); break;
+	EVLOG_TYPES(GET_TYPE)
 	default: return -1;
 	}
+	(void)k;
 	return 0;
 }
 

@@ -48,7 +48,6 @@ struct evlog_writer {
 	size_t ccap[EVC_NCOLS];
 	size_t min_room;
 	size_t raw_len;          /* bytes in all columns */
-	uint8_t base[EV_TYPE_MAX + 2]; /* first column of each type's fields */
 	uint32_t n_events;
 	uint64_t base_ts, prev_ts;
 	uint32_t prev_pid, prev_tid;
@@ -300,7 +299,6 @@ static void evw_set_opts(struct evlog_writer *w, const struct evlog_writer_opts 
 static int evw_alloc(struct evlog_writer *w, char *msg, size_t msgsz)
 {
 	w->cctx = ZSTD_createCCtx();
-	evc_bases(w->base);
 	if (!w->cctx || evt_init(&w->strs, 1024) || evt_init(&w->stacks, 256) ||
 	    evt_init(&w->pystacks, 256))
 		return evf_msg(msg, msgsz, EVLOG_ENOMEM, "out of memory");
@@ -663,78 +661,67 @@ static int evw_chk_str(struct evlog_writer *w, struct evlog_str s, size_t *bound
 	return 0;
 }
 
-#define CHK_STR(s, f) do { int rc_ = evw_chk_str(w, (s), &b, (f)); if (rc_) return rc_; } while (0)
+static int evw_chk_stack(struct evlog_writer *w, const struct evlog_stack *s, size_t *bound,
+			 const char *type)
+{
+	if ((uint64_t)s->n_kernel + s->n_user > EVLOG_MAX_FRAMES)
+		return evw_fail(w, EVLOG_EINVAL, "%s: %u+%u frames, over the %u limit",
+				type, s->n_kernel, s->n_user, EVLOG_MAX_FRAMES);
+	if (s->n_kernel + s->n_user && !s->ips)
+		return evw_fail(w, EVLOG_EINVAL, "%s: NULL ips", type);
+	*bound += (size_t)(s->n_kernel + s->n_user) * 10;
+	return 0;
+}
+
+static int evw_chk_pystack(struct evlog_writer *w, const struct evlog_pystack *s, size_t *bound,
+			   const char *type, const char *frame)
+{
+	if (s->n > EVLOG_MAX_FRAMES)
+		return evw_fail(w, EVLOG_EINVAL, "%s: %u frames, over the %u limit",
+				type, s->n, EVLOG_MAX_FRAMES);
+	if (s->n && !s->frames)
+		return evw_fail(w, EVLOG_EINVAL, "%s: NULL frames", type);
+	for (uint32_t i = 0; i < s->n; i++) {
+		int rc = evw_chk_str(w, s->frames[i], bound, frame);
+		if (rc)
+			return rc;
+	}
+	return 0;
+}
+
+static int evw_chk_nargs(struct evlog_writer *w, uint32_t nargs, const char *type)
+{
+	if (nargs > EVLOG_MAX_ARGS)
+		return evw_fail(w, EVLOG_EINVAL, "%s: nargs %u, over the %u limit",
+				type, nargs, EVLOG_MAX_ARGS);
+	return 0;
+}
+
+/* What each field kind checks (evlog_schema.h): the variable-sized ones. */
+#define CHK_RC(x) do { int rc_ = (x); if (rc_) return rc_; } while (0)
+#define CHK_U8(m, f)
+#define CHK_U32(m, f)
+#define CHK_U64(m, f)
+#define CHK_X64(m, f)
+#define CHK_SRC(m, f)
+#define CHK_I64(m, f)
+#define CHK_CORR(m, f)
+#define CHK_U32X3(m, f)
+#define CHK_STR(m, f) CHK_RC(evw_chk_str(w, ev->u.m.f, &b, #m "." #f));
+#define CHK_STACK(m, f) CHK_RC(evw_chk_stack(w, &ev->u.m.f, &b, #m));
+#define CHK_PYSTACK(m, f) CHK_RC(evw_chk_pystack(w, &ev->u.m.f, &b, #m, #m ".frame"));
+#define CHK_ARGS(m, f) CHK_RC(evw_chk_nargs(w, ev->u.m.n##f, #m));
+#define CHK_FIELD(m, kind, f) CHK_##kind(m, f)
+#define CHK_TYPE(N, num, m, track, dur, corr) case EV_##N: EVLOG_FIELDS_##m(CHK_FIELD, m) break;
 
 /* Validates the event and returns an upper bound of its encoded size. */
 static int evw_bound(struct evlog_writer *w, const struct evlog_event *ev, size_t *bound)
 {
 	size_t b = 256;
 	switch (ev->type) {
-	case EV_PROCESS:
-		CHK_STR(ev->u.process.name, "process.name");
-		CHK_STR(ev->u.process.cmdline, "process.cmdline");
-		CHK_STR(ev->u.process.exe, "process.exe");
-		break;
-	case EV_THREAD:
-		CHK_STR(ev->u.thread.name, "thread.name");
-		break;
-	case EV_CPU_SAMPLE: {
-		const struct evlog_stack *s = &ev->u.cpu_sample.stack;
-		if ((uint64_t)s->n_kernel + s->n_user > EVLOG_MAX_FRAMES)
-			return evw_fail(w, EVLOG_EINVAL, "cpu_sample: %u+%u frames, over the %u limit",
-					s->n_kernel, s->n_user, EVLOG_MAX_FRAMES);
-		if (s->n_kernel + s->n_user && !s->ips)
-			return evw_fail(w, EVLOG_EINVAL, "cpu_sample: NULL ips");
-		b += (size_t)(s->n_kernel + s->n_user) * 10;
-		break;
-	}
-	case EV_PY_ENTER:
-		CHK_STR(ev->u.py_enter.func, "py_enter.func");
-		CHK_STR(ev->u.py_enter.file, "py_enter.file");
-		break;
-	case EV_PY_EXIT:
-		CHK_STR(ev->u.py_exit.func, "py_exit.func");
-		break;
-	case EV_PY_SAMPLE: {
-		const struct evlog_pystack *s = &ev->u.py_sample.stack;
-		if (s->n > EVLOG_MAX_FRAMES)
-			return evw_fail(w, EVLOG_EINVAL, "py_sample: %u frames, over the %u limit",
-					s->n, EVLOG_MAX_FRAMES);
-		if (s->n && !s->frames)
-			return evw_fail(w, EVLOG_EINVAL, "py_sample: NULL frames");
-		for (uint32_t i = 0; i < s->n; i++)
-			CHK_STR(s->frames[i], "py_sample.frame");
-		break;
-	}
-	case EV_LIB_CALL:
-		if (ev->u.lib_call.nargs > EVLOG_MAX_ARGS)
-			return evw_fail(w, EVLOG_EINVAL, "lib_call: nargs %u, over the %u limit",
-					ev->u.lib_call.nargs, EVLOG_MAX_ARGS);
-		CHK_STR(ev->u.lib_call.lib, "lib_call.lib");
-		CHK_STR(ev->u.lib_call.symbol, "lib_call.symbol");
-		CHK_STR(ev->u.lib_call.detail, "lib_call.detail");
-		break;
-	case EV_GPU_KERNEL:
-		CHK_STR(ev->u.gpu_kernel.name, "gpu_kernel.name");
-		break;
-	case EV_GPU_API:
-		CHK_STR(ev->u.gpu_api.name, "gpu_api.name");
-		break;
-	case EV_GPU_DEVICE:
-		CHK_STR(ev->u.gpu_device.name, "gpu_device.name");
-		CHK_STR(ev->u.gpu_device.uuid, "gpu_device.uuid");
-		break;
-	case EV_SYMBOL:
-		CHK_STR(ev->u.symbol.name, "symbol.name");
-		CHK_STR(ev->u.symbol.module, "symbol.module");
-		break;
-	case EV_MARKER:
-		CHK_STR(ev->u.marker.name, "marker.name");
-		CHK_STR(ev->u.marker.text, "marker.text");
-		break;
+	EVLOG_TYPES(CHK_TYPE)
 	default:
-		if (!evlog_type_name(ev->type))
-			return evw_fail(w, EVLOG_EINVAL, "unknown event type %u", ev->type);
+		return evw_fail(w, EVLOG_EINVAL, "unknown event type %u", ev->type);
 	}
 	if (b > EVF_CHUNK_RAW_MAX)
 		return evw_fail(w, EVLOG_EINVAL, "%s event of about %zu bytes, over the %u limit",
@@ -746,85 +733,41 @@ static int evw_bound(struct evlog_writer *w, const struct evlog_event *ev, size_
 /* ---------------------------------------------------------------- encoding */
 
 /* Each field goes to its own column, numbered in field order from the
- * type's first column (k); the order matches evc_schema in columns.c. */
+ * type's first column (k), as evlog_schema.h declares them. */
 #define V(x) evw_put(w, k++, (uint64_t)(x))
 #define Z(x) evw_put(w, k++, lt_zigzag((int64_t)(x)))
-#define S(x) evw_s(w, k++, (x))
 /* Correlation ids mostly rise by small steps: code the signed difference
  * from the previous one in the chunk. */
 #define C(x) do { uint64_t c_ = (x); Z(c_ - w->prev_corr); w->prev_corr = c_; } while (0)
+#define PUT_U8(m, f) V(u->m.f);
+#define PUT_U32(m, f) V(u->m.f);
+#define PUT_U64(m, f) V(u->m.f);
+#define PUT_X64(m, f) V(u->m.f);
+#define PUT_SRC(m, f) V(u->m.f);
+#define PUT_I64(m, f) Z(u->m.f);
+#define PUT_CORR(m, f) C(u->m.f);
+#define PUT_STR(m, f) evw_s(w, k++, u->m.f);
+#define PUT_STACK(m, f) evw_stack(w, k++, &u->m.f);
+#define PUT_PYSTACK(m, f) evw_pystack(w, k++, &u->m.f);
+#define PUT_U32X3(m, f) V(u->m.f[0]); V(u->m.f[1]); V(u->m.f[2]);
+/* An argument list: its count, then argument i in the i-th column after it. */
+#define PUT_ARGS(m, f) do {                                                    \
+		V(u->m.n##f);                                                  \
+		for (uint32_t i_ = 0; i_ < u->m.n##f; i_++)                    \
+			evw_put(w, k + i_, u->m.f[i_]);                        \
+		k += EVLOG_MAX_ARGS;                                           \
+	} while (0);
+#define PUT_FIELD(m, kind, f) PUT_##kind(m, f)
+#define PUT_TYPE(N, num, m, track, dur, corr) case EV_##N: EVLOG_FIELDS_##m(PUT_FIELD, m) break;
 
 static void evw_fields(struct evlog_writer *w, const struct evlog_event *ev)
 {
 	const typeof(ev->u) *u = &ev->u;
-	unsigned k = w->base[ev->type];
+	unsigned k = evc_base[ev->type];
 	switch (ev->type) {
-	case EV_PROCESS:
-		V(u->process.ppid); S(u->process.name); S(u->process.cmdline); S(u->process.exe);
-		V(u->process.is_exec);
-		break;
-	case EV_PROCESS_EXIT: Z(u->process_exit.code); break;
-	case EV_THREAD: S(u->thread.name); V(u->thread.is_new); break;
-	case EV_THREAD_EXIT: break;
-	case EV_SYSCALL:
-		V(u->syscall.nr); V(u->syscall.dur); Z(u->syscall.ret);
-		V(u->syscall.arg0); V(u->syscall.arg1); V(u->syscall.arg2);
-		break;
-	case EV_CPU_SAMPLE: V(u->cpu_sample.cpu); evw_stack(w, k, &u->cpu_sample.stack); break;
-	case EV_PY_ENTER: S(u->py_enter.func); S(u->py_enter.file); V(u->py_enter.line); break;
-	case EV_PY_EXIT: S(u->py_exit.func); break;
-	case EV_PY_SAMPLE: evw_pystack(w, k, &u->py_sample.stack); break;
-	case EV_LIB_CALL:
-		V(u->lib_call.lib_class); S(u->lib_call.lib); S(u->lib_call.symbol);
-		V(u->lib_call.dur); V(u->lib_call.ret); V(u->lib_call.depth); V(u->lib_call.nargs);
-		for (uint32_t i = 0; i < u->lib_call.nargs; i++)
-			evw_put(w, k + i, u->lib_call.args[i]); /* argument i: its own column */
-		k += EVLOG_MAX_ARGS;
-		S(u->lib_call.detail); C(u->lib_call.correlation_id);
-		break;
-	case EV_GPU_KERNEL: {
-		const typeof(u->gpu_kernel) *g = &u->gpu_kernel;
-		V(g->dur); V(g->device); V(g->context); V(g->stream); C(g->correlation_id);
-		S(g->name);
-		for (int i = 0; i < 3; i++)
-			V(g->grid[i]);
-		for (int i = 0; i < 3; i++)
-			V(g->block[i]);
-		V(g->registers); V(g->static_smem); V(g->dynamic_smem); V(g->graph_id);
-		break;
+	EVLOG_TYPES(PUT_TYPE)
 	}
-	case EV_GPU_MEMCPY: {
-		const typeof(u->gpu_memcpy) *m = &u->gpu_memcpy;
-		V(m->dur); V(m->device); V(m->context); V(m->stream); C(m->correlation_id);
-		V(m->bytes); V(m->copy_kind); V(m->src_kind); V(m->dst_kind);
-		break;
-	}
-	case EV_GPU_MEMSET: {
-		const typeof(u->gpu_memset) *m = &u->gpu_memset;
-		V(m->dur); V(m->device); V(m->context); V(m->stream); C(m->correlation_id);
-		V(m->bytes); V(m->value);
-		break;
-	}
-	case EV_GPU_API:
-		V(u->gpu_api.dur); V(u->gpu_api.api_class); V(u->gpu_api.cbid);
-		C(u->gpu_api.correlation_id); Z(u->gpu_api.ret); S(u->gpu_api.name);
-		break;
-	case EV_GPU_DEVICE: {
-		const typeof(u->gpu_device) *d = &u->gpu_device;
-		V(d->device); S(d->name); S(d->uuid); V(d->sm_count); V(d->clock_khz);
-		V(d->memory_bytes); V(d->memory_bandwidth); V(d->cc_major); V(d->cc_minor);
-		V(d->max_threads_per_sm); V(d->max_regs_per_sm); V(d->max_smem_per_sm);
-		break;
-	}
-	case EV_LOST: V(u->lost.source); V(u->lost.count); break;
-	case EV_SYMBOL:
-		V(u->symbol.addr); S(u->symbol.name); S(u->symbol.module); V(u->symbol.offset);
-		break;
-	case EV_MARKER:
-		S(u->marker.name); S(u->marker.text); V(u->marker.dur); V(u->marker.value);
-		break;
-	case EV_CLOCK: V(u->clock.realtime_ns); break;
-	}
+	(void)k;
 }
 
 /* Grow column k to at least `room` free bytes. */
@@ -855,7 +798,7 @@ static int evw_make_room(struct evlog_writer *w, uint32_t type, size_t bound)
 {
 	size_t min = SIZE_MAX;
 	for (unsigned k = 0; k < EVC_NCOLS; k++) {
-		int mine = k < EVC_FIELDS || (k >= w->base[type] && k < w->base[type + 1]);
+		int mine = k < EVC_FIELDS || (k >= evc_base[type] && k < evc_base[type] + evc_ncols[type]);
 		if (evw_col_room(w, k, mine && bound > EVW_SLACK ? bound : EVW_SLACK))
 			return -1;
 		size_t room = w->ccap[k] - (size_t)(w->cp[k] - w->cb[k]);

@@ -239,16 +239,41 @@ static inline void evgen_fields(struct evgen *g, struct evlog_event *e)
 		u->marker.dur = R64(); u->marker.value = R64();
 		break;
 	case EV_CLOCK: u->clock.realtime_ns = R64(); break;
+#ifdef EVLOG_TYPES
+	case EV_GPU_SYNC:
+		u->gpu_sync.dur = R64(); u->gpu_sync.kind = R8(); u->gpu_sync.context = R32();
+		u->gpu_sync.stream = R32(); u->gpu_sync.cuda_event = R32();
+		u->gpu_sync.correlation_id = R64();
+		break;
+	case EV_CUPTI_OVERHEAD:
+		u->cupti_overhead.dur = R64(); u->cupti_overhead.kind = R32();
+		u->cupti_overhead.object_kind = R8();
+		break;
+#endif
 	}
 }
 
-/* Event i of the "every type, every value" stream of types 1..max. */
+/* Every event type, in number order (evlog_schema.h). The 1.0 library
+ * (tests/integration/eventlog_compat.sh builds it with this file) has no
+ * schema table: types 1-19. */
+#ifdef EVLOG_TYPES
+#define EVGEN_TYPE(N, num, m, track, dur, corr) EV_##N,
+static const uint32_t evgen_types[] = { EVLOG_TYPES(EVGEN_TYPE) };
+#undef EVGEN_TYPE
+#else
+static const uint32_t evgen_types[] = { 1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12, 13, 14, 15, 16,
+					17, 18, 19 };
+#endif
+#define EVGEN_NTYPES (sizeof(evgen_types) / sizeof(evgen_types[0]))
+
+/* Event i of the "every type, every value" stream of the first n types
+ * (19: those of format 1.2, numbers 1-19). */
 static inline void evgen_all_upto(struct evgen *g, uint64_t i, struct evlog_event *e,
-				  uint32_t max)
+				  uint32_t n)
 {
 	memset(e, 0, sizeof(*e));
 	g->rng = evgen_mix(g->seed * 0x100000001b3ull + i);
-	e->type = 1 + (uint32_t)(i % max);
+	e->type = evgen_types[i % n];
 	/* Timestamps mostly rise but may jump back or far (any u64). */
 	e->ts = evgen_below(g, 8) ? 1000000ull * i + evgen_below(g, 1000) : evgen_next(g);
 	e->pid = evgen_below(g, 4) ? 1000 + (uint32_t)evgen_below(g, 3) : R32();
@@ -259,7 +284,7 @@ static inline void evgen_all_upto(struct evgen *g, uint64_t i, struct evlog_even
 /* Event i of the "every type, every value" stream. */
 static inline void evgen_all(struct evgen *g, uint64_t i, struct evlog_event *e)
 {
-	evgen_all_upto(g, i, e, EV_TYPE_MAX);
+	evgen_all_upto(g, i, e, EVGEN_NTYPES);
 }
 
 /* Event i of a realistic stream (call in order: timestamps accumulate). */
@@ -333,6 +358,7 @@ static inline int evgen_str_eq(struct evlog_str a, struct evlog_str b)
 	return a.len == b.len && (!a.len || !memcmp(a.ptr, b.ptr, a.len));
 }
 
+#ifdef EVLOG_TYPES
 /* Field-by-field equality. On mismatch returns 0 and names the field. */
 static inline int evgen_equal(const struct evlog_event *a, const struct evlog_event *b,
 			      char *why, size_t whysz)
@@ -340,82 +366,32 @@ static inline int evgen_equal(const struct evlog_event *a, const struct evlog_ev
 #define EQ(f) do { if ((a->f) != (b->f)) { snprintf(why, whysz, "%s", #f); return 0; } } while (0)
 #define EQS(f) do { if (!evgen_str_eq(a->f, b->f)) { snprintf(why, whysz, "%s", #f); return 0; } } while (0)
 	EQ(type); EQ(ts); EQ(pid); EQ(tid);
-	const typeof(a->u) *x = &a->u, *y = &b->u;
-	(void)y;
+#define EQ_U8(m, f) EQ(u.m.f);
+#define EQ_U32(m, f) EQ(u.m.f);
+#define EQ_U64(m, f) EQ(u.m.f);
+#define EQ_X64(m, f) EQ(u.m.f);
+#define EQ_SRC(m, f) EQ(u.m.f);
+#define EQ_I64(m, f) EQ(u.m.f);
+#define EQ_CORR(m, f) EQ(u.m.f);
+#define EQ_STR(m, f) EQS(u.m.f);
+#define EQ_U32X3(m, f) EQ(u.m.f[0]); EQ(u.m.f[1]); EQ(u.m.f[2]);
+#define EQ_ARGS(m, f) EQ(u.m.n##f); \
+	for (uint32_t i_ = 0; i_ < a->u.m.n##f && i_ < EVLOG_MAX_ARGS; i_++) EQ(u.m.f[i_]);
+#define EQ_STACK(m, f) EQ(u.m.f.n_kernel); EQ(u.m.f.n_user); \
+	for (uint32_t i_ = 0; i_ < a->u.m.f.n_kernel + a->u.m.f.n_user; i_++) EQ(u.m.f.ips[i_]);
+#define EQ_PYSTACK(m, f) EQ(u.m.f.n); \
+	for (uint32_t i_ = 0; i_ < a->u.m.f.n; i_++) EQS(u.m.f.frames[i_]);
+#define EQ_FIELD(m, kind, f) EQ_##kind(m, f)
+#define EQ_TYPE(N, num, m, track, dur, corr) case EV_##N: EVLOG_FIELDS_##m(EQ_FIELD, m) break;
 	switch (a->type) {
-	case EV_PROCESS:
-		EQ(u.process.ppid); EQS(u.process.name); EQS(u.process.cmdline);
-		EQS(u.process.exe); EQ(u.process.is_exec);
-		break;
-	case EV_PROCESS_EXIT: EQ(u.process_exit.code); break;
-	case EV_THREAD: EQS(u.thread.name); EQ(u.thread.is_new); break;
-	case EV_SYSCALL:
-		EQ(u.syscall.nr); EQ(u.syscall.dur); EQ(u.syscall.ret);
-		EQ(u.syscall.arg0); EQ(u.syscall.arg1); EQ(u.syscall.arg2);
-		break;
-	case EV_CPU_SAMPLE:
-		EQ(u.cpu_sample.cpu); EQ(u.cpu_sample.stack.n_kernel); EQ(u.cpu_sample.stack.n_user);
-		for (uint32_t i = 0; i < x->cpu_sample.stack.n_kernel + x->cpu_sample.stack.n_user; i++)
-			EQ(u.cpu_sample.stack.ips[i]);
-		break;
-	case EV_PY_ENTER: EQS(u.py_enter.func); EQS(u.py_enter.file); EQ(u.py_enter.line); break;
-	case EV_PY_EXIT: EQS(u.py_exit.func); break;
-	case EV_PY_SAMPLE:
-		EQ(u.py_sample.stack.n);
-		for (uint32_t i = 0; i < x->py_sample.stack.n; i++)
-			EQS(u.py_sample.stack.frames[i]);
-		break;
-	case EV_LIB_CALL:
-		EQ(u.lib_call.lib_class); EQS(u.lib_call.lib); EQS(u.lib_call.symbol);
-		EQ(u.lib_call.dur); EQ(u.lib_call.ret); EQ(u.lib_call.depth); EQ(u.lib_call.nargs);
-		for (uint32_t i = 0; i < x->lib_call.nargs && i < EVLOG_MAX_ARGS; i++)
-			EQ(u.lib_call.args[i]);
-		EQS(u.lib_call.detail); EQ(u.lib_call.correlation_id);
-		break;
-	case EV_GPU_KERNEL:
-		EQ(u.gpu_kernel.dur); EQ(u.gpu_kernel.device); EQ(u.gpu_kernel.context);
-		EQ(u.gpu_kernel.stream); EQ(u.gpu_kernel.correlation_id); EQS(u.gpu_kernel.name);
-		for (int i = 0; i < 3; i++) {
-			EQ(u.gpu_kernel.grid[i]);
-			EQ(u.gpu_kernel.block[i]);
-		}
-		EQ(u.gpu_kernel.registers); EQ(u.gpu_kernel.static_smem);
-		EQ(u.gpu_kernel.dynamic_smem); EQ(u.gpu_kernel.graph_id);
-		break;
-	case EV_GPU_MEMCPY:
-		EQ(u.gpu_memcpy.dur); EQ(u.gpu_memcpy.device); EQ(u.gpu_memcpy.context);
-		EQ(u.gpu_memcpy.stream); EQ(u.gpu_memcpy.correlation_id); EQ(u.gpu_memcpy.bytes);
-		EQ(u.gpu_memcpy.copy_kind); EQ(u.gpu_memcpy.src_kind); EQ(u.gpu_memcpy.dst_kind);
-		break;
-	case EV_GPU_MEMSET:
-		EQ(u.gpu_memset.dur); EQ(u.gpu_memset.device); EQ(u.gpu_memset.context);
-		EQ(u.gpu_memset.stream); EQ(u.gpu_memset.correlation_id); EQ(u.gpu_memset.bytes);
-		EQ(u.gpu_memset.value);
-		break;
-	case EV_GPU_API:
-		EQ(u.gpu_api.dur); EQ(u.gpu_api.api_class); EQ(u.gpu_api.cbid);
-		EQ(u.gpu_api.correlation_id); EQ(u.gpu_api.ret); EQS(u.gpu_api.name);
-		break;
-	case EV_GPU_DEVICE:
-		EQ(u.gpu_device.device); EQS(u.gpu_device.name); EQS(u.gpu_device.uuid);
-		EQ(u.gpu_device.sm_count); EQ(u.gpu_device.clock_khz); EQ(u.gpu_device.memory_bytes);
-		EQ(u.gpu_device.memory_bandwidth); EQ(u.gpu_device.cc_major); EQ(u.gpu_device.cc_minor);
-		EQ(u.gpu_device.max_threads_per_sm); EQ(u.gpu_device.max_regs_per_sm);
-		EQ(u.gpu_device.max_smem_per_sm);
-		break;
-	case EV_LOST: EQ(u.lost.source); EQ(u.lost.count); break;
-	case EV_SYMBOL:
-		EQ(u.symbol.addr); EQS(u.symbol.name); EQS(u.symbol.module); EQ(u.symbol.offset);
-		break;
-	case EV_MARKER:
-		EQS(u.marker.name); EQS(u.marker.text); EQ(u.marker.dur); EQ(u.marker.value);
-		break;
-	case EV_CLOCK: EQ(u.clock.realtime_ns); break;
+	EVLOG_TYPES(EQ_TYPE)
 	}
 	return 1;
 #undef EQ
 #undef EQS
 }
+
+#endif /* EVLOG_TYPES */
 
 #undef R32
 #undef R8

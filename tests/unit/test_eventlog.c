@@ -208,7 +208,8 @@ static void test_odd_strings(void **state)
 	int nev = 0;
 	for (size_t k = 0; k < nodd; k++) {
 		struct evlog_str s = odd[k], t = odd[(k + 1) % nodd];
-		for (uint32_t type = 1; type <= EV_TYPE_MAX; type++) {
+		for (uint32_t ti = 0; ti < EVGEN_NTYPES; ti++) {
+			uint32_t type = evgen_types[ti];
 			memset(&ev, 0, sizeof(ev));
 			ev.type = type;
 			ev.ts = 1000 + (uint64_t)nev;
@@ -250,10 +251,10 @@ static void test_odd_strings(void **state)
 	const struct evlog_event *got;
 	int i = 0;
 	while (evlog_next(r, &got) == 0) {
-		size_t k = (size_t)i / EV_TYPE_MAX;
+		size_t k = (size_t)i / EVGEN_NTYPES;
 		struct evlog_str s = odd[k], t = odd[(k + 1) % nodd];
 		const typeof(got->u) *u = &got->u;
-		assert_int_equal(got->type, 1 + i % EV_TYPE_MAX);
+		assert_int_equal(got->type, evgen_types[i % EVGEN_NTYPES]);
 		switch (got->type) {
 		case EV_PROCESS:
 			assert_true(evgen_str_eq(u->process.name, s));

@@ -1,0 +1,184 @@
+/* SPDX-License-Identifier: Apache-2.0 */
+/*
+ * evlog_schema.h: every event type and its fields, declared once. The C
+ * struct (eventlog.h's union), the writer, the reader, the column layout,
+ * the text dump, the names, the converter's sort records and its generic
+ * field access all expand these tables (X-macros); schemas/eventlog.md 3.4
+ * is their text. Adding a type: a line in EVLOG_TYPES with a number never
+ * used (20 is the column-chunk mark, EVC_MARK), its EVLOG_FIELDS_<name> list,
+ * EV_TYPE_MAX, and the format's minor version (docs/ARCHITECTURE.md,
+ * "Extending llmtracker").
+ *
+ * Part of the file format: type numbers, and each type's fields in order
+ * (their kinds say how each is coded). Never renumber, reorder or retype.
+ */
+#ifndef LLMT_EVLOG_SCHEMA_H
+#define LLMT_EVLOG_SCHEMA_H
+
+/*
+ * Field kinds: C type in struct evlog_event, coding on disk, dump style.
+ *   U8, U32, U64  unsigned varint (a reader rejects values over the C type)
+ *   X64           u64 varint, dumped as 0x hex (addresses, raw arguments)
+ *   SRC           u32 varint, an enum evlog_source, dumped by its name
+ *   I64           zigzag varint (signed)
+ *   CORR          u64 correlation id, zigzag of the difference to the previous
+ *                 one of the chunk (any type)
+ *   STR           string reference (interned per chunk)
+ *   STACK         native stack reference (struct evlog_stack)
+ *   PYSTACK       Python stack reference (struct evlog_pystack)
+ *   U32X3         three u32 varints, one column each (uint32_t name[3])
+ *   ARGS          count (uint32_t n<name>, at most EVLOG_MAX_ARGS), then that
+ *                 many u64 values, value i in the i-th of EVLOG_MAX_ARGS
+ *                 columns (uint64_t name[EVLOG_MAX_ARGS])
+ *
+ * F(member, KIND, field): `member` is the type's union member, passed through
+ * so an expansion can name u.member.field.
+ */
+#define EVLOG_FIELDS_process(F, m) \
+	F(m, U32, ppid) F(m, STR, name) F(m, STR, cmdline) F(m, STR, exe) F(m, U8, is_exec)
+#define EVLOG_FIELDS_process_exit(F, m) F(m, I64, code)
+#define EVLOG_FIELDS_thread(F, m) F(m, STR, name) F(m, U8, is_new)
+#define EVLOG_FIELDS_thread_exit(F, m)
+#define EVLOG_FIELDS_syscall(F, m) \
+	F(m, U32, nr) F(m, U64, dur) F(m, I64, ret) F(m, X64, arg0) F(m, X64, arg1) F(m, X64, arg2)
+#define EVLOG_FIELDS_cpu_sample(F, m) F(m, U32, cpu) F(m, STACK, stack)
+#define EVLOG_FIELDS_py_enter(F, m) F(m, STR, func) F(m, STR, file) F(m, U32, line)
+#define EVLOG_FIELDS_py_exit(F, m) F(m, STR, func) /* func may be empty */
+#define EVLOG_FIELDS_py_sample(F, m) F(m, PYSTACK, stack)
+/* lib_class: enum evlog_lib_class; lib: path or soname; depth: nesting on
+ * this thread (0 = outermost); detail: decoded args "bytes=4096 kind=HtoD"
+ * (may be empty); correlation_id: 0 if unknown. */
+#define EVLOG_FIELDS_lib_call(F, m) \
+	F(m, U8, lib_class) F(m, STR, lib) F(m, STR, symbol) F(m, U64, dur) F(m, U64, ret) \
+	F(m, U32, depth) F(m, ARGS, args) F(m, STR, detail) F(m, CORR, correlation_id)
+/* name: mangled or demangled; graph_id: 0 if not launched from a graph. */
+#define EVLOG_FIELDS_gpu_kernel(F, m) \
+	F(m, U64, dur) F(m, U32, device) F(m, U32, context) F(m, U32, stream) \
+	F(m, CORR, correlation_id) F(m, STR, name) F(m, U32X3, grid) F(m, U32X3, block) \
+	F(m, U32, registers) F(m, U32, static_smem) F(m, U32, dynamic_smem) F(m, U32, graph_id)
+/* copy_kind: CUpti_ActivityMemcpyKind; src_kind, dst_kind: CUpti_ActivityMemoryKind. */
+#define EVLOG_FIELDS_gpu_memcpy(F, m) \
+	F(m, U64, dur) F(m, U32, device) F(m, U32, context) F(m, U32, stream) \
+	F(m, CORR, correlation_id) F(m, U64, bytes) F(m, U8, copy_kind) F(m, U8, src_kind) \
+	F(m, U8, dst_kind)
+#define EVLOG_FIELDS_gpu_memset(F, m) \
+	F(m, U64, dur) F(m, U32, device) F(m, U32, context) F(m, U32, stream) \
+	F(m, CORR, correlation_id) F(m, U64, bytes) F(m, U32, value)
+/* api_class: EVLIB_CUDA_RUNTIME or EVLIB_CUDA_DRIVER. */
+#define EVLOG_FIELDS_gpu_api(F, m) \
+	F(m, U64, dur) F(m, U8, api_class) F(m, U32, cbid) F(m, CORR, correlation_id) \
+	F(m, I64, ret) F(m, STR, name)
+/* memory_bandwidth in bytes/s. */
+#define EVLOG_FIELDS_gpu_device(F, m) \
+	F(m, U32, device) F(m, STR, name) F(m, STR, uuid) F(m, U32, sm_count) \
+	F(m, U32, clock_khz) F(m, U64, memory_bytes) F(m, U64, memory_bandwidth) \
+	F(m, U32, cc_major) F(m, U32, cc_minor) F(m, U32, max_threads_per_sm) \
+	F(m, U32, max_regs_per_sm) F(m, U32, max_smem_per_sm)
+#define EVLOG_FIELDS_lost(F, m) F(m, SRC, source) F(m, U64, count)
+/* addr: pid 0 = kernel address; name: demangled if possible, empty if
+ * unknown; module: object path; offset: addr - symbol start, or the module
+ * offset if unknown. */
+#define EVLOG_FIELDS_symbol(F, m) \
+	F(m, X64, addr) F(m, STR, name) F(m, STR, module) F(m, X64, offset)
+#define EVLOG_FIELDS_marker(F, m) F(m, STR, name) F(m, STR, text) F(m, U64, dur) F(m, U64, value)
+#define EVLOG_FIELDS_clock(F, m) F(m, U64, realtime_ns) /* ts is the CLOCK_MONOTONIC side */
+/* A CUDA synchronization (CUPTI): the host thread waited from ts for dur ns.
+ * kind: CUpti_ActivitySynchronizationType (1 event synchronize, 2 stream
+ * wait event, 3 stream synchronize, 4 context synchronize, 0 unknown);
+ * stream: 0xffffffff where not one stream (context sync); cuda_event: the
+ * CUDA event waited on, 0xffffffff if none; correlation_id: the API call's. */
+#define EVLOG_FIELDS_gpu_sync(F, m) \
+	F(m, U64, dur) F(m, U8, kind) F(m, U32, context) F(m, U32, stream) \
+	F(m, U32, cuda_event) F(m, CORR, correlation_id)
+/* Time CUPTI itself spent on a thread or process. kind:
+ * CUpti_ActivityOverheadKind (1 driver compiler, 1<<16 buffer flush, 2<<16
+ * instrumentation, 3<<16 resource, 0 unknown); object_kind:
+ * CUpti_ActivityObjectKind of what it was charged to (1 process, 2 thread,
+ * 3 device, 4 context, 5 stream). */
+#define EVLOG_FIELDS_cupti_overhead(F, m) \
+	F(m, U64, dur) F(m, U32, kind) F(m, U8, object_kind)
+
+/*
+ * T(NAME, number, member, track, dur, corr): enum EV_<NAME> = number, union
+ * member and dump/type name `member`, and its timeline traits:
+ *   track  META (no place on a timeline: process, symbol, clock ...),
+ *          THREAD (the thread pid/tid), STREAM (the GPU stream of its
+ *          fields `device` and `stream`);
+ *   dur    the field holding its duration in ns, or _ (an instant);
+ *   corr   the field holding its CUDA correlation id, or _.
+ */
+#define EVLOG_TYPES(T) \
+	T(PROCESS, 1, process, META, _, _)                /* seen or exec'd: ppid, comm, cmdline, exe */ \
+	T(PROCESS_EXIT, 2, process_exit, META, _, _) \
+	T(THREAD, 3, thread, META, _, _)                  /* seen, created or renamed */ \
+	T(THREAD_EXIT, 4, thread_exit, META, _, _) \
+	T(SYSCALL, 5, syscall, THREAD, dur, _)            /* a complete system call */ \
+	T(CPU_SAMPLE, 6, cpu_sample, THREAD, _, _)        /* kernel + user frames */ \
+	T(PY_ENTER, 7, py_enter, THREAD, _, _) \
+	T(PY_EXIT, 8, py_exit, THREAD, _, _) \
+	T(PY_SAMPLE, 9, py_sample, THREAD, _, _)          /* frames as strings */ \
+	T(LIB_CALL, 10, lib_call, THREAD, dur, correlation_id) /* uprobe entry + return */ \
+	T(GPU_KERNEL, 11, gpu_kernel, STREAM, dur, correlation_id) \
+	T(GPU_MEMCPY, 12, gpu_memcpy, STREAM, dur, correlation_id) \
+	T(GPU_MEMSET, 13, gpu_memset, STREAM, dur, correlation_id) \
+	T(GPU_API, 14, gpu_api, THREAD, dur, correlation_id) /* runtime/driver call, by CUPTI */ \
+	T(GPU_DEVICE, 15, gpu_device, META, _, _)         /* device properties */ \
+	T(LOST, 16, lost, META, _, _)                     /* events a source lost */ \
+	T(SYMBOL, 17, symbol, META, _, _)                 /* address -> symbol */ \
+	T(MARKER, 18, marker, THREAD, dur, _)             /* annotation (steps, notes) */ \
+	T(CLOCK, 19, clock, META, _, _)                   /* a MONOTONIC <-> REALTIME anchor */ \
+	T(GPU_SYNC, 21, gpu_sync, THREAD, dur, correlation_id) /* 1.3 */ \
+	T(CUPTI_OVERHEAD, 22, cupti_overhead, THREAD, dur, _)  /* 1.3 */
+
+/* The largest type number (the type byte keeps 6 bits; spill records 5). */
+#define EVLOG_TYPE_MAX_NUM 22
+
+/* ------------------------------------------------------- kind properties */
+
+/* Columns a field takes (schemas/eventlog.md 3.5). */
+#define EVS_NCOL_U8 1
+#define EVS_NCOL_U32 1
+#define EVS_NCOL_U64 1
+#define EVS_NCOL_X64 1
+#define EVS_NCOL_SRC 1
+#define EVS_NCOL_I64 1
+#define EVS_NCOL_CORR 1
+#define EVS_NCOL_STR 1
+#define EVS_NCOL_STACK 1
+#define EVS_NCOL_PYSTACK 1
+#define EVS_NCOL_U32X3 3
+#define EVS_NCOL_ARGS (1 + EVLOG_MAX_ARGS)
+
+/* The column walker's letters (eventlog/columns.c): v varint, s string,
+ * k stack, y Python stack, a argument list. */
+#define EVS_LETTERS_U8 "v"
+#define EVS_LETTERS_U32 "v"
+#define EVS_LETTERS_U64 "v"
+#define EVS_LETTERS_X64 "v"
+#define EVS_LETTERS_SRC "v"
+#define EVS_LETTERS_I64 "v"
+#define EVS_LETTERS_CORR "v"
+#define EVS_LETTERS_STR "s"
+#define EVS_LETTERS_STACK "k"
+#define EVS_LETTERS_PYSTACK "y"
+#define EVS_LETTERS_U32X3 "vvv"
+#define EVS_LETTERS_ARGS "a"
+
+/* The struct member a field declares. */
+#define EVS_MEMBER_U8(f) uint8_t f;
+#define EVS_MEMBER_U32(f) uint32_t f;
+#define EVS_MEMBER_U64(f) uint64_t f;
+#define EVS_MEMBER_X64(f) uint64_t f;
+#define EVS_MEMBER_SRC(f) uint32_t f;
+#define EVS_MEMBER_I64(f) int64_t f;
+#define EVS_MEMBER_CORR(f) uint64_t f; /* 0 if unknown */
+#define EVS_MEMBER_STR(f) struct evlog_str f;
+#define EVS_MEMBER_STACK(f) struct evlog_stack f;
+#define EVS_MEMBER_PYSTACK(f) struct evlog_pystack f;
+#define EVS_MEMBER_U32X3(f) uint32_t f[3];
+#define EVS_MEMBER_ARGS(f) uint32_t n##f; uint64_t f[EVLOG_MAX_ARGS];
+
+/* Timeline tracks (the `track` trait). */
+enum evlog_track { EVLOG_TRACK_META = 0, EVLOG_TRACK_THREAD = 1, EVLOG_TRACK_STREAM = 2 };
+
+#endif /* LLMT_EVLOG_SCHEMA_H */
