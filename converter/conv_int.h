@@ -160,6 +160,10 @@ int cv_is_ns_tid_marker(const struct evlog_event *e);
  * such logs in pass 1). Returns e, or tmp holding the mapped copy. */
 const struct evlog_event *cv_node_tid(const struct cv_host *h, const struct cv_log *l,
 				      const struct evlog_event *e, struct evlog_event *tmp);
+/* e as the type that holds it since format 1.3, for a CUPTI synchronization
+ * or overhead record that an older log holds as a marker: returns e, or tmp
+ * holding the event of the new type. */
+const struct evlog_event *cv_upgrade_marker(const struct evlog_event *e, struct evlog_event *tmp);
 /* Lookup helpers after pass 1. */
 const struct cv_sym *cv_sym_find(const struct cv_host *h, uint32_t pid, uint64_t addr);
 uint8_t cv_corr_flags(const struct cv_core *c, uint32_t host, uint32_t pid, uint64_t corr);
@@ -178,6 +182,10 @@ const char *cv_lib_category(uint8_t lib_class, const char *lib, char *buf, size_
 const char *cv_demangle(struct cv_core *c, const char *name, size_t len);
 /* "Memcpy HtoD (Pageable -> Device)" as Kineto names them. */
 const char *cv_memcpy_name(uint8_t kind, uint8_t src, uint8_t dst, char *buf, size_t bufsz);
+/* Kineto's names of a CUDA synchronization (CUpti_ActivitySynchronizationType)
+ * and of a CUPTI overhead (CUpti_ActivityOverheadKind). */
+const char *cv_sync_name(uint8_t kind);
+const char *cv_overhead_name(uint32_t kind);
 /* Folded stacks, root first, ';'-joined; frames cleaned of ';' and newlines. */
 int cv_fold_cpu(const struct cv_host *h, uint32_t pid, const struct evlog_stack *st,
 		struct cv_buf *out);

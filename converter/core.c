@@ -51,10 +51,9 @@ struct sync_api {
 
 struct sync_bind {
 	struct sync_api recent[SYNC_RECENT]; /* by corr % SYNC_RECENT */
-	int held;                 /* a marker waits for its call */
+	int held;                 /* a synchronization waits for its call */
 	uint32_t log;
-	struct evlog_event ev;    /* its strings live in strs */
-	struct cv_buf strs;
+	struct evlog_event ev;    /* EV_GPU_SYNC: no strings */
 };
 
 struct pass2 {
@@ -303,15 +302,16 @@ static int sample_event(struct pass2 *p, const struct cv_host *h, uint32_t li, u
 			   &copy);
 }
 
-static int is_sync_marker(const struct evlog_event *e)
+/* A synchronization CUPTI recorded without its thread: bound to the thread
+ * of the API call with its correlation id. */
+static int is_unbound_sync(const struct evlog_event *e)
 {
-	return e->type == EV_MARKER && !e->tid && e->u.marker.value &&
-	       e->u.marker.name.len > 10 && !memcmp(e->u.marker.name.ptr, "cuda_sync:", 10);
+	return e->type == EV_GPU_SYNC && !e->tid && e->u.gpu_sync.correlation_id;
 }
 
 static int timeline_event(struct pass2 *p, uint32_t li, const struct evlog_event *e);
 
-/* Spill the held marker on thread tid (0: the process's main thread). */
+/* Spill the held synchronization on thread tid (0: the process's main thread). */
 static int sync_release(struct pass2 *p, uint32_t tid)
 {
 	struct sync_bind *b = &p->sync;
@@ -326,9 +326,10 @@ static int sync_release(struct pass2 *p, uint32_t tid)
 static int sync_hold(struct pass2 *p, uint32_t li, const struct evlog_event *e)
 {
 	struct sync_bind *b = &p->sync;
-	const struct sync_api *a = &b->recent[e->u.marker.value % SYNC_RECENT];
+	uint64_t corr = e->u.gpu_sync.correlation_id;
+	const struct sync_api *a = &b->recent[corr % SYNC_RECENT];
 
-	if (a->corr == e->u.marker.value && a->pid == e->pid) {
+	if (a->corr == corr && a->pid == e->pid) {
 		struct evlog_event copy = *e;
 
 		copy.tid = a->tid ? a->tid : e->pid;
@@ -336,15 +337,8 @@ static int sync_hold(struct pass2 *p, uint32_t li, const struct evlog_event *e)
 	}
 	if (sync_release(p, 0))
 		return -1;
-	b->strs.len = 0;
 	b->ev = *e;
 	b->log = li;
-	if (cv_buf_append(&b->strs, e->u.marker.name.ptr, e->u.marker.name.len) ||
-	    cv_buf_append(&b->strs, e->u.marker.text.ptr ? e->u.marker.text.ptr : "",
-			  e->u.marker.text.len))
-		return -1;
-	b->ev.u.marker.name.ptr = b->strs.p;
-	b->ev.u.marker.text.ptr = b->strs.p + e->u.marker.name.len;
 	b->held = 1;
 	return 0;
 }
@@ -354,14 +348,14 @@ static int sync_event(struct pass2 *p, uint32_t li, const struct evlog_event *e)
 {
 	struct sync_bind *b = &p->sync;
 
-	if (is_sync_marker(e))
+	if (is_unbound_sync(e))
 		return sync_hold(p, li, e);
 	if (e->type == EV_GPU_API && e->u.gpu_api.correlation_id) {
 		uint64_t corr = e->u.gpu_api.correlation_id;
 
 		b->recent[corr % SYNC_RECENT] = (struct sync_api){ corr, e->pid, e->tid };
-		if (b->held && b->log == li && b->ev.pid == e->pid && b->ev.u.marker.value == corr &&
-		    sync_release(p, e->tid))
+		if (b->held && b->log == li && b->ev.pid == e->pid &&
+		    b->ev.u.gpu_sync.correlation_id == corr && sync_release(p, e->tid))
 			return -1;
 	}
 	if (b->held && (b->log != li || e->type == EV_GPU_API) && sync_release(p, 0))
@@ -379,6 +373,27 @@ static int host_call(struct pass2 *p, uint32_t li, uint64_t ts, uint64_t dur, ui
 	if (spill_event(p, li, track, ts, dur, 0, e))
 		return -1;
 	return track < 0 ? 0 : cv_steps_feed(p->steps, l->host, (uint32_t)track, ts, dur, depth, e);
+}
+
+/* Any other type: one item on its thread or GPU stream, its duration as its
+ * schema traits say (eventlog/evlog_schema.h); metadata (consumed by pass
+ * 1) makes none. */
+static int plain_item(struct pass2 *p, uint32_t li, const struct cv_host *h, uint64_t ts,
+		      const struct evlog_event *e)
+{
+	int32_t track;
+
+	switch (evlog_type_traits(e->type)->track) {
+	case EVLOG_TRACK_THREAD:
+		track = thread_track(p, h, e->pid, e->tid);
+		break;
+	case EVLOG_TRACK_STREAM:
+		track = track_of_stream(h, evlog_device(e), evlog_stream(e));
+		break;
+	default:
+		return 0;
+	}
+	return spill_event(p, li, track, ts, checked_dur(p->c, evlog_dur(e)), 0, e);
 }
 
 static int timeline_event(struct pass2 *p, uint32_t li, const struct evlog_event *e)
@@ -411,14 +426,6 @@ static int timeline_event(struct pass2 *p, uint32_t li, const struct evlog_event
 			return -1;
 		return track < 0 ? 0 : cv_steps_feed(p->steps, l->host, (uint32_t)track, ts, dur, 0, e);
 	}
-	case EV_GPU_MEMCPY:
-		return spill_event(p, li, track_of_stream(h, e->u.gpu_memcpy.device,
-							  e->u.gpu_memcpy.stream),
-				   ts, checked_dur(c, e->u.gpu_memcpy.dur), 0, e);
-	case EV_GPU_MEMSET:
-		return spill_event(p, li, track_of_stream(h, e->u.gpu_memset.device,
-							  e->u.gpu_memset.stream),
-				   ts, checked_dur(c, e->u.gpu_memset.dur), 0, e);
 	case EV_CPU_SAMPLE:
 	case EV_PY_SAMPLE:
 		return sample_event(p, h, li, ts, e);
@@ -427,7 +434,7 @@ static int timeline_event(struct pass2 *p, uint32_t li, const struct evlog_event
 	case EV_PY_EXIT:
 		return (t = py_thread(p, l->host, li, e)) ? py_exit(p, t, ts) : -1;
 	default:
-		return 0; /* metadata: consumed by pass 1 */
+		return plain_item(p, li, h, ts, e);
 	}
 }
 
@@ -436,7 +443,7 @@ static int read_log2(struct pass2 *p, uint32_t li, uint64_t *done)
 	struct cv_core *c = p->c;
 	struct cv_log *l = &c->in.logs[li];
 	struct evlog_reader *r;
-	struct evlog_event mapped;
+	struct evlog_event mapped, upgraded;
 	const struct evlog_event *e;
 	char msg[256];
 	int rc;
@@ -453,7 +460,8 @@ static int read_log2(struct pass2 *p, uint32_t li, uint64_t *done)
 		n++;
 		if (cv_is_ns_tid_marker(e))
 			continue;
-		if (sync_event(p, li, cv_node_tid(&c->hosts[l->host], l, e, &mapped))) {
+		if (sync_event(p, li, cv_upgrade_marker(cv_node_tid(&c->hosts[l->host], l, e, &mapped),
+							&upgraded))) {
 			if (!c->err[0])
 				snprintf(c->err, sizeof(c->err), "out of memory converting %s",
 					 l->name);
@@ -663,6 +671,14 @@ static void describe(struct emitter *em, const struct cv_rec *r, const struct ev
 			it->name = e->u.marker.name.len ? e->u.marker.name.ptr : "<marker>";
 		}
 		break;
+	case EV_GPU_SYNC:
+		it->name = cv_sync_name(e->u.gpu_sync.kind);
+		it->category = "cuda_sync";
+		break;
+	case EV_CUPTI_OVERHEAD:
+		it->name = cv_overhead_name(e->u.cupti_overhead.kind);
+		it->category = "overhead";
+		break;
 	default:
 		it->name = "?";
 		it->category = "other";
@@ -856,7 +872,6 @@ out:
 	cv_progress_end(c);
 	py_free(&p);
 	cv_buf_free(&p.fold);
-	cv_buf_free(&p.sync.strs);
 	cv_spill_free(p.sp);
 	for (size_t i = 0; i < c->n_hosts; i++)
 		c->hosts[i].meta.steps = NULL; /* they live in p.steps */

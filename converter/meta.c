@@ -311,19 +311,7 @@ static void widen(struct cv_host *h, const struct cv_log *l, uint64_t ts, uint64
 		h->max_ts = s + dur;
 }
 
-static uint64_t ev_dur(const struct evlog_event *e)
-{
-	switch (e->type) {
-	case EV_SYSCALL: return e->u.syscall.dur;
-	case EV_LIB_CALL: return e->u.lib_call.dur;
-	case EV_GPU_KERNEL: return e->u.gpu_kernel.dur;
-	case EV_GPU_MEMCPY: return e->u.gpu_memcpy.dur;
-	case EV_GPU_MEMSET: return e->u.gpu_memset.dur;
-	case EV_GPU_API: return e->u.gpu_api.dur;
-	case EV_MARKER: return e->u.marker.dur;
-	default: return 0;
-	}
-}
+#define ev_dur evlog_dur
 
 static int thread_event(struct cv_core *c, struct cv_host *h, const struct evlog_event *e)
 {
@@ -368,6 +356,93 @@ const struct evlog_event *cv_node_tid(const struct cv_host *h, const struct cv_l
 	return tmp;
 }
 
+/* Logs before format 1.3 hold CUPTI's synchronization and overhead records
+ * as markers: "cuda_sync:<type>" (text "context=C stream=S", value = the
+ * correlation id) and "cupti_overhead:<kind>" (tid set when charged to a
+ * thread). They are read as the types that hold them now, so old and new
+ * logs show them alike. */
+static int name_has_prefix(const struct evlog_str *s, const char *p, size_t n)
+{
+	return s->len > n && !memcmp(s->ptr, p, n);
+}
+
+/* The number after "key=" in s (0 if absent or not a number). */
+static uint64_t text_number(struct evlog_str s, const char *key)
+{
+	size_t kl = strlen(key);
+	uint64_t v = 0;
+
+	for (uint32_t i = 0; i + kl <= s.len; i++) {
+		if (memcmp(s.ptr + i, key, kl) || (i && s.ptr[i - 1] != ' '))
+			continue;
+		for (i += (uint32_t)kl; i < s.len && s.ptr[i] >= '0' && s.ptr[i] <= '9' &&
+		     v < UINT32_MAX; i++)
+			v = v * 10 + (uint64_t)(s.ptr[i] - '0');
+		return v > UINT32_MAX ? UINT32_MAX : v;
+	}
+	return 0;
+}
+
+const struct evlog_event *cv_upgrade_marker(const struct evlog_event *e, struct evlog_event *tmp)
+{
+	static const char *const sync_kinds[] = { "unknown", "event_synchronize",
+						  "stream_wait_event", "stream_synchronize",
+						  "context_synchronize" };
+	const struct evlog_str *n = &e->u.marker.name;
+	struct evlog_event o = { .ts = e->ts, .pid = e->pid, .tid = e->tid };
+
+	if (e->type != EV_MARKER)
+		return e;
+	if (name_has_prefix(n, "cuda_sync:", 10)) {
+		o.type = EV_GPU_SYNC;
+		for (uint8_t k = 0; k < sizeof(sync_kinds) / sizeof(sync_kinds[0]); k++)
+			if (n->len - 10 == strlen(sync_kinds[k]) &&
+			    !memcmp(n->ptr + 10, sync_kinds[k], n->len - 10))
+				o.u.gpu_sync.kind = k;
+		o.u.gpu_sync.dur = e->u.marker.dur;
+		o.u.gpu_sync.context = (uint32_t)text_number(e->u.marker.text, "context=");
+		o.u.gpu_sync.stream = (uint32_t)text_number(e->u.marker.text, "stream=");
+		o.u.gpu_sync.cuda_event = UINT32_MAX; /* not recorded */
+		o.u.gpu_sync.correlation_id = e->u.marker.value;
+	} else if (name_has_prefix(n, "cupti_overhead:", 15)) {
+		struct evlog_str k = { n->ptr + 15, n->len - 15 };
+		uint64_t v = 0;
+
+		for (uint32_t i = 0; i < k.len && k.ptr[i] >= '0' && k.ptr[i] <= '9' && v < UINT32_MAX; i++)
+			v = v * 10 + (uint64_t)(k.ptr[i] - '0');
+		o.type = EV_CUPTI_OVERHEAD;
+		o.u.cupti_overhead.dur = e->u.marker.dur;
+		o.u.cupti_overhead.kind = v > UINT32_MAX ? UINT32_MAX : (uint32_t)v;
+		o.u.cupti_overhead.object_kind = e->tid ? 2 : 0; /* a thread, or not said */
+	} else {
+		return e;
+	}
+	*tmp = o;
+	return tmp;
+}
+
+/* Pass 1 for an event with a place on a timeline and nothing else to
+ * collect: the host's time range, its thread or GPU stream (and the stream's
+ * correlation id), as its schema traits say. */
+static int meta_timeline(struct cv_core *c, struct cv_host *h, struct cv_log *l,
+			 const struct evlog_event *e)
+{
+	const struct evlog_traits *tr = evlog_type_traits(e->type);
+
+	if (!evlog_type_name(e->type)) {
+		c->st.unknown_type++;
+		return 0;
+	}
+	if (tr->track == EVLOG_TRACK_META)
+		return 0;
+	widen(h, l, e->ts, ev_dur(e));
+	if (tr->track == EVLOG_TRACK_THREAD)
+		return thread_event(c, h, e);
+	if (corr_mark(c, l->host, e->pid, evlog_corr(e), CV_CORR_GPU))
+		return -1;
+	return stream_get(c, h, e->pid, evlog_device(e), evlog_stream(e));
+}
+
 static int meta_event(struct cv_core *c, struct cv_host *h, struct cv_log *l,
 		      const struct evlog_event *e)
 {
@@ -385,14 +460,6 @@ static int meta_event(struct cv_core *c, struct cv_host *h, struct cv_log *l,
 		if (!(t = thread_get(c, h, e->pid, e->tid ? e->tid : e->pid)))
 			return -1;
 		return set_name(c, &t->name, e->u.thread.name);
-	case EV_PROCESS_EXIT:
-	case EV_THREAD_EXIT:
-	case EV_CLOCK:
-		return 0;
-	case EV_SYSCALL:
-	case EV_CPU_SAMPLE:
-	case EV_PY_ENTER:
-	case EV_PY_EXIT:
 	case EV_MARKER:
 		if (cv_is_ns_tid_marker(e)) {
 			if (!(slot = cv_map_put(&h->ns_tids, e->pid, (uint32_t)e->u.marker.value, NULL)))
@@ -400,10 +467,7 @@ static int meta_event(struct cv_core *c, struct cv_host *h, struct cv_log *l,
 			*slot = e->tid;
 			return 0;
 		}
-		/* fall through */
-	case EV_PY_SAMPLE:
-		widen(h, l, e->ts, ev_dur(e));
-		return thread_event(c, h, e);
+		return meta_timeline(c, h, l, e);
 	case EV_LIB_CALL:
 		c->n_lib_calls++;
 		widen(h, l, e->ts, ev_dur(e));
@@ -416,21 +480,6 @@ static int meta_event(struct cv_core *c, struct cv_host *h, struct cv_log *l,
 		if (corr_mark(c, l->host, e->pid, e->u.gpu_api.correlation_id, CV_CORR_API))
 			return -1;
 		return thread_event(c, h, e);
-	case EV_GPU_KERNEL:
-		widen(h, l, e->ts, ev_dur(e));
-		if (corr_mark(c, l->host, e->pid, e->u.gpu_kernel.correlation_id, CV_CORR_GPU))
-			return -1;
-		return stream_get(c, h, e->pid, e->u.gpu_kernel.device, e->u.gpu_kernel.stream);
-	case EV_GPU_MEMCPY:
-		widen(h, l, e->ts, ev_dur(e));
-		if (corr_mark(c, l->host, e->pid, e->u.gpu_memcpy.correlation_id, CV_CORR_GPU))
-			return -1;
-		return stream_get(c, h, e->pid, e->u.gpu_memcpy.device, e->u.gpu_memcpy.stream);
-	case EV_GPU_MEMSET:
-		widen(h, l, e->ts, ev_dur(e));
-		if (corr_mark(c, l->host, e->pid, e->u.gpu_memset.correlation_id, CV_CORR_GPU))
-			return -1;
-		return stream_get(c, h, e->pid, e->u.gpu_memset.device, e->u.gpu_memset.stream);
 	case EV_GPU_DEVICE:
 		return gpu_props(c, h, e);
 	case EV_LOST:
@@ -442,8 +491,7 @@ static int meta_event(struct cv_core *c, struct cv_host *h, struct cv_log *l,
 	case EV_SYMBOL:
 		return add_symbol(c, h, e);
 	default:
-		c->st.unknown_type++;
-		return 0;
+		return meta_timeline(c, h, l, e);
 	}
 }
 
@@ -458,7 +506,7 @@ static int is_target_log(const struct evlog_header *hdr)
 static int read_log(struct cv_core *c, struct cv_log *l, int round)
 {
 	struct evlog_reader *r;
-	struct evlog_event mapped;
+	struct evlog_event mapped, upgraded;
 	const struct evlog_event *e;
 	char msg[512];
 	int rc;
@@ -498,7 +546,7 @@ static int read_log(struct cv_core *c, struct cv_log *l, int round)
 	}
 	while ((rc = evlog_next(r, &e)) == 0) {
 		l->events++;
-		if (meta_event(c, h, l, cv_node_tid(h, l, e, &mapped))) {
+		if (meta_event(c, h, l, cv_upgrade_marker(cv_node_tid(h, l, e, &mapped), &upgraded))) {
 			evlog_reader_close(r);
 			snprintf(c->err, sizeof(c->err), "out of memory reading %s", l->name);
 			return -1;

@@ -110,6 +110,29 @@ const char *cv_memcpy_name(uint8_t kind, uint8_t src, uint8_t dst, char *buf, si
 	return buf;
 }
 
+/* PyTorch's profiler (Kineto) names a CUDA synchronization by its CUPTI
+ * type, under category "cuda_sync". */
+const char *cv_sync_name(uint8_t kind)
+{
+	static const char *const n[] = { "Unknown", "Event Sync", "Stream Wait Event",
+					 "Stream Sync", "Context Sync" };
+
+	return kind < sizeof(n) / sizeof(n[0]) ? n[kind] : "Unknown";
+}
+
+/* ... and CUPTI's own overhead by its kind, under category "overhead". */
+const char *cv_overhead_name(uint32_t kind)
+{
+	switch (kind) {
+	case 0: return "Unknown";
+	case 1: return "Driver Compiler";
+	case 1u << 16: return "Buffer Flush";
+	case 2u << 16: return "Instrumentation";
+	case 3u << 16: return "Resource";
+	default: return "Unrecognized";
+	}
+}
+
 /* Append one frame, keeping the folded format intact (';' separates frames,
  * a newline ends a stack). */
 static int put_frame(struct cv_buf *out, const char *s, size_t n)

@@ -35,50 +35,35 @@ static void big_free(void *p, size_t n)
 
 /* A record's body is the event in a compact form: the type byte (its top
  * bits: the record's padding, see spill.h), then varints: pid, tid,
- * ts - start zigzagged, then the type's fields in the order of the list
- * below (signed ones zigzagged); strings as varint length + bytes + NUL (so
- * unpacked strings are C strings); lib_call's arguments as nargs values.
- * About half the bytes of the structs: the sort files are the converter's
- * biggest I/O. Stacks are never packed: samples travel as interned folded
- * strings. One field list serves packing and unpacking (U unsigned, S
- * signed, T string, A3 three u32, ARGS lib_call's nargs + args). */
-#define PK_FIELDS(U, S, T, A3, ARGS)                                                  \
-	case EV_SYSCALL:                                                              \
-		U(syscall.nr); U(syscall.dur); S(syscall.ret); U(syscall.arg0);       \
-		U(syscall.arg1); U(syscall.arg2);                                     \
-		break;                                                                \
-	case EV_CPU_SAMPLE: U(cpu_sample.cpu); break;                                 \
-	case EV_PY_ENTER: T(py_enter.func); T(py_enter.file); U(py_enter.line); break; \
-	case EV_PY_SAMPLE: break;                                                     \
-	case EV_LIB_CALL:                                                             \
-		U(lib_call.lib_class); T(lib_call.lib); T(lib_call.symbol);           \
-		U(lib_call.dur); U(lib_call.ret); U(lib_call.depth); ARGS();          \
-		T(lib_call.detail); U(lib_call.correlation_id);                       \
-		break;                                                                \
-	case EV_GPU_KERNEL:                                                           \
-		U(gpu_kernel.dur); U(gpu_kernel.device); U(gpu_kernel.context);       \
-		U(gpu_kernel.stream); U(gpu_kernel.correlation_id); T(gpu_kernel.name); \
-		A3(gpu_kernel.grid); A3(gpu_kernel.block); U(gpu_kernel.registers);   \
-		U(gpu_kernel.static_smem); U(gpu_kernel.dynamic_smem);                \
-		U(gpu_kernel.graph_id);                                               \
-		break;                                                                \
-	case EV_GPU_MEMCPY:                                                           \
-		U(gpu_memcpy.dur); U(gpu_memcpy.device); U(gpu_memcpy.context);       \
-		U(gpu_memcpy.stream); U(gpu_memcpy.correlation_id); U(gpu_memcpy.bytes); \
-		U(gpu_memcpy.copy_kind); U(gpu_memcpy.src_kind); U(gpu_memcpy.dst_kind); \
-		break;                                                                \
-	case EV_GPU_MEMSET:                                                           \
-		U(gpu_memset.dur); U(gpu_memset.device); U(gpu_memset.context);       \
-		U(gpu_memset.stream); U(gpu_memset.correlation_id); U(gpu_memset.bytes); \
-		U(gpu_memset.value);                                                  \
-		break;                                                                \
-	case EV_GPU_API:                                                              \
-		U(gpu_api.dur); U(gpu_api.api_class); U(gpu_api.cbid);                \
-		U(gpu_api.correlation_id); S(gpu_api.ret); T(gpu_api.name);           \
-		break;                                                                \
-	case EV_MARKER:                                                               \
-		T(marker.name); T(marker.text); U(marker.dur); U(marker.value);       \
-		break;
+ * ts - start zigzagged, then the type's fields in schema order
+ * (eventlog/evlog_schema.h; signed ones zigzagged, correlation ids whole);
+ * strings as varint length + bytes + NUL (so unpacked strings are C
+ * strings); an argument list as its count and that many values. About half
+ * the bytes of the structs: the sort files are the converter's biggest I/O.
+ * Stacks are never packed: samples travel as interned folded strings. One
+ * field list serves sizing, packing and unpacking: each kind maps to U
+ * unsigned, S signed, T string, A3 three u32, ARGS count + values, or
+ * nothing (stacks). Every type with a place on a timeline packs. */
+#define PK_KIND_U8(U, S, T, A3, ARGS, m, f) U(m.f);
+#define PK_KIND_U32(U, S, T, A3, ARGS, m, f) U(m.f);
+#define PK_KIND_U64(U, S, T, A3, ARGS, m, f) U(m.f);
+#define PK_KIND_X64(U, S, T, A3, ARGS, m, f) U(m.f);
+#define PK_KIND_SRC(U, S, T, A3, ARGS, m, f) U(m.f);
+#define PK_KIND_CORR(U, S, T, A3, ARGS, m, f) U(m.f);
+#define PK_KIND_I64(U, S, T, A3, ARGS, m, f) S(m.f);
+#define PK_KIND_STR(U, S, T, A3, ARGS, m, f) T(m.f);
+#define PK_KIND_U32X3(U, S, T, A3, ARGS, m, f) A3(m.f);
+#define PK_KIND_ARGS(U, S, T, A3, ARGS, m, f) ARGS(m.n##f, m.f);
+#define PK_KIND_STACK(U, S, T, A3, ARGS, m, f)
+#define PK_KIND_PYSTACK(U, S, T, A3, ARGS, m, f)
+#define PK_PACKS_META(x)
+#define PK_PACKS_THREAD(x) x
+#define PK_PACKS_STREAM(x) x
+/* Inside PK_FIELDS: the field macro sees the caller's U..ARGS through these. */
+#define PK_FIELD(m, kind, f) PK_KIND_##kind(PK_U_, PK_S_, PK_T_, PK_A3_, PK_ARGS_, m, f)
+#define PK_CASE(N, num, m, track, dur, corr) \
+	PK_PACKS_##track(case EV_##N: EVLOG_FIELDS_##m(PK_FIELD, m) break;)
+#define PK_FIELDS EVLOG_TYPES(PK_CASE)
 
 /* The event log's varints (eventlog/evlog_format.h), on char buffers. */
 static inline char *put_v(char *p, uint64_t v)
@@ -137,15 +122,10 @@ static inline int get_s(const char **pp, const char *end, struct evlog_str *s)
 
 static int packs(uint32_t type)
 {
-	switch (type) {
-	case EV_SYSCALL: case EV_CPU_SAMPLE: case EV_PY_ENTER: case EV_PY_SAMPLE:
-	case EV_LIB_CALL: case EV_GPU_KERNEL: case EV_GPU_MEMCPY: case EV_GPU_MEMSET:
-	case EV_GPU_API: case EV_MARKER:
-		return 1;
-	default:
-		return 0;
-	}
+	return evlog_type_traits(type)->track != EVLOG_TRACK_META;
 }
+
+_Static_assert(EV_TYPE_MAX <= CV_REC_TYPE_MASK, "a record's type byte keeps 5 bits");
 
 /* An upper bound (at most 24 numbers of VMAX bytes, plus the strings): the
  * exact length is set by cv_rec_pack (r->len) and the spill reclaims the
@@ -154,14 +134,20 @@ size_t cv_rec_size(const struct evlog_event *ev)
 {
 	size_t sz = sizeof(struct cv_rec) + 1 + (3 + 24) * VMAX;
 
-#define SZ_U(m) (void)0
-#define SZ_T(m) (sz += VMAX + 1 + ev->u.m.len)
-#define SZ_A3(m) (void)0
-#define SZ_ARGS() (void)0
+#define PK_U_(m) (void)0
+#define PK_S_(m) (void)0
+#define PK_T_(m) (sz += VMAX + 1 + ev->u.m.len)
+#define PK_A3_(m) (void)0
+#define PK_ARGS_(n, a) (void)0
 	switch (ev->type) {
-	PK_FIELDS(SZ_U, SZ_U, SZ_T, SZ_A3, SZ_ARGS)
+	PK_FIELDS
 	default: break;
 	}
+#undef PK_U_
+#undef PK_S_
+#undef PK_T_
+#undef PK_A3_
+#undef PK_ARGS_
 	return ALIGN8(sz);
 }
 
@@ -173,21 +159,25 @@ void cv_rec_pack(struct cv_rec *r, const struct evlog_event *ev)
 	p = put_v(p, ev->pid);
 	p = put_v(p, ev->tid);
 	p = put_v(p, zz((int64_t)(ev->ts - r->start)));
-#define PK_U(m) (p = put_v(p, (uint64_t)ev->u.m))
-#define PK_S(m) (p = put_v(p, zz((int64_t)ev->u.m)))
-#define PK_T(m) (p = put_s(p, ev->u.m))
-#define PK_A3(m) (p = put_v(p, ev->u.m[0]), p = put_v(p, ev->u.m[1]), p = put_v(p, ev->u.m[2]))
-#define PK_ARGS() do {                                                                \
-		uint32_t n_ = ev->u.lib_call.nargs < EVLOG_MAX_ARGS ? ev->u.lib_call.nargs \
-								    : EVLOG_MAX_ARGS; \
+#define PK_U_(m) (p = put_v(p, (uint64_t)ev->u.m))
+#define PK_S_(m) (p = put_v(p, zz((int64_t)ev->u.m)))
+#define PK_T_(m) (p = put_s(p, ev->u.m))
+#define PK_A3_(m) (p = put_v(p, ev->u.m[0]), p = put_v(p, ev->u.m[1]), p = put_v(p, ev->u.m[2]))
+#define PK_ARGS_(n, a) do {                                                           \
+		uint32_t n_ = ev->u.n < EVLOG_MAX_ARGS ? ev->u.n : EVLOG_MAX_ARGS;    \
 		p = put_v(p, n_);                                                     \
 		for (uint32_t k_ = 0; k_ < n_; k_++)                                  \
-			p = put_v(p, ev->u.lib_call.args[k_]);                        \
+			p = put_v(p, ev->u.a[k_]);                                    \
 	} while (0)
 	switch (ev->type) {
-	PK_FIELDS(PK_U, PK_S, PK_T, PK_A3, PK_ARGS)
+	PK_FIELDS
 	default: break;
 	}
+#undef PK_U_
+#undef PK_S_
+#undef PK_T_
+#undef PK_A3_
+#undef PK_ARGS_
 	size_t used = (size_t)(p - (char *)r);
 
 	memset(p, 0, ALIGN8(used) - used);
@@ -213,21 +203,26 @@ int cv_rec_unpack(const struct cv_rec *r, struct evlog_event *ev)
 	ev->pid = (uint32_t)pid;
 	ev->tid = (uint32_t)tid;
 	ev->ts = r->start + (uint64_t)unzz(dts);
-#define UP_U(m) do { if (get_v(&p, end, &v)) return -1; ev->u.m = (typeof(ev->u.m))v; } while (0)
-#define UP_S(m) do { if (get_v(&p, end, &v)) return -1; ev->u.m = (typeof(ev->u.m))unzz(v); } while (0)
-#define UP_T(m) do { if (get_s(&p, end, &ev->u.m)) return -1; } while (0)
-#define UP_A3(m) do { UP_U(m[0]); UP_U(m[1]); UP_U(m[2]); } while (0)
-#define UP_ARGS() do {                                                                \
-		UP_U(lib_call.nargs);                                                 \
-		if (ev->u.lib_call.nargs > EVLOG_MAX_ARGS)                            \
+#define PK_U_(m) do { if (get_v(&p, end, &v)) return -1; ev->u.m = (typeof(ev->u.m))v; } while (0)
+#define PK_S_(m) do { if (get_v(&p, end, &v)) return -1; ev->u.m = (typeof(ev->u.m))unzz(v); } while (0)
+#define PK_T_(m) do { if (get_s(&p, end, &ev->u.m)) return -1; } while (0)
+#define PK_A3_(m) do { PK_U_(m[0]); PK_U_(m[1]); PK_U_(m[2]); } while (0)
+#define PK_ARGS_(n, a) do {                                                           \
+		PK_U_(n);                                                             \
+		if (ev->u.n > EVLOG_MAX_ARGS)                                         \
 			return -1;                                                    \
-		for (uint32_t k_ = 0; k_ < ev->u.lib_call.nargs; k_++)                \
-			UP_U(lib_call.args[k_]);                                      \
+		for (uint32_t k_ = 0; k_ < ev->u.n; k_++)                             \
+			PK_U_(a[k_]);                                                 \
 	} while (0)
 	switch (type) {
-	PK_FIELDS(UP_U, UP_S, UP_T, UP_A3, UP_ARGS)
+	PK_FIELDS
 	default: return -1;
 	}
+#undef PK_U_
+#undef PK_S_
+#undef PK_T_
+#undef PK_A3_
+#undef PK_ARGS_
 	return 0;
 }
 

@@ -82,7 +82,7 @@ static int part_of(const struct conv_item *it, const struct step_stats *s)
 		return strcmp(c, "gpu_memcpy") && strcmp(c, "gpu_memset") ? -1 : P_COPY;
 	}
 	/* The driving thread inside the CUDA runtime or driver: launching. */
-	if (it->pid == s->pid && it->tid == s->tid && strstr(c, "cuda"))
+	if (it->pid == s->pid && it->tid == s->tid && strstr(c, "cuda") && strcmp(c, "cuda_sync"))
 		return P_LAUNCH;
 	return -1;
 }

@@ -240,7 +240,7 @@ static int is_pystack(const char *c) { return !strcmp(c, "#pystack"); }
 static int is_lib(const char *c)
 {
 	return c[0] != '#' && !is_kernel(c) && !is_mem(c) && !is_sys(c) && !is_py(c) &&
-	       strcmp(c, "user_annotation");
+	       strcmp(c, "user_annotation") && strcmp(c, "cuda_sync") && strcmp(c, "overhead");
 }
 
 /* Collect the rows of one table, sorted. */

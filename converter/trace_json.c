@@ -540,6 +540,22 @@ static int copy_args(struct tj *t, uint32_t dev, uint32_t ctx, uint32_t stream, 
 		       cv_json_double(o, (double)bytes / (double)dur));
 }
 
+/* As Kineto writes them: the kind's name, the stream (-1: none, a context
+ * synchronization), the correlation id, the context, and the event waited on. */
+static int sync_args(struct tj *t, const struct conv_item *it)
+{
+	const struct evlog_event *e = it->ev;
+	uint8_t k = e->u.gpu_sync.kind;
+
+	if (arg_str(t, "cuda_sync_kind", it->name, strlen(it->name)) ||
+	    arg_i64(t, "stream", (int32_t)e->u.gpu_sync.stream) ||
+	    arg_u64(t, "correlation", e->u.gpu_sync.correlation_id) ||
+	    arg_u64(t, "context", e->u.gpu_sync.context))
+		return -1;
+	return (k == 1 || k == 2) && e->u.gpu_sync.cuda_event != UINT32_MAX &&
+	       arg_u64(t, "wait_on_cuda_event_id", e->u.gpu_sync.cuda_event);
+}
+
 static int item_args(struct tj *t, const struct conv_item *it)
 {
 	const struct evlog_event *e = it->ev;
@@ -588,6 +604,8 @@ static int item_args(struct tj *t, const struct conv_item *it)
 				 e->u.gpu_memset.stream, e->u.gpu_memset.correlation_id,
 				 e->u.gpu_memset.bytes, it->dur_ns) ||
 		       arg_u64(t, "value", e->u.gpu_memset.value);
+	case EV_GPU_SYNC:
+		return sync_args(t, it);
 	case EV_MARKER:
 		if (it->step && arg_u64(t, "step", it->step - 1))
 			return -1;

@@ -1030,6 +1030,20 @@ static unsigned gpu_item_stats(struct evstats *e, struct xplane_p *p, const stru
 	}
 }
 
+/* A CUDA synchronization on the thread that waited: its kind by Kineto's
+ * name (as its trace JSON arg), the call's correlation id, its context and
+ * stream (-1: none). */
+static void sync_stats(struct evstats *e, const struct conv_item *it)
+{
+	const struct evlog_event *ev = it->ev;
+
+	es_ref(e, "cuda_sync_kind", it->name);
+	if (!(it->flow_id && it->flow_start))
+		es_u64(e, "correlation_id", ev->u.gpu_sync.correlation_id);
+	context_stat(e, es_buf(e), ev->u.gpu_sync.context);
+	es_i64(e, "stream_id", (int32_t)ev->u.gpu_sync.stream);
+}
+
 /* Per-event stats of a host event: only what varies from one call to the
  * next. What a function always has (its file:line) is in its metadata. */
 static void host_item_stats(struct xsink *x, struct evstats *e, const struct conv_item *it)
@@ -1051,6 +1065,10 @@ static void host_item_stats(struct xsink *x, struct evstats *e, const struct con
 		return;
 	if (ev->type == EV_SYSCALL)
 		es_i64(e, "ret", ev->u.syscall.ret);
+	if (ev->type == EV_GPU_SYNC)
+		sync_stats(e, it);
+	if (ev->type == EV_CUPTI_OVERHEAD)
+		es_ref(e, "overhead_kind", it->name);
 	if (ev->type == EV_LIB_CALL && ev->u.lib_call.detail.len) {
 		char *s = es_buf(e);
 		size_t n = ev->u.lib_call.detail.len < 511 ? ev->u.lib_call.detail.len : 511;

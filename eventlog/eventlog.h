@@ -134,10 +134,12 @@ struct evlog_event {
 
 /* Each type's timeline traits (EVLOG_TYPES): its track (enum evlog_track),
  * and the offsets in struct evlog_event of its duration and correlation id
- * fields (0: it has none). Indexed by type; unknown types are all zero. */
+ * fields (u64; 0: it has none) and, on a GPU stream track, of its device and
+ * stream fields (u32). Indexed by type; unknown types are all zero. */
 struct evlog_traits {
 	uint8_t track;
 	uint16_t dur_off, corr_off;
+	uint16_t device_off, stream_off;
 };
 extern const struct evlog_traits evlog_traits[EV_TYPE_MAX + 1];
 
@@ -152,6 +154,25 @@ static inline uint64_t evlog_dur(const struct evlog_event *e)
 {
 	uint16_t off = evlog_type_traits(e->type)->dur_off;
 	uint64_t v = 0;
+	if (off)
+		memcpy(&v, (const char *)e + off, sizeof(v));
+	return v;
+}
+
+/* The GPU device and stream of an event on a stream track (0 elsewhere). */
+static inline uint32_t evlog_device(const struct evlog_event *e)
+{
+	uint16_t off = evlog_type_traits(e->type)->device_off;
+	uint32_t v = 0;
+	if (off)
+		memcpy(&v, (const char *)e + off, sizeof(v));
+	return v;
+}
+
+static inline uint32_t evlog_stream(const struct evlog_event *e)
+{
+	uint16_t off = evlog_type_traits(e->type)->stream_off;
+	uint32_t v = 0;
 	if (off)
 		memcpy(&v, (const char *)e + off, sizeof(v));
 	return v;

@@ -14,10 +14,31 @@ static const char *const type_names[EV_TYPE_MAX + 1] = { EVLOG_TYPES(NAME) };
 #define OFF_dur(m) offsetof(struct evlog_event, u.m.dur)
 #define OFF_correlation_id(m) offsetof(struct evlog_event, u.m.correlation_id)
 #define OFF__(m) 0
+/* A stream track's fields are named device and stream. */
+#define DEV_META(m) 0
+#define DEV_THREAD(m) 0
+#define DEV_STREAM(m) offsetof(struct evlog_event, u.m.device)
+#define STREAM_META(m) 0
+#define STREAM_THREAD(m) 0
+#define STREAM_STREAM(m) offsetof(struct evlog_event, u.m.stream)
 #define TRAITS(N, num, m, track, dur, corr) \
-	[EV_##N] = { EVLOG_TRACK_##track, OFF_##dur(m), OFF_##corr(m) },
+	[EV_##N] = { EVLOG_TRACK_##track, OFF_##dur(m), OFF_##corr(m), DEV_##track(m), \
+		     STREAM_##track(m) },
 const struct evlog_traits evlog_traits[EV_TYPE_MAX + 1] = { EVLOG_TYPES(TRAITS) };
 #undef TRAITS
+
+/* The trait fields have the widths evlog_dur() and the others read. */
+#define SZ_dur(m) _Static_assert(sizeof(((struct evlog_event *)0)->u.m.dur) == 8, #m ".dur");
+#define SZ_correlation_id(m) \
+	_Static_assert(sizeof(((struct evlog_event *)0)->u.m.correlation_id) == 8, #m ".corr");
+#define SZ__(m)
+#define SZ_STREAM(m) _Static_assert(sizeof(((struct evlog_event *)0)->u.m.device) == 4 && \
+				    sizeof(((struct evlog_event *)0)->u.m.stream) == 4, #m);
+#define SZ_THREAD(m)
+#define SZ_META(m)
+#define CHECK_SIZES(N, num, m, track, dur, corr) SZ_##dur(m) SZ_##corr(m) SZ_##track(m)
+EVLOG_TYPES(CHECK_SIZES)
+#undef CHECK_SIZES
 
 static const char *const source_names[EVSRC_MAX + 1] = {
 	[EVSRC_OTHER] = "other",

@@ -46,7 +46,7 @@ desc="CUPTI's synchronization records sit on the thread that waited (not the mai
 t python3 - "$dir/t.json" "$steps" <<'PY'
 import json, sys
 ev = json.load(open(sys.argv[1]))["traceEvents"]
-sync = [e for e in ev if e.get("name", "").startswith("cuda_sync:")]
+sync = [e for e in ev if e.get("cat") == "cuda_sync"]
 assert len(sync) == int(sys.argv[2]), len(sync)
 assert all(e["tid"] == 4001 for e in sync), {e["tid"] for e in sync}
 PY
@@ -58,7 +58,7 @@ l=[e for e in ev if e.get('ph')=='X' and e.get('name')=='cudaLaunchKernel']; ass
 desc="CUPTI log alone: its records stand, synchronization records still on the waiting thread"
 t bash -c "'$conv' -i '$dir/cupti/inject.log' -o '$dir/c.json' 2>'$dir/err3' && ! grep -q 'kept once' '$dir/err3' && \
 	python3 -c \"import json; ev=json.load(open('$dir/c.json'))['traceEvents']; \
-s=[e for e in ev if e.get('name','').startswith('cuda_sync:')]; assert s and all(e['tid']==4001 for e in s)\""
+s=[e for e in ev if e.get('cat')=='cuda_sync']; assert s and all(e['tid']==4001 for e in s)\""
 # The job in a pid namespace of its own (a container): the injected library
 # writes the namespace's tids (node's - 3900), the collector's log the node's
 # plus a llmtracker.ns_tid marker per thread; the converter maps them, so the
@@ -70,11 +70,11 @@ desc="container tids: CUPTI's records mapped to the node's tids, $((steps * 2)) 
 t bash -c "'$conv' -i '$dir/ns/node.log' --cupti-dir '$dir/ns/cupti' -o '$dir/ns/t.json' 2>'$dir/ns/err' && \
 	cat '$dir/ns/err' && grep -q ' $((steps * 2)) CUDA calls seen by both uprobes and CUPTI, kept once' '$dir/ns/err' && \
 	python3 -c \"import json; ev=json.load(open('$dir/ns/t.json'))['traceEvents']; \
-s=[e for e in ev if e.get('name','').startswith('cuda_sync:')]; assert s and all(e['tid']==4001 for e in s), s[:1]; \
+s=[e for e in ev if e.get('cat')=='cuda_sync']; assert s and all(e['tid']==4001 for e in s), s[:1]; \
 assert not [e for e in ev if e.get('name')=='llmtracker.ns_tid']; \
 assert not [e for e in ev if e.get('pid')==4000 and e.get('tid') in (100, 101, 102, 103)]\""
 desc="container tids, CUPTI log alone (no markers): its tids stay the namespace's"
 t bash -c "'$conv' -i '$dir/ns/cupti/inject.log' -o '$dir/ns/c.json' 2>/dev/null && \
 	python3 -c \"import json; ev=json.load(open('$dir/ns/c.json'))['traceEvents']; \
-s=[e for e in ev if e.get('name','').startswith('cuda_sync:')]; assert s and all(e['tid']==101 for e in s), s[:1]\""
+s=[e for e in ev if e.get('cat')=='cuda_sync']; assert s and all(e['tid']==101 for e in s), s[:1]\""
 exit 0
