@@ -368,35 +368,29 @@ static void put_memset(const CUpti_ActivityMemset4 *m)
 	stats.memsets++;
 }
 
-/* Synchronization and CUPTI's own overhead have no event type of their
- * own: markers named "cuda_sync:<type>" / "cupti_overhead:<kind>", value =
- * correlation id (sync) or 0, text "context=C stream=S". */
+/* A synchronization: CUPTI gives no thread, only the API call's correlation
+ * id (the converter puts it on that call's thread). */
 static void put_sync(const CUpti_ActivitySynchronization2 *s)
 {
-	static const char *const names[] = { "unknown", "event_synchronize", "stream_wait_event",
-					     "stream_synchronize", "context_synchronize" };
-	char name[64], text[64];
-	snprintf(name, sizeof(name), "cuda_sync:%s", s->type < 5 ? names[s->type] : "other");
-	snprintf(text, sizeof(text), "context=%u stream=%u", s->contextId, s->streamId);
-	struct evlog_event ev = { .type = EV_MARKER, .ts = s->start };
-	ev.u.marker.name = evlog_s(name);
-	ev.u.marker.text = evlog_s(text);
-	ev.u.marker.dur = s->end > s->start ? s->end - s->start : 0;
-	ev.u.marker.value = s->correlationId;
+	struct evlog_event ev = { .type = EV_GPU_SYNC, .ts = s->start };
+	ev.u.gpu_sync.dur = s->end > s->start ? s->end - s->start : 0;
+	ev.u.gpu_sync.kind = (uint8_t)(s->type <= UINT8_MAX ? s->type : 0);
+	ev.u.gpu_sync.context = s->contextId;
+	ev.u.gpu_sync.stream = s->streamId;
+	ev.u.gpu_sync.cuda_event = s->cudaEventId;
+	ev.u.gpu_sync.correlation_id = s->correlationId;
 	emit(&ev);
 	stats.syncs++;
 }
 
 static void put_overhead(const CUpti_ActivityOverhead3 *o)
 {
-	char name[64];
-	snprintf(name, sizeof(name), "cupti_overhead:%u", (unsigned)o->overheadKind);
-	struct evlog_event ev = { .type = EV_MARKER, .ts = o->start };
+	struct evlog_event ev = { .type = EV_CUPTI_OVERHEAD, .ts = o->start };
 	if (o->objectKind == CUPTI_ACTIVITY_OBJECT_THREAD || o->objectKind == CUPTI_ACTIVITY_OBJECT_PROCESS)
 		ev.tid = o->objectId.pt.threadId;
-	ev.u.marker.name = evlog_s(name);
-	ev.u.marker.text = evlog_s("");
-	ev.u.marker.dur = o->end > o->start ? o->end - o->start : 0;
+	ev.u.cupti_overhead.dur = o->end > o->start ? o->end - o->start : 0;
+	ev.u.cupti_overhead.kind = (uint32_t)o->overheadKind;
+	ev.u.cupti_overhead.object_kind = (uint8_t)(o->objectKind <= UINT8_MAX ? o->objectKind : 0);
 	emit(&ev);
 }
 

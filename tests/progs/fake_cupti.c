@@ -18,6 +18,10 @@
  * cuBLAS makes them.
  * It checks what CUPTI relies on: a buffer given with ZEROED_OUT set is all
  * zero, and is 8-byte aligned.
+ * FAKE_CUPTI_SYNC=N: after every Nth kernel, a SYNCHRONIZATION record (a
+ * stream synchronize with that kernel's correlation id) and an OVERHEAD
+ * record (a buffer flush charged to the process's main thread), each only
+ * while the client has its kind enabled.
  * FAKE_CUPTI_GRAPH=1: the kernels are a CUDA graph's nodes (graphId 1), and
  * cuptiFinalize after any of them kills the process as the GPU does (an MMU
  * fault at the graph's next replay, through memory CUPTI freed).
@@ -140,6 +144,44 @@ static void *next_slot(void)
 	return slot;
 }
 
+static atomic_int sync_on, overhead_on; /* kinds the client enabled */
+static uint64_t sync_every;              /* FAKE_CUPTI_SYNC */
+
+/* Records a kernel's launch waited on and what CUPTI spent meanwhile
+ * (FAKE_CUPTI_SYNC). Caller holds mu. */
+static void put_sync_overhead(uint64_t corr, uint64_t start)
+{
+	_Static_assert(sizeof(CUpti_ActivitySynchronization2) <= sizeof(CUpti_ActivityKernel10) &&
+		       sizeof(CUpti_ActivityOverhead3) <= sizeof(CUpti_ActivityKernel10),
+		       "the records fit a slot");
+	void *slot;
+	if (atomic_load(&sync_on) && (slot = next_slot())) {
+		CUpti_ActivitySynchronization2 y;
+		memset(&y, 0, sizeof(y));
+		y.kind = CUPTI_ACTIVITY_KIND_SYNCHRONIZATION;
+		y.type = CUPTI_ACTIVITY_SYNCHRONIZATION_TYPE_STREAM_SYNCHRONIZE;
+		y.start = start + 1000;
+		y.end = y.start + 5000;
+		y.correlationId = (uint32_t)corr;
+		y.contextId = 1;
+		y.streamId = 7;
+		y.cudaEventId = UINT32_MAX;
+		memcpy(slot, &y, sizeof(y));
+	}
+	if (atomic_load(&overhead_on) && (slot = next_slot())) {
+		CUpti_ActivityOverhead3 o;
+		memset(&o, 0, sizeof(o));
+		o.kind = CUPTI_ACTIVITY_KIND_OVERHEAD;
+		o.overheadKind = CUPTI_ACTIVITY_OVERHEAD_CUPTI_BUFFER_FLUSH;
+		o.objectKind = CUPTI_ACTIVITY_OBJECT_THREAD;
+		o.objectId.pt.processId = (uint32_t)getpid();
+		o.objectId.pt.threadId = (uint32_t)getpid();
+		o.start = start;
+		o.end = start + 700;
+		memcpy(slot, &o, sizeof(o));
+	}
+}
+
 static void put_kernel(uint64_t corr)
 {
 	CUpti_ActivityKernel10 k;
@@ -159,6 +201,8 @@ static void put_kernel(uint64_t corr)
 	k.graphId = graph_nodes ? 1 : 0;
 	memcpy(slot, &k, sizeof(k));
 	generated++;
+	if (sync_every && corr % sync_every == 0)
+		put_sync_overhead(corr, k.start);
 }
 
 /* CUPTI's DEVICE record comes once per context: here once per process, at
@@ -300,11 +344,16 @@ API CUptiResult cuptiActivityEnable(CUpti_ActivityKind k)
 		pthread_mutex_unlock(&mu);
 		return CUPTI_SUCCESS;
 	}
+	if (k == CUPTI_ACTIVITY_KIND_SYNCHRONIZATION)
+		atomic_store(&sync_on, 1);
+	if (k == CUPTI_ACTIVITY_KIND_OVERHEAD)
+		atomic_store(&overhead_on, 1);
 	if (k != CUPTI_ACTIVITY_KIND_CONCURRENT_KERNEL || gen_started)
 		return CUPTI_SUCCESS;
 	if (!req_cb || !done_cb)
 		return CUPTI_ERROR_INVALID_OPERATION;
 	graph_nodes = getenv("FAKE_CUPTI_GRAPH") != NULL;
+	sync_every = getenv("FAKE_CUPTI_SYNC") ? strtoull(getenv("FAKE_CUPTI_SYNC"), NULL, 10) : 0;
 	atomic_store(&gen_run, 1);
 	gen_started = pthread_create(&gen, NULL, generator, NULL) == 0;
 	return gen_started ? CUPTI_SUCCESS : CUPTI_ERROR_UNKNOWN;
@@ -313,6 +362,10 @@ API CUptiResult cuptiActivityEnable(CUpti_ActivityKind k)
 API CUptiResult cuptiActivityDisable(CUpti_ActivityKind k)
 {
 	alive_or_die("cuptiActivityDisable");
+	if (k == CUPTI_ACTIVITY_KIND_SYNCHRONIZATION)
+		atomic_store(&sync_on, 0);
+	if (k == CUPTI_ACTIVITY_KIND_OVERHEAD)
+		atomic_store(&overhead_on, 0);
 	if (k == CUPTI_ACTIVITY_KIND_CONCURRENT_KERNEL && gen_started) {
 		atomic_store(&gen_run, 0);
 		pthread_join(gen, NULL);
