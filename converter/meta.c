@@ -311,8 +311,6 @@ static void widen(struct cv_host *h, const struct cv_log *l, uint64_t ts, uint64
 		h->max_ts = s + dur;
 }
 
-#define ev_dur evlog_dur
-
 static int thread_event(struct cv_core *c, struct cv_host *h, const struct evlog_event *e)
 {
 	uint32_t tid = e->tid ? e->tid : e->pid;
@@ -383,7 +381,8 @@ static uint64_t text_number(struct evlog_str s, const char *key)
 	return 0;
 }
 
-const struct evlog_event *cv_upgrade_marker(const struct evlog_event *e, struct evlog_event *tmp)
+const struct evlog_event *cv_upgrade_marker_slow(const struct evlog_event *e,
+						 struct evlog_event *tmp)
 {
 	static const char *const sync_kinds[] = { "unknown", "event_synchronize",
 						  "stream_wait_event", "stream_synchronize",
@@ -391,8 +390,6 @@ const struct evlog_event *cv_upgrade_marker(const struct evlog_event *e, struct 
 	const struct evlog_str *n = &e->u.marker.name;
 	struct evlog_event o = { .ts = e->ts, .pid = e->pid, .tid = e->tid };
 
-	if (e->type != EV_MARKER)
-		return e;
 	if (name_has_prefix(n, "cuda_sync:", 10)) {
 		o.type = EV_GPU_SYNC;
 		for (uint8_t k = 0; k < sizeof(sync_kinds) / sizeof(sync_kinds[0]); k++)
@@ -429,13 +426,11 @@ static int meta_timeline(struct cv_core *c, struct cv_host *h, struct cv_log *l,
 {
 	const struct evlog_traits *tr = evlog_type_traits(e->type);
 
-	if (!evlog_type_name(e->type)) {
-		c->st.unknown_type++;
+	if (tr->track == EVLOG_TRACK_META) {
+		c->st.unknown_type += e->type > EV_TYPE_MAX; /* the reader returns none */
 		return 0;
 	}
-	if (tr->track == EVLOG_TRACK_META)
-		return 0;
-	widen(h, l, e->ts, ev_dur(e));
+	widen(h, l, e->ts, evlog_dur(e));
 	if (tr->track == EVLOG_TRACK_THREAD)
 		return thread_event(c, h, e);
 	if (corr_mark(c, l->host, e->pid, evlog_corr(e), CV_CORR_GPU))
@@ -470,13 +465,13 @@ static int meta_event(struct cv_core *c, struct cv_host *h, struct cv_log *l,
 		return meta_timeline(c, h, l, e);
 	case EV_LIB_CALL:
 		c->n_lib_calls++;
-		widen(h, l, e->ts, ev_dur(e));
+		widen(h, l, e->ts, evlog_dur(e));
 		if (corr_mark(c, l->host, e->pid, e->u.lib_call.correlation_id, CV_CORR_LIB))
 			return -1;
 		return thread_event(c, h, e);
 	case EV_GPU_API:
 		c->n_gpu_api++;
-		widen(h, l, e->ts, ev_dur(e));
+		widen(h, l, e->ts, evlog_dur(e));
 		if (corr_mark(c, l->host, e->pid, e->u.gpu_api.correlation_id, CV_CORR_API))
 			return -1;
 		return thread_event(c, h, e);
