@@ -421,8 +421,8 @@ const struct evlog_event *cv_upgrade_marker_slow(const struct evlog_event *e,
 /* Pass 1 for an event with a place on a timeline and nothing else to
  * collect: the host's time range, its thread or GPU stream (and the stream's
  * correlation id), as its schema traits say. */
-static int meta_timeline(struct cv_core *c, struct cv_host *h, struct cv_log *l,
-			 const struct evlog_event *e)
+static inline __attribute__((always_inline))
+int meta_timeline(struct cv_core *c, struct cv_host *h, struct cv_log *l, const struct evlog_event *e)
 {
 	const struct evlog_traits *tr = evlog_type_traits(e->type);
 
