@@ -55,6 +55,22 @@ for n in sorted(set(ours) | set(theirs)):
 print(("PASS" if ours == theirs and ours else "FAIL") + " kernel names and counts equal torch.profiler's")
 PY
 grep -q '^FAIL' "$T/cmp" && fail=1
+# torch.cuda.synchronize(): CUPTI's synchronization records (format 1.3
+# gpu_sync events), shown as PyTorch's profiler shows them.
+"$CARRY/bin/llmtracker-convert" -q -i "$T/p.log" --cupti-dir "$T" -o "$T/t.json" 2>/dev/null
+python3 - "$T/t.json" <<'PY' | tee "$T/sync"
+import json, sys
+ev = json.load(open(sys.argv[1]))["traceEvents"]
+s = [e for e in ev if e.get("cat") == "cuda_sync"]
+names = sorted({e["name"] for e in s})
+old = [e for e in ev if e.get("name", "").startswith(("cuda_sync:", "cupti_overhead:"))]
+ok = s and not old and set(names) <= {"Event Sync", "Stream Wait Event", "Stream Sync",
+                                      "Context Sync", "Unknown"} and \
+     all(e["args"]["cuda_sync_kind"] == e["name"] and e["tid"] for e in s)
+print(("PASS" if ok else "FAIL") + f" {len(s)} CUDA synchronizations as cat cuda_sync ({', '.join(names)}), "
+      f"{sum(e.get('cat') == 'overhead' for e in ev)} CUPTI overheads as cat overhead, no marker")
+PY
+grep -q '^FAIL' "$T/sync" && fail=1
 echo "RESULT $([ $fail = 0 ] && echo PASS || echo FAIL)"
 rm -rf "$T"
 exit $fail
