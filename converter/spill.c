@@ -41,26 +41,26 @@ static void big_free(void *p, size_t n)
  * strings); an argument list as its count and that many values. About half
  * the bytes of the structs: the sort files are the converter's biggest I/O.
  * Stacks are never packed: samples travel as interned folded strings. One
- * field list serves sizing, packing and unpacking: each kind maps to U
- * unsigned, S signed, T string, A3 three u32, ARGS count + values, or
- * nothing (stacks). Every type with a place on a timeline packs. */
-#define PK_KIND_U8(U, S, T, A3, ARGS, m, f) U(m.f);
-#define PK_KIND_U32(U, S, T, A3, ARGS, m, f) U(m.f);
-#define PK_KIND_U64(U, S, T, A3, ARGS, m, f) U(m.f);
-#define PK_KIND_X64(U, S, T, A3, ARGS, m, f) U(m.f);
-#define PK_KIND_SRC(U, S, T, A3, ARGS, m, f) U(m.f);
-#define PK_KIND_CORR(U, S, T, A3, ARGS, m, f) U(m.f);
-#define PK_KIND_I64(U, S, T, A3, ARGS, m, f) S(m.f);
-#define PK_KIND_STR(U, S, T, A3, ARGS, m, f) T(m.f);
-#define PK_KIND_U32X3(U, S, T, A3, ARGS, m, f) A3(m.f);
-#define PK_KIND_ARGS(U, S, T, A3, ARGS, m, f) ARGS(m.n##f, m.f);
-#define PK_KIND_STACK(U, S, T, A3, ARGS, m, f)
-#define PK_KIND_PYSTACK(U, S, T, A3, ARGS, m, f)
+ * field list serves sizing, packing and unpacking: each kind maps to
+ * PK_U_ unsigned, PK_S_ signed, PK_T_ string, PK_A3_ three u32, PK_ARGS_
+ * count + values, or nothing (stacks). Every type with a place on a timeline packs. */
+#define PK_KIND_U8(m, f) PK_U_(m.f);
+#define PK_KIND_U32(m, f) PK_U_(m.f);
+#define PK_KIND_U64(m, f) PK_U_(m.f);
+#define PK_KIND_X64(m, f) PK_U_(m.f);
+#define PK_KIND_SRC(m, f) PK_U_(m.f);
+#define PK_KIND_CORR(m, f) PK_U_(m.f);
+#define PK_KIND_I64(m, f) PK_S_(m.f);
+#define PK_KIND_STR(m, f) PK_T_(m.f);
+#define PK_KIND_U32X3(m, f) PK_A3_(m.f);
+#define PK_KIND_ARGS(m, f) PK_ARGS_(m.n##f, m.f);
+#define PK_KIND_STACK(m, f)
+#define PK_KIND_PYSTACK(m, f)
 #define PK_PACKS_META(x)
 #define PK_PACKS_THREAD(x) x
 #define PK_PACKS_STREAM(x) x
-/* Inside PK_FIELDS: the field macro sees the caller's U..ARGS through these. */
-#define PK_FIELD(m, kind, f) PK_KIND_##kind(PK_U_, PK_S_, PK_T_, PK_A3_, PK_ARGS_, m, f)
+/* Each user of PK_FIELDS defines PK_U_, PK_S_, PK_T_, PK_A3_ and PK_ARGS_. */
+#define PK_FIELD(m, kind, f) PK_KIND_##kind(m, f)
 #define PK_CASE(N, num, m, track, dur, corr) \
 	PK_PACKS_##track(case EV_##N: EVLOG_FIELDS_##m(PK_FIELD, m) break;)
 #define PK_FIELDS EVLOG_TYPES(PK_CASE)
