@@ -103,8 +103,6 @@ static const CUpti_ActivityKind kinds[] = {
 	CUPTI_ACTIVITY_KIND_SYNCHRONIZATION, CUPTI_ACTIVITY_KIND_OVERHEAD,
 };
 static int kind_on[sizeof(kinds) / sizeof(kinds[0])];
-/* li_config.runtime values past 2: launch records by per-call selection. */
-enum { RUNTIME_ALLOW = 3, RUNTIME_SELECT = 4 };
 
 /* Runtime calls made so often and so cheaply that recording them costs
  * more than they tell (as Kineto drops them too). */
@@ -1070,50 +1068,15 @@ static int kind_wanted(CUpti_ActivityKind k)
 {
 	switch (k) {
 	case CUPTI_ACTIVITY_KIND_RUNTIME:
-		return cfg.runtime == 1 || cfg.runtime == RUNTIME_ALLOW;
 	case CUPTI_ACTIVITY_KIND_SYNCHRONIZATION:
 	case CUPTI_ACTIVITY_KIND_OVERHEAD:
-		return cfg.runtime == 1 || cfg.runtime >= RUNTIME_ALLOW;
+		return cfg.runtime == 1;
 	case CUPTI_ACTIVITY_KIND_DRIVER:
 		return cfg.runtime == 1 && cfg.driver;
 	default:
 		return 1;
 	}
 }
-
-static int is_launch_cbid(uint32_t cbid)
-{
-	for (size_t i = 0; i < sizeof(cb_ids) / sizeof(cb_ids[0]); i++)
-		if (cb_ids[i] == cbid)
-			return 1;
-	return 0;
-}
-
-/* Launch records only (runtime=3 and 4): the runtime calls that launch, copy,
- * set or wait, and the driver's launches (cuBLAS's), by CUPTI's per-call
- * selection. runtime=3 takes the RUNTIME kind and switches every other
- * runtime call off; runtime=4 switches on the chosen calls without the kind
- * (the header's two documented ways). `on` = 0 undoes either at stop (a kept
- * subscription must not go on recording). Returns the calls CUPTI accepted. */
-static unsigned select_launch_calls(int on)
-{
-	unsigned ok = 0;
-	if (!cu.cuptiActivityEnableRuntimeApi || !cu.cuptiActivityEnableDriverApi)
-		return 0;
-	if (cfg.runtime == RUNTIME_ALLOW && on) {
-		for (uint32_t id = 1; id < CUPTI_RUNTIME_TRACE_CBID_SIZE; id++)
-			if (!is_launch_cbid(id))
-				ok += cu.cuptiActivityEnableRuntimeApi(id, 0) == CUPTI_SUCCESS;
-	} else {
-		for (size_t i = 0; i < sizeof(cb_ids) / sizeof(cb_ids[0]); i++)
-			ok += cu.cuptiActivityEnableRuntimeApi(cb_ids[i], (uint8_t)on) == CUPTI_SUCCESS;
-	}
-	for (size_t i = 0; i < sizeof(cb_drv_ids) / sizeof(cb_drv_ids[0]); i++)
-		ok += cu.cuptiActivityEnableDriverApi(cb_drv_ids[i], (uint8_t)on) == CUPTI_SUCCESS;
-	return ok;
-}
-
-static unsigned selected_calls; /* select_launch_calls(1)'s count, for the reply */
 
 static int enable_kinds(void)
 {
@@ -1123,7 +1086,6 @@ static int enable_kinds(void)
 	if (cfg.runtime == 1 && cu.cuptiActivityEnableRuntimeApi)
 		for (size_t i = 0; i < sizeof(noisy_runtime) / sizeof(noisy_runtime[0]); i++)
 			cu.cuptiActivityEnableRuntimeApi(noisy_runtime[i], 0);
-	selected_calls = cfg.runtime >= RUNTIME_ALLOW ? select_launch_calls(1) : 0;
 	return kind_on[1] ? 0 : -1; /* kernels are the point */
 }
 
@@ -1132,8 +1094,6 @@ static void disable_kinds(void)
 	for (size_t i = 0; i < sizeof(kinds) / sizeof(kinds[0]); i++)
 		if (kind_on[i])
 			cu.cuptiActivityDisable(kinds[i]);
-	if (cfg.runtime == RUNTIME_SELECT)
-		select_launch_calls(0);
 	memset(kind_on, 0, sizeof(kind_on));
 }
 
@@ -1261,13 +1221,10 @@ int li_cupti_start(const struct li_config *c, char *msg, size_t msgsz)
 		return -EIO;
 	}
 	atomic_store(&running, 1);
-	char sel[48] = "";
-	if (cfg.runtime >= RUNTIME_ALLOW)
-		snprintf(sel, sizeof(sel), " selected=%u", selected_calls);
-	snprintf(msg, msgsz, "ok file=%s%s%s", stats.file,
+	snprintf(msg, msgsz, "ok file=%s%s", stats.file,
 		 cb_refused ? " launches=activity (runtime=2 needs cbrisk=1: unsafe across detaches)" :
 		 c->runtime == 2 && !cfg.driver && cfg.runtime != 2 ?
-		 " launches=activity (no callback API)" : "", sel);
+		 " launches=activity (no callback API)" : "");
 	return 0;
 }
 

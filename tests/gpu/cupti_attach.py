@@ -148,8 +148,6 @@ MODES = {
     "L": "kernels + launch/copy/set/sync calls by callback (runtime=2 cbrisk=1)",
     "D": "kernels + every runtime call by activity (runtime=1 driver=0, the default)",
     "F": "kernels + runtime + every driver call (runtime=1 driver=1)",
-    "R": "kernels + launch/copy/set/sync calls by activity, every other runtime call switched off (runtime=3)",
-    "P": "kernels + launch/copy/set/sync calls by per-call selection without the kind (runtime=4)",
     "A": "llmtracker profile -t cpu --enable-cuda-kernel (static, default recording)",
     "U": "llmtracker profile -t cpu,cuda --enable-cuda-kernel (uprobes on the CUDA libraries too)",
     "N": "llmtracker profile -t cpu (static, no CUDA kernels)",
@@ -178,7 +176,7 @@ def analyze_window(v, tag, ev, tr):
     if not api:
         return krange
     noisy = sum(c for n, c in names.items() if n in NOISY)
-    if tag[0] in "DLAURP":
+    if tag[0] in "DLAU":
         v(noisy == 0, f"[{tag}] none of the frequent bookkeeping calls recorded ({noisy})")
     if tag[0] == "F":
         v(names.get("cuLaunchKernel", 0) > 0, f"[{tag}] driver launches (cuBLAS) recorded: "
@@ -199,7 +197,7 @@ def analyze_window(v, tag, ev, tr):
     # Without driver records (D), kernels cuBLAS launches through
     # cuLaunchKernel have none (a few percent of this loop's: docs/MEASUREMENTS.md,
     # 2026-12-02: CUPTI kernel recording cost); F and L take those.
-    v(matched >= (0.999 if tag[0] in "FLRP" else 0.85) * len(kern), what)
+    v(matched >= (0.999 if tag[0] in "FL" else 0.85) * len(kern), what)
     unpaired = collections.Counter(k[5][:60] for k in kern if k[2] not in launch)
     if unpaired:
         print(f"INFO [{tag}] kernels without a launch record: " +
@@ -314,7 +312,7 @@ def analyze(d):
             for e in ev["E"]:
                 print(f"WARN [{tag}] {e}")
         w = analyze_window(v, tag, ev, tr) if ev is not None else None
-        if ev is not None and tag in ("L1", "D1", "R1", "P1", "A", "A1"):
+        if ev is not None and tag in ("L1", "D1", "A", "A1"):
             kernel_match(v, tag, ev, tr)
         cp = os.path.join(d, f"{tag}.coll.tsv")
         if ev is not None and tag[0] == "U" and os.path.exists(cp):
@@ -354,7 +352,7 @@ def analyze(d):
     # averaged over the mode's windows; Z (nothing attached) is the method's
     # own noise.
     print("COST mode | steps/s while recording vs just before: mean, sd, windows | after detach | what")
-    for mode in "ZYKLDRPUEVFAN":
+    for mode in "ZYKLDUEVFAN":
         r = [x for x in rows if x[0][0] == mode]
         if r:
             rel = [x[2] / x[1] - 1 for x in r]

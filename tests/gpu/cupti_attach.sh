@@ -41,8 +41,8 @@ mkdir -p "$L"
 mono() { "$PY" -c 'import time; print(time.monotonic_ns())'; }
 nvidia-smi -L 2>/dev/null | head -2
 
-# SET=cost or links: torch.profiler's yardstick alternated as often as our windows.
-case "${SET:-}" in cost|links) export YARD_ROUNDS=${YARD_ROUNDS:-${ROUNDS:-4}};; esac
+# SET=cost: torch.profiler's yardstick alternated as often as our windows.
+[ "${SET:-}" = cost ] && export YARD_ROUNDS=${YARD_ROUNDS:-${ROUNDS:-4}}
 PYTHONUNBUFFERED=1 "$PY" tests/gpu/cupti_attach.py train "$W" >"$L/train.log" 2>&1 &
 TP=$!
 trap 'kill $TP 2>/dev/null' EXIT
@@ -95,7 +95,6 @@ tool() { # TAG SECONDS ARGS
 # SET picks the windows: modes (default: every recording mode twice), cost
 # (a per-source cost table: ROUNDS rounds of idle, Python hook, kernels only,
 # kernels with launches by callback, the default, uprobes, -t all), floor,
-# links (rounds of idle, kernels only, the default, runtime=3, runtime=4),
 # long (20 s windows), stat (8 s windows:
 # kernels only, the default, the collector with uprobes), collector, none.
 GAP=${GAP:-4}
@@ -140,14 +139,6 @@ elif [ "${SET}" = cost ]; then # one row per source, ROUNDS rounds of 8 s window
 		tool D$i 8 runtime=1 driver=0; sleep $GAP
 		attach U$i cpu,cuda 8; sleep $GAP
 		attach E$i all 8; sleep $GAP
-	done
-elif [ "${SET}" = links ]; then # launch records: the whole RUNTIME kind against per-call selections
-	for i in $(seq "${ROUNDS:-4}"); do
-		idle Z$i 8; sleep $GAP
-		tool K$i 8 runtime=0 driver=0; sleep $GAP
-		tool D$i 8 runtime=1 driver=0; sleep $GAP
-		tool R$i 8 runtime=3 driver=0; sleep $GAP
-		tool P$i 8 runtime=4 driver=0; sleep $GAP
 	done
 elif [ "${SET}" = collector ]; then # the collector as users run it, between idle windows
 	idle Z1 4; sleep $GAP

@@ -40,12 +40,14 @@ cudaev=$(awk '$1 == "cuda" { print $2 }' "$T/err")
 "$CARRY/bin/inject_logdump" "$T"/llmtracker-cupti.*.evlog >"$T/k.tsv" 2>&1
 python3 - "$T/k.tsv" "$T/prof.json" "$T/ref.json" <<'PY' | tee "$T/cmp"
 import collections, json, sys
+sys.path.insert(0, "tests/gpu")
+from cupti_attach import demangle  # CUPTI names kernels mangled, torch.profiler demangled
 prof, ref = json.load(open(sys.argv[2])), json.load(open(sys.argv[3]))
 ours = collections.Counter()
 for line in open(sys.argv[1]):
     f = line.rstrip("\n").split("\t")
     if f[0] == "K" and prof["t0"] <= int(f[1]) <= prof["t1"]:
-        ours[f[6]] += 1
+        ours[demangle(f[6])] += 1
 theirs = collections.Counter(ref["kernels"])
 print(f"INFO kernels in 10 steps: ours {sum(ours.values())} ({len(ours)} names), "
       f"torch.profiler {sum(theirs.values())} ({len(theirs)} names)")
