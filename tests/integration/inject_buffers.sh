@@ -8,26 +8,23 @@
 # CUPTI zeroed (ZEROED_OUT_ACTIVITY_BUFFER) and aligned, CUPTI finalized and
 # the library unloaded each time.
 set -u
+. "$(dirname "$0")/../lib/tap.sh"
 BUILD=${BUILD:-build}
 T=$BUILD/tests/progs
 LIB=$BUILD/lib/libllmtracker-inject.so
-for f in "$T/fake_cuda_app" "$T/fake_cupti" "$T/inject_tool" "$T/inject_logdump" "$LIB"; do
-	[ -e "$f" ] || { echo "not ok 1 - missing $f (make tests-bin)"; exit 1; }
-done
-[ "$(id -u)" = 0 ] || { echo "skip: needs root for ptrace"; exit 77; }
-[ "$(uname -m)" = x86_64 ] || { echo "skip: the injector supports x86-64 only"; exit 77; }
+need_built "$T/fake_cuda_app" "$T/fake_cupti" "$T/inject_tool" "$T/inject_logdump" "$LIB"
+[ "$(id -u)" = 0 ] || skip "needs root for ptrace"
+[ "$(uname -m)" = x86_64 ] || skip "the injector supports x86-64 only"
 
-W=$(mktemp -d /tmp/llmt-inject-buf.XXXXXX)
+tap_tmpdir W llmt-inject-buf
 TP2=
-trap 'exec 9>&- 8>&- 2>/dev/null; kill $TP $TP2 2>/dev/null; rm -rf "$W"' EXIT
-n=0
-check() { n=$((n + 1)); if eval "$2"; then echo "ok $n - $1"; else echo "not ok $n - $1"; fi; }
+tap_at_exit 'exec 9>&- 8>&- 2>/dev/null; kill $TP $TP2 2>/dev/null'
 
 mkfifo "$W/in"
 FAKE_CUPTI_RATE=${RATE:-300000} "$T/fake_cuda_app" "$T/fake_cupti" <"$W/in" >"$W/app.out" 2>&1 &
 TP=$!
 exec 9>"$W/in"
-for _ in $(seq 100); do grep -q '^ready' "$W/app.out" && break; sleep 0.05; done
+wait_for "$W/app.out" '^ready' 5
 check "target started" 'grep -q "^ready $TP" "$W/app.out"'
 
 total=0
@@ -61,7 +58,7 @@ mkfifo "$W/in2"
 FAKE_APP_THREADS=3 FAKE_CUPTI_RATE=50000 "$T/fake_cuda_app" "$T/fake_cupti" <"$W/in2" >"$W/app2.out" 2>&1 &
 TP2=$!
 exec 8>"$W/in2"
-for _ in $(seq 100); do grep -q '^ready' "$W/app2.out" && break; sleep 0.05; done
+wait_for "$W/app2.out" '^ready' 5
 mkdir "$W/r2" "$W/r3"
 LLMT_SKIP_DRIVER_CHECK=1 "$T/inject_tool" attach $TP2 "$LIB" "$W/r2" 0.5 runtime=2 >"$W/r2.out" 2>&1
 check "[cb] runtime=2 without cbrisk=1: launches by activity instead, and why" \
@@ -93,3 +90,4 @@ check "[cb] each record spans its call (runtime >= 20 us, driver >= 5 us), from 
 	'awk -F"\t" "\$3 < 20000 { exit 1 }" "$W/r3.rt" && awk -F"\t" "\$3 < 5000 { exit 1 }" "$W/r3.drv" &&
 	[ "$(cut -f5 "$W/r3.rt" | sort -u | wc -l)" = 4 ] && [ "$(cut -f5 "$W/r3.drv" | sort -u | wc -l)" = 4 ]'
 check "[cb] kernels still recorded beside the calls" '[ "$(grep -c "^K" "$W/r3.tsv")" -gt 10000 ]'
+tap_done
