@@ -16,6 +16,8 @@ mkdir -p "$dir/a" "$dir/b" "$dir/k"
 # wait_tmp DIR: until a temporary file of ours shows in DIR (10 s at most)
 wait_tmp() { wait_until 10 tmp_in "$1"; }
 tmp_in() { ls -A "$1" 2>/dev/null | grep -qE '^\..*\.[0-9]+\.[0-9a-f]{8}\.tmp$'; }
+export -f wait_until tmp_in # for the checks' own shells (bash -c)
+export TAP_TIME_SCALE
 
 # interrupt SIG WATCHDIR ARGS...: start a conversion, signal it once its
 # temporary exists, leave its exit status in $dir/rc and stderr in $dir/err

@@ -57,7 +57,8 @@ only_logs() { # dir regex-of-allowed-names
 mkdir "$W/out"
 mkfifo "$W/in"
 isolated "$P/hostile_target" "$(realpath "$P/fake_cupti")" <"$W/in" >"$W/t.out" 2>&1 &
-tap_bg $!
+IP=$! # the namespace's first process: it ends with the target's status
+tap_bg $IP
 exec 9>"$W/in"
 wait_for "$W/t.out" '^ready'
 TP=$(awk '/^ready/ {print $2}' "$W/t.out")
@@ -130,7 +131,7 @@ exec 8>&-; wait "$zp" 2>/dev/null
 check "nothing was written into the output directory by the refused attempts" \
 	'[ "$(ls -A "$W/out" | wc -l)" = 1 ]'
 exec 9>&-
-wait "$TP" 2>/dev/null
+wait "$IP"
 check "the target ran on and exited 0" '[ $? = 0 ]'
 
 # -------------------------------------------------------------- Python side

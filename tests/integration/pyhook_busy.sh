@@ -181,11 +181,13 @@ LLMT_TEST_LATCH_STALL_MS=5000 "$LT" profile -p $tp -t python -o "$T/k/c.log" > /
 wait_until 10 'python3 "$PATCH" $tp | grep -q ebfe'
 patched=$(python3 "$PATCH" $tp | grep -c ebfe)
 kill -KILL $cp; wait $cp 2> /dev/null
+t0=$EPOCHREALTIME
 wait_until 5 '! python3 "$PATCH" $tp | grep -q ebfe'
+restored_ms=$(awk -v a="$t0" -v b="$EPOCHREALTIME" 'BEGIN { printf "%d", (b - a) * 1000 }')
 left=$(python3 "$PATCH" $tp | grep -c ebfe)
 tracer=$(sed -n 's/^TracerPid:\t//p' /proc/$tp/status)
 kill -USR1 $tp; wait $tp; rc=$?
-echo "# patched entries while stalled: $patched; left after SIGKILL: $left (restored within ~$((i * 50)) ms); tracer after: $tracer"
+echo "# patched entries while stalled: $patched; left after SIGKILL: $left (restored within ~$restored_ms ms); tracer after: $tracer"
 [ "$patched" -ge 1 ] && [ "$left" = 0 ] && [ "$tracer" = 0 ] && [ $rc = 3 ] && grep -q "wrong=0" "$T/k/out"
 check_rc $? "collector SIGKILLed with threads spinning on its patch: the guardian restores the text, the target finishes unchanged"
 tap_done
