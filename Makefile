@@ -219,7 +219,7 @@ $(BUILD)/bin/llmtracker-static: $(call obj,collector/main.c) $(COLL_A) $(EVLOG_A
 TEST_LIBS := $(COLL_A) $(CONV_A) $(EVLOG_A)
 # Headers test sources include directly (tests/progs/evlog_gen.h...) and the
 # event log headers the programs compile against: a change rebuilds them.
-TEST_HDRS := $(wildcard tests/progs/*.h eventlog/*.h common/*.h)
+TEST_HDRS := $(wildcard tests/progs/*.h tests/unit/*.h eventlog/*.h common/*.h)
 $(BUILD)/tests/%: tests/unit/%.c $(TEST_LIBS) $(TEST_HDRS) | $(GENERATED)
 	@mkdir -p $(@D)
 	$(CC) $(CFLAGS) -Itests -o $@ $< $(TEST_LIBS) -lcmocka $(LIBS_COLLECTOR) $(LIBS_CONVERTER)
