@@ -77,7 +77,7 @@ tap_cleanup() {
 trap tap_cleanup EXIT
 
 if [ -z "${TAP_TIME_SCALE:-}" ]; then
-	TAP_TIME_SCALE=$(awk -v cpus="$(nproc)" '{ s = 1 + int($1 / cpus); print s > 4 ? 4 : s; exit }' \
+	TAP_TIME_SCALE=$(awk -v cpus="$(nproc)" '{ s = 1 + int($1 / cpus); print (s > 4 ? 4 : s); exit }' \
 		/proc/loadavg 2>/dev/null)
 	TAP_TIME_SCALE=${TAP_TIME_SCALE:-1}
 fi
