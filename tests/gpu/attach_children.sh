@@ -12,19 +12,13 @@
 # mapping, not a usable CUDA), the process without CUDA never has it mapped.
 #   tests/gpu/attach_children.sh run [OUTDIR]
 set -u
-cd "$(dirname "$0")/../.."
-CARRY=${CARRY:-.carry}
+. "$(dirname "$0")/common.inc"
 [ "${1:-}" = run ] || { echo "usage: $0 run [OUTDIR]"; exit 2; }
 OUT=${2:-/tmp/attach-children}
-PY=${PY:-python3}
-export LD_LIBRARY_PATH=$PWD/$CARRY/lib${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}
-T=$(mktemp -d /tmp/attach-children.XXXXXX)
+gpu_python python3
+gpu_carry_libs
+tap_tmpdir T attach-children
 mkdir -p "$OUT"
-fail=0
-say() { echo "$1"; case $1 in FAIL*) fail=1;; esac; }
-wait_for() { # file regex: up to 120 s
-	for _ in $(seq 1200); do grep -qE "$2" "$1" 2>/dev/null && return 0; sleep 0.1; done; return 1
-}
 injected() { grep -qE "libllmtracker-inject|memfd:llmtracker" "/proc/$1/maps" 2>/dev/null; }
 
 # A worker: initializes CUDA, then runs matmuls until $T/stop appears.
@@ -56,14 +50,16 @@ wait
 SH
 mkfifo "$T/go"
 bash "$T/parent.sh" "$T" "$PY" & PARENT=$!
+tap_bg $PARENT
 "$CARRY/bin/llmtracker" profile -p $PARENT -t cpu --enable-cuda-kernel true -d 180 -v 1 -o "$T/p.log" \
 	--cupti-dir "$T" > /dev/null 2> "$T/err" & CP=$!
-wait_for "$T/err" "profiling 1 process" || say "FAIL the collector did not start: $(tail -3 "$T/err")"
+tap_bg $CP
+wait_for "$T/err" "profiling 1 process" 120 || say "FAIL the collector did not start: $(tail -3 "$T/err")"
 echo go > "$T/go"
 for i in 0 1; do
-	wait_for "$T/w$i.pid" .
+	wait_for "$T/w$i.pid" . 120
 	w=$(cat "$T/w$i.pid")
-	wait_for "$T/err" "CUDA kernel profiling (of|cannot start in) pid $w" &&
+	wait_for "$T/err" "CUDA kernel profiling (of|cannot start in) pid $w" 120 &&
 		grep -q "CUDA kernel profiling of pid $w started" "$T/err" &&
 		say "PASS worker $i (pid $w) got the library after its CUDA start" ||
 		say "FAIL worker $i (pid $w): $(grep "pid $w" "$T/err" | tail -2 | tr '\n' ' ')"
@@ -97,6 +93,4 @@ memcpy=$(grep -oE "[0-9]+ kernels, [0-9]+ memcpy, [0-9]+ memset" "$T/err" |
 	awk '{ s += $3 + $5 } END { print s + 0 }')
 [ "$row" = $((sum + memcpy)) ] && say "PASS the gpu row counts both workers ($row)" ||
 	say "FAIL the gpu row: $row, want $((sum + memcpy))"
-echo "RESULT $([ $fail = 0 ] && echo PASS || echo FAIL)"
-rm -rf "$T"
-exit $fail
+gpu_done

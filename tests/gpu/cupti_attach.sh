@@ -13,8 +13,7 @@
 # (names and counts vs torch.profiler, pairing, drops, collector exit) and
 # the figures. Everything the analysis printed is in OUTDIR/result.txt.
 set -u
-cd "$(dirname "$0")/../.."
-CARRY=${CARRY:-.carry}
+. "$(dirname "$0")/common.inc"
 case "${1:-}" in
 prepare)
 	B=${BUILD:-/tmp/build-cupti}
@@ -32,21 +31,21 @@ run) ;;
 esac
 
 OUT=${2:-/tmp/cupti-attach}
-PY=${PY:-/opt/torch/.venv/bin/python3}
+gpu_python /opt/torch/.venv/bin/python3
 COLL=$CARRY/bin/llmtracker
 mkdir -p "$OUT"
-W=$(mktemp -d /tmp/cupti-attach.XXXXXX)
+tap_tmpdir W cupti-attach
 L=$W/logs   # text logs, brought back as one tar (the device returns 8 files)
 mkdir -p "$L"
 mono() { "$PY" -c 'import time; print(time.monotonic_ns())'; }
-nvidia-smi -L 2>/dev/null | head -2
+gpu_host 2
 
 # SET=cost: torch.profiler's yardstick alternated as often as our windows.
 [ "${SET:-}" = cost ] && export YARD_ROUNDS=${YARD_ROUNDS:-${ROUNDS:-4}}
 PYTHONUNBUFFERED=1 "$PY" tests/gpu/cupti_attach.py train "$W" >"$L/train.log" 2>&1 &
 TP=$!
-trap 'kill $TP 2>/dev/null' EXIT
-for _ in $(seq 240); do [ -e "$W/ready" ] && break; kill -0 $TP 2>/dev/null || break; sleep 0.5; done
+tap_at_exit '[ -z "$TP" ] || kill $TP 2>/dev/null'
+wait_until 120 '[ -e "$W/ready" ] || ! kill -0 $TP 2>/dev/null'
 [ -e "$W/ready" ] || { echo "FAIL training loop did not start"; cat "$L/train.log"; exit 1; }
 grep -E "libcupti|libcudart|libcuda\.so" /proc/$TP/maps | awk '{print "INFO maps:", $6}' | sort -u
 sleep 2
@@ -59,14 +58,14 @@ attach() { # TAG TYPES SECONDS [--no-cuda]
 	local ck="--enable-cuda-kernel true"
 	[ "${4:-}" = --no-cuda ] && ck=""
 	mark "$1_begin"
-	dmesg 2>/dev/null | wc -l >"$W/dmesg.before"
+	local klog; klog=$(klog_mark)
 	LLMT_CUPTI_START="${START:-}" "$COLL" profile -p $TP -t "$2" $ck -d "$3" --delay 3 -v 1 \
 		-o "$W/$1/collector.evlog" --cupti-dir "$W/$1" >"$L/$1.collector.log" 2>&1
 	local rc=$?
 	mark "$1_end"
 	echo "$1_rc $rc" >>"$W/marks.txt"
 	echo "INFO [$1] collector exit $rc"
-	dmesg 2>/dev/null | tail -n +$(($(cat "$W/dmesg.before") + 1)) | grep -iE "trap|divide|segfault" |
+	klog_since "$klog" | grep -iE "trap|divide|segfault" |
 		sed "s/^/INFO [$1] dmesg: /"
 	grep -iE "cuda|cupti|kernel|error|cannot|cpu:|W[0-9]{4}" "$L/$1.collector.log" | head -12 | sed "s/^/INFO [$1] /"
 	ls "$W/$1" | sed "s/^/INFO [$1] file: /"
@@ -182,10 +181,9 @@ if [ -n "${STRESS:-}" ]; then
 	done
 fi
 touch "$W/stop"
-wait $TP; trc=$?
+wait $TP; trc=$? TP=
 echo "INFO training loop exit $trc"
 [ $trc = 0 ] || echo "FAIL the training loop exited $trc"
-trap - EXIT
 tail -3 "$L/train.log"
 cp "$W/marks.txt" "$W/train.json" "$L/" 2>/dev/null
 "$PY" tests/gpu/cupti_attach.py analyze "$W" | tee "$OUT/result.txt"

@@ -8,16 +8,13 @@
 # from its start (train_step 15 times), and the CUDA library uprobes record.
 #   tests/gpu/launch_kernels.sh run [OUTDIR]
 set -u
-cd "$(dirname "$0")/../.."
-CARRY=${CARRY:-.carry}
+. "$(dirname "$0")/common.inc"
 [ "${1:-}" = run ] || { echo "usage: $0 run [OUTDIR]"; exit 2; }
 OUT=${2:-/tmp/launch-kernels}
-PY=${PY:-python3}
-export LD_LIBRARY_PATH=$PWD/$CARRY/lib${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}
-T=$(mktemp -d /tmp/launch-kernels.XXXXXX)
+gpu_python python3
+gpu_carry_libs
+tap_tmpdir T launch-kernels
 mkdir -p "$OUT"
-fail=0
-say() { echo "$1"; case $1 in FAIL*) fail=1;; esac; }
 "$PY" tests/gpu/launch_kernels.py ref "$T/ref.json" >"$T/ref.out" 2>&1 ||
 	{ say "FAIL the unprofiled reference run: $(tail -2 "$T/ref.out")"; exit 1; }
 "$CARRY/bin/llmtracker" profile -t python,cuda --enable-cuda-kernel true -o "$T/p.log" --cupti-dir "$T" \
@@ -25,8 +22,8 @@ say() { echo "$1"; case $1 in FAIL*) fail=1;; esac; }
 rc=$?
 cp "$T/err" "$OUT/collector.log"
 [ $rc = 0 ] && say "PASS profile exits 0" || say "FAIL profile exits $rc: $(tail -3 "$T/err" | tr '\n' ' ')"
-grep -q "command exited with status 0" "$T/err" && say "PASS the job exited 0 (its own status)" ||
-	say "FAIL the job: $(grep -o 'command .*' "$T/err")"
+job_exited_0 "$T/err" && say "PASS the job exited 0 (its own status)" ||
+	say "FAIL the job: $(job_status "$T/err")"
 sed -n '/^  source /,$p' "$T/err"
 grep -q "functions traced in 1 process" "$T/err" && say "PASS the script's interpreter traced" ||
 	say "FAIL the script's interpreter not traced"
@@ -56,7 +53,5 @@ for n in sorted(set(ours) | set(theirs)):
         print(f"  diff {ours[n]:5d} ours vs {theirs[n]:5d} torch: {n[:140]}")
 print(("PASS" if ours == theirs and ours else "FAIL") + " kernel names and counts equal torch.profiler's")
 PY
-grep -q '^FAIL' "$T/cmp" && fail=1
-echo "RESULT $([ $fail = 0 ] && echo PASS || echo FAIL)"
-rm -rf "$T"
-exit $fail
+grep -q '^FAIL' "$T/cmp" && gpu_fails=$((gpu_fails + 1))
+gpu_done
