@@ -7,11 +7,11 @@
 # Prints each loop's RESULT and PASS/FAIL lines, then one total per mode;
 # everything else goes into OUTDIR/stress.tar.gz.
 set -u
-cd "$(dirname "$0")/../.."
+. "$(dirname "$0")/common.inc"
 [ "${1:-}" = run ] && [ $# -ge 3 ] || { echo "usage: $0 run OUTDIR MODE[@RECAPTURE]..."; exit 2; }
 OUT=$2
 shift 2
-W=$(mktemp -d /tmp/graph-stress-par.XXXXXX)
+tap_tmpdir W graph-stress-par
 pids=()
 i=0
 for spec in "$@"; do
