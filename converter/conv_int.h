@@ -58,17 +58,25 @@ void cv_inputs_free(struct cv_inputs *in);
  * as /tmp). Says what it dropped. Only logs marked `old_join` are judged. */
 void cv_inputs_filter_cupti(struct cv_inputs *in, const unsigned char *old_join);
 
+/* What a log's header says about the profile it belongs to (sessions.c). */
+struct cv_head {
+	int ok;                              /* the header could be read */
+	int lib;                             /* written by the injected library */
+	char host[256];
+	uint8_t session[EVLOG_SESSION_LEN];  /* all zero: none */
+};
+struct cv_head cv_read_head(const char *path);
+
 /* Take exactly the logs of the profiles given (sessions.c): every main log
  * (the collector's, or any log not written by the injected library) named
  * or found in an -i directory, and the injected library's logs of their
- * sessions, found beside a main log named as a file (unless `siblings` is
- * 0), in -i directories or in --cupti-dir. Logs of other sessions are left
+ * sessions, found beside a main log named as a file, in -i directories or
+ * in --cupti-dir. Logs of other sessions are left
  * out and named in one line; main logs without a session (1.0/1.1) keep
  * the older join of --cupti-dir by host and file time, said in one line.
  * 0, or -1 with err set (library logs of several profiles and no main log
  * to choose, out of memory). */
-int cv_inputs_select(struct cv_inputs *in, const char *cupti_dir, int siblings, char *err,
-		     size_t errsz);
+int cv_inputs_select(struct cv_inputs *in, const char *cupti_dir, char *err, size_t errsz);
 
 /* ---------------------------------------------------------------- metadata */
 

@@ -71,7 +71,7 @@ static int load(struct cv_core *c, const struct conv_request *req, char *err, si
 			return -1;
 	if (req->cupti_dir && cv_inputs_add(&c->in, req->cupti_dir, CV_FROM_CUPTI, err, errsz))
 		return -1;
-	if (cv_inputs_select(&c->in, req->cupti_dir, !req->no_siblings, err, errsz))
+	if (cv_inputs_select(&c->in, req->cupti_dir, err, errsz))
 		return -1;
 	if (c->in.notes.len && !req->quiet)
 		fprintf(stderr, "%.*s", (int)c->in.notes.len, c->in.notes.p);
