@@ -4,7 +4,7 @@
  * recorded by CUPTI inside each target through the injected library
  * (collector/inject_mgr.h: one copy per process, whatever it serves); no
  * BPF, no ring-buffer records. Every process announced (add_target) gets
- * it: one given by -p at once, one followed later (a child, an exec, a
+ * it: one given by -p at once (from a thread), one followed later (a child, an exec, a
  * descendant found at the start) once it has loaded CUDA, off the main
  * loop; one already traced by the Python hook got it in the hook's start.
  * The launched command gets it from CUDA (its environment: lt_profile).
@@ -14,6 +14,7 @@
 #include <string.h>
 
 #include "inject_mgr.h"
+#include "launch.h"
 #include "profile.h"
 
 static int gpu_start(struct lt_session *s, void **state)
@@ -37,17 +38,16 @@ static int gpu_given(const struct lt_session *s, int pid)
 static int gpu_add_target(struct lt_session *s, void *state, int pid)
 {
 	static int said;
-	char msg[512];
 	int rc;
 
 	(void)state;
 	if (!lt_im_usable(s->inject, LT_IM_CUDA, NULL))
 		return 0;
-	if (!s->attached && gpu_given(s, pid)) {
-		lt_im_attach(s->inject, pid, LT_IM_CUDA, 0, msg, sizeof(msg)); /* said there */
-		return 0;
-	}
-	rc = lt_im_attach_later(s->inject, pid, LT_IM_CUDA, 0);
+	if (!s->attached && gpu_given(s, pid) && lt_launch_is_own_fork(pid))
+		return 0; /* the launched command: CUDA loads the library */
+	/* A -p process at once (off the loop's thread: a Python one has it
+	 * from its hook's start already), a followed one once it has CUDA. */
+	rc = lt_im_attach_later(s->inject, pid, LT_IM_CUDA, !s->attached && gpu_given(s, pid) ? LT_IM_NOW : 0);
 	if (rc && !said++)
 		LT_WARN("CUDA kernel profiling cannot wait for pid %d (and later ones like it): %s", pid,
 			rc == -E2BIG ? "too many processes waiting for CUDA" : strerror(-rc));

@@ -102,6 +102,7 @@ struct im_job {
 	int used;
 	atomic_uint want;               /* features asked so far */
 	atomic_int fresh;               /* just exec'd: the Python hook at Py_RunMain first */
+	int now;                        /* given by -p: CUDA at once, not once it is loaded */
 	atomic_int asks, py_asks;       /* requests so far, those for Python */
 	atomic_int done;
 	pthread_t th;
@@ -745,6 +746,8 @@ int lt_im_attach(struct lt_im *im, int pid, unsigned feature, int wait_ms, char 
 	if (t)
 		return snprintf(msg, msgsz, "the library already runs in it without this feature (one start "
 				"per process)"), -EBUSY;
+	if (feature == LT_IM_CUDA && launch_covered(im, pid))
+		return 0; /* launch mode (a command launched before --delay): CUDA loads it */
 	if (feature == LT_IM_CUDA)
 		return attach_cuda(im, pid, 0, err, sizeof(err));
 	struct im_start st;
@@ -895,6 +898,10 @@ static void *job_main(void *arg)
 			py_done = py_asks;
 			if (job_python(j, cuda_due))
 				cuda_done |= cuda_due;
+		} else if (j->now) { /* as lt_im_attach does, off the caller's thread */
+			char why[512];
+			attach_cuda(im, j->pid, 0, why, sizeof(why));
+			cuda_done = 1;
 		} else {
 			cuda_done = job_cuda(j, cuda_end, py_done);
 		}
@@ -923,8 +930,9 @@ static struct im_job *job_slot(struct lt_im *im, int pid, struct im_job **waitin
 	return free_slot;
 }
 
-int lt_im_attach_later(struct lt_im *im, int pid, unsigned feature, int fresh)
+int lt_im_attach_later(struct lt_im *im, int pid, unsigned feature, unsigned flags)
 {
+	int fresh = !!(flags & LT_IM_FRESH);
 	struct im_job *waiting, *j;
 	int rc = 0;
 	if (!im || !(im->usable & feature) || atomic_load(&im->stopping))
@@ -959,7 +967,8 @@ int lt_im_attach_later(struct lt_im *im, int pid, unsigned feature, int fresh)
 		if (fd < 0) {
 			rc = errno == ESRCH ? 0 : -errno;
 		} else {
-			*j = (struct im_job){ .im = im, .pid = pid, .pidfd = fd, .used = 1 };
+			*j = (struct im_job){ .im = im, .pid = pid, .pidfd = fd, .used = 1,
+					      .now = !!(flags & LT_IM_NOW) };
 			atomic_store(&j->want, want);
 			atomic_store(&j->fresh, fresh);
 			atomic_store(&j->py_asks, feature & LT_IM_PYTHON ? 1 : 0);

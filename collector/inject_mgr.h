@@ -84,14 +84,16 @@ int lt_im_attach(struct lt_im *im, int pid, unsigned feature, int wait_ms, char 
 /* Can `pid` take the library now (libc mapped)? */
 int lt_im_ready(int pid);
 
-/* A process followed after the start, or one that is starting (`fresh`:
- * it has just exec'd; the Python hook then goes in at Py_RunMain before
- * the program's first instruction). From a thread of ours, bounded in time:
- * Python when the process can take it (30 s), CUDA once it has mapped the
- * driver or CUPTI (300 s; never touched otherwise; forks of a CUDA process
- * and launch-mode processes are left alone). Asked for both, one start
- * carries both. Returns at once: 0 or -errno (too many waiting). */
-int lt_im_attach_later(struct lt_im *im, int pid, unsigned feature, int fresh);
+/* A process followed after the start, or one that is starting. From a
+ * thread of ours, bounded in time: Python when the process can take it
+ * (30 s), CUDA once it has mapped the driver or CUPTI (300 s; never touched
+ * otherwise; forks of a CUDA process and launch-mode processes are left
+ * alone). Asked for both, one start carries both. Returns at once: 0 or
+ * -errno (too many waiting). Flags: */
+#define LT_IM_FRESH 1u  /* it has just exec'd: the Python hook goes in at Py_RunMain,
+			 * before the program's first instruction */
+#define LT_IM_NOW 2u    /* given by -p: CUDA at once, as lt_im_attach does */
+int lt_im_attach_later(struct lt_im *im, int pid, unsigned feature, unsigned flags);
 
 /* Stop every library (the waiting threads end first: nothing is added
  * after), publish the logs, unload. Once; later calls do nothing. */

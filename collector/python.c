@@ -620,7 +620,7 @@ static int py_try_hook(struct lt_session *s, struct py_state *st, struct py_targ
 		return -ENOTSUP;
 	}
 	if (later) {
-		int rc = lt_im_attach_later(s->inject, t->pid, LT_IM_PYTHON, fresh);
+		int rc = lt_im_attach_later(s->inject, t->pid, LT_IM_PYTHON, fresh ? LT_IM_FRESH : 0);
 		if (rc)
 			return snprintf(msg, msgsz, "%s", rc == -E2BIG ? "too many processes waiting" : strerror(-rc)), rc;
 		t->hooked = 1;
