@@ -100,7 +100,7 @@ exec 8>&- # B prints what it saw and execs sleep
 for _ in $(seq 300); do [ "$(readlink "/proc/$B/exe")" = "$(readlink -f /bin/sleep)" ] && break; sleep 0.1; done
 check "B exec'd sleep" '[ "$(readlink "/proc/$B/exe")" = "$(readlink -f /bin/sleep)" ] && grep -q "^generated=" "$W/b.out"'
 wait "$CP"; crc=$? CP=
-grep -E "cuda_kernel.c" "$W/err" | cut -c1-200 | sed 's/^/# /'
+grep -E "inject_mgr.c" "$W/err" | cut -c1-200 | sed 's/^/# /'
 check "the collector ended after -d, status 0" '[ "$crc" = 0 ] && grep -q "stopped: duration reached" "$W/err"'
 check "C was never injected, to the end" 'kill -0 "$C" && ! injected "$C"'
 check "the library was unloaded from A" '! injected "$A"'
