@@ -48,6 +48,8 @@ static int gpu_add_target(struct lt_session *s, void *state, int pid)
 	/* A -p process at once (off the loop's thread: a Python one has it
 	 * from its hook's start already), a followed one once it has CUDA. */
 	rc = lt_im_attach_later(s->inject, pid, LT_IM_CUDA, !s->attached && gpu_given(s, pid) ? LT_IM_NOW : 0);
+	if (rc == -ECANCELED) /* announced while the profile ends */
+		return 0;
 	if (rc && !said++)
 		LT_WARN("CUDA kernel profiling cannot wait for pid %d (and later ones like it): %s", pid,
 			rc == -E2BIG ? "too many processes waiting for CUDA" : strerror(-rc));

@@ -674,6 +674,8 @@ static int launch_covered(const struct lt_im *im, int pid)
  * is announced anew. A launch-mode process gets the library from CUDA. */
 static int cuda_eligible(const struct lt_im *im, int pid)
 {
+	if (im->env[0] && lt_launch_is_own_fork(pid)) /* the launched command, before its exec */
+		return 0;
 	return (im->usable & LT_IM_CUDA) && !launch_covered(im, pid) && !(fork_no_exec(pid) && cuda_mapped(pid, 1));
 }
 
@@ -751,7 +753,8 @@ int lt_im_attach(struct lt_im *im, int pid, unsigned feature, int wait_ms, char 
 	if (feature == LT_IM_CUDA)
 		return attach_cuda(im, pid, 0, err, sizeof(err));
 	struct im_start st;
-	int rc = attach_py(im, &st, pid, HOW_BUSY, wait_ms, !!(im->usable & LT_IM_CUDA), 1, &on);
+	int rc = attach_py(im, &st, pid, HOW_BUSY, wait_ms, (im->usable & LT_IM_CUDA) && !launch_covered(im, pid),
+			   1, &on);
 	if (rc)
 		return snprintf(msg, msgsz, "%s", st.err), rc;
 	py_said(&st, msg, msgsz);
@@ -797,7 +800,9 @@ static int job_python(struct im_job *j, int with_cuda)
 			usleep(at_start ? 500 : 2000);
 			continue;
 		}
-		rc = attach_py(im, &st, j->pid, at_start ? HOW_HELD : HOW_BUSY, PY_LATER_WAIT_MS, with_cuda, 0, &on);
+		/* CUDA's environment is looked at now: a launched command has exec'd */
+		rc = attach_py(im, &st, j->pid, at_start ? HOW_HELD : HOW_BUSY, PY_LATER_WAIT_MS,
+			       with_cuda && !launch_covered(im, j->pid), 0, &on);
 		if (at_start && rc == -ENOENT) { /* the interpreter is not mapped yet */
 			usleep(500);
 			continue;
@@ -935,8 +940,10 @@ int lt_im_attach_later(struct lt_im *im, int pid, unsigned feature, unsigned fla
 	int fresh = !!(flags & LT_IM_FRESH);
 	struct im_job *waiting, *j;
 	int rc = 0;
-	if (!im || !(im->usable & feature) || atomic_load(&im->stopping))
+	if (!im || !(im->usable & feature))
 		return 0;
+	if (atomic_load(&im->stopping))
+		return -ECANCELED;
 	/* The Python hook's start carries CUDA too wherever the profile asks
 	 * for both: one start per process. */
 	unsigned want = feature | (feature & LT_IM_PYTHON ? im->usable & LT_IM_CUDA : 0);

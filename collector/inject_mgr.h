@@ -88,8 +88,8 @@ int lt_im_ready(int pid);
  * thread of ours, bounded in time: Python when the process can take it
  * (30 s), CUDA once it has mapped the driver or CUPTI (300 s; never touched
  * otherwise; forks of a CUDA process and launch-mode processes are left
- * alone). Asked for both, one start carries both. Returns at once: 0 or
- * -errno (too many waiting). Flags: */
+ * alone). Asked for both, one start carries both. Returns at once: 0, or
+ * -E2BIG (too many waiting), -ECANCELED (lt_im_stop has run). Flags: */
 #define LT_IM_FRESH 1u  /* it has just exec'd: the Python hook goes in at Py_RunMain,
 			 * before the program's first instruction */
 #define LT_IM_NOW 2u    /* given by -p: CUDA at once, as lt_im_attach does */

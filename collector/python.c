@@ -622,7 +622,9 @@ static int py_try_hook(struct lt_session *s, struct py_state *st, struct py_targ
 	if (later) {
 		int rc = lt_im_attach_later(s->inject, t->pid, LT_IM_PYTHON, fresh ? LT_IM_FRESH : 0);
 		if (rc)
-			return snprintf(msg, msgsz, "%s", rc == -E2BIG ? "too many processes waiting" : strerror(-rc)), rc;
+			return snprintf(msg, msgsz, "%s", rc == -E2BIG ? "too many processes waiting" :
+					rc == -ECANCELED ? "the profile ended before the hook could go in" :
+					strerror(-rc)), rc;
 		t->hooked = 1;
 		return 1;
 	}
