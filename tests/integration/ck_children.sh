@@ -5,7 +5,7 @@
 # it is profiling, the parent starts three children: A, a shell that waits
 # for the test's word and then execs a CUDA program (tests/progs/fake_cuda_app
 # with the stand-in CUPTI of tests/progs/fake_cupti.c, copied as
-# libcupti.so.13 as a real one is named: the gpu hook waits until the driver
+# libcupti.so.13 as a real one is named: the gpu source waits until the driver
 # or CUPTI is mapped); B, the CUDA program at once, which once its stdin
 # closes execs `sleep` (what was loaded into it goes with the old image);
 # C, a process that never loads CUDA (sleep); and D, the CUDA program with
