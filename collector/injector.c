@@ -962,7 +962,7 @@ static int start_library(struct load_ctx *c, struct lt_inj *inj, char *err, size
 	c->sv[0] = -1; /* the library owns it now, whatever it returned */
 	if ((int)ret == -EBUSY)
 		return fail(err, errsz, -EBUSY, "process %d: the library already runs in it, started by "
-			    "another profile (one start per process)", c->t.pid);
+			    "another profile or inherited at a fork (one start per process)", c->t.pid);
 	if ((int)ret != 0)
 		return fail(err, errsz, -EIO, "process %d: the library refused to start (%d)",
 			    c->t.pid, (int)ret);
