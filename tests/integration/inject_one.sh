@@ -11,7 +11,10 @@
 #      first runs Python only (its hook goes in at Py_RunMain), then loads
 #      CUDA: the same copy starts CUPTI once CUDA is there (one start, both
 #      features), so the child's calls and kernels are both recorded, the
-#      summary's gpu row counts its kernels and does not name it as not seen.
+#      summary's gpu row counts its kernels and does not name it as not seen;
+#      a fork of it (as a DataLoader worker is forked) gets no CUDA of its own.
+#   3. `-p PY`, a Python that never loads CUDA: one start, the hook's log
+#      only (no CUPTI log), and the gpu row names it with why.
 # No GPU driver here: the collector's check for one is met in a private
 # mount namespace (a /proc/driver/nvidia/version of ours), as in ck_children.sh.
 set -u
@@ -71,7 +74,7 @@ def load_cuda():
     return lib.fake_cupti_api_call
 call = load_cuda() if cuda_now else None
 print("ready", os.getpid(), flush=True)
-i = 0
+i = forked = 0
 while not os.path.exists(os.path.join(w, "stop-" + name)):
     step(i)
     i += 1
@@ -79,6 +82,14 @@ while not os.path.exists(os.path.join(w, "stop-" + name)):
         call = load_cuda()
     if call is not None:
         call()
+    if call is not None and not forked and os.path.exists(os.path.join(w, "fork-" + name)):
+        forked = os.fork()
+        if forked == 0: # a DataLoader-like worker: Python only, CUDA is its parent's
+            while not os.path.exists(os.path.join(w, "stop-" + name)):
+                step(0)
+                time.sleep(0.001)
+            os._exit(0)
+        print("forked", forked, flush=True)
     time.sleep(0.001)
 print("done", i, flush=True)
 PY
@@ -135,6 +146,10 @@ sleep 1 # the library looks for CUDA every 200 ms: a few of its ticks
 copies_2=$(copies "$C")
 echo "# child $C after it loaded CUDA: $copies_2 copy(ies) of the library mapped"
 check "... and still one copy of the library once it runs CUDA ($copies_2)" '[ "$copies_2" = 1 ]'
+touch "$W/fork-two" # it forks a worker
+wait_for "$W/two.out" "^forked"
+F=$(sed -n 's/^forked //p' "$W/two.out")
+sleep 1
 wait "$CP"; crc=$?
 touch "$W/stop-two"
 wait "$PARENT"
@@ -156,3 +171,25 @@ check "the gpu row counts the child's kernels ($row)" '[ -n "$told" ] && [ "$row
 check "the gpu row does not name the child as not seen" \
 	'! sed -n "/^  gpu /,/^  wrote/p" "$W/two.err" | grep "not seen" | grep -qw "$C"'
 check "the child ran to its end" 'grep -q "^done [1-9]" "$W/two.out"'
+check "its fork (pid ${F:-?}) got no CUDA of its own: no CUPTI log, no CUDA line" \
+	'[ -n "$F" ] && ! ls "$W"/two/llmtracker-cupti.*."$F".*.evlog > /dev/null 2>&1 &&
+	 ! grep -q "CUDA kernel profiling of pid $F " "$W/two.err"'
+
+# ---- 3. -p a Python that never loads CUDA
+mkdir "$W/three"
+"$PY" "$W/work.py" "$W" three 0 > "$W/three.out" 2>&1 & P3=$!; PIDS+=($P3)
+wait_for "$W/three.out" "^ready"
+collector profile -p "$P3" -t python --enable-cuda-kernel true -d 3 -v 1 -o "$W/three/main.evlog" \
+	> /dev/null 2> "$W/three.err" & CP=$!; PIDS+=($CP)
+wait_for "$W/three.err" "tracing functions through the injected profile hook"
+copies_3=$(copies "$P3")
+wait "$CP"; crc=$?
+touch "$W/stop-three"
+wait "$P3"
+pl=$(ls "$W"/three/llmtracker-python.*."$P3".*.evlog 2>/dev/null | head -1)
+sed -n '/^  gpu /,/^  wrote/p' "$W/three.err" | sed 's/^/# /'
+check "a Python without CUDA: one copy ($copies_3), its Python log, no CUPTI log" \
+	'[ "$copies_3" = 1 ] && [ "$crc" = 0 ] && [ -n "$pl" ] &&
+	 ! ls "$W"/three/llmtracker-cupti.*."$P3".*.evlog > /dev/null 2>&1'
+check "the gpu row names it as not seen: it has not loaded the CUDA driver" \
+	'sed -n "/^  gpu /,/^  wrote/p" "$W/three.err" | grep "not seen" | grep "has not loaded the CUDA driver" | grep -qw "$P3"'
