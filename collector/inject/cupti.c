@@ -854,13 +854,6 @@ static void cb_self_set(uint64_t v)
 static void cb_record(CUpti_CallbackDomain dom, CUpti_CallbackId cbid, const CUpti_CallbackData *cb)
 {
 	int driver = dom == CUPTI_CB_DOMAIN_DRIVER_API;
-	if (cfg.cbdiag == 1)
-		return;
-	if (cfg.cbdiag == 2) {
-		if (cb->callbackSite == CUPTI_API_ENTER && cb->correlationData)
-			*cb->correlationData = mono_ns();
-		return;
-	}
 	uint64_t self = cb_self();
 	uint32_t gen = atomic_load_explicit(&cb_gen, memory_order_relaxed), tid = (uint32_t)self;
 	if (driver && (uint32_t)(self >> 32) == gen)
@@ -1164,7 +1157,7 @@ int li_cupti_start(const struct li_config *c, char *msg, size_t msgsz)
 		cfg.runtime = 1; /* driver records come only with the activity kinds */
 	/* Launches by callback crash the process after a few attach/detach
 	 * cycles (H200, CUDA 13.0's CUPTI: the loop died after 4-9 cycles, also
-	 * when our callback returned at once, cbdiag=1; never in 15 cycles of
+	 * when our callback returned at once; never in 15 cycles of
 	 * runtime=1): CUPTI's callback API and cuptiFinalize followed by a new
 	 * subscription do not mix. Only on request. */
 	int cb_refused = cfg.runtime == 2 && !cfg.cbrisk;

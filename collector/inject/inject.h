@@ -15,12 +15,19 @@
  *                     keys: pid (host pid), host, session (32 hex digits: the
  *                           profile's id, written into each log's header),
  *                           runtime (0/1/2), driver (0/1),
- *                           finalize_ms, cuda (0/1), python (0/1),
- *                           py_wait_ms, py_hold (pyhook.h)
- *   lib -> collector  "ok ..." | "err MESSAGE"
+ *                           finalize_ms, cuda (0/1), cuda_wait (0/1),
+ *                           python (0/1), py_wait_ms, py_hold (pyhook.h)
+ *   lib -> collector  one reply per source asked, CUDA's first:
+ *                     "ok src=cuda|python ..." | "err src=cuda|python MESSAGE";
+ *                     with cuda_wait=1 and no driver loaded yet, "ok src=cuda
+ *                     wait=1", and later, once the driver is loaded and CUPTI
+ *                     started (or could not), "ok src=cuda file=..." | "err
+ *                     src=cuda MESSAGE" unasked
  *   collector -> lib  "stop"
  *   lib -> collector  "stopped kernels=N memcpy=N memset=N api=N dropped=N
- *                      finalized=0|1 kept=0..3 (LI_KEPT_*) ..."
+ *                      finalized=0|1 kept=0..3 (LI_KEPT_*) [cuda_wait=1]
+ *                      [py_enter=N py_exit=N ...]" (what each source started
+ *                      says: cuda_wait=1, CUDA never came)
  * EOF on the socket (the collector died) stops collection the same way; the
  * log then stays as the collector's ".NAME.partial", every chunk readable.
  * The collector publishes the file; nothing the library says names a file.
@@ -42,7 +49,8 @@
 #define LI_MSG_MAX 2048        /* one control message, either way */
 
 /* The start reply's reason when the process has no CUDA driver loaded (yet):
- * a process still starting may be tried again later (collector/cuda_kernel.c). */
+ * a process still starting may be tried again later (collector/inject_mgr.c),
+ * or, asked cuda_wait=1, starts CUPTI itself once it has. */
 #define LI_ERR_NO_DRIVER "the process has not loaded the CUDA driver (libcuda.so.1)"
 
 struct li_config {
@@ -65,13 +73,13 @@ struct li_config {
 	int finalize_ms;       /* how long to wait for an API exit to finalize */
 	int cbrisk;            /* start key cbrisk=1: honour runtime=2 (see cupti.c: the
 				* process died after a few attach/detach cycles with it) */
-	int cbdiag;            /* start key cbdiag (diagnosis of runtime=2): 1 = callbacks on,
-				* ours return at once; 2 = only the entry time is kept */
 	int teardown;          /* start key teardown=auto|always|never: detach CUPTI at stop
 				* unless a CUDA graph ran while recording (auto, see
 				* keep_cupti in cupti.c); always (unsafe with graphs); never */
 	int launch;            /* loaded by CUDA at start (InitializeInjection) */
 	int cuda;              /* start key cuda=0|1 (default 1): CUPTI recording */
+	int cuda_wait;         /* start key cuda_wait=1: no CUDA driver loaded yet is no
+				* error; CUPTI starts once it is (entry.c cuda_wait_tick) */
 	int python;            /* start key python=0|1 (default 0): Python calls (pyhook.c) */
 	int py_wait_ms;        /* start key py_wait_ms: wait this long for the interpreter
 				* to finish starting before answering */

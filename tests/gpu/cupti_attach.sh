@@ -157,7 +157,7 @@ fi # SET=none: no measuring windows (with STRESS)
 # STRESS=N: N short attach/detach cycles of the default recording; the
 # process must survive every unload (threads may be inside our callbacks
 # when CUPTI is finalized).
-# STRESS_MODES="runtime=1 runtime=2,cbrisk=1,cbdiag=1 uprobes": N cycles of each, in
+# STRESS_MODES="runtime=1 runtime=2,cbrisk=1 uprobes": N cycles of each, in
 # that order (commas separate start keys of one mode).
 if [ -n "${STRESS:-}" ]; then
 	for mode in ${STRESS_MODES:-runtime=1}; do

@@ -5,7 +5,7 @@
 # it is profiling, the parent starts three children: A, a shell that waits
 # for the test's word and then execs a CUDA program (tests/progs/fake_cuda_app
 # with the stand-in CUPTI of tests/progs/fake_cupti.c, copied as
-# libcupti.so.13 as a real one is named: the gpu hook waits until the driver
+# libcupti.so.13 as a real one is named: the gpu source waits until the driver
 # or CUPTI is mapped); B, the CUDA program at once, which once its stdin
 # closes execs `sleep` (what was loaded into it goes with the old image);
 # C, a process that never loads CUDA (sleep); and D, the CUDA program with
@@ -93,7 +93,7 @@ exec 8>&- # B prints what it saw and execs sleep
 wait_until 30 '[ "$(readlink "/proc/$B/exe")" = "$(readlink -f /bin/sleep)" ]'
 check "B exec'd sleep" '[ "$(readlink "/proc/$B/exe")" = "$(readlink -f /bin/sleep)" ] && grep -q "^generated=" "$W/b.out"'
 wait "$CP"; crc=$? CP=
-grep -E "cuda_kernel.c" "$W/err" | cut -c1-200 | sed 's/^/# /'
+grep -E "inject_mgr.c" "$W/err" | cut -c1-200 | sed 's/^/# /'
 check "the collector ended after -d, status 0" '[ "$crc" = 0 ] && grep -q "stopped: duration reached" "$W/err"'
 check "C was never injected, to the end" 'kill -0 "$C" && ! injected "$C"'
 check "the library was unloaded from A" '! injected "$A"'

@@ -28,7 +28,7 @@ FAKE_CUPTI_TEARDOWN=1 FAKE_CUPTI_RATE=50000 unshare -m sh -c '
 	mount -t tmpfs none /proc/driver && mkdir /proc/driver/nvidia && echo fake >/proc/driver/nvidia/version &&
 	exec "$0" profile -t cpu --enable-cuda-kernel true -o "$1/p.log" --cupti-dir "$1" -- "$2" "$3" 300' \
 	"$COLL" "$W" "$T/fake_cuda_launch" "$T/fake_cupti" >"$W/out" 2>"$W/err"
-grep -E "cuda_kernel|command|fake CUPTI" "$W/err" "$W/out" | cut -c1-220 | sed 's/^/# /'
+grep -E "inject_mgr|command|fake CUPTI" "$W/err" "$W/out" | cut -c1-220 | sed 's/^/# /'
 check "the program kept its output" 'grep -q "^InitializeInjection 1$" "$W/out" && grep -q "^done$" "$W/out"'
 check "... and its exit status (7), no CUPTI call after CUDA's teardown" \
 	'grep -q "command exited with status 7" "$W/err" && ! grep -q "fake CUPTI: called after" "$W/out" "$W/err"'
