@@ -1083,10 +1083,6 @@ static const char *kept_why(unsigned long long kept)
 		return "stays attached, recording nothing: a CUDA graph ran while recording, and "
 		       "detaching CUPTI then makes the GPU fault at the graph's next replay; a later "
 		       "profile of this process reuses it" KEPT_COST;
-	case LI_KEPT_CALLBACKS:
-		return "stays attached, recording nothing: launches were taken by callback, and a "
-		       "process detached after that and subscribed again has died; a later profile "
-		       "of this process reuses it" KEPT_COST;
 	case LI_KEPT_ASKED:
 		return "stays attached, recording nothing, as asked (teardown=never)" KEPT_COST;
 	default:

@@ -82,11 +82,9 @@ static void cfg_parse(struct li_config *c, char *msg)
 		else if (!strcmp(tok, "driver"))
 			c->driver = atoi(eq);
 		else if (!strcmp(tok, "runtime"))
-			c->runtime = atoi(eq);
+			c->runtime = atoi(eq) != 0;
 		else if (!strcmp(tok, "finalize_ms"))
 			c->finalize_ms = atoi(eq);
-		else if (!strcmp(tok, "cbrisk"))
-			c->cbrisk = atoi(eq);
 		else if (!strcmp(tok, "cuda_wait"))
 			c->cuda_wait = atoi(eq) == 1;
 		else if (!strcmp(tok, "teardown"))

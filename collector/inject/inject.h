@@ -14,7 +14,7 @@
  *                     the library writes into it and renames nothing)
  *                     keys: pid (host pid), host, session (32 hex digits: the
  *                           profile's id, written into each log's header),
- *                           runtime (0/1/2), driver (0/1),
+ *                           runtime (0/1), driver (0/1),
  *                           finalize_ms, cuda (0/1), cuda_wait (0/1),
  *                           python (0/1), py_wait_ms, py_hold (pyhook.h)
  *   lib -> collector  one reply per source asked, CUDA's first:
@@ -65,14 +65,9 @@ struct li_config {
 				* through cuLaunchKernel, e.g. cuBLAS's; costly: the runtime
 				* makes ~6 driver calls per launch). Default 0 */
 	int runtime;           /* runtime API calls (launch correlation): 1 (default) = every
-				* runtime call by the RUNTIME activity kind; 2 = only the calls
-				* that launch, copy, set or wait, and direct driver launches,
-				* by callback (half the cost, cuBLAS's launches paired, but
-				* unsafe: only with cbrisk=1, see cupti.c);
-				* 0 = none: kernels, copies and sets only */
+				* runtime call by the RUNTIME activity kind; 0 = none:
+				* kernels, copies and sets only */
 	int finalize_ms;       /* how long to wait for an API exit to finalize */
-	int cbrisk;            /* start key cbrisk=1: honour runtime=2 (see cupti.c: the
-				* process died after a few attach/detach cycles with it) */
 	int teardown;          /* start key teardown=auto|always|never: detach CUPTI at stop
 				* unless a CUDA graph ran while recording (auto, see
 				* keep_cupti in cupti.c); always (unsafe with graphs); never */
@@ -89,7 +84,7 @@ struct li_config {
 
 enum { LI_TEARDOWN_AUTO, LI_TEARDOWN_ALWAYS, LI_TEARDOWN_NEVER };
 /* Why CUPTI was left attached (li_stats.kept, the reply's kept=N). */
-enum { LI_KEPT_NO, LI_KEPT_GRAPH, LI_KEPT_CALLBACKS, LI_KEPT_ASKED };
+enum { LI_KEPT_NO, LI_KEPT_GRAPH, LI_KEPT_ASKED = 3 }; /* 2: after launch callbacks, removed */
 
 struct li_stats {
 	uint64_t kernels, memcpys, memsets, apis, syncs, devices, dropped;

@@ -88,12 +88,12 @@ tool() { # TAG SECONDS ARGS
 	"$CARRY/bin/inject_logdump" "$W/$tag"/*.evlog >"$W/$tag.tsv" 2>&1
 }
 # The matrix (modes: collector/inject/cupti.c kind_wanted): K kernels only;
-# L kernels + launch/copy/set/sync calls by callback; D kernels + every
+# D kernels + every
 # runtime call by activity (the default); F + every driver call (FULL=1).
-# K, L, D and Z twice, apart, for the noise.
+# K, D and Z twice, apart, for the noise.
 # SET picks the windows: modes (default: every recording mode twice), cost
 # (a per-source cost table: ROUNDS rounds of idle, Python hook, kernels only,
-# kernels with launches by callback, the default, uprobes, -t all), floor,
+# the default, uprobes, -t all), floor,
 # long (20 s windows), stat (8 s windows:
 # kernels only, the default, the collector with uprobes), collector, none.
 GAP=${GAP:-4}
@@ -102,12 +102,10 @@ sleep $GAP
 idle() { mark "$1_begin"; sleep "$2"; mark "$1_end"; }
 if [ "${SET:-modes}" = modes ]; then
 	tool K1 4 runtime=0 driver=0; sleep $GAP
-	tool L1 4 runtime=2 cbrisk=1 driver=0; sleep $GAP
 	tool D1 4 runtime=1 driver=0; sleep $GAP
 	idle Z1 4; sleep $GAP
 	[ -n "${FULL:-}" ] && { tool F1 4 runtime=1 driver=1; sleep $GAP; }
 	tool K2 4 runtime=0 driver=0; sleep $GAP
-	tool L2 4 runtime=2 cbrisk=1 driver=0; sleep $GAP
 	tool D2 4 runtime=1 driver=0; sleep $GAP
 	idle Z2 4; sleep $GAP
 elif [ "${SET}" = floor ]; then # the cheapest recording (kernels only) against idle, alternated
@@ -134,7 +132,6 @@ elif [ "${SET}" = cost ]; then # one row per source, ROUNDS rounds of 8 s window
 		idle Z$i 8; sleep $GAP
 		attach Y$i python 8 --no-cuda; sleep $GAP
 		tool K$i 8 runtime=0 driver=0; sleep $GAP
-		tool L$i 8 runtime=2 cbrisk=1 driver=0; sleep $GAP
 		tool D$i 8 runtime=1 driver=0; sleep $GAP
 		attach U$i cpu,cuda 8; sleep $GAP
 		attach E$i all 8; sleep $GAP
@@ -157,7 +154,7 @@ fi # SET=none: no measuring windows (with STRESS)
 # STRESS=N: N short attach/detach cycles of the default recording; the
 # process must survive every unload (threads may be inside our callbacks
 # when CUPTI is finalized).
-# STRESS_MODES="runtime=1 runtime=2,cbrisk=1 uprobes": N cycles of each, in
+# STRESS_MODES="runtime=1 runtime=0 uprobes": N cycles of each, in
 # that order (commas separate start keys of one mode).
 if [ -n "${STRESS:-}" ]; then
 	for mode in ${STRESS_MODES:-runtime=1}; do
@@ -189,5 +186,5 @@ cp "$W/marks.txt" "$W/train.json" "$L/" 2>/dev/null
 "$PY" tests/gpu/cupti_attach.py analyze "$W" | tee "$OUT/result.txt"
 rc=${PIPESTATUS[0]}
 tar -C "$W" -czf "$OUT/logs.tar.gz" logs 2>/dev/null
-tar -C "$W" -czf "$OUT/evlogs.tar.gz" L1 D1 A A1 U1 2>/dev/null
+tar -C "$W" -czf "$OUT/evlogs.tar.gz" K1 D1 A A1 U1 2>/dev/null
 exit $rc

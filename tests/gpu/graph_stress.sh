@@ -8,8 +8,8 @@
 # "collector:TYPES[:START]" for `llmtracker profile -t TYPES
 # --enable-cuda-kernel true` with LLMT_CUPTI_START=START.
 # CYCLES per mode, WIN seconds recording each, RECAPTURE=S to capture a new
-# graph every S seconds, EAGER=1 for the same loop without graphs (launch
-# callbacks: MODES="runtime=2,cbrisk=1 runtime=2,cbrisk=1,teardown=always"). After every detach the loop must keep replaying
+# graph every S seconds, EAGER=1 for the same loop without graphs. After
+# every detach the loop must keep replaying
 # (its steps advance for SETTLE seconds); a death is counted, the kernel log
 # searched for Xid lines, and a new loop started. At the end the surviving
 # loop's losses are compared with an unprofiled run of the same steps
