@@ -14,8 +14,6 @@
 /* GPU clocks are put on the host's by CUPTI: a launch's work may appear to
  * start this much before the call's entry. */
 #define LP_START_SLACK_NS 5000ULL
-/* API record inside the uprobe call of the same launch (dedup.h's bounds). */
-#define LP_API_SLACK_NS CV_DUP_START_NS
 /* Calls and GPU records noted at most (~50 bytes each). */
 #define LP_MAX_RECS (16u << 20)
 
@@ -28,7 +26,7 @@ struct lp_call {
 	uint64_t corr;        /* given in pass 2 */
 	uint32_t host, pid, tid;
 	int32_t gpu;          /* first GPU record paired, -1 */
-	uint8_t kind, failed, unnamed, in_window;
+	uint8_t kind, unnamed, in_window;
 };
 
 struct lp_gpu {
@@ -227,7 +225,6 @@ static int note_call(struct cv_core *c, struct cv_lp *lp, uint32_t host, uint64_
 	struct evlog_str d = e->u.lib_call.detail;
 	uint64_t bytes = 0;
 
-	k.failed = (int32_t)e->u.lib_call.ret != 0;
 	detail_u64(d, "stream=", &k.stream);
 	if (kind == LP_KERNEL) {
 		k.sig = kernel_call_sig(c, d, &k.unnamed);
@@ -297,7 +294,9 @@ int cv_lp_note(struct cv_core *c, uint32_t host, const struct cv_log *l,
 
 	switch (e->type) {
 	case EV_LIB_CALL:
-		if (!(kind = call_kind(e->u.lib_call.symbol)))
+		/* a call inside another probed call is that call's own (the
+		 * runtime's driver call): the outer one stands for both */
+		if (e->u.lib_call.depth || !(kind = call_kind(e->u.lib_call.symbol)))
 			return 0;
 		return (lp = lp_of(c)) ? note_call(c, lp, host, ts, e, kind) : -1;
 	case EV_GPU_API:
@@ -362,7 +361,10 @@ static void window_of(const struct cv_lp *lp, uint32_t host, uint32_t pid, uint6
 }
 
 /* Mark each call in or out of its process's recording window; uncertain
- * ones (before the window surely began, or failed) in `maybe`. */
+ * ones (made while recording was being switched on) in `maybe`. A call's
+ * return code is not looked at: without a driver every call fails (the
+ * stand-in tests), and a failed launch in a running job is a sticky error
+ * that ends it. */
 static int mark_windows(struct cv_lp *lp, uint8_t **maybe)
 {
 	struct cv_map first = { 0 };
@@ -388,7 +390,7 @@ static int mark_windows(struct cv_lp *lp, uint8_t **maybe)
 			continue; /* no GPU record in that process: nothing to pair */
 		window_of(lp, k->host, k->pid, *f, &t0, &t1);
 		k->in_window = k->ts >= t0;
-		(*maybe)[i] = k->failed || k->ts < t1;
+		(*maybe)[i] = k->ts < t1;
 	}
 	rc = 0;
 out:
@@ -398,9 +400,9 @@ out:
 
 /* First in, first out per key: each GPU record (time order) takes the
  * oldest waiting call of its key that entered before it started. An
- * uncertain call (failed, or made while recording was being switched on)
- * is passed over when the next call of the key also came before the work:
- * it queued nothing that was recorded. */
+ * uncertain call (made while recording was being switched on) is passed
+ * over when the next call of the key also came before the work: it queued
+ * nothing that was recorded. */
 static void fifo(struct cv_lp *lp, const struct lp_ent *ce, size_t nc, const struct lp_ent *ge,
 		 size_t ng, const uint8_t *maybe)
 {
@@ -572,33 +574,33 @@ static int cmp_call_thread(const void *a, const void *b, void *arg)
 	return x->ts < y->ts ? -1 : x->ts > y->ts;
 }
 
-/* The probed call holding CUPTI's API record a (same thread, a inside it). */
+/* The probed call of CUPTI's API record a: on a's thread, overlapping it
+ * (CUPTI's record lies inside the call; outermost calls of a thread never
+ * overlap each other). */
 static int32_t call_holding(const struct cv_lp *lp, const uint32_t *by_thread, const struct lp_api *a)
 {
 	size_t lo = 0, hi = lp->n_calls;
 
-	while (lo < hi) { /* first call of a's thread starting after a may */
+	while (lo < hi) { /* first call of a later thread, or of a's starting after a ends */
 		size_t mid = (lo + hi) / 2;
 		const struct lp_call *k = &lp->calls[by_thread[mid]];
 		int before = k->host != a->host ? k->host < a->host
 			   : k->pid != a->pid ? k->pid < a->pid
 			   : k->tid != a->tid ? k->tid < a->tid
-			   : k->ts + LP_API_SLACK_NS <= a->ts;
+			   : k->ts <= a->end;
 
 		if (before)
 			lo = mid + 1;
 		else
 			hi = mid;
 	}
-	for (size_t i = lo; i < lp->n_calls && i < lo + 4; i++) {
-		const struct lp_call *k = &lp->calls[by_thread[i]];
+	if (!lo)
+		return -1;
+	const struct lp_call *k = &lp->calls[by_thread[lo - 1]];
 
-		if (k->host != a->host || k->pid != a->pid || k->tid != a->tid || k->ts > a->ts + 2000)
-			break;
-		if (a->end <= k->end + 2000)
-			return (int32_t)by_thread[i];
-	}
-	return -1;
+	if (k->host != a->host || k->pid != a->pid || k->tid != a->tid || k->end < a->ts)
+		return -1;
+	return (int32_t)by_thread[lo - 1];
 }
 
 /* Work CUPTI linked itself: compare with the uprobe pairing. */
@@ -697,9 +699,7 @@ static void count(struct cv_lp *lp)
 
 		if (!k->in_window)
 			continue;
-		if (k->gpu < 0 && k->failed)
-			lp->st.calls_failed++;
-		else if (k->gpu < 0 && k->kind != LP_GRAPH)
+		if (k->gpu < 0 && k->kind != LP_GRAPH)
 			lp->st.calls_unpaired++;
 	}
 }
@@ -802,8 +802,6 @@ void cv_lp_print(const struct cv_core *c, FILE *f)
 	if (s->calls_unpaired)
 		fprintf(f, "; %llu calls while recording with no work recorded",
 			(unsigned long long)s->calls_unpaired);
-	if (s->calls_failed)
-		fprintf(f, "; %llu failed calls passed over", (unsigned long long)s->calls_failed);
 	if (s->capped)
 		fprintf(f, "; %llu records past the pairing's bound", (unsigned long long)s->capped);
 	if (s->checked)

@@ -1,0 +1,128 @@
+#!/bin/bash
+# Launch links from the -t cuda uprobes (converter/launchpair.c), against
+# the stand-in CUPTI's own links. tests/progs/launch_app makes real libcudart
+# calls (kernel launches from two threads racing, each on its own stream,
+# with the same kernels, dims, copy and set sizes; kernel launches and a
+# graph launch on the legacy stream from the main thread); each fails fast
+# without a driver, but the uprobes see it, and the stand-in
+# (tests/progs/fake_cupti.c, fake_cupti_work) records its work as CUPTI
+# does, queued on the stream behind earlier work.
+#   1. runtime=1 (CUPTI's API records): every kernel, copy and set has
+#      CUPTI's link, and the converter's uprobe pairing of the same run
+#      agrees with every one of them (100%);
+#   2. runtime=0 (kernels only): every kernel, copy and set is linked to
+#      its launch call from the uprobes, every flow bound, in the trace
+#      JSON as with CUPTI's links (each kernel's flow starts on a launch
+#      call of the right name);
+#   3. runtime=0 with no correlation ids in the records: the same, the
+#      graph's kernels (which keep theirs) included.
+# No GPU driver here: the collector's check for one is met in a private
+# mount namespace (a /proc/driver/nvidia/version of ours).
+set -u
+BUILD=${BUILD:-build}
+T=$(realpath -m "$BUILD/tests/progs")
+COLL=$(realpath -m "$BUILD/bin/llmtracker")
+CONV=$(realpath -m "$BUILD/bin/llmtracker-convert")
+for f in "$T/launch_app" "$T/fake_cupti" "$COLL" "$CONV"; do
+	[ -e "$f" ] || { echo "not ok 1 - missing $f (make tests-bin)"; exit 1; }
+done
+[ "$(id -u)" = 0 ] || { echo "skip: needs root (eBPF, ptrace, mount namespace)"; exit 77; }
+[ "$(uname -m)" = x86_64 ] || { echo "skip: the injector supports x86-64 only"; exit 77; }
+[ -d /proc/driver ] && command -v unshare >/dev/null || { echo "skip: no /proc/driver or unshare"; exit 77; }
+if [ -e /proc/driver/nvidia/version ] || [ -e /dev/nvidiactl ]; then
+	echo "skip: this node has a GPU driver; tests/gpu/launch_links.sh covers it"; exit 77
+fi
+W=$(mktemp -d /tmp/llmt-launch-pair.XXXXXX)
+[ -d "$W" ] || { echo "not ok 1 - mktemp"; exit 1; }
+APP= CP=
+cleanup() {
+	exec 9>&- 2>/dev/null
+	[ -n "$CP" ] && kill -INT "$CP" 2>/dev/null && wait "$CP" 2>/dev/null
+	[ -n "$APP" ] && kill "$APP" 2>/dev/null && wait "$APP" 2>/dev/null
+	rm -rf "$W"
+}
+trap cleanup EXIT
+n=0
+check() { n=$((n + 1)); if eval "$2"; then echo "ok $n - $1"; else echo "not ok $n - $1"; fi; }
+wait_for() { # file regex [seconds, default 60]
+	for _ in $(seq $((${3:-60} * 10))); do grep -qE "$2" "$1" 2>/dev/null && return 0; sleep 0.1; done; return 1
+}
+cp "$T/fake_cupti" "$W/libcupti.so.13"
+ROUNDS=200
+# Per round: 2 threads x (2 kernels, a copy, a set) + 1 kernel + a graph of 3 kernels.
+WORK=$((ROUNDS * 12))
+
+# run NAME START_KEYS [ENV...]: profile one launch_app run, convert it.
+run() {
+	local name=$1 d=$W/$1 keys=$2
+	shift 2
+	mkdir -p "$d" && mkfifo "$d/in"
+	env FAKE_CUPTI_RATE=0 "$@" "$T/launch_app" "$W/libcupti.so.13" "$ROUNDS" < "$d/in" > "$d/app.out" 2>&1 &
+	APP=$!
+	exec 9> "$d/in"
+	wait_for "$d/app.out" "^ready" 30
+	LLMT_CUPTI_START=$keys unshare -m --propagation private sh -c 'mount -t tmpfs stand-in /proc/driver &&
+		mkdir /proc/driver/nvidia && echo stand-in > /proc/driver/nvidia/version && exec "$@"' sh \
+		"$COLL" profile -p "$APP" -t cuda --enable-cuda-kernel true -d 120 -o "$d/main.evlog" \
+		> "$d/coll.out" 2> "$d/coll.err" & CP=$!
+	wait_for "$d/app.out" "^done" 90
+	kill -INT "$CP"; wait "$CP"; echo "$?" > "$d/coll.rc"; CP=
+	exec 9>&-
+	wait "$APP"; APP=
+	"$CONV" -i "$d/main.evlog" -o "$d/trace.json" > "$d/conv.out" 2> "$d/conv.err"
+	echo "$?" > "$d/conv.rc"
+	grep -E "^launch links" "$d/conv.err" | sed "s/^/# $name: /"
+}
+# field of the converter's launch line: the number before TEXT
+num() { sed -n "s/.*[^0-9]\([0-9][0-9]*\) $2.*/\1/p" "$W/$1/conv.err" | head -1; }
+
+run r1 runtime=1
+check "runtime=1: the app made its calls, the collector and converter ended well" \
+	'grep -q "^calls $((ROUNDS * 10))" "$W/r1/app.out" && [ "$(cat "$W/r1/coll.rc")" = 0 ] && [ "$(cat "$W/r1/conv.rc")" = 0 ]'
+check "runtime=1: every kernel, copy and set has CUPTI's link ($WORK)" \
+	'[ "$(sed -n "s/.*(\([0-9]*\) more had CUPTI.s).*/\1/p" "$W/r1/conv.err")" = "$WORK" ]'
+check "runtime=1: the uprobe pairing agrees with every CUPTI link ($WORK of $WORK, 100%)" \
+	'grep -q "checked against CUPTI.s links: $WORK of $WORK agree (100.00%)" "$W/r1/conv.err"'
+
+# The trace's flows: every GPU item's flow id starts at a launch call whose
+# name fits its kind; no GPU item without one.
+flows_ok() {
+	python3 - "$W/$1/trace.json" "$2" <<'EOF'
+import json, sys
+tr = json.load(open(sys.argv[1]))
+ev = tr["traceEvents"] if isinstance(tr, dict) else tr
+want = {"kernel": ("cudaLaunchKernel", "cudaGraphLaunch"), "gpu_memcpy": ("cudaMemcpyAsync",),
+        "gpu_memset": ("cudaMemsetAsync",)}
+at = lambda e: (e["pid"], e["tid"], e["ts"])
+starts = {e["id"]: at(e) for e in ev if e.get("ph") == "s"}
+ends = {at(e): e["id"] for e in ev if e.get("ph") == "f"}
+names = {at(e): e["name"] for e in ev if e.get("ph") == "X"}
+gpu = bad = 0
+for e in ev:
+    if e.get("ph") != "X" or e.get("cat") not in want:
+        continue
+    gpu += 1
+    fid = ends.get(at(e))
+    call = names.get(starts.get(fid)) if fid is not None else None
+    if not call or not call.startswith(want[e["cat"]]):
+        bad += 1
+print(f"gpu items {gpu}, without a flow from a launch call of their kind {bad}")
+sys.exit(0 if gpu == int(sys.argv[2]) and bad == 0 else 1)
+EOF
+}
+
+run r0 runtime=0
+check "runtime=0: the collector and converter ended well" \
+	'[ "$(cat "$W/r0/coll.rc")" = 0 ] && [ "$(cat "$W/r0/conv.rc")" = 0 ]'
+check "runtime=0: every kernel, copy and set linked from the uprobes ($WORK of $WORK)" \
+	'grep -q "launch links from uprobes: $WORK of $WORK kernels/copies/sets linked" "$W/r0/conv.err"'
+flows_ok r0 "$WORK" > "$W/r0/flows"; echo "$?" >> "$W/r0/flows"; sed 's/^/# r0: /' "$W/r0/flows"
+check "runtime=0: the trace binds each GPU item's flow to a launch call of its kind" '[ "$(tail -1 "$W/r0/flows")" = 0 ]'
+check "runtime=0: no unbound flow" '! grep -q "unbound flows" "$W/r0/conv.err"'
+
+run rn runtime=0 FAKE_CUPTI_NOCORR=1
+check "runtime=0, no correlation ids: every kernel, copy and set linked ($WORK of $WORK)" \
+	'grep -q "launch links from uprobes: $WORK of $WORK kernels/copies/sets linked" "$W/rn/conv.err"'
+flows_ok rn "$WORK" > "$W/rn/flows"; echo "$?" >> "$W/rn/flows"; sed 's/^/# rn: /' "$W/rn/flows"
+check "runtime=0, no correlation ids: the trace binds each GPU item's flow to a launch call of its kind" \
+	'[ "$(tail -1 "$W/rn/flows")" = 0 ]'
