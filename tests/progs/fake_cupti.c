@@ -27,8 +27,9 @@
  * correlation id per call, the RUNTIME kind's API record (the call's
  * bounds, on its thread) when that kind is on, and its kernels, copy or set
  * on the stream's queue: each starts when the stream's previous one ended
- * (FAKE_CUPTI_WORK_NS long, default 20000), so work runs well after its
- * launch as on a busy GPU, interleaved across streams. A graph launch is 3
+ * (FAKE_CUPTI_WORK_NS long, default 20000, and half that longer for each
+ * step of stream id % 4: streams drift apart), so work runs well after its
+ * launch as on a busy GPU, in another order across streams than launched. A graph launch is 3
  * kernels with graph id 1 sharing its correlation id. FAKE_CUPTI_NOCORR=1:
  * kernels, copies and sets carry no correlation id (graphs' kernels keep it).
  * FAKE_CUPTI_TEARDOWN=1: at its load it registers an exit handler, as the
@@ -494,7 +495,8 @@ API void fake_cupti_work(int kind, const char *name, const unsigned dims[6], uns
 							 : kind == 2 ? CUPTI_ACTIVITY_KIND_MEMSET
 								     : CUPTI_ACTIVITY_KIND_CONCURRENT_KERNEL]); i++) {
 		void *slot = next_slot();
-		uint64_t start = queue_on(stream, (uint64_t)exit_ns + 2000, dur);
+		uint64_t d = dur + (stream % 4) * dur / 2;
+		uint64_t start = queue_on(stream, (uint64_t)exit_ns + 2000, d);
 		uint32_t c = nocorr && kind != 3 ? 0 : corr;
 		if (!slot)
 			break;
@@ -505,7 +507,7 @@ API void fake_cupti_work(int kind, const char *name, const unsigned dims[6], uns
 			m.copyKind = CUPTI_ACTIVITY_MEMCPY_KIND_HTOD;
 			m.bytes = bytes;
 			m.start = start;
-			m.end = start + dur;
+			m.end = start + d;
 			m.streamId = stream;
 			m.correlationId = c;
 			memcpy(slot, &m, sizeof(m));
@@ -515,7 +517,7 @@ API void fake_cupti_work(int kind, const char *name, const unsigned dims[6], uns
 			m.kind = CUPTI_ACTIVITY_KIND_MEMSET;
 			m.bytes = bytes;
 			m.start = start;
-			m.end = start + dur;
+			m.end = start + d;
 			m.streamId = stream;
 			m.correlationId = c;
 			memcpy(slot, &m, sizeof(m));
@@ -524,7 +526,7 @@ API void fake_cupti_work(int kind, const char *name, const unsigned dims[6], uns
 			memset(&k, 0, sizeof(k));
 			k.kind = CUPTI_ACTIVITY_KIND_CONCURRENT_KERNEL;
 			k.start = start;
-			k.end = start + dur;
+			k.end = start + d;
 			k.correlationId = c;
 			k.streamId = stream;
 			k.gridX = dims[0];
