@@ -19,6 +19,13 @@
 
 enum lp_kind { LP_KERNEL = 1, LP_COPY, LP_SET, LP_GRAPH };
 
+/* What a call's signature holds, in the order calls are paired: kernels
+ * named with their dims, copies and sets first (most launches); then the
+ * driver's launches, whose kernel handle has no symbol (dims and shared
+ * memory only); then launches with their dims behind a pointer
+ * (cudaLaunchKernelExC: name only); graphs last. */
+enum lp_stage { LP_FULL = 1, LP_DIMS, LP_NAME, LP_GRAPHS };
+
 struct lp_call {
 	uint64_t ts, end;     /* host clock */
 	uint64_t sig;         /* signature hash, without the stream */
@@ -26,12 +33,14 @@ struct lp_call {
 	uint64_t corr;        /* given in pass 2 */
 	uint32_t host, pid, tid;
 	int32_t gpu;          /* first GPU record paired, -1 */
-	uint8_t kind, unnamed, in_window;
+	uint8_t kind, stage, in_window, nested;
 };
 
 struct lp_gpu {
 	uint64_t start;
-	uint64_t sig;
+	uint64_t sig;         /* name and dims (kernels); bytes */
+	uint64_t sig_dims;    /* kernels: dims and dynamic shared memory */
+	uint64_t sig_name;    /* kernels: name alone */
 	uint64_t corr;        /* CUPTI's; 0 if none */
 	uint64_t own_corr;    /* given: CUPTI's, or made up */
 	uint32_t host, pid, device, stream, graph;
@@ -175,29 +184,43 @@ static int detail_dims(struct evlog_str d, const char *key, uint32_t v[3])
 	return 0;
 }
 
-/* Kernel launch: "kernel=NAME grid=..." (NAME may hold spaces) or "func=0x..". */
-static uint64_t kernel_call_sig(struct cv_core *c, struct evlog_str d, uint8_t *unnamed)
+static uint64_t dims_smem_sig(const uint32_t g[3], const uint32_t b[3], uint64_t smem)
+{
+	return mix(dims_sig(LP_DIMS, g, b), smem);
+}
+
+/* Kernel launch: "kernel=NAME grid=..." (NAME may hold spaces) or
+ * "func=0x.. grid=..." (a driver launch: a handle, no symbol). Sets the
+ * call's stage and signature. */
+static void kernel_call_sig(struct cv_core *c, struct evlog_str d, struct lp_call *k)
 {
 	static const char kk[] = "kernel=";
 	uint32_t g[3] = { 0 }, b[3] = { 0 };
+	uint64_t smem = 0;
 	size_t end = d.len;
+	int named = d.len >= sizeof(kk) - 1 && !memcmp(d.ptr, kk, sizeof(kk) - 1);
+	int dims = detail_dims(d, "grid=", g) && detail_dims(d, "block=", b);
 
-	if (d.len < sizeof(kk) - 1 || memcmp(d.ptr, kk, sizeof(kk) - 1)) {
-		*unnamed = 1;
-		return 0;
-	}
-	for (size_t i = d.len; i-- > sizeof(kk) - 1;)
+	detail_u64(d, "smem=", &smem);
+	for (size_t i = d.len; named && i-- > sizeof(kk) - 1;)
 		if (i + 6 <= d.len && !memcmp(d.ptr + i, " grid=", 6)) {
 			end = i;
 			break;
 		}
-	if (!detail_dims(d, "grid=", g) || !detail_dims(d, "block=", b)) {
-		*unnamed = 1; /* cudaLaunchKernelExC: dims behind a pointer */
-		return 0;
-	}
-	const char *name = d.ptr + sizeof(kk) - 1;
+	while (named && end > sizeof(kk) - 1 && d.ptr[end - 1] == ' ')
+		end--;
+	uint64_t nh = named ? name_hash(c, d.ptr + sizeof(kk) - 1, end - (sizeof(kk) - 1)) : 0;
 
-	return dims_sig(mix(LP_KERNEL, name_hash(c, name, end - (sizeof(kk) - 1))), g, b);
+	if (named && dims) {
+		k->stage = LP_FULL;
+		k->sig = dims_sig(mix(LP_KERNEL, nh), g, b);
+	} else if (dims) {
+		k->stage = LP_DIMS;
+		k->sig = dims_smem_sig(g, b, smem);
+	} else if (named) {
+		k->stage = LP_NAME;
+		k->sig = mix(LP_NAME, nh);
+	}
 }
 
 static uint64_t work_sig(uint8_t kind, uint64_t bytes)
@@ -227,11 +250,16 @@ static int note_call(struct cv_core *c, struct cv_lp *lp, uint32_t host, uint64_
 
 	detail_u64(d, "stream=", &k.stream);
 	if (kind == LP_KERNEL) {
-		k.sig = kernel_call_sig(c, d, &k.unnamed);
-		lp->st.unnamed += k.unnamed;
-	} else if (kind != LP_GRAPH) {
+		kernel_call_sig(c, d, &k);
+		if (!k.stage)
+			return 0; /* nothing to pair it by */
+		lp->st.unnamed += k.stage == LP_DIMS;
+	} else if (kind == LP_GRAPH) {
+		k.stage = LP_GRAPHS;
+	} else {
 		if (!detail_u64(d, "bytes=", &bytes))
 			return 0;
+		k.stage = LP_FULL;
 		k.sig = work_sig(kind, bytes);
 	}
 	if (lp->n_calls + lp->n_gpus >= LP_MAX_RECS) {
@@ -251,16 +279,21 @@ static int note_gpu(struct cv_lp *lp, struct cv_core *c, uint32_t host, uint64_t
 	struct lp_gpu g = { .start = ts, .host = host, .pid = e->pid, .call = -1 };
 
 	switch (e->type) {
-	case EV_GPU_KERNEL:
+	case EV_GPU_KERNEL: {
 		g.kind = LP_KERNEL;
 		g.device = e->u.gpu_kernel.device;
 		g.stream = e->u.gpu_kernel.stream;
 		g.corr = e->u.gpu_kernel.correlation_id;
 		g.graph = e->u.gpu_kernel.graph_id;
-		g.sig = dims_sig(mix(LP_KERNEL, name_hash(c, e->u.gpu_kernel.name.ptr ? e->u.gpu_kernel.name.ptr : "",
-						   e->u.gpu_kernel.name.len)),
-				 e->u.gpu_kernel.grid, e->u.gpu_kernel.block);
+		uint64_t nh = name_hash(c, e->u.gpu_kernel.name.ptr ? e->u.gpu_kernel.name.ptr : "",
+					e->u.gpu_kernel.name.len);
+
+		g.sig = dims_sig(mix(LP_KERNEL, nh), e->u.gpu_kernel.grid, e->u.gpu_kernel.block);
+		g.sig_dims = dims_smem_sig(e->u.gpu_kernel.grid, e->u.gpu_kernel.block,
+					   e->u.gpu_kernel.dynamic_smem);
+		g.sig_name = mix(LP_NAME, nh);
 		break;
+	}
 	case EV_GPU_MEMCPY:
 		g.kind = LP_COPY;
 		g.device = e->u.gpu_memcpy.device;
@@ -294,9 +327,7 @@ int cv_lp_note(struct cv_core *c, uint32_t host, const struct cv_log *l,
 
 	switch (e->type) {
 	case EV_LIB_CALL:
-		/* a call inside another probed call is that call's own (the
-		 * runtime's driver call): the outer one stands for both */
-		if (e->u.lib_call.depth || !(kind = call_kind(e->u.lib_call.symbol)))
+		if (!(kind = call_kind(e->u.lib_call.symbol)))
 			return 0;
 		return (lp = lp_of(c)) ? note_call(c, lp, host, ts, e, kind) : -1;
 	case EV_GPU_API:
@@ -343,6 +374,36 @@ static int cmp_ent(const void *a, const void *b)
 	if (x->t != y->t)
 		return x->t < y->t ? -1 : 1;
 	return x->i < y->i ? -1 : x->i > y->i;
+}
+
+static int cmp_call_thread(const void *a, const void *b, void *arg);
+
+/* A noted call inside another one on its thread is that call's own (the
+ * runtime's driver call when both layers are probed): the outer one stands
+ * for both. A driver launch inside a probed library call (cuBLAS's) stays. */
+static int mark_nested(struct cv_lp *lp)
+{
+	uint32_t *by = malloc((lp->n_calls + 1) * sizeof(*by));
+	uint64_t outer_end = 0;
+
+	if (!by)
+		return -1;
+	for (size_t i = 0; i < lp->n_calls; i++)
+		by[i] = (uint32_t)i;
+	qsort_r(by, lp->n_calls, sizeof(*by), cmp_call_thread, lp->calls);
+	for (size_t i = 0; i < lp->n_calls; i++) {
+		struct lp_call *k = &lp->calls[by[i]];
+		const struct lp_call *p = i ? &lp->calls[by[i - 1]] : NULL;
+		int same = p && p->host == k->host && p->pid == k->pid && p->tid == k->tid;
+
+		if (same && k->ts < outer_end) {
+			k->nested = 1;
+			continue;
+		}
+		outer_end = k->end;
+	}
+	free(by);
+	return 0;
 }
 
 /* When CUPTI recorded in the call's process: t0 (calls before: not
@@ -426,14 +487,23 @@ static void fifo(struct cv_lp *lp, const struct lp_ent *ce, size_t nc, const str
 	}
 }
 
-/* The key of a call and of GPU work in one round: with streams, the call's
- * stream handle (per thread: a default stream is per thread or legacy) is
- * replaced by the CUPTI stream it was seen to feed in the first round. */
-static int run_round(struct cv_lp *lp, const uint8_t *maybe, const struct cv_map *smap, int graphs)
+static uint64_t gpu_sig(const struct lp_gpu *g, int stage)
+{
+	return stage == LP_DIMS ? g->sig_dims : stage == LP_NAME ? g->sig_name
+	     : stage == LP_GRAPHS ? 0 : g->sig;
+}
+
+/* Pair the calls of one stage. With smap, a call's stream handle (per
+ * thread: a default stream is per thread or legacy) is replaced by the
+ * CUPTI stream it was seen to feed in the first round, and work is keyed
+ * by its stream too. The first stage is paired anew; later ones take the
+ * work left over. */
+static int run_round(struct cv_lp *lp, const uint8_t *maybe, const struct cv_map *smap, int stage)
 {
 	struct lp_ent *ce = malloc((lp->n_calls + 1) * sizeof(*ce));
 	struct lp_ent *ge = malloc((lp->n_gpus + 1) * sizeof(*ge));
 	size_t nc = 0, ng = 0;
+	int graphs = stage == LP_GRAPHS;
 
 	if (!ce || !ge) {
 		free(ce);
@@ -444,12 +514,12 @@ static int run_round(struct cv_lp *lp, const uint8_t *maybe, const struct cv_map
 		struct lp_call *k = &lp->calls[i];
 		uint64_t key = mix(mix(k->host, k->pid), k->sig);
 
-		if ((k->kind == LP_GRAPH) != graphs)
+		if (k->stage != stage)
 			continue; /* another round's */
 		k->gpu = -1;
-		if (!k->in_window || k->unnamed)
+		if (!k->in_window || k->nested)
 			continue;
-		if (smap) {
+		if (smap && !graphs) {
 			const uint64_t *s = cv_map_get(smap, thread_key(k->host, k->pid, k->tid), k->stream);
 
 			if (!s)
@@ -460,15 +530,17 @@ static int run_round(struct cv_lp *lp, const uint8_t *maybe, const struct cv_map
 	}
 	for (size_t j = 0; j < lp->n_gpus; j++) {
 		struct lp_gpu *g = &lp->gpus[j];
-		uint64_t key = mix(mix(g->host, g->pid), graphs ? 0 : g->sig);
+		uint64_t key = mix(mix(g->host, g->pid), gpu_sig(g, stage));
 
-		if (!!g->graph != graphs)
-			continue; /* another round's */
+		if (!!g->graph != graphs || (stage != LP_FULL && g->call >= 0))
+			continue; /* another round's, or paired in an earlier stage */
 		g->call = -1;
+		if (stage != LP_FULL && !graphs && g->kind != LP_KERNEL)
+			continue;
 		/* a graph launch: one entry, its kernels of one correlation id */
 		if (graphs && (!g->corr || g->kind != LP_KERNEL))
 			continue;
-		if (smap)
+		if (smap && !graphs)
 			key = mix(key, stream_key(g->host, g->pid, g->device, g->stream));
 		ge[ng++] = (struct lp_ent){ key, g->start, (uint32_t)j };
 	}
@@ -697,7 +769,7 @@ static void count(struct cv_lp *lp)
 	for (size_t i = 0; i < lp->n_calls; i++) {
 		const struct lp_call *k = &lp->calls[i];
 
-		if (!k->in_window)
+		if (!k->in_window || k->nested)
 			continue;
 		if (k->gpu < 0 && k->kind != LP_GRAPH)
 			lp->st.calls_unpaired++;
@@ -713,10 +785,10 @@ int cv_lp_solve(struct cv_core *c)
 
 	if (!lp || !lp->n_calls || !lp->n_gpus)
 		return 0;
-	if (mark_windows(lp, &maybe) || run_round(lp, maybe, NULL, 0) || learn_streams(lp, &smap) ||
-	    run_round(lp, maybe, &smap, 0))
-		goto out;
-	if (run_round(lp, maybe, NULL, 1))
+	if (mark_windows(lp, &maybe) || mark_nested(lp) || run_round(lp, maybe, NULL, LP_FULL) ||
+	    learn_streams(lp, &smap) || run_round(lp, maybe, &smap, LP_FULL) ||
+	    run_round(lp, maybe, &smap, LP_DIMS) || run_round(lp, maybe, &smap, LP_NAME) ||
+	    run_round(lp, maybe, NULL, LP_GRAPHS))
 		goto out;
 	spread_graphs(lp);
 	if (check_against_cupti(c, lp) || assign(c, lp))
@@ -797,8 +869,8 @@ void cv_lp_print(const struct cv_core *c, FILE *f)
 		fprintf(f, "; %llu graph kernels without a correlation id",
 			(unsigned long long)s->graph_nocorr);
 	if (s->unnamed)
-		fprintf(f, "; %llu kernel launches left out: kernel not named by the collector",
-			(unsigned long long)s->unnamed);
+		fprintf(f, "; %llu kernel launches paired by grid, block and shared memory alone "
+			"(driver launches: no kernel name)", (unsigned long long)s->unnamed);
 	if (s->calls_unpaired)
 		fprintf(f, "; %llu calls while recording with no work recorded",
 			(unsigned long long)s->calls_unpaired);

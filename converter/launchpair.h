@@ -50,7 +50,7 @@ struct cv_lp_stats {
 	uint64_t graph_nocorr;  /* a graph's kernel without a correlation id */
 	uint64_t calls;         /* probed launch/copy/set/graph calls noted */
 	uint64_t calls_unpaired;/* of those, in the window, that queued nothing seen */
-	uint64_t unnamed;       /* kernel launches whose kernel the collector could not name */
+	uint64_t unnamed;       /* driver kernel launches: no kernel name, paired by dims */
 	uint64_t checked, agree;/* uprobe pairs compared with CUPTI's links, equal */
 	uint64_t capped;        /* records not noted: the pairing's memory bound */
 };

@@ -2,8 +2,9 @@
 # Launch links from the -t cuda uprobes (converter/launchpair.c), against
 # the stand-in CUPTI's own links. tests/progs/launch_app makes real libcudart
 # calls (kernel launches from two threads racing, each on its own stream,
-# with the same kernels, dims, copy and set sizes; kernel launches and a
-# graph launch on the legacy stream from the main thread); each fails fast
+# with the same kernels, dims, copy and set sizes; from the main thread on
+# the legacy stream a kernel launch, one through cudaLaunchKernelExC (dims
+# behind a pointer: paired by name) and a graph launch); each fails fast
 # without a driver, but the uprobes see it, and the stand-in
 # (tests/progs/fake_cupti.c, fake_cupti_work) records its work as CUPTI
 # does, queued on the stream behind earlier work.
@@ -49,8 +50,8 @@ wait_for() { # file regex [seconds, default 60]
 }
 cp "$T/fake_cupti" "$W/libcupti.so.13"
 ROUNDS=200
-# Per round: 2 threads x (2 kernels, a copy, a set) + 1 kernel + a graph of 3 kernels.
-WORK=$((ROUNDS * 12))
+# Per round: 2 threads x (2 kernels, a copy, a set) + 2 kernels + a graph of 3 kernels.
+WORK=$((ROUNDS * 13))
 
 # run NAME START_KEYS [ENV...]: profile one launch_app run, convert it.
 run() {
@@ -78,7 +79,7 @@ num() { sed -n "s/.*[^0-9]\([0-9][0-9]*\) $2.*/\1/p" "$W/$1/conv.err" | head -1;
 
 run r1 runtime=1
 check "runtime=1: the app made its calls, the collector and converter ended well" \
-	'grep -q "^calls $((ROUNDS * 10))" "$W/r1/app.out" && [ "$(cat "$W/r1/coll.rc")" = 0 ] && [ "$(cat "$W/r1/conv.rc")" = 0 ]'
+	'grep -q "^calls $((ROUNDS * 11))" "$W/r1/app.out" && [ "$(cat "$W/r1/coll.rc")" = 0 ] && [ "$(cat "$W/r1/conv.rc")" = 0 ]'
 check "runtime=1: every kernel, copy and set has CUPTI's link ($WORK)" \
 	'[ "$(sed -n "s/.*(\([0-9]*\) more had CUPTI.s).*/\1/p" "$W/r1/conv.err")" = "$WORK" ]'
 check "runtime=1: the uprobe pairing agrees with every CUPTI link ($WORK of $WORK, 100%)" \

@@ -14,8 +14,8 @@
  * stand-in records kernels (up to 60 s), then: two threads, released
  * together each round, each launches kernels A and B (the same names and
  * dims in both threads, on a stream of its own), a copy and a set of the
- * same sizes; the main thread launches kernel A on the legacy stream and a
- * graph. Prints "calls N" (calls made) and "done", then waits for stdin
+ * same sizes; the main thread launches kernel A on the legacy stream, kernel
+ * B there through cudaLaunchKernelExC, and a graph. Prints "calls N" (calls made) and "done", then waits for stdin
  * to close.
  */
 #include <cuda_runtime_api.h>
@@ -101,6 +101,19 @@ static void *racer(void *arg)
 	return NULL;
 }
 
+/* cudaLaunchKernelExC: its dims behind a pointer, the kernel by name only. */
+static void launch_ex(void)
+{
+	static const unsigned dims[6] = { 2, 1, 1, 32, 1, 1 };
+	void *args[1] = { NULL };
+	cudaLaunchConfig_t cfg = { .gridDim = { 2, 1, 1 }, .blockDim = { 32, 1, 1 } };
+	unsigned long long t0 = now_ns();
+
+	(void)cudaLaunchKernelExC(&cfg, (const void *)kernel_b, args);
+	work(0, "_Z8kernel_bPf", dims, 0, 7, t0, now_ns());
+	calls[2]++;
+}
+
 static void graph_launch(void)
 {
 	static const unsigned dims[6] = { 1, 1, 1, 32, 1, 1 };
@@ -144,6 +157,7 @@ int main(int argc, char **argv)
 	for (int r = 0; r < rounds; r++) {
 		pthread_barrier_wait(&bar);
 		launch((const void *)kernel_a, "_Z8kernel_aPfi", (dim3){ 4, 1, 1 }, (dim3){ 128, 1, 1 }, 0, 2);
+		launch_ex();
 		graph_launch();
 		usleep(200);
 	}
