@@ -13,8 +13,9 @@
 #      agrees with every one of them (100%);
 #   2. runtime=0 (kernels only): every kernel, copy and set is linked to
 #      its launch call from the uprobes, every flow bound, in the trace
-#      JSON as with CUPTI's links (each kernel's flow starts on a launch
-#      call of the right name);
+#      JSON as with CUPTI's links: each GPU item's flow starts at the very
+#      call that made it (the app prints which correlation id the stand-in
+#      gave each of its calls; checked on CUPTI's own links in 1. too);
 #   3. runtime=0 with no correlation ids in the records: the same, the
 #      graph's kernels (which keep theirs) included.
 # No GPU driver here: the collector's check for one is met in a private
@@ -40,7 +41,7 @@ cleanup() {
 	exec 9>&- 2>/dev/null
 	[ -n "$CP" ] && kill -INT "$CP" 2>/dev/null && wait "$CP" 2>/dev/null
 	[ -n "$APP" ] && kill "$APP" 2>/dev/null && wait "$APP" 2>/dev/null
-	rm -rf "$W"
+	if [ -n "${KEEP:-}" ]; then echo "# kept $W"; else rm -rf "$W"; fi
 }
 trap cleanup EXIT
 n=0
@@ -112,6 +113,55 @@ sys.exit(0 if gpu == int(sys.argv[2]) and bad == 0 else 1)
 EOF
 }
 
+# Exact: every GPU item's flow starts at the very call the app made its
+# work with (the app's "truth" lines: the stand-in's correlation id of each
+# call of a thread, in call order; flow ids end in the correlation id).
+truth_ok() {
+	python3 - "$W/$1/trace.json" "$W/$1/app.out" "$2" <<'EOF'
+import collections, json, sys
+tr = json.load(open(sys.argv[1]))
+ev = tr["traceEvents"] if isinstance(tr, dict) else tr
+truth = {}
+for line in open(sys.argv[2]):
+    f = line.split()
+    if f and f[0] == "truth":
+        truth[int(f[1])] = [int(x) for x in f[2:]]
+names = ("cudaLaunchKernel", "cudaMemcpyAsync", "cudaMemsetAsync", "cudaGraphLaunch")
+at = lambda e: (e["pid"], e["tid"], e["ts"])
+calls = collections.defaultdict(list)
+for e in ev:
+    if e.get("ph") == "X" and e["name"].startswith(names) and e["tid"] in truth:
+        calls[e["tid"]].append(e)
+# With CUPTI's API records, the stand-in's record of a call (its bounds as
+# the app took them, around the uprobe's) is folded into the uprobe's or
+# shown beside it, overlapping: overlapping records are one call.
+which, n_calls = {}, {}
+for tid, es in calls.items():
+    es.sort(key=lambda e: e["ts"])
+    i, end = -1, -1
+    for e in es:
+        if e["ts"] >= end:
+            i += 1
+        end = max(end, e["ts"] + e.get("dur", 0))
+        which[at(e)] = (tid, i)
+    n_calls[tid] = i + 1
+starts = {e["id"]: at(e) for e in ev if e.get("ph") == "s"}
+ends = [e for e in ev if e.get("ph") == "f"]
+same = sum(1 for tid in truth if n_calls.get(tid) == len(truth[tid]))
+right = 0
+for f in ends:
+    w = which.get(starts.get(f["id"]))
+    if w and truth[w[0]][w[1]] == f["id"] & ((1 << 40) - 1):
+        right += 1
+print(f"threads with every call in the trace {same} of {len(truth)}; flows ending on GPU items {len(ends)}, "
+      f"starting at the call that made the work {right}")
+sys.exit(0 if same == len(truth) and right == len(ends) == int(sys.argv[3]) else 1)
+EOF
+}
+truth_ok r1 "$WORK" > "$W/r1/truth"; echo "$?" >> "$W/r1/truth"; sed 's/^/# r1: /' "$W/r1/truth"
+check "runtime=1: CUPTI's links in the trace are the app's own (the truth the others are held to)" \
+	'[ "$(tail -1 "$W/r1/truth")" = 0 ]'
+
 run r0 runtime=0
 check "runtime=0: the collector and converter ended well" \
 	'[ "$(cat "$W/r0/coll.rc")" = 0 ] && [ "$(cat "$W/r0/conv.rc")" = 0 ]'
@@ -120,6 +170,9 @@ check "runtime=0: every kernel, copy and set linked from the uprobes ($WORK of $
 flows_ok r0 "$WORK" > "$W/r0/flows"; echo "$?" >> "$W/r0/flows"; sed 's/^/# r0: /' "$W/r0/flows"
 check "runtime=0: the trace binds each GPU item's flow to a launch call of its kind" '[ "$(tail -1 "$W/r0/flows")" = 0 ]'
 check "runtime=0: no unbound flow" '! grep -q "unbound flows" "$W/r0/conv.err"'
+truth_ok r0 "$WORK" > "$W/r0/truth"; echo "$?" >> "$W/r0/truth"; sed 's/^/# r0: /' "$W/r0/truth"
+check "runtime=0: every GPU item's flow starts at the call that made it (exact, $WORK of $WORK)" \
+	'[ "$(tail -1 "$W/r0/truth")" = 0 ]'
 
 run rn runtime=0 FAKE_CUPTI_NOCORR=1
 check "runtime=0, no correlation ids: every kernel, copy and set linked ($WORK of $WORK)" \

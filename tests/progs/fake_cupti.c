@@ -449,7 +449,8 @@ API void fake_cupti_api_call(void)
 
 /* Work of one real CUDA call (see the top). kind: 0 kernel, 1 copy, 2 set,
  * 3 graph launch; dims: grid x, y, z, block x, y, z; enter/exit: the call's
- * CLOCK_MONOTONIC bounds, taken by the app around it. */
+ * CLOCK_MONOTONIC bounds, taken by the app around it. Returns the call's
+ * correlation id. */
 #define FAKE_STREAMS 64
 static uint64_t stream_busy[FAKE_STREAMS];
 static atomic_ullong work_records;
@@ -462,8 +463,8 @@ static uint64_t queue_on(unsigned stream, uint64_t after, uint64_t dur)
 	return start;
 }
 
-API void fake_cupti_work(int kind, const char *name, const unsigned dims[6], unsigned long long bytes,
-			 unsigned stream, unsigned long long enter, unsigned long long exit_ns)
+API unsigned fake_cupti_work(int kind, const char *name, const unsigned dims[6], unsigned long long bytes,
+			     unsigned stream, unsigned long long enter, unsigned long long exit_ns)
 {
 	static const CUpti_CallbackId cbids[] = {
 		CUPTI_RUNTIME_TRACE_CBID_cudaLaunchKernel_v7000, CUPTI_RUNTIME_TRACE_CBID_cudaMemcpyAsync_v3020,
@@ -473,7 +474,7 @@ API void fake_cupti_work(int kind, const char *name, const unsigned dims[6], uns
 	uint64_t dur = w ? strtoull(w, NULL, 10) : 20000;
 	int nocorr = getenv("FAKE_CUPTI_NOCORR") != NULL;
 	if (kind < 0 || kind > 3)
-		return;
+		return 0;
 	pthread_mutex_lock(&mu);
 	uint32_t corr = (uint32_t)atomic_fetch_add(&corr_ids, 1) + 1;
 	if (atomic_load(&kind_on[CUPTI_ACTIVITY_KIND_RUNTIME])) {
@@ -542,6 +543,7 @@ API void fake_cupti_work(int kind, const char *name, const unsigned dims[6], uns
 		work_records++;
 	}
 	pthread_mutex_unlock(&mu);
+	return corr;
 }
 
 /* Is kernel recording on (the app waits for it before its calls)? */

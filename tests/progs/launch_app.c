@@ -15,8 +15,9 @@
  * together each round, each launches kernels A and B (the same names and
  * dims in both threads, on a stream of its own), a copy and a set of the
  * same sizes; the main thread launches kernel A on the legacy stream, kernel
- * B there through cudaLaunchKernelExC, and a graph. Prints "calls N" (calls made) and "done", then waits for stdin
- * to close.
+ * B there through cudaLaunchKernelExC, and a graph. Prints, per thread,
+ * "truth TID CORR..." (the correlation id of each of its calls, in call
+ * order), "calls N" (calls made) and "done", then waits for stdin to close.
  */
 #include <cuda_runtime_api.h>
 #include <dlfcn.h>
@@ -42,12 +43,24 @@ __attribute__((noinline)) void kernel_b(float *x)
 	__asm__ volatile("");
 }
 
-typedef void (*work_fn)(int, const char *, const unsigned *, unsigned long long, unsigned,
-			unsigned long long, unsigned long long);
+typedef unsigned (*work_fn)(int, const char *, const unsigned *, unsigned long long, unsigned,
+			    unsigned long long, unsigned long long);
 static work_fn work;
 static int rounds;
 static pthread_barrier_t bar;
 static unsigned long long calls[3];
+/* The correlation id the stand-in gave each call, per thread slot, in call
+ * order: the truth the test checks the trace's links against. */
+#define TRUTH_MAX 16384
+static unsigned truth[3][TRUTH_MAX];
+static pid_t truth_tid[3];
+
+static void note(int slot, unsigned corr)
+{
+	if (calls[slot] < TRUTH_MAX)
+		truth[slot][calls[slot]] = corr;
+	calls[slot]++;
+}
 
 static unsigned long long now_ns(void)
 {
@@ -70,8 +83,7 @@ static void launch(const void *fn, const char *mangled, dim3 g, dim3 b, cudaStre
 	unsigned long long t0 = now_ns();
 
 	(void)cudaLaunchKernel(fn, g, b, args, 0, s);
-	work(0, mangled, dims, 0, stream_id(s), t0, now_ns());
-	calls[slot]++;
+	note(slot, work(0, mangled, dims, 0, stream_id(s), t0, now_ns()));
 }
 
 static void copy_set(cudaStream_t s, int slot)
@@ -80,11 +92,10 @@ static void copy_set(cudaStream_t s, int slot)
 	unsigned long long t0 = now_ns();
 
 	(void)cudaMemcpyAsync((void *)0x7f0000001000, host, sizeof(host), cudaMemcpyHostToDevice, s);
-	work(1, NULL, NULL, sizeof(host), stream_id(s), t0, now_ns());
+	note(slot, work(1, NULL, NULL, sizeof(host), stream_id(s), t0, now_ns()));
 	t0 = now_ns();
 	(void)cudaMemsetAsync((void *)0x7f0000002000, 0, 1024, s);
-	work(2, NULL, NULL, 1024, stream_id(s), t0, now_ns());
-	calls[slot] += 2;
+	note(slot, work(2, NULL, NULL, 1024, stream_id(s), t0, now_ns()));
 }
 
 static void *racer(void *arg)
@@ -92,6 +103,7 @@ static void *racer(void *arg)
 	int t = (int)(intptr_t)arg;
 	cudaStream_t s = (cudaStream_t)(uintptr_t)(0x1000 * (t + 1));
 
+	truth_tid[t] = gettid();
 	for (int r = 0; r < rounds; r++) {
 		pthread_barrier_wait(&bar);
 		launch((const void *)kernel_a, "_Z8kernel_aPfi", (dim3){ 4, 1, 1 }, (dim3){ 128, 1, 1 }, s, t);
@@ -110,8 +122,7 @@ static void launch_ex(void)
 	unsigned long long t0 = now_ns();
 
 	(void)cudaLaunchKernelExC(&cfg, (const void *)kernel_b, args);
-	work(0, "_Z8kernel_bPf", dims, 0, 7, t0, now_ns());
-	calls[2]++;
+	note(2, work(0, "_Z8kernel_bPf", dims, 0, 7, t0, now_ns()));
 }
 
 static void graph_launch(void)
@@ -120,8 +131,7 @@ static void graph_launch(void)
 	unsigned long long t0 = now_ns();
 
 	(void)cudaGraphLaunch((cudaGraphExec_t)(uintptr_t)0x5000, 0);
-	work(3, "_Z10graph_nodev", dims, 0, 7, t0, now_ns());
-	calls[2]++;
+	note(2, work(3, "_Z10graph_nodev", dims, 0, 7, t0, now_ns()));
 }
 
 int main(int argc, char **argv)
@@ -151,6 +161,7 @@ int main(int argc, char **argv)
 	}
 	pthread_t th[2];
 
+	truth_tid[2] = gettid();
 	pthread_barrier_init(&bar, NULL, 3);
 	for (int t = 0; t < 2; t++)
 		pthread_create(&th[t], NULL, racer, (void *)(intptr_t)t);
@@ -163,6 +174,12 @@ int main(int argc, char **argv)
 	}
 	for (int t = 0; t < 2; t++)
 		pthread_join(th[t], NULL);
+	for (int t = 0; t < 3; t++) {
+		printf("truth %d", (int)truth_tid[t]);
+		for (unsigned long long i = 0; i < calls[t] && i < TRUTH_MAX; i++)
+			printf(" %u", truth[t][i]);
+		printf("\n");
+	}
 	printf("calls %llu\ndone\n", calls[0] + calls[1] + calls[2]);
 	fflush(stdout);
 	while (getchar() != EOF)
