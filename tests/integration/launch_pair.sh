@@ -17,7 +17,9 @@
 #      call that made it (the app prints which correlation id the stand-in
 #      gave each of its calls; checked on CUPTI's own links in 1. too);
 #   3. runtime=0 with no correlation ids in the records: the same, the
-#      graph's kernels (which keep theirs) included.
+#      graph's kernels (which keep theirs) included, each GPU item's flow
+#      starting at the call that queued it (by each stream's order, a check
+#      held to the truth on run 2).
 # No GPU driver here: the collector's check for one is met in a private
 # mount namespace (a /proc/driver/nvidia/version of ours).
 set -u
@@ -174,9 +176,56 @@ truth_ok r0 "$WORK" > "$W/r0/truth"; echo "$?" >> "$W/r0/truth"; sed 's/^/# r0: 
 check "runtime=0: every GPU item's flow starts at the call that made it (exact, $WORK of $WORK)" \
 	'[ "$(tail -1 "$W/r0/truth")" = 0 ]'
 
+# Exact without correlation ids: a stream runs its work in the order it was
+# queued, each thread of the app on its stream (launch_app: the racing
+# threads' streams are CUPTI's 21 and 22, the main thread's the legacy 7),
+# a graph launch 3 kernels; so the n-th GPU item of a stream is the work of
+# a known call of its thread, which its flow must start at.
+order_ok() {
+	python3 - "$W/$1/trace.json" "$W/$1/app.out" "$2" <<'EOF'
+import collections, json, sys
+tr = json.load(open(sys.argv[1]))
+ev = tr["traceEvents"] if isinstance(tr, dict) else tr
+tids = [int(l.split()[1]) for l in open(sys.argv[2]) if l.startswith("truth ")]
+stream_tid = dict(zip((21, 22, 7), tids))
+names = ("cudaLaunchKernel", "cudaMemcpyAsync", "cudaMemsetAsync", "cudaGraphLaunch")
+at = lambda e: (e["pid"], e["tid"], e["ts"])
+calls = collections.defaultdict(list)
+for e in ev:
+    if e.get("ph") == "X" and e["name"].startswith(names) and e["tid"] in tids:
+        calls[e["tid"]].append(e)
+expect = {}
+for s, tid in stream_tid.items():
+    seq = []
+    for e in sorted(calls[tid], key=lambda e: e["ts"]):
+        seq += [at(e)] * (3 if e["name"].startswith("cudaGraphLaunch") else 1)
+    expect[s] = seq
+gpu = collections.defaultdict(list)
+for e in ev:
+    if e.get("ph") == "X" and e.get("cat") in ("kernel", "gpu_memcpy", "gpu_memset"):
+        gpu[e["tid"]].append(e)
+starts = {e["id"]: at(e) for e in ev if e.get("ph") == "s"}
+ends = {at(e): e["id"] for e in ev if e.get("ph") == "f"}
+right = total = 0
+for s, items in gpu.items():
+    for i, e in enumerate(sorted(items, key=lambda e: e["ts"])):
+        total += 1
+        fid = ends.get(at(e))
+        right += fid is not None and i < len(expect.get(s, [])) and starts.get(fid) == expect[s][i]
+print(f"GPU items {total}, whose flow starts at the call that queued it {right}")
+sys.exit(0 if right == total == int(sys.argv[3]) else 1)
+EOF
+}
+order_ok r0 "$WORK" > "$W/r0/order"; echo "$?" >> "$W/r0/order"; sed 's/^/# r0: /' "$W/r0/order"
+check "runtime=0: the stream-order check agrees (the one for records without ids, held to the truth)" \
+	'[ "$(tail -1 "$W/r0/order")" = 0 ]'
+
 run rn runtime=0 FAKE_CUPTI_NOCORR=1
 check "runtime=0, no correlation ids: every kernel, copy and set linked ($WORK of $WORK)" \
 	'grep -q "launch links from uprobes: $WORK of $WORK kernels/copies/sets linked" "$W/rn/conv.err"'
 flows_ok rn "$WORK" > "$W/rn/flows"; echo "$?" >> "$W/rn/flows"; sed 's/^/# rn: /' "$W/rn/flows"
 check "runtime=0, no correlation ids: the trace binds each GPU item's flow to a launch call of its kind" \
 	'[ "$(tail -1 "$W/rn/flows")" = 0 ]'
+order_ok rn "$WORK" > "$W/rn/order"; echo "$?" >> "$W/rn/order"; sed 's/^/# rn: /' "$W/rn/order"
+check "runtime=0, no correlation ids: every GPU item's flow starts at the call that queued it (exact)" \
+	'[ "$(tail -1 "$W/rn/order")" = 0 ]'
