@@ -872,7 +872,8 @@ void cv_lp_print(const struct cv_core *c, FILE *f)
 		fprintf(f, "; %llu kernel launches paired by grid, block and shared memory alone "
 			"(driver launches: no kernel name)", (unsigned long long)s->unnamed);
 	if (s->calls_unpaired)
-		fprintf(f, "; %llu calls while recording with no work recorded",
+		fprintf(f, "; %llu calls with no recorded work (made as recording stopped, or their "
+			"work lost)",
 			(unsigned long long)s->calls_unpaired);
 	if (s->capped)
 		fprintf(f, "; %llu records past the pairing's bound", (unsigned long long)s->capped);

@@ -220,6 +220,43 @@ order_ok r0 "$WORK" > "$W/r0/order"; echo "$?" >> "$W/r0/order"; sed 's/^/# r0: 
 check "runtime=0: the stream-order check agrees (the one for records without ids, held to the truth)" \
 	'[ "$(tail -1 "$W/r0/order")" = 0 ]'
 
+# XPlane: every kernel, copy and set on the GPU planes carries a correlation
+# id that a launch call on the host plane carries too (xprof's link).
+LLMT_ROOT=${LLMT_ROOT:-$(cd "$(dirname "$0")/../.." && pwd)}
+. "$LLMT_ROOT/tests/integration/xplane_check.inc"
+xplane_corr() {
+	local run
+	"$CONV" -i "$W/$1/main.evlog" --logdir "$W/$1/tb" > /dev/null 2>&1 || return 1
+	run=$(ls -d "$W/$1"/tb/plugins/profile/*/ | head -1)
+	xplane_check "$W" "$(ls "$run"*.xplane.pb | head -1)" > "$W/$1/xcheck" || { cat "$W/$1/xcheck"; return 1; }
+	"$XPLANE_PY" - "$W/py" "$(ls "$run"*.xplane.pb | head -1)" "$2" <<'EOF'
+import sys
+sys.path.insert(0, sys.argv[1])
+import xplane_pb2
+xs = xplane_pb2.XSpace()
+xs.ParseFromString(open(sys.argv[2], "rb").read())
+def corrs(p, evs):
+    ids = [k for k, m in p.stat_metadata.items() if m.name == "correlation_id"]
+    for line in p.lines:
+        for e in line.events:
+            v = [s.uint64_value or s.int64_value for s in e.stats if s.metadata_id in ids]
+            evs.append(v[0] if v else None)
+host, dev = [], []
+for p in xs.planes:
+    corrs(p, host if p.name.startswith("/host") else dev if p.name.startswith("/device") else [])
+hs = {c for c in host if c}
+bound = sum(1 for c in dev if c and c in hs)
+print(f"GPU events {len(dev)}, with a correlation id a host launch carries {bound}")
+sys.exit(0 if bound == len(dev) == int(sys.argv[3]) else 1)
+EOF
+}
+if xplane_check_setup "$W" 2>/dev/null && [ -x "$XPLANE_PY" ]; then
+	xplane_corr r0 "$WORK" > "$W/r0/xplane"; echo "$?" >> "$W/r0/xplane"; sed 's/^/# r0: /' "$W/r0/xplane"
+	check "runtime=0: XPlane: every GPU event's correlation id is a launch call's" '[ "$(tail -1 "$W/r0/xplane")" = 0 ]'
+else
+	echo "# XPlane check skipped: no protoc or $XPLANE_PY"
+fi
+
 run rn runtime=0 FAKE_CUPTI_NOCORR=1
 check "runtime=0, no correlation ids: every kernel, copy and set linked ($WORK of $WORK)" \
 	'grep -q "launch links from uprobes: $WORK of $WORK kernels/copies/sets linked" "$W/rn/conv.err"'
