@@ -12,8 +12,9 @@
  * buffer, collector/cudadecode.c put_launch): names are compared on that. */
 #define LP_NAME_MAX 511
 /* GPU clocks are put on the host's by CUPTI: a launch's work may appear to
- * start this much before the call's entry. */
-#define LP_START_SLACK_NS 5000ULL
+ * start a little before the call's entry. A kernel starts microseconds
+ * after its launch at the soonest, so this much is taken as clock error. */
+#define LP_START_SLACK_NS 20000ULL
 /* Calls and GPU records noted at most (~50 bytes each). */
 #define LP_MAX_RECS (16u << 20)
 
@@ -877,6 +878,9 @@ void cv_lp_print(const struct cv_core *c, FILE *f)
 			(unsigned long long)s->calls_unpaired);
 	if (s->capped)
 		fprintf(f, "; %llu records past the pairing's bound", (unsigned long long)s->capped);
+	if (c->st.lost[EVSRC_CUPTI])
+		fprintf(f, "; CUPTI lost %llu records: later pairs of their signatures may be one off",
+			(unsigned long long)c->st.lost[EVSRC_CUPTI]);
 	if (s->checked)
 		fprintf(f, "; checked against CUPTI's links: %llu of %llu agree (%.2f%%)",
 			(unsigned long long)s->agree, (unsigned long long)s->checked,
