@@ -192,7 +192,8 @@ static uint64_t dims_smem_sig(const uint32_t g[3], const uint32_t b[3], uint64_t
 
 /* Kernel launch: "kernel=NAME grid=..." (NAME may hold spaces) or
  * "func=0x.. grid=..." (a driver launch: a handle, no symbol). Sets the
- * call's stage and signature. */
+ * call's stage and signature. A runtime launch whose host stub has no
+ * symbol (a stripped library) comes as "func=0x.." too. */
 static void kernel_call_sig(struct cv_core *c, struct evlog_str d, struct lp_call *k)
 {
 	static const char kk[] = "kernel=";
@@ -870,8 +871,9 @@ void cv_lp_print(const struct cv_core *c, FILE *f)
 		fprintf(f, "; %llu graph kernels without a correlation id",
 			(unsigned long long)s->graph_nocorr);
 	if (s->unnamed)
-		fprintf(f, "; %llu kernel launches paired by grid, block and shared memory alone "
-			"(driver launches: no kernel name)", (unsigned long long)s->unnamed);
+		fprintf(f, "; %llu kernel launches without a kernel name (driver launches, stubs "
+			"without a symbol), paired by grid, block and shared memory",
+			(unsigned long long)s->unnamed);
 	if (s->calls_unpaired)
 		fprintf(f, "; %llu calls with no recorded work (made as recording stopped, or their "
 			"work lost)",

@@ -50,7 +50,7 @@ struct cv_lp_stats {
 	uint64_t graph_nocorr;  /* a graph's kernel without a correlation id */
 	uint64_t calls;         /* probed launch/copy/set/graph calls noted */
 	uint64_t calls_unpaired;/* of those, after recording began, with no recorded work */
-	uint64_t unnamed;       /* driver kernel launches: no kernel name, paired by dims */
+	uint64_t unnamed;       /* kernel launches without a name (driver launches), paired by dims */
 	uint64_t checked, agree;/* uprobe pairs compared with CUPTI's links, equal */
 	uint64_t capped;        /* records not noted: the pairing's memory bound */
 };
