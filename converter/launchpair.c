@@ -668,11 +668,14 @@ static int32_t call_holding(const struct cv_lp *lp, const uint32_t *by_thread, c
 		else
 			hi = mid;
 	}
+	/* a call nested in another stands for nothing: its outer one */
+	while (lo > 1 && lp->calls[by_thread[lo - 1]].nested)
+		lo--;
 	if (!lo)
 		return -1;
 	const struct lp_call *k = &lp->calls[by_thread[lo - 1]];
 
-	if (k->host != a->host || k->pid != a->pid || k->tid != a->tid || k->end < a->ts)
+	if (k->nested || k->host != a->host || k->pid != a->pid || k->tid != a->tid || k->end < a->ts)
 		return -1;
 	return (int32_t)by_thread[lo - 1];
 }
@@ -730,14 +733,11 @@ static int assign(struct cv_core *c, struct cv_lp *lp)
 			continue;
 		struct lp_call *k = &lp->calls[g->call];
 
+		/* the id of the call's first work (a graph's kernels share
+		 * CUPTI's), a made-up one when CUPTI gave none */
 		if (!k->corr)
 			k->corr = g->corr ? g->corr : next++;
-		g->own_corr = g->corr ? g->corr : k->corr;
-		if (g->own_corr != k->corr) {
-			/* CUPTI gave this work another id than the call's first work
-			 * (a graph's kernels share one): bind it through the call's. */
-			g->own_corr = k->corr;
-		}
+		g->own_corr = k->corr;
 		uint64_t *v = cv_map_put(&lp->gpu_at, stream_key(g->host, g->pid, g->device, g->stream),
 					 g->start, NULL);
 		uint64_t *w = v ? cv_map_put(&lp->call_at, thread_key(k->host, k->pid, k->tid), k->ts, NULL)
