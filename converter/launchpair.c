@@ -119,7 +119,8 @@ static const struct {
 
 static uint8_t call_kind(struct evlog_str name)
 {
-	if (!name.ptr || !name.len)
+	/* every one starts "cu": most library calls are out at once */
+	if (!name.ptr || name.len < 8 || name.ptr[0] != 'c' || name.ptr[1] != 'u')
 		return 0;
 	for (size_t i = 0; i < sizeof(calls_known) / sizeof(calls_known[0]); i++)
 		if (cv_dedup_same_func(name.ptr, name.len, calls_known[i].name,
