@@ -779,6 +779,38 @@ static void count(struct cv_lp *lp)
 	}
 }
 
+/* Without CUPTI's links to compare with, its correlation ids still tell
+ * order: it numbers calls as they are made, so along one thread the ids of
+ * the work its calls were given must rise. A fall is a pair shifted (work
+ * lost, a call whose work went unrecorded). Counted, for the closing line. */
+static int order_check(struct cv_lp *lp)
+{
+	uint32_t *by = malloc((lp->n_calls + 1) * sizeof(*by));
+	uint64_t last = 0;
+
+	if (!by)
+		return -1;
+	for (size_t i = 0; i < lp->n_calls; i++)
+		by[i] = (uint32_t)i;
+	qsort_r(by, lp->n_calls, sizeof(*by), cmp_call_thread, lp->calls);
+	for (size_t i = 0; i < lp->n_calls; i++) {
+		const struct lp_call *k = &lp->calls[by[i]];
+		const struct lp_call *p = i ? &lp->calls[by[i - 1]] : NULL;
+
+		if (!p || p->host != k->host || p->pid != k->pid || p->tid != k->tid)
+			last = 0;
+		if (!k->corr || k->corr >= CV_LP_CORR_BASE)
+			continue; /* unpaired, or an id of ours */
+		lp->st.order_checked++;
+		if (k->corr < last)
+			lp->st.order_bad++;
+		else
+			last = k->corr;
+	}
+	free(by);
+	return 0;
+}
+
 int cv_lp_solve(struct cv_core *c)
 {
 	struct cv_lp *lp = c->lp;
@@ -794,7 +826,7 @@ int cv_lp_solve(struct cv_core *c)
 	    run_round(lp, maybe, NULL, LP_GRAPHS))
 		goto out;
 	spread_graphs(lp);
-	if (check_against_cupti(c, lp) || assign(c, lp))
+	if (check_against_cupti(c, lp) || assign(c, lp) || order_check(lp))
 		goto out;
 	count(lp);
 	lp->solved = 1;
@@ -884,6 +916,9 @@ void cv_lp_print(const struct cv_core *c, FILE *f)
 	if (c->st.lost[EVSRC_CUPTI])
 		fprintf(f, "; CUPTI lost %llu records: later pairs of their signatures may be one off",
 			(unsigned long long)c->st.lost[EVSRC_CUPTI]);
+	if (s->order_checked)
+		fprintf(f, "; %llu of %llu links out of their thread's call order by CUPTI's ids",
+			(unsigned long long)s->order_bad, (unsigned long long)s->order_checked);
 	if (s->checked)
 		fprintf(f, "; checked against CUPTI's links: %llu of %llu agree (%.2f%%)",
 			(unsigned long long)s->agree, (unsigned long long)s->checked,

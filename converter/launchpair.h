@@ -52,6 +52,7 @@ struct cv_lp_stats {
 	uint64_t calls_unpaired;/* of those, after recording began, with no recorded work */
 	uint64_t unnamed;       /* kernel launches without a name (driver launches), paired by dims */
 	uint64_t checked, agree;/* uprobe pairs compared with CUPTI's links, equal */
+	uint64_t order_checked, order_bad; /* links with CUPTI's ids: falling along a thread */
 	uint64_t capped;        /* records not noted: the pairing's memory bound */
 };
 
