@@ -774,7 +774,7 @@ static void count(struct cv_lp *lp)
 
 		if (!k->in_window || k->nested)
 			continue;
-		if (k->gpu < 0 && k->kind != LP_GRAPH)
+		if (k->gpu < 0)
 			lp->st.calls_unpaired++;
 	}
 }

@@ -14,7 +14,9 @@
 #   2. coverage: the same with runtime=0 (kernels only): PASS when at least
 #      95% of the kernels, copies and sets get their launch from the uprobes
 #      (kernels cuBLAS launches through cuLaunchKernel need the driver layer:
-#      PROBES=.../probes-driver.json), and the trace has no unbound flow;
+#      PROBES=.../probes-driver.json), the trace has no unbound flow, and
+#      CUPTI's correlation ids (if the kernel records carry them without
+#      the RUNTIME kind) rise along each thread's linked calls;
 #   3. cost: $ROUNDS rounds of windows, each after an idle one of the same
 #      length: kernels only (`-t cpu`, runtime=0), kernels + uprobe links
 #      (`-t cpu,cuda`, runtime=0) and today's default with uprobes (`-t
@@ -142,6 +144,12 @@ print(f"INFO cover: {linked} of {work} kernels, copies and sets linked from the 
       + (f" ({100 * linked / work:.2f}%)" if work else ""))
 print(("PASS" if work and linked >= 0.95 * work else "FAIL") + " at least 95% linked with CUPTI recording kernels only")
 print(("FAIL" if "unbound flows" in t else "PASS") + " no unbound flow")
+o = re.search(r"(\d+) of (\d+) links out of their thread's call order", t)
+if o:
+    print(("PASS" if o.group(1) == "0" else "FAIL") + f" CUPTI's ids rise along each thread's linked calls "
+          f"({o.group(1)} falls in {o.group(2)}: a fall is a pair shifted)")
+else:
+    print("INFO no correlation ids in the kernel records: the order check could not run")
 EOF
 
 # 3. cost

@@ -19,7 +19,9 @@
 #   3. runtime=0 with no correlation ids in the records: the same, the
 #      graph's kernels (which keep theirs) included, each GPU item's flow
 #      starting at the call that queued it (by each stream's order, a check
-#      held to the truth on run 2).
+#      held to the truth on run 2);
+#   4. runtime=0 with one record lost: the pairs after it are shifted (a
+#      limit), and the converter says so from CUPTI's ids.
 # No GPU driver here: the collector's check for one is met in a private
 # mount namespace (a /proc/driver/nvidia/version of ours).
 set -u
@@ -266,3 +268,10 @@ check "runtime=0, no correlation ids: the trace binds each GPU item's flow to a 
 order_ok rn "$WORK" > "$W/rn/order"; echo "$?" >> "$W/rn/order"; sed 's/^/# rn: /' "$W/rn/order"
 check "runtime=0, no correlation ids: every GPU item's flow starts at the call that queued it (exact)" \
 	'[ "$(tail -1 "$W/rn/order")" = 0 ]'
+
+# A record CUPTI lost shifts the later pairs of its signature by one: the
+# pairing cannot see it, but CUPTI's ids along the thread fall there, and
+# the closing line says so.
+run rd runtime=0 FAKE_CUPTI_DROP=1001
+check "a lost record: the falls of CUPTI's ids along a thread are counted and said" \
+	'grep -qE "links out of their thread.s call order" "$W/rd/conv.err" && ! grep -q " 0 of [0-9]* links out of" "$W/rd/conv.err"'

@@ -32,6 +32,8 @@
  * launch as on a busy GPU, in another order across streams than launched. A graph launch is 3
  * kernels with graph id 1 sharing its correlation id. FAKE_CUPTI_NOCORR=1:
  * kernels, copies and sets carry no correlation id (graphs' kernels keep it).
+ * FAKE_CUPTI_DROP=N: the work of the N-th call is not recorded (a record
+ * CUPTI lost).
  * FAKE_CUPTI_TEARDOWN=1: at its load it registers an exit handler, as the
  * CUDA driver does; once that handler has run (CUDA torn down), any CUPTI
  * call kills the process, as it did launched jobs on the H200.
@@ -473,6 +475,7 @@ API unsigned fake_cupti_work(int kind, const char *name, const unsigned dims[6],
 	const char *w = getenv("FAKE_CUPTI_WORK_NS");
 	uint64_t dur = w ? strtoull(w, NULL, 10) : 20000;
 	int nocorr = getenv("FAKE_CUPTI_NOCORR") != NULL;
+	const char *drop = getenv("FAKE_CUPTI_DROP");
 	if (kind < 0 || kind > 3)
 		return 0;
 	pthread_mutex_lock(&mu);
@@ -491,7 +494,7 @@ API unsigned fake_cupti_work(int kind, const char *name, const unsigned dims[6],
 		if (slot)
 			memcpy(slot, &a, sizeof(a));
 	}
-	int n = kind == 3 ? 3 : 1;
+	int n = drop && strtoull(drop, NULL, 10) == corr ? 0 : kind == 3 ? 3 : 1;
 	for (int i = 0; i < n && atomic_load(&kind_on[kind == 1 ? CUPTI_ACTIVITY_KIND_MEMCPY
 							 : kind == 2 ? CUPTI_ACTIVITY_KIND_MEMSET
 								     : CUPTI_ACTIVITY_KIND_CONCURRENT_KERNEL]); i++) {
