@@ -15,8 +15,12 @@
  *   only calls made while CUPTI recorded (the library's EVLOG_MARKER_CUPTI_ON
  *   marker); then again with each call's stream mapped to CUPTI's stream
  *   id (learnt from the first round), so work of one signature on several
- *   streams pairs by stream. A graph launch takes the kernels carrying one
- *   correlation id with a graph id, in order;
+ *   streams pairs by stream. Then, with the work left, kernel launches
+ *   without a name (driver launches) by dims and shared memory, launches
+ *   without dims (cudaLaunchKernelExC) by name; a graph launch takes the
+ *   kernels carrying one correlation id with a graph id, in order. Where
+ *   the records carry CUPTI's correlation ids, the ids of each thread's
+ *   linked calls must rise: falls (shifted pairs) are counted;
  * - pass 2 gives a paired call the work's correlation id (a made-up one
  *   past 2^39 when CUPTI's is 0), and the work a launch flow bound to it,
  *   exactly as CUPTI's runtime records would (trace JSON flows, XPlane
