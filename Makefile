@@ -268,6 +268,7 @@ PROG_LIBS_pys_folded := -static $(PROG_EVLOG)
 PROG_LIBS_fake_cupti := -shared -fPIC -Wl,-soname,libcupti.so.13
 PROG_LIBS_fake_cuda_app := -ldl
 PROG_LIBS_fake_cuda_launch := -ldl
+PROG_LIBS_launch_app := -L$(CUDA_HOME)/lib64 -Wl,-rpath,$(CUDA_HOME)/lib64 -lcudart -ldl -lpthread
 PROG_LIBS_hostile_target := -ldl
 
 $(BUILD)/fuzz/%: tests/fuzz/%.c $(EVLOG_SRC) $(CONV_SRC) $(PROTO_C) | $(GENERATED)

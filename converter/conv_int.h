@@ -156,6 +156,7 @@ struct cv_core {
 	uint32_t thr_memo_pid, thr_memo_tid;
 	uint64_t corr_memo_k1, corr_memo_k2;
 	uint8_t *corr_memo_page;
+	struct cv_lp *lp;                 /* launch links from uprobes (launchpair.h) */
 	char err[512];
 };
 
@@ -171,6 +172,8 @@ const struct evlog_event *cv_node_tid(const struct cv_host *h, const struct cv_l
 /* Lookup helpers after pass 1. */
 const struct cv_sym *cv_sym_find(const struct cv_host *h, uint32_t pid, uint64_t addr);
 uint8_t cv_corr_flags(const struct cv_core *c, uint32_t host, uint32_t pid, uint64_t corr);
+/* Add flags f (enum cv_corr_flag) to (host, pid, corr). 0 or -1 (no memory). */
+int cv_corr_mark(struct cv_core *c, uint32_t host, uint32_t pid, uint64_t corr, uint8_t f);
 void cv_core_free(struct cv_core *c);
 
 /* Pass 2: stream every log into sorted runs and feed the sinks. */

@@ -7,6 +7,7 @@
 #include "convert.h"
 #include "conv_int.h"
 #include "folded.h"
+#include "launchpair.h"
 #include "summary.h"
 #include "trace_json.h"
 #include "xplane.h"
@@ -274,6 +275,7 @@ static void final_line(const struct cv_core *c, const struct sinks *s)
 		fprintf(stderr, "; %llu trace events, %llu bytes", (unsigned long long)js.events,
 			(unsigned long long)js.bytes_file);
 	fputs("\n", stderr);
+	cv_lp_print(c, stderr);
 }
 
 /* Run the core into the given sinks. */

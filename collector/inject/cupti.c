@@ -367,6 +367,20 @@ static void put_memset(const CUpti_ActivityMemset4 *m)
 	stats.memsets++;
 }
 
+/* When recording began (EVLOG_MARKER_CUPTI_ON): launches before t0 queued
+ * nothing recorded, so the converter can pair uprobe launch calls with the
+ * recorded work from there. Under `lock`, as every write to the log. */
+static void put_recording_on(uint64_t t0, uint64_t t1)
+{
+	struct evlog_event ev = { .type = EV_MARKER, .ts = t0 };
+	ev.u.marker.name = evlog_s(EVLOG_MARKER_CUPTI_ON);
+	ev.u.marker.text = evlog_s("");
+	ev.u.marker.dur = t1 > t0 ? t1 - t0 : 0;
+	pthread_mutex_lock(&lock);
+	emit(&ev);
+	pthread_mutex_unlock(&lock);
+}
+
 /* Synchronization and CUPTI's own overhead have no event type of their
  * own: markers named "cuda_sync:<type>" / "cupti_overhead:<kind>", value =
  * correlation id (sync) or 0, text "context=C stream=S". */
@@ -992,6 +1006,7 @@ int li_cupti_start(const struct li_config *c, char *msg, size_t msgsz)
 	set_attributes();
 	pool_fill(POOL_PRE);
 	encoder_start(); /* if it cannot start, buffers are encoded where they complete */
+	uint64_t kinds_t0 = mono_ns();
 	if (enable_kinds()) {
 		snprintf(msg, msgsz, "err CUDA kernel profiling cannot start: CUPTI refused kernel activity");
 		disable_kinds();
@@ -1000,6 +1015,7 @@ int li_cupti_start(const struct li_config *c, char *msg, size_t msgsz)
 		atomic_store(&running, 1);  /* let stop() finalize: CUPTI holds our callbacks */
 		return -EIO;
 	}
+	put_recording_on(kinds_t0, mono_ns());
 	atomic_store(&running, 1);
 	snprintf(msg, msgsz, "ok file=%s", stats.file);
 	return 0;
