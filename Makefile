@@ -219,7 +219,7 @@ $(BUILD)/bin/llmtracker-static: $(call obj,collector/main.c) $(COLL_A) $(EVLOG_A
 TEST_LIBS := $(COLL_A) $(CONV_A) $(EVLOG_A)
 # Headers test sources include directly (tests/progs/evlog_gen.h...) and the
 # event log headers the programs compile against: a change rebuilds them.
-TEST_HDRS := $(wildcard tests/progs/*.h eventlog/*.h common/*.h)
+TEST_HDRS := $(wildcard tests/progs/*.h tests/unit/*.h eventlog/*.h common/*.h)
 $(BUILD)/tests/%: tests/unit/%.c $(TEST_LIBS) $(TEST_HDRS) | $(GENERATED)
 	@mkdir -p $(@D)
 	$(CC) $(CFLAGS) -Itests -o $@ $< $(TEST_LIBS) -lcmocka $(LIBS_COLLECTOR) $(LIBS_CONVERTER)
@@ -251,7 +251,7 @@ PROG_LIBS_cuda_calls := -L$(CUDA_HOME)/lib64 -Wl,-rpath,$(CUDA_HOME)/lib64 -lcud
 PROG_LIBS_cuda_early := -L$(CUDA_HOME)/lib64 -Wl,-rpath,$(CUDA_HOME)/lib64 -lcudart
 PROG_LIBS_cuda_early_dl := -ldl
 PROG_LIBS_inject_cudart := -L$(CUDA_HOME)/lib64 -Wl,-rpath,$(CUDA_HOME)/lib64 -lcudart
-INJECT_TOOL_SRC := collector/injector.c collector/inject_latch.c collector/elfsym.c collector/cuda_kernel.c collector/inject_ctl.c collector/inject_log.c collector/inject_gate.c collector/tfile.c collector/nodename.c
+INJECT_TOOL_SRC := collector/injector.c collector/inject_latch.c collector/elfsym.c collector/inject_mgr.c collector/launch.c collector/inject_ctl.c collector/inject_log.c collector/inject_gate.c collector/tfile.c collector/nodename.c
 PROG_LIBS_inject_tool := $(INJECT_TOOL_SRC) eventlog/session.c -lelf
 PROG_LIBS_inject_logdump := -static $(PROG_EVLOG)
 PROG_LIBS_inject_rawzstd := -lzstd -ldl
@@ -268,6 +268,7 @@ PROG_LIBS_pys_folded := -static $(PROG_EVLOG)
 PROG_LIBS_fake_cupti := -shared -fPIC -Wl,-soname,libcupti.so.13
 PROG_LIBS_fake_cuda_app := -ldl
 PROG_LIBS_fake_cuda_launch := -ldl
+PROG_LIBS_launch_app := -L$(CUDA_HOME)/lib64 -Wl,-rpath,$(CUDA_HOME)/lib64 -lcudart -ldl -lpthread
 PROG_LIBS_hostile_target := -ldl
 
 $(BUILD)/fuzz/%: tests/fuzz/%.c $(EVLOG_SRC) $(CONV_SRC) $(PROTO_C) | $(GENERATED)

@@ -139,6 +139,11 @@ static unsigned long map_ino(int pid, uint64_t addr)
 	return ino;
 }
 
+int lt_inj_present(const struct lt_inj *inj)
+{
+	return inj->loaded && inj->lib_ino && map_ino(inj->pid, inj->fini) == inj->lib_ino;
+}
+
 /* Alive and not a zombie: a killed target may linger unreaped. */
 static bool pid_alive(int pid)
 {
@@ -957,8 +962,7 @@ static int start_library(struct load_ctx *c, struct lt_inj *inj, char *err, size
 	c->sv[0] = -1; /* the library owns it now, whatever it returned */
 	if ((int)ret == -EBUSY)
 		return fail(err, errsz, -EBUSY, "process %d: the library already runs in it, started by "
-			    "another profile or by this one's other feature (the Python hook and CUDA "
-			    "kernels take one start per process)", c->t.pid);
+			    "another profile or inherited at a fork (one start per process)", c->t.pid);
 	if ((int)ret != 0)
 		return fail(err, errsz, -EIO, "process %d: the library refused to start (%d)",
 			    c->t.pid, (int)ret);

@@ -89,6 +89,10 @@ int lt_inj_call_held(struct lt_inj *inj, const char *sym, uint64_t *ret, char *e
  * negative errno on error (err says why). Closes inj->sock. */
 int lt_inj_unload(struct lt_inj *inj, char *err, size_t errsz);
 
+/* Is the library loaded by inj still in its process's image (not gone
+ * with an exec)? */
+int lt_inj_present(const struct lt_inj *inj);
+
 /* Timeout for one remote call (dlopen can take a while on a busy target). */
 #define LT_INJ_CALL_TIMEOUT_MS 10000
 

@@ -2,10 +2,10 @@
 /*
  * `llmtracker profile`: the run from checks to summary.
  *
- *   checks (privileges, BTF, PIDs) -> launch CMD stopped (if `--`)
- *   -> --delay -> open log, create maps, start sources, add targets
- *   -> [late-attach features start] -> release CMD -> main loop
- *   -> [late-attach features stop] -> finish, detach, publish the log, summary
+ *   checks (privileges, BTF, PIDs) -> the injected library's manager ->
+ *   launch CMD stopped (if `--`) -> --delay -> open log, create maps, start
+ *   sources, add targets -> release CMD -> main loop -> stop the injected
+ *   libraries -> finish, detach, publish the log, summary
  *
  * Every exit path after the first attach goes through lt_session_stop(),
  * so nothing stays attached; the kernel also drops every BPF link when the
@@ -25,7 +25,7 @@
 #include <unistd.h>
 
 #include "cli.h"
-#include "cuda_kernel.h"
+#include "inject_mgr.h"
 #include "launch.h"
 #include "profile.h"
 #include "targets.h"
@@ -272,35 +272,38 @@ static void say_where_library_logs_go(const struct lt_options *o)
 	       "with --cupti-dir %s (or move them beside it)", dir, o->output, dir);
 }
 
-/* --enable-cuda-kernel messages, in the collector's log format. */
-static void ck_log(char level, const char *msg)
+/* The injected library's messages, in the collector's log format. */
+static void im_log(unsigned feature, char level, const char *msg)
 {
-	lt_log(level, "cuda_kernel.c", 0, "%s", msg);
+	(void)feature;
+	lt_log(level, "inject_mgr.c", 0, "%s", msg);
 }
 
-/* The session the summary's "gpu" row goes to (one profile per process). */
-static struct lt_session *ck_session;
+/* The session whose rows ("gpu", "python") say what the injected library
+ * could not see (one profile per process). */
+static struct lt_session *im_session;
 
-static void ck_unseen(int pid, const char *why)
+static void im_unseen(unsigned feature, int pid, const char *why)
 {
-	if (ck_session)
-		lt_session_unseen(ck_session, "gpu", pid, "%s", why);
+	if (im_session)
+		lt_session_unseen(im_session, feature == LT_IM_CUDA ? "gpu" : "python", pid, "%s", why);
 }
 
-/* Kernels, copies and sets the injected libraries recorded: the summary's
- * "gpu" row, with what it could not see. */
-static void ck_sum_up(struct lt_session *s, struct lt_cuda_kernel *ck, bool asked)
+/* One manager of the injected library for every feature that uses it:
+ * CUDA kernels (the gpu source, and a launched command's environment) and
+ * the Python hook. NULL when neither is asked for. */
+static struct lt_im *im_open(const struct lt_options *o)
 {
-	struct lt_ck_totals t;
+	struct lt_im_opts io = {
+		.features = (o->cuda_kernel ? LT_IM_CUDA : 0) |
+			    (o->types & LT_T_PYTHON && o->python_method != LT_PYM_USDT ? LT_IM_PYTHON : 0),
+		.log_dir = o->cupti_dir, .output = o->output, .session = o->session,
+		/* Recording options for measurements (see inject.h), e.g. "runtime=0". */
+		.start_extra = getenv("LLMT_CUPTI_START"),
+		.log = im_log, .unseen = im_unseen,
+	};
 
-	if (!asked)
-		return;
-	s->cuda_kernel = NULL; /* the gpu hook adds no process from here on */
-	lt_ck_stop(ck); /* flush, detach CUPTI, hear from every library */
-	lt_ck_totals(ck, &t);
-	lt_session_add_row(s, "gpu", t.kernels + t.memcpys + t.memsets, t.dropped,
-			   ck ? NULL : "no NVIDIA GPU driver on this node, or the library is missing");
-	ck_session = NULL;
+	return io.features ? lt_im_new(&io) : NULL;
 }
 
 static int finish(struct lt_session *s, struct lt_launch *l, uint64_t t0, const char *why)
@@ -330,7 +333,7 @@ int lt_profile(const struct lt_options *opt_in, const char *cmdline)
 {
 	struct lt_options opt = *opt_in;
 	struct lt_launch l = { 0 };
-	struct lt_cuda_kernel *ck = NULL;
+	struct lt_im *im = NULL;
 	struct lt_session s;
 	char err[512];
 	const char *why;
@@ -347,17 +350,19 @@ int lt_profile(const struct lt_options *opt_in, const char *cmdline)
 		fprintf(stderr, "llmtracker: cannot draw a session id (getrandom): %s\n", strerror(-rc));
 		return 1;
 	}
-	ck = opt.cuda_kernel ? lt_ck_open(opt.cupti_dir, opt.output, opt.session, ck_log, ck_unseen) : NULL;
+	if (opt.cuda_kernel)
+		opt.types |= LT_T_GPU; /* the gpu source */
+	im = im_open(&opt);
 	if (opt.launch_argv) {
-		lt_ck_env_set(ck); /* CUDA_INJECTION64_PATH for the command only */
+		lt_im_env_set(im); /* CUDA_INJECTION64_PATH for the command only */
 		int lrc = opt.n_pids >= LT_MAX_TARGETS || lt_launch_start(&l, opt.launch_argv, err, sizeof(err));
-		lt_ck_env_unset(ck);
+		lt_im_env_unset(im);
 		if (lrc) {
 			fprintf(stderr, "llmtracker: %s\n", opt.n_pids >= LT_MAX_TARGETS ? "too many targets" : err);
-			lt_ck_free(ck);
+			lt_im_free(im);
 			return 1;
 		}
-		lt_ck_launched(ck, l.pid);
+		lt_im_launched(im, l.pid);
 		opt.pids[opt.n_pids++] = l.pid;
 		if (opt.delay_s > 0)
 			lt_launch_release(&l); /* the command runs during the delay */
@@ -366,13 +371,13 @@ int lt_profile(const struct lt_options *opt_in, const char *cmdline)
 	install_signals();
 	if (opt.delay_s > 0 && wait_delay(opt.delay_s)) {
 		fprintf(stderr, "llmtracker: interrupted before profiling started; nothing recorded\n");
-		lt_ck_free(ck);
+		lt_im_free(im);
 		lt_launch_abort(&l);
 		return 1;
 	}
 	lt_session_init(&s, &opt);
-	ck_session = &s;
-	s.cuda_kernel = ck; /* processes followed later: the gpu hook (gpu_hook.c) */
+	im_session = &s;
+	s.inject = im; /* the gpu and python sources inject through it */
 	if (lt_session_open_log(&s, cmdline) || lt_session_create_maps(&s) ||
 	    lt_session_start_sources(&s) || add_targets(&s))
 		goto fail;
@@ -385,14 +390,6 @@ int lt_profile(const struct lt_options *opt_in, const char *cmdline)
 		evlog_session_hex(opt.session, err));
 	say_where_library_logs_go(&opt);
 
-	/* ---- Late-attach features start here: every source is attached and
-	 * the targets are in the map; a launched command has not run yet.
-	 * The -p processes get the CUPTI library now; those followed later
-	 * get it from the gpu hook, the launched command from CUDA. ---- */
-	for (int i = 0; ck && i < opt.n_pids; i++)
-		if (opt.pids[i] != l.pid)
-			lt_ck_attach(ck, opt.pids[i]);
-
 	/* What the command will load is armed before its first instruction. */
 	if (l.pid && !l.released)
 		lt_session_prepare_exec(&s, l.pid, l.path);
@@ -401,15 +398,19 @@ int lt_profile(const struct lt_options *opt_in, const char *cmdline)
 	why = main_loop(&s, &l);
 	LT_INFO(1, "stopping: %s", why);
 
-	/* ---- Late-attach features stop here, before the sources detach. ---- */
-	ck_sum_up(&s, ck, opt.cuda_kernel);
-	lt_ck_free(ck); /* unload the library */
-
-	return finish(&s, &l, t0, why);
+	/* The injected libraries stop before the sources finish (their
+	 * figures make the gpu and python rows) and detach. */
+	lt_im_stop(im);
+	rc = finish(&s, &l, t0, why);
+	im_session = NULL;
+	lt_im_free(im);
+	return rc;
 fail:
 	fprintf(stderr, "llmtracker: %s\n", s.err);
-	s.cuda_kernel = NULL;
-	lt_ck_free(ck);
+	lt_im_stop(im);
+	im_session = NULL;
+	s.inject = NULL;
+	lt_im_free(im);
 	lt_session_free(&s); /* detaches whatever started, removes the partial log */
 	lt_launch_abort(&l);
 	return 1;

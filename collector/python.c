@@ -15,7 +15,7 @@
  * When a target execs (a launcher or shell starting python), the exec
  * record sends us back to look for probes in the new image.
  *
- * The injected profile hook (pyhook_attach.h) costs a fraction of the
+ * The injected profile hook (inject_mgr.h, LT_IM_PYTHON) costs a fraction of the
  * probes and is used first (see py_add_resolved, --python-method).
  */
 #include <errno.h>
@@ -34,7 +34,7 @@
 #include "bpf/python.skel.h"
 #include "bpf/python.h"
 #include "linkclose.h"
-#include "pyhook_attach.h"
+#include "inject_mgr.h"
 #include "session.h"
 #include "launch.h"
 #include "tfile.h"
@@ -60,13 +60,9 @@ struct py_state {
 	struct py_target *t;
 	size_t n, cap;
 	unsigned n_traced, n_untraced;
-	struct lt_pyhook *hook;     /* targets without probes; NULL until needed */
 	int hook_failed;            /* the hook cannot work here at all (said once) */
 	struct lt_session *s;       /* for what could not be seen (lt_session_unseen) */
 };
-
-/* The session, for the hook's threads' reports (one session per process). */
-static struct lt_session *py_session;
 
 /* What an ELF file offers: the python provider's probe names, and what
  * CPython 3.11 needs besides (see py_attach_hold). */
@@ -589,17 +585,6 @@ static int py_resolve(struct lt_session *s, int pid, struct py_interp *in)
 	return 0;
 }
 
-static void py_hook_log(char level, const char *msg)
-{
-	lt_log(level, "pyhook_attach.c", 0, "%s", msg);
-}
-
-static void py_hook_unseen(int pid, const char *why)
-{
-	if (py_session)
-		lt_session_unseen(py_session, "python", pid, "%s", why);
-}
-
 /* --python-method, with LLMT_PYTHON_HOOK=0 as an older way to say usdt. */
 static int py_method(const struct lt_session *s)
 {
@@ -624,21 +609,28 @@ static int py_given(const struct lt_session *s, int pid)
 static int py_try_hook(struct lt_session *s, struct py_state *st, struct py_target *t, int later,
 		       int fresh, char *msg, size_t msgsz)
 {
+	const char *why;
+
 	if (st->hook_failed)
 		return snprintf(msg, msgsz, "the hook cannot be used here (said above)"), -ENOTSUP;
-	if (!st->hook && !(st->hook = lt_pyh_new(s->opt.cupti_dir, s->opt.output, s->opt.session, msg, msgsz))) {
+	if (!lt_im_usable(s->inject, LT_IM_PYTHON, &why)) {
 		st->hook_failed = 1;
+		snprintf(msg, msgsz, "%s", why);
 		LT_WARN("python: the function hook cannot be used: %s", msg);
 		return -ENOTSUP;
 	}
 	if (later) {
-		lt_pyh_attach_later(st->hook, t->pid, fresh, py_hook_log, py_hook_unseen);
+		int rc = lt_im_attach_later(s->inject, t->pid, LT_IM_PYTHON, fresh ? LT_IM_FRESH : 0);
+		if (rc)
+			return snprintf(msg, msgsz, "%s", rc == -E2BIG ? "too many processes waiting" :
+					rc == -ECANCELED ? "the profile ended before the hook could go in" :
+					strerror(-rc)), rc;
 		t->hooked = 1;
 		return 1;
 	}
 	/* Just exec'd: the library waits (bounded) for the interpreter to be
 	 * initialized, so that "tracing" means the hook is on. */
-	int rc = lt_pyh_attach(st->hook, t->pid, PY_HOOK_INIT_WAIT_MS, msg, msgsz);
+	int rc = lt_im_attach(s->inject, t->pid, LT_IM_PYTHON, PY_HOOK_INIT_WAIT_MS, msg, msgsz);
 	if (rc)
 		return rc;
 	t->hooked = 1;
@@ -713,7 +705,7 @@ static void py_add_resolved(struct lt_session *s, struct py_state *st, struct py
 	char msg[1024];
 
 	starting |= t->waiting; /* it ran no Python before: it has just exec'd one */
-	now = !starting && py_given(s, pid) && lt_pyh_ready(pid);
+	now = !starting && py_given(s, pid) && lt_im_ready(pid);
 
 	/* Not a Python process (yet): a launcher or shell may exec one. */
 	if (!usdt && !forced && (!in->path[0] || (!in->probes.n_python && !py_is_candidate(in->path)))) {
@@ -745,7 +737,7 @@ static void py_add_resolved(struct lt_session *s, struct py_state *st, struct py
 	}
 	if (rc == 0) {
 		LT_INFO(1, "python: pid %d: tracing functions through the injected profile hook: %s, in %s",
-			pid, msg, lt_pyh_dir(st->hook));
+			pid, msg, lt_im_dir(s->inject));
 		return;
 	}
 	if (method == LT_PYM_AUTO && usdt) {
@@ -850,7 +842,7 @@ static int py_start(struct lt_session *s, void **state)
 	*state = st;
 	if (!st)
 		return lt_session_errorf(s, "python: out of memory"), -ENOMEM;
-	st->s = py_session = s;
+	st->s = s;
 	st->skel = python_bpf__open();
 	if (!st->skel)
 		return err = -errno, lt_session_errorf(s, "python: cannot open the BPF object: %s",
@@ -877,8 +869,11 @@ static int py_finish(struct lt_session *s, void *state)
 
 	if (!st)
 		return 0;
-	st->n_traced += lt_pyh_stop(st->hook, py_hook_log);
-	lt_session_add_events(s, "python", lt_pyh_events(st->hook));
+	struct lt_im_totals tot;
+
+	lt_im_totals(s->inject, &tot); /* lt_im_stop ran: the hooks are out */
+	st->n_traced += tot.py_later;
+	lt_session_add_events(s, "python", tot.py_events);
 	for (size_t i = 0; i < st->n; i++) {
 		size_t len = strlen(pids);
 
@@ -906,7 +901,6 @@ static void py_stop(struct lt_session *s, void *state)
 	struct py_state *st = state;
 
 	(void)s;
-	py_session = NULL;
 	if (!st)
 		return;
 	/* Destroying the links lowers the interpreter's probe semaphore again,
@@ -914,7 +908,6 @@ static void py_stop(struct lt_session *s, void *state)
 	for (size_t i = 0; i < st->n; i++)
 		py_detach(&st->t[i]);
 	lt_close_drain(); /* lowered before we say we are done, not at our exit */
-	lt_pyh_free(st->hook);
 	free(st->t);
 	python_bpf__destroy(st->skel);
 	free(st);

@@ -47,6 +47,7 @@ struct lt_slot {
 	void *state;
 	bool attempted, started;
 	uint64_t events; /* events its records produced (not the records: some only steer it) */
+	uint64_t lost;   /* lost outside the ring buffer (lt_session_add_lost) */
 	char not_recorded[200]; /* why (some of) it was not recorded under -t all: the first reason */
 };
 
@@ -54,7 +55,7 @@ struct lt_slot {
 #define LT_UNSEEN_MAX 16   /* distinct reasons kept; later ones are counted */
 #define LT_UNSEEN_PIDS 6   /* processes named per reason */
 struct lt_unseen {
-	char src[16];              /* a source's name, or an extra row's */
+	char src[16];              /* a source's name */
 	char why[200];
 	unsigned n;
 	int pids[LT_UNSEEN_PIDS];
@@ -64,11 +65,6 @@ struct lt_priv {
 	struct lt_slot slots[LT_N_SOURCES];
 	struct lt_unseen unseen[LT_UNSEEN_MAX];
 	unsigned n_unseen, unseen_dropped;
-	struct lt_row {                   /* rows of the summary beside the sources' */
-		char name[16], note[160];
-		uint64_t events, lost;
-	} rows[4];
-	unsigned n_rows;
 	signed char kind_slot[LT_REC_KIND_MAX + 1];
 	uint64_t unknown_records, write_errors;
 	uint64_t emitted; /* events handed to the log, by anyone */
@@ -133,20 +129,6 @@ void lt_session_not_recorded(struct lt_session *s, const char *source, const cha
 
 static pthread_mutex_t unseen_mu = PTHREAD_MUTEX_INITIALIZER; /* sources' threads call in */
 
-void lt_session_add_row(struct lt_session *s, const char *name, uint64_t events, uint64_t lost,
-			const char *note)
-{
-	struct lt_priv *p = P(s);
-
-	if (!p || p->n_rows >= sizeof(p->rows) / sizeof(p->rows[0]))
-		return;
-	struct lt_row *r = &p->rows[p->n_rows++];
-	snprintf(r->name, sizeof(r->name), "%s", name);
-	snprintf(r->note, sizeof(r->note), "%s", note ? note : "");
-	r->events = events;
-	r->lost = lost;
-}
-
 void lt_session_unseen(struct lt_session *s, const char *source, int pid, const char *fmt, ...)
 {
 	struct lt_priv *p = P(s);
@@ -200,6 +182,15 @@ void lt_session_add_events(struct lt_session *s, const char *source, uint64_t n)
 	for (size_t i = 0; i < LT_N_SOURCES; i++)
 		if (!strcmp(p->slots[i].src->name, source))
 			p->slots[i].events += n;
+}
+
+void lt_session_add_lost(struct lt_session *s, const char *source, uint64_t n)
+{
+	struct lt_priv *p = P(s);
+
+	for (size_t i = 0; i < LT_N_SOURCES; i++)
+		if (!strcmp(p->slots[i].src->name, source))
+			p->slots[i].lost += n;
 }
 
 void lt_session_init(struct lt_session *s, const struct lt_options *opt)
@@ -459,10 +450,9 @@ int lt_session_start_sources(struct lt_session *s)
 						 s->err[0] ? s->err : "unknown error");
 		}
 		sl->started = true;
-		n_optional += sl->src->type_bit != 0 && !sl->src->hook;
+		n_optional += sl->src->type_bit != 0;
 		map_kinds(p, (int)i);
-		if (!sl->src->hook)
-			LT_INFO(1, "source %s attached", sl->src->name);
+		LT_INFO(1, "source %s attached", sl->src->name);
 	}
 	if (!n_optional)
 		return lt_session_errorf(s, "none of the requested sources could be started");
@@ -697,7 +687,7 @@ int lt_session_status(struct lt_session *s, char *buf, size_t n)
 		lost += p->lost[i];
 	k = (size_t)snprintf(buf, n, "%llu events (", (unsigned long long)p->emitted);
 	for (size_t i = 0; i < LT_N_SOURCES && k < n; i++) {
-		if (!p->slots[i].started || p->slots[i].src->hook)
+		if (!p->slots[i].started)
 			continue;
 		k += (size_t)snprintf(buf + k, n - k, "%s%s %llu", first ? "" : ", ", p->slots[i].src->name,
 				      (unsigned long long)p->slots[i].events);
@@ -719,7 +709,7 @@ void lt_session_summary(struct lt_session *s, double seconds, const char *extra)
 	for (size_t i = 0; i < LT_N_SOURCES; i++) {
 		const struct lt_source *src = p->slots[i].src;
 
-		if (!slot_wanted(s, src) || src->hook)
+		if (!slot_wanted(s, src))
 			continue;
 		bool any_unseen = false;
 		for (unsigned k = 0; k < p->n_unseen; k++)
@@ -728,22 +718,13 @@ void lt_session_summary(struct lt_session *s, double seconds, const char *extra)
 		 * or said plainly. */
 		fprintf(stderr, "  %-10s %12llu %10llu%s%s\n", src->name,
 			(unsigned long long)p->slots[i].events,
-			(unsigned long long)(src->evsrc < LT_LOST_SLOTS ? p->lost[src->evsrc] : 0),
+			(unsigned long long)((src->evsrc < LT_LOST_SLOTS ? p->lost[src->evsrc] : 0) +
+					     p->slots[i].lost),
 			p->slots[i].not_recorded[0] ?
 				(p->slots[i].events ? "  partly not recorded: " : "  not recorded: ") :
 			!p->slots[i].events && !any_unseen ? "  recorded nothing" : "",
 			p->slots[i].not_recorded);
 		summary_unseen(p, src->name);
-	}
-	for (unsigned i = 0; i < p->n_rows; i++) {
-		const struct lt_row *r = &p->rows[i];
-		bool any_unseen = false;
-		for (unsigned k = 0; k < p->n_unseen; k++)
-			any_unseen |= !strcmp(p->unseen[k].src, r->name);
-		fprintf(stderr, "  %-10s %12llu %10llu%s%s\n", r->name, (unsigned long long)r->events,
-			(unsigned long long)r->lost, r->note[0] ? "  not recorded: " :
-			!r->events && !any_unseen ? "  recorded nothing" : "", r->note);
-		summary_unseen(p, r->name);
 	}
 	if (p->unseen_dropped)
 		fprintf(stderr, "    (%u more processes not seen, for other reasons: see the W lines above)\n",

@@ -26,7 +26,7 @@
 struct bpf_object;
 struct ring_buffer;
 struct lt_session;
-struct lt_cuda_kernel;
+struct lt_im;
 
 #define LT_MAX_TARGETS 256
 
@@ -37,6 +37,7 @@ enum lt_type_bit {
 	LT_T_SYSCALL = 1 << 2,
 	LT_T_CPU = 1 << 3,
 	LT_T_PYSAMPLE = 1 << 4,
+	LT_T_GPU = 1 << 5,           /* --enable-cuda-kernel true (no -t name) */
 };
 #define LT_T_ALL (LT_T_PYTHON | LT_T_CUDA | LT_T_SYSCALL | LT_T_CPU)
 
@@ -80,9 +81,6 @@ struct lt_source {
 	unsigned type_bit;           /* enum lt_type_bit; 0 = always on (proc) */
 	uint32_t evsrc;              /* enum evlog_source, for lost counters */
 	uint32_t kind_lo, kind_hi;   /* ring-buffer record kinds it handles */
-	bool hook;                   /* records nothing itself, acts on targets only
-				      * (add_target): no summary row or status count
-				      * of its own, not a source asked for */
 	/* Open, share maps, load, attach. Return 0, or -errno with a message
 	 * set through lt_session_errorf(). */
 	int (*start)(struct lt_session *s, void **state);
@@ -126,9 +124,10 @@ struct lt_session {
 	 * another is read again). NULL when unreadable. */
 	const char *(*py_code_name)(void *arg, int pid, uint64_t code, uint64_t qual);
 	void *py_code_arg;
-	/* --enable-cuda-kernel: the CUPTI library's manager, set by lt_profile
-	 * before the sources start and cleared before it is freed; the gpu
-	 * hook hands it the processes followed later. NULL: none. */
+	/* The injected library's manager (inject_mgr.h: CUDA kernels for the
+	 * gpu source, the Python hook for python), made by lt_profile before
+	 * the sources start, stopped before they finish. NULL: none. */
+	struct lt_im *inject;
 	struct lt_cuda_kernel *cuda_kernel;
 	/* per-source bookkeeping, owned by session.c */
 	void *priv;
@@ -181,15 +180,12 @@ void lt_session_not_recorded(struct lt_session *s, const char *source, const cha
 void lt_session_unseen(struct lt_session *s, const char *source, int pid, const char *fmt, ...)
 	__attribute__((format(printf, 4, 5)));
 
-/* A row of the summary beside the sources' (what the injected CUDA library
- * recorded: "gpu"); `note`, if any, says why it recorded nothing.
- * lt_session_unseen() takes its name too. */
-void lt_session_add_row(struct lt_session *s, const char *name, uint64_t events, uint64_t lost,
-			const char *note);
-
 /* Events `source` recorded outside the ring buffer (an injected library's
  * own log): added to its row of the summary. */
 void lt_session_add_events(struct lt_session *s, const char *source, uint64_t n);
+/* Events `source` lost outside the ring buffer (an injected library's
+ * dropped records): added to its row's lost column. */
+void lt_session_add_lost(struct lt_session *s, const char *source, uint64_t n);
 
 /* glog-style logging: I/W/E + MMDD hh:mm:ss.uuuuuu tid file:line] msg */
 extern int lt_verbosity;
@@ -208,6 +204,6 @@ extern const struct lt_source lt_source_cpu;      /* cpusample.c */
 extern const struct lt_source lt_source_cuda;     /* cudaprobe.c */
 extern const struct lt_source lt_source_python;   /* python.c */
 extern const struct lt_source lt_source_pysample; /* pysample.c */
-extern const struct lt_source lt_source_gpu;      /* gpu_hook.c: a hook, always on */
+extern const struct lt_source lt_source_gpu;      /* gpu.c: --enable-cuda-kernel */
 
 #endif

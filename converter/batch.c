@@ -7,7 +7,13 @@
  * DIR, or a subdirectory of DIR holding the logs of one profile (collector
  * log plus the injected library's logs), converted together. Complete means
  * published under its final name: dot-files and *.partial are ignored, and a
- * subdirectory still holding a partial log is left for a later pass. The run
+ * subdirectory still holding a partial log is left for a later pass. Logs
+ * directly in DIR are joined by session id (`profile -o DIR/x.evlog` puts the
+ * library's logs beside the collector's): the unit is the main log, whose
+ * conversion takes its session's library logs from DIR, and it waits while a
+ * partial log of its session (written to within the lease) is there; a
+ * library log is a unit of its own only when no main log of its session is
+ * in DIR, published or partial. The run
  * is named after the unit (run_names() below): names of different units
  * never share a run.
  *
@@ -51,7 +57,9 @@
 #include <unistd.h>
 
 #include "convert.h"
+#include "conv_int.h"
 #include "../eventlog/eventlog.h"
+#include "../common/grow.h"
 #include "../tb_layout/tb_layout.h"
 #include "../common/io.h"
 
@@ -200,6 +208,87 @@ static void run_names(struct unit *u, size_t n)
 	}
 }
 
+/* The sessions of the logs directly in --in that hold other logs back:
+ * `main` those of main logs (published or partial), `busy` those of partial
+ * logs still being written (modified within the lease). Sorted for lookup. */
+struct flat_sessions {
+	uint8_t (*main)[EVLOG_SESSION_LEN], (*busy)[EVLOG_SESSION_LEN];
+	size_t n_main, n_busy, cap_main, cap_busy;
+};
+
+static int partial_name(const char *n)
+{
+	size_t len = strlen(n);
+
+	return n[0] == '.' && len > 9 && !strcmp(n + len - 8, ".partial");
+}
+
+static int cmp_session(const void *a, const void *b)
+{
+	return memcmp(a, b, EVLOG_SESSION_LEN);
+}
+
+static int session_in(uint8_t (*v)[EVLOG_SESSION_LEN], size_t n, const uint8_t *id)
+{
+	return n && bsearch(id, v, n, EVLOG_SESSION_LEN, cmp_session) != NULL;
+}
+
+static void session_add(uint8_t (**v)[EVLOG_SESSION_LEN], size_t *n, size_t *cap,
+			const uint8_t *id)
+{
+	if (!lt_grow((void **)v, cap, *n + 1, EVLOG_SESSION_LEN, 16))
+		memcpy((*v)[(*n)++], id, EVLOG_SESSION_LEN);
+}
+
+/* One look at every regular log file directly in --in, partial ones too.
+ * A partial whose header cannot be read yet names no session (its writer
+ * writes the header first thing). At most MAX_UNITS files are read. */
+static void flat_scan(const struct batch_opts *o, DIR *d, struct flat_sessions *fs)
+{
+	struct dirent *e;
+	char p[PATH_MAX];
+	size_t seen = 0;
+	time_t now = time(NULL);
+
+	while ((e = readdir(d)) && seen < MAX_UNITS) {
+		struct stat st;
+		int partial = partial_name(e->d_name);
+
+		if ((!partial && name_ignored(e->d_name)) ||
+		    snprintf(p, sizeof(p), "%s/%s", o->in, e->d_name) >= (int)sizeof(p) ||
+		    lstat(p, &st) < 0 || !S_ISREG(st.st_mode))
+			continue;
+		seen++;
+		struct cv_head h = cv_read_head(p);
+
+		if (!h.ok || !evlog_session_set(h.session))
+			continue;
+		if (!h.lib)
+			session_add(&fs->main, &fs->n_main, &fs->cap_main, h.session);
+		if (partial && now - st.st_mtim.tv_sec <= (time_t)o->lease_s)
+			session_add(&fs->busy, &fs->n_busy, &fs->cap_busy, h.session);
+	}
+	if (fs->n_main)
+		qsort(fs->main, fs->n_main, EVLOG_SESSION_LEN, cmp_session);
+	if (fs->n_busy)
+		qsort(fs->busy, fs->n_busy, EVLOG_SESSION_LEN, cmp_session);
+	rewinddir(d);
+}
+
+/* A published log directly in --in: is it a unit now (see the top)? */
+static int file_unit_ready(const char *path, const struct flat_sessions *fs)
+{
+	struct cv_head h = cv_read_head(path);
+
+	if (!h.ok)
+		return 0;
+	if (!evlog_session_set(h.session))
+		return 1; /* a log of format 1.0/1.1: on its own, as before */
+	if (h.lib)
+		return !session_in(fs->main, fs->n_main, h.session);
+	return !session_in(fs->busy, fs->n_busy, h.session);
+}
+
 static int list_units(const struct batch_opts *o, struct unit **out, size_t *n)
 {
 	DIR *d = opendir(o->in);
@@ -207,11 +296,13 @@ static int list_units(const struct batch_opts *o, struct unit **out, size_t *n)
 	struct unit *u = NULL;
 	char p[PATH_MAX];
 	size_t cnt = 0, cap = 0;
+	struct flat_sessions fs = { 0 };
 
 	if (!d) {
 		fprintf(stderr, "batch: cannot read --in %s: %s\n", o->in, strerror(errno));
 		return -1;
 	}
+	flat_scan(o, d, &fs);
 	while ((e = readdir(d))) {
 		struct stat st;
 
@@ -221,7 +312,8 @@ static int list_units(const struct batch_opts *o, struct unit **out, size_t *n)
 			continue;
 		if (lstat(p, &st) < 0) /* never follow links planted in a shared dir */
 			continue;
-		if (S_ISDIR(st.st_mode) ? !dir_unit_ready(p) : !S_ISREG(st.st_mode) || !is_log(p))
+		if (S_ISDIR(st.st_mode) ? !dir_unit_ready(p) : !S_ISREG(st.st_mode) ||
+		    !file_unit_ready(p, &fs))
 			continue;
 		if (cnt == MAX_UNITS) {
 			fprintf(stderr, "batch: --in %s holds more than %d profiles; converting %d "
@@ -244,6 +336,8 @@ static int list_units(const struct batch_opts *o, struct unit **out, size_t *n)
 		cnt++;
 	}
 	closedir(d);
+	free(fs.main);
+	free(fs.busy);
 	run_names(u, cnt);
 	*out = u;
 	*n = cnt;
@@ -742,7 +836,8 @@ static int convert_unit(struct batch *b, const struct unit *u, const char *key,
 	req.run = run;
 	req.quiet = b->o.quiet;
 	req.caller_says_where = 1; /* stagepath is no place to show */
-	req.no_siblings = 1;       /* the other files of --in are units of their own */
+	/* A main log brings its session's library logs from --in (list_units
+	 * made them no units of their own); nothing else there. */
 	rc = conv_convert(&req, err, errsz);
 	if (rc == 0)
 		rc = publish_staged(b, cl, stagefd, run, replace, err, errsz);

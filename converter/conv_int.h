@@ -58,17 +58,25 @@ void cv_inputs_free(struct cv_inputs *in);
  * as /tmp). Says what it dropped. Only logs marked `old_join` are judged. */
 void cv_inputs_filter_cupti(struct cv_inputs *in, const unsigned char *old_join);
 
+/* What a log's header says about the profile it belongs to (sessions.c). */
+struct cv_head {
+	int ok;                              /* the header could be read */
+	int lib;                             /* written by the injected library */
+	char host[256];
+	uint8_t session[EVLOG_SESSION_LEN];  /* all zero: none */
+};
+struct cv_head cv_read_head(const char *path);
+
 /* Take exactly the logs of the profiles given (sessions.c): every main log
  * (the collector's, or any log not written by the injected library) named
  * or found in an -i directory, and the injected library's logs of their
- * sessions, found beside a main log named as a file (unless `siblings` is
- * 0), in -i directories or in --cupti-dir. Logs of other sessions are left
+ * sessions, found beside a main log named as a file, in -i directories or
+ * in --cupti-dir. Logs of other sessions are left
  * out and named in one line; main logs without a session (1.0/1.1) keep
  * the older join of --cupti-dir by host and file time, said in one line.
  * 0, or -1 with err set (library logs of several profiles and no main log
  * to choose, out of memory). */
-int cv_inputs_select(struct cv_inputs *in, const char *cupti_dir, int siblings, char *err,
-		     size_t errsz);
+int cv_inputs_select(struct cv_inputs *in, const char *cupti_dir, char *err, size_t errsz);
 
 /* ---------------------------------------------------------------- metadata */
 
@@ -148,6 +156,7 @@ struct cv_core {
 	uint32_t thr_memo_pid, thr_memo_tid;
 	uint64_t corr_memo_k1, corr_memo_k2;
 	uint8_t *corr_memo_page;
+	struct cv_lp *lp;                 /* launch links from uprobes (launchpair.h) */
 	char err[512];
 };
 
@@ -173,6 +182,8 @@ static inline const struct evlog_event *cv_upgrade_marker(const struct evlog_eve
 /* Lookup helpers after pass 1. */
 const struct cv_sym *cv_sym_find(const struct cv_host *h, uint32_t pid, uint64_t addr);
 uint8_t cv_corr_flags(const struct cv_core *c, uint32_t host, uint32_t pid, uint64_t corr);
+/* Add flags f (enum cv_corr_flag) to (host, pid, corr). 0 or -1 (no memory). */
+int cv_corr_mark(struct cv_core *c, uint32_t host, uint32_t pid, uint64_t corr, uint8_t f);
 void cv_core_free(struct cv_core *c);
 
 /* Pass 2: stream every log into sorted runs and feed the sinks. */

@@ -7,6 +7,7 @@
 #include "convert.h"
 #include "conv_int.h"
 #include "folded.h"
+#include "launchpair.h"
 #include "summary.h"
 #include "trace_json.h"
 #include "xplane.h"
@@ -71,7 +72,7 @@ static int load(struct cv_core *c, const struct conv_request *req, char *err, si
 			return -1;
 	if (req->cupti_dir && cv_inputs_add(&c->in, req->cupti_dir, CV_FROM_CUPTI, err, errsz))
 		return -1;
-	if (cv_inputs_select(&c->in, req->cupti_dir, !req->no_siblings, err, errsz))
+	if (cv_inputs_select(&c->in, req->cupti_dir, err, errsz))
 		return -1;
 	if (c->in.notes.len && !req->quiet)
 		fprintf(stderr, "%.*s", (int)c->in.notes.len, c->in.notes.p);
@@ -274,6 +275,7 @@ static void final_line(const struct cv_core *c, const struct sinks *s)
 		fprintf(stderr, "; %llu trace events, %llu bytes", (unsigned long long)js.events,
 			(unsigned long long)js.bytes_file);
 	fputs("\n", stderr);
+	cv_lp_print(c, stderr);
 }
 
 /* Run the core into the given sinks. */

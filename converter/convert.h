@@ -22,9 +22,6 @@ struct conv_request {
 	int progress;               /* progress: a bar on a terminal, else plain lines */
 	int quiet;                  /* no final line */
 	int caller_says_where;      /* no "wrote PATH" line: the caller publishes (batch) */
-	int no_siblings;            /* a main log named as a file brings only itself, not the
-				     * library logs of its session beside it (batch: every
-				     * file of its directory is a unit of its own) */
 };
 
 /* Convert; 0 on success, -1 with a message in err. Outputs are published

@@ -7,6 +7,7 @@
  */
 #include "conv_int.h"
 #include "dedup.h"
+#include "launchpair.h"
 #include "spill.h"
 #include "steps.h"
 
@@ -458,7 +459,7 @@ static int read_log2(struct pass2 *p, uint32_t li, uint64_t *done)
 	/* Never read past what pass 1 saw (a log still being appended to). */
 	while (n < l->events && (rc = evlog_next(r, &e)) == 0) {
 		n++;
-		if (cv_is_ns_tid_marker(e))
+		if (cv_is_ns_tid_marker(e) || cv_lp_is_marker(e))
 			continue;
 		if (sync_event(p, li, cv_upgrade_marker(cv_node_tid(&c->hosts[l->host], l, e, &mapped),
 							&upgraded))) {
@@ -750,6 +751,8 @@ static int emit_rec(void *ctx, const struct cv_rec *r, uint64_t corr)
 	if (em->merged)
 		e.u.lib_call.correlation_id = corr;
 	const struct cv_track *t = &c->tracks[r->track];
+
+	cv_lp_apply(c, t->host, r->start, &e);
 
 	if (em->host >= 0 && (int32_t)t->host != em->host && steps_before(em, UINT32_MAX, 0))
 		return -1;

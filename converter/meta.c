@@ -8,6 +8,7 @@
  */
 #include "common/grow.h"
 #include "conv_int.h"
+#include "launchpair.h"
 
 #include <stdlib.h>
 #include <string.h>
@@ -184,7 +185,7 @@ static int stream_get(struct cv_core *c, struct cv_host *h, uint32_t pid, uint32
 	return cv_map_put(&h->stream_set, device, stream, &is_new) ? 0 : -1;
 }
 
-static int corr_mark(struct cv_core *c, uint32_t host, uint32_t pid, uint64_t corr, uint8_t f)
+int cv_corr_mark(struct cv_core *c, uint32_t host, uint32_t pid, uint64_t corr, uint8_t f)
 {
 	int is_new;
 	uint64_t *v;
@@ -433,7 +434,7 @@ int meta_timeline(struct cv_core *c, struct cv_host *h, struct cv_log *l, const 
 	widen(h, l, e->ts, evlog_dur(e));
 	if (tr->track == EVLOG_TRACK_THREAD)
 		return thread_event(c, h, e);
-	if (corr_mark(c, l->host, e->pid, evlog_corr(e), CV_CORR_GPU))
+	if (cv_corr_mark(c, l->host, e->pid, evlog_corr(e), CV_CORR_GPU))
 		return -1;
 	return stream_get(c, h, e->pid, evlog_device(e), evlog_stream(e));
 }
@@ -444,7 +445,10 @@ static int meta_event(struct cv_core *c, struct cv_host *h, struct cv_log *l,
 	struct conv_process *p;
 	struct conv_thread *t;
 	uint64_t *slot;
+	int lp = cv_lp_note(c, l->host, l, e);
 
+	if (lp)
+		return lp < 0 ? -1 : 0;
 	switch (e->type) {
 	case EV_PROCESS:
 		if (!(p = proc_get(c, h, e->pid)))
@@ -466,13 +470,13 @@ static int meta_event(struct cv_core *c, struct cv_host *h, struct cv_log *l,
 	case EV_LIB_CALL:
 		c->n_lib_calls++;
 		widen(h, l, e->ts, evlog_dur(e));
-		if (corr_mark(c, l->host, e->pid, e->u.lib_call.correlation_id, CV_CORR_LIB))
+		if (cv_corr_mark(c, l->host, e->pid, e->u.lib_call.correlation_id, CV_CORR_LIB))
 			return -1;
 		return thread_event(c, h, e);
 	case EV_GPU_API:
 		c->n_gpu_api++;
 		widen(h, l, e->ts, evlog_dur(e));
-		if (corr_mark(c, l->host, e->pid, e->u.gpu_api.correlation_id, CV_CORR_API))
+		if (cv_corr_mark(c, l->host, e->pid, e->u.gpu_api.correlation_id, CV_CORR_API))
 			return -1;
 		return thread_event(c, h, e);
 	case EV_GPU_DEVICE:
@@ -738,7 +742,7 @@ int cv_pass1(struct cv_core *c)
 		c->hosts[i].meta.run_base_realtime_ns = c->run_base_rt;
 		c->hosts[i].meta.n_hosts = (uint32_t)c->n_hosts;
 	}
-	return 0;
+	return cv_lp_solve(c);
 }
 
 static void host_free(struct cv_host *h)
@@ -771,4 +775,5 @@ void cv_core_free(struct cv_core *c)
 	cv_strtab_free(&c->names);
 	cv_arena_free(&c->arena);
 	cv_inputs_free(&c->in);
+	cv_lp_free(c);
 }

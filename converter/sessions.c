@@ -23,14 +23,7 @@
 
 #define LEFT_OUT_NAMED 8 /* names in the "left out" line; the rest are counted */
 
-struct cv_head {
-	int ok;                              /* the header could be read */
-	int lib;                             /* written by the injected library */
-	char host[256];
-	uint8_t session[EVLOG_SESSION_LEN];  /* all zero: none */
-};
-
-static struct cv_head read_head(const char *path)
+struct cv_head cv_read_head(const char *path)
 {
 	struct cv_head h = { 0 };
 	struct evlog_reader *r;
@@ -90,7 +83,7 @@ static int read_heads(struct select *st)
 	if (lt_grow((void **)&st->head, &st->cap_head, in->n, sizeof(*st->head), 16))
 		return -1;
 	for (; st->n_head < in->n; st->n_head++)
-		st->head[st->n_head] = read_head(in->logs[st->n_head].path);
+		st->head[st->n_head] = cv_read_head(in->logs[st->n_head].path);
 	return 0;
 }
 
@@ -248,8 +241,7 @@ static void compact(struct cv_inputs *in, const unsigned char *keep, unsigned ch
 	in->n = w;
 }
 
-int cv_inputs_select(struct cv_inputs *in, const char *cupti_dir, int siblings, char *err,
-		     size_t errsz)
+int cv_inputs_select(struct cv_inputs *in, const char *cupti_dir, char *err, size_t errsz)
 {
 	struct select st = { .in = in };
 	unsigned char *keep = NULL, *old_join = NULL;
@@ -257,7 +249,7 @@ int cv_inputs_select(struct cv_inputs *in, const char *cupti_dir, int siblings, 
 	int rc = -1;
 
 	*err = 0;
-	if (read_heads(&st) || (siblings && add_siblings(&st, err, errsz)) ||
+	if (read_heads(&st) || add_siblings(&st, err, errsz) ||
 	    pick_sessions(&st, err, errsz))
 		goto done;
 	keep = calloc(in->n + 1, 1);

@@ -198,6 +198,12 @@ static inline uint64_t evlog_corr(const struct evlog_event *e)
  * (CUPTI, Python hook) to the node's with them, and shows no such marker. */
 #define EVLOG_MARKER_NS_TID "llmtracker.ns_tid"
 
+/* EV_MARKER written by the injected CUPTI library when it switched kernel
+ * recording on: ts before, ts + dur after. Calls made before ts queued no
+ * recorded work; the converter pairs uprobe launch calls with recorded
+ * work from there (converter/launchpair.h), and shows no such marker. */
+#define EVLOG_MARKER_CUPTI_ON "llmtracker.cupti_on"
+
 /* File header fields. Strings may be empty. */
 struct evlog_header {
 	uint32_t version_major, version_minor;

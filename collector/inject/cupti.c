@@ -90,7 +90,6 @@ static atomic_int finalize_wanted;
 static atomic_int finalized;
 static atomic_int graph_seen;        /* a record of a graph's node, or a graph instantiated */
 static int kept;                     /* CUPTI left subscribed at the last stop (keep_cupti) */
-static int cb_used;                  /* launch callbacks (runtime=2) were on in this process */
 static struct li_config cfg;
 static struct li_stats stats;
 static uint32_t devices_seen;        /* bit per device id already written */
@@ -366,6 +365,20 @@ static void put_memset(const CUpti_ActivityMemset4 *m)
 		atomic_store_explicit(&graph_seen, 1, memory_order_relaxed);
 	emit(&ev);
 	stats.memsets++;
+}
+
+/* When recording began (EVLOG_MARKER_CUPTI_ON): launches before t0 queued
+ * nothing recorded, so the converter can pair uprobe launch calls with the
+ * recorded work from there. Under `lock`, as every write to the log. */
+static void put_recording_on(uint64_t t0, uint64_t t1)
+{
+	struct evlog_event ev = { .type = EV_MARKER, .ts = t0 };
+	ev.u.marker.name = evlog_s(EVLOG_MARKER_CUPTI_ON);
+	ev.u.marker.text = evlog_s("");
+	ev.u.marker.dur = t1 > t0 ? t1 - t0 : 0;
+	pthread_mutex_lock(&lock);
+	emit(&ev);
+	pthread_mutex_unlock(&lock);
 }
 
 /* A synchronization: CUPTI gives no thread, only the API call's correlation
@@ -758,204 +771,6 @@ static void CUPTIAPI buf_completed(CUcontext ctx, uint32_t stream, uint8_t *buf,
 	CB_LEAVE();
 }
 
-/* ------------------------------------------------------------ launches by callback */
-
-/*
- * runtime=2: the runtime calls that put work on a GPU stream (launches,
- * async copies and sets, graph launches) and the ones that wait for it,
- * taken through CUPTI's callback API for just those ids, instead of the
- * RUNTIME activity kind, which makes CUPTI trace every runtime call. Each
- * call's exit claims a slot of a lock-free ring (no lock on the
- * application's thread); the control thread's tick moves the ring into the
- * log. The correlation id is CUPTI's own, the one its kernel records carry.
- * Driver launches (cuLaunchKernel[Ex], as cuBLAS makes them) are taken too,
- * but only outside a recorded runtime call: inside one they are the runtime
- * launch's own driver call, and its kernel carries the runtime call's id.
- */
-#define CB_RING (1u << 16) /* ~6 ticks' worth at 50k calls/s */
-
-struct cb_rec {
-	_Atomic uint32_t seq; /* slot index + 1 once written */
-	uint32_t cbid, tid, corr;
-	int32_t ret;
-	uint8_t driver;
-	uint64_t start, end;
-};
-
-static const CUpti_CallbackId cb_ids[] = {
-	CUPTI_RUNTIME_TRACE_CBID_cudaLaunchKernel_v7000,
-	CUPTI_RUNTIME_TRACE_CBID_cudaLaunchKernel_ptsz_v7000,
-	CUPTI_RUNTIME_TRACE_CBID_cudaLaunchKernelExC_v11060,
-	CUPTI_RUNTIME_TRACE_CBID_cudaLaunchKernelExC_ptsz_v11060,
-	CUPTI_RUNTIME_TRACE_CBID_cudaLaunchCooperativeKernel_v9000,
-	CUPTI_RUNTIME_TRACE_CBID_cudaLaunchCooperativeKernel_ptsz_v9000,
-	CUPTI_RUNTIME_TRACE_CBID_cudaGraphLaunch_v10000,
-	CUPTI_RUNTIME_TRACE_CBID_cudaGraphLaunch_ptsz_v10000,
-	CUPTI_RUNTIME_TRACE_CBID_cudaMemcpy_v3020,
-	CUPTI_RUNTIME_TRACE_CBID_cudaMemcpyAsync_v3020,
-	CUPTI_RUNTIME_TRACE_CBID_cudaMemcpyAsync_ptsz_v7000,
-	CUPTI_RUNTIME_TRACE_CBID_cudaMemset_v3020,
-	CUPTI_RUNTIME_TRACE_CBID_cudaMemsetAsync_v3020,
-	CUPTI_RUNTIME_TRACE_CBID_cudaMemsetAsync_ptsz_v7000,
-	CUPTI_RUNTIME_TRACE_CBID_cudaDeviceSynchronize_v3020,
-	CUPTI_RUNTIME_TRACE_CBID_cudaStreamSynchronize_v3020,
-	CUPTI_RUNTIME_TRACE_CBID_cudaStreamSynchronize_ptsz_v7000,
-	CUPTI_RUNTIME_TRACE_CBID_cudaEventSynchronize_v3020,
-};
-
-static const CUpti_CallbackId cb_drv_ids[] = {
-	CUPTI_DRIVER_TRACE_CBID_cuLaunchKernel,
-	CUPTI_DRIVER_TRACE_CBID_cuLaunchKernel_ptsz,
-	CUPTI_DRIVER_TRACE_CBID_cuLaunchKernelEx,
-	CUPTI_DRIVER_TRACE_CBID_cuLaunchKernelEx_ptsz,
-	CUPTI_DRIVER_TRACE_CBID_cuLaunchCooperativeKernel,
-	CUPTI_DRIVER_TRACE_CBID_cuLaunchCooperativeKernel_ptsz,
-	CUPTI_DRIVER_TRACE_CBID_cuGraphLaunch,
-	CUPTI_DRIVER_TRACE_CBID_cuGraphLaunch_ptsz,
-};
-
-static struct cb_rec *cb_ring;
-static _Atomic uint64_t cb_head;    /* next slot to claim */
-static _Atomic uint64_t cb_tail;    /* next slot to move into the log */
-static _Atomic uint64_t cb_full;    /* calls not recorded: the ring was full */
-static atomic_int cb_on;
-static _Atomic uint32_t cb_gen;      /* recording session, for cb_self()'s high half */
-/* Per thread: its tid (low 32 bits) and cb_gen while it is in a recorded
- * runtime call (high 32). A pthread key, not __thread: the dynamic linker
- * would give this library a TLS block in every calling thread, to be torn
- * down across dlclose and the next dlopen of a new copy. (The heap
- * corruption seen with runtime=2 came with either: see li_cupti_start.) A
- * key's values need nothing freed (no destructor: it would point into this
- * library after unload). */
-static pthread_key_t cb_key;
-static int cb_key_ok;
-
-static uint64_t cb_self(void)
-{
-	uint64_t v = (uint64_t)(uintptr_t)pthread_getspecific(cb_key);
-	if (!(uint32_t)v) {
-		v |= (uint32_t)syscall(SYS_gettid);
-		pthread_setspecific(cb_key, (void *)(uintptr_t)v);
-	}
-	return v;
-}
-
-static void cb_self_set(uint64_t v)
-{
-	pthread_setspecific(cb_key, (void *)(uintptr_t)v);
-}
-
-static void cb_record(CUpti_CallbackDomain dom, CUpti_CallbackId cbid, const CUpti_CallbackData *cb)
-{
-	int driver = dom == CUPTI_CB_DOMAIN_DRIVER_API;
-	if (cfg.cbdiag == 1)
-		return;
-	if (cfg.cbdiag == 2) {
-		if (cb->callbackSite == CUPTI_API_ENTER && cb->correlationData)
-			*cb->correlationData = mono_ns();
-		return;
-	}
-	uint64_t self = cb_self();
-	uint32_t gen = atomic_load_explicit(&cb_gen, memory_order_relaxed), tid = (uint32_t)self;
-	if (driver && (uint32_t)(self >> 32) == gen)
-		return; /* a runtime launch's own driver call */
-	if (cb->callbackSite == CUPTI_API_ENTER) {
-		if (!driver)
-			cb_self_set((uint64_t)gen << 32 | tid);
-		if (cb->correlationData)
-			*cb->correlationData = mono_ns();
-		return;
-	}
-	if (!driver)
-		cb_self_set(tid);
-	uint64_t end = mono_ns(), h = atomic_load_explicit(&cb_head, memory_order_relaxed);
-	do {
-		if (h - atomic_load_explicit(&cb_tail, memory_order_acquire) >= CB_RING) {
-			atomic_fetch_add_explicit(&cb_full, 1, memory_order_relaxed);
-			return;
-		}
-	} while (!atomic_compare_exchange_weak_explicit(&cb_head, &h, h + 1, memory_order_acq_rel,
-							memory_order_relaxed));
-	struct cb_rec *r = &cb_ring[h & (CB_RING - 1)];
-	r->cbid = cbid;
-	r->driver = (uint8_t)driver;
-	r->tid = tid;
-	r->corr = cb->correlationId;
-	r->ret = cb->functionReturnValue ? *(const int32_t *)cb->functionReturnValue : 0;
-	r->start = cb->correlationData && *cb->correlationData ? *cb->correlationData : end;
-	r->end = end;
-	atomic_store_explicit(&r->seq, (uint32_t)(h + 1), memory_order_release);
-}
-
-/* Under `lock`: move every finished slot into the log, in claim order. */
-static void cb_drain(void)
-{
-	char buf[64];
-	uint64_t t = atomic_load_explicit(&cb_tail, memory_order_relaxed);
-	while (cb_ring && t < atomic_load_explicit(&cb_head, memory_order_acquire)) {
-		struct cb_rec *r = &cb_ring[t & (CB_RING - 1)];
-		if (atomic_load_explicit(&r->seq, memory_order_acquire) != (uint32_t)(t + 1))
-			break; /* claimed, not yet written */
-		struct evlog_event ev = { .type = EV_GPU_API, .ts = r->start, .tid = r->tid };
-		ev.u.gpu_api.dur = r->end > r->start ? r->end - r->start : 0;
-		ev.u.gpu_api.api_class = r->driver ? EVLIB_CUDA_DRIVER : EVLIB_CUDA_RUNTIME;
-		ev.u.gpu_api.cbid = r->cbid;
-		ev.u.gpu_api.correlation_id = r->corr;
-		ev.u.gpu_api.ret = r->ret;
-		ev.u.gpu_api.name = evlog_s(api_name(r->driver, r->cbid, buf, sizeof(buf)));
-		emit(&ev);
-		stats.apis++;
-		atomic_store_explicit(&cb_tail, ++t, memory_order_release);
-	}
-	uint64_t full = atomic_exchange(&cb_full, 0);
-	if (full)
-		put_lost(full);
-}
-
-static int cb_start(void)
-{
-	if (!cb_key_ok)
-		cb_key_ok = pthread_key_create(&cb_key, NULL) == 0;
-	if (!cb_key_ok || !cu.cuptiEnableCallback ||
-	    (!cb_ring && !(cb_ring = calloc(CB_RING, sizeof(*cb_ring)))))
-		return -1;
-	memset(cb_ring, 0, CB_RING * sizeof(*cb_ring)); /* no seq of an earlier session */
-	atomic_store(&cb_head, 0);
-	atomic_store(&cb_tail, 0);
-	atomic_store(&cb_full, 0);
-	atomic_fetch_add(&cb_gen, 1);
-	atomic_store(&cb_on, 1);
-	cb_used = 1;
-	int n = 0;
-	for (size_t i = 0; i < sizeof(cb_ids) / sizeof(cb_ids[0]); i++)
-		n += cu.cuptiEnableCallback(1, sub, CUPTI_CB_DOMAIN_RUNTIME_API, cb_ids[i]) == CUPTI_SUCCESS;
-	for (size_t i = 0; n && i < sizeof(cb_drv_ids) / sizeof(cb_drv_ids[0]); i++)
-		cu.cuptiEnableCallback(1, sub, CUPTI_CB_DOMAIN_DRIVER_API, cb_drv_ids[i]);
-	return n ? 0 : -1;
-}
-
-/* Callbacks off. A call inside its callback may still write a slot: the
- * ring lives as long as the library (freed when it is unloaded, which
- * happens only once CUPTI is finalized and calls no callback of ours). */
-static void cb_stop(void)
-{
-	if (!atomic_exchange(&cb_on, 0))
-		return;
-	for (size_t i = 0; i < sizeof(cb_ids) / sizeof(cb_ids[0]); i++)
-		cu.cuptiEnableCallback(0, sub, CUPTI_CB_DOMAIN_RUNTIME_API, cb_ids[i]);
-	for (size_t i = 0; i < sizeof(cb_drv_ids) / sizeof(cb_drv_ids[0]); i++)
-		cu.cuptiEnableCallback(0, sub, CUPTI_CB_DOMAIN_DRIVER_API, cb_drv_ids[i]);
-}
-
-__attribute__((destructor)) static void cb_free(void)
-{
-	free(cb_ring);
-	cb_ring = NULL;
-	if (cb_key_ok)
-		pthread_key_delete(cb_key);
-	cb_key_ok = 0;
-}
-
 /* ------------------------------------------------------------ finalize */
 
 /* Enabled only while detaching: the first runtime/driver API exit of any
@@ -968,9 +783,6 @@ static void api_callback_body(CUpti_CallbackDomain dom, CUpti_CallbackId cbid, c
 			atomic_store(&graph_seen, 1);
 		return;
 	}
-	if ((dom == CUPTI_CB_DOMAIN_RUNTIME_API || dom == CUPTI_CB_DOMAIN_DRIVER_API) &&
-	    atomic_load_explicit(&cb_on, memory_order_relaxed))
-		cb_record(dom, cbid, cb);
 	if ((dom != CUPTI_CB_DOMAIN_RUNTIME_API && dom != CUPTI_CB_DOMAIN_DRIVER_API) ||
 	    cb->callbackSite != CUPTI_API_EXIT || !atomic_load(&finalize_wanted))
 		return;
@@ -1041,7 +853,6 @@ static int open_log(char *msg, size_t msgsz)
 /* What is recorded (start keys, inject.h), from the cheapest to the most
  * costly on a launch-bound loop:
  *   runtime=0            kernels, copies, sets only
- *   runtime=2            + launch/copy/set/sync calls by callback
  *   runtime=1 (default)  + every runtime call but the noisy ones
  *   runtime=1 driver=1   + every driver call
  * Even runtime=0 costs steps/s there: CUPTI's own work per launch, which no
@@ -1051,11 +862,11 @@ static int open_log(char *msg, size_t msgsz)
  * recording cost, and 2026-12-03: CUPTI kernel recording, later windows and
  * buffer settings. Runtime records give each kernel its launch (thread, time, call
  * site) through the correlation id; kernels cuBLAS launches through
- * cuLaunchKernel are paired only with driver=1. Per-call
- * selection (cuptiActivityEnableRuntimeApi/DriverApi with enable=1 and no
- * kind) recorded nothing with CUDA 13.0's CUPTI there, and disabling most
- * driver calls under the DRIVER kind removed every driver record, so whole
- * kinds are used. runtime=0 also leaves out synchronization and overhead
+ * cuLaunchKernel are paired only with driver=1. Any interception of the
+ * API costs as much as the whole RUNTIME kind, records or not: per-call
+ * selection with or without the kind, and launches by CUPTI's callback API
+ * (docs/MEASUREMENTS.md, 2026-12-03 (evening)); the converter pairs kernels
+ * with the -t cuda uprobes' launch calls instead (converter/launchpair.c). runtime=0 also leaves out synchronization and overhead
  * records: nothing is traced on the application's calls but the launches
  * CUPTI must see for kernels. */
 static int kind_wanted(CUpti_ActivityKind k)
@@ -1154,16 +965,6 @@ int li_cupti_start(const struct li_config *c, char *msg, size_t msgsz)
 		return -EBUSY;
 	}
 	cfg = *c;
-	if (cfg.driver && cfg.runtime == 2)
-		cfg.runtime = 1; /* driver records come only with the activity kinds */
-	/* Launches by callback crash the process after a few attach/detach
-	 * cycles (H200, CUDA 13.0's CUPTI: the loop died after 4-9 cycles, also
-	 * when our callback returned at once, cbdiag=1; never in 15 cycles of
-	 * runtime=1): CUPTI's callback API and cuptiFinalize followed by a new
-	 * subscription do not mix. Only on request. */
-	int cb_refused = cfg.runtime == 2 && !cfg.cbrisk;
-	if (cb_refused)
-		cfg.runtime = 1;
 	memset(&stats, 0, sizeof(stats));
 	int rc = resolve(msg, msgsz);
 	int reuse = rc ? 0 : reuse_subscription();
@@ -1199,33 +1000,24 @@ int li_cupti_start(const struct li_config *c, char *msg, size_t msgsz)
 	set_attributes();
 	pool_fill(POOL_PRE);
 	encoder_start(); /* if it cannot start, buffers are encoded where they complete */
-	/* Launches by callback; without the callback API, by the RUNTIME
-	 * activity kind (costlier, said in the reply). */
-	if (cfg.runtime == 2 && cb_start()) {
-		cb_stop();
-		cfg.runtime = 1;
-	}
+	uint64_t kinds_t0 = mono_ns();
 	if (enable_kinds()) {
 		snprintf(msg, msgsz, "err CUDA kernel profiling cannot start: CUPTI refused kernel activity");
-		cb_stop();
 		disable_kinds();
 		evlog_writer_abort(wr);
 		wr = NULL;
 		atomic_store(&running, 1);  /* let stop() finalize: CUPTI holds our callbacks */
 		return -EIO;
 	}
+	put_recording_on(kinds_t0, mono_ns());
 	atomic_store(&running, 1);
-	snprintf(msg, msgsz, "ok file=%s%s", stats.file,
-		 cb_refused ? " launches=activity (runtime=2 needs cbrisk=1: unsafe across detaches)" :
-		 c->runtime == 2 && !cfg.driver && cfg.runtime != 2 ?
-		 " launches=activity (no callback API)" : "");
+	snprintf(msg, msgsz, "ok file=%s", stats.file);
 	return 0;
 }
 
 void li_cupti_tick(void)
 {
 	pthread_mutex_lock(&lock);
-	cb_drain();
 	if (wr)
 		evlog_writer_tick(wr);
 	pthread_mutex_unlock(&lock);
@@ -1287,13 +1079,7 @@ static int keep_cupti(void)
 {
 	if (cfg.teardown == LI_TEARDOWN_ALWAYS)
 		return 0;
-	/* After launch callbacks too: the deaths of runtime=2 (li_cupti_start)
-	 * came after a finalize and a new subscription, and graphs showed that
-	 * finalize is what the GPU cannot survive; a kept subscription is never
-	 * made anew. To be confirmed on the GPU host (tests/gpu/graph_stress.sh,
-	 * EAGER=1, runtime=2,cbrisk=1 against the same with teardown=always). */
-	kept = atomic_load(&graph_seen) ? LI_KEPT_GRAPH : cb_used ? LI_KEPT_CALLBACKS :
-	       cfg.teardown == LI_TEARDOWN_NEVER ? LI_KEPT_ASKED : LI_KEPT_NO;
+	kept = atomic_load(&graph_seen) ? LI_KEPT_GRAPH : cfg.teardown == LI_TEARDOWN_NEVER ? LI_KEPT_ASKED : LI_KEPT_NO;
 	return kept != LI_KEPT_NO;
 }
 
@@ -1304,7 +1090,6 @@ int li_cupti_stop(struct li_stats *st, int finalize)
 		*st = stats;
 		return (!subscribed || atomic_load(&finalized)) && callbacks_quiet(2000);
 	}
-	cb_stop();
 	disable_kinds();
 	cu.cuptiActivityFlushAll(CUPTI_ACTIVITY_FLAG_FLUSH_FORCED);
 	encoder_stop(); /* every record of the session seen: graph_seen is final */
@@ -1317,9 +1102,6 @@ int li_cupti_stop(struct li_stats *st, int finalize)
 	}
 	/* If no API call came, the callback stays armed: the next call the
 	 * process makes finalizes CUPTI, and this library stays loaded for it. */
-	pthread_mutex_lock(&lock);
-	cb_drain();
-	pthread_mutex_unlock(&lock);
 	stats.finalized = done;
 	stats.kept = kept;
 	close_log();

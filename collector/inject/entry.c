@@ -34,6 +34,10 @@ static int li_started_early;            /* launch mode: CUPTI started in Initial
 static char li_early_msg[512];
 static int li_early_rc;
 static struct li_config li_cfg;
+/* What the start turned on: CUPTI recording, CUPTI waiting for the driver
+ * (start key cuda_wait=1; the control thread's tick starts it once the
+ * process has loaded CUDA), the Python hook. */
+static int li_cuda_on, li_cuda_wait, li_py_on;
 
 /* "WORD rest" -> "WORD pid=N rest": several processes may share a socket. */
 static void send_msg(const char *msg)
@@ -78,13 +82,11 @@ static void cfg_parse(struct li_config *c, char *msg)
 		else if (!strcmp(tok, "driver"))
 			c->driver = atoi(eq);
 		else if (!strcmp(tok, "runtime"))
-			c->runtime = atoi(eq);
+			c->runtime = atoi(eq) != 0;
 		else if (!strcmp(tok, "finalize_ms"))
 			c->finalize_ms = atoi(eq);
-		else if (!strcmp(tok, "cbrisk"))
-			c->cbrisk = atoi(eq);
-		else if (!strcmp(tok, "cbdiag"))
-			c->cbdiag = atoi(eq);
+		else if (!strcmp(tok, "cuda_wait"))
+			c->cuda_wait = atoi(eq) == 1;
 		else if (!strcmp(tok, "teardown"))
 			c->teardown = !strcmp(eq, "always") ? LI_TEARDOWN_ALWAYS :
 				      !strcmp(eq, "never") ? LI_TEARDOWN_NEVER : LI_TEARDOWN_AUTO;
@@ -145,11 +147,47 @@ static void take_log_fds(struct li_config *c, int *fds, int nfds)
 /* Each writer holds its own copy from open: ours go. */
 static void close_log_fds(struct li_config *c)
 {
-	if (c->cupti_fd >= 0)
+	if (c->cupti_fd >= 0 && !li_cuda_wait) { /* kept for CUPTI's later start */
 		close(c->cupti_fd);
+		c->cupti_fd = -1;
+	}
 	if (c->py_fd >= 0)
 		close(c->py_fd);
-	c->cupti_fd = c->py_fd = -1;
+	c->py_fd = -1;
+}
+
+static void li_exit_at_exit(void);
+
+/* "ok file=..." from a source -> "ok src=SRC file=...": with both sources
+ * in one start, each answers for itself (inject.h). */
+static void send_src(const char *src, const char *msg)
+{
+	char buf[LI_MSG_MAX];
+	size_t w = strcspn(msg, " ");
+	snprintf(buf, sizeof(buf), "%.*s src=%s%s", (int)w, msg, src, msg + w);
+	send_msg(buf);
+}
+
+/* CUDA asked while the process had no driver loaded: start CUPTI as soon
+ * as it has (what the collector's retries did from outside, but without a
+ * second start: the Python hook already runs in this process). */
+static void cuda_wait_tick(void)
+{
+	char msg[600];
+	if (!li_cuda_wait)
+		return;
+	int rc = li_cupti_start(&li_cfg, msg, sizeof(msg));
+	if (rc && strstr(msg, LI_ERR_NO_DRIVER))
+		return; /* not yet */
+	li_cuda_wait = 0;
+	if (li_cfg.cupti_fd >= 0)
+		close(li_cfg.cupti_fd);
+	li_cfg.cupti_fd = -1;
+	if (!rc) {
+		li_cuda_on = 1;
+		li_exit_at_exit();
+	}
+	send_src("cuda", msg);
 }
 
 /* Wait for "stop" or EOF, ticking the log so data reaches disk. */
@@ -160,6 +198,7 @@ static void wait_stop(void)
 		struct pollfd p = { li_sock, POLLIN, 0 };
 		int r = poll(&p, 1, 200);
 		if (r == 0) {
+			cuda_wait_tick();
 			li_cupti_tick();
 			li_pyhook_tick();
 			continue;
@@ -201,11 +240,18 @@ static void stop_and_report(void)
 	memset(&st, 0, sizeof(st));
 	msg[0] = 0;
 	int unloadable = 1;
-	if (li_cfg.cuda) {
-		unloadable = li_cupti_stop(&st, 1);
+	if (li_cuda_on || li_cuda_wait) {
+		if (li_cuda_on)
+			unloadable = li_cupti_stop(&st, 1);
 		stats_msg(&st, msg, sizeof(msg));
+		if (li_cuda_wait) /* the driver never came */
+			strncat(msg, " cuda_wait=1", sizeof(msg) - strlen(msg) - 1);
+		li_cuda_wait = 0;
+		if (li_cfg.cupti_fd >= 0)
+			close(li_cfg.cupti_fd);
+		li_cfg.cupti_fd = -1;
 	}
-	if (li_cfg.python) { /* "stopped py_enter=..." alone, or appended */
+	if (li_py_on) { /* "stopped py_enter=..." alone, or appended */
 		char pm[512];
 		size_t n = strlen(msg);
 		unloadable &= li_pyhook_stop(0, pm, sizeof(pm));
@@ -215,36 +261,39 @@ static void stop_and_report(void)
 	final_msg(msg);
 }
 
-/* CUPTI and/or Python calls, as "start" asked (cuda=, python=); one reply. */
-static void li_exit_at_exit(void);
-
-static int start_sources(char *msg, size_t len)
+/* CUPTI and/or Python calls, as "start" asked (cuda=, python=): one reply
+ * per source asked, CUDA's first, each tagged src= (inject.h). A process
+ * with no CUDA driver loaded yet answers "ok src=cuda wait=1" when asked
+ * cuda_wait=1, and starts CUPTI once it has one. 0 when any source is on. */
+static int start_sources(void)
 {
-	int rc = 0;
-	msg[0] = 0;
-	if (li_cfg.cuda && !(rc = li_cupti_start(&li_cfg, msg, len)))
-		li_exit_at_exit();
-	if (!li_cfg.python || rc)
-		return rc;
-	char pm[600];
-	int prc = li_pyhook_start(&li_cfg, pm, sizeof(pm));
-	size_t n = strlen(msg);
-	if (!n)
-		snprintf(msg, len, "%s", pm);
-	else
-		snprintf(msg + n, len - n, " %s", prc ? "python=0" : pm + 3);
-	if (!n && prc)
-		li_cfg.python = 0;
-	return n ? 0 : prc;
+	char msg[600];
+	if (li_cfg.cuda) {
+		int rc = li_cupti_start(&li_cfg, msg, sizeof(msg));
+		if (!rc) {
+			li_cuda_on = 1;
+			li_exit_at_exit();
+		} else if (li_cfg.cuda_wait && strstr(msg, LI_ERR_NO_DRIVER)) {
+			li_cuda_wait = 1;
+			snprintf(msg, sizeof(msg), "ok wait=1");
+		}
+		send_src("cuda", msg);
+	}
+	if (li_cfg.python) {
+		li_py_on = li_pyhook_start(&li_cfg, msg, sizeof(msg)) == 0;
+		send_src("python", msg);
+	}
+	return li_cuda_on || li_cuda_wait || li_py_on ? 0 : -1;
 }
 
 static void *worker(void *arg)
 {
 	(void)arg;
-	char buf[LI_MSG_MAX], msg[600];
+	char buf[LI_MSG_MAX];
 	int rc = li_early_rc;
 	if (li_started_early) {
-		snprintf(msg, sizeof(msg), "%s", li_early_msg);
+		li_cuda_on = !rc;
+		send_msg(li_early_msg);
 	} else {
 		int fds[LI_MAX_FDS], nfds = 0;
 		if (!recv_msg(buf, sizeof(buf), fds, &nfds) || strncmp(buf, "start", 5)) {
@@ -254,10 +303,9 @@ static void *worker(void *arg)
 		}
 		cfg_parse(&li_cfg, buf + 5);
 		take_log_fds(&li_cfg, fds, nfds);
-		rc = start_sources(msg, sizeof(msg));
+		rc = start_sources();
 		close_log_fds(&li_cfg);
 	}
-	send_msg(msg);
 	wait_stop();
 	if (rc == 0)
 		stop_and_report();

@@ -14,13 +14,20 @@
  *                     the library writes into it and renames nothing)
  *                     keys: pid (host pid), host, session (32 hex digits: the
  *                           profile's id, written into each log's header),
- *                           runtime (0/1/2), driver (0/1),
- *                           finalize_ms, cuda (0/1), python (0/1),
- *                           py_wait_ms, py_hold (pyhook.h)
- *   lib -> collector  "ok ..." | "err MESSAGE"
+ *                           runtime (0/1), driver (0/1),
+ *                           finalize_ms, cuda (0/1), cuda_wait (0/1),
+ *                           python (0/1), py_wait_ms, py_hold (pyhook.h)
+ *   lib -> collector  one reply per source asked, CUDA's first:
+ *                     "ok src=cuda|python ..." | "err src=cuda|python MESSAGE";
+ *                     with cuda_wait=1 and no driver loaded yet, "ok src=cuda
+ *                     wait=1", and later, once the driver is loaded and CUPTI
+ *                     started (or could not), "ok src=cuda file=..." | "err
+ *                     src=cuda MESSAGE" unasked
  *   collector -> lib  "stop"
  *   lib -> collector  "stopped kernels=N memcpy=N memset=N api=N dropped=N
- *                      finalized=0|1 kept=0..3 (LI_KEPT_*) ..."
+ *                      finalized=0|1 kept=0..3 (LI_KEPT_*) [cuda_wait=1]
+ *                      [py_enter=N py_exit=N ...]" (what each source started
+ *                      says: cuda_wait=1, CUDA never came)
  * EOF on the socket (the collector died) stops collection the same way; the
  * log then stays as the collector's ".NAME.partial", every chunk readable.
  * The collector publishes the file; nothing the library says names a file.
@@ -42,7 +49,8 @@
 #define LI_MSG_MAX 2048        /* one control message, either way */
 
 /* The start reply's reason when the process has no CUDA driver loaded (yet):
- * a process still starting may be tried again later (collector/cuda_kernel.c). */
+ * a process still starting may be tried again later (collector/inject_mgr.c),
+ * or, asked cuda_wait=1, starts CUPTI itself once it has. */
 #define LI_ERR_NO_DRIVER "the process has not loaded the CUDA driver (libcuda.so.1)"
 
 struct li_config {
@@ -57,21 +65,16 @@ struct li_config {
 				* through cuLaunchKernel, e.g. cuBLAS's; costly: the runtime
 				* makes ~6 driver calls per launch). Default 0 */
 	int runtime;           /* runtime API calls (launch correlation): 1 (default) = every
-				* runtime call by the RUNTIME activity kind; 2 = only the calls
-				* that launch, copy, set or wait, and direct driver launches,
-				* by callback (half the cost, cuBLAS's launches paired, but
-				* unsafe: only with cbrisk=1, see cupti.c);
-				* 0 = none: kernels, copies and sets only */
+				* runtime call by the RUNTIME activity kind; 0 = none:
+				* kernels, copies and sets only */
 	int finalize_ms;       /* how long to wait for an API exit to finalize */
-	int cbrisk;            /* start key cbrisk=1: honour runtime=2 (see cupti.c: the
-				* process died after a few attach/detach cycles with it) */
-	int cbdiag;            /* start key cbdiag (diagnosis of runtime=2): 1 = callbacks on,
-				* ours return at once; 2 = only the entry time is kept */
 	int teardown;          /* start key teardown=auto|always|never: detach CUPTI at stop
 				* unless a CUDA graph ran while recording (auto, see
 				* keep_cupti in cupti.c); always (unsafe with graphs); never */
 	int launch;            /* loaded by CUDA at start (InitializeInjection) */
 	int cuda;              /* start key cuda=0|1 (default 1): CUPTI recording */
+	int cuda_wait;         /* start key cuda_wait=1: no CUDA driver loaded yet is no
+				* error; CUPTI starts once it is (entry.c cuda_wait_tick) */
 	int python;            /* start key python=0|1 (default 0): Python calls (pyhook.c) */
 	int py_wait_ms;        /* start key py_wait_ms: wait this long for the interpreter
 				* to finish starting before answering */
@@ -81,7 +84,7 @@ struct li_config {
 
 enum { LI_TEARDOWN_AUTO, LI_TEARDOWN_ALWAYS, LI_TEARDOWN_NEVER };
 /* Why CUPTI was left attached (li_stats.kept, the reply's kept=N). */
-enum { LI_KEPT_NO, LI_KEPT_GRAPH, LI_KEPT_CALLBACKS, LI_KEPT_ASKED };
+enum { LI_KEPT_NO, LI_KEPT_GRAPH, LI_KEPT_ASKED = 3 }; /* 2: after launch callbacks, removed */
 
 struct li_stats {
 	uint64_t kernels, memcpys, memsets, apis, syncs, devices, dropped;

@@ -8,8 +8,7 @@
 # The carried builds are .carry/ (tests/gpu/steps_gpu.sh prepare) and, for
 # the scripts that take BUILD=, .carry/build (set here for them).
 set -u
-cd "$(dirname "$0")/../.."
-CARRY=${CARRY:-.carry}
+. "$(dirname "$0")/common.inc"
 case "${1:-}" in
 prepare)
 	B=${BUILD:-/tmp/build-cupti}
@@ -26,8 +25,9 @@ esac
 OUT=$2
 shift 2
 mkdir -p "$OUT"
-export LD_LIBRARY_PATH=$PWD/$CARRY/lib${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH} PYTHONUNBUFFERED=1 BUILD=$CARRY/build
-nvidia-smi -L 2>/dev/null | head -1
+gpu_carry_libs
+export PYTHONUNBUFFERED=1 BUILD=$CARRY/build
+gpu_host
 for spec in "$@"; do
 	name=${spec%%:*} rest=${spec#*:}
 	secs=${rest%%:*} cmd=${rest#*:}

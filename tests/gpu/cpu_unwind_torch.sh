@@ -18,26 +18,20 @@
 # here and carried: $BUILD/bin/llmtracker-static (or llmtracker) and
 # $BUILD/tests/progs/evlog_dump.
 set -u
-cd "$(dirname "$0")/../.."
+. "$(dirname "$0")/common.inc"
 BUILD=${BUILD:-build}
-PY=${PYTHON:-python3}
-LT=$BUILD/bin/llmtracker-static
-[ -x "$LT" ] || LT=$BUILD/bin/llmtracker
+gpu_python python3
+gpu_build_collector
 DUMP=$BUILD/tests/progs/evlog_dump
 CHECK="python3 tests/integration/cpu_unwind_check.py"
 LOOP=tests/workloads/pys_torch_loop.py
-fail=0
-pass() { echo "PASS: $1"; }
-bad() { echo "FAIL: $1"; fail=1; }
 
-for f in "$LT" "$DUMP"; do
-	[ -x "$f" ] || { echo "FAIL: $f missing (build it and carry it)"; exit 1; }
-done
+gpu_need "$LT" "$DUMP"
 "$DUMP" /dev/null >/dev/null 2>&1; [ $? -le 2 ] ||
 	{ echo "FAIL: $DUMP does not run here (its shared libraries?)"; exit 1; }
-"$PY" -c 'import torch' 2>/dev/null || { echo "FAIL: $PY cannot import torch (set PYTHON=...)"; exit 1; }
-T=$(mktemp -d /tmp/cpu_unwind_torch.XXXXXX)
-echo "collector: $LT; python: $("$PY" -c 'import sys, torch; print(sys.executable, sys.version.split()[0], "torch", torch.__version__, "cuda", torch.cuda.is_available())')"
+gpu_need_torch
+tap_tmpdir T cpu_unwind_torch
+echo "collector: $LT; python: $(gpu_torch_python)"
 PERF=()
 if command -v perf >/dev/null; then
 	PERF=(perf record -q -e cpu-clock -F 999 --call-graph dwarf,16384 -o "$T/p.data" --)
@@ -95,5 +89,4 @@ echo "launch stacks train_step -> forward_pass -> libtorch -> cudaLaunchKernel: 
 grep -E 'train_step \(.*forward_pass \(.*(cudaLaunchKernel|cuLaunchKernel)' "$T/m.folded" | head -1 | cut -c1-600 | sed 's/^/  /'
 [ "$launch" -gt 0 ] && pass "kernel launches read train_step -> forward_pass -> libtorch -> cudaLaunchKernel ($launch samples)" ||
 	bad "no stack reads train_step -> forward_pass -> libtorch -> cudaLaunchKernel"
-rm -rf "$T"
-exit $fail
+gpu_done

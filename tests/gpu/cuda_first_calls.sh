@@ -8,16 +8,14 @@
 # held loads. Needs, built here and carried: $BUILD/bin/llmtracker-static (or llmtracker),
 # $BUILD/tests/progs/cuda_logcount.
 set -u
-cd "$(dirname "$0")/../.."
+. "$(dirname "$0")/common.inc"
 BUILD=${BUILD:-build}
-PY=${PYTHON:-python3}
-LT=$BUILD/bin/llmtracker-static
-[ -x "$LT" ] || LT=$BUILD/bin/llmtracker
+gpu_python python3
+gpu_build_collector
 COUNT=$BUILD/tests/progs/cuda_logcount
-for f in "$LT" "$COUNT"; do [ -e "$f" ] || { echo "FAIL: $f missing (build it and carry it)"; exit 1; }; done
-"$PY" -c 'import torch, sys; sys.exit(not torch.cuda.is_available())' 2>/dev/null ||
-	{ echo "FAIL: $PY cannot import torch with a CUDA device (set PYTHON=...)"; exit 1; }
-T=$(mktemp -d /tmp/cuda_first_calls.XXXXXX)
+gpu_need "$LT" "$COUNT"
+gpu_need_torch cuda
+tap_tmpdir T cuda_first_calls
 cat >"$T/p.json" <<'JSON'
 { "uprobes": [ { "library": "libcudart.so", "class": "cuda_runtime",
     "symbols": ["cudaDriverGetVersion", "cudaGetDeviceCount", "cudaMalloc", "cudaLaunchKernel"] } ] }
@@ -29,15 +27,13 @@ rc=$?
 cat "$T/a.out"
 grep -E 'libcudart.*functions probed|held|let go|not held' "$T/a.err" | sed 's/^/  /'
 grep -E '^(count|total)' "$T/a.calls" | sed 's/^/  /'
-fail=0
-[ $rc = 0 ] || { echo "FAIL: profile exited $rc"; fail=1; }
+[ $rc = 0 ] || say "FAIL: profile exited $rc"
 cudart=$(awk '$1=="cudart" {print $2}' "$T/a.out")
 for s in cudaDriverGetVersion:200 cudaGetDeviceCount:100; do
 	got=$(awk -v s="${s%:*}" '$1=="call" && $9==s' "$T/a.calls" | wc -l)
-	if [ "$got" -ge "${s#*:}" ]; then echo "PASS: ${s%:*} recorded $got (made ${s#*:})"
-	else echo "FAIL: ${s%:*} recorded $got of ${s#*:}"; fail=1; fi
+	if [ "$got" -ge "${s#*:}" ]; then pass "${s%:*} recorded $got (made ${s#*:})"
+	else bad "${s%:*} recorded $got of ${s#*:}"; fi
 done
 files=$(awk '$1=="call" {print $10}' "$T/a.calls" | sort -u | tr '\n' ' ')
 echo "recorded from: $files(torch mapped $cudart)"
-rm -rf "$T"
-exit $fail
+gpu_done

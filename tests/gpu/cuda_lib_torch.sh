@@ -9,23 +9,16 @@
 # here and carried: $BUILD/bin/llmtracker-static (or llmtracker),
 # $BUILD/share/llmtracker/probes.json, $BUILD/tests/progs/cuda_logcount.
 set -u
-cd "$(dirname "$0")/../.."
+. "$(dirname "$0")/common.inc"
 BUILD=${BUILD:-build}
-PY=${PYTHON:-python3}
-LT=$BUILD/bin/llmtracker-static
-[ -x "$LT" ] || LT=$BUILD/bin/llmtracker
+gpu_python python3
+gpu_build_collector
 COUNT=$BUILD/tests/progs/cuda_logcount
 HERE=tests/gpu/cuda_lib_torch.py
-fail=0
 
-for f in "$LT" "$COUNT" "$BUILD/share/llmtracker/probes.json"; do
-	[ -e "$f" ] || { echo "FAIL: $f missing (build it and carry it)"; exit 1; }
-done
-if ! "$PY" -c 'import torch, sys; sys.exit(not torch.cuda.is_available())' 2>/dev/null; then
-	echo "FAIL: $PY cannot import torch with a CUDA device (set PYTHON=...)"
-	exit 1
-fi
-T=$(mktemp -d /tmp/cuda_lib_torch.XXXXXX)
+gpu_need "$LT" "$COUNT" "$BUILD/share/llmtracker/probes.json"
+gpu_need_torch cuda
+tap_tmpdir T cuda_lib_torch
 echo "collector: $LT; python: $("$PY" -c 'import torch; print(torch.__file__, torch.__version__, torch.version.cuda)')"
 
 # 1. kernels: without, then with the collector (same script, same steps)
@@ -40,10 +33,10 @@ cat "$T/k.out"
 grep -E 'cuda: pid|links|W[0-9]{4}' "$T/k.err" | head -20
 tail -6 "$T/k.err"
 if [ $rc != 0 ] || [ ! -s "$T/k.log" ]; then
-	echo "FAIL: profile -t cuda of the torch loop (rc $rc)"; fail=1
+	bad "profile -t cuda of the torch loop (rc $rc)"
 else
 	"$COUNT" "$T/k.log" --dump >"$T/k.dump"
-	"$PY" "$HERE" check-kernels "$T/k.json" "$T/k.dump" || fail=1
+	"$PY" "$HERE" check-kernels "$T/k.json" "$T/k.dump" || gpu_fails=$((gpu_fails + 1))
 	"$PY" -c "import json; a=json.load(open('$T/alone.json')); b=json.load(open('$T/k.json'));
 print('figure: loop %.1f steps/s alone, %.1f steps/s under -t cuda (x%.2f); profile run %.1f s, log %d bytes'
       % (a['steps_per_s'], b['steps_per_s'], b['steps_per_s']/a['steps_per_s'], $e-$s, $(stat -c %s "$T/k.log")))"
@@ -55,11 +48,9 @@ fi
 rc=$?
 cat "$T/n.out"
 if [ $rc != 0 ] || [ ! -s "$T/n.log" ]; then
-	echo "FAIL: profile -t cuda of the NCCL all_reduce (rc $rc)"; tail -20 "$T/n.err"; fail=1
+	bad "profile -t cuda of the NCCL all_reduce (rc $rc)"; tail -20 "$T/n.err"
 else
 	"$COUNT" "$T/n.log" --dump >"$T/n.dump"
-	"$PY" "$HERE" check-nccl "$T/n.json" "$T/n.dump" || fail=1
+	"$PY" "$HERE" check-nccl "$T/n.json" "$T/n.dump" || gpu_fails=$((gpu_fails + 1))
 fi
-rm -rf "$T"
-[ $fail = 0 ] && echo "ALL PASS" || echo "SOME FAILED"
-exit $fail
+gpu_done

@@ -145,7 +145,6 @@ class Verdict:
 MODES = {
     "K": "kernels only (runtime=0)",
     "Z": "nothing attached (noise floor of the method)",
-    "L": "kernels + launch/copy/set/sync calls by callback (runtime=2 cbrisk=1)",
     "D": "kernels + every runtime call by activity (runtime=1 driver=0, the default)",
     "F": "kernels + runtime + every driver call (runtime=1 driver=1)",
     "A": "llmtracker profile -t cpu --enable-cuda-kernel (static, default recording)",
@@ -176,7 +175,7 @@ def analyze_window(v, tag, ev, tr):
     if not api:
         return krange
     noisy = sum(c for n, c in names.items() if n in NOISY)
-    if tag[0] in "DLAU":
+    if tag[0] in "DAU":
         v(noisy == 0, f"[{tag}] none of the frequent bookkeeping calls recorded ({noisy})")
     if tag[0] == "F":
         v(names.get("cuLaunchKernel", 0) > 0, f"[{tag}] driver launches (cuBLAS) recorded: "
@@ -196,8 +195,8 @@ def analyze_window(v, tag, ev, tr):
     what = f"[{tag}] kernels with their launch record: {matched}/{len(kern)}"
     # Without driver records (D), kernels cuBLAS launches through
     # cuLaunchKernel have none (a few percent of this loop's: docs/MEASUREMENTS.md,
-    # 2026-12-02: CUPTI kernel recording cost); F and L take those.
-    v(matched >= (0.999 if tag[0] in "FL" else 0.85) * len(kern), what)
+    # 2026-12-02: CUPTI kernel recording cost); F takes those.
+    v(matched >= (0.999 if tag[0] in "F" else 0.85) * len(kern), what)
     unpaired = collections.Counter(k[5][:60] for k in kern if k[2] not in launch)
     if unpaired:
         print(f"INFO [{tag}] kernels without a launch record: " +
@@ -312,7 +311,7 @@ def analyze(d):
             for e in ev["E"]:
                 print(f"WARN [{tag}] {e}")
         w = analyze_window(v, tag, ev, tr) if ev is not None else None
-        if ev is not None and tag in ("L1", "D1", "A", "A1"):
+        if ev is not None and tag in ("D1", "A", "A1"):
             kernel_match(v, tag, ev, tr)
         cp = os.path.join(d, f"{tag}.coll.tsv")
         if ev is not None and tag[0] == "U" and os.path.exists(cp):
@@ -352,7 +351,7 @@ def analyze(d):
     # averaged over the mode's windows; Z (nothing attached) is the method's
     # own noise.
     print("COST mode | steps/s while recording vs just before: mean, sd, windows | after detach | what")
-    for mode in "ZYKLDUEVFAN":
+    for mode in "ZYKDUEVFAN":
         r = [x for x in rows if x[0][0] == mode]
         if r:
             rel = [x[2] / x[1] - 1 for x in r]
@@ -365,7 +364,7 @@ def analyze(d):
         print(f"COST torch.profiler (CUDA activities, same process) | "
               f"{(y['during'] / y['before'] - 1) * 100:+6.1f}% n={y.get('rounds', 1)} | "
               f"{(y['after'] / y['before'] - 1) * 100:+6.1f}% |")
-    dflt = [x for x in rows if x[0][0] in "LA"]  # U adds uprobes: shown, not judged
+    dflt = [x for x in rows if x[0][0] in "A"]  # U adds uprobes: shown, not judged
     for tag, before, during, after, _, _ in dflt:
         v(during >= 0.95 * before, f"[{tag}] at most 5% fewer steps/s while profiling ({during:.1f} vs {before:.1f})")
         v(after >= 0.99 * before, f"[{tag}] after detach within 1% of before ({after:.1f} vs {before:.1f})")

@@ -13,8 +13,7 @@
 # (names and counts vs torch.profiler, pairing, drops, collector exit) and
 # the figures. Everything the analysis printed is in OUTDIR/result.txt.
 set -u
-cd "$(dirname "$0")/../.."
-CARRY=${CARRY:-.carry}
+. "$(dirname "$0")/common.inc"
 case "${1:-}" in
 prepare)
 	B=${BUILD:-/tmp/build-cupti}
@@ -32,21 +31,21 @@ run) ;;
 esac
 
 OUT=${2:-/tmp/cupti-attach}
-PY=${PY:-/opt/torch/.venv/bin/python3}
+gpu_python /opt/torch/.venv/bin/python3
 COLL=$CARRY/bin/llmtracker
 mkdir -p "$OUT"
-W=$(mktemp -d /tmp/cupti-attach.XXXXXX)
+tap_tmpdir W cupti-attach
 L=$W/logs   # text logs, brought back as one tar (the device returns 8 files)
 mkdir -p "$L"
 mono() { "$PY" -c 'import time; print(time.monotonic_ns())'; }
-nvidia-smi -L 2>/dev/null | head -2
+gpu_host 2
 
 # SET=cost: torch.profiler's yardstick alternated as often as our windows.
 [ "${SET:-}" = cost ] && export YARD_ROUNDS=${YARD_ROUNDS:-${ROUNDS:-4}}
 PYTHONUNBUFFERED=1 "$PY" tests/gpu/cupti_attach.py train "$W" >"$L/train.log" 2>&1 &
 TP=$!
-trap 'kill $TP 2>/dev/null' EXIT
-for _ in $(seq 240); do [ -e "$W/ready" ] && break; kill -0 $TP 2>/dev/null || break; sleep 0.5; done
+tap_at_exit '[ -z "$TP" ] || kill $TP 2>/dev/null'
+wait_until 120 '[ -e "$W/ready" ] || ! kill -0 $TP 2>/dev/null'
 [ -e "$W/ready" ] || { echo "FAIL training loop did not start"; cat "$L/train.log"; exit 1; }
 grep -E "libcupti|libcudart|libcuda\.so" /proc/$TP/maps | awk '{print "INFO maps:", $6}' | sort -u
 sleep 2
@@ -59,14 +58,14 @@ attach() { # TAG TYPES SECONDS [--no-cuda]
 	local ck="--enable-cuda-kernel true"
 	[ "${4:-}" = --no-cuda ] && ck=""
 	mark "$1_begin"
-	dmesg 2>/dev/null | wc -l >"$W/dmesg.before"
+	local klog; klog=$(klog_mark)
 	LLMT_CUPTI_START="${START:-}" "$COLL" profile -p $TP -t "$2" $ck -d "$3" --delay 3 -v 1 \
 		-o "$W/$1/collector.evlog" --cupti-dir "$W/$1" >"$L/$1.collector.log" 2>&1
 	local rc=$?
 	mark "$1_end"
 	echo "$1_rc $rc" >>"$W/marks.txt"
 	echo "INFO [$1] collector exit $rc"
-	dmesg 2>/dev/null | tail -n +$(($(cat "$W/dmesg.before") + 1)) | grep -iE "trap|divide|segfault" |
+	klog_since "$klog" | grep -iE "trap|divide|segfault" |
 		sed "s/^/INFO [$1] dmesg: /"
 	grep -iE "cuda|cupti|kernel|error|cannot|cpu:|W[0-9]{4}" "$L/$1.collector.log" | head -12 | sed "s/^/INFO [$1] /"
 	ls "$W/$1" | sed "s/^/INFO [$1] file: /"
@@ -89,12 +88,12 @@ tool() { # TAG SECONDS ARGS
 	"$CARRY/bin/inject_logdump" "$W/$tag"/*.evlog >"$W/$tag.tsv" 2>&1
 }
 # The matrix (modes: collector/inject/cupti.c kind_wanted): K kernels only;
-# L kernels + launch/copy/set/sync calls by callback; D kernels + every
+# D kernels + every
 # runtime call by activity (the default); F + every driver call (FULL=1).
-# K, L, D and Z twice, apart, for the noise.
+# K, D and Z twice, apart, for the noise.
 # SET picks the windows: modes (default: every recording mode twice), cost
 # (a per-source cost table: ROUNDS rounds of idle, Python hook, kernels only,
-# kernels with launches by callback, the default, uprobes, -t all), floor,
+# the default, uprobes, -t all), floor,
 # long (20 s windows), stat (8 s windows:
 # kernels only, the default, the collector with uprobes), collector, none.
 GAP=${GAP:-4}
@@ -103,12 +102,10 @@ sleep $GAP
 idle() { mark "$1_begin"; sleep "$2"; mark "$1_end"; }
 if [ "${SET:-modes}" = modes ]; then
 	tool K1 4 runtime=0 driver=0; sleep $GAP
-	tool L1 4 runtime=2 cbrisk=1 driver=0; sleep $GAP
 	tool D1 4 runtime=1 driver=0; sleep $GAP
 	idle Z1 4; sleep $GAP
 	[ -n "${FULL:-}" ] && { tool F1 4 runtime=1 driver=1; sleep $GAP; }
 	tool K2 4 runtime=0 driver=0; sleep $GAP
-	tool L2 4 runtime=2 cbrisk=1 driver=0; sleep $GAP
 	tool D2 4 runtime=1 driver=0; sleep $GAP
 	idle Z2 4; sleep $GAP
 elif [ "${SET}" = floor ]; then # the cheapest recording (kernels only) against idle, alternated
@@ -135,7 +132,6 @@ elif [ "${SET}" = cost ]; then # one row per source, ROUNDS rounds of 8 s window
 		idle Z$i 8; sleep $GAP
 		attach Y$i python 8 --no-cuda; sleep $GAP
 		tool K$i 8 runtime=0 driver=0; sleep $GAP
-		tool L$i 8 runtime=2 cbrisk=1 driver=0; sleep $GAP
 		tool D$i 8 runtime=1 driver=0; sleep $GAP
 		attach U$i cpu,cuda 8; sleep $GAP
 		attach E$i all 8; sleep $GAP
@@ -158,7 +154,7 @@ fi # SET=none: no measuring windows (with STRESS)
 # STRESS=N: N short attach/detach cycles of the default recording; the
 # process must survive every unload (threads may be inside our callbacks
 # when CUPTI is finalized).
-# STRESS_MODES="runtime=1 runtime=2,cbrisk=1,cbdiag=1 uprobes": N cycles of each, in
+# STRESS_MODES="runtime=1 runtime=0 uprobes": N cycles of each, in
 # that order (commas separate start keys of one mode).
 if [ -n "${STRESS:-}" ]; then
 	for mode in ${STRESS_MODES:-runtime=1}; do
@@ -182,14 +178,13 @@ if [ -n "${STRESS:-}" ]; then
 	done
 fi
 touch "$W/stop"
-wait $TP; trc=$?
+wait $TP; trc=$? TP=
 echo "INFO training loop exit $trc"
 [ $trc = 0 ] || echo "FAIL the training loop exited $trc"
-trap - EXIT
 tail -3 "$L/train.log"
 cp "$W/marks.txt" "$W/train.json" "$L/" 2>/dev/null
 "$PY" tests/gpu/cupti_attach.py analyze "$W" | tee "$OUT/result.txt"
 rc=${PIPESTATUS[0]}
 tar -C "$W" -czf "$OUT/logs.tar.gz" logs 2>/dev/null
-tar -C "$W" -czf "$OUT/evlogs.tar.gz" L1 D1 A A1 U1 2>/dev/null
+tar -C "$W" -czf "$OUT/evlogs.tar.gz" K1 D1 A A1 U1 2>/dev/null
 exit $rc

@@ -8,29 +8,27 @@
 # "collector:TYPES[:START]" for `llmtracker profile -t TYPES
 # --enable-cuda-kernel true` with LLMT_CUPTI_START=START.
 # CYCLES per mode, WIN seconds recording each, RECAPTURE=S to capture a new
-# graph every S seconds, EAGER=1 for the same loop without graphs (launch
-# callbacks: MODES="runtime=2,cbrisk=1 runtime=2,cbrisk=1,teardown=always"). After every detach the loop must keep replaying
+# graph every S seconds, EAGER=1 for the same loop without graphs. After
+# every detach the loop must keep replaying
 # (its steps advance for SETTLE seconds); a death is counted, the kernel log
 # searched for Xid lines, and a new loop started. At the end the surviving
 # loop's losses are compared with an unprofiled run of the same steps
 # (deterministic algorithms, fixed seed): they must be equal.
 set -u
-cd "$(dirname "$0")/../.."
-CARRY=${CARRY:-.carry}
+. "$(dirname "$0")/common.inc"
 [ "${1:-}" = run ] || { echo "usage: $0 run [OUTDIR]"; exit 2; }
 OUT=${2:-/tmp/graph-stress}
-PY=${PY:-python3}
+gpu_python python3
 MODES=${MODES:-"runtime=1 runtime=0"}
 CYCLES=${CYCLES:-10}
 WIN=${WIN:-8}
 SETTLE=${SETTLE:-2}
 REF_STEPS=${REF_STEPS:-20000}
 mkdir -p "$OUT"
-W=$(mktemp -d /tmp/graph-stress.XXXXXX)
+tap_tmpdir W graph-stress
 export CUBLAS_WORKSPACE_CONFIG=:4096:8 PYTHONUNBUFFERED=1
-nvidia-smi -L 2>/dev/null | head -1
-dmesg >/dev/null 2>&1 && KLOG=1 || { KLOG=0; echo "INFO kernel log not readable here: deaths only"; }
-xids() { local n=0; [ $KLOG = 1 ] && n=$(dmesg 2>/dev/null | grep -c "Xid"); echo "${n:-0}"; }
+gpu_host
+dmesg >/dev/null 2>&1 || echo "INFO kernel log not readable here: deaths only"
 
 TP= TD= runs=0
 start_loop() {
@@ -39,7 +37,7 @@ start_loop() {
 	mkdir -p "$TD"
 	"$PY" tests/gpu/graph_train.py train "$TD" >"$TD/log" 2>&1 &
 	TP=$!
-	for _ in $(seq 600); do [ -e "$TD/ready" ] && return 0; kill -0 $TP 2>/dev/null || break; sleep 0.2; done
+	wait_until 120 '[ -e "$TD/ready" ] || ! kill -0 $TP 2>/dev/null' && [ -e "$TD/ready" ] && return 0
 	echo "FAIL the training loop did not start"; tail -5 "$TD/log"; exit 1
 }
 alive_after() { # SECONDS: the loop stays alive that long (a fault kills it within a few steps)
@@ -47,8 +45,8 @@ alive_after() { # SECONDS: the loop stays alive that long (a fault kills it with
 	for _ in $(seq $((t * 10))); do kill -0 $TP 2>/dev/null || return 1; sleep 0.1; done
 	kill -0 $TP 2>/dev/null
 }
-trap '[ -n "$TP" ] && kill $TP 2>/dev/null' EXIT
-x0=$(xids)
+tap_at_exit '[ -z "$TP" ] || kill $TP 2>/dev/null'
+x0=$(xid_count)
 start_loop
 IDLE=${IDLE:-6}
 sleep "$IDLE" # steps/s before anything is attached (rate.txt)
@@ -57,7 +55,7 @@ for mode in $MODES; do
 	for i in $(seq "$CYCLES"); do
 		kill -0 $TP 2>/dev/null || start_loop
 		d=$W/c.$runs.$i; mkdir -p "$d"
-		xb=$(xids)
+		xb=$(xid_count)
 		t0=$(date +%s.%N)
 		case $mode in
 		collector:*)
@@ -79,7 +77,7 @@ for mode in $MODES; do
 			grep -v "^ *$" "$TD/log" | tail -3 | sed 's/^/INFO     /'
 			cp "$d/tool.log" "$OUT/death.$deaths.$(echo "$mode" | tr -c 'A-Za-z0-9\n' _).log" 2>/dev/null
 		fi
-		xa=$(xids)
+		xa=$(xid_count)
 		[ "$xa" -gt "$xb" ] && { xid=$((xid + xa - xb)); dmesg | grep Xid | tail -2 | sed 's/^/INFO     /'; }
 		head -c 300 "$d/tool.log" | grep -E "totals|W |E " | head -2 | sed "s/^/INFO [$mode] $i: /"
 	done
@@ -105,6 +103,6 @@ else
 	echo "FAIL losses differ from an unprofiled run's within $m steps:" \
 		"$(diff <(head -n "$m" "$TD/losses.txt") "$W/ref/losses.txt" | head -3 | tr '\n' ' ')"
 fi
-echo "INFO kernel log Xid lines during the run: $(( $(xids) - x0 ))"
+echo "INFO kernel log Xid lines during the run: $(( $(xid_count) - x0 ))"
 tar -C "$W" -czf "$OUT/logs.tar.gz" --exclude='*.evlog' . 2>/dev/null
 exit 0

@@ -8,16 +8,13 @@
 # from its start (train_step 15 times), and the CUDA library uprobes record.
 #   tests/gpu/launch_kernels.sh run [OUTDIR]
 set -u
-cd "$(dirname "$0")/../.."
-CARRY=${CARRY:-.carry}
+. "$(dirname "$0")/common.inc"
 [ "${1:-}" = run ] || { echo "usage: $0 run [OUTDIR]"; exit 2; }
 OUT=${2:-/tmp/launch-kernels}
-PY=${PY:-python3}
-export LD_LIBRARY_PATH=$PWD/$CARRY/lib${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}
-T=$(mktemp -d /tmp/launch-kernels.XXXXXX)
+gpu_python python3
+gpu_carry_libs
+tap_tmpdir T launch-kernels
 mkdir -p "$OUT"
-fail=0
-say() { echo "$1"; case $1 in FAIL*) fail=1;; esac; }
 "$PY" tests/gpu/launch_kernels.py ref "$T/ref.json" >"$T/ref.out" 2>&1 ||
 	{ say "FAIL the unprofiled reference run: $(tail -2 "$T/ref.out")"; exit 1; }
 "$CARRY/bin/llmtracker" profile -t python,cuda --enable-cuda-kernel true -o "$T/p.log" --cupti-dir "$T" \
@@ -25,8 +22,8 @@ say() { echo "$1"; case $1 in FAIL*) fail=1;; esac; }
 rc=$?
 cp "$T/err" "$OUT/collector.log"
 [ $rc = 0 ] && say "PASS profile exits 0" || say "FAIL profile exits $rc: $(tail -3 "$T/err" | tr '\n' ' ')"
-grep -q "command exited with status 0" "$T/err" && say "PASS the job exited 0 (its own status)" ||
-	say "FAIL the job: $(grep -o 'command .*' "$T/err")"
+job_exited_0 "$T/err" && say "PASS the job exited 0 (its own status)" ||
+	say "FAIL the job: $(job_status "$T/err")"
 sed -n '/^  source /,$p' "$T/err"
 grep -q "functions traced in 1 process" "$T/err" && say "PASS the script's interpreter traced" ||
 	say "FAIL the script's interpreter not traced"
@@ -40,12 +37,14 @@ cudaev=$(awk '$1 == "cuda" { print $2 }' "$T/err")
 "$CARRY/bin/inject_logdump" "$T"/llmtracker-cupti.*.evlog >"$T/k.tsv" 2>&1
 python3 - "$T/k.tsv" "$T/prof.json" "$T/ref.json" <<'PY' | tee "$T/cmp"
 import collections, json, sys
+sys.path.insert(0, "tests/gpu")
+from cupti_attach import demangle  # CUPTI names kernels mangled, torch.profiler demangled
 prof, ref = json.load(open(sys.argv[2])), json.load(open(sys.argv[3]))
 ours = collections.Counter()
 for line in open(sys.argv[1]):
     f = line.rstrip("\n").split("\t")
     if f[0] == "K" and prof["t0"] <= int(f[1]) <= prof["t1"]:
-        ours[f[6]] += 1
+        ours[demangle(f[6])] += 1
 theirs = collections.Counter(ref["kernels"])
 print(f"INFO kernels in 10 steps: ours {sum(ours.values())} ({len(ours)} names), "
       f"torch.profiler {sum(theirs.values())} ({len(theirs)} names)")
@@ -54,7 +53,7 @@ for n in sorted(set(ours) | set(theirs)):
         print(f"  diff {ours[n]:5d} ours vs {theirs[n]:5d} torch: {n[:140]}")
 print(("PASS" if ours == theirs and ours else "FAIL") + " kernel names and counts equal torch.profiler's")
 PY
-grep -q '^FAIL' "$T/cmp" && fail=1
+grep -q '^FAIL' "$T/cmp" && gpu_fails=$((gpu_fails + 1))
 # torch.cuda.synchronize(): CUPTI's synchronization records (format 1.3
 # gpu_sync events), shown as PyTorch's profiler shows them.
 "$CARRY/bin/llmtracker-convert" -q -i "$T/p.log" --cupti-dir "$T" -o "$T/t.json" 2>/dev/null
@@ -70,7 +69,5 @@ ok = s and not old and set(names) <= {"Event Sync", "Stream Wait Event", "Stream
 print(("PASS" if ok else "FAIL") + f" {len(s)} CUDA synchronizations as cat cuda_sync ({', '.join(names)}), "
       f"{sum(e.get('cat') == 'overhead' for e in ev)} CUPTI overheads as cat overhead, no marker")
 PY
-grep -q '^FAIL' "$T/sync" && fail=1
-echo "RESULT $([ $fail = 0 ] && echo PASS || echo FAIL)"
-rm -rf "$T"
-exit $fail
+grep -q '^FAIL' "$T/sync" && gpu_fails=$((gpu_fails + 1))
+gpu_done

@@ -7,25 +7,20 @@
 # Needs .carry/ filled by `tests/gpu/cupti_attach.sh prepare` (static collector,
 # inject library, default probe file).
 set -u
-cd "$(dirname "$0")/../.."
-CARRY=${CARRY:-.carry}
-PY=${PY:-/opt/torch/.venv/bin/python3}
+. "$(dirname "$0")/common.inc"
+gpu_python /opt/torch/.venv/bin/python3
 mode=${1:-}; OUT=${2:-/tmp/nccl-ranks}; WORLD=${3:-2}
 
 run() {
 	local W COLL=$CARRY/bin/llmtracker rc
-	W=$(mktemp -d /tmp/nccl-ranks.XXXXXX)
+	tap_tmpdir W nccl-ranks
 	mkdir -p "$OUT" "$W/logs"
-	nvidia-smi -L 2>/dev/null
+	gpu_host "$WORLD"
 	echo "NCCL_NVLS_ENABLE=${NCCL_NVLS_ENABLE:-unset}"
 	PYTHONUNBUFFERED=1 NCCL_NVLS_ENABLE=0 "$PY" tests/gpu/nccl_two_rank.py --dir "$W" \
 		--seconds 24 --world "$WORLD" >"$OUT/ranks.log" 2>&1 &
 	local job=$!
-	for _ in $(seq 240); do
-		[ "$(ls "$W"/rank*.pid 2>/dev/null | wc -l)" -ge "$WORLD" ] && break
-		kill -0 $job 2>/dev/null || break
-		sleep 0.5
-	done
+	wait_until 120 '[ "$(ls "$W"/rank*.pid 2>/dev/null | wc -l)" -ge "$WORLD" ] || ! kill -0 $job 2>/dev/null'
 	local pids=()
 	for f in "$W"/rank*.pid; do pids+=(-p "$(cat "$f")"); done
 	[ ${#pids[@]} -ge "$WORLD" ] || { echo "FAIL ranks did not start"; tail -30 "$OUT/ranks.log"; exit 1; }
@@ -44,9 +39,9 @@ run() {
 	ls -la "$W/logs"
 }
 
-check() {
+check_logs() {
 	local B=${BUILD:-build} T
-	T=$(mktemp -d /tmp/nccl-check.XXXXXX)
+	tap_tmpdir T nccl-check
 	tar -C "$T" -xzf "$OUT/nccl-logs.tar.gz" || exit 1
 	"$B/bin/llmtracker-convert" -i "$T/logs" --logdir "$T/tb" --run nccl -o "$T/trace.json.gz" || {
 		echo "FAIL conversion"; exit 1; }
@@ -69,6 +64,6 @@ check() {
 
 case "$mode" in
 run) run ;;
-check) check ;;
+check) check_logs ;;
 *) echo "usage: $0 run OUTDIR [WORLD] | check OUTDIR"; exit 2 ;;
 esac

@@ -12,19 +12,16 @@
 # uprobes and CUPTI are merged ("kept once" > 0) and every CUDA record of the
 # job lies on one of its node tids. Prints PASS/FAIL lines; exit 0 if all pass.
 set -u
-cd "$(dirname "$0")/../.."
-CARRY=${CARRY:-.carry}
+. "$(dirname "$0")/common.inc"
 [ "${1:-}" = run ] || { echo "usage: $0 run [OUTDIR]  (after tests/gpu/steps_gpu.sh prepare)"; exit 2; }
 OUT=${2:-/tmp/pidns-cuda}
-PY=${PY:-/opt/torch/.venv/bin/python3}
+gpu_python /opt/torch/.venv/bin/python3
 COLL=$CARRY/bin/llmtracker CONV=$CARRY/bin/llmtracker-convert
-export LD_LIBRARY_PATH=$PWD/$CARRY/lib${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}
+gpu_carry_libs
 mkdir -p "$OUT"
-fails=0
-say() { echo "$1"; case $1 in FAIL*) fails=$((fails + 1));; esac; }
-for f in "$COLL" "$CONV"; do [ -x "$f" ] || { echo "FAIL $f missing: run tests/gpu/steps_gpu.sh prepare"; exit 1; }; done
+gpu_need "$COLL" "$CONV"
 [ "$(id -u)" = 0 ] || { echo "FAIL needs root (a pid namespace, BPF)"; exit 1; }
-nvidia-smi -L 2>/dev/null | head -1
+gpu_host
 
 unshare --pid --fork --mount-proc "$PY" -c '
 import sys, time, torch
@@ -38,8 +35,8 @@ while time.time() < end:
     torch.cuda.synchronize()
 ' "$OUT/ready" 20 > "$OUT/job.log" 2>&1 &
 UP=$!
-trap 'kill $UP 2>/dev/null' EXIT
-for _ in $(seq 600); do [ -e "$OUT/ready" ] && break; sleep 0.1; done
+tap_at_exit 'kill $UP 2>/dev/null'
+wait_until 60 '[ -e "$OUT/ready" ]'
 JP=$(pgrep -P "$UP" | head -1)
 [ -n "$JP" ] && [ -e "$OUT/ready" ] || { echo "FAIL the job did not start"; tail -5 "$OUT/job.log"; exit 1; }
 echo "INFO job: node pid $JP, $(awk '/^NSpid/ { print "NSpid " $2 "," $3 }' /proc/"$JP"/status)"
@@ -72,5 +69,5 @@ off = sorted({e["tid"] for e in cuda} - node)
 print("INFO %d CUDA records of the job on tids %s; off the node's: %s" % (len(cuda), sorted({e["tid"] for e in cuda})[:8], off[:8]))
 sys.exit(0 if cuda and not off else 1)
 PY
-echo "$([ $fails = 0 ] && echo PASS || echo FAIL) pidns_cuda: $fails failure(s); files in $OUT"
-[ $fails = 0 ]
+echo "INFO files in $OUT"
+gpu_done

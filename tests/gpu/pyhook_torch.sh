@@ -12,14 +12,13 @@
 #    (two copies of the library), exact counts again and kernels recorded.
 # Figures: steps/s alone, under A, under B. PASS/FAIL lines; exit 0 if all pass.
 set -u
-cd "$(dirname "$0")/../.."
-CARRY=${CARRY:-.carry}
+. "$(dirname "$0")/common.inc"
 case "${1:-}" in
 prepare)
 	B=${BUILD:-/tmp/build-pyhook}
 	make -j2 BUILD="$B" static "$B/lib/libllmtracker-inject.so" >/dev/null || exit 1
 	gcc -O2 -static -D_GNU_SOURCE -I. -o "$B/evlog_dump-static" tests/progs/evlog_dump.c \
-		eventlog/*.c -lzstd -ldeflate || exit 1
+		eventlog/*.c common/*.c -lzstd -ldeflate || exit 1
 	mkdir -p "$CARRY/bin" "$CARRY/lib"
 	cp "$B/bin/llmtracker-static" "$CARRY/bin/llmtracker"
 	cp "$B/lib/libllmtracker-inject.so" "$CARRY/lib/"
@@ -31,22 +30,16 @@ run) ;;
 esac
 
 OUT=${2:-/tmp/pyhook-torch}
-PY=${PY:-/opt/torch/.venv/bin/python3}
+gpu_python /opt/torch/.venv/bin/python3
 COLL=$CARRY/bin/llmtracker
 DUMP=$CARRY/bin/evlog_dump
 LOOP=$PWD/tests/workloads/pyh_torch_loop.py
 CHECK=$PWD/tests/integration/python_check.py
 STEPS=${STEPS:-300}
 mkdir -p "$OUT"
-W=$(mktemp -d /tmp/pyhook-torch.XXXXXX)
-fail=0
-pass() { echo "PASS: $1"; }
-bad() { echo "FAIL: $1"; fail=1; }
-for f in "$COLL" "$DUMP" "$CARRY/lib/libllmtracker-inject.so"; do
-	[ -x "$f" ] || [ -f "$f" ] || { echo "FAIL: $f missing (run '$0 prepare' and carry $CARRY)"; exit 1; }
-done
+tap_tmpdir W pyhook-torch
+gpu_need "$COLL" "$DUMP" "$CARRY/lib/libllmtracker-inject.so"
 echo "python: $("$PY" -c 'import sys, sysconfig, torch; print(sys.executable, sys.version.split()[0], "WITH_DTRACE", sysconfig.get_config_var("WITH_DTRACE"), "torch", torch.__version__, "cuda", torch.cuda.is_available())')"
-wait_for() { for _ in $(seq "${3:-600}"); do grep -qE "$2" "$1" 2>/dev/null && return 0; sleep 0.1; done; return 1; }
 rate() { awk '/^pyh_torch done/ { print $4 }' "$1"; }
 
 # alone: the loop's steps/s without profiling
@@ -58,11 +51,11 @@ run_case() { # TAG EXTRA-ARGS...
 	local tag=$1 d=$W/$1 tp cp; shift
 	mkdir -p "$d"
 	"$PY" "$LOOP" "$STEPS" "$d/ready" "$d/go" "$d/hold" > "$d/out" 2> "$d/stderr" & tp=$!
-	for _ in $(seq 600); do [ -e "$d/ready" ] && break; sleep 0.1; done
+	wait_until 60 '[ -e "$d/ready" ]'
 	[ -e "$d/ready" ] || { bad "[$tag] loop did not start"; cat "$d/stderr"; kill $tp; return; }
 	"$COLL" profile -p $tp -t python -o "$d/c.log" --cupti-dir "$d" -v 1 "$@" > "$OUT/$tag.collector.log" 2>&1 & cp=$!
-	wait_for "$OUT/$tag.collector.log" "tracing functions|cannot trace" 300 && touch "$d/go"
-	wait_for "$d/out" "pyh_torch done" 1200
+	wait_for "$OUT/$tag.collector.log" "tracing functions|cannot trace" 30 && touch "$d/go"
+	wait_for "$d/out" "pyh_torch done" 120
 	local during; during=$(grep -c "memfd:llmtracker-inject" /proc/$tp/maps)
 	kill -INT $cp; wait $cp; local crc=$?
 	local after; after=$(grep -c "memfd:llmtracker-inject" /proc/$tp/maps)
@@ -97,4 +90,4 @@ else
 fi
 echo "FIGURES steps/s: alone $(rate "$W/alone/out"), hook $(rate "$W/A/out"), hook+CUPTI $(rate "$W/B/out")"
 tar -C "$W" -czf "$OUT/logs.tar.gz" A B 2>/dev/null
-exit $fail
+gpu_done

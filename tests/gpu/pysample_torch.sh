@@ -11,23 +11,17 @@
 # here and carried: $BUILD/bin/llmtracker-static (or llmtracker) and
 # $BUILD/tests/progs/pys_folded.
 set -u
-cd "$(dirname "$0")/../.."
+. "$(dirname "$0")/common.inc"
 BUILD=${BUILD:-build}
-PY=${PYTHON:-python3}
-LT=$BUILD/bin/llmtracker-static
-[ -x "$LT" ] || LT=$BUILD/bin/llmtracker
+gpu_python python3
+gpu_build_collector
 FOLD=$BUILD/tests/progs/pys_folded
 LOOP=tests/workloads/pys_torch_loop.py
-fail=0
-pass() { echo "PASS: $1"; }
-bad() { echo "FAIL: $1"; fail=1; }
 
-for f in "$LT" "$FOLD"; do
-	[ -x "$f" ] || { echo "FAIL: $f missing (build it and carry it)"; exit 1; }
-done
-"$PY" -c 'import torch' 2>/dev/null || { echo "FAIL: $PY cannot import torch (set PYTHON=...)"; exit 1; }
-T=$(mktemp -d /tmp/pysample_torch.XXXXXX)
-echo "collector: $LT; python: $("$PY" -c 'import sys, torch; print(sys.executable, sys.version.split()[0], "torch", torch.__version__, "cuda", torch.cuda.is_available())')"
+gpu_need "$LT" "$FOLD"
+gpu_need_torch
+tap_tmpdir T pysample_torch
+echo "collector: $LT; python: $(gpu_torch_python)"
 
 # check_stacks NAME FOLDED PID: the expectations on one profile's stacks.
 check_stacks() {
@@ -69,7 +63,7 @@ fi
 # 2. attached to a running loop
 "$PY" "$LOOP" --seconds 8 >"$T/b.out" 2>&1 &
 bg=$!
-for _ in $(seq 600); do grep -q '^training' "$T/b.out" && break; sleep 0.1; done # import, set-up
+wait_for "$T/b.out" '^training' 60 # import, set-up
 sleep 0.5
 "$LT" profile -t pysample -p "$bg" -d 1.5 -o "$T/b.log" >"$T/b.pout" 2>&1
 rc=$?
@@ -88,5 +82,4 @@ print('figure: %s loop %.1f steps/s alone, %.1f under -t pysample 99 Hz (x%.3f),
       % (a['device'], a['steps_per_s'], b['steps_per_s'], b['steps_per_s']/a['steps_per_s'],
          c['steps_per_s'], c['steps_per_s']/a['steps_per_s']))" 2>/dev/null
 grep -h "collector CPU" "$T/a.err" "$T/c.err" | sed 's/^/  /'
-[ $fail = 0 ] && echo "ALL PASS" && rm -rf "$T" || echo "SOME FAILED (files in $T)"
-exit $fail
+gpu_done

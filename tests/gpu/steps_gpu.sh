@@ -15,8 +15,7 @@
 # thread, and every kernel launched inside a step lies in that step's root
 # through its launch.
 set -u
-cd "$(dirname "$0")/../.."
-CARRY=${CARRY:-.carry}
+. "$(dirname "$0")/common.inc"
 case "${1:-}" in
 prepare)
 	B=${BUILD:-/tmp/build-cupti}
@@ -34,14 +33,12 @@ run) ;;
 esac
 
 OUT=${2:-/tmp/steps-gpu}
-PY=${PY:-python3}
+gpu_python python3
 mkdir -p "$OUT"
-W=$(mktemp -d /tmp/steps-gpu.XXXXXX)
-export LD_LIBRARY_PATH=$PWD/$CARRY/lib${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}
+tap_tmpdir W steps-gpu
+gpu_carry_libs
 CONV=$CARRY/bin/llmtracker-convert
-fails=0
-say() { echo "$1"; case $1 in FAIL*) fails=$((fails + 1));; esac; }
-nvidia-smi -L 2>/dev/null | head -1
+gpu_host
 
 for m in ${LOOPS:-train generate graph}; do
 	d=$W/$m; mkdir -p "$d"
@@ -52,19 +49,19 @@ for m in ${LOOPS:-train generate graph}; do
 	"$CONV" -q -i "$d/p.evlog" --cupti-dir "$d" --logdir "$d/tb" --run r &&
 	"$CONV" summary --cupti-dir "$d" "$d/p.evlog" >"$d/summary.txt" 2>&1 ||
 		{ say "FAIL [$m] convert"; continue; }
-	grep -q "command exited with status 0" "$d/collector.log" && say "PASS [$m] the job exited 0" ||
-		say "FAIL [$m] the job: $(grep -o 'command .*' "$d/collector.log")"
+	job_exited_0 "$d/collector.log" && say "PASS [$m] the job exited 0" ||
+		say "FAIL [$m] the job: $(job_status "$d/collector.log")"
 	echo "INFO [$m] $(grep -c '^train' "$d/truth") true steps; $(grep '^Steps:' "$d/summary.txt")"
 	python3 tests/integration/steps_check.py "$d/p.json" "$d/truth" | sed "s/^ok - /PASS [$m] /; s/^not ok - /FAIL [$m] /" |
 		while read -r l; do echo "$l"; done >"$d/check.txt"
-	cat "$d/check.txt"; fails=$((fails + $(grep -c '^FAIL' "$d/check.txt")))
+	while IFS= read -r l; do say "$l"; done <"$d/check.txt"
 	# the breakdown's parts add up to the steps' time
 	awk '/step time breakdown \(adds up to the steps/ { want = $(NF - 1); on = 1; next }
 		on && /ms .*%/ { sum += $1; next } on { exit } END {
 		ok = want > 0 && (sum - want < 0.01 * want) && (want - sum < 0.01 * want)
 		printf "%s [breakdown] parts add up to %.3f ms of %.3f ms\n", ok ? "PASS" : "FAIL", sum, want }' \
 		"$d/summary.txt" | sed "s/\[breakdown\]/[$m]/" >"$d/bd.txt"
-	cat "$d/bd.txt"; fails=$((fails + $(grep -c '^FAIL' "$d/bd.txt")))
+	while IFS= read -r l; do say "$l"; done <"$d/bd.txt"
 	xp=$(ls "$d"/tb/plugins/profile/r/*.xplane.pb 2>/dev/null | head -1)
 	"$PY" - "$xp" "$m" <<'PY' >"$d/xla.txt" 2>&1
 import sys
@@ -116,8 +113,8 @@ bad += overlaps
 print(f"{'PASS' if n_roots and inside and not bad else 'FAIL'} [{m}] XLA's reader: {len(planes)} planes, "
       f"{n_roots} step roots, {inside} kernels launched inside one step's root, {bad} in none or several")
 PY
-	cat "$d/xla.txt"; fails=$((fails + $(grep -c '^FAIL' "$d/xla.txt")))
+	while IFS= read -r l; do say "$l"; done <"$d/xla.txt"
 	cp "$d/summary.txt" "$OUT/$m.summary.txt"
 done
 tar -C "$W" -czf "$OUT/logs.tar.gz" --exclude='*.evlog' --exclude='*.json' --exclude='tb' . 2>/dev/null
-echo "RESULT $([ $fails = 0 ] && echo PASS || echo FAIL) ($fails failed)"
+gpu_done

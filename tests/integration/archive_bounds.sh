@@ -6,19 +6,17 @@
 # all members together catches many members each under the member bound;
 # an archive under the bounds still converts.
 set -u
+. "$(dirname "$0")/../lib/tap.sh"
 BUILD=${BUILD:-build}
 conv=$BUILD/bin/llmtracker-convert
 gen=$BUILD/tests/progs/xplane_genlog
-for p in "$conv" "$gen"; do [ -x "$p" ] || { echo "not ok 1 - $p not built"; exit 1; }; done
-[ "$(id -u)" = 0 ] || { echo "# skip: needs root to mount a small tmpfs as TMPDIR"; exit 77; }
-command -v zstd >/dev/null || { echo "# skip: zstd missing"; exit 77; }
-dir=$(mktemp -d /tmp/arch-bomb.XXXXXX)
+need_built "$conv" "$gen"
+[ "$(id -u)" = 0 ] || skip "needs root to mount a small tmpfs as TMPDIR"
+command -v zstd >/dev/null || skip "zstd missing"
+tap_tmpdir dir arch-bomb
 tmp=$dir/tmpfs
-cleanup() { umount "$tmp" 2>/dev/null; rm -rf "$dir"; }
-trap cleanup EXIT
-mkdir "$tmp" && mount -t tmpfs -o size=300m none "$tmp" || { echo "# skip: cannot mount a tmpfs"; exit 77; }
-n=0
-t() { n=$((n + 1)); if "$@" >"$dir/out" 2>&1; then echo "ok $n - $desc"; else echo "not ok $n - $desc"; sed 's/^/# /' "$dir/out" | head -20; fi; }
+tap_at_exit 'umount "$tmp" 2>/dev/null'
+mkdir "$tmp" && mount -t tmpfs -o size=300m none "$tmp" || skip "cannot mount a tmpfs"
 # bomb LOG SIZE NAME...: an uncompressed tar on stdout, one member per NAME,
 # each LOG's bytes padded with zeros to SIZE, streamed.
 bomb() {
@@ -61,4 +59,4 @@ t bash -c "TMPDIR='$tmp' LLMT_ARCHIVE_TOTAL_MB=250 '$conv' -i '$dir/many.tar.zst
 tar -C "$dir" -czf "$dir/ok.tar.gz" a.log
 desc="an archive under the bounds converts, TMPDIR emptied after"
 t bash -c "TMPDIR='$tmp' LLMT_ARCHIVE_MEMBER_MB=1 '$conv' -q -i '$dir/ok.tar.gz' -o '$dir/ok.json' && [ -s '$dir/ok.json' ] && [ -z \"\$(ls -A '$tmp')\" ]"
-exit 0
+tap_done

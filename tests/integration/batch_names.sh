@@ -5,14 +5,12 @@
 # at once; a unit that fails is tried again by later passes (after
 # --retry-after, up to --attempts) with each attempt's reason recorded.
 set -u
+. "$(dirname "$0")/../lib/tap.sh"
 BUILD=${BUILD:-build}
 conv=$(readlink -f "$BUILD/bin/llmtracker-convert")
 gen=$BUILD/tests/progs/xplane_genlog
-for p in "$conv" "$gen"; do [ -x "$p" ] || { echo "not ok 1 - $p not built"; exit 1; }; done
-dir=$(mktemp -d /tmp/batch-n.XXXXXX)
-trap 'rm -rf "$dir"' EXIT
-n=0
-t() { n=$((n + 1)); if "$@" >"$dir/out" 2>&1; then echo "ok $n - $desc"; else echo "not ok $n - $desc"; sed 's/^/# /' "$dir/out" | head -20; fi; }
+need_built "$conv" "$gen"
+tap_tmpdir dir batch-n
 in=$dir/in
 mkdir -p "$in/dup"
 # Each unit's log has its own host, so a run holding two units shows.
@@ -101,4 +99,4 @@ bad_args() {
 }
 desc="bad --attempts / --retry-after are clear errors"
 t bad_args
-exit 0
+tap_done

@@ -7,16 +7,12 @@
 # lease loses its claim and publishes nothing; one that stalls for less
 # keeps its claim however long it converts.
 set -u
+. "$(dirname "$0")/../lib/tap.sh"
 BUILD=${BUILD:-build}
 conv=$(readlink -f "$BUILD/bin/llmtracker-convert")
 gen=$BUILD/tests/progs/xplane_genlog
-for p in "$conv" "$gen"; do [ -x "$p" ] || { echo "not ok 1 - $p not built"; exit 1; }; done
-dir=$(mktemp -d /tmp/batch-w.XXXXXX)
-pids=""
-cleanup() { for p in $pids; do kill -CONT "$p" 2>/dev/null; kill -9 "$p" 2>/dev/null; done; [ -n "${KEEP:-}" ] || rm -rf "$dir"; }  # KEEP=1 keeps it
-trap cleanup EXIT
-n=0
-t() { n=$((n + 1)); if "$@" >"$dir/out" 2>&1; then echo "ok $n - $desc"; else echo "not ok $n - $desc"; sed 's/^/# /' "$dir/out" | head -20; fi; }
+need_built "$conv" "$gen"
+tap_tmpdir dir batch-w
 in=$dir/in out=$dir/logs state=$dir/logs/.llmtracker-batch
 mkdir -p "$in/multi" "$state"
 for i in $(seq 0 19); do "$gen" "$in/node-$i.log" "node-$i" 2 || exit 1; done
@@ -92,12 +88,12 @@ t bash -c "ls '$dir/logs2/.llmtracker-batch/' | grep -q '\.claim\$' && ! ls '$di
 # A worker of another host (its own UTS namespace) converting big.
 other() { exec unshare -u sh -c 'hostname stalled-host && exec "$@"' sh "$conv" batch "$@"; }
 if ! unshare -u true 2>/dev/null; then
-	echo "ok $((n + 1)) - # SKIP stalled worker: cannot enter a UTS namespace (unshare -u)"
-	echo "ok $((n + 2)) - # SKIP slow worker: cannot enter a UTS namespace (unshare -u)"; n=$((n + 2))
+	ok "# SKIP stalled worker: cannot enter a UTS namespace (unshare -u)"
+	ok "# SKIP slow worker: cannot enter a UTS namespace (unshare -u)"
 else
 desc="a worker stalled past the lease loses its claim: it publishes nothing, the taker's files stand"
 mkdir -p "$dir/in3"; "$gen" "$dir/in3/mid.log" mid 40000
-other --in "$dir/in3" --logdir "$dir/logs3" --lease 1 >"$dir/s.log" 2>&1 & stalled=$!; pids="$pids $stalled"
+other --in "$dir/in3" --logdir "$dir/logs3" --lease 1 >"$dir/s.log" 2>&1 & stalled=$!; tap_bg $stalled
 claimed "$dir/logs3" '.stage.*'; kill -STOP $stalled; sleep 1.5
 "$conv" batch --in "$dir/in3" --logdir "$dir/logs3" --lease 1 >"$dir/t.log" 2>&1
 pb=$dir/logs3/plugins/profile/mid/mid.xplane.pb; before=$(stat -c '%i %s %Y' "$pb" 2>&1)
@@ -108,7 +104,7 @@ t bash -c "grep -q 'took over' '$dir/t.log' && grep -q 'not publishing' '$dir/s.
 	protoc --decode=tensorflow.profiler.XSpace --proto_path='$LLMT_ROOT/schemas' '$LLMT_ROOT/schemas/xplane.proto' <'$pb' >/dev/null ||
 	{ echo 'before: $before after:' \$(stat -c '%i %s %Y' '$pb'); ls -A '$dir/logs3/.llmtracker-batch'; cat '$dir/t.log' '$dir/s.log'; false; }"
 desc="a worker stalled often but never for a lease keeps its claim: nobody takes over"
-other --in "$dir/in2" --logdir "$dir/logs4" --lease 2 >"$dir/v.log" 2>&1 & slow=$!; pids="$pids $slow"
+other --in "$dir/in2" --logdir "$dir/logs4" --lease 2 >"$dir/v.log" 2>&1 & slow=$!; tap_bg $slow
 claimed "$dir/logs4"; start=$(date +%s%N)
 # 0.6 s stopped of every 0.7 s for 4.5 s (over 2 leases): a claim that is
 # not refreshed while converting would be taken over by the contenders.
@@ -125,4 +121,4 @@ fi
 desc="bad arguments are clear errors"
 t bash -c "'$conv' batch --in '$in' 2>'$dir/e1'; [ \$? -eq 2 ] && grep -q required '$dir/e1' &&
 	{ '$conv' batch --in '$in' --logdir '$out' --lease x 2>'$dir/e2'; [ \$? -eq 2 ]; } && grep -q positive '$dir/e2'"
-exit 0
+tap_done

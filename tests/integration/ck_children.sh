@@ -5,7 +5,7 @@
 # it is profiling, the parent starts three children: A, a shell that waits
 # for the test's word and then execs a CUDA program (tests/progs/fake_cuda_app
 # with the stand-in CUPTI of tests/progs/fake_cupti.c, copied as
-# libcupti.so.13 as a real one is named: the gpu hook waits until the driver
+# libcupti.so.13 as a real one is named: the gpu source waits until the driver
 # or CUPTI is mapped); B, the CUDA program at once, which once its stdin
 # closes execs `sleep` (what was loaded into it goes with the old image);
 # C, a process that never loads CUDA (sleep); and D, the CUDA program with
@@ -26,34 +26,27 @@
 # No GPU driver here: the collector's check for one is met in a private
 # mount namespace (a /proc/driver/nvidia/version of ours).
 set -u
+. "$(dirname "$0")/../lib/tap.sh"
 BUILD=${BUILD:-build}
 T=$(realpath -m "$BUILD/tests/progs")
 COLL=$(realpath -m "$BUILD/bin/llmtracker")
-for f in "$T/fake_cuda_app" "$T/fake_cupti" "$T/inject_logdump" "$T/evlog_dump" "$COLL"; do
-	[ -e "$f" ] || { echo "not ok 1 - missing $f (make tests-bin)"; exit 1; }
-done
-[ "$(id -u)" = 0 ] || { echo "skip: needs root (eBPF, ptrace, mount namespace)"; exit 77; }
-[ "$(uname -m)" = x86_64 ] || { echo "skip: the injector supports x86-64 only"; exit 77; }
-[ -d /proc/driver ] && command -v unshare >/dev/null || { echo "skip: no /proc/driver or unshare"; exit 77; }
+need_built "$T/fake_cuda_app" "$T/fake_cupti" "$T/inject_logdump" "$T/evlog_dump" "$COLL"
+[ "$(id -u)" = 0 ] || skip "needs root (eBPF, ptrace, mount namespace)"
+[ "$(uname -m)" = x86_64 ] || skip "the injector supports x86-64 only"
+[ -d /proc/driver ] && command -v unshare >/dev/null || skip "no /proc/driver or unshare"
 if [ -e /proc/driver/nvidia/version ] || [ -e /dev/nvidiactl ]; then
-	echo "skip: this node has a GPU driver; tests/gpu/ covers it"; exit 77
+	skip "this node has a GPU driver; tests/gpu/ covers it"
 fi
-W=$(mktemp -d /tmp/llmt-ck-children.XXXXXX)
-[ -d "$W" ] || { echo "not ok 1 - mktemp"; exit 1; }
+tap_tmpdir W llmt-ck-children
 PARENT= CP=
-cleanup() {
+ck_cleanup() {
 	exec 9>&- 8>&- 2>/dev/null
 	[ -n "$CP" ] && kill -INT "$CP" 2>/dev/null && wait "$CP" 2>/dev/null
 	for f in "$W"/*.pid; do [ -s "$f" ] && kill "$(cat "$f")" 2>/dev/null; done
 	[ -n "$PARENT" ] && kill "$PARENT" 2>/dev/null
-	rm -rf "$W"
+	return 0
 }
-trap cleanup EXIT
-n=0
-check() { n=$((n + 1)); if eval "$2"; then echo "ok $n - $1"; else echo "not ok $n - $1"; fi; }
-wait_for() { # file regex: up to 30 s
-	for _ in $(seq 300); do grep -qE "$2" "$1" 2>/dev/null && return 0; sleep 0.1; done; return 1
-}
+tap_at_exit ck_cleanup
 injected() { grep -qE "libllmtracker-inject|memfd:llmtracker" "/proc/$1/maps" 2>/dev/null; }
 state() { sed 's/.*) \(.\).*/\1/' "/proc/$1/stat" 2>/dev/null; }
 
@@ -74,33 +67,33 @@ unshare -m --propagation private sh -c 'mount -t tmpfs stand-in /proc/driver &&
 	mkdir /proc/driver/nvidia && echo stand-in > /proc/driver/nvidia/version && exec "$@"' sh \
 	"$COLL" profile -p "$PARENT" -t cpu --enable-cuda-kernel true -d 10 -v 1 -o "$W/main.evlog" \
 	--cupti-dir "$W" > "$W/out" 2> "$W/err" & CP=$!
-wait_for "$W/err" "profiling 1 process"
+wait_for "$W/err" "profiling 1 process" 30
 check "the collector profiles the parent" 'grep -q "profiling 1 process" "$W/err"'
 echo go > "$W/go"
 exec 9> "$W/a.in" 8> "$W/b.in" 7> "$W/d.in" # the apps' stdin: each runs until its closes
-wait_for "$W/b.out" "^ready"
-wait_for "$W/d.out" "^forked"
+wait_for "$W/b.out" "^ready" 30
+wait_for "$W/d.out" "^forked" 30
 A=$(cat "$W/a.pid" 2>/dev/null) B=$(cat "$W/b.pid" 2>/dev/null) C=$(cat "$W/c.pid" 2>/dev/null)
 D=$(cat "$W/d.pid" 2>/dev/null) E=$(sed -n 's/^forked //p' "$W/d.out")
 echo "# parent $PARENT, children A ${A:-?} (CUDA later), B ${B:-?} (CUDA, then exec), C ${C:-?} (no CUDA)," \
 	"D ${D:-?} (CUDA, forks), E ${E:-?} (D's fork)"
-wait_for "$W/err" "CUDA kernel profiling (of|cannot start in) pid $B"
+wait_for "$W/err" "CUDA kernel profiling (of|cannot start in) pid $B" 30
 check "B, a CUDA child started after attach, gets the library" \
 	'[ -n "$B" ] && grep -q "CUDA kernel profiling of pid $B started" "$W/err" && injected "$B"'
 check "A, running no CUDA yet, is left alone" '[ -n "$A" ] && kill -0 "$A" && ! injected "$A"'
 echo load > "$W/load"
-wait_for "$W/a.out" "^ready"
-wait_for "$W/err" "CUDA kernel profiling (of|cannot start in) pid $A"
+wait_for "$W/a.out" "^ready" 30
+wait_for "$W/err" "CUDA kernel profiling (of|cannot start in) pid $A" 30
 check "A gets the library once it runs CUDA" 'grep -q "CUDA kernel profiling of pid $A started" "$W/err" && injected "$A"'
 check "... and is left running (not stopped)" '[ "$(state "$A")" != T ] && kill -0 "$A"'
 check "C, which loads no CUDA, has no library mapped while it runs" '[ -n "$C" ] && kill -0 "$C" && ! injected "$C"'
-wait_for "$W/err" "CUDA kernel profiling (of|cannot start in) pid $D"
+wait_for "$W/err" "CUDA kernel profiling (of|cannot start in) pid $D" 30
 check "D, mapping the driver, gets the library" 'grep -q "CUDA kernel profiling of pid $D started" "$W/err"'
 exec 8>&- # B prints what it saw and execs sleep
-for _ in $(seq 300); do [ "$(readlink "/proc/$B/exe")" = "$(readlink -f /bin/sleep)" ] && break; sleep 0.1; done
+wait_until 30 '[ "$(readlink "/proc/$B/exe")" = "$(readlink -f /bin/sleep)" ]'
 check "B exec'd sleep" '[ "$(readlink "/proc/$B/exe")" = "$(readlink -f /bin/sleep)" ] && grep -q "^generated=" "$W/b.out"'
 wait "$CP"; crc=$? CP=
-grep -E "cuda_kernel.c" "$W/err" | cut -c1-200 | sed 's/^/# /'
+grep -E "inject_mgr.c" "$W/err" | cut -c1-200 | sed 's/^/# /'
 check "the collector ended after -d, status 0" '[ "$crc" = 0 ] && grep -q "stopped: duration reached" "$W/err"'
 check "C was never injected, to the end" 'kill -0 "$C" && ! injected "$C"'
 check "the library was unloaded from A" '! injected "$A"'
@@ -113,7 +106,7 @@ check "E, a fork of the CUDA process D, was never injected" \
 	'[ -n "$E" ] && kill -0 "$E" && ! own_copy "$E" "$D" && ! grep -q "pid $E[^0-9]" "$W/err"'
 exec 9>&- 7>&-
 kill "$C" "$B" 2>/dev/null
-wait_for "$W/a.status" "status"
+wait_for "$W/a.status" "status" 30
 check "A exited normally, with its own output" \
 	'grep -q "status 0" "$W/a.status" && grep -q "^generated=[1-9]" "$W/a.out"'
 wait "$PARENT"; PARENT=
@@ -136,3 +129,4 @@ check "the gpu row names the parent (no CUDA) as not seen, with why, and no chil
 	'sed -n "/^  gpu /,/^  wrote/p" "$W/err" | grep -A1 "not seen in" | grep -q "$PARENT" &&
 	 sed -n "/^  gpu /,/^  wrote/p" "$W/err" | grep -q "has not loaded the CUDA driver" &&
 	 ! sed -n "/^  gpu /,/^  wrote/p" "$W/err" | grep -qwE "$A|$B|$C|$D|$E"'
+tap_done

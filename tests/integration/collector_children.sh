@@ -33,11 +33,11 @@ check "--no-children: the wrapper itself recorded (wait4 x$c)" test "$c" -ge 1
 
 # -p: a worker that exists before attach, and one forked after.
 bash -c "$PROGS/sys_counts -w -n 1 & sleep 1.5; $W; wait" & wrapper=$!
-cleanup_pids+=("$wrapper")
+tap_bg "$wrapper"
 sleep 0.5
 early=$(pgrep -P "$wrapper" sys_counts)
 "$LT" profile -p "$wrapper" -t syscall -o "$T/p.evlog" -v 1 2>"$T/p.err" & lt=$!
-cleanup_pids+=("$lt")
+tap_bg "$lt"
 check "-p wrapper: attached" wait_for "$T/p.err" "profiling 1 process" 20
 kill -USR1 "$early"; sleep 0.3; kill -USR1 "$early"
 wait "$lt"; rc=$?
@@ -46,4 +46,4 @@ c=$(count_sys "$T/p.evlog" "$early" "$getppid")
 check "-p wrapper: existing child followed (getppid x$c)" test "$c" -eq 1000
 c=$(workers_getppid "$T/p.evlog")
 check "-p wrapper: child forked after attach followed (total getppid x$c)" test "$c" -eq 2000
-finish
+tap_done

@@ -11,7 +11,7 @@ expect_err() {
 	if [ "$rc" -ne 0 ] && grep -qE "$re" "$T/err" && [ "$(wc -l <"$T/err")" -eq 1 ]; then
 		ok "$what (rc $rc): $(cat "$T/err")"
 	else
-		notok "$what (rc $rc): $(cat "$T/err")"
+		nok "$what (rc $rc): $(cat "$T/err")"
 	fi
 }
 # Our programs that no live process holds an fd of (other tests may run
@@ -30,7 +30,7 @@ print(sum(1 for p in json.load(sys.stdin) if p.get("name", "").startswith(("lt_s
 before=$(our_progs)
 
 sleep 20 & idle=$!
-cleanup_pids+=("$idle")
+tap_bg "$idle"
 expect_err "unknown -t" "unknown profiling type 'bogus'" profile -p "$idle" -t syscall,bogus -o "$T/a.evlog"
 expect_err "missing -t" "missing -t" profile -p "$idle" -o "$T/a.evlog"
 expect_err "PID that does not exist" "PID 99999999 does not exist" profile -p 99999999 -t syscall -o "$T/a.evlog"
@@ -50,13 +50,13 @@ if command -v setpriv >/dev/null; then
 	if [ "$rc" -ne 0 ] && grep -q "needs root or CAP_BPF" "$T/err" && [ "$(wc -l <"$T/err")" -eq 1 ]; then
 		ok "not root (rc $rc): $(cat "$T/err")"
 	else
-		notok "not root (rc $rc): $(cat "$T/err")"
+		nok "not root (rc $rc): $(cat "$T/err")"
 	fi
 fi
 # Programs are freed by the kernel after a grace period, and other tests'
 # collectors that end meanwhile leave theirs unheld until then: on a busy
 # machine (two CPU hogs) 5 s was not enough. Up to 30 s.
-for _ in $(seq 300); do [ "$(our_progs)" -le "$before" ] && break; sleep 0.1; done
+wait_until 30 '[ "$(our_progs)" -le "$before" ]'
 check "no program left attached after the errors" test "$(our_progs)" -le "$before"
 check "no partial file left" test -z "$(ls -A "$T" | grep partial)"
 
@@ -82,4 +82,4 @@ if command -v script >/dev/null; then
 	check "on a terminal: one line redrawn in place (carriage return, erase to the end)" \
 		grep -qaP '\rllmtracker: [0-9]+ s / 2 s: .*Ctrl-C to stop\e\[K' "$T/tty.out"
 fi
-finish
+tap_done

@@ -6,15 +6,15 @@
 [ -x "$LT" ] || { echo "# missing $LT"; exit 1; }
 py=/usr/bin/python3.11
 [ -x "$py" ] || py=$(command -v python3)
-[ -n "$py" ] || { echo "# skip: no python interpreter"; exit 77; }
+[ -n "$py" ] || skip "no python interpreter"
 
 "$py" -c 'import time; print("up", flush=True); time.sleep(20)' >"$T/py.out" & p=$!
-cleanup_pids+=("$p")
+tap_bg "$p"
 # A GPU process: one mapping a (stand-in) libcudart.so, which it prints once loaded.
 cp "$(ldd "$LT" | awk '/libz\.so/ { print $3 }')" "$T/libcudart.so.12"
 "$py" -c 'import ctypes, sys, time; ctypes.CDLL(sys.argv[1]); print("loaded", flush=True); time.sleep(20)' \
 	"$T/libcudart.so.12" >"$T/gpu.out" & g=$!
-cleanup_pids+=("$g")
+tap_bg "$g"
 wait_for "$T/py.out" up 10
 wait_for "$T/gpu.out" loaded 10
 "$LT" generateCommand >"$T/all.out" 2>"$T/all.err"
@@ -36,7 +36,7 @@ check "prints the Python path hint" grep -qE "Profiling Python Path is: /.*expor
 # --container-id: a cgroup named like a container's holds one python process;
 # another python outside it must not be listed.
 "$py" -c 'import time; time.sleep(20)' & q=$!
-cleanup_pids+=("$q")
+tap_bg "$q"
 cid=cri-containerd-$(printf '%064x' $$)
 cg=""
 for root in /sys/fs/cgroup/pids /sys/fs/cgroup/unified /sys/fs/cgroup; do
@@ -72,4 +72,4 @@ if [ -x "$BUILD/bin/llmtracker-convert" ]; then
 		test "$rc" -ne 0 -a -s "$T/exp.err"
 	check "... naming the input" grep -q "does-not-exist.evlog" "$T/exp.err"
 fi
-finish
+tap_done

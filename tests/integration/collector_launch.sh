@@ -31,4 +31,4 @@ check "... and no log left" test ! -e "$T/none.evlog" -a -z "$(ls -A "$T" | grep
 # Arguments after -- belong to the command, flags included.
 "$LT" profile -t syscall -o "$T/args.evlog" -- sh -c 'exit 3' -v 2>"$T/args.err"
 check "command flags pass through (-c, -v)" grep -q "command exited with status 3" "$T/args.err"
-finish
+tap_done

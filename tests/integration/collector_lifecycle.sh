@@ -5,7 +5,7 @@
 . "$(dirname "$0")/collector_common.inc"
 need_bpf "$PROGS/sys_counts" "$PROGS/sys_names"
 getppid=$(sys_nr getppid)
-command -v bpftool >/dev/null || { echo "# skip: bpftool not installed"; exit 77; }
+command -v bpftool >/dev/null || skip "bpftool not installed"
 
 # ids of the BPF programs a process holds (its prog and link fds)
 prog_ids_of() {
@@ -13,7 +13,7 @@ prog_ids_of() {
 }
 
 sleep 30 & idle=$!
-cleanup_pids+=("$idle")
+tap_bg "$idle"
 
 # -d (the wrapper's wait4 and sleep's nanosleep are in flight at the end)
 start=$(date +%s.%N)
@@ -28,7 +28,7 @@ check "-d: the sleeping call in flight is recorded (ret -EINPROGRESS)" grep -q "
 # SIGINT, SIGTERM
 for sig in INT TERM; do
 	"$LT" profile -p "$idle" -t syscall -o "$T/$sig.evlog" -v 1 2>"$T/$sig.err" & lt=$!
-	cleanup_pids+=("$lt")
+	tap_bg "$lt"
 	wait_for "$T/$sig.err" "profiling 1 process" 20
 	kill -"$sig" "$lt"; wait "$lt"; rc=$?
 	check "SIG$sig stops cleanly (rc $rc) and publishes the log" test "$rc" -eq 0 -a -s "$T/$sig.evlog"
@@ -36,10 +36,10 @@ done
 
 # --delay: nothing is recorded before it ends
 "$PROGS/sys_counts" -w -n 1 & w=$!
-cleanup_pids+=("$w")
+tap_bg "$w"
 sleep 0.2
 "$LT" profile -p "$w" -t syscall --delay 1 -o "$T/delay.evlog" -v 1 2>"$T/delay.err" & lt=$!
-cleanup_pids+=("$lt")
+tap_bg "$lt"
 sleep 0.3; kill -USR1 "$w"; sleep 0.3
 check "--delay: not attached while waiting" test -z "$(prog_ids_of "$lt")"
 wait_for "$T/delay.err" "profiling 1 process" 20
@@ -48,10 +48,10 @@ check "--delay: calls made during the delay are not recorded" test "$(count_sys 
 
 # SIGKILL mid-run
 "$PROGS/sys_counts" -w -n 1 & w=$!
-cleanup_pids+=("$w")
+tap_bg "$w"
 sleep 0.2
 "$LT" profile -p "$w" -t syscall -o "$T/killed.evlog" -v 1 2>"$T/killed.err" & lt=$!
-cleanup_pids+=("$lt")
+tap_bg "$lt"
 wait_for "$T/killed.err" "profiling 1 process" 20
 ids=$(prog_ids_of "$lt")
 check "programs attached while running ($(echo $ids))" test -n "$ids"
@@ -59,12 +59,12 @@ kill -USR1 "$w"
 sleep 1.6 # past the writer's 1 s flush interval
 kill -9 "$lt"; wait "$lt" 2>/dev/null
 # The kernel frees a dead process's programs after an RCU grace period: give it up to 5 s.
-for _ in $(seq 50); do
+progs_left() {
 	left=""
 	for id in $ids; do bpftool prog show id "$id" >/dev/null 2>&1 && left="$left $id"; done
-	[ -z "$left" ] && break
-	sleep 0.1
-done
+	[ -z "$left" ]
+}
+wait_until 5 progs_left
 check "nothing left attached after SIGKILL (left:$left)" test -z "$left"
 partial="$T/.killed.evlog.partial"
 check "final name not published" test ! -e "$T/killed.evlog"
@@ -73,4 +73,4 @@ c=$(count_sys "$partial" "$w" "$getppid")
 check "reader recovers the partial log (getppid x$c)" test "$c" -eq 1000
 kill -USR1 "$w"; wait "$w"; rc=$?
 check "target unharmed: it finishes normally (rc $rc)" test "$rc" -eq 0
-finish
+tap_done

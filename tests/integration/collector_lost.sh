@@ -10,14 +10,14 @@ mkfifo "$T/go"
 
 "$LT" profile -t syscall --cpu-buffer-size 1 -o "$T/lost.evlog" -v 1 -- \
 	bash -c "read x <'$T/go'; exec '$PROGS/sys_reads' 200000" >/dev/null 2>"$T/lost.err" & lt=$!
-cleanup_pids+=("$lt")
+tap_bg "$lt"
 check "attached" wait_for "$T/lost.err" "profiling 1 process" 20
 # The command is released just after that line: stop the collector only once
 # the command runs (bash, waiting on the fifo), or nobody would read "go".
-for i in $(seq 400); do pgrep -f "^bash -c read x <'$T/go'" >/dev/null && break; sleep 0.05; done
+wait_until 20 pgrep -f "^bash -c read x <'$T/go'" >/dev/null
 kill -STOP "$lt"
 echo go >"$T/go"
-for i in $(seq 200); do pgrep -f "sys_reads 200000" >/dev/null || break; sleep 0.05; done
+wait_until 10 '! pgrep -f "sys_reads 200000" >/dev/null'
 kill -CONT "$lt"
 wait "$lt"; rc=$?
 check "collector finishes (rc $rc)" test "$rc" -eq 0
@@ -27,4 +27,4 @@ ev=$(events "$T/lost.evlog" lost | head -1)
 check "EV_LOST in the log: $ev" test "$(field "$ev" count)" = "$lost"
 reads=$(count_sys "$T/lost.evlog" 0 "$read_nr")
 check "recorded ($reads reads) + lost ($lost) >= 200000" test $((reads + lost)) -ge 200000
-finish
+tap_done

@@ -28,7 +28,7 @@ if ldd "$LT" | grep -q libasan; then
 	echo "# sanitizer build: seccomp unconfined (the profile is checked with the plain build)"
 fi
 ct_image py311 python3.11 dash strace ||
-	{ echo "# skip: cannot build the test image (no Debian mirror reachable?)"; exit 77; }
+	skip "cannot build the test image (no Debian mirror reachable?)"
 JOB_IMAGE=$CT_IMAGE
 # the collector's own libraries, as packages (the image then has nothing else)
 pkgs=$(for l in $(ldd "$LT" | awk '/=>/ { print $3 }'); do
@@ -37,7 +37,7 @@ pkgs=$(for l in $(ldd "$LT" | awk '/=>/ { print $3 }'); do
 done | sort -u)
 # shellcheck disable=SC2086
 ct_image collector-rt $pkgs ||
-	{ echo "# skip: cannot build the collector's image (no Debian mirror reachable?)"; exit 77; }
+	skip "cannot build the collector's image (no Debian mirror reachable?)"
 COLL_IMAGE=$CT_IMAGE
 echo "# collector image $COLL_IMAGE ($(echo $pkgs))"
 BUILD_ABS=$(realpath "$BUILD")
@@ -51,7 +51,7 @@ def f(i):
     return sum(g(i + k) for k in range(3))
 while True:
     f(1)
-    os.getppid()" || { notok "job container starts"; finish; }
+    os.getppid()" || { nok "job container starts"; tap_done; }
 job=$(ct_pid)
 echo "# job: host pid $job"
 
@@ -122,7 +122,7 @@ def g(x):
     return x * 2
 while True:
     g(1)
-    time.sleep(0.001)" || notok "hook job container starts"
+    time.sleep(0.001)" || nok "hook job container starts"
 	hook_ct=$CT_ID job=$(ct_pid)
 	collect hook "$BASE" "$SECCOMP" python
 	check "BPF+PERFMON+SYS_PTRACE, $SECNAME: -t python through the injected hook exits 0" [ "$rc" = 0 ]
@@ -139,4 +139,4 @@ fi
 collect noptrace "BPF,PERFMON" "$SECCOMP" syscall
 refused() { [ "$rc" = 1 ] && grep -q 'missing: CAP_SYS_PTRACE' "$T/noptrace/err"; }
 check "BPF+PERFMON: the collector refuses (exit $rc), naming CAP_SYS_PTRACE" refused
-finish
+tap_done

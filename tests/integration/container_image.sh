@@ -11,14 +11,14 @@ set -u
 . "$(dirname "$0")/collector_common.inc"
 . "$(dirname "$0")/container.inc"
 [ "${LLMT_TEST_IMAGE:-0}" = 1 ] ||
-	{ echo "# skip: builds deploy/Dockerfile (minutes): run with LLMT_TEST_IMAGE=1"; exit 77; }
+	skip "builds deploy/Dockerfile (minutes): run with LLMT_TEST_IMAGE=1"
 need_bpf
 need_podman
 CUDA_INC=${CUDA_HOME:-/usr/local/cuda}/include
-[ -r "$CUDA_INC/cupti.h" ] || { echo "# skip: no CUDA headers at $CUDA_INC"; exit 77; }
-ct_image py311 python3.11 dash strace || { echo "# skip: cannot build the test image"; exit 77; }
+[ -r "$CUDA_INC/cupti.h" ] || skip "no CUDA headers at $CUDA_INC"
+ct_image py311 python3.11 dash strace || skip "cannot build the test image"
 JOB_IMAGE=$CT_IMAGE
-ct_image debian12 --variant=minbase ca-certificates || { echo "# skip: cannot build the base image"; exit 77; }
+ct_image debian12 --variant=minbase ca-certificates || skip "cannot build the base image"
 BASE_IMAGE=$CT_IMAGE
 
 # CUDA_DEVEL: /usr/local/cuda/include only
@@ -44,7 +44,7 @@ if ! podman image exists "$img" || [ "$tree" = dirty ]; then
 	echo "# built in $(( $(date +%s) - s )) s (rc $rc)"
 	[ $rc = 0 ] || tail -20 "$T/build.log" | sed 's/^/# build: /'
 	check "deploy/Dockerfile builds from BASE=$BASE_IMAGE" [ $rc = 0 ]
-	[ $rc = 0 ] || finish
+	[ $rc = 0 ] || tap_done
 fi
 
 mkdir -p "$T/share" "$T/out"
@@ -52,12 +52,12 @@ ct_run -v "$T/share:/share" -v "$PWD/tests/workloads:/w:ro" "$JOB_IMAGE" python3
 import os, runpy, sys, time
 while not os.path.exists('/share/go'): time.sleep(0.02)
 sys.argv = ['py_calltree.py', '3000']
-runpy.run_path('/w/py_calltree.py', run_name='__main__')" || { notok "job container starts"; finish; }
+runpy.run_path('/w/py_calltree.py', run_name='__main__')" || { nok "job container starts"; tap_done; }
 job=$(ct_pid)
 ct_run --privileged --pid=host -v "$T/out:/data" "$img" \
-	llmtracker profile -p "$job" -t all -v 1 -o /data/c.evlog || { notok "collector container starts"; finish; }
+	llmtracker profile -p "$job" -t all -v 1 -o /data/c.evlog || { nok "collector container starts"; tap_done; }
 coll=$CT_ID
-for _ in $(seq 600); do podman logs "$coll" 2>&1 | grep -q 'tracing functions' && break; sleep 0.1; done
+wait_until 60 'podman logs "$coll" 2>&1 | grep -q "tracing functions"'
 touch "$T/share/go"
 podman wait "$coll" > /dev/null 2>&1
 rc=$(podman inspect -f '{{.State.ExitCode}}' "$coll")
@@ -68,4 +68,4 @@ check "the image's collector, privileged with the node's pids: -t all on the job
 python3 tests/integration/python_check.py f=3000 g=9000 < "$T/dump" > "$T/check"
 check "... Python calls f=3000 g=9000, as made" [ $? = 0 ]
 check "... the log names the node ($(hostname))" grep -qx "# host=$(hostname)" "$T/dump"
-finish
+tap_done

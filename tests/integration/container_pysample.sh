@@ -11,22 +11,22 @@ set -u
 need_bpf
 need_podman
 ct_image py311 python3.11 dash strace ||
-	{ echo "# skip: cannot build the test image (no Debian mirror reachable?)"; exit 77; }
+	skip "cannot build the test image (no Debian mirror reachable?)"
 
 mkdir -p "$T/share"
 ct_run -v "$T/share:/share" -v "$PWD/tests/workloads:/w:ro" "$CT_IMAGE" python3.11 -c "
 import os, runpy, sys, time
 while not os.path.exists('/share/go'): time.sleep(0.02)
 sys.argv = ['pys_hot.py', '1.5']
-runpy.run_path('/w/pys_hot.py', run_name='__main__')" || { notok "container starts"; finish; }
+runpy.run_path('/w/pys_hot.py', run_name='__main__')" || { nok "container starts"; tap_done; }
 pid=$(ct_pid)
 # until the job ends: it runs for 1.5 s of CPU time, however busy the machine
 "$LT" profile -p "$pid" -t pysample -v 1 -o "$T/s.evlog" > "$T/out" 2> "$T/err" & cp=$!
-cleanup_pids+=("$cp")
+tap_bg "$cp"
 wait_for "$T/err" "source pysample attached" 30
 touch "$T/share/go"
 # the job's threads as the node and the container number them, while it runs
-for _ in $(seq 100); do [ "$(ls /proc/"$pid"/task | wc -l)" -ge 2 ] && break; sleep 0.05; done
+wait_until 5 '[ "$(ls /proc/"$pid"/task | wc -l)" -ge 2 ]'
 for t in /proc/"$pid"/task/*; do
 	echo "$(basename "$t") $(awk '/^NSpid/ { print $NF }' "$t/status")"
 done > "$T/tids"
@@ -48,4 +48,4 @@ node_tids() {
 	done
 }
 check "every sample carries a node tid of the job" node_tids
-finish
+tap_done

@@ -20,7 +20,7 @@ CHECK=$PWD/tests/integration/python_check.py
 N=${CT_CALLS:-20000}
 
 ct_image py311 python3.11 dash strace ||
-	{ echo "# skip: cannot build the test image (no Debian mirror reachable?)"; exit 77; }
+	skip "cannot build the test image (no Debian mirror reachable?)"
 echo "# image $CT_IMAGE"
 pod=$(cat /proc/sys/kernel/random/uuid)
 cg_parent=/kubepods/besteffort/pod$pod
@@ -50,22 +50,19 @@ os.execvp('strace', ['strace', '-f', '-c', '-o', '/share/strace.txt',
 # container's first process before the job starts; releases the call tree
 # once the job's interpreter is probed.
 profile_job() {
-	local share=$1 types=$2 log=$3 pid cp i
+	local share=$1 types=$2 log=$3 pid cp
 	pid=$(ct_pid)
 	"$LT" profile -p "$pid" -t "$types" -o "$log" -v 1 > "$T/out" 2> "$log.err" & cp=$!
-	cleanup_pids+=("$cp")
+	tap_bg "$cp"
 	wait_for "$log.err" "python: pid $pid: tracing functions" 60 || echo "# waiter not probed"
 	touch "$share/start"
-	for ((i = 0; i < 1200; i++)); do
-		[ "$(grep -c ': tracing functions' "$log.err")" -ge 2 ] && break
-		sleep 0.05
-	done
+	wait_until 60 '[ "$(grep -c ": tracing functions" "$log.err")" -ge 2 ]'
 	touch "$share/go"
 	wait "$cp"
 }
 
 # 1. generateCommand finds the job by container id and by pod uid.
-run_job "$T/a" || { notok "container starts"; finish; }
+run_job "$T/a" || { nok "container starts"; tap_done; }
 host_pid=$(ct_pid)
 check "the container's first process has its own pid namespace (NSpid $(awk '/^NSpid/ {print $2 "," $3}' /proc/"$host_pid"/status))" \
 	grep -qE '^NSpid:[[:space:]]+'"$host_pid"'[[:space:]]+1$' /proc/"$host_pid"/status
@@ -178,7 +175,7 @@ sed 's/^/# /' "$T/a.sym"
 
 # 3. -t all on a second run of the same job
 podman rm -f -t 0 "$CT_ID" > /dev/null 2>&1
-run_job "$T/b" || { notok "second container starts"; finish; }
+run_job "$T/b" || { nok "second container starts"; tap_done; }
 profile_job "$T/b" all "$T/b.evlog"
 check "profile -p (container) -t all exits 0" [ $? = 0 ]
 "$DUMP" "$T/b.evlog" > "$T/b.txt" 2> /dev/null
@@ -186,4 +183,4 @@ python3 "$CHECK" f=$N g=$((3 * N)) < "$T/b.txt" > "$T/b.check"
 check "-t all: Python calls f=$N g=$((3 * N))" [ $? = 0 ]
 both() { grep -q '^syscall ' "$T/b.txt" && grep -q '^cpu_sample ' "$T/b.txt"; }
 check "-t all: syscalls and CPU samples recorded" both
-finish
+tap_done

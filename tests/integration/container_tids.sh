@@ -13,9 +13,9 @@ need_podman
 CONV=$BUILD/bin/llmtracker-convert
 PY=$(ls -d "$HOME"/.pyenv/versions/3.1[0-3]* 2>/dev/null | tail -1)
 [ -n "$PY" ] && [ -x "$PY/bin/python3" ] ||
-	{ echo "# skip: no pyenv CPython 3.10-3.13 (a Python without USDT probes) to run in the container"; exit 77; }
+	skip "no pyenv CPython 3.10-3.13 (a Python without USDT probes) to run in the container"
 ct_image py311 python3.11 dash strace ||
-	{ echo "# skip: cannot build the test image (no Debian mirror reachable?)"; exit 77; }
+	skip "cannot build the test image (no Debian mirror reachable?)"
 N=300
 
 mkdir -p "$T/share" "$T/out"
@@ -31,10 +31,10 @@ def run(self):
 threading.Thread.run = run
 sys.argv = ['py_threads.py', '4', '$N']
 runpy.run_path('/w/py_threads.py', run_name='__main__')
-" || { notok "container starts"; finish; }
+" || { nok "container starts"; tap_done; }
 pid=$(ct_pid)
 "$LT" profile -p "$pid" -t python -v 1 -o "$T/out/c.evlog" > "$T/out.txt" 2> "$T/err" & cp=$!
-cleanup_pids+=("$cp")
+tap_bg "$cp"
 wait_for "$T/err" "tracing functions through the injected" 60 || sed 's/^/# /' "$T/err"
 touch "$T/share/go"
 # the job's threads, node tid and container tid, while the workers run
@@ -43,7 +43,7 @@ tids() {
 		echo "$(basename "$t") $(awk '/^NSpid/ { print $NF }' "$t/status" 2>/dev/null)"
 	done
 }
-for _ in $(seq 600); do tids > "$T/tids"; [ "$(wc -l < "$T/tids")" -ge 5 ] && break; sleep 0.05; done
+wait_until 30 'tids > "$T/tids"; [ "$(wc -l < "$T/tids")" -ge 5 ]'
 touch "$T/share/listed"
 wait "$cp"
 check "profile -p (container, Python hook) -t python exits 0" [ $? = 0 ]
@@ -73,4 +73,4 @@ sys.exit(0 if ok else 1)
 PY
 check "converted: f=$N on each of 4 worker threads, every Python event on a node tid of the job, no marker shown" [ $? = 0 ]
 sed 's/^/# /' "$T/check"
-finish
+tap_done

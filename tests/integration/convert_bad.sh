@@ -10,7 +10,7 @@ scratch=convert-bad
 # run CONV-ARGS...: exit status in $rc (never a signal), stderr in $dir/err
 run() { "$conv" "$@" 2>"$dir/err" >/dev/null; rc=$?; [ $rc -lt 128 ] || { echo "crashed with $rc"; return 1; }; }
 
-"$gen" "$dir/good.log" -n 200000 >/dev/null || { echo "not ok 1 - generator failed"; exit 1; }
+"$gen" "$dir/good.log" -n 200000 >/dev/null || bail "generator failed"
 size=$(stat -c %s "$dir/good.log")
 head -c 5000 /dev/urandom >"$dir/random.bin"
 printf '\x89PNG\r\n\x1a\n\0\0\0\rIHDR\0\0\0\1\0\0\0\1\10\6\0\0\0\x1f\x15\xc4\x89' >"$dir/image.png"
@@ -30,18 +30,18 @@ t bash -c "$(declare -f run); conv='$conv' dir='$dir'; run -i '$dir/random.bin' 
 	[ -z \"\$(ls -A '$dir' | grep '^\\.')\" ]"
 desc="a PNG and an empty file: skipped with the reason"
 t bash -c "$(declare -f run); conv='$conv' dir='$dir'; run -i '$dir/image.png' -i '$dir/empty.log' -i '$dir/good.log' -o '$dir/p.json'; [ \$rc = 0 ] && \
-	grep -q 'image.png: not an event log' '$dir/err' && grep -q 'empty.log: empty file' '$dir/err' && $check '$dir/p.json'"
+	grep -q 'image.png: not an event log' '$dir/err' && grep -q 'empty.log: empty file' '$dir/err' && $json_check '$dir/p.json'"
 desc="truncated log: converts every complete chunk, says it was truncated"
 t bash -c "$(declare -f run); conv='$conv' dir='$dir'; run -i '$dir/cut.log' -o '$dir/c.json'; [ \$rc = 0 ] && grep -q 'truncated' '$dir/err' && \
-	$check '$dir/c.json' --min-events 50000"
+	$json_check '$dir/c.json' --min-events 50000"
 desc="damaged chunk: skipped and counted, the rest converted"
 t bash -c "$(declare -f run); conv='$conv' dir='$dir'; run -i '$dir/damaged.log' -o '$dir/d.json'; [ \$rc = 0 ] && grep -q 'corrupt chunk' '$dir/err' && \
-	$check '$dir/d.json' --min-events 100000"
+	$json_check '$dir/d.json' --min-events 100000"
 desc="header-only log: valid, empty trace"
 t bash -c "$(declare -f run); conv='$conv' dir='$dir'; run -i '$dir/header-only.log' -o '$dir/h.json'; [ \$rc = 0 ] && python3 -c 'import json; json.load(open(\"$dir/h.json\"))'"
 desc="directory of junk with one real log in a subdirectory: converts it, lists the rest"
 t bash -c "$(declare -f run); conv='$conv' dir='$dir'; run -i '$dir/junk' -o '$dir/j.json'; [ \$rc = 0 ] && grep -q 'random.bin: not an event log' '$dir/err' && \
-	! grep -q passwd '$dir/j.json' && $check '$dir/j.json' --min-events 200000"
+	! grep -q passwd '$dir/j.json' && $json_check '$dir/j.json' --min-events 200000"
 desc="missing input: exit 1 with the path and the reason"
 t bash -c "$(declare -f run); conv='$conv' dir='$dir'; run -i '$dir/nope.log' -o '$dir/x.json'; [ \$rc = 1 ] && grep -q 'nope.log: No such file' '$dir/err'"
 desc="output in a missing directory: exit 1, clear message"
@@ -52,18 +52,18 @@ desc="a symlink at the output path is refused without --force, replaced with it,
 t bash -c "echo keep >'$dir/target'; ln -s '$dir/target' '$dir/link.json'; ! '$conv' -q -i '$dir/good.log' -o '$dir/link.json' 2>'$dir/l.err' && \
 	grep -q 'already exists; pass --force' '$dir/l.err' && [ -L '$dir/link.json' ] && \
 	'$conv' -q --force -i '$dir/good.log' -o '$dir/link.json' && \
-	[ ! -L '$dir/link.json' ] && [ \"\$(cat '$dir/target')\" = keep ] && $check '$dir/link.json'"
+	[ ! -L '$dir/link.json' ] && [ \"\$(cat '$dir/target')\" = keep ] && $json_check '$dir/link.json'"
 desc="-o never clobbers an existing file (nor its folded stacks) without --force; nothing partial is left"
 t bash -c "echo mine >'$dir/own.json'; ! '$conv' -q -i '$dir/good.log' -o '$dir/own.json' 2>'$dir/o.err' && \
 	grep -q 'own.json already exists; pass --force' '$dir/o.err' && [ \"\$(cat '$dir/own.json')\" = mine ] && \
 	[ -z \"\$(ls -A '$dir' | grep -E '^\\.|tmp' )\" ] && \
-	'$conv' -q --force -i '$dir/good.log' -o '$dir/own.json' && $check '$dir/own.json'"
+	'$conv' -q --force -i '$dir/good.log' -o '$dir/own.json' && $json_check '$dir/own.json'"
 # Disk full (a 2 MiB tmpfs; the 200k-event log makes ~35 MiB of JSON), with
 # O_DIRECT from the first MiB: a clear error, nothing published, no
 # temporary file left.
 mkdir -p "$dir/small"
 if mount -t tmpfs -o size=2m tmpfs "$dir/small" 2>/dev/null; then
-	trap 'umount "$dir/small" 2>/dev/null; rm -rf "$dir"' EXIT
+	tap_at_exit 'umount "$dir/small" 2>/dev/null'
 	desc="disk full while writing .json and --logdir: exit 1, 'No space left', nothing left behind"
 	t bash -c "$(declare -f run); conv='$conv' dir='$dir'; export LLMT_DIRECT_AFTER_MB=1; \
 		run -i '$dir/good.log' -o '$dir/small/full.json'; [ \$rc = 1 ] && grep -q 'No space left' '$dir/err' && \
@@ -77,4 +77,4 @@ desc="unknown option and no input: usage, exit 2"
 t bash -c "$(declare -f run); conv='$conv' dir='$dir'; run --bogus; [ \$rc = 2 ] && run -o '$dir/y.json'; [ \$rc = 2 ] && grep -q 'no input' '$dir/err'"
 desc="summary and dump on junk: clear errors, no crash"
 t bash -c "$(declare -f run); conv='$conv' dir='$dir'; run summary '$dir/random.bin'; [ \$rc = 1 ] && run dump '$dir/image.png'; [ \$rc = 1 ]"
-exit 0
+tap_done

@@ -9,26 +9,24 @@
 # an output regenerates the file (GOLDEN_UPDATE=1) and says why in its
 # commit.
 set -u
+. "$(dirname "$0")/../lib/tap.sh"
 unset COLUMNS # the summary fits the terminal it is given: none here
 BUILD=${BUILD:-build}
 B=$(realpath -m "$BUILD")
 SHA=$PWD/tests/golden/convert.sha256
-for f in "$B/bin/llmtracker-convert" "$B/tests/progs/conv_genlog" "$B/tests/progs/gpu_steps_genlog"; do
-	[ -x "$f" ] || { echo "not ok 1 - $f not built"; exit 1; }
-done
-W=$(mktemp -d /tmp/conv-golden.XXXXXX)
-trap 'rm -rf "$W"' EXIT
+need_built "$B/bin/llmtracker-convert" "$B/tests/progs/conv_genlog" "$B/tests/progs/gpu_steps_genlog"
+tap_tmpdir W conv-golden
 cd "$W" || exit 1
 "$B/tests/progs/conv_genlog" a.evlog -n 200000 --odd-names --uprobe-cuda >/dev/null &&
 	"$B/tests/progs/conv_genlog" b.evlog -n 50000 --no-markers --overlap --threads 6 >/dev/null &&
 	"$B/tests/progs/gpu_steps_genlog" c.evlog c.truth graph >/dev/null ||
-	{ echo "not ok 1 - the corpus could not be generated"; exit 1; }
+	bail "the corpus could not be generated"
 mkdir out
 for f in a b c; do
 	"$B/bin/llmtracker-convert" -q -i $f.evlog -o out/$f.json &&
 		"$B/bin/llmtracker-convert" -q -i $f.evlog --logdir out/tb$f --run r &&
 		"$B/bin/llmtracker-convert" summary $f.evlog >out/$f.summary 2>&1 ||
-		{ echo "not ok 1 - converting $f.evlog failed"; exit 1; }
+		bail "converting $f.evlog failed"
 done
 # gzip's own bytes are not ours: a .gz is hashed by its content
 (cd out && find . -type f | LC_ALL=C sort | while read -r x; do
@@ -39,9 +37,9 @@ done
 done) >got.sha256
 if [ "${GOLDEN_UPDATE:-0}" = 1 ]; then
 	cp got.sha256 "$SHA"
-	echo "ok 1 - $SHA written ($(wc -l <got.sha256) outputs)"
-	exit 0
+	ok "$SHA written ($(wc -l <got.sha256) outputs)"
+	tap_done
 fi
 diff "$SHA" got.sha256 | sed 's/^/# /'
-cmp -s "$SHA" got.sha256
-echo "$([ $? = 0 ] && echo ok || echo not ok) 1 - $(wc -l <"$SHA") outputs on the fixed corpus byte-identical to tests/golden/convert.sha256"
+check "$(wc -l <"$SHA") outputs on the fixed corpus byte-identical to tests/golden/convert.sha256" cmp -s "$SHA" got.sha256
+tap_done

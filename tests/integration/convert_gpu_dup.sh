@@ -17,7 +17,7 @@ steps=$("$gen" "$dir/node.log" -n 5000 --part host --uprobe-cuda | awk '{print $
 
 desc="node + CUPTI logs ($steps steps): converted, checker passes with every flow bound"
 t bash -c "'$conv' -i '$dir/node.log' --cupti-dir '$dir/cupti' -o '$dir/t.json' 2>'$dir/err' && \
-	$check '$dir/t.json' --expect-flows $((steps * 3)) && cat '$dir/err'"
+	$json_check '$dir/t.json' --expect-flows $((steps * 3)) && cat '$dir/err'"
 desc="closing line: $((steps * 3)) uretprobe calls dropped, $((steps * 2)) calls kept once, no overlap cut"
 t bash -c "cat '$dir/err'; grep -q ' $((steps * 3)) uretprobe syscalls' '$dir/err' && \
 	grep -q ' $((steps * 2)) CUDA calls seen by both uprobes and CUPTI, kept once' '$dir/err' && \
@@ -77,4 +77,4 @@ desc="container tids, CUPTI log alone (no markers): its tids stay the namespace'
 t bash -c "'$conv' -i '$dir/ns/cupti/inject.log' -o '$dir/ns/c.json' 2>/dev/null && \
 	python3 -c \"import json; ev=json.load(open('$dir/ns/c.json'))['traceEvents']; \
 s=[e for e in ev if e.get('cat')=='cuda_sync']; assert s and all(e['tid']==101 for e in s), s[:1]\""
-exit 0
+tap_done

@@ -10,17 +10,14 @@ set -u
 scratch=convert-interrupt
 . "$(dirname "$0")/convert_common.inc"
 
-"$gen" "$dir/big.log" -n 3000000 >/dev/null || { echo "not ok 1 - generator failed"; exit 1; }
+"$gen" "$dir/big.log" -n 3000000 >/dev/null || bail "generator failed"
 mkdir -p "$dir/a" "$dir/b" "$dir/k"
 
 # wait_tmp DIR: until a temporary file of ours shows in DIR (10 s at most)
-wait_tmp() {
-	for _ in $(seq 200); do
-		ls -A "$1" 2>/dev/null | grep -qE '^\..*\.[0-9]+\.[0-9a-f]{8}\.tmp$' && return 0
-		sleep 0.05
-	done
-	return 1
-}
+wait_tmp() { wait_until 10 tmp_in "$1"; }
+tmp_in() { ls -A "$1" 2>/dev/null | grep -qE '^\..*\.[0-9]+\.[0-9a-f]{8}\.tmp$'; }
+export -f wait_until tmp_in # for the checks' own shells (bash -c)
+export TAP_TIME_SCALE
 
 # interrupt SIG WATCHDIR ARGS...: start a conversion, signal it once its
 # temporary exists, leave its exit status in $dir/rc and stderr in $dir/err
@@ -67,7 +64,7 @@ echo x >"$dir/s/.p.json.$dead.0badcafe.tmp"
 echo x >"$dir/s/.q.json.$dead.0badcafe.tmp"
 echo x >"$dir/s/.user.$dead.notours.tmp"
 flock "$dir/s/.p.json.$dead.0badcafe.tmp" sleep 60 & holder=$!
-for _ in $(seq 100); do flock -n "$dir/s/.p.json.$dead.0badcafe.tmp" true || break; sleep 0.05; done
+wait_until 5 '! flock -n "$dir/s/.p.json.$dead.0badcafe.tmp" true'
 desc="only temporaries whose pid is dead, unlocked and named as ours are removed"
 t bash -c "'$conv' -q -i '$dir/big.log' -o '$dir/s/o.json' && [ ! -e '$dir/s/.q.json.$dead.0badcafe.tmp' ] && \
 	[ -e '$dir/s/.o.json.$live.0badcafe.tmp' ] && [ -e '$dir/s/.p.json.$dead.0badcafe.tmp' ] && \
@@ -81,3 +78,4 @@ desc="... none with -q or --no-progress"
 t bash -c "LLMT_PROGRESS_SECONDS=0.1 '$conv' -q -i '$dir/big.log' -o '$dir/p2.json' 2>'$dir/q.err' && \
 	LLMT_PROGRESS_SECONDS=0.1 '$conv' --no-progress -i '$dir/big.log' -o '$dir/p3.json' 2>>'$dir/q.err' && \
 	! grep -q '%' '$dir/q.err'"
+tap_done

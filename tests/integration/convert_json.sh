@@ -9,7 +9,7 @@ set -u
 scratch=convert-json
 . "$(dirname "$0")/convert_common.inc"
 
-"$gen" "$dir/m.log" -n 20000 --overlap --odd-names --unbound 7 >/dev/null || { echo "not ok 1 - generator failed"; exit 1; }
+"$gen" "$dir/m.log" -n 20000 --overlap --odd-names --unbound 7 >/dev/null || bail "generator failed"
 steps=$(( 20000 / 28 + 1 ))
 mkdir -p "$dir/a" "$dir/b"
 
@@ -17,9 +17,9 @@ desc="convert to .json.gz: exit 0, closing line counts events and repairs"
 t bash -c "'$conv' -i '$dir/m.log' -o '$dir/a/m.json.gz' 2>'$dir/a.err' && \
 	grep -E '^converted [0-9]+ events .*overlaps cut.*unbound flows' '$dir/a.err' && ! grep -q ' 0 overlaps cut' '$dir/a.err'"
 desc="JSON.gz: nesting, flows bound, names, relative ts, categories (python json+gzip)"
-t $check "$dir/a/m.json.gz" --min-events 20000 --expect-base 1790000000001000000 --expect-flows $((steps * 3))
+t $json_check "$dir/a/m.json.gz" --min-events 20000 --expect-base 1790000000001000000 --expect-flows $((steps * 3))
 desc="plain .json has the same events; the .gz (one ISA-L stream) and the .gz of an asked level (libdeflate, several gzip members) read whole with gzip -t, zcat and python"
-t bash -c "'$conv' -q --force -i '$dir/m.log' -o '$dir/a/m.json' && $check '$dir/a/m.json' && \
+t bash -c "'$conv' -q --force -i '$dir/m.log' -o '$dir/a/m.json' && $json_check '$dir/a/m.json' && \
 	LLMT_GZIP_LEVEL=6 '$conv' -q -i '$dir/m.log' -o '$dir/a/m6.json.gz' && \
 	cmp <(zcat '$dir/a/m.json.gz') '$dir/a/m.json' && gzip -t '$dir/a/m.json.gz' && \
 	cmp <(zcat '$dir/a/m6.json.gz') '$dir/a/m.json' && gzip -t '$dir/a/m6.json.gz' && \
@@ -71,7 +71,7 @@ mkdir -p "$dir/cupti"
 head -c 5000 /dev/urandom >"$dir/cupti/junk.bin"; echo hello >"$dir/cupti/notes.txt"
 desc="host log + --cupti-dir log merge on one timeline, launches bound to kernels"
 t bash -c "'$conv' -i '$dir/host.log' --cupti-dir '$dir/cupti' -o '$dir/b/merged.json' 2>'$dir/b.err' && \
-	grep -q 'ignored 2 files that are not event logs' '$dir/b.err' && $check '$dir/b/merged.json' --min-events 20000 && \
+	grep -q 'ignored 2 files that are not event logs' '$dir/b.err' && $json_check '$dir/b/merged.json' --min-events 20000 && \
 	[ \$(grep -c '\"ph\":\"f\"' '$dir/b/merged.json') -ge 600 ]"
 desc="the same file named twice (-i and inside --cupti-dir) is read once"
 t bash -c "'$conv' -q -i '$dir/cupti/inject-4000.log' --cupti-dir '$dir/cupti' -i '$dir/host.log' -o '$dir/b/twice.json' && \
@@ -91,7 +91,7 @@ t bash -c "'$conv' -i '$dir/host.log' --cupti-dir '$dir/shared' -o '$dir/b/share
 "$gen" "$dir/ha.log" -n 3000 --host gpu-a:0 --mono 5000000000000 --realtime 1790000000000000000 >/dev/null
 "$gen" "$dir/hb.log" -n 3000 --host gpu-b --boot other --mono 9000000000000 --realtime 1790000000002000000 >/dev/null
 desc="two hosts in one JSON: distinct pids, host names, wall-clock alignment"
-t bash -c "'$conv' -q -i '$dir/ha.log' -i '$dir/hb.log' -o '$dir/hosts.json' && $check '$dir/hosts.json' --hosts 2 && \
+t bash -c "'$conv' -q -i '$dir/ha.log' -i '$dir/hb.log' -o '$dir/hosts.json' && $json_check '$dir/hosts.json' --hosts 2 && \
 	python3 -c \"
 import json; d = json.load(open('$dir/hosts.json'))
 st = {}
@@ -104,7 +104,7 @@ assert d['baseTimeNanoseconds'] == 1790000000001000000
 
 desc="--logdir: <run>/<host>.trace.json.gz (host name file-safe) + folded stacks"
 t bash -c "'$conv' -q -i '$dir/ha.log' -i '$dir/hb.log' --logdir '$dir/tb' --run r1 && \
-	$check '$dir/tb/plugins/profile/r1/gpu-a_0.trace.json.gz' && $check '$dir/tb/plugins/profile/r1/gpu-b.trace.json.gz' && \
+	$json_check '$dir/tb/plugins/profile/r1/gpu-a_0.trace.json.gz' && $json_check '$dir/tb/plugins/profile/r1/gpu-b.trace.json.gz' && \
 	test -s '$dir/tb/plugins/profile/r1/gpu-a_0.cpu.folded'"
 desc="--logdir refuses to replace an existing run's files (no --force), keeps them"
 t bash -c "before=\$(md5sum < '$dir/tb/plugins/profile/r1/gpu-b.trace.json.gz'); \
@@ -112,8 +112,8 @@ t bash -c "before=\$(md5sum < '$dir/tb/plugins/profile/r1/gpu-b.trace.json.gz');
 	[ \"\$(md5sum < '$dir/tb/plugins/profile/r1/gpu-b.trace.json.gz')\" = \"\$before\" ] && \
 	[ -z \"\$(ls -A '$dir/tb/plugins/profile/r1' | grep -E '^\\.')\" ]"
 desc="-o and --logdir at once: every output written and valid"
-t bash -c "'$conv' -q -i '$dir/ha.log' -o '$dir/both.json.gz' --logdir '$dir/tb' --run both && $check '$dir/both.json.gz' && \
-	$check '$dir/tb/plugins/profile/both/gpu-a_0.trace.json.gz' && test -s '$dir/tb/plugins/profile/both/gpu-a_0.xplane.pb' && \
+t bash -c "'$conv' -q -i '$dir/ha.log' -o '$dir/both.json.gz' --logdir '$dir/tb' --run both && $json_check '$dir/both.json.gz' && \
+	$json_check '$dir/tb/plugins/profile/both/gpu-a_0.trace.json.gz' && test -s '$dir/tb/plugins/profile/both/gpu-a_0.xplane.pb' && \
 	test -s '$dir/tb/plugins/profile/both/gpu-a_0.cpu.folded'"
 desc="every output's data is synced (fdatasync) before it gets its name"
 if command -v strace >/dev/null; then
@@ -135,13 +135,13 @@ for line in open('$dir/sync.st'):
 assert renamed >= 5, ('expected every output published by rename', renamed)
 \""
 else
-	echo "ok $((n += 1)) - # SKIP $desc (no strace)"
+	ok "# SKIP $desc (no strace)"
 fi
 
 desc="logs inside .tar.gz and .tar.zst archives"
 t bash -c "tar -C '$dir' -czf '$dir/logs.tar.gz' ha.log hb.log && tar -C '$dir' --zstd -cf '$dir/logs.tar.zst' ha.log && \
-	'$conv' -q -i '$dir/logs.tar.gz' -o '$dir/tgz.json' && $check '$dir/tgz.json' --hosts 2 && \
-	'$conv' -q -i '$dir/logs.tar.zst' -o '$dir/tzst.json' && $check '$dir/tzst.json'"
+	'$conv' -q -i '$dir/logs.tar.gz' -o '$dir/tgz.json' && $json_check '$dir/tgz.json' --hosts 2 && \
+	'$conv' -q -i '$dir/logs.tar.zst' -o '$dir/tzst.json' && $json_check '$dir/tzst.json'"
 
 desc="summary: aligned top-N tables per source"
 t bash -c "'$conv' summary '$dir/m.log' 2>/dev/null >'$dir/sum.txt' && grep -q '^GPU kernels by total time' '$dir/sum.txt' && \
@@ -156,8 +156,8 @@ if [ -x "$coll" ]; then
 	mkdir -p "$dir/data" "$dir/output"
 	cp "$dir/host.log" "$dir/data/data.json"
 	t bash -c "'$coll' export -i '$dir/data' -o '$dir/output/out.json' --cupti-dir '$dir/cupti' 2>/dev/null && \
-		$check '$dir/output/out.json' --min-events 20000"
+		$json_check '$dir/output/out.json' --min-events 20000"
 else
-	echo "ok $((n += 1)) - # SKIP $desc ($coll not built)"
+	ok "# SKIP $desc ($coll not built)"
 fi
-exit 0
+tap_done

@@ -5,20 +5,18 @@
 # (40k threads: 6.8 s, 200k: minutes); now ~2.5 s here. The bound is wide
 # for a loaded 2-core machine (and sanitizers) yet far below the quadratic.
 set -u
+. "$(dirname "$0")/../lib/tap.sh"
 BUILD=${BUILD:-build}
 LLMT_ROOT=${LLMT_ROOT:-$(cd "$(dirname "$0")/../.." && pwd)}
 . "$LLMT_ROOT/tests/integration/xplane_check.inc"
 conv=$BUILD/bin/llmtracker-convert
 gen=$BUILD/tests/progs/conv_genlog
-for p in "$conv" "$gen"; do [ -x "$p" ] || { echo "not ok 1 - $p not built"; exit 1; }; done
-$XPLANE_PY -c 'import google.protobuf' 2>/dev/null || { echo "# python3-protobuf missing for $XPLANE_PY"; exit 77; }
+need_built "$conv" "$gen"
+$XPLANE_PY -c 'import google.protobuf' 2>/dev/null || skip "python3-protobuf missing for $XPLANE_PY"
 THREADS=200000
 BOUND_S=${MANY_THREADS_BOUND_S:-60}
-dir=$(mktemp -d /tmp/many-threads.XXXXXX)
-trap 'rm -rf "$dir"' EXIT
-xplane_check_setup "$dir" >/dev/null || { echo "not ok 1 - protoc --python_out failed"; exit 1; }
-n=0
-t() { n=$((n + 1)); if "$@" >"$dir/out" 2>&1; then echo "ok $n - $desc"; else echo "not ok $n - $desc"; sed 's/^/# /' "$dir/out" | head -20; fi; }
+tap_tmpdir dir many-threads
+xplane_check_setup "$dir" >/dev/null || bail "protoc --python_out failed"
 timed() { # what cmd...: run under the bound, say how long it took
 	local what=$1 t0 rc; shift
 	t0=$EPOCHREALTIME
@@ -60,4 +58,4 @@ t test "$(grep -o '"thread_name"' "$dir/t.json" | wc -l)" -eq $THREADS
 desc="summary within $BOUND_S s"
 t timed summary "$conv" summary "$dir/t.evlog"
 grep '^# ' "$dir/out"
-exit 0
+tap_done

@@ -4,21 +4,19 @@
 # system calls are named, CPU samples carry symbolized stacks down to
 # burn_alpha, and the folded-stack file's hottest leaf is burn_alpha.
 set -u
+. "$(dirname "$0")/../lib/tap.sh"
 BUILD=${BUILD:-build}
 LLMT_ROOT=${LLMT_ROOT:-$(cd "$(dirname "$0")/../.." && pwd)}
 llmt=$BUILD/bin/llmtracker conv=$BUILD/bin/llmtracker-convert prog=$BUILD/tests/progs/cpu_two_funcs
-check="python3 $LLMT_ROOT/tests/integration/convert_check.py"
-[ "$(id -u)" = 0 ] || { echo "# skip: needs root (BPF, perf events)"; exit 77; }
-for f in "$llmt" "$conv" "$prog"; do [ -x "$f" ] || { echo "not ok 1 - $f not built"; exit 1; }; done
-dir=$(mktemp -d /tmp/convert-profile.XXXXXX)
-trap 'rm -rf "$dir"' EXIT
-n=0
-t() { n=$((n + 1)); if "$@" >"$dir/out" 2>&1; then echo "ok $n - $desc"; else echo "not ok $n - $desc"; sed 's/^/# /' "$dir/out" | head -20; fi; }
+json_check="python3 $LLMT_ROOT/tests/integration/convert_check.py"
+[ "$(id -u)" = 0 ] || skip "needs root (BPF, perf events)"
+need_built "$llmt" "$conv" "$prog"
+tap_tmpdir dir convert-profile
 
 desc="profile -t syscall,cpu -- cpu_two_funcs (1 s)"
 t "$llmt" profile -t syscall,cpu -o "$dir/p.log" -- "$prog" 1 0.15
 desc="convert to JSON.gz; the independent checker passes"
-t bash -c "'$conv' -q -i '$dir/p.log' -o '$dir/p.json.gz' && $check '$dir/p.json.gz' --min-events 50"
+t bash -c "'$conv' -q -i '$dir/p.log' -o '$dir/p.json.gz' && $json_check '$dir/p.json.gz' --min-events 50"
 desc="read() system calls by name with ret/fd/size, CPU samples with burn_alpha stacks"
 t python3 - "$dir/p.json.gz" <<'EOF'
 import gzip, json, sys
@@ -36,4 +34,4 @@ EOF
 desc="folded stacks: hottest leaf is burn_alpha"
 t bash -c "f=\$(ls '$dir'/*.cpu.folded) && awk '{n=split(\$1,a,\";\"); c[a[n]]+=\$NF} END {for (k in c) print c[k], k}' \"\$f\" | \
 	sort -rn | head -5 >'$dir/leaves' && [ \"\$(head -1 '$dir/leaves' | cut -d' ' -f2)\" = burn_alpha ] || { echo 'top leaves (samples, leaf):'; cat '$dir/leaves'; exit 1; }"
-exit 0
+tap_done

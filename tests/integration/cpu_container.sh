@@ -4,15 +4,14 @@
 # deleted while it runs. Symbols come through /proc/PID/map_files or
 # /proc/PID/root.
 set -u
+. "$(dirname "$0")/../lib/tap.sh"
 BUILD=${BUILD:-build}
 LLMT=$BUILD/bin/llmtracker DUMP=$BUILD/tests/progs/evlog_dump PROG=$(readlink -f "$BUILD/tests/progs/cpu_two_funcs")
 AWK="awk -f $(dirname "$0")/cpu_stacks.awk"
-[ "$(id -u)" = 0 ] || { echo "skip: needs root (BPF, perf events, mount namespaces)"; exit 77; }
-unshare -m true 2>/dev/null || { echo "skip: cannot create a mount namespace here"; exit 77; }
-for f in "$LLMT" "$DUMP" "$PROG"; do [ -x "$f" ] || { echo "not ok 1 - $f not built"; exit 1; }; done
-tmp=$(mktemp -d); trap 'rm -rf "$tmp"' EXIT
-n=0
-check() { n=$((n + 1)); if eval "$2"; then echo "ok $n - $1"; else echo "not ok $n - $1"; fi; }
+[ "$(id -u)" = 0 ] || skip "needs root (BPF, perf events, mount namespaces)"
+unshare -m true 2>/dev/null || skip "cannot create a mount namespace here"
+need_built "$LLMT" "$DUMP" "$PROG"
+tap_tmpdir tmp llmt-test
 
 # unshare -> sh -> exec the copy: one pid, two execs (maps re-read on exec).
 ns=$tmp/ns; mkdir -p "$ns"
@@ -43,4 +42,4 @@ head -3 "$tmp/dleaf" | sed 's/^/# leaf: /'
 # binary lives elsewhere, what matters is that both functions are named.
 check "deleted binary: burn_alpha and burn_beta are the top leaves" \
 	'[ "$(head -2 "$tmp/dleaf" | awk "{print \$2}" | sort | tr "\n" " ")" = "burn_alpha burn_beta " ]'
-exit 0
+tap_done

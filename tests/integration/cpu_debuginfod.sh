@@ -12,21 +12,20 @@
 # .debug_frame, which strip removes): its stacks unwind from the debug
 # file's CFI once fetched (in the background while the profile runs).
 set -u
+. "$(dirname "$0")/../lib/tap.sh"
 BUILD=${BUILD:-build}
 LLMT=$BUILD/bin/llmtracker DUMP=$BUILD/tests/progs/evlog_dump
 AWK="awk -f $(dirname "$0")/cpu_stacks.awk"
-[ "$(id -u)" = 0 ] || { echo "skip: needs root (BPF, perf events)"; exit 77; }
+[ "$(id -u)" = 0 ] || skip "needs root (BPF, perf events)"
 for t in cc strip objcopy readelf python3; do
-	command -v $t >/dev/null || { echo "skip: $t missing"; exit 77; }
+	command -v $t >/dev/null || skip "$t missing"
 done
 [ -e /usr/lib/x86_64-linux-gnu/libdebuginfod.so.1 ] || ldconfig -p | grep -q libdebuginfod.so.1 ||
-	{ echo "skip: libdebuginfod.so.1 missing (libdebuginfod1)"; exit 77; }
-for f in "$LLMT" "$DUMP"; do [ -x "$f" ] || { echo "not ok 1 - $f not built"; exit 1; }; done
-tmp=$(mktemp -d) srv_pid=
-cleanup() { [ -z "$srv_pid" ] || { kill "$srv_pid" 2>/dev/null; wait "$srv_pid" 2>/dev/null; }; rm -rf "$tmp"; }
-trap cleanup EXIT
-n=0
-check() { n=$((n + 1)); if eval "$2"; then echo "ok $n - $1"; else echo "not ok $n - $1"; fi; }
+	skip "libdebuginfod.so.1 missing (libdebuginfod1)"
+need_built "$LLMT" "$DUMP"
+tap_tmpdir tmp llmt-test
+srv_pid=
+tap_at_exit '[ -z "$srv_pid" ] || { kill "$srv_pid" 2>/dev/null; wait "$srv_pid" 2>/dev/null; }'
 
 # The program: main -> dbgd_middle -> dbgd_leaf_spin, static and out of
 # line (noipa: no clone with a suffixed name), for argv[1] CPU seconds.
@@ -63,7 +62,7 @@ cc -O2 -g -Wl,--build-id -o "$tmp/prog.full" "$tmp/prog.c" &&
 		-o "$tmp/nocfi.full" "$tmp/prog.c" &&
 	objcopy --only-keep-debug "$tmp/nocfi.full" "$tmp/nocfi.debug" &&
 	strip --strip-all -o "$tmp/nocfi" "$tmp/nocfi.full" ||
-	{ echo "not ok 1 - building the program"; exit 1; }
+	bail "building the program"
 id=$(readelf -n "$tmp/prog" | awk '/Build ID:/ {print $3}')
 other=$(readelf -n "$tmp/other.full" | awk '/Build ID:/ {print $3}')
 nocfi=$(readelf -n "$tmp/nocfi" | awk '/Build ID:/ {print $3}')
@@ -77,15 +76,13 @@ cp "$tmp/prog.debug" "$tmp/srv/buildid/$id/debuginfo"
 cp "$tmp/nocfi.debug" "$tmp/srv/buildid/$nocfi/debuginfo"
 python3 -u -m http.server 0 --bind 127.0.0.1 --directory "$tmp/srv" >"$tmp/srv.log" 2>&1 &
 srv_pid=$!
-port= i=0
-while [ -z "$port" ] && [ $((i++)) -lt 400 ] && kill -0 "$srv_pid" 2>/dev/null; do
-	port=$(sed -n 's/.* port \([0-9]*\) .*/\1/p' "$tmp/srv.log" 2>/dev/null | head -1)
-	[ -n "$port" ] || sleep 0.05
-done
+server_port() { port=$(sed -n 's/.* port \([0-9]*\) .*/\1/p' "$tmp/srv.log" 2>/dev/null | head -1); [ -n "$port" ]; }
+port=
+wait_until 20 'server_port || ! kill -0 "$srv_pid" 2>/dev/null'
 url=http://127.0.0.1:$port
 answer() { python3 -c 'import sys, urllib.request; urllib.request.urlopen(sys.argv[1], timeout=5).read()' \
 	"$url/buildid/$id/debuginfo" 2>/dev/null; }
-for ((i = 0; i < 100; i++)); do answer && break; sleep 0.05; done
+wait_until 5 answer
 check "the server answers GET /buildid/ID/debuginfo (port ${port:-none})" 'answer'
 asked() { grep -c "GET /buildid/$id/debuginfo" "$tmp/srv.log"; }
 asked0=$(asked)
@@ -174,4 +171,4 @@ grep debuginfod "$tmp/nolib.err" | sed 's/^/# no library: /'
 check "no client library: profile exits 0, one warning naming it, addresses kept" \
 	'[ "$(cat "$tmp/nolib.rc")" = 0 ] && [ "$(grep -c "^W.*DEBUGINFOD_URLS is set but debuginfod cannot be used.*libdebuginfod.so.1" "$tmp/nolib.err")" = 1 ] &&
 	 [ "$(samples nolib)" -ge 50 ] && ! named nolib dbgd_leaf_spin'
-exit 0
+tap_done

@@ -2,15 +2,14 @@
 # -t cpu on a CPU-bound Python workload under /usr/bin/python3.11: the
 # native stacks are symbolized inside the interpreter (_PyEval_EvalFrameDefault).
 set -u
+. "$(dirname "$0")/../lib/tap.sh"
 BUILD=${BUILD:-build}
 LLMT=$BUILD/bin/llmtracker DUMP=$BUILD/tests/progs/evlog_dump PY=/usr/bin/python3.11
 AWK="awk -f $(dirname "$0")/cpu_stacks.awk"
-[ "$(id -u)" = 0 ] || { echo "skip: needs root (BPF, perf events)"; exit 77; }
-[ -x "$PY" ] || { echo "skip: $PY not installed"; exit 77; }
-for f in "$LLMT" "$DUMP"; do [ -x "$f" ] || { echo "not ok 1 - $f not built"; exit 1; }; done
-tmp=$(mktemp -d); trap 'rm -rf "$tmp"' EXIT
-n=0
-check() { n=$((n + 1)); if eval "$2"; then echo "ok $n - $1"; else echo "not ok $n - $1"; fi; }
+[ "$(id -u)" = 0 ] || skip "needs root (BPF, perf events)"
+[ -x "$PY" ] || skip "$PY not installed"
+need_built "$LLMT" "$DUMP"
+tap_tmpdir tmp llmt-test
 
 cat >"$tmp/work.py" <<'PY'
 import time
@@ -49,4 +48,4 @@ bad=$(awk '$1 == "cpu_sample" {
 check "no user frame outside canonical user addresses ($bad)" '[ "$bad" = 0 ]'
 miss=$($AWK -v mode=missing "$tmp/p.txt" | awk '{print $1}')
 check "every sampled address has a symbol event (missing: $miss)" '[ "$miss" = 0 ]'
-exit 0
+tap_done

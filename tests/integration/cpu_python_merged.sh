@@ -9,7 +9,7 @@
 source "$(dirname "$0")/collector_common.inc"
 CONV=$BUILD/bin/llmtracker-convert
 need_bpf "$CONV"
-[ -x /usr/bin/python3.11 ] || { echo "# skip: /usr/bin/python3.11 is not installed"; exit 77; }
+[ -x /usr/bin/python3.11 ] || skip "/usr/bin/python3.11 is not installed"
 cat >"$T/nest.py" <<'PY'
 import sys
 import time
@@ -49,7 +49,7 @@ merged_checks() { # NAME PY
 	# (a launched one is found when it first runs, which a loaded machine
 	# can delay by a good part of a short run).
 	"$py" "$T/nest.py" 30 >"$T/$name.out" & pid=$!
-	cleanup_pids+=("$pid")
+	tap_bg "$pid"
 	wait_for "$T/$name.out" looping 20
 	"$LT" profile -t cpu,pysample --freq 2999 -q -d 1.5 -p "$pid" -o "$T/$name.evlog" \
 		>/dev/null 2>"$T/$name.err"
@@ -100,4 +100,4 @@ check "-t cpu alone: exits 0" [ $? = 0 ]
 check "-t cpu alone: converts" folded "$T/alone.evlog" alone
 check "-t cpu alone: no Python frames, the eval loop stays" \
 	sh -c "! grep -q 'nest\.py:' '$T/alone.folded' && grep -q _PyEval_EvalFrameDefault '$T/alone.folded'"
-finish
+tap_done

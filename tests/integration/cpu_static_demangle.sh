@@ -6,18 +6,17 @@
 # `-t cpu` run. Here: it exits 0, names the mangled hot function demangled,
 # and never opens libstdc++ or a libc (strace).
 set -u
+. "$(dirname "$0")/../lib/tap.sh"
 BUILD=${BUILD:-build}
 STATIC=$BUILD/bin/llmtracker-static DUMP=$BUILD/tests/progs/evlog_dump PROG=$BUILD/tests/progs/cpu_mangled
-[ "$(id -u)" = 0 ] || { echo "skip: needs root (BPF, perf events)"; exit 77; }
-command -v strace >/dev/null || { echo "skip: strace missing (scripts/packages.txt)"; exit 77; }
+[ "$(id -u)" = 0 ] || skip "needs root (BPF, perf events)"
+command -v strace >/dev/null || skip "strace missing (scripts/packages.txt)"
 if [ ! -x "$STATIC" ]; then # not part of tests-bin: built apart, never into $BUILD's objects
 	make -s BUILD="$BUILD/static-build" static >/dev/null 2>&1
 	STATIC=$BUILD/static-build/bin/llmtracker-static
 fi
-for f in "$STATIC" "$DUMP" "$PROG"; do [ -x "$f" ] || { echo "not ok 1 - $f not built"; exit 1; }; done
-tmp=$(mktemp -d); trap 'rm -rf "$tmp"' EXIT
-n=0
-check() { n=$((n + 1)); if eval "$2"; then echo "ok $n - $1"; else echo "not ok $n - $1"; fi; }
+need_built "$STATIC" "$DUMP" "$PROG"
+tap_tmpdir tmp llmt-test
 
 strace -f -qq -e trace=openat,open,execve -o "$tmp/st.txt" \
 	"$STATIC" profile -t cpu -o "$tmp/a.evlog" -- "$PROG" 1500 >"$tmp/a.out" 2>"$tmp/a.err"
@@ -31,3 +30,4 @@ coll=$(awk '/execve\(.*llmtracker-static/ {print $1; exit}' "$tmp/st.txt")
 opened=$(awk -v p="$coll" '$1 == p' "$tmp/st.txt" | grep -E 'open(at)?\(.*(libstdc\+\+|/libc\.so)' | head -2)
 [ -z "$opened" ] || echo "$opened" | sed 's/^/# /'
 check "the static collector opens no libstdc++ or libc (pid ${coll:-?})" '[ -n "$coll" ] && [ -z "$opened" ]'
+tap_done

@@ -4,14 +4,13 @@
 # top leaves in that order, the read phase has symbolized kernel frames,
 # every sampled address has a symbol; both the launch (--) and -p forms.
 set -u
+. "$(dirname "$0")/../lib/tap.sh"
 BUILD=${BUILD:-build}
 LLMT=$BUILD/bin/llmtracker DUMP=$BUILD/tests/progs/evlog_dump PROG=$BUILD/tests/progs/cpu_two_funcs
 AWK="awk -f $(dirname "$0")/cpu_stacks.awk"
-[ "$(id -u)" = 0 ] || { echo "skip: needs root (BPF, perf events)"; exit 77; }
-for f in "$LLMT" "$DUMP" "$PROG"; do [ -x "$f" ] || { echo "not ok 1 - $f not built"; exit 1; }; done
-tmp=$(mktemp -d); trap 'rm -rf "$tmp"' EXIT
-n=0
-check() { n=$((n + 1)); if eval "$2"; then echo "ok $n - $1"; else echo "not ok $n - $1"; fi; }
+[ "$(id -u)" = 0 ] || skip "needs root (BPF, perf events)"
+need_built "$LLMT" "$DUMP" "$PROG"
+tap_tmpdir tmp llmt-test
 
 # 2 s of the program's CPU time (not wall time: a busy machine delays it
 # but samples the same work), 99 Hz: ~200 samples.
@@ -52,4 +51,4 @@ $AWK -v mode=leaf -v pid="$pid" "$tmp/b.txt" | sort -rn >"$tmp/bleaf"
 sed 's/^/# -p leaf: /' "$tmp/bleaf" | head -3
 grep -E "samples|lost|cpu" "$tmp/b.err" | head -4 | sed 's/^/# -p: /'
 check "-p: burn_alpha is the top leaf" '[ "$(head -1 "$tmp/bleaf" | awk "{print \$2}")" = burn_alpha ]'
-exit 0
+tap_done

@@ -17,9 +17,9 @@ CXX_PROG=$PROGS/cpu_unwind_cxx
 # samples each, the error ~1.3 points, well inside the 3 allowed.
 FREQ=2999
 need_bpf "$CXX_PROG"
-command -v perf >/dev/null || { echo "# skip: perf is not installed"; exit 77; }
+command -v perf >/dev/null || skip "perf is not installed"
 for b in xz sort python3.11; do
-	[ -x "/usr/bin/$b" ] || { echo "# skip: /usr/bin/$b is not installed"; exit 77; }
+	[ -x "/usr/bin/$b" ] || skip "/usr/bin/$b is not installed"
 done
 
 head -c 1500000 /dev/urandom | base64 -w 100 >"$T/xz.in"
@@ -96,4 +96,4 @@ fp_root=$($CHECK "$T/fp.txt" "$T/empty.perf" xz | awk '/^result/ { print $4 }')
 echo "# xz with frame pointers only: ${fp_root}% of samples reach the root"
 check "frame pointers alone reach the root on xz far less often (${fp_root}% < 50%)" \
 	awk -v v="${fp_root:-100}" 'BEGIN { exit !(v < 50) }'
-finish
+tap_done

@@ -4,25 +4,19 @@
 # running process, detaching cleanly, kprobes on a kernel without them, and
 # probe-file errors.
 set -u
+. "$(dirname "$0")/../lib/tap.sh"
 BUILD=${BUILD:-build}
 LT=$BUILD/bin/llmtracker
 PROG=$BUILD/tests/progs/cuda_calls
 COUNT=$BUILD/tests/progs/cuda_logcount
 CUDA=${CUDA_HOME:-/usr/local/cuda}
-n=0 fails=0
-ok() { n=$((n + 1)); echo "ok $n - $1"; }
-nok() { n=$((n + 1)); fails=$((fails + 1)); echo "not ok $n - $1"; }
-check() { if eval "$2"; then ok "$1"; else nok "$1"; fi; }
 
-[ "$(id -u)" = 0 ] || { echo "skip: needs root for BPF"; exit 77; }
-[ -e /sys/kernel/btf/vmlinux ] || { echo "skip: kernel has no BTF"; exit 77; }
-[ -e "$CUDA/lib64/libcudart.so.13" ] || { echo "skip: no CUDA runtime at $CUDA/lib64"; exit 77; }
-for f in "$LT" "$PROG" "$COUNT" "$BUILD/share/llmtracker/probes.json"; do
-	[ -e "$f" ] || { echo "not ok 1 - $f is built"; exit 1; }
-done
+[ "$(id -u)" = 0 ] || skip "needs root for BPF"
+[ -e /sys/kernel/btf/vmlinux ] || skip "kernel has no BTF"
+[ -e "$CUDA/lib64/libcudart.so.13" ] || skip "no CUDA runtime at $CUDA/lib64"
+need_built "$LT" "$PROG" "$COUNT" "$BUILD/share/llmtracker/probes.json"
 
-T=$(mktemp -d /tmp/cuda_calls.XXXXXX)
-trap 'rm -rf "$T"' EXIT
+tap_tmpdir T cuda_calls
 
 # ---- 1. the fixed call sequence with the default probe file
 CUDA_CALLS_WAIT=10 timeout 120 "$LT" profile -t cuda -o "$T/a.log" -- "$PROG" calls \
@@ -165,4 +159,4 @@ printf '{\n  "uprobes": [\n    { "library": "libcudart.so",\n      "symbols": [ 
 check "JSON syntax error: file:line:col" "grep -q '$T/bad2.json:[0-9]*:[0-9]*: invalid JSON' $T/b2.err"
 check "no log left behind by a bad probe file" "[ ! -e $T/b1.log ] && [ ! -e $T/b2.log ]"
 
-[ "$fails" = 0 ]
+tap_done

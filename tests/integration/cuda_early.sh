@@ -7,6 +7,7 @@
 # collector dies. And -t python on Debian's python3.11 (USDT) in launch mode
 # records a short script's first calls exactly.
 set -u
+. "$(dirname "$0")/../lib/tap.sh"
 BUILD=${BUILD:-build}
 LT=$(realpath -m "$BUILD/bin/llmtracker")
 PROG=$(realpath -m "$BUILD/tests/progs/cuda_early")
@@ -14,22 +15,13 @@ PROG_DL=$(realpath -m "$BUILD/tests/progs/cuda_early_dl")
 COUNT=$(realpath -m "$BUILD/tests/progs/cuda_logcount")
 DUMP=$(realpath -m "$BUILD/tests/progs/evlog_dump")
 CUDA=${CUDA_HOME:-/usr/local/cuda}
-n=0 fails=0
-ok() { n=$((n + 1)); echo "ok $n - $1"; }
-nok() { n=$((n + 1)); fails=$((fails + 1)); echo "not ok $n - $1"; }
-check() { if eval "$2"; then ok "$1"; else nok "$1"; fi; }
 
-[ "$(id -u)" = 0 ] || { echo "skip: needs root for BPF"; exit 77; }
-[ -e /sys/kernel/btf/vmlinux ] || { echo "skip: kernel has no BTF"; exit 77; }
-[ -e "$CUDA/lib64/libcudart.so.13" ] || { echo "skip: no CUDA runtime at $CUDA/lib64"; exit 77; }
-for f in "$LT" "$PROG" "$PROG_DL" "$COUNT" "$DUMP"; do
-	[ -x "$f" ] || { echo "not ok 1 - $f is built"; exit 1; }
-done
+[ "$(id -u)" = 0 ] || skip "needs root for BPF"
+[ -e /sys/kernel/btf/vmlinux ] || skip "kernel has no BTF"
+[ -e "$CUDA/lib64/libcudart.so.13" ] || skip "no CUDA runtime at $CUDA/lib64"
+need_built "$LT" "$PROG" "$PROG_DL" "$COUNT" "$DUMP"
 
-T=$(mktemp -d /tmp/cuda_early.XXXXXX)
-pids=()
-cleanup() { for p in "${pids[@]}"; do kill -9 "$p" 2>/dev/null; done; rm -rf "$T"; }
-trap cleanup EXIT
+tap_tmpdir T cuda_early
 
 # The user's probe file: the four functions cuda_early calls.
 cat >"$T/probes.json" <<'JSON'
@@ -108,26 +100,23 @@ check "spawned child: no load let go before its probes were in" "! grep -q 'libr
 # runtime at once); the collector is stopped meanwhile, then killed.
 bash -c "while [ ! -e $T/go ]; do sleep 0.02; done; exec $PROG calls" >"$T/die.out" 2>&1 &
 tpid=$!
-pids+=("$tpid")
+tap_bg "$tpid"
 "$LT" profile -p "$tpid" -q -v 1 -t cuda --probe-file "$T/probes.json" -o "$T/die.log" >"$T/die.err" 2>&1 &
 cpid=$!
-pids+=("$cpid")
-for _ in $(seq 200); do grep -q "pid $tpid: .*libcudart.so.13: 4 functions probed" "$T/die.err" && break; sleep 0.05; done
+tap_bg "$cpid"
+wait_for "$T/die.err" "pid $tpid: .*libcudart.so.13: 4 functions probed"
 kill -STOP "$cpid"
 stopped() { ! awk '{print $3}' /proc/"$1"/task/*/stat 2>/dev/null | grep -qv T; }
-for _ in $(seq 200); do stopped "$cpid" && break; sleep 0.05; done
+wait_until 10 stopped "$cpid"
 check "collector stopped (every thread)" "stopped $cpid"
 touch "$T/go"
 blocked=0
-for _ in $(seq 200); do
-	grep -q fanotify "/proc/$tpid/wchan" "/proc/$tpid/stack" 2>/dev/null && { blocked=1; break; }
-	sleep 0.05
-done
+wait_until 10 grep -q fanotify "/proc/$tpid/wchan" "/proc/$tpid/stack" 2>/dev/null && blocked=1
 check "collector stopped: the target's load of libcudart waits for it ($(cat /proc/$tpid/wchan 2>/dev/null))" \
 	"[ $blocked = 1 ] && ! grep -q '^done' $T/die.out"
 kill -KILL "$cpid"
 wait "$cpid" 2>/dev/null
-for _ in $(seq 200); do kill -0 "$tpid" 2>/dev/null || break; sleep 0.05; done
+wait_until 10 '! kill -0 "$tpid" 2>/dev/null'
 wait "$tpid"
 trc=$?
 check "collector killed: the target goes on and ends as it would (exit $trc, 650 calls)" \
@@ -158,7 +147,7 @@ PYEOF
 	sed 's/^/# /' "$T/py.check"
 	check "python3.11 launched, USDT probes: top/mid/leaf entered and left exactly 1/300/300 times" "[ $prc = 0 ] && [ $crc = 0 ]"
 else
-	echo "ok $((n += 1)) - # SKIP $PY has no USDT probes"
+	ok "# SKIP $PY has no USDT probes"
 fi
 
-[ "$fails" = 0 ]
+tap_done

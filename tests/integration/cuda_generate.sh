@@ -3,28 +3,24 @@
 # ones they need (resolved like ld.so, $ORIGIN included), with their
 # exported functions; the file it writes is a valid probe file.
 set -u
+. "$(dirname "$0")/../lib/tap.sh"
 BUILD=${BUILD:-build}
 LT=$BUILD/bin/llmtracker
 PROG=$BUILD/tests/progs/cuda_calls
 CUDA=${CUDA_HOME:-/usr/local/cuda}
-n=0 fails=0
-ok() { n=$((n + 1)); echo "ok $n - $1"; }
-nok() { n=$((n + 1)); fails=$((fails + 1)); echo "not ok $n - $1"; }
-check() { if eval "$2"; then ok "$1"; else nok "$1"; fi; }
 
-[ -e "$CUDA/lib64/libcublas.so.13" ] || { echo "skip: no libcublas.so.13 in $CUDA/lib64"; exit 77; }
-[ -x "$LT" ] && [ -x "$PROG" ] || { echo "not ok 1 - $LT and $PROG are built"; exit 1; }
-T=$(mktemp -d /tmp/cuda_generate.XXXXXX)
-pids=()
-trap 'for p in "${pids[@]}"; do kill "$p" 2>/dev/null; done; rm -rf "$T"' EXIT
+[ -e "$CUDA/lib64/libcublas.so.13" ] || skip "no libcublas.so.13 in $CUDA/lib64"
+need_built "$LT" "$PROG"
+tap_tmpdir T cuda_generate
 
 cublas=$(readlink -f "$CUDA/lib64/libcublas.so.13")
 cublaslt=$(dirname "$cublas")/libcublasLt.so.13
 "$PROG" mapfile "$cublas" >"$T/m.out" 2>&1 &
-pids+=($!)
-for _ in $(seq 100); do grep -q mapped "$T/m.out" && break; sleep 0.05; done
+mp=$!
+tap_bg $mp
+wait_for "$T/m.out" mapped 5
 
-"$LT" generateProbe -p "${pids[0]}" -o "$T/gen.json" 2>"$T/gen.err"
+"$LT" generateProbe -p "$mp" -o "$T/gen.json" 2>"$T/gen.err"
 check "generateProbe exits 0 and writes the file" "[ $? = 0 ] && [ -s $T/gen.json ]"
 py=/usr/bin/python3.11
 j() { "$py" -c "import json,sys; d=json.load(open('$T/gen.json')); $1"; }
@@ -38,10 +34,10 @@ check "default selection filled in for a known library" \
 	"j \"l=[u for u in d['uprobes'] if u['library']=='$cublas']; sys.exit('cublas*gemm*' not in l[0]['symbols'])\""
 check "libc is not listed (not a CUDA library)" \
 	"j \"sys.exit(any('libc.so' in u['library'] for u in d['uprobes']))\""
-"$LT" generateProbe -p "${pids[0]}" -o "$T/gen.json" 2>"$T/gen2.err"
+"$LT" generateProbe -p "$mp" -o "$T/gen.json" 2>"$T/gen2.err"
 check "an existing file is not replaced without --force" \
 	"[ $? != 0 ] && grep -q 'File exists (pass --force' $T/gen2.err"
-"$LT" generateProbe -p "${pids[0]}" -o "$T/gen.json" --force 2>/dev/null
+"$LT" generateProbe -p "$mp" -o "$T/gen.json" --force 2>/dev/null
 check "--force replaces it" "[ $? = 0 ]"
 "$LT" generateProbe -p 999999999 2>"$T/bad.err" >/dev/null
 check "a bad pid: clear error" "[ $? != 0 ] && grep -q 'pid' $T/bad.err"
@@ -56,4 +52,4 @@ if [ "$(id -u)" = 0 ]; then
 	check "and records the runtime and cuBLAS calls" \
 		"grep -qx 'count cudaMalloc 0 7' $T/p.calls && grep -qx 'count cublasSgemm_v2 0 1' $T/p.calls"
 fi
-[ "$fails" = 0 ]
+tap_done

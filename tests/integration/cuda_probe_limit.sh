@@ -9,15 +9,15 @@
 set -u
 . "$(dirname "$0")/collector_common.inc"
 need_bpf
-command -v readelf >/dev/null || { echo "# skip: readelf missing"; exit 77; }
+command -v readelf >/dev/null || skip "readelf missing"
 BOUND_S=${PROBE_LIMIT_BOUND_S:-30}   # measured: ~4.5 s for -d 1, ~1.6 s after SIGTERM
 
 # The target: a shell calling into libc all the time.
 bash -c 'while :; do echo x >/dev/null; done' &
-tgt=$!; cleanup_pids+=("$tgt")
-for i in $(seq 1 200); do grep -q 'libc\.so' "/proc/$tgt/maps" 2>/dev/null && break; sleep 0.05; done
+tgt=$!; tap_bg "$tgt"
+wait_for "/proc/$tgt/maps" 'libc\.so' 10
 libc=$(awk '$6 ~ /\/libc\.so/ { print $6; exit }' "/proc/$tgt/maps")
-[ -n "$libc" ] || { notok "target maps libc"; finish; }
+[ -n "$libc" ] || { nok "target maps libc"; tap_done; }
 # Functions the glob selects: defined FUNC/IFUNC dynamic symbols, one per address.
 want=$(readelf --dyn-syms -W "$libc" | awk '($4 == "FUNC" || $4 == "IFUNC") && $7 != "UND" { print $2 }' | sort -u | wc -l)
 cat >"$T/libc.json" <<EOF
@@ -48,15 +48,15 @@ check "forced: the target's libc calls were recorded" \
 grep -v '^libbpf' "$T/f.err" | sed 's/^/# /' | tail -4
 
 "$LT" profile -t cuda --probe-file "$T/libc.json" --max-probes 5000 -p "$tgt" -o "$T/s.log" -v 1 2>"$T/s.err" &
-lt=$!; cleanup_pids+=("$lt")
-for i in $(seq 1 $((BOUND_S * 10))); do grep -q 'profiling 1 process' "$T/s.err" && break; sleep 0.1; done
+lt=$!; tap_bg "$lt"
+wait_for "$T/s.err" 'profiling 1 process' "$BOUND_S"
 t0=$EPOCHREALTIME
 kill -TERM "$lt"
-for i in $(seq 1 $((BOUND_S * 10))); do kill -0 "$lt" 2>/dev/null || break; sleep 0.1; done
+wait_until "$BOUND_S" '! kill -0 "$lt" 2>/dev/null'
 took=$(awk -v a="$t0" -v b="$EPOCHREALTIME" 'BEGIN { printf "%.2f", b - a }')
 echo "# forced, SIGTERM while profiling: exited after $took s (bound $BOUND_S s)"
 check "forced: SIGTERM mid-run exits within $BOUND_S s, log published" \
 	bash -c "! kill -0 $lt 2>/dev/null && wait $lt 2>/dev/null; [ -s '$T/s.log' ]"
 check "--max-probes out of range is a clear error" \
 	bash -c "'$LT' profile -t cuda --max-probes 0 -p $tgt -o '$T/x.log' 2>&1 | grep -q -- '--max-probes'"
-finish
+tap_done

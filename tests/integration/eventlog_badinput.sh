@@ -3,22 +3,14 @@
 # status 1: never a crash, never a half-written published file, never a
 # clobbered or followed file.
 set -u
+. "$(dirname "$0")/../lib/tap.sh"
 BUILD=${BUILD:-build}
 cli=$BUILD/tests/progs/evlog_cli
 dump=$BUILD/tests/progs/evlog_dump
-for p in "$cli" "$dump"; do
-	[ -x "$p" ] || { echo "not ok 1 - $p not built"; exit 1; }
-done
-dir=$(mktemp -d /tmp/evlog-bad.XXXXXX)
+need_built "$cli" "$dump"
+tap_tmpdir dir evlog-bad
 mounts=()
-cleanup() {
-	for m in "${mounts[@]}"; do umount "$m" 2>/dev/null; done
-	rm -rf "$dir"
-}
-trap cleanup EXIT
-n=0
-ok() { n=$((n + 1)); echo "ok $n - $*"; }
-nok() { n=$((n + 1)); echo "not ok $n - $*"; }
+tap_at_exit 'for m in "${mounts[@]}"; do umount "$m" 2>/dev/null; done'
 
 # expect_fail WHAT PATTERN CMD...: exit status 1 and stderr matching PATTERN.
 expect_fail() {
@@ -134,3 +126,4 @@ for cut in $hlen $((hlen + 1)) $((hlen + 47)) $((hlen + 48)) $((hlen + 100)) 100
 	"$dump" "$dir/cut2" >/dev/null 2>&1 || bad=$((bad + 1))
 done
 [ "$bad" -eq 0 ] && ok "logs cut at any offset read without error" || nok "$bad cut logs failed"
+tap_done

@@ -8,23 +8,18 @@
 #     header tag, the session id, skipped);
 #   - both layouts hold the same events.
 set -u
+. "$(dirname "$0")/../lib/tap.sh"
 BUILD=${BUILD:-build}
 cli=$BUILD/tests/progs/evlog_cli
 dump=$BUILD/tests/progs/evlog_dump
-for p in "$cli" "$dump"; do
-	[ -x "$p" ] || { echo "not ok 1 - $p not built"; exit 1; }
-done
+need_built "$cli" "$dump"
 # The last commit whose library wrote format 1.0.
 ref=4735b582ae978de2f7f352180e23e0ff7aeff533
 if ! git cat-file -e "$ref^{commit}" 2>/dev/null; then
 	echo "# skip: the 1.0 library (commit $ref) is not in this checkout's history"
 	exit 77
 fi
-dir=$(mktemp -d /tmp/evlog-compat.XXXXXX)
-trap 'rm -rf "$dir"' EXIT
-n=0
-ok() { n=$((n + 1)); echo "ok $n - $*"; }
-nok() { n=$((n + 1)); echo "not ok $n - $*"; }
+tap_tmpdir dir evlog-compat
 
 # Build the 1.0 tools from history (same generator header as today's).
 mkdir -p "$dir/old/eventlog" "$dir/old/tests/progs"
@@ -101,3 +96,4 @@ fi
 
 c=$(stat -c %s "$dir/cols.evlog") r=$(stat -c %s "$dir/rows.evlog")
 echo "# every-type stream: $r bytes as 1.0 rows, $c as 1.1 columns"
+tap_done

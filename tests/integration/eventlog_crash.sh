@@ -3,11 +3,11 @@
 # which the reader recovers every chunk flushed before the kill, exactly, and
 # nothing else; the reader never crashes.
 set -u
+. "$(dirname "$0")/../lib/tap.sh"
 BUILD=${BUILD:-build}
 prog=$BUILD/tests/progs/evlog_crashwriter
-[ -x "$prog" ] || { echo "not ok 1 - $prog not built"; exit 1; }
-dir=$(mktemp -d /tmp/evlog-crash.XXXXXX)
-trap 'rm -rf "$dir"' EXIT
+need_built "$prog"
+tap_tmpdir dir evlog-crash
 trials=${EVLOG_CRASH_TRIALS:-60}
 fails=0 nonempty=0 torn=0
 for t in $(seq 1 "$trials"); do
@@ -38,12 +38,13 @@ for t in $(seq 1 "$trials"); do
 done
 echo "# $torn trials left a torn last chunk"
 if [ "$fails" -eq 0 ]; then
-	echo "ok 1 - $trials SIGKILL trials: every flushed event recovered, exact prefix, no damaged chunk"
+	ok "$trials SIGKILL trials: every flushed event recovered, exact prefix, no damaged chunk"
 else
-	echo "not ok 1 - $fails of $trials SIGKILL trials lost flushed events or read garbage"
+	nok "$fails of $trials SIGKILL trials lost flushed events or read garbage"
 fi
 if [ "$nonempty" -ge $((trials / 2)) ]; then
-	echo "ok 2 - $nonempty trials were killed after at least one flush"
+	ok "$nonempty trials were killed after at least one flush"
 else
-	echo "not ok 2 - only $nonempty of $trials trials were killed after a flush (timing too short)"
+	nok "only $nonempty of $trials trials were killed after a flush (timing too short)"
 fi
+tap_done

@@ -4,14 +4,11 @@
 # cleanly: the events before the cut are returned, the stats say the file
 # shrank, the reader never crashes (a mapped reader would die of SIGBUS).
 set -u
+. "$(dirname "$0")/../lib/tap.sh"
 BUILD=${BUILD:-build}
 cli=$BUILD/tests/progs/evlog_cli
-[ -x "$cli" ] || { echo "not ok 1 - $cli not built"; exit 1; }
-dir=$(mktemp -d /tmp/evlog-shrink.XXXXXX)
-trap 'rm -rf "$dir"' EXIT
-n=0
-ok() { n=$((n + 1)); echo "ok $n - $*"; }
-nok() { n=$((n + 1)); echo "not ok $n - $*"; }
+need_built "$cli"
+tap_tmpdir dir evlog-shrink
 
 total=1500000
 log=$dir/big.evlog
@@ -76,3 +73,4 @@ if [[ $res =~ truncated=1 ]]; then
 else
 	nok "a log cut before the read: $res"
 fi
+tap_done

@@ -12,30 +12,21 @@
 # Every run must end within its bound with a clear line, and the target must
 # be left running, not stopped; SIGTERM ends a collector at once.
 set -u
+. "$(dirname "$0")/../lib/tap.sh"
 BUILD=${BUILD:-build}
 LT=$(readlink -f "$BUILD/bin/llmtracker")
 PROG=$(readlink -f "$BUILD/tests/progs/cuda_calls")
 COUNT=$BUILD/tests/progs/cuda_logcount
 CUDA=${CUDA_HOME:-/usr/local/cuda}
-n=0
-ok() { n=$((n + 1)); echo "ok $n - $1"; }
-nok() { n=$((n + 1)); echo "not ok $n - $1"; }
-check() { if eval "$2"; then ok "$1"; else nok "$1"; fi; }
 
-[ "$(id -u)" = 0 ] || { echo "skip: needs root (BPF, mount namespaces)"; exit 77; }
-[ -e /sys/kernel/btf/vmlinux ] || { echo "skip: kernel has no BTF"; exit 77; }
-unshare -m true 2>/dev/null || { echo "skip: cannot create a mount namespace here"; exit 77; }
-[ -e "$CUDA/lib64/libcublas.so.13" ] || { echo "skip: no CUDA libraries at $CUDA/lib64"; exit 77; }
-for f in "$LT" "$PROG" "$COUNT"; do [ -x "$f" ] || { echo "not ok 1 - $f is built"; exit 1; }; done
+[ "$(id -u)" = 0 ] || skip "needs root (BPF, mount namespaces)"
+[ -e /sys/kernel/btf/vmlinux ] || skip "kernel has no BTF"
+unshare -m true 2>/dev/null || skip "cannot create a mount namespace here"
+[ -e "$CUDA/lib64/libcublas.so.13" ] || skip "no CUDA libraries at $CUDA/lib64"
+need_built "$LT" "$PROG" "$COUNT"
 
-T=$(mktemp -d /tmp/lt-hostile.XXXXXX)
-pids=()
-cleanup() {
-	local p
-	for p in "${pids[@]}"; do kill -9 "$p" 2>/dev/null; wait "$p" 2>/dev/null; done
-	rm -rf "$T" # the tmpfs roots went with their namespaces
-}
-trap cleanup EXIT
+tap_tmpdir T lt-hostile
+# the tmpfs roots go with their namespaces
 mkfifo "$T/node.fifo"
 mkdir "$T/nodeonly" && ln -s "$CUDA/lib64/libcublasLt.so.13" "$T/nodeonly/libcublasLt.so.13"
 LIBS=$(ldd "$PROG" | awk '$2 == "=>" && $3 ~ /^\// {print $3} $1 ~ /^\// {print $1}')
@@ -64,18 +55,19 @@ start_ct() {
 		cd "$R" && pivot_root . .old || { kill $ct; exit 1; }
 		wait $ct' sh "$T/$name" "$PROG" "$LIBS" "$setup" "$post" - "$@" \
 		>"$T/$name.out" 2>&1 &
-	pids+=("$!")
+	tap_bg "$!"
 	ct=
-	for ((i = 0; i < 300; i++)); do # the program, once the node's root is gone from its namespace
-		ct=$(pgrep -P "$!" -x cuda_calls)
-		[ -n "$ct" ] && ! grep -q "$T/$name" "/proc/$ct/maps" 2>/dev/null &&
-			grep -q libcudart "/proc/$ct/maps" 2>/dev/null && { pids+=("$ct"); return 0; }
-		sleep 0.05
-	done
-	return 1
+	wait_until 15 ct_in "$!" "$T/$name" || return 1
+	tap_bg "$ct"
+}
+# ct_in PID ROOT: ct = the program PID started, once ROOT (the node's root)
+# is gone from its namespace
+ct_in() {
+	ct=$(pgrep -P "$1" -x cuda_calls)
+	[ -n "$ct" ] && ! grep -q "$2" "/proc/$ct/maps" 2>/dev/null && grep -q libcudart "/proc/$ct/maps" 2>/dev/null
 }
 # wait_map PID REGEX: until the target maps a file matching REGEX
-wait_map() { local i; for ((i = 0; i < 200; i++)); do grep -q "$2" "/proc/$1/maps" 2>/dev/null && return 0; sleep 0.05; done; return 1; }
+wait_map() { wait_until 10 grep -q "$2" "/proc/$1/maps" 2>/dev/null; }
 # running PID: alive and neither stopped nor traced (left as found)
 running() { local s; s=$(awk '/^State:/ {print $2}' "/proc/$1/status" 2>/dev/null); [ -n "$s" ] && [ "$s" != T ] && [ "$s" != t ] && [ "$s" != Z ]; }
 
@@ -121,7 +113,7 @@ rc=$?
 check "-t cuda through map_files: exit 0" "[ $rc = 0 ]"
 check "cp_outer calls of the mapped file recorded" \
 	"$COUNT $T/c2.log --dump 2>/dev/null | awk '\$1==\"count\" && \$2==\"cp_outer\" && \$4>0 {f=1} END {exit !f}'"
-for ((i = 0; i < 100; i++)); do grep -q unprobed "$T/a.out" && break; sleep 0.1; done
+wait_until 10 'grep -q unprobed "$T/a.out"'
 check "target A saw its probe come and go (probed, unprobed)" "grep -q '^probed' $T/a.out && grep -q '^unprobed' $T/a.out"
 
 # ---- 2. generateProbe: ld.so.conf a FIFO, then includes of a node FIFO and
@@ -176,13 +168,13 @@ check "--probe-file a FIFO: refused at once (exit $rc) with one clear line" \
 EBPF_USDT_PYTHON_PATH=/pyfifo "$LT" profile -t cuda,python -p "$C" -d 60 -o "$T/t.log" \
 	>"$T/t.out" 2>"$T/t.err" &
 lt=$!
-pids+=("$lt")
-for ((i = 0; i < 200; i++)); do [ -e "$T/.t.log.partial" ] && break; sleep 0.05; done
+tap_bg "$lt"
+wait_until 10 '[ -e "$T/.t.log.partial" ]'
 kill -TERM "$lt"
-for ((i = 0; i < 100; i++)); do kill -0 "$lt" 2>/dev/null || break; sleep 0.1; done
+wait_until 10 '! kill -0 "$lt" 2>/dev/null'
 check "SIGTERM: the collector is gone within 10 s" "! kill -0 $lt 2>/dev/null"
 wait "$lt"
 rc=$?
 check "SIGTERM: exit 0 and the log is published" "[ $rc = 0 ] && [ -s $T/t.log ]"
 check "target C still running, not stopped" "running $C"
-exit 0
+tap_done

@@ -11,32 +11,20 @@
 # (llmtracker profile -t python). Then: stopped, traced and zombie targets
 # are refused within seconds with one line, untouched, nothing mapped.
 set -u
+. "$(dirname "$0")/../lib/tap.sh"
 BUILD=${BUILD:-build}
 P=$BUILD/tests/progs
 LIB=$BUILD/lib/libllmtracker-inject.so
 LT=$(realpath -m "$BUILD/bin/llmtracker")
-for f in "$P/hostile_target" "$P/fake_cupti" "$P/inject_tool" "$P/inject_logdump" "$P/evlog_dump" "$LIB" "$LT"; do
-	[ -e "$f" ] || { echo "not ok 1 - missing $f (make tests-bin)"; exit 1; }
-done
-[ "$(id -u)" = 0 ] || { echo "skip: needs root (ptrace, mount namespaces)"; exit 77; }
-[ "$(uname -m)" = x86_64 ] || { echo "skip: the injector supports x86-64 only"; exit 77; }
-unshare -m --propagation private true 2>/dev/null || { echo "skip: no mount namespaces here"; exit 77; }
+need_built "$P/hostile_target" "$P/fake_cupti" "$P/inject_tool" "$P/inject_logdump" "$P/evlog_dump" "$LIB" "$LT"
+[ "$(id -u)" = 0 ] || skip "needs root (ptrace, mount namespaces)"
+[ "$(uname -m)" = x86_64 ] || skip "the injector supports x86-64 only"
+unshare -m --propagation private true 2>/dev/null || skip "no mount namespaces here"
 PYENV=${PYENV_ROOT:-/root/.pyenv}/versions
 PY=$(ls "$PYENV"/3.11*/bin/python3.11 2>/dev/null | head -1)
 
-W=$(mktemp -d /tmp/llmt-hostile.XXXXXX)
-pids=()
-cleanup() {
-	exec 7>&- 8>&- 9>&- 2>/dev/null
-	for p in "${pids[@]}"; do kill -CONT "$p" 2>/dev/null; kill -9 "$p" 2>/dev/null; done
-	rm -rf "$W"
-}
-trap cleanup EXIT
-n=0
-check() { n=$((n + 1)); if eval "$2"; then echo "ok $n - $1"; else echo "not ok $n - $1"; fi; }
-wait_for() { # file regex [tenths]
-	for _ in $(seq "${3:-100}"); do grep -qE "$2" "$1" 2>/dev/null && return 0; sleep 0.1; done; return 1
-}
+tap_tmpdir W llmt-hostile
+tap_at_exit 'exec 7>&- 8>&- 9>&- 2>/dev/null'
 # In a mount namespace of its own, $W (the collector's output among it)
 # covered by an empty tmpfs, out of its sight; the rest of the tree stays
 # visible, wherever this checkout is (a tmpfs over all of /tmp would hide a
@@ -69,12 +57,13 @@ only_logs() { # dir regex-of-allowed-names
 mkdir "$W/out"
 mkfifo "$W/in"
 isolated "$P/hostile_target" "$(realpath "$P/fake_cupti")" <"$W/in" >"$W/t.out" 2>&1 &
-pids+=($!)
+IP=$! # the namespace's first process: it ends with the target's status
+tap_bg $IP
 exec 9>"$W/in"
 wait_for "$W/t.out" '^ready'
 TP=$(awk '/^ready/ {print $2}' "$W/t.out")
 check "isolated target started (pid ${TP:-?})" '[ -n "$TP" ] && kill -0 "$TP" && [ ! -e /proc/$TP/root$W/out ]'
-pids+=($TP)
+tap_bg $TP
 echo "probe before" >&9
 wait_for "$W/t.out" "^before probe done"
 LLMT_SKIP_DRIVER_CHECK=1 "$P/inject_tool" attach "$TP" "$LIB" "$W/out" 3 >"$W/att.out" 2>&1 &
@@ -112,19 +101,19 @@ refused() { # tag pid regex: one line within 5 s, nothing mapped, fds as they we
 		[ "$(mapped "$2")" = 0 ] && [ "$before" = "$after" ]
 }
 kill -STOP "$TP"
-for _ in $(seq 50); do grep -q '^State:.*T' /proc/$TP/status && break; sleep 0.1; done
+wait_for /proc/$TP/status '^State:.*T' 5
 check "a stopped target is refused at once with one line, nothing mapped or left open" \
 	'refused stopped $TP "is stopped (state T"'
 check "... and left as it was: still stopped" 'grep -q "^State:.*T (stopped)" /proc/$TP/status'
 kill -CONT "$TP"
 if command -v strace >/dev/null; then
-	strace -p "$TP" -o /dev/null 2>/dev/null & sp=$!; pids+=($sp)
-	for _ in $(seq 100); do grep -q "TracerPid:[[:space:]]*[1-9]" /proc/$TP/status && break; sleep 0.1; done
+	strace -p "$TP" -o /dev/null 2>/dev/null & sp=$!; tap_bg $sp
+	wait_until 10 'grep -q "TracerPid:[[:space:]]*[1-9]" /proc/$TP/status'
 	check "a traced target (strace -p) is refused with one line naming its tracer" \
 		'refused traced $TP "is traced by pid $sp"'
 	kill "$sp"; wait "$sp" 2>/dev/null
 else
-	echo "ok $((n += 1)) - # SKIP no strace here"
+	ok "# SKIP no strace here"
 fi
 # A zombie: a child its parent (held by a fifo) does not reap.
 mkfifo "$W/zin"
@@ -133,32 +122,33 @@ pid = os.fork()
 if pid == 0:
     os._exit(0)
 open(sys.argv[1], "w").write(str(pid))
-sys.stdin.read()' "$W/zpid" <"$W/zin" & zp=$!; pids+=($zp)
+sys.stdin.read()' "$W/zpid" <"$W/zin" & zp=$!; tap_bg $zp
 exec 8>"$W/zin"
-for _ in $(seq 100); do z=$(cat "$W/zpid" 2>/dev/null); [ -n "$z" ] && grep -q '^State:.*Z' /proc/$z/status 2>/dev/null && break; sleep 0.1; done
+zombie_shows() { z=$(cat "$W/zpid" 2>/dev/null); [ -n "$z" ] && grep -q '^State:.*Z' /proc/$z/status 2>/dev/null; }
+wait_until 10 zombie_shows
 check "a zombie is refused with one line" 'refused zombie "$z" "is a zombie"'
 exec 8>&-; wait "$zp" 2>/dev/null
 check "nothing was written into the output directory by the refused attempts" \
 	'[ "$(ls -A "$W/out" | wc -l)" = 1 ]'
 exec 9>&-
-wait "$TP" 2>/dev/null
+wait "$IP"
 check "the target ran on and exited 0" '[ $? = 0 ]'
 
 # -------------------------------------------------------------- Python side
 if [ ! -x "$PY" ] || [ "$("$PY" -c 'import sysconfig; print(sysconfig.get_config_var("WITH_DTRACE"))')" != 0 ]; then
-	echo "ok $((n += 1)) - # SKIP no pyenv python3.11 without USDT probes"; exit 0
+	ok "# SKIP no pyenv python3.11 without USDT probes"; tap_done
 fi
 mkdir "$W/pout"
 mkfifo "$W/pin"
 isolated "$PY" "$PWD/tests/workloads/hostile_probe.py" <"$W/pin" >"$W/p.out" 2>&1 &
-pids+=($!)
+tap_bg $!
 exec 7>"$W/pin"
 wait_for "$W/p.out" '^ready'
-PP=$(awk '/^ready/ {print $2}' "$W/p.out"); pids+=($PP)
+PP=$(awk '/^ready/ {print $2}' "$W/p.out"); tap_bg $PP
 echo "probe before" >&7
 wait_for "$W/p.out" "^before probe done"
-"$LT" profile -p "$PP" -t python -o "$W/pout/c.log" -v 1 >/dev/null 2>"$W/pc.err" & cp=$!; pids+=($cp)
-wait_for "$W/pc.err" "tracing functions|cannot trace" 300
+"$LT" profile -p "$PP" -t python -o "$W/pout/c.log" -v 1 >/dev/null 2>"$W/pc.err" & cp=$!; tap_bg $cp
+wait_for "$W/pc.err" "tracing functions|cannot trace" 30
 echo "probe during" >&7
 wait_for "$W/p.out" "^during probe done"
 kill -INT "$cp"; wait "$cp"; crc=$?
@@ -176,4 +166,4 @@ w=$("$P/evlog_dump" "$W/pout"/llmtracker-python.*.evlog 2>/dev/null | grep -c " 
 check "Python: the log is readable and holds the target's calls ($w)" '[ "$w" -gt 0 ]'
 exec 7>&-
 wait "$PP" 2>/dev/null
-exit 0
+tap_done

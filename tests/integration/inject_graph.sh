@@ -8,20 +8,17 @@
 # `teardown=always` (finalize whatever ran) must kill it: the stand-in is
 # faithful, so the first checks could fail.
 set -u
+. "$(dirname "$0")/../lib/tap.sh"
 BUILD=${BUILD:-build}
 T=$BUILD/tests/progs
 LIB=$BUILD/lib/libllmtracker-inject.so
-for f in "$T/fake_cuda_app" "$T/fake_cupti" "$T/inject_tool" "$T/inject_logdump" "$LIB"; do
-	[ -e "$f" ] || { echo "not ok 1 - missing $f (make tests-bin)"; exit 1; }
-done
-[ "$(id -u)" = 0 ] || { echo "skip: needs root for ptrace"; exit 77; }
-[ "$(uname -m)" = x86_64 ] || { echo "skip: the injector supports x86-64 only"; exit 77; }
+need_built "$T/fake_cuda_app" "$T/fake_cupti" "$T/inject_tool" "$T/inject_logdump" "$LIB"
+[ "$(id -u)" = 0 ] || skip "needs root for ptrace"
+[ "$(uname -m)" = x86_64 ] || skip "the injector supports x86-64 only"
 
-W=$(mktemp -d /tmp/llmt-inject-graph.XXXXXX)
+tap_tmpdir W llmt-inject-graph
 TP= TP2=
-trap 'exec 9>&- 8>&- 2>/dev/null; kill $TP $TP2 2>/dev/null; rm -rf "$W"' EXIT
-n=0
-check() { n=$((n + 1)); if eval "$2"; then echo "ok $n - $1"; else echo "not ok $n - $1"; fi; }
+tap_at_exit 'exec 9>&- 8>&- 2>/dev/null; kill $TP $TP2 2>/dev/null'
 # copies of the library mapped: distinct memfd inodes
 copies() { awk '/memfd:llmtracker-inject/ { print $5 }' "/proc/$1/maps" 2>/dev/null | sort -u | wc -l; }
 start_app() { # FIFO OUT FD: sets APP; the app's stdin stays open on FD
@@ -29,7 +26,7 @@ start_app() { # FIFO OUT FD: sets APP; the app's stdin stays open on FD
 	FAKE_CUPTI_GRAPH=1 FAKE_CUPTI_RATE=50000 "$T/fake_cuda_app" "$T/fake_cupti" <"$1" >"$2" 2>&1 &
 	APP=$!
 	eval "exec $3>\"\$1\""
-	for _ in $(seq 400); do grep -q '^ready' "$2" && break; sleep 0.05; done
+	wait_for "$2" '^ready' 20
 }
 
 start_app "$W/in" "$W/app.out" 9; TP=$APP
@@ -56,7 +53,8 @@ TP=
 start_app "$W/in2" "$W/app2.out" 8; TP2=$APP
 mkdir "$W/r3"
 LLMT_SKIP_DRIVER_CHECK=1 "$T/inject_tool" attach $TP2 "$LIB" "$W/r3" 1 teardown=always >"$W/r3.out" 2>&1
-for _ in $(seq 100); do kill -0 $TP2 2>/dev/null || break; sleep 0.05; done
+wait_until 5 '! kill -0 $TP2 2>/dev/null'
 check "teardown=always after a graph kills the stand-in's process (the fault it models)" \
 	'! kill -0 $TP2 2>/dev/null && grep -q "the GPU faults" "$W/app2.out"'
 exec 8>&-
+tap_done

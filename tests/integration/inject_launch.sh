@@ -6,25 +6,19 @@
 # node) and with InitializeInjection called directly, the library stays
 # quiet, writes nothing and returns.
 set -u
+. "$(dirname "$0")/../lib/tap.sh"
 BUILD=${BUILD:-build}
 T=$BUILD/tests/progs
 LIB=$BUILD/lib/libllmtracker-inject.so
 COLL=$BUILD/bin/llmtracker
-for f in "$T/inject_cudart" "$T/inject_tool" "$LIB"; do
-	[ -e "$f" ] || { echo "not ok 1 - missing $f (make tests-bin)"; exit 1; }
-done
+need_built "$T/inject_cudart" "$T/inject_tool" "$LIB"
 if [ -e /proc/driver/nvidia/version ] || [ -e /dev/nvidiactl ]; then
-	echo "skip: this node has a GPU driver; tests/gpu/ covers it"; exit 77
+	skip "this node has a GPU driver; tests/gpu/ covers it"
 fi
-W=$(mktemp -d /tmp/llmt-launch.XXXXXX)
-trap 'rm -rf "$W"' EXIT
-n=0
-ok() { n=$((n + 1)); echo "ok $n - $*"; }
-nok() { n=$((n + 1)); echo "not ok $n - $*"; }
-check() { if eval "$1"; then ok "$2"; else nok "$2"; fi; }
+tap_tmpdir W llmt-launch
 
 "$T/inject_cudart" >"$W/ref.out" 2>&1; ref_rc=$?
-check '[ $ref_rc = 5 ] && grep -q "^hash " "$W/ref.out"' "reference run of the libcudart program"
+check "reference run of the libcudart program" '[ $ref_rc = 5 ] && grep -q "^hash " "$W/ref.out"'
 
 # 1. Through the collector, when it can run here (root, BPF).
 if [ -x "$COLL" ] && [ "$(id -u)" = 0 ]; then
@@ -32,14 +26,14 @@ if [ -x "$COLL" ] && [ "$(id -u)" = 0 ]; then
 	"$COLL" profile --enable-cuda-kernel true -t syscall -o "$W/c/out.evlog" -d 10 \
 		-- "$T/inject_cudart" >"$W/c.out" 2>"$W/c.err"; crc=$?
 	sed 's/^/# /' "$W/c.err" | head -20
-	check 'cmp -s "$W/ref.out" "$W/c.out"' "collector launch: program output unchanged"
-	check 'grep -q "command exited with status 5" "$W/c.err"' "collector launch: exit status 5 kept"
-	check '[ "$(grep -c "CUDA kernel profiling cannot start" "$W/c.err")" = 1 ]' \
-		"collector says in one line that CUDA kernel profiling cannot start"
-	check 'grep -q "no NVIDIA GPU driver" "$W/c.err"' "... and why"
-	check '[ $crc = 0 ] && [ -s "$W/c/out.evlog" ] && grep -qE "syscall +[1-9]" "$W/c.err"' \
-		"the other sources went on (syscall events recorded)"
-	check '[ "$(ls "$W/c")" = out.evlog ]' "no CUPTI log written without a GPU"
+	check "collector launch: program output unchanged" 'cmp -s "$W/ref.out" "$W/c.out"'
+	check "collector launch: exit status 5 kept" 'grep -q "command exited with status 5" "$W/c.err"'
+	check "collector says in one line that CUDA kernel profiling cannot start" \
+		'[ "$(grep -c "CUDA kernel profiling cannot start" "$W/c.err")" = 1 ]'
+	check "... and why" 'grep -q "no NVIDIA GPU driver" "$W/c.err"'
+	check "the other sources went on (syscall events recorded)" \
+		'[ $crc = 0 ] && [ -s "$W/c/out.evlog" ] && grep -qE "syscall +[1-9]" "$W/c.err"'
+	check "no CUPTI log written without a GPU" '[ "$(ls "$W/c")" = out.evlog ]'
 else
 	echo "# collector not built or not root: collector launch checks skipped"
 fi
@@ -50,11 +44,11 @@ mkdir "$W/f"
 LLMT_SKIP_DRIVER_CHECK=1 "$T/inject_tool" launch "$LIB" "$W/f" -- "$T/inject_cudart" >"$W/f.out" 2>&1
 sed 's/^/# /' "$W/f.out"
 grep -vE '^(I|W|E) |^totals |^child exit ' "$W/f.out" >"$W/f.prog"
-check 'cmp -s "$W/ref.out" "$W/f.prog"' "forced injection: program output unchanged"
-check 'grep -q "^child exit 5" "$W/f.out"' "forced injection: exit status 5 kept"
-check 'grep -q "no process of it started CUDA kernel profiling" "$W/f.out"' \
-	"forced injection: says no CUDA kernel profiling started"
-check '[ -z "$(ls -A "$W/f")" ]' "forced injection: nothing written"
+check "forced injection: program output unchanged" 'cmp -s "$W/ref.out" "$W/f.prog"'
+check "forced injection: exit status 5 kept" 'grep -q "^child exit 5" "$W/f.out"'
+check "forced injection: says no CUDA kernel profiling started" \
+	'grep -q "no process of it started CUDA kernel profiling" "$W/f.out"'
+check "forced injection: nothing written" '[ -z "$(ls -A "$W/f")" ]'
 
 # 3. InitializeInjection called directly in a process without CUDA.
 PY=$(command -v python3.11 || command -v python3)
@@ -67,8 +61,8 @@ print('init', lib.InitializeInjection())
 print('fini', lib.llmt_inject_fini())
 " "$(realpath "$LIB")" 2>&1); rc=$?
 	echo "# $res" | tr '\n' ' '; echo
-	check '[ $rc = 0 ] && echo "$res" | grep -q "^init 1" && echo "$res" | grep -q "^fini 1"' \
-		"InitializeInjection without CUDA returns 1 and leaves the library unloadable"
-	check '[ -z "$(ls -A "$W/d")" ]' "... and writes nothing"
+	check "InitializeInjection without CUDA returns 1 and leaves the library unloadable" \
+		'[ $rc = 0 ] && echo "$res" | grep -q "^init 1" && echo "$res" | grep -q "^fini 1"'
+	check "... and writes nothing" '[ -z "$(ls -A "$W/d")" ]'
 fi
-exit 0
+tap_done

@@ -12,27 +12,23 @@
 # The summary's "gpu" row counts what the library recorded, or says why
 # nothing (a launched command that never initialized CUDA).
 set -u
+. "$(dirname "$0")/../lib/tap.sh"
 BUILD=${BUILD:-build}
 T=$(realpath -m "$BUILD/tests/progs")
 COLL=$(realpath -m "$BUILD/bin/llmtracker")
-for f in "$T/fake_cuda_launch" "$T/fake_cupti" "$T/inject_logdump" "$COLL"; do
-	[ -e "$f" ] || { echo "not ok 1 - missing $f (make tests-bin)"; exit 1; }
-done
-[ "$(id -u)" = 0 ] || { echo "skip: needs root (eBPF, mount namespace)"; exit 77; }
-[ -d /proc/driver ] && command -v unshare >/dev/null || { echo "skip: no /proc/driver or unshare"; exit 77; }
+need_built "$T/fake_cuda_launch" "$T/fake_cupti" "$T/inject_logdump" "$COLL"
+[ "$(id -u)" = 0 ] || skip "needs root (eBPF, mount namespace)"
+[ -d /proc/driver ] && command -v unshare >/dev/null || skip "no /proc/driver or unshare"
 if [ -e /proc/driver/nvidia/version ] || [ -e /dev/nvidiactl ]; then
-	echo "skip: this node has a GPU driver; tests/gpu/launch_kernels.sh covers it"; exit 77
+	skip "this node has a GPU driver; tests/gpu/launch_kernels.sh covers it"
 fi
-W=$(mktemp -d /tmp/llmt-launch-exit.XXXXXX)
-trap 'rm -rf "$W"' EXIT
-n=0
-check() { n=$((n + 1)); if eval "$2"; then echo "ok $n - $1"; else echo "not ok $n - $1"; fi; }
+tap_tmpdir W llmt-launch-exit
 
 FAKE_CUPTI_TEARDOWN=1 FAKE_CUPTI_RATE=50000 unshare -m sh -c '
 	mount -t tmpfs none /proc/driver && mkdir /proc/driver/nvidia && echo fake >/proc/driver/nvidia/version &&
 	exec "$0" profile -t cpu --enable-cuda-kernel true -o "$1/p.log" --cupti-dir "$1" -- "$2" "$3" 300' \
 	"$COLL" "$W" "$T/fake_cuda_launch" "$T/fake_cupti" >"$W/out" 2>"$W/err"
-grep -E "cuda_kernel|command|fake CUPTI" "$W/err" "$W/out" | cut -c1-220 | sed 's/^/# /'
+grep -E "inject_mgr|command|fake CUPTI" "$W/err" "$W/out" | cut -c1-220 | sed 's/^/# /'
 check "the program kept its output" 'grep -q "^InitializeInjection 1$" "$W/out" && grep -q "^done$" "$W/out"'
 check "... and its exit status (7), no CUPTI call after CUDA's teardown" \
 	'grep -q "command exited with status 7" "$W/err" && ! grep -q "fake CUPTI: called after" "$W/out" "$W/err"'
@@ -52,3 +48,4 @@ unshare -m sh -c '
 sed -n '/^  gpu /,/^  wrote/p' "$W/err2" | sed 's/^/# /'
 check "a command that never initialized CUDA: the gpu row says so" \
 	'grep -A1 -E "^  gpu +0 +0$" "$W/err2" | grep -q "not seen in 1 process: no process of the launched command initialized CUDA"'
+tap_done

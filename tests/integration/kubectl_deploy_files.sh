@@ -3,11 +3,10 @@
 # converter's batch mode; the image's runtime stage installs every shared
 # library the built binaries need (checked against the binaries, via dpkg).
 set -u
+. "$(dirname "$0")/../lib/tap.sh"
 BUILD=${BUILD:-build}
 D=deploy
-n=0
-ok() { n=$((n + 1)); if [ "$1" -eq 0 ]; then echo "ok $n - $2"; else echo "not ok $n - $2"; fi; }
-python3 -c 'import yaml' 2>/dev/null || { echo "python3 with PyYAML is needed to parse the manifests"; exit 77; }
+python3 -c 'import yaml' 2>/dev/null || skip "python3 with PyYAML is needed to parse the manifests"
 
 python3 - "$D/manifests" <<'PY' > /tmp/kdf.$$ 2>&1; rc=$?
 import sys, yaml
@@ -32,7 +31,7 @@ assert svc["spec"]["selector"] == dep["spec"]["selector"]["matchLabels"]
 print("manifests consistent: claim", claim)
 PY
 sed 's/^/# /' /tmp/kdf.$$; rm -f /tmp/kdf.$$
-ok $rc "manifests parse; Job runs batch --in /data/logs --logdir /data/tb; TensorBoard and Job share the PVC"
+check_rc $rc "manifests parse; Job runs batch --in /data/logs --logdir /data/tb; TensorBoard and Job share the PVC"
 
 # The seccomp profile for the profiling pod: an allow list with everything
 # else refused, naming what the collector calls (bpf, perf_event_open, the
@@ -55,19 +54,19 @@ assert not (deny & allow), deny & allow
 print("seccomp profile: %d syscalls allowed" % len(allow))
 PY
 sed 's/^/# /' /tmp/kdf.$$; rm -f /tmp/kdf.$$
-ok $rc "seccomp profile allows the collector's calls and none that leave the container"
+check_rc $rc "seccomp profile allows the collector's calls and none that leave the container"
 
 grep -q '^ARG BASE=debian:12$' $D/Dockerfile && grep -q '^FROM ${BASE} AS build' $D/Dockerfile &&
 	[ "$(grep -c '^FROM ${BASE}' $D/Dockerfile)" = 2 ] &&
 	grep -q 'make .*all' $D/Dockerfile && grep -q 'make .*install' $D/Dockerfile
-ok $? "Dockerfile: multi-stage on its BASE argument (default debian:12), builds and installs from this repository"
+check_rc $? "Dockerfile: multi-stage on its BASE argument (default debian:12), builds and installs from this repository"
 grep -qx '\.git' .dockerignore && grep -qx 'build' .dockerignore && grep -qx 'build-\*' .dockerignore
-ok $? ".dockerignore keeps .git and build outputs out of the image's context"
+check_rc $? ".dockerignore keeps .git and build outputs out of the image's context"
 
 # Every NEEDED soname of the built binaries comes from a package the runtime stage installs.
 bins=$(ls "$BUILD"/bin/llmtracker "$BUILD"/bin/llmtracker-convert "$BUILD"/bin/kubectl-prof 2>/dev/null)
 if [ -z "$bins" ] || ! command -v dpkg >/dev/null; then
-	ok 0 "# SKIP binaries not built or no dpkg"
+	ok "# SKIP binaries not built or no dpkg"
 else
 	runtime=$(sed -n '/^FROM ${BASE}$/,$p' $D/Dockerfile)
 	missing=""
@@ -87,6 +86,6 @@ else
 		grep -qw -- "$pkg" <<< "$runtime" || missing="$missing $so($pkg)"
 	done
 	echo "# runtime libraries missing from the image:${missing:- none}"
-	[ -z "$missing" ]; ok $? "the image installs every shared library the binaries need"
+	[ -z "$missing" ]; check_rc $? "the image installs every shared library the binaries need"
 fi
-exit 0
+tap_done

@@ -3,13 +3,13 @@
 # answers `get pod` from canned JSON: the manifest, the flags' defaults, the
 # kubectl calls made, and the errors.
 set -u
+. "$(dirname "$0")/../lib/tap.sh"
 BUILD=${BUILD:-build}
 KP=$(realpath -m "$BUILD/bin/kubectl-prof")
-[ -x "$KP" ] || { echo "not ok 1 - $KP not built"; exit 1; }
-command -v python3 >/dev/null || { echo "python3 missing: cannot parse manifests"; exit 77; }
+need_built "$KP"
+command -v python3 >/dev/null || skip "python3 missing: cannot parse manifests"
 
-T=$(mktemp -d /tmp/kprof-test.XXXXXX)
-trap 'rm -rf "$T"' EXIT
+tap_tmpdir T kprof-test
 export FAKE_KUBE_DIR=$T/kube
 mkdir -p "$T/bin" "$FAKE_KUBE_DIR/pods"
 cat > "$T/bin/kubectl" <<'FAKE'
@@ -48,8 +48,6 @@ pod_json pending-worker Pending "" > "$FAKE_KUBE_DIR/pods/pending-worker.json"
 sed 's/,{"name":"log-agent","image":"fluent"}//' "$FAKE_KUBE_DIR/pods/pytorch-train-worker-sample.json" \
 	> "$FAKE_KUBE_DIR/pods/single.json"
 
-n=0
-ok() { n=$((n + 1)); if [ "$1" -eq 0 ]; then echo "ok $n - $2"; else echo "not ok $n - $2"; fi; }
 reset_calls() { rm -f "$FAKE_KUBE_DIR"/count "$FAKE_KUBE_DIR"/argv.* "$FAKE_KUBE_DIR"/stdin.*; }
 calls() { cat "$FAKE_KUBE_DIR/count" 2>/dev/null || echo 0; }
 
@@ -63,14 +61,14 @@ for f in '--container string' '-d, --duration uint' '(default 600)' '--image str
 	'--tolerate-all' '--seccomp-profile string'; do
 	grep -qF -- "$f" "$T/help" || { echo "# help lacks: $f"; miss=1; }
 done
-ok $((rc | miss)) "deploy -h lists the seed's flags and defaults"
-"$KP" run --help | cmp -s - "$T/help"; ok $? "run is an alias of deploy"
+check_rc $((rc | miss)) "deploy -h lists the seed's flags and defaults"
+"$KP" run --help | cmp -s - "$T/help"; check_rc $? "run is an alias of deploy"
 
 # 2. dry run: the manifest, with defaults
 reset_calls
 "$KP" deploy --dry-run --image reg.example/llmtracker:1 --pod pytorch-train-worker-sample \
 	--container pytorch > "$T/m.json" 2> "$T/err"; rc=$?
-ok $rc "deploy --dry-run exits 0"
+check_rc $rc "deploy --dry-run exits 0"
 python3 - "$T/m.json" <<'PY' > "$T/check" 2>&1
 import json, re, sys
 m = json.load(open(sys.argv[1]))
@@ -109,11 +107,11 @@ want(md["labels"]["app.kubernetes.io/managed-by"] == "kubectl-prof", "cleanup la
 want(md["annotations"]["llmtracker.io/ttl-seconds"] == "60", "ttl annotation default 60")
 want(md["annotations"]["llmtracker.io/target"] == "default/pytorch-train-worker-sample/pytorch", "target annotation")
 PY
-grep -q '^FAIL' "$T/check"; [ $? -ne 0 ]; ok $? "manifest: $(grep -c '^ok' "$T/check") checks passed"
+grep -q '^FAIL' "$T/check"; [ $? -ne 0 ]; check_rc $? "manifest: $(grep -c '^ok' "$T/check") checks passed"
 grep '^FAIL' "$T/check" | sed 's/^/# /'
 [ "$(calls)" = 1 ] && grep -qx 'get' "$FAKE_KUBE_DIR/argv.1" && tr '\n' ' ' < "$FAKE_KUBE_DIR/argv.1" |
 	grep -q 'get pod pytorch-train-worker-sample --namespace default -o json'
-ok $? "dry run only reads the pod (kubectl get pod ... -o json), applies nothing"
+check_rc $? "dry run only reads the pod (kubectl get pod ... -o json), applies nothing"
 
 # 2b. capabilities, seccomp, pull policy and tolerations follow the flags
 sc_case() { # what python-check -- deploy args
@@ -123,7 +121,7 @@ sc_case() { # what python-check -- deploy args
 m = json.load(open(sys.argv[1])); s = m['spec']; c = s['containers'][0]; sc = c['securityContext']
 caps = sc['capabilities']['add']; sp = sc['seccompProfile']
 assert $check, (caps, sp, c['imagePullPolicy'], s.get('tolerations'))" "$T/sc.json" > "$T/err" 2>&1
-	local rc=$?; [ $rc -eq 0 ] || sed 's/^/# /' "$T/err"; ok $rc "$what"
+	local rc=$?; [ $rc -eq 0 ] || sed 's/^/# /' "$T/err"; check_rc $rc "$what"
 }
 L='{"type": "Localhost", "localhostProfile": "llmtracker/collector.json"}'
 sc_case "-t cpu: BPF PERFMON SYS_PTRACE SYSLOG, Localhost seccomp" \
@@ -143,11 +141,11 @@ reset_calls
 "$KP" deploy --image IMG --duration 100000 --namespace default --pod pytorch-train-worker-sample \
 	--container pytorch --memory-limit 10G --memory-request 1G --kubeconfig /etc/kc --ttl 300 \
 	--region-id cn-hangzhou > "$T/out" 2> "$T/err"; rc=$?
-ok $rc "deploy with the seed's example flags exits 0"
+check_rc $rc "deploy with the seed's example flags exits 0"
 [ "$(calls)" = 2 ] && [ "$(head -2 "$FAKE_KUBE_DIR/argv.2" | tr '\n' ' ')" = "--kubeconfig /etc/kc " ] &&
 	[ "$(tail -n +3 "$FAKE_KUBE_DIR/argv.2" | tr '\n' ' ')" = "apply -f - " ]
-ok $? "applied with kubectl --kubeconfig /etc/kc apply -f -"
-python3 - "$FAKE_KUBE_DIR/stdin.2" <<'PY'; ok $? "applied manifest has duration 100000, memory 10G/1G, ttl 300, region"
+check_rc $? "applied with kubectl --kubeconfig /etc/kc apply -f -"
+python3 - "$FAKE_KUBE_DIR/stdin.2" <<'PY'; check_rc $? "applied manifest has duration 100000, memory 10G/1G, ttl 300, region"
 import json, sys
 m = json.load(open(sys.argv[1])); c = m["spec"]["containers"][0]
 assert m["spec"]["activeDeadlineSeconds"] == 100000
@@ -158,16 +156,16 @@ PY
 name=$(python3 -c 'import json,sys; print(json.load(open(sys.argv[1]))["metadata"]["name"])' "$FAKE_KUBE_DIR/stdin.2")
 grep -qF "kubectl --kubeconfig /etc/kc exec -ti $name -n default -c debugger -- bash" "$T/out" &&
 	grep -qF "llmtracker generateCommand --container-id abcdef0123456789" "$T/out"
-ok $? "prints the kubectl exec line and the generateCommand to run next"
+check_rc $? "prints the kubectl exec line and the generateCommand to run next"
 
 # 4. names: same target -> same hash, fresh random suffix
 a=$("$KP" deploy --dry-run --image I --pod single | python3 -c 'import json,sys; print(json.load(sys.stdin)["metadata"]["name"])')
 b=$("$KP" deploy --dry-run --image I --pod single | python3 -c 'import json,sys; print(json.load(sys.stdin)["metadata"]["name"])')
-[ "${a%-*}" = "${b%-*}" ] && [ "$a" != "$b" ]; ok $? "one target: same hash, new suffix ($a, $b)"
-"$KP" deploy --dry-run --image I --pod single > /dev/null; ok $? "a single-container pod needs no --container"
+[ "${a%-*}" = "${b%-*}" ] && [ "$a" != "$b" ]; check_rc $? "one target: same hash, new suffix ($a, $b)"
+"$KP" deploy --dry-run --image I --pod single > /dev/null; check_rc $? "a single-container pod needs no --container"
 "$KP" deploy --dry-run --image I --node gpu-node-3 | python3 -c '
 import json,sys; m=json.load(sys.stdin); assert m["spec"]["nodeName"]=="gpu-node-3"'
-ok $? "--node alone deploys on that node"
+check_rc $? "--node alone deploys on that node"
 
 # 5. errors: clear message, right exit code, nothing applied
 err_case() { # want_rc pattern what -- args
@@ -175,9 +173,9 @@ err_case() { # want_rc pattern what -- args
 	reset_calls
 	"$KP" "$@" > "$T/out" 2> "$T/err"; local rc=$?
 	if [ $rc -eq "$want" ] && grep -qF -- "$pat" "$T/err" && ! ls "$FAKE_KUBE_DIR"/stdin.* >/dev/null 2>&1; then
-		ok 0 "$what"
+		ok "$what"
 	else
-		ok 1 "$what (rc $rc, stderr: $(head -c 300 "$T/err"))"
+		nok "$what (rc $rc, stderr: $(head -c 300 "$T/err"))"
 	fi
 }
 err_case 1 'pod "nope" not found in namespace "default"' "missing pod" -- deploy --image I --pod nope
@@ -198,14 +196,14 @@ err_case 2 'invalid --seccomp-profile "Unconfined"' "no unconfined seccomp" -- d
 err_case 2 'invalid --seccomp-profile "../x.json"' "seccomp path stays under the kubelet's directory" -- deploy --image I --pod single --seccomp-profile ../x.json
 reset_calls; mkdir -p "$T/empty"
 env PATH="$T/empty" "$KP" deploy --image I --pod single > "$T/out" 2> "$T/err"; rc=$?
-[ $rc -eq 1 ] && grep -qF 'kubectl not found on PATH' "$T/err"; ok $? "kubectl missing"
+[ $rc -eq 1 ] && grep -qF 'kubectl not found on PATH' "$T/err"; check_rc $? "kubectl missing"
 KUBECTL=/nonexistent/kubectl err_case 1 'KUBECTL=/nonexistent/kubectl is not an executable' "KUBECTL unusable" -- deploy --image I --pod single
 
 # 6. delete
 reset_calls
 "$KP" delete --namespace ml > "$T/out" 2>&1
 [ "$(tr '\n' ' ' < "$FAKE_KUBE_DIR/argv.1")" = "delete pod --namespace ml -l app.kubernetes.io/managed-by=kubectl-prof " ]
-ok $? "delete removes this plugin's pods by label"
+check_rc $? "delete removes this plugin's pods by label"
 now=$(date -u +%Y-%m-%dT%H:%M:%SZ)
 cat > "$FAKE_KUBE_DIR/list.json" <<JSON
 {"items":[
@@ -219,6 +217,6 @@ JSON
 reset_calls
 "$KP" delete --expired > "$T/out" 2>&1
 [ "$(tr '\n' ' ' < "$FAKE_KUBE_DIR/argv.2")" = "delete pod --namespace default ai-profiler-old-aaaaa " ]
-ok $? "delete --expired removes only finished pods past their ttl"
+check_rc $? "delete --expired removes only finished pods past their ttl"
 err_case 2 'is not a profiling pod' "delete refuses other pods" -- delete pytorch-train-worker-sample
-exit 0
+tap_done

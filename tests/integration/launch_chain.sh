@@ -13,19 +13,17 @@
 # under each source's row, what it could not see: the helpers ran no
 # Python, and the probe file's libraries were never loaded.
 set -u
+. "$(dirname "$0")/../lib/tap.sh"
 BUILD=${BUILD:-build}
 LT=$(realpath -m "$BUILD/bin/llmtracker")
 CONV=$(realpath -m "$BUILD/bin/llmtracker-convert")
 CHAIN=$PWD/tests/workloads/launcher_chain.sh
 PY=$(ls ${PYENV_ROOT:-/root/.pyenv}/versions/3.1[12]*/bin/python3.1[12] 2>/dev/null | head -1)
 RUNS=${LAUNCH_CHAIN_RUNS:-5}
-for f in "$LT" "$CONV"; do [ -x "$f" ] || { echo "not ok 1 - $f not built"; exit 1; }; done
-[ "$(id -u)" = 0 ] || { echo "needs root (eBPF, ptrace)"; exit 77; }
-[ -x "$PY" ] || { echo "no pyenv python3.11/3.12"; exit 77; }
-T=$(mktemp -d /tmp/launch-chain.XXXXXX)
-trap 'rm -rf "$T"' EXIT
-n=0
-ok() { n=$((n + 1)); if [ "$1" -eq 0 ]; then echo "ok $n - $2"; else echo "not ok $n - $2"; fi; }
+need_built "$LT" "$CONV"
+[ "$(id -u)" = 0 ] || skip "needs root (eBPF, ptrace)"
+[ -x "$PY" ] || skip "no pyenv python3.11/3.12"
+tap_tmpdir T launch-chain
 cat > "$T/t.py" <<'PY'
 import sys
 def f():
@@ -38,17 +36,18 @@ for r in $(seq "$RUNS"); do
 	"$LT" profile -t python,cuda -o "$T/p$r.log" -- "$CHAIN" "$PY" "$T/t.py" >/dev/null 2>"$T/err$r"
 	grep -oE "command .*" "$T/err$r" | sed "s/^/# [$r] /"
 	grep -q "command exited with status 3" "$T/err$r"
-	ok $? "[$r] the command's own exit status (3) is reported"
+	check_rc $? "[$r] the command's own exit status (3) is reported"
 	COLUMNS=1000 "$CONV" summary -n 100000 "$T/p$r.log" 2>/dev/null |
 		awk '$NF ~ /^\(.*t\.py:2\)$/ && $(NF-1) == "f" { print $(NF-3) }' >"$T/calls$r"
 	echo "# [$r] f calls recorded: $(cat "$T/calls$r")"
 	[ "$(cat "$T/calls$r")" = 2000 ]
 	rc=$?
 	[ $rc = 0 ] || grep -E "python[.:]|not seen|held|let go" "$T/err$r" | cut -c1-240 | sed "s/^/# [$r] /"
-	ok $rc "[$r] every call of the script's f recorded (2000)"
+	check_rc $rc "[$r] every call of the script's f recorded (2000)"
 done
 sed -n '/^  source /,$p' "$T/err1" | sed 's/^/# /'
 grep -A1 -E '^  python ' "$T/err1" | grep -qE '^    not seen in [0-9]{2} processes: ran no Python interpreter \(pid [0-9]+, '
-ok $? "the summary says which processes ran no Python interpreter"
+check_rc $? "the summary says which processes ran no Python interpreter"
 grep -qE '^  cuda +0 +0 +not recorded: no library the probe file names was loaded' "$T/err1"
-ok $? "the summary says why cuda recorded nothing"
+check_rc $? "the summary says why cuda recorded nothing"
+tap_done

@@ -3,14 +3,12 @@
 # plugins/profile/<run>/, extracting it gives identical files; it is never
 # published half-written nor over an existing file.
 set -u
+. "$(dirname "$0")/../lib/tap.sh"
 BUILD=${BUILD:-build}
 conv=$BUILD/bin/llmtracker-convert
 gen=$BUILD/tests/progs/xplane_genlog
-for p in "$conv" "$gen"; do [ -x "$p" ] || { echo "not ok 1 - $p not built"; exit 1; }; done
-dir=$(mktemp -d /tmp/pack-rt.XXXXXX)
-trap 'rm -rf "$dir"' EXIT
-n=0
-t() { n=$((n + 1)); if "$@" >"$dir/out" 2>&1; then echo "ok $n - $desc"; else echo "not ok $n - $desc"; sed 's/^/# /' "$dir/out" | head -20; fi; }
+need_built "$conv" "$gen"
+tap_tmpdir dir pack-rt
 
 "$gen" "$dir/a.log" host-a 3 && "$gen" "$dir/b.log" host-b 2
 "$conv" -i "$dir/a.log" -i "$dir/b.log" --logdir "$dir/logs" --run r1 >/dev/null 2>&1
@@ -34,4 +32,4 @@ desc="a missing run is a clear error and writes nothing"
 t bash -c "! '$conv' pack --logdir '$dir/logs' --run nope -o '$dir/nope.tar.zst' 2>'$dir/err' && grep -q nope '$dir/err' && [ ! -e '$dir/nope.tar.zst' ]"
 desc="no temporary file is left beside the archive"
 t test -z "$(ls -A "$dir" | grep '^\.')"
-exit 0
+tap_done

@@ -8,6 +8,7 @@
 # unsupported CPython gets one clear line, the launch form, and a SIGKILLed
 # collector leaves the target running.
 set -u
+. "$(dirname "$0")/../lib/tap.sh"
 BUILD=${BUILD:-build}
 LT=$(realpath -m "$BUILD/bin/llmtracker")
 CONV=$(realpath -m "$BUILD/bin/llmtracker-convert")
@@ -16,30 +17,22 @@ LIB=$(realpath -m "$BUILD/lib/libllmtracker-inject.so")
 SCRIPT=$PWD/tests/workloads/pyh_calltree.py
 CHECK=$PWD/tests/integration/python_check.py
 PYENV=${PYENV_ROOT:-/root/.pyenv}/versions
-for f in "$LT" "$DUMP" "$LIB"; do [ -e "$f" ] || { echo "not ok 1 - $f not built"; exit 1; }; done
-[ "$(id -u)" = 0 ] || { echo "needs root (eBPF, ptrace)"; exit 77; }
+need_built "$LT" "$DUMP" "$LIB"
+[ "$(id -u)" = 0 ] || skip "needs root (eBPF, ptrace)"
 PY=$(ls "$PYENV"/3.11*/bin/python3.11 2>/dev/null | head -1)
-[ -x "$PY" ] || { echo "no pyenv python3.11 (the interpreter without USDT probes) under $PYENV"; exit 77; }
+[ -x "$PY" ] || skip "no pyenv python3.11 (the interpreter without USDT probes) under $PYENV"
 [ "$("$PY" -c 'import sysconfig; print(sysconfig.get_config_var("WITH_DTRACE"))')" = 0 ] ||
-	{ echo "$PY has USDT probes; this test needs one without"; exit 77; }
+	skip "$PY has USDT probes; this test needs one without"
 
-T=$(mktemp -d /tmp/pyhook-test.XXXXXX)
-pids=()
-cleanup() { for p in "${pids[@]}"; do kill -9 "$p" 2>/dev/null; done; rm -rf "$T"; }
-trap cleanup EXIT
-n=0
-ok() { n=$((n + 1)); if [ "$1" -eq 0 ]; then echo "ok $n - $2"; else echo "not ok $n - $2"; fi; }
-wait_for() { # file regex [tenths]: up to 10 s
-	for _ in $(seq "${3:-100}"); do grep -qE "$2" "$1" 2>/dev/null && return 0; sleep 0.1; done; return 1
-}
-check() { # dir what func=n...
+tap_tmpdir T pyhook-test
+check_calls() { # dir what func=n...
 	local d=$1 what=$2; shift 2
 	cat "$d"/llmtracker-python.*.evlog > /dev/null 2>&1 &&
 		"$DUMP" "$d"/llmtracker-python.*.evlog > "$d/dump" 2> "$d/dump.err" &&
 		python3 "$CHECK" "$@" < "$d/dump" > "$d/check"
 	local rc=$?
 	sed 's/^/# /' "$d/check" 2>/dev/null
-	ok $rc "$what"
+	check_rc $rc "$what"
 }
 inject_mapped() { grep -c "memfd:llmtracker-inject" "/proc/$1/maps" 2>/dev/null; }
 
@@ -48,9 +41,9 @@ inject_mapped() { grep -c "memfd:llmtracker-inject" "/proc/$1/maps" 2>/dev/null;
 attach() {
 	local py=$1 d=$T/$2 tp cp
 	mkdir -p "$d"
-	"$py" "$SCRIPT" "$3" "$d/go" "$d/hold" "$4" > "$d/out" 2> "$d/stderr" & tp=$!; pids+=($tp)
+	"$py" "$SCRIPT" "$3" "$d/go" "$d/hold" "$4" > "$d/out" 2> "$d/stderr" & tp=$!; tap_bg $tp
 	sleep 0.3
-	"$LT" profile -p $tp -t python -o "$d/c.log" -v 1 > /dev/null 2> "$d/err" & cp=$!; pids+=($cp)
+	"$LT" profile -p $tp -t python -o "$d/c.log" -v 1 > /dev/null 2> "$d/err" & cp=$!; tap_bg $cp
 	wait_for "$d/err" "tracing functions|cannot trace" && touch "$d/go"
 	wait_for "$d/out" "pyh_calltree done"
 	inject_mapped $tp > "$d/maps_during"
@@ -61,26 +54,26 @@ attach() {
 
 # 1. pyenv python3.11 by -p
 attach "$PY" a 100 0
-ok "$(cat $T/a/coll_rc)" "profile -p PID -t python (no USDT: $PY) exits 0"
+check_rc "$(cat $T/a/coll_rc)" "profile -p PID -t python (no USDT: $PY) exits 0"
 grep -q "tracing functions through the injected profile hook" "$T/a/err"
-ok $? "the collector says it traces through the injected hook"
-check "$T/a" "exact f/g enter+exit counts, nested per thread" f=100 g=300 loop=1
+check_rc $? "the collector says it traces through the injected hook"
+check_calls "$T/a" "exact f/g enter+exit counts, nested per thread" f=100 g=300 loop=1
 [ "$(cat $T/a/rc)" = 3 ] && [ "$(cat $T/a/out)" = "pyh_calltree done 100 0 30300" ] && [ ! -s "$T/a/stderr" ]
-ok $? "the target's output and exit status (3) are unchanged"
+check_rc $? "the target's output and exit status (3) are unchanged"
 grep -q "removed=1" "$T/a/err" && [ "$(cat $T/a/maps_during)" -ge 1 ] && [ "$(cat $T/a/maps_after)" = 0 ]
-ok $? "profile function removed, library mapped while profiling ($(cat $T/a/maps_during)) and gone after ($(cat $T/a/maps_after))"
+check_rc $? "profile function removed, library mapped while profiling ($(cat $T/a/maps_during)) and gone after ($(cat $T/a/maps_after))"
 "$DUMP" "$T/a"/llmtracker-python.*.evlog | awk '/^py_enter/ && / func=g / { for (i = 2; i <= NF; i++) if ($i ~ /^(pid|tid|line|file)=/) print $i }' |
 	sort -u > "$T/a/fields"
 grep -qx "pid=$(sed -n 's/.*pid \([0-9]*\): tracing.*/\1/p' "$T/a/err")" "$T/a/fields" && grep -q "^file=$SCRIPT$" "$T/a/fields" &&
 	grep -qx "line=15" "$T/a/fields"
-ok $? "g's events carry the target's pid, the script's file and g's first line"
+check_rc $? "g's events carry the target's pid, the script's file and g's first line"
 
 # 1b. threads started after the hook went in are traced from their first call
 attach "$PY" th 100 3
-check "$T/th" "3 new threads + main: exact counts, nesting per thread" f=400 g=1200 loop=4
+check_calls "$T/th" "3 new threads + main: exact counts, nesting per thread" f=400 g=1200 loop=4
 [ "$(grep "^py_enter.* func=loop " "$T/th/dump" | grep -o 'tid=[0-9]*' | sort -u | wc -l)" = 4 ] &&
 	[ "$(cat $T/th/rc)" = 3 ] && [ "$(cat $T/th/maps_after)" = 0 ] && grep -q "removed=1" "$T/th/err"
-ok $? "the 4 loops are on 4 distinct threads; hook removed, library gone, exit status unchanged"
+check_rc $? "the 4 loops are on 4 distinct threads; hook removed, library gone, exit status unchanged"
 
 # 2. the converter merges the hook's log with the collector's
 if [ -x "$CONV" ] && "$CONV" -i "$T/a/c.log" --cupti-dir "$T/a" -o "$T/a/t.json" > "$T/a/conv" 2>&1; then
@@ -92,20 +85,20 @@ n = collections.Counter(e["name"] for e in py)
 print("# python_function X: f=%d g=%d loop=%d" % (n["f"], n["g"], n["loop"]))
 assert (n["f"], n["g"], n["loop"]) == (100, 300, 1)
 PY
-	ok $? "converted with --cupti-dir: python_function X events f=100 g=300"
+	check_rc $? "converted with --cupti-dir: python_function X events f=100 g=300"
 else
 	sed 's/^/# /' "$T/a/conv" 2>/dev/null | head -5
-	ok 1 "llmtracker-convert -i LOG --cupti-dir DIR"
+	nok "llmtracker-convert -i LOG --cupti-dir DIR"
 fi
 
 # 3. other CPython versions without probes, when installed
 for v in 3.12 3.13 3.10 3.9; do
 	p=$(ls "$PYENV"/$v.*/bin/python$v 2>/dev/null | head -1)
-	if [ ! -x "$p" ]; then ok 0 "# SKIP no python$v"; continue; fi
+	if [ ! -x "$p" ]; then ok "# SKIP no python$v"; continue; fi
 	attach "$p" "v$v" 50 0
-	check "$T/v$v" "python$v: exact counts, nesting" f=50 g=150 loop=1
+	check_calls "$T/v$v" "python$v: exact counts, nesting" f=50 g=150 loop=1
 	[ "$(cat $T/v$v/rc)" = 3 ] && [ "$(cat $T/v$v/maps_after)" = 0 ]
-	ok $? "python$v: exit status unchanged, library gone after detach"
+	check_rc $? "python$v: exit status unchanged, library gone after detach"
 done
 
 # 4. an unsupported CPython: one clear line, the target untouched
@@ -116,9 +109,9 @@ if [ -x "$p" ]; then
 	said=$(grep -c "cannot trace Python functions.*CPython 3.8 is not supported" "$T/old/err")
 	[ "$said" = 1 ] && [ "$(cat $T/old/rc)" = 3 ] && [ "$(cat $T/old/maps_after)" = 0 ] &&
 		[ "$(cat $T/old/out)" = "pyh_calltree done 10 0 330" ]
-	ok $? "CPython 3.8: one clear line (said $said), target untouched (library mapped after: $(cat $T/old/maps_after)) and unchanged (exit $(cat $T/old/rc))"
+	check_rc $? "CPython 3.8: one clear line (said $said), target untouched (library mapped after: $(cat $T/old/maps_after)) and unchanged (exit $(cat $T/old/rc))"
 else
-	ok 0 "# SKIP no python3.8"
+	ok "# SKIP no python3.8"
 fi
 
 # 4b. a thread running its own profiler (sys.setprofile) is left alone
@@ -137,41 +130,41 @@ for _ in range(10): f()
 sys.setprofile(None)
 print("own profiler saw f", calls.count("f"), "g", calls.count("g"), flush=True)
 PY
-"$PY" "$T/own/own.py" "$T/own/go" > "$T/own/out" & tp=$!; pids+=($tp)
+"$PY" "$T/own/own.py" "$T/own/go" > "$T/own/out" & tp=$!; tap_bg $tp
 sleep 0.3
-"$LT" profile -p $tp -t python -o "$T/own/c.log" -v 1 > /dev/null 2> "$T/own/err" & cp=$!; pids+=($cp)
+"$LT" profile -p $tp -t python -o "$T/own/c.log" -v 1 > /dev/null 2> "$T/own/err" & cp=$!; tap_bg $cp
 wait_for "$T/own/err" "tracing functions|cannot trace" && touch "$T/own/go"
 wait $tp; wait $cp
 grep "profiler of their own" "$T/own/err" | cut -c1-160 | sed 's/^/# /'
 [ "$(cat "$T/own/out")" = "own profiler saw f 10 g 30" ] && grep -q "1 thread(s) already run a profiler" "$T/own/err"
-ok $? "a thread with its own sys.setprofile profiler keeps it (f 10, g 30 seen by it); said once"
+check_rc $? "a thread with its own sys.setprofile profiler keeps it (f 10, g 30 seen by it); said once"
 
 # 5. launch form: the hook goes in once the new process can take it
 mkdir -p "$T/l"
 ( "$LT" profile -t python -o "$T/l/c.log" -v 1 -- "$PY" "$SCRIPT" 100 "$T/l/go" "$T/l/hold" 0 \
-	> "$T/l/out" 2> "$T/l/err"; echo $? > "$T/l/coll_rc" ) & cp=$!; pids+=($cp)
+	> "$T/l/out" 2> "$T/l/err"; echo $? > "$T/l/coll_rc" ) & cp=$!; tap_bg $cp
 wait_for "$T/l/err" "tracing functions|cannot trace" && touch "$T/l/go"
 wait_for "$T/l/out" "pyh_calltree done"
 touch "$T/l/hold"; wait $cp
 grep -E "python: pid" "$T/l/err" | cut -c1-200 | sed 's/^/# /'
-check "$T/l" "launched: exact counts once the hook is in" f=100 g=300 loop=1
+check_calls "$T/l" "launched: exact counts once the hook is in" f=100 g=300 loop=1
 [ "$(cat $T/l/coll_rc)" = 0 ] && grep -q "command exited with status 3" "$T/l/err"
-ok $? "launched: collector exits 0, the command's status 3 is reported"
+check_rc $? "launched: collector exits 0, the command's status 3 is reported"
 
 # 6. the collector is SIGKILLed: the library sees the socket close, removes
 # its hook, flushes its log and closes the file; nobody is left to publish
 # it, so it stays as the collector's .NAME.partial, readable; the target
 # carries on and holds no fd of ours
 mkdir -p "$T/k"
-"$PY" "$SCRIPT" 100 "$T/k/go" "$T/k/hold" 0 > "$T/k/out" & tp=$!; pids+=($tp)
+"$PY" "$SCRIPT" 100 "$T/k/go" "$T/k/hold" 0 > "$T/k/out" & tp=$!; tap_bg $tp
 sleep 0.3
 fdlist() { for f in /proc/$tp/fd/*; do echo "${f##*/} $(readlink "$f")"; done 2>/dev/null | sort; }
 fdlist > "$T/k/fd.before"
-"$LT" profile -p $tp -t python -o "$T/k/c.log" -v 1 > /dev/null 2> "$T/k/err" & cp=$!; pids+=($cp)
+"$LT" profile -p $tp -t python -o "$T/k/c.log" -v 1 > /dev/null 2> "$T/k/err" & cp=$!; tap_bg $cp
 wait_for "$T/k/err" "tracing functions"
 kill -KILL $cp; wait $cp 2>/dev/null
 ours_open() { fdlist | comm -13 "$T/k/fd.before" - | grep -c .; }
-for _ in $(seq 100); do [ "$(ours_open)" = 0 ] && break; sleep 0.1; done
+wait_until 10 '[ "$(ours_open)" = 0 ]'
 left_open=$(ours_open)
 touch "$T/k/go"; wait_for "$T/k/out" "pyh_calltree done"; touch "$T/k/hold"; wait $tp; rc=$?
 part=$(ls "$T/k"/.llmtracker-python.*.evlog.partial 2>/dev/null | head -1)
@@ -180,5 +173,5 @@ grep -c " func=g " "$T/k/dump" > "$T/k/g"
 echo "# left open in the target: $left_open; partial: ${part##*/} (dump rc $drc)"
 [ $rc = 3 ] && [ "$(cat $T/k/out)" = "pyh_calltree done 100 0 30300" ] && [ "$(cat $T/k/g)" = 0 ] &&
 	[ -n "$part" ] && [ $drc = 0 ] && [ "$left_open" = 0 ] && ! ls "$T/k"/llmtracker-python.*.evlog >/dev/null 2>&1
-ok $? "collector SIGKILLed: hook removed (no g calls recorded after), readable .partial left, no fd of ours left in the target, target unchanged"
-exit 0
+check_rc $? "collector SIGKILLed: hook removed (no g calls recorded after), readable .partial left, no fd of ours left in the target, target unchanged"
+tap_done

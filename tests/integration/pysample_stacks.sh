@@ -5,16 +5,16 @@
 # -p. tests/workloads/pys_hot.py spends its time in <module> -> hot_outer ->
 # hot_inner, and a thread in other_worker.
 set -u
+. "$(dirname "$0")/../lib/tap.sh"
 BUILD=${BUILD:-build}
 LLMT=$BUILD/bin/llmtracker CONV=$BUILD/bin/llmtracker-convert DUMP=$BUILD/tests/progs/evlog_dump
 SCRIPT=$(cd "$(dirname "$0")/../.." && pwd)/tests/workloads/pys_hot.py
-[ "$(id -u)" = 0 ] || { echo "skip: needs root (BPF, perf events)"; exit 77; }
-[ -x /usr/bin/python3.11 ] || { echo "skip: /usr/bin/python3.11 not installed"; exit 77; }
-for f in "$LLMT" "$CONV" "$DUMP"; do [ -x "$f" ] || { echo "not ok 1 - $f not built"; exit 1; }; done
-tmp=$(mktemp -d); trap 'kill $bg 2>/dev/null; rm -rf "$tmp"' EXIT
+[ "$(id -u)" = 0 ] || skip "needs root (BPF, perf events)"
+[ -x /usr/bin/python3.11 ] || skip "/usr/bin/python3.11 not installed"
+need_built "$LLMT" "$CONV" "$DUMP"
+tap_tmpdir tmp llmt-test
 bg=
-n=0
-check() { n=$((n + 1)); if eval "$2"; then echo "ok $n - $1"; else echo "not ok $n - $1"; fi; }
+tap_at_exit 'kill $bg 2>/dev/null'
 
 # "count root;..;leaf" per stack of the folded file, frames without (file:line).
 folded() {
@@ -99,4 +99,4 @@ check "an unsupported version still profiles (exit 0)" '[ $? = 0 ]'
 grep 'pysample: pid' "$tmp/d.out" | sed 's/^/# /'
 check "one line names the pid, the file and the version" \
 	'[ "$(grep -c "pysample: pid [0-9]*: cannot sample Python stacks: .*python3.10 is CPython 3.10" "$tmp/d.out")" = 1 ]'
-exit 0
+tap_done

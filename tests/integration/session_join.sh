@@ -19,6 +19,7 @@
 #      file time as before, said in one line; library logs of two sessions
 #      and no main log are refused, naming both.
 set -u
+. "$(dirname "$0")/../lib/tap.sh"
 BUILD=${BUILD:-build}
 LT=$(realpath -m "$BUILD/bin/llmtracker")
 CONV=$(realpath -m "$BUILD/bin/llmtracker-convert")
@@ -26,21 +27,12 @@ DUMP=$(realpath -m "$BUILD/tests/progs/evlog_dump")
 P=$(realpath -m "$BUILD/tests/progs")
 SCRIPT=$PWD/tests/workloads/pyh_calltree.py
 PYENV=${PYENV_ROOT:-/root/.pyenv}/versions
-for f in "$LT" "$CONV" "$DUMP" "$P/conv_genlog" "$P/fake_cuda_app" "$P/fake_cupti" \
-	"$BUILD/lib/libllmtracker-inject.so"; do
-	[ -e "$f" ] || { echo "not ok 1 - $f not built (make tests-bin)"; exit 1; }
-done
-[ "$(id -u)" = 0 ] || { echo "# skip: needs root (eBPF, ptrace)"; exit 77; }
+need_built "$LT" "$CONV" "$DUMP" "$P/conv_genlog" "$P/fake_cuda_app" "$P/fake_cupti" \
+	"$BUILD/lib/libllmtracker-inject.so"
+[ "$(id -u)" = 0 ] || skip "needs root (eBPF, ptrace)"
 
-T=$(mktemp -d /tmp/session-join.XXXXXX)
-pids=()
-cleanup() { exec 9>&- 2>/dev/null; for p in "${pids[@]}"; do kill -9 "$p" 2>/dev/null; done; rm -rf "$T"; }
-trap cleanup EXIT
-n=0
-ok() { n=$((n + 1)); if [ "$1" -eq 0 ]; then echo "ok $n - $2"; else echo "not ok $n - $2"; fi; }
-wait_for() { # file regex: up to 30 s
-	for _ in $(seq 300); do grep -qE "$2" "$1" 2>/dev/null && return 0; sleep 0.1; done; return 1
-}
+tap_tmpdir T session-join
+tap_at_exit 'exec 9>&- 2>/dev/null'
 session_of() { "$DUMP" "$1" 2>/dev/null | sed -n 's/^# session=//p' | head -1; }
 # py_counts JSON: "f=N g=N loop=N" of the Python calls (complete events) in a trace
 py_counts() {
@@ -58,10 +50,10 @@ PY
 # hook is in, the target sleeps (in a system call) before and after it.
 profile_py() {
 	local d=$1 name=$2 tp cp
-	"$PY" "$SCRIPT" "$3" "$T/$name.go" "$T/$name.hold" > "$T/$name.out" 2>&1 & tp=$!; pids+=($tp)
-	"$LT" profile -p $tp -t python -o "$d/$name.evlog" -v 1 "${@:4}" > /dev/null 2> "$T/$name.err" & cp=$!; pids+=($cp)
-	wait_for "$T/$name.err" "tracing functions|cannot trace" && touch "$T/$name.go"
-	wait_for "$T/$name.out" "pyh_calltree done"
+	"$PY" "$SCRIPT" "$3" "$T/$name.go" "$T/$name.hold" > "$T/$name.out" 2>&1 & tp=$!; tap_bg $tp
+	"$LT" profile -p $tp -t python -o "$d/$name.evlog" -v 1 "${@:4}" > /dev/null 2> "$T/$name.err" & cp=$!; tap_bg $cp
+	wait_for "$T/$name.err" "tracing functions|cannot trace" 30 && touch "$T/$name.go"
+	wait_for "$T/$name.out" "pyh_calltree done" 30
 	kill -INT $cp; wait $cp
 	touch "$T/$name.hold"; wait $tp
 	echo $tp > "$T/$name.pid"
@@ -77,30 +69,30 @@ if [ -x "$PY" ] && [ "$("$PY" -c 'import sysconfig; print(sysconfig.get_config_v
 	echo "# p1 session $s1, hook log ${pl1##*/}"
 	[ ${#s1} = 32 ] && [ -n "$pl1" ] && [ "$(session_of "$pl1")" = "$s1" ] &&
 		grep -q "(session $s1)" "$T/p1.err"
-	ok $? "the collector's log and the hook's log carry one session id ($s1)"
+	check_rc $? "the collector's log and the hook's log carry one session id ($s1)"
 	"$LT" export -i "$D/p1.evlog" -o "$T/p1.json" 2> "$T/p1.conv"
 	c=$(py_counts "$T/p1.json"); echo "# export -i p1.evlog: $c"
 	[ "$c" = "f=100 g=300 loop=1" ] && ! grep -q "left out" "$T/p1.conv"
-	ok $? "export -i LOG shows the hook's Python calls, no extra flag (f=100 g=300 loop=1)"
+	check_rc $? "export -i LOG shows the hook's Python calls, no extra flag (f=100 g=300 loop=1)"
 	"$CONV" -q -i "$D/p1.evlog" -i "$pl1" -o "$T/p1named.json"
 	cmp -s "$T/p1.json" "$T/p1named.json"
-	ok $? "... byte for byte the trace of both logs named by hand"
+	check_rc $? "... byte for byte the trace of both logs named by hand"
 	(cd "$D" && "$CONV" summary -n 100000 p1.evlog) > "$T/p1.sum" 2> "$T/p1.sumerr" # a bare name too
 	grep -E " (f|g) \(" "$T/p1.sum" | sed 's/^/# /'
 	grep -qE "^ .* 100 +[0-9.]+  f \(.*pyh_calltree.py:19\)$" "$T/p1.sum" &&
 		grep -qE "^ .* 300 +[0-9.]+  g \(.*pyh_calltree.py:15\)$" "$T/p1.sum"
-	ok $? "summary LOG (a bare name, in its directory) lists the hook's calls (f 100 calls, g 300)"
+	check_rc $? "summary LOG (a bare name, in its directory) lists the hook's calls (f 100 calls, g 300)"
 	"$CONV" -q -i "$D/p1.evlog" --logdir "$T/tb" --run r1
 	c=$(py_counts "$(ls "$T"/tb/plugins/profile/r1/*.trace.json.gz)"); echo "# --logdir: $c"
 	[ "$c" = "f=100 g=300 loop=1" ] && [ -s "$(ls "$T"/tb/plugins/profile/r1/*.xplane.pb)" ]
-	ok $? "--logdir of the main log alone: the run's trace holds the hook's calls ($c)"
+	check_rc $? "--logdir of the main log alone: the run's trace holds the hook's calls ($c)"
 
 	# 2. an unrelated profile into the same directory
 	profile_py "$D" p2 50
 	pl2=$(ls "$D"/llmtracker-python.*.$(cat "$T/p2.pid").*.evlog 2>/dev/null)
 	s2=$(session_of "$D/p2.evlog")
 	[ -n "$pl2" ] && [ "$(session_of "$pl2")" = "$s2" ] && [ "$s2" != "$s1" ]
-	ok $? "the second profile has a session of its own ($s2)"
+	check_rc $? "the second profile has a session of its own ($s2)"
 	for args in "" "--cupti-dir $D"; do
 		"$CONV" -i "$D/p1.evlog" $args -o "$T/a.json" --force 2> "$T/a.err"
 		"$CONV" -i "$D/p2.evlog" $args -o "$T/b.json" --force 2> "$T/b.err"
@@ -110,7 +102,7 @@ if [ -x "$PY" ] && [ "$("$PY" -c 'import sysconfig; print(sysconfig.get_config_v
 			[ "$(grep -c "left out" "$T/a.err")" = 1 ] && [ "$(grep -c "left out" "$T/b.err")" = 1 ] &&
 			grep "left out 2 event logs" "$T/a.err" | grep -F "$D/p2.evlog" | grep -qF "$pl2" &&
 			grep "left out 2 event logs" "$T/b.err" | grep -F "$D/p1.evlog" | grep -qF "$pl1"
-		ok $? "two profiles in one directory${args:+ ($args)}: each takes its own ($ca; $cb) and names the other's 2 logs in one line"
+		check_rc $? "two profiles in one directory${args:+ ($args)}: each takes its own ($ca; $cb) and names the other's 2 logs in one line"
 	done
 	# profile --cupti-dir elsewhere: said at the start; the converter then needs it too
 	mkdir -p "$T/main" "$T/libs"
@@ -119,11 +111,11 @@ if [ -x "$PY" ] && [ "$("$PY" -c 'import sysconfig; print(sysconfig.get_config_v
 	c=$(py_counts "$T/c.json")
 	grep -q "logs go to $T/libs, not beside $T/main/p3.evlog: convert with --cupti-dir $T/libs" "$T/p3.err" &&
 		[ "$c" = "f=20 g=60 loop=1" ] && ls "$T"/libs/llmtracker-python.*.evlog > /dev/null
-	ok $? "profile --cupti-dir elsewhere says so; export -i LOG --cupti-dir DIR takes its logs ($c)"
+	check_rc $? "profile --cupti-dir elsewhere says so; export -i LOG --cupti-dir DIR takes its logs ($c)"
 	"$CONV" summary "$D" > /dev/null 2> "$T/dir.err"
 	grep "two profiles" "$T/dir.err" | sed 's/^/# /'
 	grep -q "p1.evlog and .*p2.evlog: two profiles of host" "$T/dir.err"
-	ok $? "the directory given whole: both profiles, said in one line"
+	check_rc $? "the directory given whole: both profiles, said in one line"
 else
 	echo "# no pyenv python3.11 without USDT probes under $PYENV: hook checks skipped"
 fi
@@ -133,9 +125,9 @@ if [ "$(uname -m)" = x86_64 ] && [ ! -e /proc/driver/nvidia/version ] && [ ! -e 
 	C=$T/cuda
 	mkdir -p "$C"
 	mkfifo "$C/in"
-	FAKE_CUPTI_RATE=20000 "$P/fake_cuda_app" "$P/fake_cupti" < "$C/in" > "$C/app.out" 2>&1 & tp=$!; pids+=($tp)
+	FAKE_CUPTI_RATE=20000 "$P/fake_cuda_app" "$P/fake_cupti" < "$C/in" > "$C/app.out" 2>&1 & tp=$!; tap_bg $tp
 	exec 9> "$C/in"
-	wait_for "$C/app.out" "^ready"
+	wait_for "$C/app.out" "^ready" 30
 	# Only this collector sees a driver file (the node has none): the library goes in.
 	unshare -m --propagation private sh -c 'mount -t tmpfs stand-in /proc/driver &&
 		mkdir /proc/driver/nvidia && echo stand-in > /proc/driver/nvidia/version && exec "$@"' sh \
@@ -146,12 +138,12 @@ if [ "$(uname -m)" = x86_64 ] && [ ! -e /proc/driver/nvidia/version ] && [ ! -e 
 	cl=$(ls "$C"/llmtracker-cupti.*.$tp.*.evlog 2>/dev/null)
 	sc=$(session_of "$C/main.evlog")
 	[ -n "$cl" ] && [ ${#sc} = 32 ] && [ "$(session_of "$cl")" = "$sc" ]
-	ok $? "the CUPTI library's log carries the profile's session ($sc)"
+	check_rc $? "the CUPTI library's log carries the profile's session ($sc)"
 	k=$("$DUMP" "$cl" 2>/dev/null | grep -c "^gpu_kernel ")
 	"$CONV" summary "$C/main.evlog" > "$C/sum" 2> /dev/null
 	grep -E "fake_kernel" "$C/sum" | sed 's/^/# /'
 	[ "$k" -gt 0 ] && grep -qE "^ .* $k +[0-9.]+ +[0-9.]+  fake_kernel$" "$C/sum"
-	ok $? "summary LOG of the main log alone counts every kernel of the CUPTI log ($k)"
+	check_rc $? "summary LOG of the main log alone counts every kernel of the CUPTI log ($k)"
 else
 	echo "# not x86-64, or a GPU driver here (tests/gpu/ covers it): stand-in CUPTI checks skipped"
 fi
@@ -175,7 +167,7 @@ if git cat-file -e "$ref^{commit}" 2>/dev/null; then
 	sed 's/^/# /' "$O/j.err" | cut -c1-200
 	[ $rc = 0 ] && "$DUMP" "$O/host.log" | grep -q "^# version=1.1" && cmp -s "$O/j.json" "$O/named.json" &&
 		[ "$(grep -c "has no session id" "$O/j.err")" = 1 ] && grep -q "left out 1 event log .*inject-new.log" "$O/j.err"
-	ok $? "1.1 logs convert, --cupti-dir joined by host and file time as before (said once; a log of a session left out)"
+	check_rc $? "1.1 logs convert, --cupti-dir joined by host and file time as before (said once; a log of a session left out)"
 else
 	echo "# the 1.1 library (commit $ref) is not in this checkout's history: 1.1 checks skipped"
 fi
@@ -185,5 +177,5 @@ mkdir -p "$O/libs"
 "$CONV" summary "$O/libs" > /dev/null 2> "$O/two.err"; rc=$?
 sed 's/^/# /' "$O/two.err"
 [ $rc = 1 ] && grep -q "library logs of 2 profiles (sessions 1111.*, 2222.*) and no collector log" "$O/two.err"
-ok $? "library logs of two sessions and no main log: refused, both named"
-exit 0
+check_rc $? "library logs of two sessions and no main log: refused, both named"
+tap_done

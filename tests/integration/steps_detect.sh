@@ -8,20 +8,19 @@
 # from tests/progs/gpu_steps_genlog: an eager training loop with warm-up, a
 # CUDA graph replayed per step, variable-length generation, no loop.
 set -u
+. "$(dirname "$0")/../lib/tap.sh"
 BUILD=${BUILD:-build}
 LT=$BUILD/bin/llmtracker CONV=$BUILD/bin/llmtracker-convert PY=/usr/bin/python3.11
 PROG=$BUILD/tests/progs/cuda_calls CUDA=${CUDA_HOME:-/usr/local/cuda}
 GEN=$BUILD/tests/progs/gpu_steps_genlog
 D=$(dirname "$0")
-[ "$(id -u)" = 0 ] || { echo "skip: needs root (BPF)"; exit 77; }
-[ -x "$PY" ] || { echo "skip: $PY not installed"; exit 77; }
-for f in "$LT" "$CONV" "$PROG" "$GEN"; do [ -x "$f" ] || { echo "not ok 1 - $f not built"; exit 1; }; done
-T=$(mktemp -d /tmp/lt-steps.XXXXXX); trap 'rm -rf "$T"' EXIT
-n=0 fails=0
-tap() { # renumber steps_check.py's lines (read in this shell: counts stay), prefixed with the case
+[ "$(id -u)" = 0 ] || skip "needs root (BPF)"
+[ -x "$PY" ] || skip "$PY not installed"
+need_built "$LT" "$CONV" "$PROG" "$GEN"
+tap_tmpdir T lt-steps
+relay() { # renumber steps_check.py's lines (read in this shell: counts stay), prefixed with the case
 	while read -r st rest; do
-		if [ "$st" = ok ]; then n=$((n + 1)); echo "ok $n $1: ${rest#- }"
-		else n=$((n + 1)); fails=$((fails + 1)); echo "not ok $n $1: ${rest#- }"; fi
+		if [ "$st" = ok ]; then ok "$1: ${rest#- }"; else nok "$1: ${rest#- }"; fi
 	done
 }
 
@@ -29,40 +28,34 @@ for m in train twophase variable noloop; do
 	"$LT" profile -t python -o "$T/$m.evlog" -- "$PY" "$D/../workloads/steps_loop.py" "$m" \
 		"$T/$m.truth" >/dev/null 2>"$T/$m.err" &&
 	"$CONV" -q -i "$T/$m.evlog" -o "$T/$m.json" ||
-	{ n=$((n + 1)); fails=$((fails + 1)); echo "not ok $n $m: profile and convert"; continue; }
-	tap "$m" < <(python3 "$D/steps_check.py" "$T/$m.json" "$T/$m.truth" \
+	{ nok "$m: profile and convert"; continue; }
+	relay "$m" < <(python3 "$D/steps_check.py" "$T/$m.json" "$T/$m.truth" \
 		$([ "$m" = noloop ] && echo none))
 done
 "$CONV" summary "$T/noloop.evlog" >"$T/noloop.sum" 2>/dev/null
-n=$((n + 1))
-if grep -q '^Steps: no steps found' "$T/noloop.sum"; then echo "ok $n noloop: summary says no steps found"
-else fails=$((fails + 1)); echo "not ok $n noloop: summary says no steps found"; fi
+check "noloop: summary says no steps found" grep -q '^Steps: no steps found' "$T/noloop.sum"
 "$CONV" summary "$T/train.evlog" >"$T/train.sum" 2>/dev/null
-n=$((n + 1))
-if grep -q '^Steps: Python function train_step' "$T/train.sum" &&
-   grep -q '^  30 steps on thread .*mean .*p50 .*p99' "$T/train.sum"; then
-	echo "ok $n train: summary names the evidence and the step statistics"
-else fails=$((fails + 1)); echo "not ok $n train: summary names the evidence and the step statistics"; fi
+check "train: summary names the evidence and the step statistics" \
+	"grep -q '^Steps: Python function train_step' '$T/train.sum' &&
+	 grep -q '^  30 steps on thread .*mean .*p50 .*p99' '$T/train.sum'"
 
 for m in train graph variable noloop; do
 	"$GEN" "$T/g$m.evlog" "$T/g$m.truth" "$m" && "$CONV" -q -i "$T/g$m.evlog" -o "$T/g$m.json" &&
 	"$CONV" -q -i "$T/g$m.evlog" --logdir "$T/tb" --run "g$m" ||
-	{ n=$((n + 1)); fails=$((fails + 1)); echo "not ok $n kernels only, $m: generate and convert"; continue; }
-	tap "kernels only, $m" < <(python3 "$D/steps_check.py" "$T/g$m.json" "$T/g$m.truth" \
+	{ nok "kernels only, $m: generate and convert"; continue; }
+	relay "kernels only, $m" < <(python3 "$D/steps_check.py" "$T/g$m.json" "$T/g$m.truth" \
 		$([ "$m" = noloop ] && echo none))
 done
 "$CONV" summary "$T/gtrain.evlog" >"$T/gtrain.sum" 2>/dev/null
-n=$((n + 1))
-if grep -q '^Steps: GPU kernel embedding_fwd on device 0 stream 7 starts each step' "$T/gtrain.sum" &&
-   grep -q '^  29 steps on GPU 0 stream 7: mean' "$T/gtrain.sum"; then
-	echo "ok $n kernels only, train: summary names the kernel, the stream and the statistics"
-else fails=$((fails + 1)); echo "not ok $n kernels only, train: summary names the kernel, the stream and the statistics"; fi
+check "kernels only, train: summary names the kernel, the stream and the statistics" \
+	"grep -q '^Steps: GPU kernel embedding_fwd on device 0 stream 7 starts each step' '$T/gtrain.sum' &&
+	 grep -q '^  29 steps on GPU 0 stream 7: mean' '$T/gtrain.sum'"
 
 if [ -e "$CUDA/lib64/libcudart.so.13" ]; then
 	CUDA_CALLS_WAIT=10 timeout 120 "$LT" profile -t cuda -o "$T/c.evlog" -- "$PROG" loop 40 \
 		"$T/c.truth" >/dev/null 2>"$T/c.err" && "$CONV" -q -i "$T/c.evlog" -o "$T/c.json" &&
-	tap "C loop (-t cuda)" < <(python3 "$D/steps_check.py" "$T/c.json" "$T/c.truth")
+	relay "C loop (-t cuda)" < <(python3 "$D/steps_check.py" "$T/c.json" "$T/c.truth")
 else
 	echo "# no CUDA runtime at $CUDA/lib64: C loop skipped"
 fi
-[ "$fails" = 0 ]
+tap_done

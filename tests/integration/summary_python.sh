@@ -6,28 +6,26 @@
 # inclusive, no % over 100; inclusive times agree with the trace JSON; rows
 # fit the terminal width.
 set -u
+. "$(dirname "$0")/../lib/tap.sh"
 BUILD=${BUILD:-build}
 LT=$(realpath -m "$BUILD/bin/llmtracker")
 CONV=$(realpath -m "$BUILD/bin/llmtracker-convert")
 PY=/usr/bin/python3.11
 SCRIPT=$PWD/tests/workloads/py_samename.py
-for f in "$LT" "$CONV"; do [ -x "$f" ] || { echo "not ok 1 - $f not built"; exit 1; }; done
-[ "$(id -u)" = 0 ] || { echo "needs root for eBPF"; exit 77; }
+need_built "$LT" "$CONV"
+[ "$(id -u)" = 0 ] || skip "needs root for eBPF"
 [ -x $PY ] && readelf -n $PY 2>/dev/null | grep -q function__entry ||
-	{ echo "$PY with USDT function probes is not installed"; exit 77; }
-command -v python3 >/dev/null || { echo "python3 (for the checks) missing"; exit 77; }
+	skip "$PY with USDT function probes is not installed"
+command -v python3 >/dev/null || skip "python3 (for the checks) missing"
 
-T=$(mktemp -d /tmp/sumpy-test.XXXXXX)
-trap 'rm -rf "$T"' EXIT
-n=0
-ok() { n=$((n + 1)); if [ "$1" -eq 0 ]; then echo "ok $n - $2"; else echo "not ok $n - $2"; fi; }
+tap_tmpdir T sumpy-test
 
 R=50 # rounds: Worker.main R, decode and JSONDecoder.decode 3R, fact 60R calls
 "$LT" profile -t python -o "$T/p.log" -- $PY "$SCRIPT" $R > /dev/null 2> "$T/err"
-ok $? "profile -t python -- python3.11 py_samename.py exits 0"
+check_rc $? "profile -t python -- python3.11 py_samename.py exits 0"
 COLUMNS=1000 "$CONV" summary -n 100000 "$T/p.log" > "$T/sum" 2> "$T/sum.err" &&
 	"$CONV" -i "$T/p.log" -o "$T/p.json" > /dev/null 2>&1
-ok $? "summary and JSON conversion succeed"
+check_rc $? "summary and JSON conversion succeed"
 
 python3 - "$T/sum" "$T/p.json" "$SCRIPT" $R <<'PY'
 import collections, json, re, sys
@@ -86,12 +84,12 @@ for k in keys + jdec:
     print("# %s: summary %.3f ms, trace %.3f ms" % (k[0], rows[k]["incl"], dur[k]))
     assert abs(rows[k]["incl"] - dur[k]) <= 0.01 + 0.001 * dur[k]
 PY
-ok $? "separate rows per definition, exact calls, self <= incl, % <= 100, recursion once, agrees with the trace"
+check_rc $? "separate rows per definition, exact calls, self <= incl, % <= 100, recursion once, agrees with the trace"
 
 # every row: which rows make the top 20 depends on the machine's speed
 COLUMNS=80 "$CONV" summary -n 100000 "$T/p.log" > "$T/narrow" 2>/dev/null
 long=$(awk 'length > 80' "$T/narrow" | grep -v '^== host\|^Steps' | wc -l)
 grep -q ' (\.\.\.[^ ]*\.py:[0-9]*)$' "$T/narrow"
 [ $? -eq 0 ] && [ "$long" = 0 ]
-ok $? "COLUMNS=80: table rows fit 80 columns, file paths cut at their start"
-exit 0
+check_rc $? "COLUMNS=80: table rows fit 80 columns, file paths cut at their start"
+tap_done

@@ -38,16 +38,16 @@ fi
 # --- several -p at once; A exits mid-run, B keeps the session going
 "$PROGS/sys_counts" -w -n 2 & a=$!
 "$PROGS/sys_counts" -w -n 1 & b=$!
-cleanup_pids+=("$a" "$b")
+tap_bg "$a" "$b"
 sleep 0.2
 "$LT" profile -p "$a" -p "$b" -t syscall -o "$T/multi.evlog" -v 1 2>"$T/multi.err" & lt=$!
-cleanup_pids+=("$lt")
+tap_bg "$lt"
 check "multi: attached" wait_for "$T/multi.err" "profiling 2 process" 20
 kill -USR1 "$a"; sleep 0.5; kill -USR1 "$a"; wait "$a"
 sleep 0.5
 check "multi: collector still running after one target exited" kill -0 "$lt"
 kill -USR1 "$b"; sleep 0.5; kill -USR1 "$b"; wait "$b"
-for i in $(seq 100); do kill -0 "$lt" 2>/dev/null || break; sleep 0.1; done
+wait_until 10 '! kill -0 "$lt" 2>/dev/null'
 wait "$lt"; rc=$?
 check "multi: collector stops by itself when every target exited (rc $rc)" test "$rc" -eq 0
 check "multi: stop reason" grep -q "every target exited" "$T/multi.err"
@@ -58,4 +58,4 @@ check "multi: B getppid x1000 (got $c)" test "$c" -eq 1000
 c=$(count_sys "$T/multi.evlog" "$b" "$write")
 check "multi: B write x777 (got $c)" test "$c" -eq 777
 check "multi: both exits recorded" test "$(events "$T/multi.evlog" process_exit | grep -cE "pid=($a|$b) ")" -eq 2
-finish
+tap_done

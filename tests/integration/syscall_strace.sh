@@ -4,7 +4,7 @@
 # exit_group (it never returns), so the comparison does too.
 . "$(dirname "$0")/collector_common.inc"
 need_bpf "$PROGS/sys_names"
-command -v strace >/dev/null || { echo "# skip: strace not installed"; exit 77; }
+command -v strace >/dev/null || skip "strace not installed"
 
 mkdir -p "$T/tree"
 seq 1 300000 >"$T/in.txt"
@@ -28,7 +28,7 @@ compare() { # what strace_file log
 	bad=$(join -a1 -a2 -e0 -o 0,1.2,2.2 "$T/a.txt" "$T/b.txt" |
 		awk '{ d = $2 - $3; if (d < 0) d = -d; m = $2 > $3 ? $2 : $3; if (d > m / 100) print }')
 	if [ -z "$bad" ] && [ -s "$T/a.txt" ]; then ok "$1: every syscall count within 1% of strace ($(wc -l <"$T/a.txt") syscalls)"
-	else notok "$1: differs from strace: $(echo $bad)"; fi
+	else nok "$1: differs from strace: $(echo $bad)"; fi
 }
 
 strace -f -c -o "$T/gzip.strace" gzip -9 -c "$T/in.txt" >"$T/out1.gz"
@@ -41,4 +41,4 @@ strace -f -c -o "$T/tar.strace" tar -C "$T/tree" -cf "$T/t1.tar" .
 "$LT" profile -t syscall -o "$T/tar.evlog" -- tar -C "$T/tree" -cf "$T/t2.tar" . 2>"$T/tar.err"
 check "tar under the collector exits 0" test $? -eq 0
 compare tar "$T/tar.strace" "$T/tar.evlog"
-finish
+tap_done

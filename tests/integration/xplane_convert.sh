@@ -7,19 +7,17 @@
 # (the job's markers, or found by the converter) and every kernel launched in
 # a step inside that step's root through its launch.
 set -u
+. "$(dirname "$0")/../lib/tap.sh"
 BUILD=${BUILD:-build}
 LLMT_ROOT=${LLMT_ROOT:-$(cd "$(dirname "$0")/../.." && pwd)}
 . "$LLMT_ROOT/tests/integration/xplane_check.inc"
 conv=$BUILD/bin/llmtracker-convert
 gen=$BUILD/tests/progs/xplane_genlog
 mixed=$BUILD/tests/progs/conv_genlog
-for p in "$conv" "$gen" "$mixed"; do [ -x "$p" ] || { echo "not ok 1 - $p not built"; exit 1; }; done
-$XPLANE_PY -c 'import google.protobuf' 2>/dev/null || { echo "# python3-protobuf missing for $XPLANE_PY"; exit 77; }
-dir=$(mktemp -d /tmp/xplane-e2e.XXXXXX)
-trap 'rm -rf "$dir"' EXIT
-xplane_check_setup "$dir" || { echo "not ok 1 - protoc --python_out failed"; exit 1; }
-n=0
-t() { n=$((n + 1)); if "$@" >"$dir/out" 2>&1; then echo "ok $n - $desc"; else echo "not ok $n - $desc"; sed 's/^/# /' "$dir/out" | head -20; fi; }
+need_built "$conv" "$gen" "$mixed"
+$XPLANE_PY -c 'import google.protobuf' 2>/dev/null || skip "python3-protobuf missing for $XPLANE_PY"
+tap_tmpdir dir xplane-e2e
+xplane_check_setup "$dir" || bail "protoc --python_out failed"
 
 "$gen" "$dir/a.log" "gpu-node:0" 5 && "$gen" "$dir/b.log" "gpu-node-b" 3
 desc="convert two hosts' logs into one run"
@@ -54,4 +52,4 @@ nm_check() {
 	[ $rc = 0 ] && grep -q "kernels launched in a step=$nsteps\$" "$dir/nm.out"
 }
 t nm_check
-exit 0
+tap_done

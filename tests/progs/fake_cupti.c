@@ -25,6 +25,19 @@
  * FAKE_CUPTI_GRAPH=1: the kernels are a CUDA graph's nodes (graphId 1), and
  * cuptiFinalize after any of them kills the process as the GPU does (an MMU
  * fault at the graph's next replay, through memory CUPTI freed).
+ * fake_cupti_work() is the work of one real CUDA call the app made (a kernel
+ * launch, copy, set or graph launch of libcudart, which fails without a
+ * driver but is probed all the same): records as CUPTI gives them, one
+ * correlation id per call, the RUNTIME kind's API record (the call's
+ * bounds, on its thread) when that kind is on, and its kernels, copy or set
+ * on the stream's queue: each starts when the stream's previous one ended
+ * (FAKE_CUPTI_WORK_NS long, default 20000, and half that longer for each
+ * step of stream id % 4: streams drift apart), so work runs well after its
+ * launch as on a busy GPU, in another order across streams than launched. A graph launch is 3
+ * kernels with graph id 1 sharing its correlation id. FAKE_CUPTI_NOCORR=1:
+ * kernels, copies and sets carry no correlation id (graphs' kernels keep it).
+ * FAKE_CUPTI_DROP=N: the work of the N-th call is not recorded (a record
+ * CUPTI lost).
  * FAKE_CUPTI_TEARDOWN=1: at its load it registers an exit handler, as the
  * CUDA driver does; once that handler has run (CUDA torn down), any CUPTI
  * call kills the process, as it did launched jobs on the H200.
@@ -84,6 +97,7 @@ static atomic_int drv_cb_on;                    /* cuptiEnableCallback(cuLaunchK
 static atomic_ullong corr_ids, launch_cbs;      /* calls made; exits delivered by cbid */
 static atomic_ullong drv_cbs;                   /* direct driver launches delivered */
 static int graph_nodes;                         /* FAKE_CUPTI_GRAPH: records carry graphId 1 */
+static atomic_int kind_on[CUPTI_ACTIVITY_KIND_COUNT < 64 ? CUPTI_ACTIVITY_KIND_COUNT : 64];
 
 static uint64_t now_ns(void)
 {
@@ -144,7 +158,6 @@ static void *next_slot(void)
 	return slot;
 }
 
-static atomic_int sync_on, overhead_on; /* kinds the client enabled */
 static uint64_t sync_every;              /* FAKE_CUPTI_SYNC */
 
 /* Records a kernel's launch waited on and what CUPTI spent meanwhile
@@ -155,7 +168,7 @@ static void put_sync_overhead(uint64_t corr, uint64_t start)
 		       sizeof(CUpti_ActivityOverhead3) <= sizeof(CUpti_ActivityKernel10),
 		       "the records fit a slot");
 	void *slot;
-	if (atomic_load(&sync_on) && (slot = next_slot())) {
+	if (atomic_load(&kind_on[CUPTI_ACTIVITY_KIND_SYNCHRONIZATION]) && (slot = next_slot())) {
 		CUpti_ActivitySynchronization2 y;
 		memset(&y, 0, sizeof(y));
 		y.kind = CUPTI_ACTIVITY_KIND_SYNCHRONIZATION;
@@ -168,7 +181,7 @@ static void put_sync_overhead(uint64_t corr, uint64_t start)
 		y.cudaEventId = UINT32_MAX;
 		memcpy(slot, &y, sizeof(y));
 	}
-	if (atomic_load(&overhead_on) && (slot = next_slot())) {
+	if (atomic_load(&kind_on[CUPTI_ACTIVITY_KIND_OVERHEAD]) && (slot = next_slot())) {
 		CUpti_ActivityOverhead3 o;
 		memset(&o, 0, sizeof(o));
 		o.kind = CUPTI_ACTIVITY_KIND_OVERHEAD;
@@ -305,6 +318,12 @@ API CUptiResult cuptiGetCallbackName(CUpti_CallbackDomain d, uint32_t cbid, cons
 {
 	if (d == CUPTI_CB_DOMAIN_RUNTIME_API && cbid == CUPTI_RUNTIME_TRACE_CBID_cudaLaunchKernel_v7000)
 		*name = "cudaLaunchKernel_v7000";
+	else if (d == CUPTI_CB_DOMAIN_RUNTIME_API && cbid == CUPTI_RUNTIME_TRACE_CBID_cudaMemcpyAsync_v3020)
+		*name = "cudaMemcpyAsync_v3020";
+	else if (d == CUPTI_CB_DOMAIN_RUNTIME_API && cbid == CUPTI_RUNTIME_TRACE_CBID_cudaMemsetAsync_v3020)
+		*name = "cudaMemsetAsync_v3020";
+	else if (d == CUPTI_CB_DOMAIN_RUNTIME_API && cbid == CUPTI_RUNTIME_TRACE_CBID_cudaGraphLaunch_v10000)
+		*name = "cudaGraphLaunch_v10000";
 	else if (d == CUPTI_CB_DOMAIN_DRIVER_API && cbid == CUPTI_DRIVER_TRACE_CBID_cuLaunchKernel)
 		*name = "cuLaunchKernel";
 	else
@@ -338,16 +357,14 @@ API CUptiResult cuptiActivitySetAttribute(CUpti_ActivityAttribute a, size_t *sz,
 API CUptiResult cuptiActivityEnable(CUpti_ActivityKind k)
 {
 	alive_or_die("cuptiActivityEnable");
+	if ((unsigned)k < sizeof(kind_on) / sizeof(kind_on[0]))
+		atomic_store(&kind_on[k], 1);
 	if (k == CUPTI_ACTIVITY_KIND_DEVICE && req_cb && done_cb) {
 		pthread_mutex_lock(&mu);
 		put_device_once();
 		pthread_mutex_unlock(&mu);
 		return CUPTI_SUCCESS;
 	}
-	if (k == CUPTI_ACTIVITY_KIND_SYNCHRONIZATION)
-		atomic_store(&sync_on, 1);
-	if (k == CUPTI_ACTIVITY_KIND_OVERHEAD)
-		atomic_store(&overhead_on, 1);
 	if (k != CUPTI_ACTIVITY_KIND_CONCURRENT_KERNEL || gen_started)
 		return CUPTI_SUCCESS;
 	if (!req_cb || !done_cb)
@@ -362,10 +379,8 @@ API CUptiResult cuptiActivityEnable(CUpti_ActivityKind k)
 API CUptiResult cuptiActivityDisable(CUpti_ActivityKind k)
 {
 	alive_or_die("cuptiActivityDisable");
-	if (k == CUPTI_ACTIVITY_KIND_SYNCHRONIZATION)
-		atomic_store(&sync_on, 0);
-	if (k == CUPTI_ACTIVITY_KIND_OVERHEAD)
-		atomic_store(&overhead_on, 0);
+	if ((unsigned)k < sizeof(kind_on) / sizeof(kind_on[0]))
+		atomic_store(&kind_on[k], 0);
 	if (k == CUPTI_ACTIVITY_KIND_CONCURRENT_KERNEL && gen_started) {
 		atomic_store(&gen_run, 0);
 		pthread_join(gen, NULL);
@@ -476,6 +491,112 @@ API void fake_cupti_api_call(void)
 	if (api_call(CUPTI_CB_DOMAIN_RUNTIME_API, CUPTI_RUNTIME_TRACE_CBID_cudaLaunchKernel_v7000,
 		     "cudaLaunchKernel", by_id, 20000, driver_launch) && by_id)
 		launch_cbs++;
+}
+
+/* Work of one real CUDA call (see the top). kind: 0 kernel, 1 copy, 2 set,
+ * 3 graph launch; dims: grid x, y, z, block x, y, z; enter/exit: the call's
+ * CLOCK_MONOTONIC bounds, taken by the app around it. Returns the call's
+ * correlation id. */
+#define FAKE_STREAMS 64
+static uint64_t stream_busy[FAKE_STREAMS];
+static atomic_ullong work_records;
+
+static uint64_t queue_on(unsigned stream, uint64_t after, uint64_t dur)
+{
+	uint64_t *busy = &stream_busy[stream % FAKE_STREAMS];
+	uint64_t start = *busy > after ? *busy : after;
+	*busy = start + dur;
+	return start;
+}
+
+API unsigned fake_cupti_work(int kind, const char *name, const unsigned dims[6], unsigned long long bytes,
+			     unsigned stream, unsigned long long enter, unsigned long long exit_ns)
+{
+	static const CUpti_CallbackId cbids[] = {
+		CUPTI_RUNTIME_TRACE_CBID_cudaLaunchKernel_v7000, CUPTI_RUNTIME_TRACE_CBID_cudaMemcpyAsync_v3020,
+		CUPTI_RUNTIME_TRACE_CBID_cudaMemsetAsync_v3020, CUPTI_RUNTIME_TRACE_CBID_cudaGraphLaunch_v10000,
+	};
+	const char *w = getenv("FAKE_CUPTI_WORK_NS");
+	uint64_t dur = w ? strtoull(w, NULL, 10) : 20000;
+	int nocorr = getenv("FAKE_CUPTI_NOCORR") != NULL;
+	const char *drop = getenv("FAKE_CUPTI_DROP");
+	if (kind < 0 || kind > 3)
+		return 0;
+	pthread_mutex_lock(&mu);
+	uint32_t corr = (uint32_t)atomic_fetch_add(&corr_ids, 1) + 1;
+	if (atomic_load(&kind_on[CUPTI_ACTIVITY_KIND_RUNTIME])) {
+		CUpti_ActivityAPI a;
+		void *slot = next_slot();
+		memset(&a, 0, sizeof(a));
+		a.kind = CUPTI_ACTIVITY_KIND_RUNTIME;
+		a.cbid = cbids[kind];
+		a.start = enter;
+		a.end = exit_ns;
+		a.processId = (uint32_t)getpid();
+		a.threadId = (uint32_t)gettid();
+		a.correlationId = corr;
+		if (slot)
+			memcpy(slot, &a, sizeof(a));
+	}
+	int n = drop && strtoull(drop, NULL, 10) == corr ? 0 : kind == 3 ? 3 : 1;
+	for (int i = 0; i < n && atomic_load(&kind_on[kind == 1 ? CUPTI_ACTIVITY_KIND_MEMCPY
+							 : kind == 2 ? CUPTI_ACTIVITY_KIND_MEMSET
+								     : CUPTI_ACTIVITY_KIND_CONCURRENT_KERNEL]); i++) {
+		void *slot = next_slot();
+		uint64_t d = dur + (stream % 4) * dur / 2;
+		uint64_t start = queue_on(stream, (uint64_t)exit_ns + 2000, d);
+		uint32_t c = nocorr && kind != 3 ? 0 : corr;
+		if (!slot)
+			break;
+		if (kind == 1) {
+			CUpti_ActivityMemcpy6 m;
+			memset(&m, 0, sizeof(m));
+			m.kind = CUPTI_ACTIVITY_KIND_MEMCPY;
+			m.copyKind = CUPTI_ACTIVITY_MEMCPY_KIND_HTOD;
+			m.bytes = bytes;
+			m.start = start;
+			m.end = start + d;
+			m.streamId = stream;
+			m.correlationId = c;
+			memcpy(slot, &m, sizeof(m));
+		} else if (kind == 2) {
+			CUpti_ActivityMemset4 m;
+			memset(&m, 0, sizeof(m));
+			m.kind = CUPTI_ACTIVITY_KIND_MEMSET;
+			m.bytes = bytes;
+			m.start = start;
+			m.end = start + d;
+			m.streamId = stream;
+			m.correlationId = c;
+			memcpy(slot, &m, sizeof(m));
+		} else {
+			CUpti_ActivityKernel10 k;
+			memset(&k, 0, sizeof(k));
+			k.kind = CUPTI_ACTIVITY_KIND_CONCURRENT_KERNEL;
+			k.start = start;
+			k.end = start + d;
+			k.correlationId = c;
+			k.streamId = stream;
+			k.gridX = dims[0];
+			k.gridY = dims[1];
+			k.gridZ = dims[2];
+			k.blockX = dims[3];
+			k.blockY = dims[4];
+			k.blockZ = dims[5];
+			k.name = name;
+			k.graphId = kind == 3 ? 1 : 0;
+			memcpy(slot, &k, sizeof(k));
+		}
+		work_records++;
+	}
+	pthread_mutex_unlock(&mu);
+	return corr;
+}
+
+/* Is kernel recording on (the app waits for it before its calls)? */
+API int fake_cupti_recording(void)
+{
+	return atomic_load(&kind_on[CUPTI_ACTIVITY_KIND_CONCURRENT_KERNEL]);
 }
 
 API void fake_cupti_stats(unsigned long long out[7])

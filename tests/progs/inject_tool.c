@@ -1,19 +1,19 @@
 // SPDX-License-Identifier: Apache-2.0
 /*
- * Drives the injector and the cuda_kernel module on their own, for tests
+ * Drives the injector and the inject_mgr module (CUDA) on their own, for tests
  * and for GPU hosts without the rest of the collector.
  *   inject_tool cycle PID N LIB        load + start + stop + unload, N times;
  *                                      checks the memfd mapping comes and goes
  *   inject_tool hold PID LIB           load, print "loaded", wait for a stdin
  *                                      line, unload
  *   inject_tool attach PID LIB DIR SEC [--driver-api | --kernels-only] [KEY=VALUE...]
- *                                      lt_ck_attach, sleep, lt_ck_stop; totals;
+ *                                      lt_im_attach, sleep, lt_im_stop; totals;
  *                                      KEY=VALUE: start-message keys (inject.h)
  *   inject_tool launch LIB DIR -- CMD ...
- *                                      lt_ck_launch_env + fork/exec, wait, stop
+ *                                      lt_im_launch_env + fork/exec, wait, stop
  * Set LLMT_SKIP_DRIVER_CHECK=1 to inject on a node without a GPU driver.
  */
-#include "collector/cuda_kernel.h"
+#include "collector/inject_mgr.h"
 #include "collector/injector.h"
 
 #include <errno.h>
@@ -124,32 +124,33 @@ static int cmd_hold(int pid, const char *lib)
 	return rc == 1 ? 0 : 1;
 }
 
-static void logline(char level, const char *msg)
+static void logline(unsigned feature, char level, const char *msg)
 {
+	(void)feature;
 	printf("%c %s\n", level, msg);
 	fflush(stdout);
 }
 
-static void print_totals(struct lt_cuda_kernel *ck)
+static void print_totals(struct lt_im *ck)
 {
-	struct lt_ck_totals t;
-	lt_ck_totals(ck, &t);
+	struct lt_im_totals t;
+	lt_im_totals(ck, &t);
 	printf("totals targets=%d kernels=%llu memcpy=%llu memset=%llu api=%llu dropped=%llu "
 	       "finalized=%d unloaded=%d\n", t.targets, t.kernels, t.memcpys, t.memsets, t.apis,
 	       t.dropped, t.finalized, t.unloaded);
 }
 
-static struct lt_cuda_kernel *make_ck(const char *lib, const char *dir, int no_drv,
-				      const char *extra)
+static struct lt_im *make_ck(const char *lib, const char *dir, int no_drv, const char *extra)
 {
-	struct lt_ck_opts o = { .lib_path = lib, .cupti_dir = dir, .log = logline,
+	struct lt_im_opts o = { .features = LT_IM_CUDA, .lib_path = lib, .log_dir = dir, .log = logline,
 				.driver_api = no_drv == 1, .kernels_only = no_drv == 2,
 				.start_extra = extra };
 	o.skip_driver_check = getenv("LLMT_SKIP_DRIVER_CHECK") != NULL;
-	struct lt_cuda_kernel *ck;
-	char err[512];
-	if (lt_ck_new(&ck, &o, err, sizeof(err))) {
-		printf("E %s\n", err);
+	struct lt_im *ck = lt_im_new(&o);
+	const char *why;
+	if (!ck || (!lt_im_usable(ck, LT_IM_CUDA, &why) && strstr(why, "not found"))) {
+		printf("E %s\n", ck ? why : "out of memory");
+		lt_im_free(ck);
 		return NULL;
 	}
 	return ck;
@@ -158,25 +159,26 @@ static struct lt_cuda_kernel *make_ck(const char *lib, const char *dir, int no_d
 static int cmd_attach(int pid, const char *lib, const char *dir, double sec, int no_drv,
 		      const char *extra)
 {
-	struct lt_cuda_kernel *ck = make_ck(lib, dir, no_drv, extra);
+	struct lt_im *ck = make_ck(lib, dir, no_drv, extra);
+	char msg[512];
 	if (!ck)
 		return 1;
-	int rc = lt_ck_available(ck) ? lt_ck_attach(ck, pid) : -ENODEV;
+	int rc = lt_im_usable(ck, LT_IM_CUDA, NULL) ? lt_im_attach(ck, pid, LT_IM_CUDA, 0, msg, sizeof(msg)) : -ENODEV;
 	struct timespec ts = { (time_t)sec, (long)((sec - (time_t)sec) * 1e9) };
 	if (rc == 0)
 		nanosleep(&ts, NULL);
-	lt_ck_stop(ck);
+	lt_im_stop(ck);
 	print_totals(ck);
-	lt_ck_free(ck);
+	lt_im_free(ck);
 	return rc ? 3 : 0;
 }
 
 static int cmd_launch(const char *lib, const char *dir, char **argv)
 {
-	struct lt_cuda_kernel *ck = make_ck(lib, dir, 0, NULL);
+	struct lt_im *ck = make_ck(lib, dir, 0, NULL);
 	if (!ck)
 		return 1;
-	char *const *env = lt_ck_launch_env(ck);
+	char *const *env = lt_im_launch_env(ck);
 	fflush(stdout);
 	pid_t pid = fork();
 	if (pid == 0) {
@@ -185,12 +187,12 @@ static int cmd_launch(const char *lib, const char *dir, char **argv)
 		execvp(argv[0], argv);
 		_exit(127);
 	}
-	lt_ck_launched(ck, pid);
+	lt_im_launched(ck, pid);
 	int st = 0;
 	waitpid(pid, &st, 0);
-	lt_ck_stop(ck);
+	lt_im_stop(ck);
 	print_totals(ck);
-	lt_ck_free(ck);
+	lt_im_free(ck);
 	printf("child exit %d\n", WIFEXITED(st) ? WEXITSTATUS(st) : 128 + WTERMSIG(st));
 	return 0;
 }

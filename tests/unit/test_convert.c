@@ -19,6 +19,7 @@
 #include "converter/jsonw.h"
 #include "converter/spill.h"
 #include "converter/dedup.h"
+#include "unit/unit_util.h"
 
 static void test_json_escape(void **state)
 {
@@ -54,13 +55,9 @@ static char *through_out(void (*fn)(struct cv_out *), size_t *len)
 	assert_int_equal(cv_out_open(&o, -1, file, 0, 0, err, sizeof(err)), 0);
 	fn(&o);
 	assert_int_equal(cv_out_publish(&o, 0, err, sizeof(err)), 0);
-	FILE *f = fopen(file, "rb");
-	char *buf = malloc(1 << 20);
+	char *buf = ut_slurp(file, len);
 
-	assert_non_null(f);
-	*len = fread(buf, 1, (1 << 20) - 1, f);
-	buf[*len] = 0;
-	fclose(f);
+	assert_non_null(buf);
 	unlink(file);
 	rmdir(path);
 	return buf;

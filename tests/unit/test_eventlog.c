@@ -21,21 +21,20 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include "unit/unit_util.h"
+
 static char tmpdir[64];
 
 static int setup(void **state)
 {
 	(void)state;
-	strcpy(tmpdir, "/tmp/evlog-test-XXXXXX");
-	return mkdtemp(tmpdir) ? 0 : -1;
+	return ut_mkdtemp(tmpdir, sizeof(tmpdir), "evlog-test");
 }
 
 static int teardown(void **state)
 {
 	(void)state;
-	char cmd[128];
-	snprintf(cmd, sizeof(cmd), "rm -rf '%s'", tmpdir);
-	return system(cmd) == 0 ? 0 : -1;
+	return ut_rmtree(tmpdir);
 }
 
 static char *tpath(const char *name)
@@ -367,14 +366,9 @@ static void test_invalid_events(void **state)
 
 static uint8_t *slurp(const char *path, size_t *len)
 {
-	FILE *f = fopen(path, "rb");
-	assert_non_null(f);
-	fseek(f, 0, SEEK_END);
-	*len = (size_t)ftell(f);
-	rewind(f);
-	uint8_t *b = malloc(*len + 1);
-	assert_int_equal(fread(b, 1, *len, f), *len);
-	fclose(f);
+	uint8_t *b = (uint8_t *)ut_slurp(path, len);
+
+	assert_non_null(b);
 	return b;
 }
 

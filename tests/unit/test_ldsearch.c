@@ -18,6 +18,7 @@
 
 #include "collector/elfsym.h"
 #include "collector/ldsearch.h"
+#include "unit/unit_util.h"
 #include "collector/tfile.h"
 
 static char root[PATH_MAX];
@@ -46,8 +47,7 @@ static void link_(const char *target, const char *rel)
 static int setup(void **state)
 {
 	(void)state;
-	snprintf(root, sizeof(root), "/tmp/ldsearch.XXXXXX");
-	assert_non_null(mkdtemp(root));
+	assert_int_equal(ut_mkdtemp(root, sizeof(root), "ldsearch"), 0);
 	put("/usr/lib/x/libfoo.so.1.2", "a");
 	put("/env/libfoo.so.1", "b");
 	put("/conf/libfoo.so.1", "c");
@@ -66,11 +66,8 @@ static int setup(void **state)
 
 static int teardown(void **state)
 {
-	char cmd[PATH_MAX + 16];
-
 	(void)state;
-	snprintf(cmd, sizeof(cmd), "rm -rf '%s'", root);
-	return system(cmd);
+	return ut_rmtree(root);
 }
 
 static void realpath_in_root(void **state)

@@ -25,6 +25,7 @@
 #include <unistd.h>
 
 #include "collector/symbolize.h"
+#include "unit/unit_util.h"
 
 struct child {
 	pid_t pid;
@@ -171,14 +172,14 @@ static void test_deleted_binary(void **st)
  * the right name with it, found by build-id under a debug root. */
 static void test_debug_file_by_build_id(void **st)
 {
-	char bin[512], cmd[2048], root[64] = "/tmp/llmt-dbg-XXXXXX";
+	char bin[512], cmd[2048], root[64];
 	const char *roots[] = { root, NULL };
 	struct lt_sym_opts o = { .debug_roots = roots };
 	struct lt_sym_opts none = { .debug_roots = (const char *const[]){ "/nonexistent", NULL } };
 	struct child c;
 
 	(void)st;
-	assert_non_null(mkdtemp(root));
+	assert_int_equal(ut_mkdtemp(root, sizeof(root), "llmt-dbg"), 0);
 	two_funcs_path(bin, sizeof(bin));
 	snprintf(cmd, sizeof(cmd),
 		 "set -e; cd %s; id=$(readelf -n %s | sed -n 's/.*Build ID: //p'); "
@@ -206,8 +207,7 @@ static void test_debug_file_by_build_id(void **st)
 		lt_sym_free(s);
 	}
 	reap(&c);
-	snprintf(cmd, sizeof(cmd), "rm -rf %s", root);
-	run(cmd);
+	ut_rmtree(root);
 }
 
 static void resolve_alpha(int pid, const struct child *c, const char *want)
@@ -226,11 +226,11 @@ static void resolve_alpha(int pid, const struct child *c, const char *want)
  * changed since (another build) is not used. */
 static void test_debug_file_by_debuglink(void **st)
 {
-	char bin[512], cmd[2048], root[64] = "/tmp/llmt-dbglink-XXXXXX";
+	char bin[512], cmd[2048], root[64];
 	struct child c;
 
 	(void)st;
-	assert_non_null(mkdtemp(root));
+	assert_int_equal(ut_mkdtemp(root, sizeof(root), "llmt-dbglink"), 0);
 	two_funcs_path(bin, sizeof(bin));
 	snprintf(cmd, sizeof(cmd),
 		 "set -e; cd %s; mkdir .debug; "
@@ -245,8 +245,7 @@ static void test_debug_file_by_debuglink(void **st)
 	assert_int_equal(run(cmd), 0);
 	resolve_alpha(c.pid, &c, "");
 	reap(&c);
-	snprintf(cmd, sizeof(cmd), "rm -rf %s", root);
-	run(cmd);
+	ut_rmtree(root);
 }
 
 /* Names nm lists at vaddr in path (dynamic table if dyn). */

@@ -17,23 +17,20 @@
 #include "tb_layout/tb_layout.h"
 #include "tb_layout/tb_seq.h"
 #include "common/io.h"
+#include "unit/unit_util.h"
 
 static char tmpdir[256];
 
 static int setup(void **state)
 {
 	(void)state;
-	snprintf(tmpdir, sizeof(tmpdir), "/tmp/test_tb_layout.XXXXXX");
-	return mkdtemp(tmpdir) ? 0 : -1;
+	return ut_mkdtemp(tmpdir, sizeof(tmpdir), "test_tb_layout");
 }
 
 static int teardown(void **state)
 {
-	char cmd[300];
-
 	(void)state;
-	snprintf(cmd, sizeof(cmd), "rm -rf '%s'", tmpdir);
-	return system(cmd) == 0 ? 0 : -1;
+	return ut_rmtree(tmpdir);
 }
 
 static void host_is(const char *in, const char *want)

@@ -20,6 +20,7 @@
 #include "converter/xplane.h"
 #include "tb_layout/tb_layout.h"
 #include "xplane.pb-c.h"
+#include "unit/unit_util.h"
 
 typedef Tensorflow__Profiler__XSpace XSpace;
 typedef Tensorflow__Profiler__XPlane XPlane;
@@ -34,17 +35,13 @@ static char tmpdir[256];
 static int setup(void **state)
 {
 	(void)state;
-	snprintf(tmpdir, sizeof(tmpdir), "/tmp/test_xplane.XXXXXX");
-	return mkdtemp(tmpdir) ? 0 : -1;
+	return ut_mkdtemp(tmpdir, sizeof(tmpdir), "test_xplane");
 }
 
 static int teardown(void **state)
 {
-	char cmd[300];
-
 	(void)state;
-	snprintf(cmd, sizeof(cmd), "rm -rf '%s'", tmpdir);
-	return system(cmd) == 0 ? 0 : -1;
+	return ut_rmtree(tmpdir);
 }
 
 /* ------------------------------------------------------------ a profile */
@@ -143,20 +140,12 @@ static void feed(struct conv_sink *s)
 
 static XSpace *load(const char *path)
 {
-	FILE *f = fopen(path, "rb");
-	unsigned char *buf;
+	size_t n = 0;
+	char *buf = ut_slurp(path, &n);
 	XSpace *xs;
-	long n;
 
-	assert_non_null(f);
-	assert_int_equal(fseek(f, 0, SEEK_END), 0);
-	n = ftell(f);
-	rewind(f);
-	buf = malloc((size_t)n + 1);
 	assert_non_null(buf);
-	assert_int_equal(fread(buf, 1, (size_t)n, f), (size_t)n);
-	fclose(f);
-	xs = tensorflow__profiler__xspace__unpack(NULL, (size_t)n, buf);
+	xs = tensorflow__profiler__xspace__unpack(NULL, n, (const uint8_t *)buf);
 	free(buf);
 	return xs;
 }

@@ -1,0 +1,1308 @@
+// SPDX-License-Identifier: Apache-2.0
+/*
+ * inject_mgr: get libllmtracker-inject.so into targets and out again, one
+ * copy per process for every feature, and talk to it over the socket
+ * described in collector/inject/inject.h. See inject_mgr.h.
+ */
+#include "clock.h"
+#include "inject_mgr.h"
+#include "launch.h"
+#include "nodename.h"
+#include "injector.h"
+#include "inject_latch.h"
+#include "inject_ctl.h"
+#include "inject_log.h"
+#include "inject/inject.h"
+#include "../eventlog/eventlog.h"
+
+#include <errno.h>
+#include <fcntl.h>
+#include <limits.h>
+#include <poll.h>
+#include <pthread.h>
+#include <signal.h>
+#include <stdarg.h>
+#include <stdatomic.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/socket.h>
+#include <sys/stat.h>
+#include <sys/syscall.h>
+#include <time.h>
+#include <unistd.h>
+
+#define IM_MAX 256
+#define REPLY_MS 10000
+/* A followed process waiting for CUDA: how long it may take to load it (a
+ * training worker imports and reads data first), how often its maps are
+ * looked at (backing off to the most), and how soon a library that found
+ * no driver loaded yet (the maps showed it mid-load) is tried again. */
+#define CUDA_LATER_MS (300 * 1000)
+#define CUDA_POLL_MIN_MS 20
+#define CUDA_POLL_MAX_MS 1000
+#define CUDA_RETRY_MS 200
+/* A process starting Python: how long it may take to become injectable,
+ * and how long the library then waits for the interpreter to be up. */
+#define PY_LATER_MS 30000
+#define PY_LATER_WAIT_MS 5000
+
+/* Index of a feature's log and reply: CUDA's first, as in the start. */
+enum { F_CUDA, F_PY, F_N };
+static const unsigned f_bit[F_N] = { LT_IM_CUDA, LT_IM_PYTHON };
+static const char *const f_prefix[F_N] = { "llmtracker-cupti", "llmtracker-python" };
+
+/*
+ * Where a busy interpreter (no thread asleep in a system call) is stopped
+ * to load the library: entries of CPython functions, in the order of how
+ * often a CPU-bound script calls them (docs/MEASUREMENTS.md: the
+ * allocator's on every few Python calls on 3.11-3.13, where Python-to-Python
+ * calls no longer enter _PyEval_EvalFrameDefault; that one on every call on
+ * 3.9 and 3.10). At their entry a thread runs interpreter code, holds the
+ * GIL and no lock of the C library: libc never calls into CPython while it
+ * holds one (the only ways in are the program's own callbacks, e.g. ctypes
+ * under dl_iterate_phdr, or extension constructors, which run under the
+ * loader's lock, a recursive one that the injected dlopen may take again).
+ */
+static const char *const py_latch_syms[] = {
+	"PyObject_Malloc", "PyObject_Free", "PyMem_Malloc", "PyMem_Free", "_PyEval_EvalFrameDefault",
+	"PyObject_GetAttr", "_PyObject_MakeTpCall", "PyObject_Vectorcall", NULL,
+};
+static const struct lt_inj_latch py_latch = { "python", py_latch_syms, 1000, 0 };
+
+/*
+ * A process that has just exec'd its interpreter: stopped (frozen first, so
+ * the entry cannot be missed while we look) at Py_RunMain, which `python`
+ * enters once, initialized, holding the GIL, before the program's first
+ * instruction. The hook is installed there, on that thread, so no call of
+ * the program is missed. An embedding program that never calls it waits
+ * PY_START_WAIT_MS, then gets the hook as any other process.
+ */
+#define PY_START_WAIT_MS 3000
+static const char *const py_start_syms[] = { "Py_RunMain", NULL };
+static const struct lt_inj_latch py_latch_start = { "python", py_start_syms, PY_START_WAIT_MS, 1 };
+
+struct im_target {
+	int pid;
+	unsigned asked;                 /* features in its start */
+	unsigned on;                    /* features started (CUDA: or waiting for the driver) */
+	int given;                      /* -p: CUDA that never came is said at the end */
+	int launched;                   /* launch mode: the shared socket, no injection */
+	int sock;
+	struct lt_inj inj;
+	struct lt_ilog log[F_N];        /* the files made for its library */
+};
+
+/* One followed process waiting until it can take the library, on a thread
+ * of its own. */
+struct im_job {
+	struct lt_im *im;
+	int pid;
+	int pidfd;                      /* holds the process: its pid names no other while we wait */
+	int used;
+	atomic_uint want;               /* features asked so far */
+	atomic_int fresh;               /* just exec'd: the Python hook at Py_RunMain first */
+	int now;                        /* given by -p: CUDA at once, not once it is loaded */
+	atomic_int asks, py_asks;       /* requests so far, those for Python */
+	atomic_int done;
+	pthread_t th;
+};
+
+struct lt_im {
+	struct lt_im_opts o;
+	unsigned usable;                /* features that can be injected */
+	char why_not[F_N][300];
+	char lib[PATH_MAX];
+	char dir[PATH_MAX];
+	int dirfd;                      /* dir, ours alone: targets get one file each */
+	char host[256];
+	char session[EVLOG_SESSION_HEX]; /* hex, "" for none: into every log's header */
+	int child_sock;                 /* launch mode: the child's end */
+	char *env[8];
+	char envbuf[8][PATH_MAX + 64];
+	pthread_mutex_t mu;             /* t[], n, jobs[]: the jobs' threads add targets */
+	struct im_target t[IM_MAX];
+	int n;
+	struct im_job jobs[IM_MAX];
+	atomic_int stopping;
+	int stopped;
+	atomic_int py_later;
+	struct lt_im_totals tot;
+};
+
+static void im_log(const struct lt_im *im, unsigned feature, char level, const char *fmt, ...)
+	__attribute__((format(printf, 4, 5)));
+static void im_log(const struct lt_im *im, unsigned feature, char level, const char *fmt, ...)
+{
+	char buf[1400];
+	va_list ap;
+	va_start(ap, fmt);
+	vsnprintf(buf, sizeof(buf), fmt, ap);
+	va_end(ap);
+	if (im->o.log)
+		im->o.log(feature, level, buf);
+	else
+		fprintf(stderr, "%c llmtracker: %s\n", level, buf);
+}
+
+static void im_unseen(const struct lt_im *im, unsigned feature, int pid, const char *why)
+{
+	if (im->o.unseen)
+		im->o.unseen(feature, pid, why);
+}
+
+/* ------------------------------------------------------------ set-up */
+
+/* The driver's kernel side is what CUDA needs; no libcuda lookup here (the
+ * collector may be static, and the target's libraries are its own). */
+static int driver_present(void)
+{
+	return access("/proc/driver/nvidia/version", F_OK) == 0 || access("/dev/nvidiactl", F_OK) == 0;
+}
+
+static int find_lib(char *out, const char *given)
+{
+	static const char *const rel[] = { "../lib/libllmtracker-inject.so", "libllmtracker-inject.so",
+					    "../lib/llmtracker/libllmtracker-inject.so" };
+	char exe[PATH_MAX], p[PATH_MAX + 64];
+	if (given)
+		return realpath(given, out) ? 0 : -errno;
+	ssize_t n = readlink("/proc/self/exe", exe, sizeof(exe) - 1);
+	if (n <= 0)
+		return -ENOENT;
+	exe[n] = 0;
+	char *slash = strrchr(exe, '/');
+	if (slash)
+		*slash = 0;
+	for (size_t i = 0; i < sizeof(rel) / sizeof(rel[0]); i++) {
+		snprintf(p, sizeof(p), "%s/%s", exe, rel[i]);
+		if (realpath(p, out))
+			return 0;
+	}
+	return -ENOENT;
+}
+
+/* --cupti-dir, else the directory of -o. */
+static void pick_dir(const char *log_dir, const char *output, char *dir, size_t sz)
+{
+	if (log_dir && *log_dir) {
+		snprintf(dir, sz, "%s", log_dir);
+		return;
+	}
+	snprintf(dir, sz, "%s", output && *output ? output : "./x");
+	char *slash = strrchr(dir, '/');
+	if (slash == dir)
+		dir[1] = 0;
+	else if (slash)
+		*slash = 0;
+	else
+		snprintf(dir, sz, ".");
+}
+
+static void not_usable(struct lt_im *im, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
+static void not_usable(struct lt_im *im, const char *fmt, ...)
+{
+	va_list ap;
+	va_start(ap, fmt);
+	vsnprintf(im->why_not[F_CUDA], sizeof(im->why_not[F_CUDA]), fmt, ap);
+	va_end(ap);
+	memcpy(im->why_not[F_PY], im->why_not[F_CUDA], sizeof(im->why_not[F_PY]));
+	im->usable = 0;
+}
+
+struct lt_im *lt_im_new(const struct lt_im_opts *o)
+{
+	char dir[PATH_MAX];
+	struct lt_im *im = calloc(1, sizeof(*im));
+	if (!im)
+		return NULL;
+	im->o = *o;
+	im->child_sock = im->dirfd = -1;
+	pthread_mutex_init(&im->mu, NULL);
+	for (int i = 0; i < IM_MAX; i++)
+		im->t[i].sock = -1;
+	if (!im->o.finalize_ms)
+		im->o.finalize_ms = 3000;
+	im->usable = o->features & (LT_IM_CUDA | LT_IM_PYTHON);
+	if (o->host)
+		snprintf(im->host, sizeof(im->host), "%s", o->host);
+	else
+		lt_node_name(im->host, sizeof(im->host));
+	for (char *p = im->host; *p; p++)
+		if (*p == ' ' || *p == '/')
+			*p = '_';
+	if (o->session && evlog_session_set(o->session))
+		evlog_session_hex(o->session, im->session);
+	pick_dir(o->log_dir, o->output, dir, sizeof(dir));
+	if (find_lib(im->lib, o->lib_path)) {
+		not_usable(im, "the inject library %s was not found; install it beside the collector "
+			   "(lib/libllmtracker-inject.so)", o->lib_path ? o->lib_path : "libllmtracker-inject.so");
+	} else {
+		mkdir(dir, 0755);
+		if (!realpath(dir, im->dir) || (im->dirfd = lt_ilog_dir(im->dir)) < 0)
+			not_usable(im, "log directory %s: %s", dir, strerror(errno));
+	}
+	if ((im->usable & LT_IM_CUDA) && !driver_present() && !o->skip_driver_check) {
+		im->usable &= ~LT_IM_CUDA;
+		snprintf(im->why_not[F_CUDA], sizeof(im->why_not[F_CUDA]), "no NVIDIA GPU driver on this node");
+		im_log(im, LT_IM_CUDA, 'W', "CUDA kernel profiling cannot start: no NVIDIA GPU driver on "
+		       "this node (/proc/driver/nvidia/version and /dev/nvidiactl missing); the other "
+		       "sources go on");
+	} else if ((o->features & LT_IM_CUDA) && !(im->usable & LT_IM_CUDA)) {
+		im_log(im, LT_IM_CUDA, 'W', "--enable-cuda-kernel: %s", im->why_not[F_CUDA]);
+	}
+	return im;
+}
+
+int lt_im_usable(const struct lt_im *im, unsigned feature, const char **why)
+{
+	if (im && (im->usable & feature))
+		return 1;
+	if (why)
+		*why = !im ? "out of memory" : im->why_not[feature == LT_IM_CUDA ? F_CUDA : F_PY][0] ?
+		       im->why_not[feature == LT_IM_CUDA ? F_CUDA : F_PY] : "not asked for";
+	return 0;
+}
+
+const char *lt_im_dir(const struct lt_im *im)
+{
+	return im ? im->dir : NULL;
+}
+
+/* ------------------------------------------------------------ protocol */
+
+/* "ok pid=N src=cuda file=..." -> F_CUDA; -1 untagged. */
+static int reply_src(const char *reply)
+{
+	const char *p = lt_ictl_text(reply);
+	return !strncmp(p, "src=cuda", 8) ? F_CUDA : !strncmp(p, "src=python", 10) ? F_PY : -1;
+}
+
+/* What a reply says past its verb, pid and src: "err pid=N src=cuda TEXT" -> "TEXT". */
+static const char *reply_text(const char *reply)
+{
+	const char *p = lt_ictl_text(reply);
+	if (!strncmp(p, "src=", 4)) {
+		p += strcspn(p, " ");
+		p += strspn(p, " ");
+	}
+	return p;
+}
+
+/* What the library added to "ok" (e.g. " launches=activity (...)"), without
+ * its file=, pid= and src= keys: the collector names the file, from its own
+ * state. */
+static const char *reply_notes(const char *reply, char *out, size_t sz)
+{
+	const char *p = lt_ictl_text(reply);
+	size_t n = 0;
+	out[0] = 0;
+	while (*p) {
+		size_t w = strcspn(p, " ");
+		if (strncmp(p, "file=", 5) && strncmp(p, "pid=", 4) && strncmp(p, "src=", 4))
+			n += (size_t)snprintf(out + n, n < sz ? sz - n : 0, " %.*s", (int)w, p);
+		if (n >= sz)
+			break;
+		p += w;
+		p += strspn(p, " ");
+	}
+	return out;
+}
+
+/* "start ..." for `feats`, with the one file per feature the library may
+ * write (inject_log.h): no directory, no path of ours. */
+static int send_start(struct lt_im *im, struct im_target *t, unsigned feats, int cuda_wait, int py_wait_ms,
+		      int py_hold, char *err, size_t errsz)
+{
+	char msg[1400];
+	int fds[F_N], nfds = 0, rc = 0;
+	for (int f = 0; f < F_N && !rc; f++) {
+		if (!(feats & f_bit[f]))
+			continue;
+		int fd = lt_ilog_create(&t->log[f], im->dirfd, f_prefix[f], im->host, t->pid, err, errsz);
+		if (fd < 0)
+			rc = fd;
+		else
+			fds[nfds++] = fd;
+	}
+	size_t n = (size_t)snprintf(msg, sizeof(msg), "start pid=%d host=%s session=%s cuda=%d python=%d",
+				    t->pid, im->host, im->session[0] ? im->session : "-",
+				    !!(feats & LT_IM_CUDA), !!(feats & LT_IM_PYTHON));
+	if (feats & LT_IM_CUDA)
+		n += (size_t)snprintf(msg + n, sizeof(msg) - n, " driver=%d runtime=%d finalize_ms=%d%s",
+				      !!im->o.driver_api, /* inject.h: runtime= (start_extra may say 2) */
+				      !im->o.kernels_only, im->o.finalize_ms, cuda_wait ? " cuda_wait=1" : "");
+	if (feats & LT_IM_PYTHON)
+		n += (size_t)snprintf(msg + n, sizeof(msg) - n, " py_wait_ms=%d%s", py_wait_ms,
+				      py_hold ? " py_hold=1" : "");
+	if ((feats & LT_IM_CUDA) && im->o.start_extra && n < sizeof(msg))
+		snprintf(msg + n, sizeof(msg) - n, " %.256s", im->o.start_extra);
+	t->asked = feats;
+	if (!rc && (rc = lt_ictl_send(t->sock, msg, fds, nfds)))
+		snprintf(err, errsz, "the injected library took no start message: %s", strerror(-rc));
+	while (nfds > 0)
+		close(fds[--nfds]);
+	return rc;
+}
+
+/* The start's replies, one per feature asked (inject.h), within ms in all:
+ * rep[F_CUDA], rep[F_PY] ("" where none came). 0, or -ETIMEDOUT, or -EPIPE
+ * (the library went away) with some missing. */
+static int recv_replies(struct im_target *t, char rep[F_N][1024], int ms)
+{
+	unsigned need = t->asked;
+	uint64_t end = lt_mono_ms() + (uint64_t)ms;
+	rep[F_CUDA][0] = rep[F_PY][0] = 0;
+	for (int k = 0; need && k < 16; k++) {
+		char buf[1024];
+		long long left = (long long)(end - lt_mono_ms());
+		int rc = lt_ictl_recv(t->sock, buf, sizeof(buf), left > 0 ? (int)left : 0);
+		if (rc <= 0)
+			return rc == 0 ? -EPIPE : rc;
+		int f = reply_src(buf);
+		if (f < 0) /* untagged (a library of before the tags): the first one due */
+			f = need & LT_IM_CUDA ? F_CUDA : F_PY;
+		if (!(need & f_bit[f]))
+			continue;
+		memcpy(rep[f], buf, sizeof(buf));
+		need &= ~f_bit[f];
+	}
+	return need ? -ETIMEDOUT : 0;
+}
+
+/* ------------------------------------------------------------ targets */
+
+/* A loaded target goes into t[] (lt_im_stop stops and unloads it). */
+static int keep_target(struct lt_im *im, const struct im_target *t)
+{
+	int kept = 0;
+	pthread_mutex_lock(&im->mu);
+	if (im->n < IM_MAX) {
+		im->t[im->n++] = *t;
+		kept = 1;
+	}
+	pthread_mutex_unlock(&im->mu);
+	return kept;
+}
+
+/* Take the library out again; 0 left loaded on purpose, 1 out, -errno. A
+ * library that still runs its control thread is heard out first ("stop",
+ * "stopped"), or the unload would find it running and leave it in. */
+static int undo_target(struct lt_im *im, struct im_target *t, int running, char *err, size_t errsz)
+{
+	char reply[256];
+	if (running && lt_ictl_send(t->sock, "stop", NULL, 0) == 0)
+		lt_ictl_await(t->sock, "stopped", reply, sizeof(reply), REPLY_MS);
+	int u = t->inj.loaded ? lt_inj_unload(&t->inj, err, errsz) : 1;
+	if (!t->inj.loaded && t->inj.sock >= 0)
+		close(t->inj.sock);
+	t->inj.sock = t->sock = -1;
+	for (int f = 0; f < F_N; f++)
+		lt_ilog_drop(&t->log[f], im->dirfd);
+	return u;
+}
+
+/* Has the library that was loaded into t gone with an exec since? */
+static int target_gone_image(const struct im_target *t)
+{
+	return t->launched || !lt_inj_present(&t->inj);
+}
+
+/* The target of `pid` whose library is still in its image, or NULL. */
+static struct im_target *find_target(struct lt_im *im, int pid)
+{
+	for (int i = im->n - 1; i >= 0; i--)
+		if (im->t[i].pid == pid && !im->t[i].launched && !target_gone_image(&im->t[i]))
+			return &im->t[i];
+	return NULL;
+}
+
+/* ------------------------------------------------------------ one start */
+
+/* One injection: how the library goes in, what its start asks, what came back. */
+enum { HOW_SLEEPING, HOW_BUSY, HOW_HELD };
+struct im_start {
+	struct lt_im *im;
+	struct im_target t;
+	unsigned feats;
+	int cuda_wait, py_wait_ms;
+	int rc;                         /* the start: 0 every reply came, else -errno */
+	int given;                      /* -p */
+	int held;                       /* loaded from a thread held at Py_RunMain */
+	int installed;                  /* the hook went on there */
+	char rep[F_N][1024];
+	char err[512];
+};
+
+static void start_and_hear(struct im_start *st, int hold)
+{
+	st->rc = send_start(st->im, &st->t, st->feats, st->cuda_wait, st->py_wait_ms, hold, st->err,
+			    sizeof(st->err));
+	if (!st->rc)
+		st->rc = recv_replies(&st->t, st->rep, REPLY_MS + st->py_wait_ms);
+}
+
+/* The start latch's thread is still stopped: start the library, then have
+ * it install the profile function on that thread (llmt_pyhook_held). */
+static void on_held(struct lt_inj *inj, void *arg)
+{
+	struct im_start *st = arg;
+	uint64_t ret = 1;
+	st->t.sock = inj->sock;
+	start_and_hear(st, 1);
+	if (!strncmp(st->rep[F_PY], "ok", 2) &&
+	    !lt_inj_call_held(inj, "llmt_pyhook_held", &ret, st->err, sizeof(st->err)))
+		st->installed = (int)ret == 0;
+}
+
+/* Load the library into `pid` and start it. -errno when it did not go in
+ * (st->err says why; the target is as it was); 0 when it did, st->rc and
+ * st->rep telling how each feature's start went. */
+static int inject_start(struct im_start *st, int pid, int how)
+{
+	struct lt_im *im = st->im;
+	const struct lt_inj_hold hold = { on_held, st };
+	st->t = (struct im_target){ .pid = pid, .sock = -1, .inj = { .sock = -1 } };
+	st->t.given = st->given;
+	st->held = how == HOW_HELD;
+	st->rep[F_CUDA][0] = st->rep[F_PY][0] = 0;
+	int rc = how == HOW_HELD ? lt_inj_load_held(&st->t.inj, pid, im->lib, &py_latch_start, &hold, st->err,
+						    sizeof(st->err))
+				 : lt_inj_load_busy(&st->t.inj, pid, im->lib, how == HOW_BUSY ? &py_latch : NULL,
+						    st->err, sizeof(st->err));
+	st->t.inj.hold = NULL;
+	if (st->feats & LT_IM_PYTHON)
+		st->t.inj.latch = &py_latch; /* the unload stops any busy thread */
+	if (rc)
+		return rc;
+	st->t.sock = st->t.inj.sock;
+	if (how != HOW_HELD)
+		start_and_hear(st, 0);
+	return 0;
+}
+
+/* Why a feature did not start, from its reply (or its absence). */
+static const char *start_why(const struct im_start *st, int f)
+{
+	if (!strncmp(st->rep[f], "err", 3))
+		return reply_text(st->rep[f]);
+	if (st->rc == -ETIMEDOUT)
+		return "the injected library did not answer";
+	if (st->rc == -EPIPE)
+		return "the injected library went away";
+	return st->err[0] ? st->err : "the injected library did not start";
+}
+
+static int rep_ok(const struct im_start *st, int f)
+{
+	return !strncmp(st->rep[f], "ok", 2);
+}
+
+/* CUDA's part of a start that went in: said, and counted where it failed. */
+static void cuda_said(struct lt_im *im, struct im_start *st)
+{
+	char notes[1024];
+	int pid = st->t.pid;
+	if (rep_ok(st, F_CUDA) && lt_ictl_field(st->rep[F_CUDA], "wait"))
+		im_log(im, LT_IM_CUDA, 'I', "CUDA kernel profiling of pid %d starts once it loads CUDA "
+		       "(the library waits for the driver): %s/%s", pid, im->dir, st->t.log[F_CUDA].name);
+	else if (rep_ok(st, F_CUDA))
+		im_log(im, LT_IM_CUDA, 'I', "CUDA kernel profiling of pid %d started: %s/%s%s", pid, im->dir,
+		       st->t.log[F_CUDA].name, reply_notes(st->rep[F_CUDA], notes, sizeof(notes)));
+	else if (!strncmp(st->rep[F_CUDA], "err", 3)) {
+		im_log(im, LT_IM_CUDA, 'W', "pid %d: %s", pid, reply_text(st->rep[F_CUDA]));
+		im_unseen(im, LT_IM_CUDA, pid, reply_text(st->rep[F_CUDA]));
+	} else {
+		im_log(im, LT_IM_CUDA, 'W', "CUDA kernel profiling cannot start in pid %d: %s", pid,
+		       start_why(st, F_CUDA));
+		im_unseen(im, LT_IM_CUDA, pid, start_why(st, F_CUDA));
+	}
+}
+
+/* A start that went in: keep the target where any feature runs (its failed
+ * features' empty files go), else undo it. Returns the features on. */
+static unsigned settle(struct lt_im *im, struct im_start *st, int keep_failed)
+{
+	unsigned on = 0;
+	for (int f = 0; f < F_N; f++)
+		if ((st->feats & f_bit[f]) && rep_ok(st, f))
+			on |= f_bit[f];
+	st->t.on = on;
+	for (int f = 0; f < F_N; f++)
+		if ((st->feats & f_bit[f]) && !(on & f_bit[f]) && on)
+			lt_ilog_drop(&st->t.log[f], im->dirfd);
+	if (on || keep_failed) {
+		if (keep_target(im, &st->t))
+			return on;
+		snprintf(st->err, sizeof(st->err), "too many processes with the library");
+		on = 0;
+	}
+	char err[512];
+	int running = st->rc != -ETIMEDOUT && st->rc != -EPIPE;
+	if (undo_target(im, &st->t, running, err, sizeof(err)) == 0) {
+		size_t n = strlen(st->err);
+		snprintf(st->err + n, sizeof(st->err) - n, " (the library stays loaded: %s)",
+			 st->feats & LT_IM_CUDA ? "CUPTI holds its callbacks"
+						: "the interpreter could not be reached to remove its profile function");
+	}
+	return on;
+}
+
+/* Python's outcome in msg: what the library said, or why not. */
+static void py_said(const struct im_start *st, char *msg, size_t msgsz)
+{
+	if (rep_ok(st, F_PY))
+		snprintf(msg, msgsz, "%s, log %s%s%s%s", reply_text(st->rep[F_PY]), st->t.log[F_PY].name,
+			 st->installed ? ", installed at Py_RunMain before the program's first Python instruction"
+			 : st->t.inj.latched_at ? ", loaded from a busy thread stopped at " : "",
+			 st->installed ? "" : st->t.inj.latched_at ? st->t.inj.latched_at : "",
+			 st->held && !st->installed ? " (installed by the library later: not at Py_RunMain)" : "");
+	else
+		snprintf(msg, msgsz, "%s", start_why(st, F_PY));
+}
+
+/* ------------------------------------------------------------ looking at a process */
+
+static int proc_alive(int pid)
+{
+	char path[64];
+	snprintf(path, sizeof(path), "/proc/%d", pid);
+	return access(path, F_OK) == 0 && kill(pid, 0) == 0;
+}
+
+/* Alive and not a zombie (a launched child is reaped only after us). */
+static int proc_running(int pid)
+{
+	char path[64], buf[512];
+	snprintf(path, sizeof(path), "/proc/%d/stat", pid);
+	FILE *f = fopen(path, "re");
+	if (!f)
+		return 0;
+	size_t n = fread(buf, 1, sizeof(buf) - 1, f);
+	fclose(f);
+	buf[n] = 0;
+	const char *p = strrchr(buf, ')');
+	return p && p[1] == ' ' && p[2] != 'Z' && p[2] != 'X';
+}
+
+/* Has the dynamic loader of `pid` mapped libc (dlopen is there)? */
+static int libc_mapped(int pid)
+{
+	char path[64], line[1024];
+	int found = 0;
+	snprintf(path, sizeof(path), "/proc/%d/maps", pid);
+	FILE *f = fopen(path, "re");
+	while (f && !found && fgets(line, sizeof(line), f))
+		found = strstr(line, "/libc.so") || strstr(line, "/libc-");
+	if (f)
+		fclose(f);
+	return found;
+}
+
+int lt_im_ready(int pid)
+{
+	return libc_mapped(pid);
+}
+
+/* Has `pid` mapped the CUDA driver (libcuda.so.*), or, unless
+ * `driver_only`, CUPTI itself (libcupti.so.*)? Either is what the library's
+ * CUDA start needs: CUPTI loaded, or the driver, with a CUPTI beside the
+ * process's libcudart (collector/inject/cupti.c open_cupti). */
+static int cuda_mapped(int pid, int driver_only)
+{
+	char path[64], line[1200];
+	int found = 0;
+	snprintf(path, sizeof(path), "/proc/%d/maps", pid);
+	FILE *f = fopen(path, "re");
+	while (f && !found && fgets(line, sizeof(line), f)) {
+		const char *base = strrchr(line, '/');
+		found = base && (!strncmp(base, "/libcuda.so", 11) ||
+				 (!driver_only && !strncmp(base, "/libcupti.so", 12)));
+	}
+	if (f)
+		fclose(f);
+	return found;
+}
+
+/* Forked and not exec'd since (PF_FORKNOEXEC): its mappings may be its
+ * parent's. */
+#define PF_FORKNOEXEC_FLAG 0x40 /* include/linux/sched.h */
+static int fork_no_exec(int pid)
+{
+	char path[64], buf[1024];
+	unsigned long flags = 0;
+	snprintf(path, sizeof(path), "/proc/%d/stat", pid);
+	FILE *f = fopen(path, "re");
+	size_t n = f ? fread(buf, 1, sizeof(buf) - 1, f) : 0;
+	if (f)
+		fclose(f);
+	buf[n] = 0;
+	const char *p = strrchr(buf, ')');
+	/* after the comm: state ppid pgrp session tty_nr tpgid flags */
+	return p && sscanf(p + 1, " %*c %*d %*d %*d %*d %*d %lu", &flags) == 1 && (flags & PF_FORKNOEXEC_FLAG);
+}
+
+/* Launch mode: a process whose environment names our library in
+ * CUDA_INJECTION64_PATH (the launched command and its descendants) gets it
+ * from CUDA itself and reports on the launch socket. */
+static int launch_covered(const struct lt_im *im, int pid)
+{
+	enum { ENV_MAX = 1 << 20 };
+	char path[64], want[PATH_MAX + 32];
+	if (!im->env[0])
+		return 0;
+	snprintf(path, sizeof(path), "/proc/%d/environ", pid);
+	int fd = open(path, O_RDONLY | O_CLOEXEC), covered = 0;
+	char *buf = fd >= 0 ? malloc(ENV_MAX + 1) : NULL;
+	size_t n = 0;
+	ssize_t r = 1;
+	while (buf && n < ENV_MAX && r > 0)
+		if ((r = read(fd, buf + n, ENV_MAX - n)) > 0)
+			n += (size_t)r;
+	int len = snprintf(want, sizeof(want), "CUDA_INJECTION64_PATH=%s", im->lib);
+	for (size_t i = 0; buf && i < n && !covered; i += strnlen(buf + i, n - i) + 1)
+		covered = n - i > (size_t)len && !memcmp(buf + i, want, (size_t)len + 1);
+	free(buf);
+	if (fd >= 0)
+		close(fd);
+	return covered;
+}
+
+/* May CUDA be started in `pid`, as first looked at? A fork of a process
+ * that initialized CUDA (a DataLoader worker) has its driver mapped but
+ * cannot use CUDA (CUDA does not survive a fork): left alone; an exec of it
+ * is announced anew. A launch-mode process gets the library from CUDA. */
+static int cuda_eligible(const struct lt_im *im, int pid)
+{
+	if (im->env[0] && lt_launch_is_own_fork(pid)) /* the launched command, before its exec */
+		return 0;
+	return (im->usable & LT_IM_CUDA) && !launch_covered(im, pid) && !(fork_no_exec(pid) && cuda_mapped(pid, 1));
+}
+
+/* ------------------------------------------------------------ attach now */
+
+/* CUDA alone into `pid`. 0 started; -errno otherwise, said through log and
+ * unseen, except, when `later`, what may change (-EAGAIN: no thread could
+ * take the load now, or the library found no CUDA driver loaded yet),
+ * which is left to the caller with `why`. */
+static int attach_cuda(struct lt_im *im, int pid, int later, char *why, size_t whysz)
+{
+	struct im_start st = { .im = im, .feats = LT_IM_CUDA, .given = !later };
+	int rc = inject_start(&st, pid, HOW_SLEEPING);
+	if (rc) {
+		snprintf(why, whysz, "%s", st.err);
+		if (later && (rc == -EAGAIN || rc == -ESRCH))
+			return rc;
+		im_log(im, LT_IM_CUDA, 'W', "CUDA kernel profiling cannot start in pid %d: %s; the process "
+		       "is as it was", pid, st.err);
+		im_unseen(im, LT_IM_CUDA, pid, st.err);
+		return rc;
+	}
+	if (later && !strncmp(st.rep[F_CUDA], "err", 3) && strstr(st.rep[F_CUDA], LI_ERR_NO_DRIVER)) {
+		char err[512];
+		snprintf(why, whysz, "%s", reply_text(st.rep[F_CUDA]));
+		if (undo_target(im, &st.t, 1, err, sizeof(err)) == 0)
+			im_log(im, LT_IM_CUDA, 'I', "pid %d: the library stays loaded (CUPTI holds its callbacks)", pid);
+		return -EAGAIN;
+	}
+	cuda_said(im, &st);
+	return settle(im, &st, 1) & LT_IM_CUDA ? 0 : -EIO; /* a failed one: lt_im_stop unloads it */
+}
+
+/* The Python hook into `pid` (with CUDA too where the profile asks for it
+ * and the process may have it: the library then starts CUPTI once CUDA is
+ * loaded). -errno when the library did not go in (st->err); else 0, and
+ * what started in *on. */
+static int attach_py(struct lt_im *im, struct im_start *st, int pid, int how, int wait_ms, int with_cuda,
+		     int given, unsigned *on)
+{
+	*st = (struct im_start){ .im = im, .feats = LT_IM_PYTHON | (with_cuda ? LT_IM_CUDA : 0),
+				 .cuda_wait = 1, .py_wait_ms = wait_ms, .given = given };
+	*on = 0;
+	int rc = inject_start(st, pid, how);
+	if (rc)
+		return rc;
+	if (with_cuda)
+		cuda_said(im, st);
+	*on = settle(im, st, 0);
+	if (!(*on & LT_IM_PYTHON) && rep_ok(st, F_PY)) /* kept nowhere: too many */
+		snprintf(st->rep[F_PY], sizeof(st->rep[F_PY]), "err %s", st->err);
+	return 0;
+}
+
+int lt_im_attach(struct lt_im *im, int pid, unsigned feature, int wait_ms, char *msg, size_t msgsz)
+{
+	const char *why;
+	char err[512];
+	msg[0] = 0;
+	if (!lt_im_usable(im, feature, &why))
+		return snprintf(msg, msgsz, "%s", why), -ENODEV;
+	if (atomic_load(&im->stopping))
+		return snprintf(msg, msgsz, "the profile is ending"), -ECANCELED;
+	pthread_mutex_lock(&im->mu);
+	struct im_target *t = find_target(im, pid);
+	unsigned asked = t ? t->asked : 0, on = t ? t->on : 0;
+	pthread_mutex_unlock(&im->mu);
+	if (t && (asked & feature))
+		return on & feature ? 0 : (snprintf(msg, msgsz, "it did not start there (said above)"), -EIO);
+	if (t)
+		return snprintf(msg, msgsz, "the library already runs in it without this feature (one start "
+				"per process)"), -EBUSY;
+	if (feature == LT_IM_CUDA && launch_covered(im, pid))
+		return 0; /* launch mode (a command launched before --delay): CUDA loads it */
+	if (feature == LT_IM_CUDA)
+		return attach_cuda(im, pid, 0, err, sizeof(err));
+	struct im_start st;
+	int rc = attach_py(im, &st, pid, HOW_BUSY, wait_ms, (im->usable & LT_IM_CUDA) && !launch_covered(im, pid),
+			   1, &on);
+	if (rc)
+		return snprintf(msg, msgsz, "%s", st.err), rc;
+	py_said(&st, msg, msgsz);
+	return on & LT_IM_PYTHON ? 0 : -EIO;
+}
+
+/* ------------------------------------------------------------ later */
+
+static int job_gone(const struct im_job *j)
+{
+	struct pollfd p = { j->pidfd, POLLIN, 0 };
+	return poll(&p, 1, 0) != 0; /* readable: it exited */
+}
+
+/* Sleep ms in short steps; 0 when the profile is ending. */
+static int job_sleep(struct lt_im *im, int ms)
+{
+	for (; ms > 0 && !atomic_load(&im->stopping); ms -= 20)
+		usleep((ms < 20 ? ms : 20) * 1000);
+	return !atomic_load(&im->stopping);
+}
+
+/* The Python hook (and CUDA with it, `with_cuda`) into a process that is
+ * starting or was followed: as soon as it can take the library (libc, and
+ * a thread asleep in a system call or stopped at a CPython entry; just
+ * exec'd: at Py_RunMain first), within PY_LATER_MS. Said here. Returns 1
+ * when the library went in (CUDA, if asked, is then settled too). */
+static int job_python(struct im_job *j, int with_cuda)
+{
+	struct lt_im *im = j->im;
+	struct im_start st = { .im = im };
+	char msg[1400];
+	uint64_t end = lt_mono_ms() + PY_LATER_MS;
+	int rc = -ETIMEDOUT;
+	unsigned on = 0;
+	while (!atomic_load(&im->stopping) && lt_mono_ms() < end && proc_alive(j->pid)) {
+		int at_start = atomic_load(&j->fresh);
+		if (at_start && lt_launch_is_own_fork(j->pid)) { /* a launched command before its exec */
+			usleep(500);
+			continue;
+		}
+		if (!libc_mapped(j->pid)) {
+			usleep(at_start ? 500 : 2000);
+			continue;
+		}
+		/* CUDA's environment is looked at now: a launched command has exec'd */
+		rc = attach_py(im, &st, j->pid, at_start ? HOW_HELD : HOW_BUSY, PY_LATER_WAIT_MS,
+			       with_cuda && !launch_covered(im, j->pid), 0, &on);
+		if (at_start && rc == -ENOENT) { /* the interpreter is not mapped yet */
+			usleep(500);
+			continue;
+		}
+		if (at_start && rc == -EAGAIN) { /* not at Py_RunMain: any thread, any time */
+			atomic_store(&j->fresh, 0);
+			continue;
+		}
+		if (rc != -EAGAIN)
+			break;
+	}
+	if (!rc && (on & LT_IM_PYTHON)) {
+		atomic_fetch_add(&im->py_later, 1);
+		py_said(&st, msg, sizeof(msg));
+		im_log(im, LT_IM_PYTHON, 'I', "python: pid %d: tracing functions through the injected profile "
+		       "hook: %s, in %s", j->pid, msg, im->dir);
+	} else if (proc_alive(j->pid) && !atomic_load(&im->stopping)) {
+		if (rc)
+			snprintf(msg, sizeof(msg), "%s", rc == -ETIMEDOUT ? "timed out" : st.err);
+		else
+			py_said(&st, msg, sizeof(msg));
+		im_log(im, LT_IM_PYTHON, 'W', "python: pid %d: cannot trace Python functions: the profile "
+		       "hook could not go in: %s", j->pid, msg);
+		char why[sizeof(msg) + 64];
+		snprintf(why, sizeof(why), "the profile hook could not go in: %s", msg);
+		im_unseen(im, LT_IM_PYTHON, j->pid, why);
+	} else {
+		im_unseen(im, LT_IM_PYTHON, j->pid, atomic_load(&im->stopping) ?
+			  "the profile ended before the hook could go in" :
+			  "it exited before the profile hook could go in");
+	}
+	return rc == 0;
+}
+
+/* CUDA alone, once the process has mapped the driver or CUPTI, within
+ * `end`; again a little later when the library finds no driver loaded yet
+ * (the map seen mid-load). Returns early (0) when Python is asked for
+ * meanwhile (an exec into Python): the caller goes there first. */
+static int job_cuda(struct im_job *j, uint64_t end, int py_done)
+{
+	struct lt_im *im = j->im;
+	char why[512] = "";
+	int saw_cuda = 0, retry = 0, poll_ms = CUDA_POLL_MIN_MS;
+	while (!atomic_load(&im->stopping) && lt_mono_ms() < end && !job_gone(j)) {
+		if (atomic_load(&j->py_asks) != py_done)
+			return 0;
+		if (!cuda_mapped(j->pid, fork_no_exec(j->pid))) {
+			job_sleep(im, poll_ms);
+			poll_ms = poll_ms * 2 > CUDA_POLL_MAX_MS ? CUDA_POLL_MAX_MS : poll_ms * 2;
+			continue;
+		}
+		saw_cuda = 1;
+		int rc = attach_cuda(im, j->pid, 1, why, sizeof(why));
+		if (!(retry = rc == -EAGAIN || rc == -ESRCH))
+			break;
+		job_sleep(im, CUDA_RETRY_MS);
+	}
+	if (!saw_cuda || !retry)
+		return 1; /* no CUDA there: nothing to record; else started, or said by attach_cuda */
+	if (job_gone(j)) {
+		im_unseen(im, LT_IM_CUDA, j->pid, "it exited before CUDA kernel profiling could start in it");
+	} else if (atomic_load(&im->stopping)) {
+		im_unseen(im, LT_IM_CUDA, j->pid, "the profile ended before CUDA kernel profiling could start in it");
+	} else {
+		im_log(im, LT_IM_CUDA, 'W', "CUDA kernel profiling cannot start in pid %d: %s", j->pid,
+		       why[0] ? why : "timed out");
+		im_unseen(im, LT_IM_CUDA, j->pid, why[0] ? why : "timed out");
+	}
+	return 1;
+}
+
+/* One followed process, each feature asked in turn: Python first (CUDA in
+ * the same start where it may go), then CUDA alone where it did not. A
+ * request that comes meanwhile (an exec) is taken by the same thread. */
+static void *job_main(void *arg)
+{
+	struct im_job *j = arg;
+	struct lt_im *im = j->im;
+	uint64_t cuda_end = lt_mono_ms() + CUDA_LATER_MS;
+	int asks = atomic_load(&j->asks), py_done = 0, cuda_done = 0;
+	int cuda_ok = cuda_eligible(im, j->pid);
+	for (;;) {
+		pthread_mutex_lock(&im->mu); /* lt_im_attach_later adds under it */
+		unsigned want = atomic_load(&j->want);
+		int py_asks = atomic_load(&j->py_asks);
+		if (atomic_load(&j->asks) != asks) {
+			asks = atomic_load(&j->asks);
+			cuda_ok = cuda_ok || cuda_eligible(im, j->pid); /* an exec: looked at anew */
+		}
+		int cuda_due = (want & LT_IM_CUDA) && cuda_ok && !cuda_done;
+		if (atomic_load(&im->stopping) || (py_asks == py_done && !cuda_due)) {
+			atomic_store(&j->done, 1);
+			pthread_mutex_unlock(&im->mu);
+			break;
+		}
+		pthread_mutex_unlock(&im->mu);
+		if (py_asks != py_done) {
+			py_done = py_asks;
+			if (job_python(j, cuda_due))
+				cuda_done |= cuda_due;
+		} else if (j->now) { /* as lt_im_attach does, off the caller's thread */
+			char why[512];
+			attach_cuda(im, j->pid, 0, why, sizeof(why));
+			cuda_done = 1;
+		} else {
+			cuda_done = job_cuda(j, cuda_end, py_done);
+		}
+	}
+	return NULL;
+}
+
+/* A free slot for a job (never used, or its thread is done: joined here),
+ * or the job already waiting for `pid`. Under im->mu. */
+static struct im_job *job_slot(struct lt_im *im, int pid, struct im_job **waiting)
+{
+	struct im_job *free_slot = NULL;
+	*waiting = NULL;
+	for (int i = 0; i < IM_MAX; i++) {
+		struct im_job *j = &im->jobs[i];
+		if (j->used && atomic_load(&j->done)) {
+			pthread_join(j->th, NULL);
+			close(j->pidfd);
+			j->used = 0;
+		}
+		if (j->used && j->pid == pid)
+			*waiting = j;
+		if (!j->used && !free_slot)
+			free_slot = j;
+	}
+	return free_slot;
+}
+
+int lt_im_attach_later(struct lt_im *im, int pid, unsigned feature, unsigned flags)
+{
+	int fresh = !!(flags & LT_IM_FRESH);
+	struct im_job *waiting, *j;
+	int rc = 0;
+	if (!im || !(im->usable & feature))
+		return 0;
+	if (atomic_load(&im->stopping))
+		return -ECANCELED;
+	/* The Python hook's start carries CUDA too wherever the profile asks
+	 * for both: one start per process. */
+	unsigned want = feature | (feature & LT_IM_PYTHON ? im->usable & LT_IM_CUDA : 0);
+	pthread_mutex_lock(&im->mu);
+	struct im_target *t = find_target(im, pid);
+	if (t && !(feature & ~t->asked)) {
+		pthread_mutex_unlock(&im->mu);
+		return 0; /* in, with that feature (started, or said why not) */
+	}
+	if (t) {
+		pthread_mutex_unlock(&im->mu);
+		im_unseen(im, feature, pid, "the library already ran in it without this feature (one start "
+			  "per process)");
+		return 0;
+	}
+	j = job_slot(im, pid, &waiting);
+	if (waiting) { /* an exec of a process we already wait for: looked at anew */
+		atomic_fetch_or(&waiting->want, want);
+		if (fresh)
+			atomic_store(&waiting->fresh, 1);
+		if (feature & LT_IM_PYTHON)
+			atomic_fetch_add(&waiting->py_asks, 1);
+		atomic_fetch_add(&waiting->asks, 1);
+	} else if (!j) {
+		rc = -E2BIG;
+	} else {
+		int fd = (int)syscall(SYS_pidfd_open, pid, 0);
+		if (fd < 0) {
+			rc = errno == ESRCH ? 0 : -errno;
+		} else {
+			*j = (struct im_job){ .im = im, .pid = pid, .pidfd = fd, .used = 1,
+					      .now = !!(flags & LT_IM_NOW) };
+			atomic_store(&j->want, want);
+			atomic_store(&j->fresh, fresh);
+			atomic_store(&j->py_asks, feature & LT_IM_PYTHON ? 1 : 0);
+			if ((rc = -pthread_create(&j->th, NULL, job_main, j))) {
+				close(fd);
+				j->used = 0;
+			}
+		}
+	}
+	pthread_mutex_unlock(&im->mu);
+	return rc;
+}
+
+static void jobs_join_all(struct lt_im *im)
+{
+	atomic_store(&im->stopping, 1);
+	for (int i = 0; i < IM_MAX; i++) {
+		struct im_job *j = &im->jobs[i];
+		if (!j->used)
+			continue;
+		pthread_join(j->th, NULL);
+		close(j->pidfd);
+		j->used = 0;
+	}
+}
+
+/* ------------------------------------------------------------ launch */
+
+char *const *lt_im_launch_env(struct lt_im *im)
+{
+	if (!im || !(im->usable & LT_IM_CUDA))
+		return NULL;
+	if (im->env[0])
+		return im->env;
+	int sv[2] = { -1, -1 };
+	if (socketpair(AF_UNIX, SOCK_SEQPACKET | SOCK_CLOEXEC, 0, sv) == 0) {
+		/* The child's end survives exec; the library marks it CLOEXEC. */
+		fcntl(sv[1], F_SETFD, 0);
+		im->child_sock = sv[1];
+		im->t[0].sock = sv[0]; /* lt_im_launched's target */
+	}
+	int i = 0;
+	snprintf(im->envbuf[i++], sizeof(im->envbuf[0]), "CUDA_INJECTION64_PATH=%s", im->lib);
+	snprintf(im->envbuf[i++], sizeof(im->envbuf[0]), "LLMT_CUPTI_DIR=%s", im->dir);
+	snprintf(im->envbuf[i++], sizeof(im->envbuf[0]), "LLMT_HOST=%s", im->host);
+	snprintf(im->envbuf[i++], sizeof(im->envbuf[0]), "LLMT_CUPTI_DRIVER=%d", !!im->o.driver_api);
+	if (im->session[0])
+		snprintf(im->envbuf[i++], sizeof(im->envbuf[0]), "LLMT_SESSION=%s", im->session);
+	if (im->child_sock >= 0)
+		snprintf(im->envbuf[i++], sizeof(im->envbuf[0]), "LLMT_INJECT_SOCK=%d", im->child_sock);
+	for (int k = 0; k < i; k++)
+		im->env[k] = im->envbuf[k];
+	im->env[i] = NULL;
+	return im->env;
+}
+
+void lt_im_launched(struct lt_im *im, int pid)
+{
+	if (!im || !(im->usable & LT_IM_CUDA) || im->n >= IM_MAX)
+		return;
+	if (im->child_sock >= 0) {
+		close(im->child_sock);
+		im->child_sock = -1;
+	}
+	struct im_target *t = &im->t[im->n];
+	if (im->n > 0) /* a second launch: no socket of its own */
+		t->sock = -1;
+	t->pid = pid;
+	t->launched = 1;
+	t->asked = t->on = LT_IM_CUDA;
+	im->n++;
+	im_log(im, LT_IM_CUDA, 'I', "CUDA kernel profiling of pid %d: CUDA will load %s at its first CUDA "
+	       "call; logs go to %s", pid, im->lib, im->dir);
+}
+
+void lt_im_env_set(struct lt_im *im)
+{
+	char *const *env = lt_im_launch_env(im);
+	for (int i = 0; env && env[i]; i++)
+		putenv(env[i]);
+}
+
+void lt_im_env_unset(struct lt_im *im)
+{
+	for (int i = 0; im && im->env[i]; i++) {
+		char name[64];
+		snprintf(name, sizeof(name), "%.*s", (int)strcspn(im->env[i], "="), im->env[i]);
+		unsetenv(name);
+	}
+}
+
+/* ------------------------------------------------------------ stop */
+
+/* What a kept CUPTI costs the job: CUPTI takes one subscriber per process
+ * (torch.profiler then warned CUPTI_ERROR_MULTIPLE_SUBSCRIBERS_NOT_SUPPORTED
+ * and recorded no kernel, on the GPU host: docs/MEASUREMENTS.md). */
+#define KEPT_COST "; until this process exits, its own CUPTI clients (torch.profiler's CUDA " \
+		  "activities, Nsight) cannot start in it"
+
+/* Why the library left CUPTI attached (its reply's kept=, LI_KEPT_*). */
+static const char *kept_why(unsigned long long kept)
+{
+	switch (kept) {
+	case LI_KEPT_GRAPH:
+		return "stays attached, recording nothing: a CUDA graph ran while recording, and "
+		       "detaching CUPTI then makes the GPU fault at the graph's next replay; a later "
+		       "profile of this process reuses it" KEPT_COST;
+	case LI_KEPT_ASKED:
+		return "stays attached, recording nothing, as asked (teardown=never)" KEPT_COST;
+	default:
+		return "still attached (no CUDA call to detach at); it detaches at the process's "
+		       "next CUDA call";
+	}
+}
+
+static void account(struct lt_im *im, int pid, const char *reply)
+{
+	unsigned long long k = lt_ictl_field(reply, "kernels"), a = lt_ictl_field(reply, "api"),
+			   d = lt_ictl_field(reply, "dropped");
+	int fin = (int)lt_ictl_field(reply, "finalized");
+	im->tot.kernels += k;
+	im->tot.memcpys += lt_ictl_field(reply, "memcpy");
+	im->tot.memsets += lt_ictl_field(reply, "memset");
+	im->tot.apis += a;
+	im->tot.dropped += d;
+	im->tot.finalized += fin;
+	if (k || a)
+		im_log(im, LT_IM_CUDA, 'I', "pid %d: %llu kernels, %llu memcpy, %llu memset, %llu API calls, "
+		       "%llu dropped; CUPTI %s", pid, k, lt_ictl_field(reply, "memcpy"),
+		       lt_ictl_field(reply, "memset"), a, d, fin ? "detached" :
+		       lt_ictl_field(reply, "exiting") ? "flushed at the process's exit" :
+		       kept_why(lt_ictl_field(reply, "kept")));
+}
+
+/* CUDA asked with cuda_wait=1 never started: where it matters, why. */
+static void cuda_never_came(struct lt_im *im, const struct im_target *t)
+{
+	if (t->given)
+		im_unseen(im, LT_IM_CUDA, t->pid, "CUDA kernel profiling cannot start: " LI_ERR_NO_DRIVER);
+	else if (proc_running(t->pid) && cuda_mapped(t->pid, 0))
+		im_unseen(im, LT_IM_CUDA, t->pid, "the profile ended before CUDA kernel profiling could start in it");
+}
+
+/* What the library said unasked while it ran (CUPTI started, or could not,
+ * once CUDA was loaded: "ok/err src=cuda"). */
+static void heard_later(struct lt_im *im, struct im_target *t, const char *m)
+{
+	char notes[1024];
+	if (reply_src(m) != F_CUDA || !(t->on & LT_IM_CUDA))
+		return;
+	if (!strncmp(m, "ok", 2) && !lt_ictl_field(m, "wait")) {
+		im_log(im, LT_IM_CUDA, 'I', "CUDA kernel profiling of pid %d started once it loaded CUDA: %s/%s%s",
+		       t->pid, im->dir, t->log[F_CUDA].name, reply_notes(m, notes, sizeof(notes)));
+	} else if (!strncmp(m, "err", 3)) {
+		im_log(im, LT_IM_CUDA, 'W', "pid %d: %s", t->pid, reply_text(m));
+		im_unseen(im, LT_IM_CUDA, t->pid, reply_text(m));
+		t->on &= ~LT_IM_CUDA;
+	}
+}
+
+/* "stop", then replies until "stopped" within ms in all (what came unasked
+ * before it is heard out): its length, 0 on EOF, -ETIMEDOUT. */
+static int stop_and_await(struct lt_im *im, struct im_target *t, char *reply, size_t len, int ms)
+{
+	uint64_t end = lt_mono_ms() + (uint64_t)ms;
+	lt_ictl_send(t->sock, "stop", NULL, 0);
+	for (int k = 0; k < 64; k++) {
+		long long left = (long long)(end - lt_mono_ms());
+		int rc = lt_ictl_recv(t->sock, reply, len, left > 0 ? (int)left : 0);
+		if (rc <= 0 || !strncmp(reply, "stopped", 7))
+			return rc;
+		heard_later(im, t, reply);
+	}
+	return -ETIMEDOUT;
+}
+
+/* Launch mode: every CUDA process of the launched tree may have reported
+ * on the shared socket ("ok"/"err" at its CUDA start, "stopped" at exit).
+ * Stop those still running, one "stop" each. */
+static void stop_launched(struct lt_im *im, struct im_target *t)
+{
+	int pids[IM_MAX], n = 0, asked = 0;
+	char reply[1024];
+	for (int round = 0; round < 2; round++) {
+		/* One deadline per round, however much the processes say. */
+		long long end = (long long)lt_mono_ms() + (round ? im->o.finalize_ms + REPLY_MS : 0);
+		for (int k = 0; k < 4 * IM_MAX; k++) {
+			long long left = end - (long long)lt_mono_ms();
+			int rc = lt_ictl_recv(t->sock, reply, sizeof(reply), left > 0 ? (int)left : 0);
+			if (rc <= 0)
+				break;
+			int pid = (int)lt_ictl_field(reply, "pid");
+			if (!strncmp(reply, "ok", 2) && n < IM_MAX) {
+				pids[n++] = pid;
+			} else if (!strncmp(reply, "err", 3)) {
+				im_log(im, LT_IM_CUDA, 'W', "pid %d: %s", pid, reply_text(reply));
+				im_unseen(im, LT_IM_CUDA, pid, reply_text(reply));
+			} else if (!strncmp(reply, "stopped", 7)) {
+				account(im, pid, reply);
+				for (int i = 0; i < n; i++)
+					if (pids[i] == pid)
+						pids[i] = pids[--n];
+				if (round && --asked <= 0)
+					break;
+			}
+		}
+		if (round)
+			break;
+		for (int i = 0; i < n; i++)
+			if (proc_running(pids[i]) && lt_ictl_send(t->sock, "stop", NULL, 0) == 0)
+				asked++;
+		if (!asked)
+			break;
+	}
+	if (!im->tot.kernels && !im->tot.apis && !n) {
+		im_log(im, LT_IM_CUDA, 'I', "pid %d: no process of it started CUDA kernel profiling (no CUDA "
+		       "initialized, or no GPU)", t->pid);
+		im_unseen(im, LT_IM_CUDA, t->pid, "no process of the launched command initialized CUDA");
+	}
+}
+
+static void publish_logs(struct lt_im *im, struct im_target *t, int done)
+{
+	char err[600];
+	for (int f = 0; f < F_N; f++) {
+		if (!t->log[f].live)
+			continue;
+		int rc = done ? lt_ilog_publish(&t->log[f], im->dirfd, err, sizeof(err)) : -EBUSY;
+		if (rc == -EBUSY)
+			im_log(im, f_bit[f], 'W', "%spid %d: its %s log stays as %s/%s (the library may still "
+			       "write it)", f == F_PY ? "python: " : "", t->pid, f == F_PY ? "Python" : "CUDA",
+			       im->dir, t->log[f].partial);
+		else if (rc < 0)
+			im_log(im, f_bit[f], 'W', "%spid %d: %s", f == F_PY ? "python: " : "", t->pid, err);
+		else if (rc == 1 && f == F_CUDA)
+			im_log(im, LT_IM_CUDA, 'I', "pid %d: CUDA log %s/%s", t->pid, im->dir, t->log[f].name);
+	}
+}
+
+static void unload_one(struct lt_im *im, struct im_target *t)
+{
+	char err[512];
+	int u = lt_inj_unload(&t->inj, err, sizeof(err));
+	t->sock = -1; /* closed by lt_inj_unload */
+	if (u == 1)
+		im->tot.unloaded++;
+	else if (u == 0 && (t->on & LT_IM_CUDA))
+		im_log(im, LT_IM_CUDA, 'I', "pid %d: the library stays loaded while CUPTI holds its callbacks", t->pid);
+	else if (u == 0)
+		im_log(im, LT_IM_PYTHON, 'W', "python: pid %d: the hook library stays loaded: the interpreter "
+		       "could not be reached to remove its profile function (GIL held, or exiting)", t->pid);
+	else if (u != -ESRCH)
+		im_log(im, t->asked & LT_IM_CUDA ? LT_IM_CUDA : LT_IM_PYTHON, 'W', "pid %d: unloading the "
+		       "library: %s", t->pid, err);
+}
+
+static void stop_one(struct lt_im *im, struct im_target *t)
+{
+	char reply[1024] = "";
+	int rc = 0;
+	if (t->launched) {
+		if (t->sock >= 0)
+			stop_launched(im, t);
+	} else if (t->sock >= 0) {
+		rc = stop_and_await(im, t, reply, sizeof(reply),
+				    (t->asked & LT_IM_CUDA ? im->o.finalize_ms : 0) + REPLY_MS);
+		if (rc > 0 && (t->asked & LT_IM_CUDA))
+			account(im, t->pid, reply);
+		if (rc > 0 && (t->on & LT_IM_CUDA) && lt_ictl_field(reply, "cuda_wait"))
+			cuda_never_came(im, t);
+		if (rc > 0 && (t->on & LT_IM_PYTHON)) {
+			im->tot.py_events += lt_ictl_field(reply, "py_enter") + lt_ictl_field(reply, "py_exit");
+			im_log(im, LT_IM_PYTHON, 'I', "python: pid %d: hook %s, log %s/%s", t->pid,
+			       lt_ictl_text(reply), im->dir, t->log[F_PY].name);
+		}
+		if (rc <= 0 && (t->asked & LT_IM_CUDA))
+			im_log(im, LT_IM_CUDA, 'W', "pid %d: the injected library %s", t->pid,
+			       rc == -ETIMEDOUT ? "did not answer the stop request" : "is gone (process exited?)");
+		if (rc <= 0 && (t->on & LT_IM_PYTHON))
+			im_log(im, LT_IM_PYTHON, rc == 0 ? 'I' : 'W', "python: pid %d: the hook library %s", t->pid,
+			       rc == -ETIMEDOUT ? "did not answer the stop request (GIL held?)"
+						: "is gone (process exited; its log was published at exit)");
+	}
+	/* Published once the library is done with them: it said "stopped", or
+	 * it is gone (EOF: the process or its control thread ended). */
+	publish_logs(im, t, rc != -ETIMEDOUT || !proc_running(t->pid));
+	if (t->inj.loaded)
+		unload_one(im, t);
+	if (t->sock >= 0)
+		close(t->sock);
+	t->sock = -1;
+}
+
+void lt_im_stop(struct lt_im *im)
+{
+	if (!im || im->stopped)
+		return;
+	jobs_join_all(im); /* no target is added from here on */
+	memset(&im->tot, 0, sizeof(im->tot));
+	for (int i = 0; i < im->n; i++) {
+		stop_one(im, &im->t[i]);
+		im->tot.targets += !!(im->t[i].asked & LT_IM_CUDA);
+	}
+	im->tot.py_later = atomic_load(&im->py_later);
+	im->n = 0;
+	im->stopped = 1;
+}
+
+void lt_im_totals(const struct lt_im *im, struct lt_im_totals *t)
+{
+	if (im)
+		*t = im->tot;
+	else
+		memset(t, 0, sizeof(*t));
+}
+
+void lt_im_free(struct lt_im *im)
+{
+	if (!im)
+		return;
+	lt_im_stop(im);
+	if (im->child_sock >= 0)
+		close(im->child_sock);
+	if (im->t[0].sock >= 0) /* a launch that never started */
+		close(im->t[0].sock);
+	if (im->dirfd >= 0)
+		close(im->dirfd);
+	pthread_mutex_destroy(&im->mu);
+	free(im);
+}

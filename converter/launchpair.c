@@ -1,0 +1,943 @@
+/* SPDX-License-Identifier: Apache-2.0 */
+/* Launch links from the uprobes' launch calls (see launchpair.h). */
+#include "launchpair.h"
+#include "common/grow.h"
+#include "conv_int.h"
+#include "dedup.h"
+
+#include <stdlib.h>
+#include <string.h>
+
+/* The collector names a kernel in at most this many bytes (its resolver's
+ * buffer, collector/cudadecode.c put_launch): names are compared on that. */
+#define LP_NAME_MAX 511
+/* GPU clocks are put on the host's by CUPTI: a launch's work may appear to
+ * start a little before the call's entry. A kernel starts microseconds
+ * after its launch at the soonest, so this much is taken as clock error. */
+#define LP_START_SLACK_NS 20000ULL
+/* Calls and GPU records noted at most (~50 bytes each). */
+#define LP_MAX_RECS (16u << 20)
+
+enum lp_kind { LP_KERNEL = 1, LP_COPY, LP_SET, LP_GRAPH };
+
+/* What a call's signature holds, in the order calls are paired: kernels
+ * named with their dims, copies and sets first (most launches); then the
+ * driver's launches, whose kernel handle has no symbol (dims and shared
+ * memory only); then launches with their dims behind a pointer
+ * (cudaLaunchKernelExC: name only); graphs last. */
+enum lp_stage { LP_FULL = 1, LP_DIMS, LP_NAME, LP_GRAPHS };
+
+struct lp_call {
+	uint64_t ts, end;     /* host clock */
+	uint64_t sig;         /* signature hash, without the stream */
+	uint64_t stream;      /* the call's stream handle */
+	uint64_t corr;        /* given in pass 2 */
+	uint32_t host, pid, tid;
+	int32_t gpu;          /* first GPU record paired, -1 */
+	uint8_t kind, stage, in_window, nested;
+};
+
+struct lp_gpu {
+	uint64_t start;
+	uint64_t sig;         /* name and dims (kernels); bytes */
+	uint64_t sig_dims;    /* kernels: dims and dynamic shared memory */
+	uint64_t sig_name;    /* kernels: name alone */
+	uint64_t corr;        /* CUPTI's; 0 if none */
+	uint64_t own_corr;    /* given: CUPTI's, or made up */
+	uint32_t host, pid, device, stream, graph;
+	int32_t call;         /* paired call, -1 */
+	uint8_t kind, cupti_linked;
+};
+
+struct lp_api {
+	uint64_t ts, end, corr;
+	uint32_t host, pid, tid;
+};
+
+struct lp_on {
+	uint64_t t0, t1;      /* recording switched on between t0 and t1 */
+	uint32_t host, pid;
+};
+
+struct cv_lp {
+	struct lp_call *calls;
+	struct lp_gpu *gpus;
+	struct lp_api *apis;
+	struct lp_on *ons;
+	size_t n_calls, cap_calls, n_gpus, cap_gpus, n_apis, cap_apis, n_ons, cap_ons;
+	struct cv_map call_at;   /* (host, pid, tid) hash, ts -> call + 1 */
+	struct cv_map gpu_at;    /* (host, pid, device, stream) hash, start -> gpu + 1 */
+	struct cv_lp_stats st;
+	int solved;
+};
+
+static uint64_t mix(uint64_t h, uint64_t v)
+{
+	h ^= v + 0x9e3779b97f4a7c15ULL + (h << 6) + (h >> 2);
+	h *= 0xff51afd7ed558ccdULL;
+	return h ^ (h >> 33);
+}
+
+static struct cv_lp *lp_of(struct cv_core *c)
+{
+	if (!c->lp)
+		c->lp = calloc(1, sizeof(*c->lp));
+	return c->lp;
+}
+
+int cv_lp_is_marker(const struct evlog_event *e)
+{
+	static const size_t n = sizeof(EVLOG_MARKER_CUPTI_ON) - 1;
+
+	return e->type == EV_MARKER && e->u.marker.name.len == n &&
+	       !memcmp(e->u.marker.name.ptr, EVLOG_MARKER_CUPTI_ON, n);
+}
+
+/* ------------------------------------------------------------ classifying */
+
+static const struct {
+	const char *name;
+	uint8_t kind;
+} calls_known[] = {
+	{ "cudaLaunchKernel", LP_KERNEL }, { "cudaLaunchCooperativeKernel", LP_KERNEL },
+	{ "cudaLaunchKernelExC", LP_KERNEL }, { "cuLaunchKernel", LP_KERNEL },
+	{ "cuLaunchKernelEx", LP_KERNEL }, { "cuLaunchCooperativeKernel", LP_KERNEL },
+	{ "cudaMemcpy", LP_COPY }, { "cudaMemcpyAsync", LP_COPY },
+	{ "cudaMemcpyPeer", LP_COPY }, { "cudaMemcpyPeerAsync", LP_COPY },
+	{ "cudaMemcpy2D", LP_COPY }, { "cudaMemcpy2DAsync", LP_COPY },
+	{ "cudaMemcpyToSymbol", LP_COPY }, { "cudaMemcpyToSymbolAsync", LP_COPY },
+	{ "cudaMemcpyFromSymbol", LP_COPY }, { "cudaMemcpyFromSymbolAsync", LP_COPY },
+	{ "cuMemcpy", LP_COPY }, { "cuMemcpyAsync", LP_COPY }, { "cuMemcpyHtoD", LP_COPY },
+	{ "cuMemcpyDtoH", LP_COPY }, { "cuMemcpyDtoD", LP_COPY }, { "cuMemcpyHtoDAsync", LP_COPY },
+	{ "cuMemcpyDtoHAsync", LP_COPY }, { "cuMemcpyDtoDAsync", LP_COPY },
+	{ "cuMemcpyPeer", LP_COPY }, { "cuMemcpyPeerAsync", LP_COPY },
+	{ "cudaMemset", LP_SET }, { "cudaMemsetAsync", LP_SET },
+	{ "cuMemsetD8", LP_SET }, { "cuMemsetD16", LP_SET }, { "cuMemsetD32", LP_SET },
+	{ "cuMemsetD8Async", LP_SET }, { "cuMemsetD16Async", LP_SET }, { "cuMemsetD32Async", LP_SET },
+	{ "cudaGraphLaunch", LP_GRAPH }, { "cuGraphLaunch", LP_GRAPH },
+};
+
+static uint8_t call_kind(struct evlog_str name)
+{
+	/* every one starts "cu": most library calls are out at once */
+	if (!name.ptr || name.len < 8 || name.ptr[0] != 'c' || name.ptr[1] != 'u')
+		return 0;
+	for (size_t i = 0; i < sizeof(calls_known) / sizeof(calls_known[0]); i++)
+		if (cv_dedup_same_func(name.ptr, name.len, calls_known[i].name,
+				       strlen(calls_known[i].name)))
+			return calls_known[i].kind;
+	return 0;
+}
+
+/* A kernel's name as both sides give it: demangled, cut as the collector cuts it. */
+static uint64_t name_hash(struct cv_core *c, const char *s, size_t len)
+{
+	const char *d = cv_demangle(c, s, len);
+
+	if (d) {
+		s = d;
+		len = strlen(d);
+	}
+	return cv_hash_bytes(s, len < LP_NAME_MAX ? len : LP_NAME_MAX);
+}
+
+static uint64_t dims_sig(uint64_t h, const uint32_t g[3], const uint32_t b[3])
+{
+	for (int i = 0; i < 3; i++)
+		h = mix(mix(h, g[i]), b[i]);
+	return h;
+}
+
+/* Value of " key=" in the detail string, parsed with its base; 0 if absent. */
+static int detail_u64(struct evlog_str d, const char *key, uint64_t *out)
+{
+	size_t kl = strlen(key);
+
+	for (size_t i = 0; i + kl < d.len; i++) {
+		if ((i && d.ptr[i - 1] != ' ') || memcmp(d.ptr + i, key, kl))
+			continue;
+		char tmp[32];
+		size_t n = 0;
+
+		for (size_t k = i + kl; k < d.len && d.ptr[k] != ' ' && n + 1 < sizeof(tmp); k++)
+			tmp[n++] = d.ptr[k];
+		tmp[n] = 0;
+		*out = strtoull(tmp, NULL, 0);
+		return 1;
+	}
+	return 0;
+}
+
+static int detail_dims(struct evlog_str d, const char *key, uint32_t v[3])
+{
+	size_t kl = strlen(key);
+
+	for (size_t i = 0; i + kl < d.len; i++) {
+		if ((i && d.ptr[i - 1] != ' ') || memcmp(d.ptr + i, key, kl))
+			continue;
+		char tmp[48];
+		size_t n = 0;
+
+		for (size_t k = i + kl; k < d.len && d.ptr[k] != ' ' && n + 1 < sizeof(tmp); k++)
+			tmp[n++] = d.ptr[k];
+		tmp[n] = 0;
+		return sscanf(tmp, "%u,%u,%u", &v[0], &v[1], &v[2]) == 3;
+	}
+	return 0;
+}
+
+static uint64_t dims_smem_sig(const uint32_t g[3], const uint32_t b[3], uint64_t smem)
+{
+	return mix(dims_sig(LP_DIMS, g, b), smem);
+}
+
+/* Kernel launch: "kernel=NAME grid=..." (NAME may hold spaces) or
+ * "func=0x.. grid=..." (a driver launch: a handle, no symbol). Sets the
+ * call's stage and signature. A runtime launch whose host stub has no
+ * symbol (a stripped library) comes as "func=0x.." too. */
+static void kernel_call_sig(struct cv_core *c, struct evlog_str d, struct lp_call *k)
+{
+	static const char kk[] = "kernel=";
+	uint32_t g[3] = { 0 }, b[3] = { 0 };
+	uint64_t smem = 0;
+	size_t end = d.len;
+	int named = d.len >= sizeof(kk) - 1 && !memcmp(d.ptr, kk, sizeof(kk) - 1);
+	int dims = detail_dims(d, "grid=", g) && detail_dims(d, "block=", b);
+
+	detail_u64(d, "smem=", &smem);
+	for (size_t i = d.len; named && i-- > sizeof(kk) - 1;)
+		if (i + 6 <= d.len && !memcmp(d.ptr + i, " grid=", 6)) {
+			end = i;
+			break;
+		}
+	while (named && end > sizeof(kk) - 1 && d.ptr[end - 1] == ' ')
+		end--;
+	uint64_t nh = named ? name_hash(c, d.ptr + sizeof(kk) - 1, end - (sizeof(kk) - 1)) : 0;
+
+	if (named && dims) {
+		k->stage = LP_FULL;
+		k->sig = dims_sig(mix(LP_KERNEL, nh), g, b);
+	} else if (dims) {
+		k->stage = LP_DIMS;
+		k->sig = dims_smem_sig(g, b, smem);
+	} else if (named) {
+		k->stage = LP_NAME;
+		k->sig = mix(LP_NAME, nh);
+	}
+}
+
+static uint64_t work_sig(uint8_t kind, uint64_t bytes)
+{
+	return mix(kind, bytes);
+}
+
+/* ------------------------------------------------------------------ pass 1 */
+
+static uint64_t thread_key(uint32_t host, uint32_t pid, uint32_t tid)
+{
+	return mix(mix(host, pid), tid);
+}
+
+static uint64_t stream_key(uint32_t host, uint32_t pid, uint32_t dev, uint32_t stream)
+{
+	return mix(mix(mix(host, pid), dev), stream) | 1;
+}
+
+static int note_call(struct cv_core *c, struct cv_lp *lp, uint32_t host, uint64_t ts,
+		     const struct evlog_event *e, uint8_t kind)
+{
+	struct lp_call k = { .ts = ts, .end = ts + e->u.lib_call.dur, .host = host, .pid = e->pid,
+			     .tid = e->tid ? e->tid : e->pid, .gpu = -1, .kind = kind };
+	struct evlog_str d = e->u.lib_call.detail;
+	uint64_t bytes = 0;
+
+	detail_u64(d, "stream=", &k.stream);
+	if (kind == LP_KERNEL) {
+		kernel_call_sig(c, d, &k);
+		if (!k.stage)
+			return 0; /* nothing to pair it by */
+		lp->st.unnamed += k.stage == LP_DIMS;
+	} else if (kind == LP_GRAPH) {
+		k.stage = LP_GRAPHS;
+	} else {
+		if (!detail_u64(d, "bytes=", &bytes))
+			return 0;
+		k.stage = LP_FULL;
+		k.sig = work_sig(kind, bytes);
+	}
+	if (lp->n_calls + lp->n_gpus >= LP_MAX_RECS) {
+		lp->st.capped++;
+		return 0;
+	}
+	if (lt_grow((void **)&lp->calls, &lp->cap_calls, lp->n_calls + 1, sizeof(k), 1024))
+		return -1;
+	lp->calls[lp->n_calls++] = k;
+	lp->st.calls++;
+	return 0;
+}
+
+static int note_gpu(struct cv_lp *lp, struct cv_core *c, uint32_t host, uint64_t ts,
+		    const struct evlog_event *e)
+{
+	struct lp_gpu g = { .start = ts, .host = host, .pid = e->pid, .call = -1 };
+
+	switch (e->type) {
+	case EV_GPU_KERNEL: {
+		g.kind = LP_KERNEL;
+		g.device = e->u.gpu_kernel.device;
+		g.stream = e->u.gpu_kernel.stream;
+		g.corr = e->u.gpu_kernel.correlation_id;
+		g.graph = e->u.gpu_kernel.graph_id;
+		uint64_t nh = name_hash(c, e->u.gpu_kernel.name.ptr ? e->u.gpu_kernel.name.ptr : "",
+					e->u.gpu_kernel.name.len);
+
+		g.sig = dims_sig(mix(LP_KERNEL, nh), e->u.gpu_kernel.grid, e->u.gpu_kernel.block);
+		g.sig_dims = dims_smem_sig(e->u.gpu_kernel.grid, e->u.gpu_kernel.block,
+					   e->u.gpu_kernel.dynamic_smem);
+		g.sig_name = mix(LP_NAME, nh);
+		break;
+	}
+	case EV_GPU_MEMCPY:
+		g.kind = LP_COPY;
+		g.device = e->u.gpu_memcpy.device;
+		g.stream = e->u.gpu_memcpy.stream;
+		g.corr = e->u.gpu_memcpy.correlation_id;
+		g.sig = work_sig(LP_COPY, e->u.gpu_memcpy.bytes);
+		break;
+	default:
+		g.kind = LP_SET;
+		g.device = e->u.gpu_memset.device;
+		g.stream = e->u.gpu_memset.stream;
+		g.corr = e->u.gpu_memset.correlation_id;
+		g.sig = work_sig(LP_SET, e->u.gpu_memset.bytes);
+	}
+	if (lp->n_calls + lp->n_gpus >= LP_MAX_RECS) {
+		lp->st.capped++;
+		return 0;
+	}
+	if (lt_grow((void **)&lp->gpus, &lp->cap_gpus, lp->n_gpus + 1, sizeof(g), 1024))
+		return -1;
+	lp->gpus[lp->n_gpus++] = g;
+	return 0;
+}
+
+int cv_lp_note(struct cv_core *c, uint32_t host, const struct cv_log *l,
+	       const struct evlog_event *e)
+{
+	struct cv_lp *lp;
+	uint64_t ts = e->ts + (uint64_t)l->clock_off;
+	uint8_t kind;
+
+	switch (e->type) {
+	case EV_LIB_CALL:
+		if (!(kind = call_kind(e->u.lib_call.symbol)))
+			return 0;
+		return (lp = lp_of(c)) ? note_call(c, lp, host, ts, e, kind) : -1;
+	case EV_GPU_API:
+		if (!e->u.gpu_api.correlation_id || !call_kind(e->u.gpu_api.name))
+			return 0;
+		if (!(lp = lp_of(c)) ||
+		    lt_grow((void **)&lp->apis, &lp->cap_apis, lp->n_apis + 1, sizeof(*lp->apis), 1024))
+			return -1;
+		lp->apis[lp->n_apis++] = (struct lp_api){ ts, ts + e->u.gpu_api.dur,
+							  e->u.gpu_api.correlation_id, host, e->pid,
+							  e->tid ? e->tid : e->pid };
+		return 0;
+	case EV_GPU_KERNEL:
+	case EV_GPU_MEMCPY:
+	case EV_GPU_MEMSET:
+		return (lp = lp_of(c)) ? note_gpu(lp, c, host, ts, e) : -1;
+	case EV_MARKER:
+		if (!cv_lp_is_marker(e))
+			return 0;
+		if (!(lp = lp_of(c)) ||
+		    lt_grow((void **)&lp->ons, &lp->cap_ons, lp->n_ons + 1, sizeof(*lp->ons), 16))
+			return -1;
+		lp->ons[lp->n_ons++] = (struct lp_on){ ts, ts + e->u.marker.dur, host, e->pid };
+		return 1;
+	default:
+		return 0;
+	}
+}
+
+/* ------------------------------------------------------------------ pairing */
+
+/* Sort entries: (key, time, index) */
+struct lp_ent {
+	uint64_t key, t;
+	uint32_t i;
+};
+
+static int cmp_ent(const void *a, const void *b)
+{
+	const struct lp_ent *x = a, *y = b;
+
+	if (x->key != y->key)
+		return x->key < y->key ? -1 : 1;
+	if (x->t != y->t)
+		return x->t < y->t ? -1 : 1;
+	return x->i < y->i ? -1 : x->i > y->i;
+}
+
+static int cmp_call_thread(const void *a, const void *b, void *arg);
+
+/* A noted call inside another one on its thread is that call's own (the
+ * runtime's driver call when both layers are probed): the outer one stands
+ * for both. A driver launch inside a probed library call (cuBLAS's) stays. */
+static int mark_nested(struct cv_lp *lp)
+{
+	uint32_t *by = malloc((lp->n_calls + 1) * sizeof(*by));
+	uint64_t outer_end = 0;
+
+	if (!by)
+		return -1;
+	for (size_t i = 0; i < lp->n_calls; i++)
+		by[i] = (uint32_t)i;
+	qsort_r(by, lp->n_calls, sizeof(*by), cmp_call_thread, lp->calls);
+	for (size_t i = 0; i < lp->n_calls; i++) {
+		struct lp_call *k = &lp->calls[by[i]];
+		const struct lp_call *p = i ? &lp->calls[by[i - 1]] : NULL;
+		int same = p && p->host == k->host && p->pid == k->pid && p->tid == k->tid;
+
+		if (same && k->ts < outer_end) {
+			k->nested = 1;
+			continue;
+		}
+		outer_end = k->end;
+	}
+	free(by);
+	return 0;
+}
+
+/* When CUPTI recorded in the call's process: t0 (calls before: not
+ * recorded), t1 (calls before: maybe). No marker: from the process's first
+ * GPU record, every call before it uncertain. */
+static void window_of(const struct cv_lp *lp, uint32_t host, uint32_t pid, uint64_t first_gpu,
+		      uint64_t *t0, uint64_t *t1)
+{
+	*t0 = 0;
+	*t1 = first_gpu;
+	for (size_t i = 0; i < lp->n_ons; i++)
+		if (lp->ons[i].host == host && lp->ons[i].pid == pid) {
+			*t0 = lp->ons[i].t0;
+			*t1 = lp->ons[i].t1;
+		}
+}
+
+/* Mark each call in or out of its process's recording window; uncertain
+ * ones (made while recording was being switched on) in `maybe`. A call's
+ * return code is not looked at: without a driver every call fails (the
+ * stand-in tests), and a failed launch in a running job is a sticky error
+ * that ends it. */
+static int mark_windows(struct cv_lp *lp, uint8_t **maybe)
+{
+	struct cv_map first = { 0 };
+	int rc = -1;
+
+	if (!(*maybe = calloc(lp->n_calls + 1, 1)))
+		return -1;
+	for (size_t j = 0; j < lp->n_gpus; j++) {
+		int is_new;
+		uint64_t *v = cv_map_put(&first, lp->gpus[j].host, lp->gpus[j].pid, &is_new);
+
+		if (!v)
+			goto out;
+		if (is_new || lp->gpus[j].start < *v)
+			*v = lp->gpus[j].start;
+	}
+	for (size_t i = 0; i < lp->n_calls; i++) {
+		struct lp_call *k = &lp->calls[i];
+		const uint64_t *f = cv_map_get(&first, k->host, k->pid);
+		uint64_t t0, t1;
+
+		if (!f)
+			continue; /* no GPU record in that process: nothing to pair */
+		window_of(lp, k->host, k->pid, *f, &t0, &t1);
+		k->in_window = k->ts >= t0;
+		(*maybe)[i] = k->ts < t1;
+	}
+	rc = 0;
+out:
+	cv_map_free(&first);
+	return rc;
+}
+
+/* First in, first out per key: each GPU record (time order) takes the
+ * oldest waiting call of its key that entered before it started. An
+ * uncertain call (made while recording was being switched on) is passed
+ * over when the next call of the key also came before the work: it queued
+ * nothing that was recorded. */
+static void fifo(struct cv_lp *lp, const struct lp_ent *ce, size_t nc, const struct lp_ent *ge,
+		 size_t ng, const uint8_t *maybe)
+{
+	size_t ci = 0;
+
+	for (size_t gi = 0; gi < ng; gi++) {
+		struct lp_gpu *g = &lp->gpus[ge[gi].i];
+
+		while (ci < nc && ce[ci].key < ge[gi].key)
+			ci++;
+		while (ci < nc && ce[ci].key == ge[gi].key && lp->calls[ce[ci].i].gpu >= 0)
+			ci++;
+		while (ci + 1 < nc && ce[ci].key == ge[gi].key && maybe[ce[ci].i] &&
+		       ce[ci + 1].key == ce[ci].key && ce[ci + 1].t <= g->start + LP_START_SLACK_NS)
+			ci++;
+		if (ci < nc && ce[ci].key == ge[gi].key && ce[ci].t <= g->start + LP_START_SLACK_NS) {
+			g->call = (int32_t)ce[ci].i;
+			lp->calls[ce[ci].i].gpu = (int32_t)ge[gi].i;
+			ci++;
+		}
+	}
+}
+
+static uint64_t gpu_sig(const struct lp_gpu *g, int stage)
+{
+	return stage == LP_DIMS ? g->sig_dims : stage == LP_NAME ? g->sig_name
+	     : stage == LP_GRAPHS ? 0 : g->sig;
+}
+
+/* Pair the calls of one stage. With smap, a call's stream handle (per
+ * thread: a default stream is per thread or legacy) is replaced by the
+ * CUPTI stream it was seen to feed in the first round, and work is keyed
+ * by its stream too. The first stage is paired anew; later ones take the
+ * work left over. */
+static int run_round(struct cv_lp *lp, const uint8_t *maybe, const struct cv_map *smap, int stage)
+{
+	struct lp_ent *ce = malloc((lp->n_calls + 1) * sizeof(*ce));
+	struct lp_ent *ge = malloc((lp->n_gpus + 1) * sizeof(*ge));
+	size_t nc = 0, ng = 0;
+	int graphs = stage == LP_GRAPHS;
+
+	if (!ce || !ge) {
+		free(ce);
+		free(ge);
+		return -1;
+	}
+	for (size_t i = 0; i < lp->n_calls; i++) {
+		struct lp_call *k = &lp->calls[i];
+		uint64_t key = mix(mix(k->host, k->pid), k->sig);
+
+		if (k->stage != stage)
+			continue; /* another round's */
+		k->gpu = -1;
+		if (!k->in_window || k->nested)
+			continue;
+		if (smap && !graphs) {
+			const uint64_t *s = cv_map_get(smap, thread_key(k->host, k->pid, k->tid), k->stream);
+
+			if (!s)
+				continue;
+			key = mix(key, *s);
+		}
+		ce[nc++] = (struct lp_ent){ key, k->ts, (uint32_t)i };
+	}
+	for (size_t j = 0; j < lp->n_gpus; j++) {
+		struct lp_gpu *g = &lp->gpus[j];
+		uint64_t key = mix(mix(g->host, g->pid), gpu_sig(g, stage));
+
+		if (!!g->graph != graphs || (stage != LP_FULL && g->call >= 0))
+			continue; /* another round's, or paired in an earlier stage */
+		g->call = -1;
+		if (stage != LP_FULL && !graphs && g->kind != LP_KERNEL)
+			continue;
+		/* a graph launch: one entry, its kernels of one correlation id */
+		if (graphs && (!g->corr || g->kind != LP_KERNEL))
+			continue;
+		if (smap && !graphs)
+			key = mix(key, stream_key(g->host, g->pid, g->device, g->stream));
+		ge[ng++] = (struct lp_ent){ key, g->start, (uint32_t)j };
+	}
+	qsort(ce, nc, sizeof(*ce), cmp_ent);
+	qsort(ge, ng, sizeof(*ge), cmp_ent);
+	if (graphs) {
+		/* keep the earliest kernel of each (process, correlation id) */
+		size_t w = 0;
+		struct cv_map seen = { 0 };
+
+		for (size_t i = 0; i < ng; i++) {
+			const struct lp_gpu *g = &lp->gpus[ge[i].i];
+			int is_new;
+
+			if (!cv_map_put(&seen, mix(g->host, g->pid), g->corr, &is_new)) {
+				cv_map_free(&seen);
+				free(ce);
+				free(ge);
+				return -1;
+			}
+			if (is_new)
+				ge[w++] = ge[i];
+		}
+		cv_map_free(&seen);
+		ng = w;
+	}
+	fifo(lp, ce, nc, ge, ng, maybe);
+	free(ce);
+	free(ge);
+	return 0;
+}
+
+/* (thread, stream handle) -> CUPTI stream key, by majority of round one's pairs. */
+static int learn_streams(const struct cv_lp *lp, struct cv_map *smap)
+{
+	struct cv_map votes = { 0 };  /* (thread key ^ handle, stream key) -> count */
+	struct cv_map best = { 0 };   /* (thread key, handle) -> count of the best */
+	int rc = -1;
+
+	for (size_t i = 0; i < lp->n_calls; i++) {
+		const struct lp_call *k = &lp->calls[i];
+
+		if (k->gpu < 0)
+			continue;
+		const struct lp_gpu *g = &lp->gpus[k->gpu];
+		uint64_t tk = thread_key(k->host, k->pid, k->tid);
+		uint64_t sk = stream_key(g->host, g->pid, g->device, g->stream);
+		uint64_t *v = cv_map_put(&votes, mix(tk, k->stream), sk, NULL);
+		uint64_t *b = v ? cv_map_put(&best, tk, k->stream, NULL) : NULL;
+		uint64_t *s = b ? cv_map_put(smap, tk, k->stream, NULL) : NULL;
+
+		if (!s)
+			goto out;
+		if (++*v > *b) {
+			*b = *v;
+			*s = sk;
+		}
+	}
+	rc = 0;
+out:
+	cv_map_free(&votes);
+	cv_map_free(&best);
+	return rc;
+}
+
+/* A graph launch's other kernels follow its first. */
+static void spread_graphs(struct cv_lp *lp)
+{
+	struct cv_map first = { 0 };
+
+	for (size_t j = 0; j < lp->n_gpus; j++) {
+		const struct lp_gpu *g = &lp->gpus[j];
+		uint64_t *v;
+
+		if (g->graph && g->corr && g->call >= 0 &&
+		    (v = cv_map_put(&first, mix(g->host, g->pid), g->corr, NULL)))
+			*v = (uint64_t)g->call + 1;
+	}
+	for (size_t j = 0; j < lp->n_gpus; j++) {
+		struct lp_gpu *g = &lp->gpus[j];
+		const uint64_t *v = g->graph && g->corr && g->call < 0
+			? cv_map_get(&first, mix(g->host, g->pid), g->corr) : NULL;
+
+		if (v)
+			g->call = (int32_t)(*v - 1);
+	}
+	cv_map_free(&first);
+}
+
+/* ------------------------------------------------------------- the results */
+
+static int cmp_call_thread(const void *a, const void *b, void *arg)
+{
+	const struct lp_call *c = arg;
+	const struct lp_call *x = &c[*(const uint32_t *)a], *y = &c[*(const uint32_t *)b];
+
+	if (x->host != y->host)
+		return x->host < y->host ? -1 : 1;
+	if (x->pid != y->pid)
+		return x->pid < y->pid ? -1 : 1;
+	if (x->tid != y->tid)
+		return x->tid < y->tid ? -1 : 1;
+	return x->ts < y->ts ? -1 : x->ts > y->ts;
+}
+
+/* The probed call of CUPTI's API record a: on a's thread, overlapping it
+ * (CUPTI's record lies inside the call; outermost calls of a thread never
+ * overlap each other). */
+static int32_t call_holding(const struct cv_lp *lp, const uint32_t *by_thread, const struct lp_api *a)
+{
+	size_t lo = 0, hi = lp->n_calls;
+
+	while (lo < hi) { /* first call of a later thread, or of a's starting after a ends */
+		size_t mid = (lo + hi) / 2;
+		const struct lp_call *k = &lp->calls[by_thread[mid]];
+		int before = k->host != a->host ? k->host < a->host
+			   : k->pid != a->pid ? k->pid < a->pid
+			   : k->tid != a->tid ? k->tid < a->tid
+			   : k->ts <= a->end;
+
+		if (before)
+			lo = mid + 1;
+		else
+			hi = mid;
+	}
+	/* a call nested in another stands for nothing: its outer one */
+	while (lo > 1 && lp->calls[by_thread[lo - 1]].nested)
+		lo--;
+	if (!lo)
+		return -1;
+	const struct lp_call *k = &lp->calls[by_thread[lo - 1]];
+
+	if (k->nested || k->host != a->host || k->pid != a->pid || k->tid != a->tid || k->end < a->ts)
+		return -1;
+	return (int32_t)by_thread[lo - 1];
+}
+
+/* Work CUPTI linked itself: compare with the uprobe pairing. */
+static int check_against_cupti(struct cv_core *c, struct cv_lp *lp)
+{
+	struct cv_map api_of = { 0 };
+	uint32_t *by_thread = malloc((lp->n_calls + 1) * sizeof(*by_thread));
+	int rc = -1;
+
+	if (!by_thread)
+		return -1;
+	for (size_t i = 0; i < lp->n_calls; i++)
+		by_thread[i] = (uint32_t)i;
+	qsort_r(by_thread, lp->n_calls, sizeof(*by_thread), cmp_call_thread, lp->calls);
+	for (size_t i = 0; i < lp->n_apis; i++) {
+		uint64_t *v = cv_map_put(&api_of, mix(lp->apis[i].host, lp->apis[i].pid), lp->apis[i].corr, NULL);
+
+		if (!v)
+			goto out;
+		*v = i + 1;
+	}
+	for (size_t j = 0; j < lp->n_gpus; j++) {
+		struct lp_gpu *g = &lp->gpus[j];
+		uint8_t f = cv_corr_flags(c, g->host, g->pid, g->corr);
+
+		if (!(f & (CV_CORR_API | CV_CORR_LIB)))
+			continue;
+		g->cupti_linked = 1;
+		const uint64_t *v = cv_map_get(&api_of, mix(g->host, g->pid), g->corr);
+		int32_t truth = v ? call_holding(lp, by_thread, &lp->apis[*v - 1]) : -1;
+
+		if (truth < 0 || !lp->calls[truth].in_window)
+			continue; /* no probed call to compare with */
+		lp->st.checked++;
+		lp->st.agree += g->call == truth;
+	}
+	rc = 0;
+out:
+	cv_map_free(&api_of);
+	free(by_thread);
+	return rc;
+}
+
+/* Give each pair its correlation id and remember where pass 2 finds them. */
+static int assign(struct cv_core *c, struct cv_lp *lp)
+{
+	uint64_t next = CV_LP_CORR_BASE;
+
+	for (size_t j = 0; j < lp->n_gpus; j++) {
+		struct lp_gpu *g = &lp->gpus[j];
+
+		if (g->call < 0 || g->cupti_linked)
+			continue;
+		struct lp_call *k = &lp->calls[g->call];
+
+		/* the id of the call's first work (a graph's kernels share
+		 * CUPTI's), a made-up one when CUPTI gave none */
+		if (!k->corr)
+			k->corr = g->corr ? g->corr : next++;
+		g->own_corr = k->corr;
+		uint64_t *v = cv_map_put(&lp->gpu_at, stream_key(g->host, g->pid, g->device, g->stream),
+					 g->start, NULL);
+		uint64_t *w = v ? cv_map_put(&lp->call_at, thread_key(k->host, k->pid, k->tid), k->ts, NULL)
+				: NULL;
+
+		if (!w)
+			return -1;
+		*v = j + 1;
+		*w = (uint64_t)g->call + 1;
+		if (cv_corr_mark(c, g->host, g->pid, k->corr, CV_CORR_LIB | CV_CORR_GPU))
+			return -1;
+	}
+	return 0;
+}
+
+static void count(struct cv_lp *lp)
+{
+	for (size_t j = 0; j < lp->n_gpus; j++) {
+		const struct lp_gpu *g = &lp->gpus[j];
+
+		lp->st.work++;
+		if (g->cupti_linked)
+			lp->st.cupti_linked++;
+		else if (g->call >= 0)
+			lp->st.linked++;
+		else if (g->graph && !g->corr)
+			lp->st.graph_nocorr++;
+		else
+			lp->st.no_call++;
+	}
+	for (size_t i = 0; i < lp->n_calls; i++) {
+		const struct lp_call *k = &lp->calls[i];
+
+		if (!k->in_window || k->nested)
+			continue;
+		if (k->gpu < 0)
+			lp->st.calls_unpaired++;
+	}
+}
+
+/* Without CUPTI's links to compare with, its correlation ids still tell
+ * order: it numbers calls as they are made, so along one thread the ids of
+ * the work its calls were given must rise. A fall is a pair shifted (work
+ * lost, a call whose work went unrecorded). Counted, for the closing line. */
+static int order_check(struct cv_lp *lp)
+{
+	uint32_t *by = malloc((lp->n_calls + 1) * sizeof(*by));
+	uint64_t last = 0;
+
+	if (!by)
+		return -1;
+	for (size_t i = 0; i < lp->n_calls; i++)
+		by[i] = (uint32_t)i;
+	qsort_r(by, lp->n_calls, sizeof(*by), cmp_call_thread, lp->calls);
+	for (size_t i = 0; i < lp->n_calls; i++) {
+		const struct lp_call *k = &lp->calls[by[i]];
+		const struct lp_call *p = i ? &lp->calls[by[i - 1]] : NULL;
+
+		if (!p || p->host != k->host || p->pid != k->pid || p->tid != k->tid)
+			last = 0;
+		if (!k->corr || k->corr >= CV_LP_CORR_BASE)
+			continue; /* unpaired, or an id of ours */
+		lp->st.order_checked++;
+		if (k->corr < last)
+			lp->st.order_bad++;
+		else
+			last = k->corr;
+	}
+	free(by);
+	return 0;
+}
+
+int cv_lp_solve(struct cv_core *c)
+{
+	struct cv_lp *lp = c->lp;
+	struct cv_map smap = { 0 };
+	uint8_t *maybe = NULL;
+	int rc = -1;
+
+	if (!lp || !lp->n_calls || !lp->n_gpus)
+		return 0;
+	if (mark_windows(lp, &maybe) || mark_nested(lp) || run_round(lp, maybe, NULL, LP_FULL) ||
+	    learn_streams(lp, &smap) || run_round(lp, maybe, &smap, LP_FULL) ||
+	    run_round(lp, maybe, &smap, LP_DIMS) || run_round(lp, maybe, &smap, LP_NAME) ||
+	    run_round(lp, maybe, NULL, LP_GRAPHS))
+		goto out;
+	spread_graphs(lp);
+	if (check_against_cupti(c, lp) || assign(c, lp) || order_check(lp))
+		goto out;
+	count(lp);
+	lp->solved = 1;
+	rc = 0;
+out:
+	if (rc)
+		snprintf(c->err, sizeof(c->err), "out of memory pairing launches");
+	free(maybe);
+	cv_map_free(&smap);
+	return rc;
+}
+
+/* ------------------------------------------------------------------ pass 2 */
+
+void cv_lp_apply(const struct cv_core *c, uint32_t host, uint64_t start, struct evlog_event *e)
+{
+	const struct cv_lp *lp = c->lp;
+	const uint64_t *v;
+
+	if (!lp || !lp->solved)
+		return;
+	switch (e->type) {
+	case EV_LIB_CALL:
+		if (e->u.lib_call.correlation_id)
+			return;
+		v = cv_map_get(&lp->call_at, thread_key(host, e->pid, e->tid ? e->tid : e->pid), start);
+		if (v)
+			e->u.lib_call.correlation_id = lp->calls[*v - 1].corr;
+		return;
+	case EV_GPU_KERNEL:
+		v = cv_map_get(&lp->gpu_at, stream_key(host, e->pid, e->u.gpu_kernel.device,
+						       e->u.gpu_kernel.stream), start);
+		if (v)
+			e->u.gpu_kernel.correlation_id = lp->gpus[*v - 1].own_corr;
+		return;
+	case EV_GPU_MEMCPY:
+		v = cv_map_get(&lp->gpu_at, stream_key(host, e->pid, e->u.gpu_memcpy.device,
+						       e->u.gpu_memcpy.stream), start);
+		if (v)
+			e->u.gpu_memcpy.correlation_id = lp->gpus[*v - 1].own_corr;
+		return;
+	case EV_GPU_MEMSET:
+		v = cv_map_get(&lp->gpu_at, stream_key(host, e->pid, e->u.gpu_memset.device,
+						       e->u.gpu_memset.stream), start);
+		if (v)
+			e->u.gpu_memset.correlation_id = lp->gpus[*v - 1].own_corr;
+		return;
+	default:
+		return;
+	}
+}
+
+const struct cv_lp_stats *cv_lp_stats(const struct cv_core *c)
+{
+	static const struct cv_lp_stats none;
+
+	return c->lp ? &c->lp->st : &none;
+}
+
+void cv_lp_print(const struct cv_core *c, FILE *f)
+{
+	const struct cv_lp_stats *s = cv_lp_stats(c);
+
+	if (!s->calls || !s->work)
+		return;
+	fprintf(f, "launch links from uprobes: %llu of %llu kernels/copies/sets linked",
+		(unsigned long long)s->linked, (unsigned long long)(s->work - s->cupti_linked));
+	if (s->cupti_linked)
+		fprintf(f, " (%llu more had CUPTI's)", (unsigned long long)s->cupti_linked);
+	if (s->no_call)
+		fprintf(f, "; %llu without a probed call of their signature before them "
+			"(a layer or library not probed, or before the probes)",
+			(unsigned long long)s->no_call);
+	if (s->graph_nocorr)
+		fprintf(f, "; %llu graph kernels without a correlation id",
+			(unsigned long long)s->graph_nocorr);
+	if (s->unnamed)
+		fprintf(f, "; %llu kernel launches without a kernel name (driver launches, stubs "
+			"without a symbol), paired by grid, block and shared memory",
+			(unsigned long long)s->unnamed);
+	if (s->calls_unpaired)
+		fprintf(f, "; %llu calls with no recorded work (made as recording stopped, or their "
+			"work lost)",
+			(unsigned long long)s->calls_unpaired);
+	if (s->capped)
+		fprintf(f, "; %llu records past the pairing's bound", (unsigned long long)s->capped);
+	if (c->st.lost[EVSRC_CUPTI])
+		fprintf(f, "; CUPTI lost %llu records: later pairs of their signatures may be one off",
+			(unsigned long long)c->st.lost[EVSRC_CUPTI]);
+	if (s->order_checked)
+		fprintf(f, "; %llu of %llu links out of their thread's call order by CUPTI's ids",
+			(unsigned long long)s->order_bad, (unsigned long long)s->order_checked);
+	if (s->checked)
+		fprintf(f, "; checked against CUPTI's links: %llu of %llu agree (%.2f%%)",
+			(unsigned long long)s->agree, (unsigned long long)s->checked,
+			100.0 * (double)s->agree / (double)s->checked);
+	fputc('\n', f);
+}
+
+void cv_lp_free(struct cv_core *c)
+{
+	struct cv_lp *lp = c->lp;
+
+	if (!lp)
+		return;
+	free(lp->calls);
+	free(lp->gpus);
+	free(lp->apis);
+	free(lp->ons);
+	cv_map_free(&lp->call_at);
+	cv_map_free(&lp->gpu_at);
+	free(lp);
+	c->lp = NULL;
+}

@@ -1,0 +1,195 @@
+#!/bin/bash
+# One injected library per process for both of its features: the Python
+# hook (-t python on a pyenv CPython, which has no USDT probes) and CUDA
+# kernels (--enable-cuda-kernel, the stand-in CUPTI of tests/progs/
+# fake_cupti.c copied as libcupti.so.13, loaded by the script with ctypes).
+#   1. `-p PY`, a Python already running "CUDA": while attached, exactly one
+#      copy of the library is mapped in it (one memfd inode); at the end
+#      both its logs are published, the Python log with the script's calls
+#      and the CUPTI log with every kernel the collector was told of.
+#   2. `-p PARENT` (a shell): after the attach it starts a Python child that
+#      first runs Python only (its hook goes in at Py_RunMain), then loads
+#      CUDA: the same copy starts CUPTI once CUDA is there (one start, both
+#      features), so the child's calls and kernels are both recorded, the
+#      summary's gpu row counts its kernels and does not name it as not seen;
+#      a fork of it (as a DataLoader worker is forked) gets no CUDA of its own.
+#   3. `-p PY`, a Python that never loads CUDA: one start, the hook's log
+#      only (no CUPTI log), and the gpu row names it with why.
+# No GPU driver here: the collector's check for one is met in a private
+# mount namespace (a /proc/driver/nvidia/version of ours), as in ck_children.sh.
+set -u
+BUILD=${BUILD:-build}
+T=$(realpath -m "$BUILD/tests/progs")
+COLL=$(realpath -m "$BUILD/bin/llmtracker")
+PYENV=${PYENV_ROOT:-/root/.pyenv}/versions
+PY=$(ls "$PYENV"/3.11*/bin/python3.11 2>/dev/null | head -1)
+for f in "$T/fake_cupti" "$T/inject_logdump" "$T/evlog_dump" "$COLL"; do
+	[ -e "$f" ] || { echo "not ok 1 - missing $f (make tests-bin)"; exit 1; }
+done
+[ -x "$PY" ] || { echo "skip: no pyenv python3.11 (an interpreter without USDT probes) under $PYENV"; exit 77; }
+[ "$(id -u)" = 0 ] || { echo "skip: needs root (eBPF, ptrace, mount namespace)"; exit 77; }
+[ "$(uname -m)" = x86_64 ] || { echo "skip: the injector supports x86-64 only"; exit 77; }
+[ -d /proc/driver ] && command -v unshare >/dev/null || { echo "skip: no /proc/driver or unshare"; exit 77; }
+if [ -e /proc/driver/nvidia/version ] || [ -e /dev/nvidiactl ]; then
+	echo "skip: this node has a GPU driver; tests/gpu/ covers it"; exit 77
+fi
+W=$(mktemp -d /tmp/llmt-inject-one.XXXXXX)
+[ -d "$W" ] || { echo "not ok 1 - mktemp"; exit 1; }
+PIDS=()
+cleanup() {
+	for p in "${PIDS[@]}"; do kill "$p" 2>/dev/null; done
+	for f in "$W"/*.pid; do [ -s "$f" ] && kill "$(cat "$f")" 2>/dev/null; done
+	wait 2>/dev/null
+	rm -rf "$W"
+}
+trap cleanup EXIT
+n=0
+check() { n=$((n + 1)); if eval "$2"; then echo "ok $n - $1"; else echo "not ok $n - $1"; fi; }
+wait_for() { # file regex: up to 30 s
+	for _ in $(seq 300); do grep -qE "$2" "$1" 2>/dev/null && return 0; sleep 0.1; done; return 1
+}
+# distinct copies of the library mapped in PID (memfd inodes)
+copies() { awk '/memfd:llmtracker-inject/ { print $5 }' "/proc/$1/maps" 2>/dev/null | sort -u | wc -l; }
+kernels_told() { grep -oE "pid $1: [0-9]+ kernels" "$2" | grep -oE "[0-9]+ kernels" | grep -oE "^[0-9]+"; }
+kernels_logged() { "$T/inject_logdump" "$1" 2>/dev/null | grep -c "^K"; }
+py_calls() { "$T/evlog_dump" "$1" 2>/dev/null | grep "py_enter" | grep -c "func=$2 "; }
+collector() { # ARGS...: the collector, seeing a GPU driver of ours
+	unshare -m --propagation private sh -c 'mount -t tmpfs stand-in /proc/driver &&
+		mkdir /proc/driver/nvidia && echo stand-in > /proc/driver/nvidia/version && exec "$@"' sh \
+		"$COLL" "$@"
+}
+
+cp "$T/fake_cupti" "$W/libcupti.so.13"
+export FAKE_CUPTI_RATE=20000
+# The workload: Python calls (step) until it is told to load "CUDA", then
+# Python calls and CUDA calls until $W/stop-NAME appears.
+cat > "$W/work.py" <<'PY'
+import ctypes, os, sys, time
+w, name, cuda_now = sys.argv[1], sys.argv[2], sys.argv[3] == "1"
+def step(i):
+    return i * 2
+def load_cuda():
+    lib = ctypes.CDLL(os.path.join(w, "libcupti.so.13"), mode=ctypes.RTLD_GLOBAL)
+    print("cuda", flush=True)
+    return lib.fake_cupti_api_call
+call = load_cuda() if cuda_now else None
+print("ready", os.getpid(), flush=True)
+i = forked = 0
+while not os.path.exists(os.path.join(w, "stop-" + name)):
+    step(i)
+    i += 1
+    if call is None and os.path.exists(os.path.join(w, "load-" + name)):
+        call = load_cuda()
+    if call is not None:
+        call()
+    if call is not None and not forked and os.path.exists(os.path.join(w, "fork-" + name)):
+        forked = os.fork()
+        if forked == 0: # a DataLoader-like worker: Python only, CUDA is its parent's
+            while not os.path.exists(os.path.join(w, "stop-" + name)):
+                step(0)
+                time.sleep(0.001)
+            os._exit(0)
+        print("forked", forked, flush=True)
+    time.sleep(0.001)
+print("done", i, flush=True)
+PY
+
+# ---- 1. -p a Python that runs CUDA: one copy, both logs
+mkdir "$W/one"
+"$PY" "$W/work.py" "$W" one 1 > "$W/one.out" 2>&1 & P1=$!; PIDS+=($P1)
+wait_for "$W/one.out" "^ready"
+collector profile -p "$P1" -t python --enable-cuda-kernel true -d 8 -v 1 -o "$W/one/main.evlog" \
+	> /dev/null 2> "$W/one.err" & CP=$!; PIDS+=($CP)
+wait_for "$W/one.err" "tracing functions through the injected profile hook"
+wait_for "$W/one.err" "CUDA kernel profiling (of|cannot start in) pid $P1"
+copies_1=$(copies "$P1")
+echo "# pid $P1 while attached: $copies_1 copy(ies) of the library mapped"
+check "a Python with CUDA traced for both gets one copy of the library ($copies_1)" '[ "$copies_1" = 1 ]'
+check "... started for both: the hook and CUDA kernels" \
+	'grep -q "tracing functions through the injected profile hook" "$W/one.err" &&
+	 grep -q "CUDA kernel profiling of pid $P1 started" "$W/one.err"'
+wait "$CP"; crc=$?
+touch "$W/stop-one"
+wait "$P1"
+cl=$(ls "$W"/one/llmtracker-cupti.*."$P1".*.evlog 2>/dev/null | head -1)
+pl=$(ls "$W"/one/llmtracker-python.*."$P1".*.evlog 2>/dev/null | head -1)
+told=$(kernels_told "$P1" "$W/one.err")
+logged=$([ -n "$cl" ] && kernels_logged "$cl")
+calls=$([ -n "$pl" ] && py_calls "$pl" step)
+echo "# CUPTI log ${cl##*/}: ${logged:-none} kernels (told ${told:-none}); Python log ${pl##*/}: ${calls:-none} calls of step"
+check "the collector ended after -d, status 0" '[ "$crc" = 0 ] && grep -q "stopped: duration reached" "$W/one.err"'
+check "its CUPTI log holds every kernel the collector was told of" \
+	'[ -n "$cl" ] && [ -n "$told" ] && [ "$told" -gt 0 ] && [ "$logged" = "$told" ]'
+check "its Python log holds the script's calls" '[ -n "$pl" ] && [ "${calls:-0}" -gt 100 ]'
+check "the library was unloaded at the end" '! grep -q "memfd:llmtracker-inject" "/proc/$P1/maps" 2>/dev/null'
+check "the script ran to its end" 'grep -q "^done [1-9]" "$W/one.out"'
+
+# ---- 2. a child started after -p attach runs Python, then CUDA
+mkdir "$W/two"
+mkfifo "$W/go"
+printf '%s\n' '#!/bin/bash' 'W=$1 PY=$2' 'read -r _ < "$W/go"' \
+	'"$PY" "$W/work.py" "$W" two 0 > "$W/two.out" 2>&1 & echo $! > "$W/two.pid"' 'wait' > "$W/parent.sh"
+bash "$W/parent.sh" "$W" "$PY" & PARENT=$!; PIDS+=($PARENT)
+collector profile -p "$PARENT" -t python --enable-cuda-kernel true -d 10 -v 1 -o "$W/two/main.evlog" \
+	> /dev/null 2> "$W/two.err" & CP=$!; PIDS+=($CP)
+wait_for "$W/two.err" "profiling 1 process"
+echo go > "$W/go"
+wait_for "$W/two.out" "^ready"
+C=$(cat "$W/two.pid" 2>/dev/null)
+wait_for "$W/two.err" "pid $C: (tracing functions|cannot trace)"
+check "the child started after attach gets the hook (pid ${C:-?})" \
+	'[ -n "$C" ] && grep -q "python: pid $C: tracing functions through the injected profile hook" "$W/two.err"'
+touch "$W/load-two" # now it loads CUDA
+wait_for "$W/two.out" "^cuda"
+for _ in $(seq 100); do grep -q "libcupti.so.13" "/proc/$C/maps" 2>/dev/null && break; sleep 0.1; done
+sleep 1 # the library looks for CUDA every 200 ms: a few of its ticks
+copies_2=$(copies "$C")
+echo "# child $C after it loaded CUDA: $copies_2 copy(ies) of the library mapped"
+check "... and still one copy of the library once it runs CUDA ($copies_2)" '[ "$copies_2" = 1 ]'
+touch "$W/fork-two" # it forks a worker
+wait_for "$W/two.out" "^forked"
+F=$(sed -n 's/^forked //p' "$W/two.out")
+sleep 1
+wait "$CP"; crc=$?
+touch "$W/stop-two"
+wait "$PARENT"
+cl=$(ls "$W"/two/llmtracker-cupti.*."$C".*.evlog 2>/dev/null | head -1)
+pl=$(ls "$W"/two/llmtracker-python.*."$C".*.evlog 2>/dev/null | head -1)
+told=$(kernels_told "$C" "$W/two.err")
+logged=$([ -n "$cl" ] && kernels_logged "$cl")
+calls=$([ -n "$pl" ] && py_calls "$pl" step)
+row=$(awk '$1 == "gpu" { print $2 }' "$W/two.err")
+sed -n '/^  source /,/^  wrote/p' "$W/two.err" | sed 's/^/# /'
+echo "# child's CUPTI log ${cl##*/}: ${logged:-none} kernels (told ${told:-none}); Python log: ${calls:-none} calls of step"
+check "the collector ended after -d, status 0" '[ "$crc" = 0 ] && grep -q "stopped: duration reached" "$W/two.err"'
+check "CUPTI started in the hooked child once it loaded CUDA" \
+	'grep -q "CUDA kernel profiling of pid $C started once it loaded CUDA" "$W/two.err"'
+check "the child's kernels are recorded: its CUPTI log holds every kernel told of" \
+	'[ -n "$cl" ] && [ -n "$told" ] && [ "$told" -gt 0 ] && [ "$logged" = "$told" ]'
+check "... and its Python calls: its Python log holds the script's calls" '[ -n "$pl" ] && [ "${calls:-0}" -gt 100 ]'
+check "the gpu row counts the child's kernels ($row)" '[ -n "$told" ] && [ "$row" = "$told" ]'
+check "the gpu row does not name the child as not seen" \
+	'! sed -n "/^  gpu /,/^  wrote/p" "$W/two.err" | grep "not seen" | grep -qw "$C"'
+check "the child ran to its end" 'grep -q "^done [1-9]" "$W/two.out"'
+check "its fork (pid ${F:-?}) got no CUDA of its own: no CUPTI log, no CUDA line" \
+	'[ -n "$F" ] && ! ls "$W"/two/llmtracker-cupti.*."$F".*.evlog > /dev/null 2>&1 &&
+	 ! grep -q "CUDA kernel profiling of pid $F " "$W/two.err"'
+
+# ---- 3. -p a Python that never loads CUDA
+mkdir "$W/three"
+"$PY" "$W/work.py" "$W" three 0 > "$W/three.out" 2>&1 & P3=$!; PIDS+=($P3)
+wait_for "$W/three.out" "^ready"
+collector profile -p "$P3" -t python --enable-cuda-kernel true -d 3 -v 1 -o "$W/three/main.evlog" \
+	> /dev/null 2> "$W/three.err" & CP=$!; PIDS+=($CP)
+wait_for "$W/three.err" "tracing functions through the injected profile hook"
+copies_3=$(copies "$P3")
+wait "$CP"; crc=$?
+touch "$W/stop-three"
+wait "$P3"
+pl=$(ls "$W"/three/llmtracker-python.*."$P3".*.evlog 2>/dev/null | head -1)
+sed -n '/^  gpu /,/^  wrote/p' "$W/three.err" | sed 's/^/# /'
+check "a Python without CUDA: one copy ($copies_3), its Python log, no CUPTI log" \
+	'[ "$copies_3" = 1 ] && [ "$crc" = 0 ] && [ -n "$pl" ] &&
+	 ! ls "$W"/three/llmtracker-cupti.*."$P3".*.evlog > /dev/null 2>&1'
+check "the gpu row names it as not seen: it has not loaded the CUDA driver" \
+	'sed -n "/^  gpu /,/^  wrote/p" "$W/three.err" | grep "not seen" | grep "has not loaded the CUDA driver" | grep -qw "$P3"'

@@ -1,0 +1,277 @@
+#!/bin/bash
+# Launch links from the -t cuda uprobes (converter/launchpair.c), against
+# the stand-in CUPTI's own links. tests/progs/launch_app makes real libcudart
+# calls (kernel launches from two threads racing, each on its own stream,
+# with the same kernels, dims, copy and set sizes; from the main thread on
+# the legacy stream a kernel launch, one through cudaLaunchKernelExC (dims
+# behind a pointer: paired by name) and a graph launch); each fails fast
+# without a driver, but the uprobes see it, and the stand-in
+# (tests/progs/fake_cupti.c, fake_cupti_work) records its work as CUPTI
+# does, queued on the stream behind earlier work.
+#   1. runtime=1 (CUPTI's API records): every kernel, copy and set has
+#      CUPTI's link, and the converter's uprobe pairing of the same run
+#      agrees with every one of them (100%);
+#   2. runtime=0 (kernels only): every kernel, copy and set is linked to
+#      its launch call from the uprobes, every flow bound, in the trace
+#      JSON as with CUPTI's links: each GPU item's flow starts at the very
+#      call that made it (the app prints which correlation id the stand-in
+#      gave each of its calls; checked on CUPTI's own links in 1. too);
+#   3. runtime=0 with no correlation ids in the records: the same, the
+#      graph's kernels (which keep theirs) included, each GPU item's flow
+#      starting at the call that queued it (by each stream's order, a check
+#      held to the truth on run 2);
+#   4. runtime=0 with one record lost: the pairs after it are shifted (a
+#      limit), and the converter says so from CUPTI's ids.
+# No GPU driver here: the collector's check for one is met in a private
+# mount namespace (a /proc/driver/nvidia/version of ours).
+set -u
+BUILD=${BUILD:-build}
+T=$(realpath -m "$BUILD/tests/progs")
+COLL=$(realpath -m "$BUILD/bin/llmtracker")
+CONV=$(realpath -m "$BUILD/bin/llmtracker-convert")
+for f in "$T/launch_app" "$T/fake_cupti" "$COLL" "$CONV"; do
+	[ -e "$f" ] || { echo "not ok 1 - missing $f (make tests-bin)"; exit 1; }
+done
+[ "$(id -u)" = 0 ] || { echo "skip: needs root (eBPF, ptrace, mount namespace)"; exit 77; }
+[ "$(uname -m)" = x86_64 ] || { echo "skip: the injector supports x86-64 only"; exit 77; }
+[ -d /proc/driver ] && command -v unshare >/dev/null || { echo "skip: no /proc/driver or unshare"; exit 77; }
+if [ -e /proc/driver/nvidia/version ] || [ -e /dev/nvidiactl ]; then
+	echo "skip: this node has a GPU driver; tests/gpu/launch_links.sh covers it"; exit 77
+fi
+W=$(mktemp -d /tmp/llmt-launch-pair.XXXXXX)
+[ -d "$W" ] || { echo "not ok 1 - mktemp"; exit 1; }
+APP= CP=
+cleanup() {
+	exec 9>&- 2>/dev/null
+	[ -n "$CP" ] && kill -INT "$CP" 2>/dev/null && wait "$CP" 2>/dev/null
+	[ -n "$APP" ] && kill "$APP" 2>/dev/null && wait "$APP" 2>/dev/null
+	if [ -n "${KEEP:-}" ]; then echo "# kept $W"; else rm -rf "$W"; fi
+}
+trap cleanup EXIT
+n=0
+check() { n=$((n + 1)); if eval "$2"; then echo "ok $n - $1"; else echo "not ok $n - $1"; fi; }
+wait_for() { # file regex [seconds, default 60]
+	for _ in $(seq $((${3:-60} * 10))); do grep -qE "$2" "$1" 2>/dev/null && return 0; sleep 0.1; done; return 1
+}
+cp "$T/fake_cupti" "$W/libcupti.so.13"
+ROUNDS=200
+# Per round: 2 threads x (2 kernels, a copy, a set) + 2 kernels + a graph of 3 kernels.
+WORK=$((ROUNDS * 13))
+
+# run NAME START_KEYS [ENV...]: profile one launch_app run, convert it.
+run() {
+	local name=$1 d=$W/$1 keys=$2
+	shift 2
+	mkdir -p "$d" && mkfifo "$d/in"
+	env FAKE_CUPTI_RATE=0 "$@" "$T/launch_app" "$W/libcupti.so.13" "$ROUNDS" < "$d/in" > "$d/app.out" 2>&1 &
+	APP=$!
+	exec 9> "$d/in"
+	wait_for "$d/app.out" "^ready" 30
+	LLMT_CUPTI_START=$keys unshare -m --propagation private sh -c 'mount -t tmpfs stand-in /proc/driver &&
+		mkdir /proc/driver/nvidia && echo stand-in > /proc/driver/nvidia/version && exec "$@"' sh \
+		"$COLL" profile -p "$APP" -t cuda --enable-cuda-kernel true -d 120 -o "$d/main.evlog" \
+		> "$d/coll.out" 2> "$d/coll.err" & CP=$!
+	wait_for "$d/app.out" "^done" 90
+	kill -INT "$CP"; wait "$CP"; echo "$?" > "$d/coll.rc"; CP=
+	exec 9>&-
+	wait "$APP"; APP=
+	"$CONV" -i "$d/main.evlog" -o "$d/trace.json" > "$d/conv.out" 2> "$d/conv.err"
+	echo "$?" > "$d/conv.rc"
+	grep -E "^launch links" "$d/conv.err" | sed "s/^/# $name: /"
+}
+# field of the converter's launch line: the number before TEXT
+num() { sed -n "s/.*[^0-9]\([0-9][0-9]*\) $2.*/\1/p" "$W/$1/conv.err" | head -1; }
+
+run r1 runtime=1
+check "runtime=1: the app made its calls, the collector and converter ended well" \
+	'grep -q "^calls $((ROUNDS * 11))" "$W/r1/app.out" && [ "$(cat "$W/r1/coll.rc")" = 0 ] && [ "$(cat "$W/r1/conv.rc")" = 0 ]'
+check "runtime=1: every kernel, copy and set has CUPTI's link ($WORK)" \
+	'[ "$(sed -n "s/.*(\([0-9]*\) more had CUPTI.s).*/\1/p" "$W/r1/conv.err")" = "$WORK" ]'
+check "runtime=1: the uprobe pairing agrees with every CUPTI link ($WORK of $WORK, 100%)" \
+	'grep -q "checked against CUPTI.s links: $WORK of $WORK agree (100.00%)" "$W/r1/conv.err"'
+
+# The trace's flows: every GPU item's flow id starts at a launch call whose
+# name fits its kind; no GPU item without one.
+flows_ok() {
+	python3 - "$W/$1/trace.json" "$2" <<'EOF'
+import json, sys
+tr = json.load(open(sys.argv[1]))
+ev = tr["traceEvents"] if isinstance(tr, dict) else tr
+want = {"kernel": ("cudaLaunchKernel", "cudaGraphLaunch"), "gpu_memcpy": ("cudaMemcpyAsync",),
+        "gpu_memset": ("cudaMemsetAsync",)}
+at = lambda e: (e["pid"], e["tid"], e["ts"])
+starts = {e["id"]: at(e) for e in ev if e.get("ph") == "s"}
+ends = {at(e): e["id"] for e in ev if e.get("ph") == "f"}
+names = {at(e): e["name"] for e in ev if e.get("ph") == "X"}
+gpu = bad = 0
+for e in ev:
+    if e.get("ph") != "X" or e.get("cat") not in want:
+        continue
+    gpu += 1
+    fid = ends.get(at(e))
+    call = names.get(starts.get(fid)) if fid is not None else None
+    if not call or not call.startswith(want[e["cat"]]):
+        bad += 1
+print(f"gpu items {gpu}, without a flow from a launch call of their kind {bad}")
+sys.exit(0 if gpu == int(sys.argv[2]) and bad == 0 else 1)
+EOF
+}
+
+# Exact: every GPU item's flow starts at the very call the app made its
+# work with (the app's "truth" lines: the stand-in's correlation id of each
+# call of a thread, in call order; flow ids end in the correlation id).
+truth_ok() {
+	python3 - "$W/$1/trace.json" "$W/$1/app.out" "$2" <<'EOF'
+import collections, json, sys
+tr = json.load(open(sys.argv[1]))
+ev = tr["traceEvents"] if isinstance(tr, dict) else tr
+truth = {}
+for line in open(sys.argv[2]):
+    f = line.split()
+    if f and f[0] == "truth":
+        truth[int(f[1])] = [int(x) for x in f[2:]]
+names = ("cudaLaunchKernel", "cudaMemcpyAsync", "cudaMemsetAsync", "cudaGraphLaunch")
+at = lambda e: (e["pid"], e["tid"], e["ts"])
+calls = collections.defaultdict(list)
+for e in ev:
+    if e.get("ph") == "X" and e["name"].startswith(names) and e["tid"] in truth:
+        calls[e["tid"]].append(e)
+# With CUPTI's API records, the stand-in's record of a call (its bounds as
+# the app took them, around the uprobe's) is folded into the uprobe's or
+# shown beside it, overlapping: overlapping records are one call.
+which, n_calls = {}, {}
+for tid, es in calls.items():
+    es.sort(key=lambda e: e["ts"])
+    i, end = -1, -1
+    for e in es:
+        if e["ts"] >= end:
+            i += 1
+        end = max(end, e["ts"] + e.get("dur", 0))
+        which[at(e)] = (tid, i)
+    n_calls[tid] = i + 1
+starts = {e["id"]: at(e) for e in ev if e.get("ph") == "s"}
+ends = [e for e in ev if e.get("ph") == "f"]
+same = sum(1 for tid in truth if n_calls.get(tid) == len(truth[tid]))
+right = 0
+for f in ends:
+    w = which.get(starts.get(f["id"]))
+    if w and truth[w[0]][w[1]] == f["id"] & ((1 << 40) - 1):
+        right += 1
+print(f"threads with every call in the trace {same} of {len(truth)}; flows ending on GPU items {len(ends)}, "
+      f"starting at the call that made the work {right}")
+sys.exit(0 if same == len(truth) and right == len(ends) == int(sys.argv[3]) else 1)
+EOF
+}
+truth_ok r1 "$WORK" > "$W/r1/truth"; echo "$?" >> "$W/r1/truth"; sed 's/^/# r1: /' "$W/r1/truth"
+check "runtime=1: CUPTI's links in the trace are the app's own (the truth the others are held to)" \
+	'[ "$(tail -1 "$W/r1/truth")" = 0 ]'
+
+run r0 runtime=0
+check "runtime=0: the collector and converter ended well" \
+	'[ "$(cat "$W/r0/coll.rc")" = 0 ] && [ "$(cat "$W/r0/conv.rc")" = 0 ]'
+check "runtime=0: every kernel, copy and set linked from the uprobes ($WORK of $WORK)" \
+	'grep -q "launch links from uprobes: $WORK of $WORK kernels/copies/sets linked" "$W/r0/conv.err"'
+flows_ok r0 "$WORK" > "$W/r0/flows"; echo "$?" >> "$W/r0/flows"; sed 's/^/# r0: /' "$W/r0/flows"
+check "runtime=0: the trace binds each GPU item's flow to a launch call of its kind" '[ "$(tail -1 "$W/r0/flows")" = 0 ]'
+check "runtime=0: no unbound flow" '! grep -q "unbound flows" "$W/r0/conv.err"'
+truth_ok r0 "$WORK" > "$W/r0/truth"; echo "$?" >> "$W/r0/truth"; sed 's/^/# r0: /' "$W/r0/truth"
+check "runtime=0: every GPU item's flow starts at the call that made it (exact, $WORK of $WORK)" \
+	'[ "$(tail -1 "$W/r0/truth")" = 0 ]'
+
+# Exact without correlation ids: a stream runs its work in the order it was
+# queued, each thread of the app on its stream (launch_app: the racing
+# threads' streams are CUPTI's 21 and 22, the main thread's the legacy 7),
+# a graph launch 3 kernels; so the n-th GPU item of a stream is the work of
+# a known call of its thread, which its flow must start at.
+order_ok() {
+	python3 - "$W/$1/trace.json" "$W/$1/app.out" "$2" <<'EOF'
+import collections, json, sys
+tr = json.load(open(sys.argv[1]))
+ev = tr["traceEvents"] if isinstance(tr, dict) else tr
+tids = [int(l.split()[1]) for l in open(sys.argv[2]) if l.startswith("truth ")]
+stream_tid = dict(zip((21, 22, 7), tids))
+names = ("cudaLaunchKernel", "cudaMemcpyAsync", "cudaMemsetAsync", "cudaGraphLaunch")
+at = lambda e: (e["pid"], e["tid"], e["ts"])
+calls = collections.defaultdict(list)
+for e in ev:
+    if e.get("ph") == "X" and e["name"].startswith(names) and e["tid"] in tids:
+        calls[e["tid"]].append(e)
+expect = {}
+for s, tid in stream_tid.items():
+    seq = []
+    for e in sorted(calls[tid], key=lambda e: e["ts"]):
+        seq += [at(e)] * (3 if e["name"].startswith("cudaGraphLaunch") else 1)
+    expect[s] = seq
+gpu = collections.defaultdict(list)
+for e in ev:
+    if e.get("ph") == "X" and e.get("cat") in ("kernel", "gpu_memcpy", "gpu_memset"):
+        gpu[e["tid"]].append(e)
+starts = {e["id"]: at(e) for e in ev if e.get("ph") == "s"}
+ends = {at(e): e["id"] for e in ev if e.get("ph") == "f"}
+right = total = 0
+for s, items in gpu.items():
+    for i, e in enumerate(sorted(items, key=lambda e: e["ts"])):
+        total += 1
+        fid = ends.get(at(e))
+        right += fid is not None and i < len(expect.get(s, [])) and starts.get(fid) == expect[s][i]
+print(f"GPU items {total}, whose flow starts at the call that queued it {right}")
+sys.exit(0 if right == total == int(sys.argv[3]) else 1)
+EOF
+}
+order_ok r0 "$WORK" > "$W/r0/order"; echo "$?" >> "$W/r0/order"; sed 's/^/# r0: /' "$W/r0/order"
+check "runtime=0: the stream-order check agrees (the one for records without ids, held to the truth)" \
+	'[ "$(tail -1 "$W/r0/order")" = 0 ]'
+
+# XPlane: every kernel, copy and set on the GPU planes carries a correlation
+# id that a launch call on the host plane carries too (xprof's link).
+LLMT_ROOT=${LLMT_ROOT:-$(cd "$(dirname "$0")/../.." && pwd)}
+. "$LLMT_ROOT/tests/integration/xplane_check.inc"
+xplane_corr() {
+	local run
+	"$CONV" -i "$W/$1/main.evlog" --logdir "$W/$1/tb" > /dev/null 2>&1 || return 1
+	run=$(ls -d "$W/$1"/tb/plugins/profile/*/ | head -1)
+	xplane_check "$W" "$(ls "$run"*.xplane.pb | head -1)" > "$W/$1/xcheck" || { cat "$W/$1/xcheck"; return 1; }
+	"$XPLANE_PY" - "$W/py" "$(ls "$run"*.xplane.pb | head -1)" "$2" <<'EOF'
+import sys
+sys.path.insert(0, sys.argv[1])
+import xplane_pb2
+xs = xplane_pb2.XSpace()
+xs.ParseFromString(open(sys.argv[2], "rb").read())
+def corrs(p, evs):
+    ids = [k for k, m in p.stat_metadata.items() if m.name == "correlation_id"]
+    for line in p.lines:
+        for e in line.events:
+            v = [s.uint64_value or s.int64_value for s in e.stats if s.metadata_id in ids]
+            evs.append(v[0] if v else None)
+host, dev = [], []
+for p in xs.planes:
+    corrs(p, host if p.name.startswith("/host") else dev if p.name.startswith("/device") else [])
+hs = {c for c in host if c}
+bound = sum(1 for c in dev if c and c in hs)
+print(f"GPU events {len(dev)}, with a correlation id a host launch carries {bound}")
+sys.exit(0 if bound == len(dev) == int(sys.argv[3]) else 1)
+EOF
+}
+if xplane_check_setup "$W" 2>/dev/null && [ -x "$XPLANE_PY" ]; then
+	xplane_corr r0 "$WORK" > "$W/r0/xplane"; echo "$?" >> "$W/r0/xplane"; sed 's/^/# r0: /' "$W/r0/xplane"
+	check "runtime=0: XPlane: every GPU event's correlation id is a launch call's" '[ "$(tail -1 "$W/r0/xplane")" = 0 ]'
+else
+	echo "# XPlane check skipped: no protoc or $XPLANE_PY"
+fi
+
+run rn runtime=0 FAKE_CUPTI_NOCORR=1
+check "runtime=0, no correlation ids: every kernel, copy and set linked ($WORK of $WORK)" \
+	'grep -q "launch links from uprobes: $WORK of $WORK kernels/copies/sets linked" "$W/rn/conv.err"'
+flows_ok rn "$WORK" > "$W/rn/flows"; echo "$?" >> "$W/rn/flows"; sed 's/^/# rn: /' "$W/rn/flows"
+check "runtime=0, no correlation ids: the trace binds each GPU item's flow to a launch call of its kind" \
+	'[ "$(tail -1 "$W/rn/flows")" = 0 ]'
+order_ok rn "$WORK" > "$W/rn/order"; echo "$?" >> "$W/rn/order"; sed 's/^/# rn: /' "$W/rn/order"
+check "runtime=0, no correlation ids: every GPU item's flow starts at the call that queued it (exact)" \
+	'[ "$(tail -1 "$W/rn/order")" = 0 ]'
+
+# A record CUPTI lost shifts the later pairs of its signature by one: the
+# pairing cannot see it, but CUPTI's ids along the thread fall there, and
+# the closing line says so.
+run rd runtime=0 FAKE_CUPTI_DROP=1001
+check "a lost record: the falls of CUPTI's ids along a thread are counted and said" \
+	'grep -qE "links out of their thread.s call order" "$W/rd/conv.err" && ! grep -q " 0 of [0-9]* links out of" "$W/rd/conv.err"'

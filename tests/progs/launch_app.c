@@ -1,0 +1,188 @@
+// SPDX-License-Identifier: Apache-2.0
+/*
+ * launch_app: the target of tests/integration/launch_pair.sh. Makes real
+ * libcudart launch calls (cudaLaunchKernel, cudaMemcpyAsync,
+ * cudaMemsetAsync, cudaGraphLaunch: without a driver each fails fast, and
+ * the -t cuda uprobes see it all the same) and hands each call's work to
+ * the stand-in CUPTI (tests/progs/fake_cupti.c, fake_cupti_work), which
+ * records it as CUPTI would: one correlation id per call, the RUNTIME
+ * kind's API record when on, the kernels queued on their stream.
+ *
+ *   launch_app FAKE_LIB ROUNDS
+ *
+ * Prints "ready PID", waits until cudaLaunchKernel is probed and the
+ * stand-in records kernels (up to 60 s), then: two threads, released
+ * together each round, each launches kernels A and B (the same names and
+ * dims in both threads, on a stream of its own), a copy and a set of the
+ * same sizes; the main thread launches kernel A on the legacy stream, kernel
+ * B there through cudaLaunchKernelExC, and a graph. Prints, per thread,
+ * "truth TID CORR..." (the correlation id of each of its calls, in call
+ * order), "calls N" (calls made) and "done", then waits for stdin to close.
+ */
+#include <cuda_runtime_api.h>
+#include <dlfcn.h>
+#include <pthread.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <time.h>
+#include <unistd.h>
+
+/* Kernels' host stubs, named as nvcc names them. */
+void kernel_a(float *x, int n) __asm__("_Z8kernel_aPfi");
+__attribute__((noinline)) void kernel_a(float *x, int n)
+{
+	(void)x;
+	(void)n;
+	__asm__ volatile("");
+}
+void kernel_b(float *x) __asm__("_Z8kernel_bPf");
+__attribute__((noinline)) void kernel_b(float *x)
+{
+	(void)x;
+	__asm__ volatile("");
+}
+
+typedef unsigned (*work_fn)(int, const char *, const unsigned *, unsigned long long, unsigned,
+			    unsigned long long, unsigned long long);
+static work_fn work;
+static int rounds;
+static pthread_barrier_t bar;
+static unsigned long long calls[3];
+/* The correlation id the stand-in gave each call, per thread slot, in call
+ * order: the truth the test checks the trace's links against. */
+#define TRUTH_MAX 16384
+static unsigned truth[3][TRUTH_MAX];
+static pid_t truth_tid[3];
+
+static void note(int slot, unsigned corr)
+{
+	if (calls[slot] < TRUTH_MAX)
+		truth[slot][calls[slot]] = corr;
+	calls[slot]++;
+}
+
+static unsigned long long now_ns(void)
+{
+	struct timespec t;
+
+	clock_gettime(CLOCK_MONOTONIC, &t);
+	return (unsigned long long)t.tv_sec * 1000000000ull + (unsigned long long)t.tv_nsec;
+}
+
+/* CUPTI's stream ids of our streams: the legacy one is 7 on CUDA 13. */
+static unsigned stream_id(cudaStream_t s)
+{
+	return s ? 20 + (unsigned)((uintptr_t)s >> 12) : 7;
+}
+
+static void launch(const void *fn, const char *mangled, dim3 g, dim3 b, cudaStream_t s, int slot)
+{
+	void *args[2] = { NULL, NULL };
+	unsigned dims[6] = { g.x, g.y, g.z, b.x, b.y, b.z };
+	unsigned long long t0 = now_ns();
+
+	(void)cudaLaunchKernel(fn, g, b, args, 0, s);
+	note(slot, work(0, mangled, dims, 0, stream_id(s), t0, now_ns()));
+}
+
+static void copy_set(cudaStream_t s, int slot)
+{
+	static char host[4096];
+	unsigned long long t0 = now_ns();
+
+	(void)cudaMemcpyAsync((void *)0x7f0000001000, host, sizeof(host), cudaMemcpyHostToDevice, s);
+	note(slot, work(1, NULL, NULL, sizeof(host), stream_id(s), t0, now_ns()));
+	t0 = now_ns();
+	(void)cudaMemsetAsync((void *)0x7f0000002000, 0, 1024, s);
+	note(slot, work(2, NULL, NULL, 1024, stream_id(s), t0, now_ns()));
+}
+
+static void *racer(void *arg)
+{
+	int t = (int)(intptr_t)arg;
+	cudaStream_t s = (cudaStream_t)(uintptr_t)(0x1000 * (t + 1));
+
+	truth_tid[t] = gettid();
+	for (int r = 0; r < rounds; r++) {
+		pthread_barrier_wait(&bar);
+		launch((const void *)kernel_a, "_Z8kernel_aPfi", (dim3){ 4, 1, 1 }, (dim3){ 128, 1, 1 }, s, t);
+		launch((const void *)kernel_b, "_Z8kernel_bPf", (dim3){ 8, 2, 1 }, (dim3){ 64, 1, 1 }, s, t);
+		copy_set(s, t);
+	}
+	return NULL;
+}
+
+/* cudaLaunchKernelExC: its dims behind a pointer, the kernel by name only. */
+static void launch_ex(void)
+{
+	static const unsigned dims[6] = { 2, 1, 1, 32, 1, 1 };
+	void *args[1] = { NULL };
+	cudaLaunchConfig_t cfg = { .gridDim = { 2, 1, 1 }, .blockDim = { 32, 1, 1 } };
+	unsigned long long t0 = now_ns();
+
+	(void)cudaLaunchKernelExC(&cfg, (const void *)kernel_b, args);
+	note(2, work(0, "_Z8kernel_bPf", dims, 0, 7, t0, now_ns()));
+}
+
+static void graph_launch(void)
+{
+	static const unsigned dims[6] = { 1, 1, 1, 32, 1, 1 };
+	unsigned long long t0 = now_ns();
+
+	(void)cudaGraphLaunch((cudaGraphExec_t)(uintptr_t)0x5000, 0);
+	note(2, work(3, "_Z10graph_nodev", dims, 0, 7, t0, now_ns()));
+}
+
+int main(int argc, char **argv)
+{
+	if (argc < 3) {
+		fprintf(stderr, "usage: launch_app FAKE_LIB ROUNDS\n");
+		return 2;
+	}
+	void *h = dlopen(argv[1], RTLD_NOW | RTLD_GLOBAL);
+	int (*recording)(void) = h ? (int (*)(void))dlsym(h, "fake_cupti_recording") : NULL;
+
+	work = h ? (work_fn)dlsym(h, "fake_cupti_work") : NULL;
+	if (!work || !recording) {
+		fprintf(stderr, "launch_app: %s: %s\n", argv[1], dlerror());
+		return 1;
+	}
+	rounds = atoi(argv[2]);
+	printf("ready %d\n", (int)getpid());
+	fflush(stdout);
+	/* a uprobe puts int3 on the function's first byte */
+	for (int i = 0; i < 6000 && (*(volatile unsigned char *)(void *)cudaLaunchKernel != 0xcc ||
+				     !recording()); i++)
+		usleep(10000);
+	if (*(volatile unsigned char *)(void *)cudaLaunchKernel != 0xcc || !recording()) {
+		fprintf(stderr, "launch_app: never probed and recorded\n");
+		return 1;
+	}
+	pthread_t th[2];
+
+	truth_tid[2] = gettid();
+	pthread_barrier_init(&bar, NULL, 3);
+	for (int t = 0; t < 2; t++)
+		pthread_create(&th[t], NULL, racer, (void *)(intptr_t)t);
+	for (int r = 0; r < rounds; r++) {
+		pthread_barrier_wait(&bar);
+		launch((const void *)kernel_a, "_Z8kernel_aPfi", (dim3){ 4, 1, 1 }, (dim3){ 128, 1, 1 }, 0, 2);
+		launch_ex();
+		graph_launch();
+		usleep(200);
+	}
+	for (int t = 0; t < 2; t++)
+		pthread_join(th[t], NULL);
+	for (int t = 0; t < 3; t++) {
+		printf("truth %d", (int)truth_tid[t]);
+		for (unsigned long long i = 0; i < calls[t] && i < TRUTH_MAX; i++)
+			printf(" %u", truth[t][i]);
+		printf("\n");
+	}
+	printf("calls %llu\ndone\n", calls[0] + calls[1] + calls[2]);
+	fflush(stdout);
+	while (getchar() != EOF)
+		;
+	return 0;
+}
