@@ -149,43 +149,44 @@ static inline const struct evlog_traits *evlog_type_traits(uint32_t type)
 	return type <= EV_TYPE_MAX ? &evlog_traits[type] : &none;
 }
 
-/* The event's duration in ns (0 for instants and metadata). */
-static inline uint64_t evlog_dur(const struct evlog_event *e)
+/* A field the type's traits locate (offset 0: the type has none, read as 0). */
+static inline uint64_t evlog_trait_u64(const struct evlog_event *e, uint16_t off)
 {
-	uint16_t off = evlog_type_traits(e->type)->dur_off;
 	uint64_t v = 0;
 	if (off)
 		memcpy(&v, (const char *)e + off, sizeof(v));
 	return v;
+}
+
+static inline uint32_t evlog_trait_u32(const struct evlog_event *e, uint16_t off)
+{
+	uint32_t v = 0;
+	if (off)
+		memcpy(&v, (const char *)e + off, sizeof(v));
+	return v;
+}
+
+/* The event's duration in ns (0 for instants and metadata). */
+static inline uint64_t evlog_dur(const struct evlog_event *e)
+{
+	return evlog_trait_u64(e, evlog_type_traits(e->type)->dur_off);
 }
 
 /* The GPU device and stream of an event on a stream track (0 elsewhere). */
 static inline uint32_t evlog_device(const struct evlog_event *e)
 {
-	uint16_t off = evlog_type_traits(e->type)->device_off;
-	uint32_t v = 0;
-	if (off)
-		memcpy(&v, (const char *)e + off, sizeof(v));
-	return v;
+	return evlog_trait_u32(e, evlog_type_traits(e->type)->device_off);
 }
 
 static inline uint32_t evlog_stream(const struct evlog_event *e)
 {
-	uint16_t off = evlog_type_traits(e->type)->stream_off;
-	uint32_t v = 0;
-	if (off)
-		memcpy(&v, (const char *)e + off, sizeof(v));
-	return v;
+	return evlog_trait_u32(e, evlog_type_traits(e->type)->stream_off);
 }
 
 /* The event's CUDA correlation id (0: none or unknown). */
 static inline uint64_t evlog_corr(const struct evlog_event *e)
 {
-	uint16_t off = evlog_type_traits(e->type)->corr_off;
-	uint64_t v = 0;
-	if (off)
-		memcpy(&v, (const char *)e + off, sizeof(v));
-	return v;
+	return evlog_trait_u64(e, evlog_type_traits(e->type)->corr_off);
 }
 
 #define EVLOG_SESSION_LEN 16
