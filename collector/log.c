@@ -29,9 +29,11 @@ void lt_log(char level, const char *file, int line, const char *fmt, ...)
 
 	clock_gettime(CLOCK_REALTIME, &ts);
 	localtime_r(&ts.tv_sec, &tm);
-	n = snprintf(buf, sizeof(buf), "%c%02d%02d %02d:%02d:%02d.%06ld %d %s:%d] ", level,
+	/* line 0: a message relayed from elsewhere (libbpf, the injected library) */
+	n = snprintf(buf, sizeof(buf), "%c%02d%02d %02d:%02d:%02d.%06ld %d %s", level,
 		     tm.tm_mon + 1, tm.tm_mday, tm.tm_hour, tm.tm_min, tm.tm_sec,
-		     ts.tv_nsec / 1000, (int)gettid(), base ? base + 1 : file, line);
+		     ts.tv_nsec / 1000, (int)gettid(), base ? base + 1 : file);
+	n += snprintf(buf + n, sizeof(buf) - n, line ? ":%d] " : "] ", line);
 	va_start(ap, fmt);
 	m = vsnprintf(buf + n, sizeof(buf) - n - 1, fmt, ap);
 	va_end(ap);
