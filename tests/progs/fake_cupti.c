@@ -33,7 +33,12 @@
  * kernels with graph id 1 sharing its correlation id. FAKE_CUPTI_NOCORR=1:
  * kernels, copies and sets carry no correlation id (graphs' kernels keep it).
  * FAKE_CUPTI_DROP=N: the work of the N-th call is not recorded (a record
- * CUPTI lost).
+ * CUPTI lost). FAKE_CUPTI_HOLD=N: enabling MEMCPY waits (up to 60 s) until
+ * fake_cupti_work() has been called N times before turning the kind on, as
+ * a slow cuptiActivityEnable would: calls the app makes meanwhile are
+ * probed, their kernels recorded, their copies and sets not.
+ * fake_cupti_recorded() says how many records the thread's last
+ * fake_cupti_work() made.
  * FAKE_CUPTI_TEARDOWN=1: at its load it registers an exit handler, as the
  * CUDA driver does; once that handler has run (CUDA torn down), any CUPTI
  * call kills the process, as it did launched jobs on the H200.
@@ -311,9 +316,23 @@ API CUptiResult cuptiActivitySetAttribute(CUpti_ActivityAttribute a, size_t *sz,
 	return CUPTI_ERROR_NOT_SUPPORTED;
 }
 
+static atomic_ullong work_calls;
+static _Thread_local int last_records;
+
+/* FAKE_CUPTI_HOLD: keep the MEMCPY kind off until the app made that many calls. */
+static void hold_enable(CUpti_ActivityKind k)
+{
+	const char *h = getenv("FAKE_CUPTI_HOLD");
+	unsigned long long n = h ? strtoull(h, NULL, 10) : 0;
+
+	for (int i = 0; k == CUPTI_ACTIVITY_KIND_MEMCPY && i < 60000 && atomic_load(&work_calls) < n; i++)
+		usleep(1000);
+}
+
 API CUptiResult cuptiActivityEnable(CUpti_ActivityKind k)
 {
 	alive_or_die("cuptiActivityEnable");
+	hold_enable(k);
 	if ((unsigned)k < sizeof(kind_on) / sizeof(kind_on[0]))
 		atomic_store(&kind_on[k], 1);
 	if (k == CUPTI_ACTIVITY_KIND_DEVICE && req_cb && done_cb) {
@@ -478,6 +497,7 @@ API unsigned fake_cupti_work(int kind, const char *name, const unsigned dims[6],
 	const char *drop = getenv("FAKE_CUPTI_DROP");
 	if (kind < 0 || kind > 3)
 		return 0;
+	last_records = 0;
 	pthread_mutex_lock(&mu);
 	uint32_t corr = (uint32_t)atomic_fetch_add(&corr_ids, 1) + 1;
 	if (atomic_load(&kind_on[CUPTI_ACTIVITY_KIND_RUNTIME])) {
@@ -544,8 +564,10 @@ API unsigned fake_cupti_work(int kind, const char *name, const unsigned dims[6],
 			memcpy(slot, &k, sizeof(k));
 		}
 		work_records++;
+		last_records++;
 	}
 	pthread_mutex_unlock(&mu);
+	atomic_fetch_add(&work_calls, 1);
 	return corr;
 }
 
@@ -553,6 +575,12 @@ API unsigned fake_cupti_work(int kind, const char *name, const unsigned dims[6],
 API int fake_cupti_recording(void)
 {
 	return atomic_load(&kind_on[CUPTI_ACTIVITY_KIND_CONCURRENT_KERNEL]);
+}
+
+/* Records the calling thread's last fake_cupti_work() made (0: not recorded). */
+API int fake_cupti_recorded(void)
+{
+	return last_records;
 }
 
 API void fake_cupti_stats(unsigned long long out[7])

@@ -8,23 +8,31 @@
  * records it as CUPTI would: one correlation id per call, the RUNTIME
  * kind's API record when on, the kernels queued on their stream.
  *
- *   launch_app FAKE_LIB ROUNDS
+ *   launch_app FAKE_LIB ROUNDS [go | hold N]
  *
  * Prints "ready PID", waits until cudaLaunchKernel is probed and the
- * stand-in records kernels (up to 60 s), then: two threads, released
+ * stand-in records kernels (up to 60 s), with "go" then until a line "go"
+ * comes on stdin (the test sends it once the collector says recording is
+ * on: every kind); with "hold N" it starts at once, and once N calls are
+ * made waits for that line (calls made while recording is being switched
+ * on, none in the instant the switch takes). Then: two threads, released
  * together each round, each launches kernels A and B (the same names and
  * dims in both threads, on a stream of its own), a copy and a set of the
  * same sizes; the main thread launches kernel A on the legacy stream, kernel
  * B there through cudaLaunchKernelExC, and a graph. Prints, per thread,
  * "truth TID CORR..." (the correlation id of each of its calls, in call
- * order), "calls N" (calls made) and "done", then waits for stdin to close.
+ * order), "recorded TID N..." (how many records the stand-in made of each
+ * call's work: 0 for a call made before its kind was on), "calls N" (calls
+ * made) and "done", then waits for stdin to close.
  */
 #include <cuda_runtime_api.h>
 #include <dlfcn.h>
 #include <pthread.h>
+#include <stdatomic.h>
 #include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
+#include <string.h>
 #include <time.h>
 #include <unistd.h>
 
@@ -46,6 +54,7 @@ __attribute__((noinline)) void kernel_b(float *x)
 typedef unsigned (*work_fn)(int, const char *, const unsigned *, unsigned long long, unsigned,
 			    unsigned long long, unsigned long long);
 static work_fn work;
+static int (*recorded)(void);
 static int rounds;
 static pthread_barrier_t bar;
 static unsigned long long calls[3];
@@ -53,12 +62,34 @@ static unsigned long long calls[3];
  * order: the truth the test checks the trace's links against. */
 #define TRUTH_MAX 16384
 static unsigned truth[3][TRUTH_MAX];
+static unsigned char n_recorded[3][TRUTH_MAX];
 static pid_t truth_tid[3];
+
+static unsigned long long hold_at; /* "hold N": N, else 0 */
+static atomic_ullong calls_made;
+static pthread_mutex_t go_mu = PTHREAD_MUTEX_INITIALIZER;
+static int released;
+
+/* Until a line "go" (or the end) on stdin. */
+static void wait_go(void)
+{
+	char line[16];
+
+	pthread_mutex_lock(&go_mu);
+	while (!released && fgets(line, sizeof(line), stdin) && strcmp(line, "go\n"))
+		;
+	released = 1;
+	pthread_mutex_unlock(&go_mu);
+}
 
 static void note(int slot, unsigned corr)
 {
-	if (calls[slot] < TRUTH_MAX)
+	if (hold_at && atomic_fetch_add(&calls_made, 1) + 1 >= hold_at)
+		wait_go();
+	if (calls[slot] < TRUTH_MAX) {
 		truth[slot][calls[slot]] = corr;
+		n_recorded[slot][calls[slot]] = (unsigned char)recorded();
+	}
 	calls[slot]++;
 }
 
@@ -144,11 +175,14 @@ int main(int argc, char **argv)
 	int (*recording)(void) = h ? (int (*)(void))dlsym(h, "fake_cupti_recording") : NULL;
 
 	work = h ? (work_fn)dlsym(h, "fake_cupti_work") : NULL;
-	if (!work || !recording) {
+	recorded = h ? (int (*)(void))dlsym(h, "fake_cupti_recorded") : NULL;
+	if (!work || !recording || !recorded) {
 		fprintf(stderr, "launch_app: %s: %s\n", argv[1], dlerror());
 		return 1;
 	}
 	rounds = atoi(argv[2]);
+	if (argc > 4 && !strcmp(argv[3], "hold"))
+		hold_at = strtoull(argv[4], NULL, 10);
 	printf("ready %d\n", (int)getpid());
 	fflush(stdout);
 	/* a uprobe puts int3 on the function's first byte */
@@ -159,6 +193,8 @@ int main(int argc, char **argv)
 		fprintf(stderr, "launch_app: never probed and recorded\n");
 		return 1;
 	}
+	if (argc > 3 && !strcmp(argv[3], "go"))
+		wait_go();
 	pthread_t th[2];
 
 	truth_tid[2] = gettid();
@@ -178,6 +214,12 @@ int main(int argc, char **argv)
 		printf("truth %d", (int)truth_tid[t]);
 		for (unsigned long long i = 0; i < calls[t] && i < TRUTH_MAX; i++)
 			printf(" %u", truth[t][i]);
+		printf("\n");
+	}
+	for (int t = 0; t < 3; t++) {
+		printf("recorded %d", (int)truth_tid[t]);
+		for (unsigned long long i = 0; i < calls[t] && i < TRUTH_MAX; i++)
+			printf(" %u", n_recorded[t][i]);
 		printf("\n");
 	}
 	printf("calls %llu\ndone\n", calls[0] + calls[1] + calls[2]);
