@@ -289,13 +289,14 @@ check "a lost record: the falls of CUPTI's ids along a thread are counted and sa
 # Calls made while recording is being switched on: the stand-in holds the
 # MEMCPY kind off until the app has made HOLD calls (a slow enable, which a
 # live job does not wait for), so their kernels are recorded and their
-# copies and sets not; each stream's work runs 2 ms long, so the queue is
-# deep and every call's work starts after the next call of its kind. The
+# copies and sets not; each stream's first work runs 5 ms, so the queue is
+# deep then and the work of those calls starts after the next call of its
+# kind. The
 # pairing must neither shift later links over the unrecorded copies and
 # sets nor pass over the recorded kernels.
 HOLD=40
 recorded() { awk '$1 == "recorded" { for (i = 3; i <= NF; i++) s += $i } END { print s + 0 }' "$W/$1/app.out"; }
-run rh runtime=0 FAKE_CUPTI_HOLD=$HOLD FAKE_CUPTI_WORK_NS=2000000
+run rh runtime=0 FAKE_CUPTI_HOLD=$HOLD FAKE_CUPTI_FIRST_NS=5000000
 RH=$(recorded rh)
 check "calls while recording is switched on: some copies and sets unrecorded ($RH of $WORK recorded)" \
 	'[ "$RH" -lt "$WORK" ] && [ "$RH" -gt $((WORK - HOLD)) ]'
@@ -303,7 +304,7 @@ check "... every recorded kernel, copy and set linked ($RH of $RH)" \
 	'grep -q "launch links from uprobes: $RH of $RH kernels/copies/sets linked" "$W/rh/conv.err"'
 truth_ok rh "$RH" > "$W/rh/truth"; echo "$?" >> "$W/rh/truth"; sed 's/^/# rh: /' "$W/rh/truth"
 check "... every GPU item's flow starts at the call that made it (exact)" '[ "$(tail -1 "$W/rh/truth")" = 0 ]'
-run rhn runtime=0 FAKE_CUPTI_HOLD=$HOLD FAKE_CUPTI_WORK_NS=2000000 FAKE_CUPTI_NOCORR=1
+run rhn runtime=0 FAKE_CUPTI_HOLD=$HOLD FAKE_CUPTI_FIRST_NS=5000000 FAKE_CUPTI_NOCORR=1
 RHN=$(recorded rhn)
 check "... without correlation ids: every recorded kernel, copy and set linked ($RHN of $RHN)" \
 	'grep -q "launch links from uprobes: $RHN of $RHN kernels/copies/sets linked" "$W/rhn/conv.err"'

@@ -37,7 +37,9 @@
  * fake_cupti_work() has been called N times before turning the kind on, as
  * a slow cuptiActivityEnable would: calls the app makes meanwhile are
  * probed, their kernels recorded, their copies and sets not.
- * fake_cupti_recorded() says how many records the thread's last
+ * FAKE_CUPTI_FIRST_NS=N: the first work on each stream runs N ns (a busy
+ * GPU as recording starts: the work of the calls behind it starts after
+ * the next calls of their kind). fake_cupti_recorded() says how many records the thread's last
  * fake_cupti_work() made.
  * FAKE_CUPTI_TEARDOWN=1: at its load it registers an exit handler, as the
  * CUDA driver does; once that handler has run (CUDA torn down), any CUPTI
@@ -495,6 +497,8 @@ API unsigned fake_cupti_work(int kind, const char *name, const unsigned dims[6],
 	uint64_t dur = w ? strtoull(w, NULL, 10) : 20000;
 	int nocorr = getenv("FAKE_CUPTI_NOCORR") != NULL;
 	const char *drop = getenv("FAKE_CUPTI_DROP");
+	const char *f = getenv("FAKE_CUPTI_FIRST_NS");
+	uint64_t first = f ? strtoull(f, NULL, 10) : 0;
 	if (kind < 0 || kind > 3)
 		return 0;
 	last_records = 0;
@@ -520,6 +524,8 @@ API unsigned fake_cupti_work(int kind, const char *name, const unsigned dims[6],
 								     : CUPTI_ACTIVITY_KIND_CONCURRENT_KERNEL]); i++) {
 		void *slot = next_slot();
 		uint64_t d = dur + (stream % 4) * dur / 2;
+		if (first && !stream_busy[stream % FAKE_STREAMS])
+			d = first;
 		uint64_t start = queue_on(stream, (uint64_t)exit_ns + 2000, d);
 		uint32_t c = nocorr && kind != 3 ? 0 : corr;
 		if (!slot)
