@@ -60,8 +60,8 @@ WORK=$((ROUNDS * 13))
 
 # run NAME START_KEYS [ENV...]: profile one launch_app run, convert it. The
 # app starts its calls once the collector says recording is on (every kind);
-# with FAKE_CUPTI_HOLD=N in ENV as soon as kernels are recorded, N calls
-# made while the stand-in holds the rest off, the others once it is on.
+# with FAKE_CUPTI_HOLD=N in ENV as soon as the stand-in holds the MEMCPY
+# kind off (kernels on), N calls then, the others once recording is on.
 run() {
 	local name=$1 d=$W/$1 keys=$2 go=go
 	shift 2
@@ -287,13 +287,13 @@ check "a lost record: the falls of CUPTI's ids along a thread are counted and sa
 	'grep -qE "links out of their thread.s call order" "$W/rd/conv.err" && ! grep -q " 0 of [0-9]* links out of" "$W/rd/conv.err"'
 
 # Calls made while recording is being switched on: the stand-in holds the
-# MEMCPY kind off until the app has made HOLD calls (a slow enable, which a
-# live job does not wait for), so their kernels are recorded and their
-# copies and sets not; each stream's first work runs 5 ms, so the queue is
-# deep then and the work of those calls starts after the next call of its
-# kind. The
-# pairing must neither shift later links over the unrecorded copies and
-# sets nor pass over the recorded kernels.
+# MEMCPY kind off while the app makes HOLD calls (a slow enable, which a
+# live job does not wait for; none in flight across a kind's switch), so
+# their kernels are recorded and their copies and sets not; each stream's
+# first work runs 5 ms, so the queue is deep then and the work of those
+# calls starts after the next call of its kind. The pairing must neither
+# shift later links over the unrecorded copies and sets nor pass over the
+# recorded kernels.
 HOLD=40
 recorded() { awk '$1 == "recorded" { for (i = 3; i <= NF; i++) s += $i } END { print s + 0 }' "$W/$1/app.out"; }
 run rh runtime=0 FAKE_CUPTI_HOLD=$HOLD FAKE_CUPTI_FIRST_NS=5000000

@@ -33,10 +33,11 @@
  * kernels with graph id 1 sharing its correlation id. FAKE_CUPTI_NOCORR=1:
  * kernels, copies and sets carry no correlation id (graphs' kernels keep it).
  * FAKE_CUPTI_DROP=N: the work of the N-th call is not recorded (a record
- * CUPTI lost). FAKE_CUPTI_HOLD=N: enabling MEMCPY waits (up to 60 s) until
- * fake_cupti_work() has been called N times before turning the kind on, as
- * a slow cuptiActivityEnable would: calls the app makes meanwhile are
- * probed, their kernels recorded, their copies and sets not.
+ * CUPTI lost). FAKE_CUPTI_HOLD=1: enabling MEMCPY waits (up to 60 s,
+ * fake_cupti_holding() true meanwhile) until fake_cupti_release_hold()
+ * before turning the kind on, as a slow cuptiActivityEnable would: calls
+ * the app makes meanwhile are probed, their kernels recorded, their copies
+ * and sets not.
  * FAKE_CUPTI_FIRST_NS=N: the first work on each stream runs N ns (a busy
  * GPU as recording starts: the work of the calls behind it starts after
  * the next calls of their kind). fake_cupti_recorded() says how many records the thread's last
@@ -318,17 +319,19 @@ API CUptiResult cuptiActivitySetAttribute(CUpti_ActivityAttribute a, size_t *sz,
 	return CUPTI_ERROR_NOT_SUPPORTED;
 }
 
-static atomic_ullong work_calls;
 static _Thread_local int last_records;
+static atomic_int holding, hold_released;
 
-/* FAKE_CUPTI_HOLD: keep the MEMCPY kind off until the app made that many calls. */
+/* FAKE_CUPTI_HOLD: keep the MEMCPY kind off until the app lets it go
+ * (fake_cupti_release_hold), up to 60 s. */
 static void hold_enable(CUpti_ActivityKind k)
 {
-	const char *h = getenv("FAKE_CUPTI_HOLD");
-	unsigned long long n = h ? strtoull(h, NULL, 10) : 0;
-
-	for (int i = 0; k == CUPTI_ACTIVITY_KIND_MEMCPY && i < 60000 && atomic_load(&work_calls) < n; i++)
+	if (k != CUPTI_ACTIVITY_KIND_MEMCPY || !getenv("FAKE_CUPTI_HOLD"))
+		return;
+	atomic_store(&holding, 1);
+	for (int i = 0; i < 60000 && !atomic_load(&hold_released); i++)
 		usleep(1000);
+	atomic_store(&holding, 0);
 }
 
 API CUptiResult cuptiActivityEnable(CUpti_ActivityKind k)
@@ -573,7 +576,6 @@ API unsigned fake_cupti_work(int kind, const char *name, const unsigned dims[6],
 		last_records++;
 	}
 	pthread_mutex_unlock(&mu);
-	atomic_fetch_add(&work_calls, 1);
 	return corr;
 }
 
@@ -581,6 +583,17 @@ API unsigned fake_cupti_work(int kind, const char *name, const unsigned dims[6],
 API int fake_cupti_recording(void)
 {
 	return atomic_load(&kind_on[CUPTI_ACTIVITY_KIND_CONCURRENT_KERNEL]);
+}
+
+/* FAKE_CUPTI_HOLD: is enabling MEMCPY held (kernels on)? Let it go on. */
+API int fake_cupti_holding(void)
+{
+	return atomic_load(&holding);
+}
+
+API void fake_cupti_release_hold(void)
+{
+	atomic_store(&hold_released, 1);
 }
 
 /* Records the calling thread's last fake_cupti_work() made (0: not recorded). */

@@ -13,9 +13,10 @@
  * Prints "ready PID", waits until cudaLaunchKernel is probed and the
  * stand-in records kernels (up to 60 s), with "go" then until a line "go"
  * comes on stdin (the test sends it once the collector says recording is
- * on: every kind); with "hold N" it starts at once, and once N calls are
- * made waits for that line (calls made while recording is being switched
- * on, none in the instant the switch takes). Then: two threads, released
+ * on: every kind); with "hold N" it starts as soon as the stand-in holds
+ * the MEMCPY kind off (kernels on), makes N calls, lets it go on once they
+ * have ended and waits for that line (calls made while recording is being
+ * switched on, none in flight across a kind's switch). Then: two threads, released
  * together each round, each launches kernels A and B (the same names and
  * dims in both threads, on a stream of its own), a copy and a set of the
  * same sizes; the main thread launches kernel A on the legacy stream, kernel
@@ -28,7 +29,6 @@
 #include <cuda_runtime_api.h>
 #include <dlfcn.h>
 #include <pthread.h>
-#include <stdatomic.h>
 #include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -66,8 +66,9 @@ static unsigned char n_recorded[3][TRUTH_MAX];
 static pid_t truth_tid[3];
 
 static unsigned long long hold_at; /* "hold N": N, else 0 */
-static atomic_ullong calls_made;
-static pthread_mutex_t go_mu = PTHREAD_MUTEX_INITIALIZER;
+static unsigned long long started, in_flight;
+static void (*release_hold)(void);
+static pthread_mutex_t go_mu = PTHREAD_MUTEX_INITIALIZER, call_mu = PTHREAD_MUTEX_INITIALIZER;
 static int released;
 
 /* Until a line "go" (or the end) on stdin. */
@@ -82,14 +83,49 @@ static void wait_go(void)
 	pthread_mutex_unlock(&go_mu);
 }
 
+/* "hold N": before a call. Once N calls are started, none starts until
+ * "go"; the last of them to end lets the stand-in go on switching kinds on,
+ * so no call is in flight across a switch. */
+static void call_begins(void)
+{
+	int wait = 0;
+
+	if (!hold_at)
+		return;
+	pthread_mutex_lock(&call_mu);
+	if (started >= hold_at)
+		wait = 1;
+	else
+		started++, in_flight++;
+	pthread_mutex_unlock(&call_mu);
+	if (wait)
+		wait_go();
+}
+
+static void call_ends(void)
+{
+	int last;
+
+	if (!hold_at)
+		return;
+	pthread_mutex_lock(&call_mu);
+	if (in_flight)
+		in_flight--;
+	last = started == hold_at && !in_flight;
+	if (last)
+		started++; /* once */
+	pthread_mutex_unlock(&call_mu);
+	if (last)
+		release_hold();
+}
+
 static void note(int slot, unsigned corr)
 {
-	if (hold_at && atomic_fetch_add(&calls_made, 1) + 1 >= hold_at)
-		wait_go();
 	if (calls[slot] < TRUTH_MAX) {
 		truth[slot][calls[slot]] = corr;
 		n_recorded[slot][calls[slot]] = (unsigned char)recorded();
 	}
+	call_ends();
 	calls[slot]++;
 }
 
@@ -111,7 +147,10 @@ static void launch(const void *fn, const char *mangled, dim3 g, dim3 b, cudaStre
 {
 	void *args[2] = { NULL, NULL };
 	unsigned dims[6] = { g.x, g.y, g.z, b.x, b.y, b.z };
-	unsigned long long t0 = now_ns();
+	unsigned long long t0;
+
+	call_begins();
+	t0 = now_ns();
 
 	(void)cudaLaunchKernel(fn, g, b, args, 0, s);
 	note(slot, work(0, mangled, dims, 0, stream_id(s), t0, now_ns()));
@@ -120,10 +159,14 @@ static void launch(const void *fn, const char *mangled, dim3 g, dim3 b, cudaStre
 static void copy_set(cudaStream_t s, int slot)
 {
 	static char host[4096];
-	unsigned long long t0 = now_ns();
+	unsigned long long t0;
+
+	call_begins();
+	t0 = now_ns();
 
 	(void)cudaMemcpyAsync((void *)0x7f0000001000, host, sizeof(host), cudaMemcpyHostToDevice, s);
 	note(slot, work(1, NULL, NULL, sizeof(host), stream_id(s), t0, now_ns()));
+	call_begins();
 	t0 = now_ns();
 	(void)cudaMemsetAsync((void *)0x7f0000002000, 0, 1024, s);
 	note(slot, work(2, NULL, NULL, 1024, stream_id(s), t0, now_ns()));
@@ -150,7 +193,10 @@ static void launch_ex(void)
 	static const unsigned dims[6] = { 2, 1, 1, 32, 1, 1 };
 	void *args[1] = { NULL };
 	cudaLaunchConfig_t cfg = { .gridDim = { 2, 1, 1 }, .blockDim = { 32, 1, 1 } };
-	unsigned long long t0 = now_ns();
+	unsigned long long t0;
+
+	call_begins();
+	t0 = now_ns();
 
 	(void)cudaLaunchKernelExC(&cfg, (const void *)kernel_b, args);
 	note(2, work(0, "_Z8kernel_bPf", dims, 0, 7, t0, now_ns()));
@@ -159,7 +205,10 @@ static void launch_ex(void)
 static void graph_launch(void)
 {
 	static const unsigned dims[6] = { 1, 1, 1, 32, 1, 1 };
-	unsigned long long t0 = now_ns();
+	unsigned long long t0;
+
+	call_begins();
+	t0 = now_ns();
 
 	(void)cudaGraphLaunch((cudaGraphExec_t)(uintptr_t)0x5000, 0);
 	note(2, work(3, "_Z10graph_nodev", dims, 0, 7, t0, now_ns()));
@@ -176,13 +225,16 @@ int main(int argc, char **argv)
 
 	work = h ? (work_fn)dlsym(h, "fake_cupti_work") : NULL;
 	recorded = h ? (int (*)(void))dlsym(h, "fake_cupti_recorded") : NULL;
-	if (!work || !recording || !recorded) {
+	release_hold = h ? (void (*)(void))dlsym(h, "fake_cupti_release_hold") : NULL;
+	if (argc > 4 && !strcmp(argv[3], "hold")) {
+		hold_at = strtoull(argv[4], NULL, 10);
+		recording = h ? (int (*)(void))dlsym(h, "fake_cupti_holding") : NULL;
+	}
+	if (!work || !recording || !recorded || !release_hold) {
 		fprintf(stderr, "launch_app: %s: %s\n", argv[1], dlerror());
 		return 1;
 	}
 	rounds = atoi(argv[2]);
-	if (argc > 4 && !strcmp(argv[3], "hold"))
-		hold_at = strtoull(argv[4], NULL, 10);
 	printf("ready %d\n", (int)getpid());
 	fflush(stdout);
 	/* a uprobe puts int3 on the function's first byte */
