@@ -21,7 +21,12 @@
 #      starting at the call that queued it (by each stream's order, a check
 #      held to the truth on run 2);
 #   4. runtime=0 with one record lost: the pairs after it are shifted (a
-#      limit), and the converter says so from CUPTI's ids.
+#      limit), and the converter says so from CUPTI's ids;
+#   5. runtime=0, calls made while recording is being switched on (the
+#      stand-in holds the copy kind off, kernels on, a deep queue): with
+#      and without ids, every recorded item linked to its own call.
+# The app starts its calls once the collector says recording is on (every
+# kind), never after a fixed time.
 # No GPU driver here: the collector's check for one is met in a private
 # mount namespace (a /proc/driver/nvidia/version of ours).
 set -u
