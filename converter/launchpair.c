@@ -57,6 +57,7 @@ struct lp_api {
 struct lp_on {
 	uint64_t t0, t1;      /* recording switched on between t0 and t1 */
 	uint32_t host, pid;
+	uint8_t kind;         /* of work (lp_kind), 0: every kind */
 };
 
 struct cv_lp {
@@ -321,6 +322,25 @@ static int note_gpu(struct cv_lp *lp, struct cv_core *c, uint32_t host, uint64_t
 	return 0;
 }
 
+/* The kind of work a recording switch marker is about: LP_ALL for the
+ * whole switch (text ""), 0 for one unknown here. */
+#define LP_ALL 0xff
+static uint8_t on_kind(struct evlog_str text)
+{
+	static const struct {
+		const char *what;
+		uint8_t kind;
+	} on[] = { { EVLOG_CUPTI_ON_KERNEL, LP_KERNEL }, { EVLOG_CUPTI_ON_MEMCPY, LP_COPY },
+		   { EVLOG_CUPTI_ON_MEMSET, LP_SET } };
+
+	if (!text.len)
+		return LP_ALL;
+	for (size_t i = 0; i < sizeof(on) / sizeof(on[0]); i++)
+		if (text.len == strlen(on[i].what) && !memcmp(text.ptr, on[i].what, text.len))
+			return on[i].kind;
+	return 0;
+}
+
 int cv_lp_note(struct cv_core *c, uint32_t host, const struct cv_log *l,
 	       const struct evlog_event *e)
 {
@@ -350,10 +370,13 @@ int cv_lp_note(struct cv_core *c, uint32_t host, const struct cv_log *l,
 	case EV_MARKER:
 		if (!cv_lp_is_marker(e))
 			return 0;
+		if (!(kind = on_kind(e->u.marker.text)))
+			return 1; /* a kind of another version's: the whole switch stands */
 		if (!(lp = lp_of(c)) ||
 		    lt_grow((void **)&lp->ons, &lp->cap_ons, lp->n_ons + 1, sizeof(*lp->ons), 16))
 			return -1;
-		lp->ons[lp->n_ons++] = (struct lp_on){ ts, ts + e->u.marker.dur, host, e->pid };
+		lp->ons[lp->n_ons++] = (struct lp_on){ ts, ts + e->u.marker.dur, host, e->pid,
+						       (uint8_t)(kind == LP_ALL ? 0 : kind) };
 		return 1;
 	default:
 		return 0;
@@ -409,19 +432,30 @@ static int mark_nested(struct cv_lp *lp)
 	return 0;
 }
 
-/* When CUPTI recorded in the call's process: t0 (calls before: not
- * recorded), t1 (calls before: maybe). No marker: from the process's first
- * GPU record, every call before it uncertain. */
-static void window_of(const struct cv_lp *lp, uint32_t host, uint32_t pid, uint64_t first_gpu,
-		      uint64_t *t0, uint64_t *t1)
+/* When CUPTI recorded the work of a call of this kind in its process: t0
+ * (calls that ended before: not recorded), t1 (calls that entered before:
+ * maybe). The switch of the call's kind of work (a graph's: kernels) where
+ * the log has it, else the whole switch. No marker: from the process's
+ * first GPU record, every call before it uncertain. */
+static void window_of(const struct cv_lp *lp, uint32_t host, uint32_t pid, uint8_t kind,
+		      uint64_t first_gpu, uint64_t *t0, uint64_t *t1)
 {
+	int own = 0;
+
+	if (kind == LP_GRAPH)
+		kind = LP_KERNEL;
 	*t0 = 0;
 	*t1 = first_gpu;
-	for (size_t i = 0; i < lp->n_ons; i++)
-		if (lp->ons[i].host == host && lp->ons[i].pid == pid) {
-			*t0 = lp->ons[i].t0;
-			*t1 = lp->ons[i].t1;
-		}
+	for (size_t i = 0; i < lp->n_ons; i++) {
+		const struct lp_on *o = &lp->ons[i];
+
+		if (o->host != host || o->pid != pid || (o->kind && o->kind != kind) ||
+		    (own && !o->kind))
+			continue;
+		own = o->kind != 0;
+		*t0 = o->t0;
+		*t1 = o->t1;
+	}
 }
 
 /* Mark each call in or out of its process's recording window; uncertain
@@ -452,8 +486,8 @@ static int mark_windows(struct cv_lp *lp, uint8_t **maybe)
 
 		if (!f)
 			continue; /* no GPU record in that process: nothing to pair */
-		window_of(lp, k->host, k->pid, *f, &t0, &t1);
-		k->in_window = k->ts >= t0;
+		window_of(lp, k->host, k->pid, k->kind, *f, &t0, &t1);
+		k->in_window = k->end >= t0;
 		(*maybe)[i] = k->ts < t1;
 	}
 	rc = 0;

@@ -12,8 +12,8 @@
  * - after pass 1 each process's GPU records are paired with its calls, per
  *   kind of work and its signature (kernel name, grid, block; bytes), in
  *   launch order (first in, first out), the launch before the work starts,
- *   only calls made while CUPTI recorded (the library's EVLOG_MARKER_CUPTI_ON
- *   marker); then again with each call's stream mapped to CUPTI's stream
+ *   only calls made while CUPTI recorded their kind of work (the library's
+ *   EVLOG_MARKER_CUPTI_ON markers, one per kind's switch); then again with each call's stream mapped to CUPTI's stream
  *   id (learnt from the first round), so work of one signature on several
  *   streams pairs by stream. Then, with the work left, kernel launches
  *   without a name (driver launches) by dims and shared memory, launches

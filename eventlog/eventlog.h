@@ -202,8 +202,14 @@ static inline uint64_t evlog_corr(const struct evlog_event *e)
 /* EV_MARKER written by the injected CUPTI library when it switched kernel
  * recording on: ts before, ts + dur after. Calls made before ts queued no
  * recorded work; the converter pairs uprobe launch calls with recorded
- * work from there (converter/launchpair.h), and shows no such marker. */
+ * work from there (converter/launchpair.h), and shows no such marker. Text
+ * "" spans switching every kind on; one per kind of work follows around
+ * that kind's own switch, text EVLOG_CUPTI_ON_KERNEL, _MEMCPY or _MEMSET
+ * (logs before those have only the first). */
 #define EVLOG_MARKER_CUPTI_ON "llmtracker.cupti_on"
+#define EVLOG_CUPTI_ON_KERNEL "kernel"
+#define EVLOG_CUPTI_ON_MEMCPY "memcpy"
+#define EVLOG_CUPTI_ON_MEMSET "memset"
 
 /* File header fields. Strings may be empty. */
 struct evlog_header {

@@ -102,6 +102,9 @@ static const CUpti_ActivityKind kinds[] = {
 	CUPTI_ACTIVITY_KIND_SYNCHRONIZATION, CUPTI_ACTIVITY_KIND_OVERHEAD,
 };
 static int kind_on[sizeof(kinds) / sizeof(kinds[0])];
+/* Each kind's switch: before and after its cuptiActivityEnable (work of a
+ * call made before it is not recorded, after it is). */
+static uint64_t kind_switch[sizeof(kinds) / sizeof(kinds[0])][2];
 
 /* Runtime calls made so often and so cheaply that recording them costs
  * more than they tell (as Kineto drops them too). */
@@ -369,16 +372,36 @@ static void put_memset(const CUpti_ActivityMemset4 *m)
 
 /* When recording began (EVLOG_MARKER_CUPTI_ON): launches before t0 queued
  * nothing recorded, so the converter can pair uprobe launch calls with the
- * recorded work from there. Under `lock`, as every write to the log. */
-static void put_recording_on(uint64_t t0, uint64_t t1)
+ * recorded work from there. what: "" (every kind) or the kind of work. */
+static void put_recording_on(uint64_t t0, uint64_t t1, const char *what)
 {
 	struct evlog_event ev = { .type = EV_MARKER, .ts = t0 };
 	ev.u.marker.name = evlog_s(EVLOG_MARKER_CUPTI_ON);
-	ev.u.marker.text = evlog_s("");
+	ev.u.marker.text = evlog_s(what);
 	ev.u.marker.dur = t1 > t0 ? t1 - t0 : 0;
 	pthread_mutex_lock(&lock);
 	emit(&ev);
 	pthread_mutex_unlock(&lock);
+}
+
+/* Each kind of work's own switch, then the whole one: a job's calls go on
+ * while the kinds are switched on one by one, and the converter tells those
+ * made before, while and after their kind went on apart (a slow enable of
+ * one kind leaves the others' calls certain). */
+static void put_recording_switches(uint64_t t0, uint64_t t1)
+{
+	static const struct {
+		CUpti_ActivityKind kind;
+		const char *what;
+	} work[] = { { CUPTI_ACTIVITY_KIND_CONCURRENT_KERNEL, EVLOG_CUPTI_ON_KERNEL },
+		     { CUPTI_ACTIVITY_KIND_MEMCPY, EVLOG_CUPTI_ON_MEMCPY },
+		     { CUPTI_ACTIVITY_KIND_MEMSET, EVLOG_CUPTI_ON_MEMSET } };
+
+	for (size_t w = 0; w < sizeof(work) / sizeof(work[0]); w++)
+		for (size_t i = 0; i < sizeof(kinds) / sizeof(kinds[0]); i++)
+			if (kinds[i] == work[w].kind && kind_on[i])
+				put_recording_on(kind_switch[i][0], kind_switch[i][1], work[w].what);
+	put_recording_on(t0, t1, "");
 }
 
 /* A synchronization: CUPTI gives no thread, only the API call's correlation
@@ -886,8 +909,11 @@ static int kind_wanted(CUpti_ActivityKind k)
 static int enable_kinds(void)
 {
 	for (size_t i = 0; i < sizeof(kinds) / sizeof(kinds[0]); i++)
-		if (kind_wanted(kinds[i]))
+		if (kind_wanted(kinds[i])) {
+			kind_switch[i][0] = mono_ns();
 			kind_on[i] = cu.cuptiActivityEnable(kinds[i]) == CUPTI_SUCCESS;
+			kind_switch[i][1] = mono_ns();
+		}
 	if (cfg.runtime == 1 && cu.cuptiActivityEnableRuntimeApi)
 		for (size_t i = 0; i < sizeof(noisy_runtime) / sizeof(noisy_runtime[0]); i++)
 			cu.cuptiActivityEnableRuntimeApi(noisy_runtime[i], 0);
@@ -1009,7 +1035,7 @@ int li_cupti_start(const struct li_config *c, char *msg, size_t msgsz)
 		atomic_store(&running, 1);  /* let stop() finalize: CUPTI holds our callbacks */
 		return -EIO;
 	}
-	put_recording_on(kinds_t0, mono_ns());
+	put_recording_switches(kinds_t0, mono_ns());
 	atomic_store(&running, 1);
 	snprintf(msg, msgsz, "ok file=%s", stats.file);
 	return 0;

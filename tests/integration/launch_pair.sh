@@ -21,7 +21,12 @@
 #      starting at the call that queued it (by each stream's order, a check
 #      held to the truth on run 2);
 #   4. runtime=0 with one record lost: the pairs after it are shifted (a
-#      limit), and the converter says so from CUPTI's ids.
+#      limit), and the converter says so from CUPTI's ids;
+#   5. runtime=0, calls made while recording is being switched on (the
+#      stand-in holds the copy kind off, kernels on, a deep queue): with
+#      and without ids, every recorded item linked to its own call.
+# The app starts its calls once the collector says recording is on (every
+# kind), never after a fixed time.
 # No GPU driver here: the collector's check for one is met in a private
 # mount namespace (a /proc/driver/nvidia/version of ours).
 set -u
@@ -58,12 +63,16 @@ ROUNDS=200
 # Per round: 2 threads x (2 kernels, a copy, a set) + 2 kernels + a graph of 3 kernels.
 WORK=$((ROUNDS * 13))
 
-# run NAME START_KEYS [ENV...]: profile one launch_app run, convert it.
+# run NAME START_KEYS [ENV...]: profile one launch_app run, convert it. The
+# app starts its calls once the collector says recording is on (every kind);
+# with FAKE_CUPTI_HOLD=N in ENV as soon as the stand-in holds the MEMCPY
+# kind off (kernels on), N calls then, the others once recording is on.
 run() {
-	local name=$1 d=$W/$1 keys=$2
+	local name=$1 d=$W/$1 keys=$2 go=go
 	shift 2
+	for a in "$@"; do case $a in FAKE_CUPTI_HOLD=*) go="hold ${a#*=}" ;; esac; done
 	mkdir -p "$d" && mkfifo "$d/in"
-	env FAKE_CUPTI_RATE=0 "$@" "$T/launch_app" "$W/libcupti.so.13" "$ROUNDS" < "$d/in" > "$d/app.out" 2>&1 &
+	env FAKE_CUPTI_RATE=0 "$@" "$T/launch_app" "$W/libcupti.so.13" "$ROUNDS" $go < "$d/in" > "$d/app.out" 2>&1 &
 	APP=$!
 	exec 9> "$d/in"
 	wait_for "$d/app.out" "^ready" 30
@@ -71,6 +80,7 @@ run() {
 		mkdir /proc/driver/nvidia && echo stand-in > /proc/driver/nvidia/version && exec "$@"' sh \
 		"$COLL" profile -p "$APP" -t cuda --enable-cuda-kernel true -d 120 -o "$d/main.evlog" \
 		> "$d/coll.out" 2> "$d/coll.err" & CP=$!
+	wait_for "$d/coll.err" "CUDA kernel profiling of pid $APP started" 90 && echo go >&9
 	wait_for "$d/app.out" "^done" 90
 	kill -INT "$CP"; wait "$CP"; echo "$?" > "$d/coll.rc"; CP=
 	exec 9>&-
@@ -189,6 +199,9 @@ import collections, json, sys
 tr = json.load(open(sys.argv[1]))
 ev = tr["traceEvents"] if isinstance(tr, dict) else tr
 tids = [int(l.split()[1]) for l in open(sys.argv[2]) if l.startswith("truth ")]
+# records the stand-in made of each call's work, per thread in call order
+recs = {int(l.split()[1]): [int(x) for x in l.split()[2:]] for l in open(sys.argv[2])
+        if l.startswith("recorded ")}
 stream_tid = dict(zip((21, 22, 7), tids))
 names = ("cudaLaunchKernel", "cudaMemcpyAsync", "cudaMemsetAsync", "cudaGraphLaunch")
 at = lambda e: (e["pid"], e["tid"], e["ts"])
@@ -198,9 +211,11 @@ for e in ev:
         calls[e["tid"]].append(e)
 expect = {}
 for s, tid in stream_tid.items():
-    seq = []
-    for e in sorted(calls[tid], key=lambda e: e["ts"]):
-        seq += [at(e)] * (3 if e["name"].startswith("cudaGraphLaunch") else 1)
+    seq, mine = [], sorted(calls[tid], key=lambda e: e["ts"])
+    if len(mine) != len(recs[tid]):
+        sys.exit(f"thread {tid}: {len(mine)} calls in the trace, {len(recs[tid])} made")
+    for e, n in zip(mine, recs[tid]):
+        seq += [at(e)] * n
     expect[s] = seq
 gpu = collections.defaultdict(list)
 for e in ev:
@@ -275,3 +290,29 @@ check "runtime=0, no correlation ids: every GPU item's flow starts at the call t
 run rd runtime=0 FAKE_CUPTI_DROP=1001
 check "a lost record: the falls of CUPTI's ids along a thread are counted and said" \
 	'grep -qE "links out of their thread.s call order" "$W/rd/conv.err" && ! grep -q " 0 of [0-9]* links out of" "$W/rd/conv.err"'
+
+# Calls made while recording is being switched on: the stand-in holds the
+# MEMCPY kind off while the app makes HOLD calls (a slow enable, which a
+# live job does not wait for; none in flight across a kind's switch), so
+# their kernels are recorded and their copies and sets not; each stream's
+# first work runs 5 ms, so the queue is deep then and the work of those
+# calls starts after the next call of its kind. The pairing must neither
+# shift later links over the unrecorded copies and sets nor pass over the
+# recorded kernels.
+HOLD=40
+recorded() { awk '$1 == "recorded" { for (i = 3; i <= NF; i++) s += $i } END { print s + 0 }' "$W/$1/app.out"; }
+run rh runtime=0 FAKE_CUPTI_HOLD=$HOLD FAKE_CUPTI_FIRST_NS=5000000
+RH=$(recorded rh)
+check "calls while recording is switched on: some copies and sets unrecorded ($RH of $WORK recorded)" \
+	'[ "$RH" -lt "$WORK" ] && [ "$RH" -gt $((WORK - HOLD)) ]'
+check "... every recorded kernel, copy and set linked ($RH of $RH)" \
+	'grep -q "launch links from uprobes: $RH of $RH kernels/copies/sets linked" "$W/rh/conv.err"'
+truth_ok rh "$RH" > "$W/rh/truth"; echo "$?" >> "$W/rh/truth"; sed 's/^/# rh: /' "$W/rh/truth"
+check "... every GPU item's flow starts at the call that made it (exact)" '[ "$(tail -1 "$W/rh/truth")" = 0 ]'
+run rhn runtime=0 FAKE_CUPTI_HOLD=$HOLD FAKE_CUPTI_FIRST_NS=5000000 FAKE_CUPTI_NOCORR=1
+RHN=$(recorded rhn)
+check "... without correlation ids: every recorded kernel, copy and set linked ($RHN of $RHN)" \
+	'grep -q "launch links from uprobes: $RHN of $RHN kernels/copies/sets linked" "$W/rhn/conv.err"'
+order_ok rhn "$RHN" > "$W/rhn/order"; echo "$?" >> "$W/rhn/order"; sed 's/^/# rhn: /' "$W/rhn/order"
+check "... without correlation ids: every GPU item's flow starts at the call that queued it (exact)" \
+	'[ "$(tail -1 "$W/rhn/order")" = 0 ]'

@@ -37,7 +37,15 @@
  * kernels with graph id 1 sharing its correlation id. FAKE_CUPTI_NOCORR=1:
  * kernels, copies and sets carry no correlation id (graphs' kernels keep it).
  * FAKE_CUPTI_DROP=N: the work of the N-th call is not recorded (a record
- * CUPTI lost).
+ * CUPTI lost). FAKE_CUPTI_HOLD=1: enabling MEMCPY waits (up to 60 s,
+ * fake_cupti_holding() true meanwhile) until fake_cupti_release_hold()
+ * before turning the kind on, as a slow cuptiActivityEnable would: calls
+ * the app makes meanwhile are probed, their kernels recorded, their copies
+ * and sets not.
+ * FAKE_CUPTI_FIRST_NS=N: the first work on each stream runs N ns (a busy
+ * GPU as recording starts: the work of the calls behind it starts after
+ * the next calls of their kind). fake_cupti_recorded() says how many records the thread's last
+ * fake_cupti_work() made.
  * FAKE_CUPTI_TEARDOWN=1: at its load it registers an exit handler, as the
  * CUDA driver does; once that handler has run (CUDA torn down), any CUPTI
  * call kills the process, as it did launched jobs on the H200.
@@ -354,9 +362,25 @@ API CUptiResult cuptiActivitySetAttribute(CUpti_ActivityAttribute a, size_t *sz,
 	return CUPTI_ERROR_NOT_SUPPORTED;
 }
 
+static _Thread_local int last_records;
+static atomic_int holding, hold_released;
+
+/* FAKE_CUPTI_HOLD: keep the MEMCPY kind off until the app lets it go
+ * (fake_cupti_release_hold), up to 60 s. */
+static void hold_enable(CUpti_ActivityKind k)
+{
+	if (k != CUPTI_ACTIVITY_KIND_MEMCPY || !getenv("FAKE_CUPTI_HOLD"))
+		return;
+	atomic_store(&holding, 1);
+	for (int i = 0; i < 60000 && !atomic_load(&hold_released); i++)
+		usleep(1000);
+	atomic_store(&holding, 0);
+}
+
 API CUptiResult cuptiActivityEnable(CUpti_ActivityKind k)
 {
 	alive_or_die("cuptiActivityEnable");
+	hold_enable(k);
 	if ((unsigned)k < sizeof(kind_on) / sizeof(kind_on[0]))
 		atomic_store(&kind_on[k], 1);
 	if (k == CUPTI_ACTIVITY_KIND_DEVICE && req_cb && done_cb) {
@@ -520,8 +544,11 @@ API unsigned fake_cupti_work(int kind, const char *name, const unsigned dims[6],
 	uint64_t dur = w ? strtoull(w, NULL, 10) : 20000;
 	int nocorr = getenv("FAKE_CUPTI_NOCORR") != NULL;
 	const char *drop = getenv("FAKE_CUPTI_DROP");
+	const char *f = getenv("FAKE_CUPTI_FIRST_NS");
+	uint64_t first = f ? strtoull(f, NULL, 10) : 0;
 	if (kind < 0 || kind > 3)
 		return 0;
+	last_records = 0;
 	pthread_mutex_lock(&mu);
 	uint32_t corr = (uint32_t)atomic_fetch_add(&corr_ids, 1) + 1;
 	if (atomic_load(&kind_on[CUPTI_ACTIVITY_KIND_RUNTIME])) {
@@ -544,6 +571,8 @@ API unsigned fake_cupti_work(int kind, const char *name, const unsigned dims[6],
 								     : CUPTI_ACTIVITY_KIND_CONCURRENT_KERNEL]); i++) {
 		void *slot = next_slot();
 		uint64_t d = dur + (stream % 4) * dur / 2;
+		if (first && !stream_busy[stream % FAKE_STREAMS])
+			d = first;
 		uint64_t start = queue_on(stream, (uint64_t)exit_ns + 2000, d);
 		uint32_t c = nocorr && kind != 3 ? 0 : corr;
 		if (!slot)
@@ -588,6 +617,7 @@ API unsigned fake_cupti_work(int kind, const char *name, const unsigned dims[6],
 			memcpy(slot, &k, sizeof(k));
 		}
 		work_records++;
+		last_records++;
 	}
 	pthread_mutex_unlock(&mu);
 	return corr;
@@ -597,6 +627,23 @@ API unsigned fake_cupti_work(int kind, const char *name, const unsigned dims[6],
 API int fake_cupti_recording(void)
 {
 	return atomic_load(&kind_on[CUPTI_ACTIVITY_KIND_CONCURRENT_KERNEL]);
+}
+
+/* FAKE_CUPTI_HOLD: is enabling MEMCPY held (kernels on)? Let it go on. */
+API int fake_cupti_holding(void)
+{
+	return atomic_load(&holding);
+}
+
+API void fake_cupti_release_hold(void)
+{
+	atomic_store(&hold_released, 1);
+}
+
+/* Records the calling thread's last fake_cupti_work() made (0: not recorded). */
+API int fake_cupti_recorded(void)
+{
+	return last_records;
 }
 
 API void fake_cupti_stats(unsigned long long out[7])

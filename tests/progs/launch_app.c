@@ -8,16 +8,23 @@
  * records it as CUPTI would: one correlation id per call, the RUNTIME
  * kind's API record when on, the kernels queued on their stream.
  *
- *   launch_app FAKE_LIB ROUNDS
+ *   launch_app FAKE_LIB ROUNDS [go | hold N]
  *
  * Prints "ready PID", waits until cudaLaunchKernel is probed and the
- * stand-in records kernels (up to 60 s), then: two threads, released
+ * stand-in records kernels (up to 60 s), with "go" then until a line "go"
+ * comes on stdin (the test sends it once the collector says recording is
+ * on: every kind); with "hold N" it starts as soon as the stand-in holds
+ * the MEMCPY kind off (kernels on), makes N calls, lets it go on once they
+ * have ended and waits for that line (calls made while recording is being
+ * switched on, none in flight across a kind's switch). Then: two threads, released
  * together each round, each launches kernels A and B (the same names and
  * dims in both threads, on a stream of its own), a copy and a set of the
  * same sizes; the main thread launches kernel A on the legacy stream, kernel
  * B there through cudaLaunchKernelExC, and a graph. Prints, per thread,
  * "truth TID CORR..." (the correlation id of each of its calls, in call
- * order), "calls N" (calls made) and "done", then waits for stdin to close.
+ * order), "recorded TID N..." (how many records the stand-in made of each
+ * call's work: 0 for a call made before its kind was on), "calls N" (calls
+ * made) and "done", then waits for stdin to close.
  */
 #include <cuda_runtime_api.h>
 #include <dlfcn.h>
@@ -25,6 +32,7 @@
 #include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
+#include <string.h>
 #include <time.h>
 #include <unistd.h>
 
@@ -46,6 +54,7 @@ __attribute__((noinline)) void kernel_b(float *x)
 typedef unsigned (*work_fn)(int, const char *, const unsigned *, unsigned long long, unsigned,
 			    unsigned long long, unsigned long long);
 static work_fn work;
+static int (*recorded)(void);
 static int rounds;
 static pthread_barrier_t bar;
 static unsigned long long calls[3];
@@ -53,12 +62,70 @@ static unsigned long long calls[3];
  * order: the truth the test checks the trace's links against. */
 #define TRUTH_MAX 16384
 static unsigned truth[3][TRUTH_MAX];
+static unsigned char n_recorded[3][TRUTH_MAX];
 static pid_t truth_tid[3];
+
+static unsigned long long hold_at; /* "hold N": N, else 0 */
+static unsigned long long started, in_flight;
+static void (*release_hold)(void);
+static pthread_mutex_t go_mu = PTHREAD_MUTEX_INITIALIZER, call_mu = PTHREAD_MUTEX_INITIALIZER;
+static int released;
+
+/* Until a line "go" (or the end) on stdin. */
+static void wait_go(void)
+{
+	char line[16];
+
+	pthread_mutex_lock(&go_mu);
+	while (!released && fgets(line, sizeof(line), stdin) && strcmp(line, "go\n"))
+		;
+	released = 1;
+	pthread_mutex_unlock(&go_mu);
+}
+
+/* "hold N": before a call. Once N calls are started, none starts until
+ * "go"; the last of them to end lets the stand-in go on switching kinds on,
+ * so no call is in flight across a switch. */
+static void call_begins(void)
+{
+	int wait = 0;
+
+	if (!hold_at)
+		return;
+	pthread_mutex_lock(&call_mu);
+	if (started >= hold_at)
+		wait = 1;
+	else
+		started++, in_flight++;
+	pthread_mutex_unlock(&call_mu);
+	if (wait)
+		wait_go();
+}
+
+static void call_ends(void)
+{
+	int last;
+
+	if (!hold_at)
+		return;
+	pthread_mutex_lock(&call_mu);
+	if (in_flight)
+		in_flight--;
+	last = started == hold_at && !in_flight;
+	if (last)
+		started++; /* once */
+	pthread_mutex_unlock(&call_mu);
+	if (last)
+		release_hold();
+}
 
 static void note(int slot, unsigned corr)
 {
-	if (calls[slot] < TRUTH_MAX)
+	if (calls[slot] < TRUTH_MAX) {
 		truth[slot][calls[slot]] = corr;
+		n_recorded[slot][calls[slot]] = (unsigned char)recorded();
+	}
+	call_ends();
 	calls[slot]++;
 }
 
@@ -80,7 +147,10 @@ static void launch(const void *fn, const char *mangled, dim3 g, dim3 b, cudaStre
 {
 	void *args[2] = { NULL, NULL };
 	unsigned dims[6] = { g.x, g.y, g.z, b.x, b.y, b.z };
-	unsigned long long t0 = now_ns();
+	unsigned long long t0;
+
+	call_begins();
+	t0 = now_ns();
 
 	(void)cudaLaunchKernel(fn, g, b, args, 0, s);
 	note(slot, work(0, mangled, dims, 0, stream_id(s), t0, now_ns()));
@@ -89,10 +159,14 @@ static void launch(const void *fn, const char *mangled, dim3 g, dim3 b, cudaStre
 static void copy_set(cudaStream_t s, int slot)
 {
 	static char host[4096];
-	unsigned long long t0 = now_ns();
+	unsigned long long t0;
+
+	call_begins();
+	t0 = now_ns();
 
 	(void)cudaMemcpyAsync((void *)0x7f0000001000, host, sizeof(host), cudaMemcpyHostToDevice, s);
 	note(slot, work(1, NULL, NULL, sizeof(host), stream_id(s), t0, now_ns()));
+	call_begins();
 	t0 = now_ns();
 	(void)cudaMemsetAsync((void *)0x7f0000002000, 0, 1024, s);
 	note(slot, work(2, NULL, NULL, 1024, stream_id(s), t0, now_ns()));
@@ -119,7 +193,10 @@ static void launch_ex(void)
 	static const unsigned dims[6] = { 2, 1, 1, 32, 1, 1 };
 	void *args[1] = { NULL };
 	cudaLaunchConfig_t cfg = { .gridDim = { 2, 1, 1 }, .blockDim = { 32, 1, 1 } };
-	unsigned long long t0 = now_ns();
+	unsigned long long t0;
+
+	call_begins();
+	t0 = now_ns();
 
 	(void)cudaLaunchKernelExC(&cfg, (const void *)kernel_b, args);
 	note(2, work(0, "_Z8kernel_bPf", dims, 0, 7, t0, now_ns()));
@@ -128,7 +205,10 @@ static void launch_ex(void)
 static void graph_launch(void)
 {
 	static const unsigned dims[6] = { 1, 1, 1, 32, 1, 1 };
-	unsigned long long t0 = now_ns();
+	unsigned long long t0;
+
+	call_begins();
+	t0 = now_ns();
 
 	(void)cudaGraphLaunch((cudaGraphExec_t)(uintptr_t)0x5000, 0);
 	note(2, work(3, "_Z10graph_nodev", dims, 0, 7, t0, now_ns()));
@@ -144,7 +224,13 @@ int main(int argc, char **argv)
 	int (*recording)(void) = h ? (int (*)(void))dlsym(h, "fake_cupti_recording") : NULL;
 
 	work = h ? (work_fn)dlsym(h, "fake_cupti_work") : NULL;
-	if (!work || !recording) {
+	recorded = h ? (int (*)(void))dlsym(h, "fake_cupti_recorded") : NULL;
+	release_hold = h ? (void (*)(void))dlsym(h, "fake_cupti_release_hold") : NULL;
+	if (argc > 4 && !strcmp(argv[3], "hold")) {
+		hold_at = strtoull(argv[4], NULL, 10);
+		recording = h ? (int (*)(void))dlsym(h, "fake_cupti_holding") : NULL;
+	}
+	if (!work || !recording || !recorded || !release_hold) {
 		fprintf(stderr, "launch_app: %s: %s\n", argv[1], dlerror());
 		return 1;
 	}
@@ -159,6 +245,8 @@ int main(int argc, char **argv)
 		fprintf(stderr, "launch_app: never probed and recorded\n");
 		return 1;
 	}
+	if (argc > 3 && !strcmp(argv[3], "go"))
+		wait_go();
 	pthread_t th[2];
 
 	truth_tid[2] = gettid();
@@ -178,6 +266,12 @@ int main(int argc, char **argv)
 		printf("truth %d", (int)truth_tid[t]);
 		for (unsigned long long i = 0; i < calls[t] && i < TRUTH_MAX; i++)
 			printf(" %u", truth[t][i]);
+		printf("\n");
+	}
+	for (int t = 0; t < 3; t++) {
+		printf("recorded %d", (int)truth_tid[t]);
+		for (unsigned long long i = 0; i < calls[t] && i < TRUTH_MAX; i++)
+			printf(" %u", n_recorded[t][i]);
 		printf("\n");
 	}
 	printf("calls %llu\ndone\n", calls[0] + calls[1] + calls[2]);
