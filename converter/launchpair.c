@@ -891,22 +891,12 @@ void cv_lp_apply(const struct cv_core *c, uint32_t host, uint64_t start, struct 
 			e->u.lib_call.correlation_id = lp->calls[*v - 1].corr;
 		return;
 	case EV_GPU_KERNEL:
-		v = cv_map_get(&lp->gpu_at, stream_key(host, e->pid, e->u.gpu_kernel.device,
-						       e->u.gpu_kernel.stream), start);
-		if (v)
-			e->u.gpu_kernel.correlation_id = lp->gpus[*v - 1].own_corr;
-		return;
 	case EV_GPU_MEMCPY:
-		v = cv_map_get(&lp->gpu_at, stream_key(host, e->pid, e->u.gpu_memcpy.device,
-						       e->u.gpu_memcpy.stream), start);
-		if (v)
-			e->u.gpu_memcpy.correlation_id = lp->gpus[*v - 1].own_corr;
-		return;
 	case EV_GPU_MEMSET:
-		v = cv_map_get(&lp->gpu_at, stream_key(host, e->pid, e->u.gpu_memset.device,
-						       e->u.gpu_memset.stream), start);
+		v = cv_map_get(&lp->gpu_at, stream_key(host, e->pid, evlog_device(e), evlog_stream(e)),
+			       start);
 		if (v)
-			e->u.gpu_memset.correlation_id = lp->gpus[*v - 1].own_corr;
+			evlog_set_corr(e, lp->gpus[*v - 1].own_corr);
 		return;
 	default:
 		return;

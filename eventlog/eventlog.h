@@ -189,6 +189,14 @@ static inline uint64_t evlog_corr(const struct evlog_event *e)
 	return evlog_trait_u64(e, evlog_type_traits(e->type)->corr_off);
 }
 
+/* Set the event's CUDA correlation id (a type without one: nothing). */
+static inline void evlog_set_corr(struct evlog_event *e, uint64_t v)
+{
+	uint16_t off = evlog_type_traits(e->type)->corr_off;
+	if (off)
+		memcpy((char *)e + off, &v, sizeof(v));
+}
+
 #define EVLOG_SESSION_LEN 16
 #define EVLOG_SESSION_HEX (2 * EVLOG_SESSION_LEN + 1) /* text form, with its NUL */
 
