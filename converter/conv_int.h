@@ -11,6 +11,7 @@
 #include "../eventlog/eventlog.h"
 #include "sink.h"
 #include "cv_util.h"
+#include "cudacorr.h"
 
 /* ------------------------------------------------------------------ inputs */
 
@@ -197,12 +198,6 @@ const char *cv_syscall_name(int table, uint32_t nr, char *buf, size_t bufsz);
 const char *cv_lib_category(uint8_t lib_class, const char *lib, char *buf, size_t bufsz);
 /* Demangled C++ name (interned) or the input itself. */
 const char *cv_demangle(struct cv_core *c, const char *name, size_t len);
-/* "Memcpy HtoD (Pageable -> Device)" as Kineto names them. */
-const char *cv_memcpy_name(uint8_t kind, uint8_t src, uint8_t dst, char *buf, size_t bufsz);
-/* Kineto's names of a CUDA synchronization (CUpti_ActivitySynchronizationType)
- * and of a CUPTI overhead (CUpti_ActivityOverheadKind). */
-const char *cv_sync_name(uint8_t kind);
-const char *cv_overhead_name(uint32_t kind);
 /* Folded stacks, root first, ';'-joined; frames cleaned of ';' and newlines. */
 int cv_fold_cpu(const struct cv_host *h, uint32_t pid, const struct evlog_stack *st,
 		struct cv_buf *out);

@@ -385,18 +385,12 @@ static uint64_t text_number(struct evlog_str s, const char *key)
 const struct evlog_event *cv_upgrade_marker_slow(const struct evlog_event *e,
 						 struct evlog_event *tmp)
 {
-	static const char *const sync_kinds[] = { "unknown", "event_synchronize",
-						  "stream_wait_event", "stream_synchronize",
-						  "context_synchronize" };
 	const struct evlog_str *n = &e->u.marker.name;
 	struct evlog_event o = { .ts = e->ts, .pid = e->pid, .tid = e->tid };
 
 	if (name_has_prefix(n, "cuda_sync:", 10)) {
 		o.type = EV_GPU_SYNC;
-		for (uint8_t k = 0; k < sizeof(sync_kinds) / sizeof(sync_kinds[0]); k++)
-			if (n->len - 10 == strlen(sync_kinds[k]) &&
-			    !memcmp(n->ptr + 10, sync_kinds[k], n->len - 10))
-				o.u.gpu_sync.kind = k;
+		o.u.gpu_sync.kind = cv_sync_kind_of_marker(n->ptr + 10, n->len - 10);
 		o.u.gpu_sync.dur = e->u.marker.dur;
 		o.u.gpu_sync.context = (uint32_t)text_number(e->u.marker.text, "context=");
 		o.u.gpu_sync.stream = (uint32_t)text_number(e->u.marker.text, "stream=");

@@ -1,0 +1,88 @@
+/* SPDX-License-Identifier: Apache-2.0 */
+/* CUDA correlation in the converter (see cudacorr.h). */
+#include "cudacorr.h"
+
+#include <string.h>
+
+#define N_OF(a) (sizeof(a) / sizeof((a)[0]))
+
+/* ----------------------------------------------------------------- names */
+
+/* CUpti_ActivityMemoryKind, as Kineto (trace JSON) and xprof's CUPTI
+ * collector (XPlane) spell it. */
+static const struct {
+	const char *kineto, *xprof;
+} memory_kinds[] = {
+	{ "Unknown", "unknown" },
+	{ "Pageable", "pageable" },
+	{ "Pinned", "pinned" },
+	{ "Device", "device" },
+	{ "Array", "array" },
+	{ "Managed", "managed" },
+	{ "Device Static", "device_static" },
+	{ "Managed Static", "managed_static" },
+};
+
+/* CUpti_ActivityMemcpyKind, as Kineto spells it. */
+static const char *const copy_kinds[] = { "Unknown", "HtoD", "DtoH", "HtoA", "AtoH", "AtoA",
+					  "AtoD", "DtoA", "DtoD", "HtoH", "PtoP" };
+
+/* CUpti_ActivitySynchronizationType: Kineto's name (category "cuda_sync"),
+ * and the marker name ("cuda_sync:<name>") logs before format 1.3 gave it. */
+static const struct {
+	const char *kineto, *marker;
+} sync_types[] = {
+	{ "Unknown", "unknown" },
+	{ "Event Sync", "event_synchronize" },
+	{ "Stream Wait Event", "stream_wait_event" },
+	{ "Stream Sync", "stream_synchronize" },
+	{ "Context Sync", "context_synchronize" },
+};
+
+const char *cv_memory_kind_xprof(unsigned kind)
+{
+	return memory_kinds[kind < N_OF(memory_kinds) ? kind : 0].xprof;
+}
+
+const char *cv_memcpy_name(uint8_t kind, uint8_t src, uint8_t dst, char *buf, size_t bufsz)
+{
+	const char *parts[] = { "Memcpy ", copy_kinds[kind < N_OF(copy_kinds) ? kind : 0],
+				" (", memory_kinds[src < N_OF(memory_kinds) ? src : 0].kineto,
+				" -> ", memory_kinds[dst < N_OF(memory_kinds) ? dst : 0].kineto, ")" };
+	size_t len = 0;
+
+	/* "Memcpy %s (%s -> %s)" by hand: one per copy, printf was a hot spot. */
+	if (!bufsz)
+		return "";
+	for (size_t i = 0; i < N_OF(parts); i++)
+		for (const char *q = parts[i]; *q && len + 1 < bufsz; q++)
+			buf[len++] = *q;
+	buf[len] = 0;
+	return buf;
+}
+
+const char *cv_sync_name(uint8_t kind)
+{
+	return sync_types[kind < N_OF(sync_types) ? kind : 0].kineto;
+}
+
+uint8_t cv_sync_kind_of_marker(const char *s, size_t n)
+{
+	for (uint8_t k = 0; k < N_OF(sync_types); k++)
+		if (n == strlen(sync_types[k].marker) && !memcmp(s, sync_types[k].marker, n))
+			return k;
+	return 0;
+}
+
+/* ... and CUPTI's own overhead by its kind, under category "overhead". */
+const char *cv_overhead_name(uint32_t kind)
+{
+	switch (kind) {
+	case 0: return "Unknown";
+	case 1: return "Driver Compiler";
+	case 1u << 16: return "Buffer Flush";
+	case 2u << 16: return "Instrumentation";
+	case 3u << 16: return "Resource";
+	default: return "Unrecognized";
+	}
+}
