@@ -1,10 +1,18 @@
 /* SPDX-License-Identifier: Apache-2.0 */
 /* CUDA correlation in the converter (see cudacorr.h). */
 #include "cudacorr.h"
+#include "conv_int.h"
 
+#include <stdlib.h>
 #include <string.h>
 
 #define N_OF(a) (sizeof(a) / sizeof((a)[0]))
+
+#define CORR_PAGE_BITS 12
+#define CORR_PAGE (1u << CORR_PAGE_BITS)
+/* Correlation ids are dense per process; random ids (corrupt logs) must not
+ * eat memory: past this many 4 KiB pages, new ids stay unbound. */
+#define CORR_PAGES_MAX 32768u
 
 /* ----------------------------------------------------------------- names */
 
@@ -85,4 +93,67 @@ const char *cv_overhead_name(uint32_t kind)
 	case 3u << 16: return "Resource";
 	default: return "Unrecognized";
 	}
+}
+
+/* ------------------------------------------------------ correlation table */
+
+int cv_corr_mark(struct cv_core *c, uint32_t host, uint32_t pid, uint64_t corr, uint8_t f)
+{
+	struct cv_corr *t = &c->corr;
+	int is_new;
+	uint64_t *v;
+
+	if (!corr)
+		return 0;
+	uint64_t k1 = ((uint64_t)host << 32) | pid, k2 = corr >> CORR_PAGE_BITS;
+
+	/* Ids of one process rise: most land on the page used last. */
+	if (t->memo_page && t->memo_k1 == k1 && t->memo_k2 == k2) {
+		t->memo_page[corr & (CORR_PAGE - 1)] |= f;
+		return 0;
+	}
+	if (!cv_map_get(&t->pages, k1, k2) && t->n_pages >= CORR_PAGES_MAX)
+		return 0;
+	v = cv_map_put(&t->pages, k1, k2, &is_new);
+	if (!v)
+		return -1;
+	if (is_new) {
+		if (t->n_pages == t->cap_pages) {
+			size_t nc = t->cap_pages ? t->cap_pages * 2 : 64;
+			uint8_t **np = realloc(t->page_v, nc * sizeof(*np));
+
+			if (!np)
+				return -1;
+			t->page_v = np;
+			t->cap_pages = nc;
+		}
+		if (!(t->page_v[t->n_pages] = calloc(1, CORR_PAGE)))
+			return -1;
+		*v = ++t->n_pages;
+	}
+	t->page_v[*v - 1][corr & (CORR_PAGE - 1)] |= f;
+	t->memo_k1 = k1;
+	t->memo_k2 = k2;
+	t->memo_page = t->page_v[*v - 1];
+	return 0;
+}
+
+uint8_t cv_corr_flags(const struct cv_core *c, uint32_t host, uint32_t pid, uint64_t corr)
+{
+	const struct cv_corr *t = &c->corr;
+	const uint64_t *v;
+
+	if (!corr)
+		return 0;
+	v = cv_map_get(&t->pages, ((uint64_t)host << 32) | pid, corr >> CORR_PAGE_BITS);
+	return v ? t->page_v[*v - 1][corr & (CORR_PAGE - 1)] : 0;
+}
+
+void cv_corr_free(struct cv_corr *t)
+{
+	for (size_t i = 0; i < t->n_pages; i++)
+		free(t->page_v[i]);
+	free(t->page_v);
+	cv_map_free(&t->pages);
+	memset(t, 0, sizeof(*t));
 }

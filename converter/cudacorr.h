@@ -23,6 +23,9 @@
 
 #include <stddef.h>
 #include <stdint.h>
+#include "cv_util.h"
+
+struct cv_core;
 
 /* ----------------------------------------------------------------- names */
 
@@ -38,5 +41,29 @@ const char *cv_overhead_name(uint32_t kind);
 /* The synchronization type of an older log's marker name after
  * "cuda_sync:" ("stream_synchronize"); 0 (unknown) if none. */
 uint8_t cv_sync_kind_of_marker(const char *s, size_t n);
+
+/* ------------------------------------------------------ correlation table */
+
+enum cv_corr_flag {
+	CV_CORR_API = 1,    /* EV_GPU_API with this correlation id */
+	CV_CORR_LIB = 2,    /* EV_LIB_CALL with this correlation id */
+	CV_CORR_GPU = 4,    /* GPU activity with this correlation id */
+};
+
+/* One byte of flags per (host, pid, correlation id), in 4 KiB pages of
+ * consecutive ids (CUPTI numbers a process's calls densely), capped. */
+struct cv_corr {
+	struct cv_map pages;      /* (host<<32|pid, corr>>12) -> page + 1 */
+	uint8_t **page_v;
+	size_t n_pages, cap_pages;
+	uint64_t memo_k1, memo_k2;  /* the page marked last */
+	uint8_t *memo_page;
+};
+
+/* Add flags f (enum cv_corr_flag) to (host, pid, corr). 0 or -1 (no memory). */
+int cv_corr_mark(struct cv_core *c, uint32_t host, uint32_t pid, uint64_t corr, uint8_t f);
+/* The flags of (host, pid, corr); 0 for corr 0. */
+uint8_t cv_corr_flags(const struct cv_core *c, uint32_t host, uint32_t pid, uint64_t corr);
+void cv_corr_free(struct cv_corr *t);
 
 #endif
