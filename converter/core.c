@@ -39,27 +39,9 @@ struct py_thread {
 	uint32_t host, log, pid, tid;
 };
 
-/* CUPTI's synchronization records carry no thread, only the correlation id
- * of the API call that waited (cudaEventSynchronize, ...): they go on that
- * call's thread. The call's record follows the marker or precedes it closely
- * in the same log, so a small window of both suffices. */
-#define SYNC_RECENT 256
-
-struct sync_api {
-	uint64_t corr;
-	uint32_t pid, tid;
-};
-
-struct sync_bind {
-	struct sync_api recent[SYNC_RECENT]; /* by corr % SYNC_RECENT */
-	int held;                 /* a synchronization waits for its call */
-	uint32_t log;
-	struct evlog_event ev;    /* EV_GPU_SYNC: no strings */
-};
-
 struct pass2 {
 	struct cv_core *c;
-	struct sync_bind sync;
+	struct cv_sync_bind sync; /* CUPTI synchronizations waiting for their thread */
 	struct cv_spill *sp;
 	struct cv_steps *steps;  /* candidate step series, judged after reading */
 	struct cv_map py;     /* (host<<32|pid, tid) -> struct py_thread * */
@@ -303,67 +285,6 @@ static int sample_event(struct pass2 *p, const struct cv_host *h, uint32_t li, u
 			   &copy);
 }
 
-/* A synchronization CUPTI recorded without its thread: bound to the thread
- * of the API call with its correlation id. */
-static int is_unbound_sync(const struct evlog_event *e)
-{
-	return e->type == EV_GPU_SYNC && !e->tid && e->u.gpu_sync.correlation_id;
-}
-
-static int timeline_event(struct pass2 *p, uint32_t li, const struct evlog_event *e);
-
-/* Spill the held synchronization on thread tid (0: the process's main thread). */
-static int sync_release(struct pass2 *p, uint32_t tid)
-{
-	struct sync_bind *b = &p->sync;
-
-	if (!b->held)
-		return 0;
-	b->held = 0;
-	b->ev.tid = tid ? tid : b->ev.pid;
-	return timeline_event(p, b->log, &b->ev);
-}
-
-static int sync_hold(struct pass2 *p, uint32_t li, const struct evlog_event *e)
-{
-	struct sync_bind *b = &p->sync;
-	uint64_t corr = e->u.gpu_sync.correlation_id;
-	const struct sync_api *a = &b->recent[corr % SYNC_RECENT];
-
-	if (a->corr == corr && a->pid == e->pid) {
-		struct evlog_event copy = *e;
-
-		copy.tid = a->tid ? a->tid : e->pid;
-		return timeline_event(p, li, &copy);
-	}
-	if (sync_release(p, 0))
-		return -1;
-	b->ev = *e;
-	b->log = li;
-	b->held = 1;
-	return 0;
-}
-
-/* Every event of a log goes through here first. */
-static int sync_event(struct pass2 *p, uint32_t li, const struct evlog_event *e)
-{
-	struct sync_bind *b = &p->sync;
-
-	if (is_unbound_sync(e))
-		return sync_hold(p, li, e);
-	if (e->type == EV_GPU_API && e->u.gpu_api.correlation_id) {
-		uint64_t corr = e->u.gpu_api.correlation_id;
-
-		b->recent[corr % SYNC_RECENT] = (struct sync_api){ corr, e->pid, e->tid };
-		if (b->held && b->log == li && b->ev.pid == e->pid &&
-		    b->ev.u.gpu_sync.correlation_id == corr && sync_release(p, e->tid))
-			return -1;
-	}
-	if (b->held && (b->log != li || e->type == EV_GPU_API) && sync_release(p, 0))
-		return -1;
-	return timeline_event(p, li, e);
-}
-
 /* A library call or marker on its thread: a record, and a step candidate. */
 static int host_call(struct pass2 *p, uint32_t li, uint64_t ts, uint64_t dur, uint32_t depth,
 		     const struct evlog_event *e)
@@ -439,6 +360,19 @@ static int timeline_event(struct pass2 *p, uint32_t li, const struct evlog_event
 	}
 }
 
+static int sync_emit(void *p, uint32_t li, const struct evlog_event *e)
+{
+	return timeline_event(p, li, e);
+}
+
+/* Every event of a log goes through here first: CUPTI's synchronizations
+ * wait there for the thread of their call (cudacorr.h). */
+static int sync_event(struct pass2 *p, uint32_t li, const struct evlog_event *e)
+{
+	return cv_sync_concerns(&p->sync, e) ? cv_sync_feed(&p->sync, li, e)
+					     : timeline_event(p, li, e);
+}
+
 static int read_log2(struct pass2 *p, uint32_t li, uint64_t *done)
 {
 	struct cv_core *c = p->c;
@@ -475,7 +409,7 @@ static int read_log2(struct pass2 *p, uint32_t li, uint64_t *done)
 		}
 	}
 	evlog_reader_close(r);
-	if (sync_release(p, 0)) {
+	if (cv_sync_flush(&p->sync)) {
 		snprintf(c->err, sizeof(c->err), "out of memory converting %s", l->name);
 		return -1;
 	}
@@ -845,6 +779,7 @@ int cv_pass2(struct cv_core *c, struct conv_sink *const *sinks, int n_sinks)
 	uint64_t done = 0;
 	int rc = -1;
 
+	cv_sync_init(&p.sync, sync_emit, &p);
 	p.proc_base = calloc(c->n_hosts + 1, sizeof(*p.proc_base));
 	if (!p.proc_base)
 		return -1;

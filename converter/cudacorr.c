@@ -157,3 +157,70 @@ void cv_corr_free(struct cv_corr *t)
 	cv_map_free(&t->pages);
 	memset(t, 0, sizeof(*t));
 }
+
+/* ----------------------------------------------------------- sync binding */
+
+void cv_sync_init(struct cv_sync_bind *b, cv_sync_emit_fn emit, void *ctx)
+{
+	memset(b, 0, sizeof(*b));
+	b->emit = emit;
+	b->ctx = ctx;
+}
+
+/* A synchronization CUPTI recorded without its thread: bound to the thread
+ * of the API call with its correlation id. */
+static int is_unbound_sync(const struct evlog_event *e)
+{
+	return e->type == EV_GPU_SYNC && !e->tid && e->u.gpu_sync.correlation_id;
+}
+
+/* Emit the held synchronization on thread tid (0: the process's main thread). */
+static int sync_release(struct cv_sync_bind *b, uint32_t tid)
+{
+	if (!b->held)
+		return 0;
+	b->held = 0;
+	b->ev.tid = tid ? tid : b->ev.pid;
+	return b->emit(b->ctx, b->log, &b->ev);
+}
+
+static int sync_hold(struct cv_sync_bind *b, uint32_t li, const struct evlog_event *e)
+{
+	uint64_t corr = e->u.gpu_sync.correlation_id;
+	const struct cv_sync_call *a = &b->recent[corr % CV_SYNC_RECENT];
+
+	if (a->corr == corr && a->pid == e->pid) {
+		struct evlog_event copy = *e;
+
+		copy.tid = a->tid ? a->tid : e->pid;
+		return b->emit(b->ctx, li, &copy);
+	}
+	if (sync_release(b, 0))
+		return -1;
+	b->ev = *e;
+	b->log = li;
+	b->held = 1;
+	return 0;
+}
+
+int cv_sync_feed(struct cv_sync_bind *b, uint32_t li, const struct evlog_event *e)
+{
+	if (is_unbound_sync(e))
+		return sync_hold(b, li, e);
+	if (e->type == EV_GPU_API && e->u.gpu_api.correlation_id) {
+		uint64_t corr = e->u.gpu_api.correlation_id;
+
+		b->recent[corr % CV_SYNC_RECENT] = (struct cv_sync_call){ corr, e->pid, e->tid };
+		if (b->held && b->log == li && b->ev.pid == e->pid &&
+		    b->ev.u.gpu_sync.correlation_id == corr && sync_release(b, e->tid))
+			return -1;
+	}
+	if (b->held && (b->log != li || e->type == EV_GPU_API) && sync_release(b, 0))
+		return -1;
+	return b->emit(b->ctx, li, e);
+}
+
+int cv_sync_flush(struct cv_sync_bind *b)
+{
+	return sync_release(b, 0);
+}

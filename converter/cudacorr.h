@@ -23,6 +23,7 @@
 
 #include <stddef.h>
 #include <stdint.h>
+#include "../eventlog/eventlog.h"
 #include "cv_util.h"
 
 struct cv_core;
@@ -65,5 +66,43 @@ int cv_corr_mark(struct cv_core *c, uint32_t host, uint32_t pid, uint64_t corr, 
 /* The flags of (host, pid, corr); 0 for corr 0. */
 uint8_t cv_corr_flags(const struct cv_core *c, uint32_t host, uint32_t pid, uint64_t corr);
 void cv_corr_free(struct cv_corr *t);
+
+/* ----------------------------------------------------------- sync binding */
+
+/* CUPTI's synchronization records carry no thread, only the correlation id
+ * of the API call that waited (cudaEventSynchronize, ...): they go on that
+ * call's thread. The call's record follows the synchronization or precedes
+ * it closely in the same log, so a small window of both suffices. */
+#define CV_SYNC_RECENT 256
+
+/* Receives every event fed, in order, a bound synchronization with its
+ * thread set; log is the index of the event's log. */
+typedef int (*cv_sync_emit_fn)(void *ctx, uint32_t log, const struct evlog_event *e);
+
+struct cv_sync_call {
+	uint64_t corr;
+	uint32_t pid, tid;
+};
+
+struct cv_sync_bind {
+	struct cv_sync_call recent[CV_SYNC_RECENT]; /* API calls by corr % CV_SYNC_RECENT */
+	int held;                    /* a synchronization waits for its call */
+	uint32_t log;
+	struct evlog_event ev;       /* EV_GPU_SYNC: no strings */
+	cv_sync_emit_fn emit;
+	void *ctx;
+};
+
+void cv_sync_init(struct cv_sync_bind *b, cv_sync_emit_fn emit, void *ctx);
+/* Does e need the binding? Else it can go to the timeline directly. */
+static inline int cv_sync_concerns(const struct cv_sync_bind *b, const struct evlog_event *e)
+{
+	return b->held || e->type == EV_GPU_SYNC || e->type == EV_GPU_API;
+}
+/* Feed the next event of log `log` (in log order); -1 if emit failed. */
+int cv_sync_feed(struct cv_sync_bind *b, uint32_t log, const struct evlog_event *e);
+/* At a log's end: a synchronization still waiting goes on its process's
+ * main thread. */
+int cv_sync_flush(struct cv_sync_bind *b);
 
 #endif
