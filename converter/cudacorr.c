@@ -155,6 +155,7 @@ void cv_corr_free(struct cv_corr *t)
 		free(t->page_v[i]);
 	free(t->page_v);
 	cv_map_free(&t->pages);
+	free(t->proc_first);
 	memset(t, 0, sizeof(*t));
 }
 
@@ -223,4 +224,53 @@ int cv_sync_feed(struct cv_sync_bind *b, uint32_t li, const struct evlog_event *
 int cv_sync_flush(struct cv_sync_bind *b)
 {
 	return sync_release(b, 0);
+}
+
+/* ------------------------------------------------------------------ flows */
+
+int cv_flow_prepare(struct cv_core *c)
+{
+	uint32_t *v = calloc(c->n_hosts + 1, sizeof(*v));
+
+	if (!v)
+		return -1;
+	for (size_t i = 0; i < c->n_hosts; i++)
+		v[i + 1] = v[i] + (uint32_t)c->hosts[i].n_proc;
+	free(c->corr.proc_first);
+	c->corr.proc_first = v;
+	return 0;
+}
+
+static uint64_t flow_id(const struct cv_core *c, uint32_t host, uint32_t pid, uint64_t corr)
+{
+	const uint64_t *v = cv_map_get(&c->hosts[host].procs, pid, 0);
+	uint64_t ord = c->corr.proc_first[host] + (v ? *v - 1 : 0);
+
+	return ((ord + 1) << 40) | (corr & ((1ULL << 40) - 1));
+}
+
+void cv_flow_launch(struct cv_core *c, uint32_t host, struct conv_item *it, uint64_t corr,
+		    int is_api)
+{
+	uint8_t f = cv_corr_flags(c, host, it->pid, corr);
+
+	if (!(f & CV_CORR_GPU) || (!is_api && (f & CV_CORR_API)))
+		return;
+	it->flow_id = flow_id(c, host, it->pid, corr);
+	it->flow_start = 1;
+}
+
+void cv_flow_gpu(struct cv_core *c, uint32_t host, struct conv_item *it, uint32_t pid,
+		 uint64_t corr)
+{
+	uint8_t f = cv_corr_flags(c, host, pid, corr);
+
+	if (!corr)
+		return;
+	if (!(f & (CV_CORR_API | CV_CORR_LIB))) {
+		c->st.unbound_flows++;
+		return;
+	}
+	it->flow_id = flow_id(c, host, pid, corr);
+	it->flow_start = 0;
 }

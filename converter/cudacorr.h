@@ -25,6 +25,7 @@
 #include <stdint.h>
 #include "../eventlog/eventlog.h"
 #include "cv_util.h"
+#include "sink.h"
 
 struct cv_core;
 
@@ -59,6 +60,7 @@ struct cv_corr {
 	size_t n_pages, cap_pages;
 	uint64_t memo_k1, memo_k2;  /* the page marked last */
 	uint8_t *memo_page;
+	uint32_t *proc_first;     /* flow ids: per host, the ordinal of its first process */
 };
 
 /* Add flags f (enum cv_corr_flag) to (host, pid, corr). 0 or -1 (no memory). */
@@ -104,5 +106,22 @@ int cv_sync_feed(struct cv_sync_bind *b, uint32_t log, const struct evlog_event 
 /* At a log's end: a synchronization still waiting goes on its process's
  * main thread. */
 int cv_sync_flush(struct cv_sync_bind *b);
+
+/* ------------------------------------------------------------------ flows */
+
+/* A launch and its GPU work share one flow id, (process ordinal + 1) << 40 |
+ * correlation id (processes numbered host by host, so ids stay unique in a
+ * file of several hosts). It is set only when both ends exist; GPU work
+ * without its launch counts as an unbound flow. */
+
+/* Before pass 2 emits: number the processes. 0 or -1 (no memory). */
+int cv_flow_prepare(struct cv_core *c);
+/* Launch side, it on a thread of `host`: CUPTI's API record (is_api) carries
+ * the flow, a uprobe library call only when CUPTI did not see the launch. */
+void cv_flow_launch(struct cv_core *c, uint32_t host, struct conv_item *it, uint64_t corr,
+		    int is_api);
+/* GPU side: a kernel, copy or set of process pid. */
+void cv_flow_gpu(struct cv_core *c, uint32_t host, struct conv_item *it, uint32_t pid,
+		 uint64_t corr);
 
 #endif
