@@ -14,9 +14,10 @@
  * - flow ids: a launch and its GPU work get one flow id, written only when
  *   both ends exist.
  *
- * The uprobe and CUPTI records of one call are made one in dedup.c; GPU work
- * recorded without its launch is paired with the uprobes' calls in
- * launchpair.c. Both use the table here.
+ * The uprobe and CUPTI records of one call are made one in dedup.c (the
+ * uprobe's record takes CUPTI's correlation id); GPU work recorded without
+ * its launch is paired with the uprobes' calls in launchpair.c, which marks
+ * the ids it gives in the table here.
  */
 #ifndef LLMT_CONV_CUDACORR_H
 #define LLMT_CONV_CUDACORR_H
