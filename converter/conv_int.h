@@ -11,6 +11,7 @@
 #include "../eventlog/eventlog.h"
 #include "sink.h"
 #include "cv_util.h"
+#include "cudacorr.h"
 
 /* ------------------------------------------------------------------ inputs */
 
@@ -86,12 +87,6 @@ struct cv_sym {
 	uint64_t offset;
 };
 
-enum cv_corr_flag {
-	CV_CORR_API = 1,    /* EV_GPU_API with this correlation id */
-	CV_CORR_LIB = 2,    /* EV_LIB_CALL with this correlation id */
-	CV_CORR_GPU = 4,    /* GPU activity with this correlation id */
-};
-
 struct cv_track {
 	enum conv_track_kind kind;
 	uint32_t host;
@@ -135,9 +130,7 @@ struct cv_core {
 	size_t n_hosts;
 	struct cv_track *tracks;
 	uint32_t n_tracks;
-	struct cv_map corr_pages;         /* (host<<32|pid, corr>>12) -> page + 1 */
-	uint8_t **pages;
-	size_t n_pages, cap_pages;
+	struct cv_corr corr;              /* correlation ids seen, per side (cudacorr.h) */
 	uint64_t run_base_rt;             /* earliest wall time of all hosts */
 	struct cv_arena arena;
 	struct cv_strtab stacks;          /* folded stacks, interned */
@@ -151,11 +144,9 @@ struct cv_core {
 	uint64_t progress_t0, progress_next; /* CLOCK_MONOTONIC ns: start, next line or bar */
 	uint64_t total_events;
 	uint64_t n_lib_calls, n_gpu_api; /* pass 1: is there anything to merge? */
-	/* pass 1: the last thread registered and correlation page marked */
+	/* pass 1: the last thread registered */
 	uint32_t thr_memo_host;           /* host index + 1, 0: none */
 	uint32_t thr_memo_pid, thr_memo_tid;
-	uint64_t corr_memo_k1, corr_memo_k2;
-	uint8_t *corr_memo_page;
 	struct cv_lp *lp;                 /* launch links from uprobes (launchpair.h) */
 	char err[512];
 };
@@ -181,9 +172,6 @@ static inline const struct evlog_event *cv_upgrade_marker(const struct evlog_eve
 }
 /* Lookup helpers after pass 1. */
 const struct cv_sym *cv_sym_find(const struct cv_host *h, uint32_t pid, uint64_t addr);
-uint8_t cv_corr_flags(const struct cv_core *c, uint32_t host, uint32_t pid, uint64_t corr);
-/* Add flags f (enum cv_corr_flag) to (host, pid, corr). 0 or -1 (no memory). */
-int cv_corr_mark(struct cv_core *c, uint32_t host, uint32_t pid, uint64_t corr, uint8_t f);
 void cv_core_free(struct cv_core *c);
 
 /* Pass 2: stream every log into sorted runs and feed the sinks. */
@@ -197,12 +185,6 @@ const char *cv_syscall_name(int table, uint32_t nr, char *buf, size_t bufsz);
 const char *cv_lib_category(uint8_t lib_class, const char *lib, char *buf, size_t bufsz);
 /* Demangled C++ name (interned) or the input itself. */
 const char *cv_demangle(struct cv_core *c, const char *name, size_t len);
-/* "Memcpy HtoD (Pageable -> Device)" as Kineto names them. */
-const char *cv_memcpy_name(uint8_t kind, uint8_t src, uint8_t dst, char *buf, size_t bufsz);
-/* Kineto's names of a CUDA synchronization (CUpti_ActivitySynchronizationType)
- * and of a CUPTI overhead (CUpti_ActivityOverheadKind). */
-const char *cv_sync_name(uint8_t kind);
-const char *cv_overhead_name(uint32_t kind);
 /* Folded stacks, root first, ';'-joined; frames cleaned of ';' and newlines. */
 int cv_fold_cpu(const struct cv_host *h, uint32_t pid, const struct evlog_stack *st,
 		struct cv_buf *out);

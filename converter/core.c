@@ -39,33 +39,14 @@ struct py_thread {
 	uint32_t host, log, pid, tid;
 };
 
-/* CUPTI's synchronization records carry no thread, only the correlation id
- * of the API call that waited (cudaEventSynchronize, ...): they go on that
- * call's thread. The call's record follows the marker or precedes it closely
- * in the same log, so a small window of both suffices. */
-#define SYNC_RECENT 256
-
-struct sync_api {
-	uint64_t corr;
-	uint32_t pid, tid;
-};
-
-struct sync_bind {
-	struct sync_api recent[SYNC_RECENT]; /* by corr % SYNC_RECENT */
-	int held;                 /* a synchronization waits for its call */
-	uint32_t log;
-	struct evlog_event ev;    /* EV_GPU_SYNC: no strings */
-};
-
 struct pass2 {
 	struct cv_core *c;
-	struct sync_bind sync;
+	struct cv_sync_bind sync; /* CUPTI synchronizations waiting for their thread */
 	struct cv_spill *sp;
 	struct cv_steps *steps;  /* candidate step series, judged after reading */
 	struct cv_map py;     /* (host<<32|pid, tid) -> struct py_thread * */
 	struct cv_buf fold;
 	struct cv_map stack_cache; /* hash of a raw CPU stack -> folded id + 1 */
-	uint32_t *proc_base;  /* per host: ordinal of its first process */
 	/* The thread of the last event and its track: events come in runs of
 	 * one thread, so most lookups end here. */
 	struct {
@@ -303,67 +284,6 @@ static int sample_event(struct pass2 *p, const struct cv_host *h, uint32_t li, u
 			   &copy);
 }
 
-/* A synchronization CUPTI recorded without its thread: bound to the thread
- * of the API call with its correlation id. */
-static int is_unbound_sync(const struct evlog_event *e)
-{
-	return e->type == EV_GPU_SYNC && !e->tid && e->u.gpu_sync.correlation_id;
-}
-
-static int timeline_event(struct pass2 *p, uint32_t li, const struct evlog_event *e);
-
-/* Spill the held synchronization on thread tid (0: the process's main thread). */
-static int sync_release(struct pass2 *p, uint32_t tid)
-{
-	struct sync_bind *b = &p->sync;
-
-	if (!b->held)
-		return 0;
-	b->held = 0;
-	b->ev.tid = tid ? tid : b->ev.pid;
-	return timeline_event(p, b->log, &b->ev);
-}
-
-static int sync_hold(struct pass2 *p, uint32_t li, const struct evlog_event *e)
-{
-	struct sync_bind *b = &p->sync;
-	uint64_t corr = e->u.gpu_sync.correlation_id;
-	const struct sync_api *a = &b->recent[corr % SYNC_RECENT];
-
-	if (a->corr == corr && a->pid == e->pid) {
-		struct evlog_event copy = *e;
-
-		copy.tid = a->tid ? a->tid : e->pid;
-		return timeline_event(p, li, &copy);
-	}
-	if (sync_release(p, 0))
-		return -1;
-	b->ev = *e;
-	b->log = li;
-	b->held = 1;
-	return 0;
-}
-
-/* Every event of a log goes through here first. */
-static int sync_event(struct pass2 *p, uint32_t li, const struct evlog_event *e)
-{
-	struct sync_bind *b = &p->sync;
-
-	if (is_unbound_sync(e))
-		return sync_hold(p, li, e);
-	if (e->type == EV_GPU_API && e->u.gpu_api.correlation_id) {
-		uint64_t corr = e->u.gpu_api.correlation_id;
-
-		b->recent[corr % SYNC_RECENT] = (struct sync_api){ corr, e->pid, e->tid };
-		if (b->held && b->log == li && b->ev.pid == e->pid &&
-		    b->ev.u.gpu_sync.correlation_id == corr && sync_release(p, e->tid))
-			return -1;
-	}
-	if (b->held && (b->log != li || e->type == EV_GPU_API) && sync_release(p, 0))
-		return -1;
-	return timeline_event(p, li, e);
-}
-
 /* A library call or marker on its thread: a record, and a step candidate. */
 static int host_call(struct pass2 *p, uint32_t li, uint64_t ts, uint64_t dur, uint32_t depth,
 		     const struct evlog_event *e)
@@ -439,6 +359,19 @@ static int timeline_event(struct pass2 *p, uint32_t li, const struct evlog_event
 	}
 }
 
+static int sync_emit(void *p, uint32_t li, const struct evlog_event *e)
+{
+	return timeline_event(p, li, e);
+}
+
+/* Every event of a log goes through here first: CUPTI's synchronizations
+ * wait there for the thread of their call (cudacorr.h). */
+static int sync_event(struct pass2 *p, uint32_t li, const struct evlog_event *e)
+{
+	return cv_sync_concerns(&p->sync, e) ? cv_sync_feed(&p->sync, li, e)
+					     : timeline_event(p, li, e);
+}
+
 static int read_log2(struct pass2 *p, uint32_t li, uint64_t *done)
 {
 	struct cv_core *c = p->c;
@@ -475,7 +408,7 @@ static int read_log2(struct pass2 *p, uint32_t li, uint64_t *done)
 		}
 	}
 	evlog_reader_close(r);
-	if (sync_release(p, 0)) {
+	if (cv_sync_flush(&p->sync)) {
 		snprintf(c->err, sizeof(c->err), "out of memory converting %s", l->name);
 		return -1;
 	}
@@ -492,7 +425,6 @@ struct emitter {
 	uint32_t track;
 	uint64_t *ends;       /* open parents' end times on the current track */
 	size_t n_ends, cap_ends;
-	const uint32_t *proc_base;
 	int merged;           /* the current record is a uprobe call paired with CUPTI's */
 	uint32_t step_next;   /* detected steps of the current host already sent */
 };
@@ -565,43 +497,6 @@ static uint64_t nest(struct emitter *em, uint32_t track, uint64_t start, uint64_
 	return dur;
 }
 
-static uint64_t flow_id(const struct emitter *em, const struct cv_host *h, uint32_t pid,
-			uint64_t corr)
-{
-	const uint64_t *v = cv_map_get(&h->procs, pid, 0);
-	uint64_t ord = em->proc_base[em->host] + (v ? *v - 1 : 0);
-
-	return ((ord + 1) << 40) | (corr & ((1ULL << 40) - 1));
-}
-
-/* Launch side: the CUPTI API record carries the flow; a uprobe library call
- * only when CUPTI did not see the launch. */
-static void launch_flow(struct emitter *em, const struct cv_host *h, struct conv_item *it,
-			uint64_t corr, int is_api)
-{
-	uint8_t f = cv_corr_flags(em->c, (uint32_t)em->host, it->pid, corr);
-
-	if (!(f & CV_CORR_GPU) || (!is_api && (f & CV_CORR_API)))
-		return;
-	it->flow_id = flow_id(em, h, it->pid, corr);
-	it->flow_start = 1;
-}
-
-static void gpu_flow(struct emitter *em, const struct cv_host *h, struct conv_item *it,
-		     uint32_t pid, uint64_t corr)
-{
-	uint8_t f = cv_corr_flags(em->c, (uint32_t)em->host, pid, corr);
-
-	if (!corr)
-		return;
-	if (!(f & (CV_CORR_API | CV_CORR_LIB))) {
-		em->c->st.unbound_flows++;
-		return;
-	}
-	it->flow_id = flow_id(em, h, pid, corr);
-	it->flow_start = 0;
-}
-
 static const char *leaf_of(const char *folded)
 {
 	const char *s = strrchr(folded, ';');
@@ -613,7 +508,6 @@ static void describe(struct emitter *em, const struct cv_rec *r, const struct ev
 		     struct conv_item *it, char *buf, size_t bufsz)
 {
 	struct cv_core *c = em->c;
-	const struct cv_host *h = &c->hosts[em->host];
 	const struct cv_log *l = &c->in.logs[r->log < c->in.n ? r->log : 0];
 	const char *d;
 
@@ -637,30 +531,30 @@ static void describe(struct emitter *em, const struct cv_rec *r, const struct ev
 		it->name = d ? d : e->u.lib_call.symbol.len ? e->u.lib_call.symbol.ptr : "<call>";
 		it->category = cv_lib_category(e->u.lib_call.lib_class, e->u.lib_call.lib.ptr, buf,
 					       bufsz);
-		launch_flow(em, h, it, e->u.lib_call.correlation_id, em->merged);
+		cv_flow_launch(c, (uint32_t)em->host, it, e->u.lib_call.correlation_id, em->merged);
 		break;
 	case EV_GPU_API:
 		it->name = e->u.gpu_api.name.len ? e->u.gpu_api.name.ptr : "<cuda api>";
 		it->category = e->u.gpu_api.api_class == EVLIB_CUDA_DRIVER ? "cuda_driver"
 									    : "cuda_runtime";
-		launch_flow(em, h, it, e->u.gpu_api.correlation_id, 1);
+		cv_flow_launch(c, (uint32_t)em->host, it, e->u.gpu_api.correlation_id, 1);
 		break;
 	case EV_GPU_KERNEL:
 		d = cv_demangle(c, e->u.gpu_kernel.name.ptr, e->u.gpu_kernel.name.len);
 		it->name = d ? d : e->u.gpu_kernel.name.len ? e->u.gpu_kernel.name.ptr : "<kernel>";
 		it->category = "kernel";
-		gpu_flow(em, h, it, e->pid, e->u.gpu_kernel.correlation_id);
+		cv_flow_gpu(c, (uint32_t)em->host, it, e->pid, e->u.gpu_kernel.correlation_id);
 		break;
 	case EV_GPU_MEMCPY:
 		it->name = cv_memcpy_name(e->u.gpu_memcpy.copy_kind, e->u.gpu_memcpy.src_kind,
 					  e->u.gpu_memcpy.dst_kind, buf, bufsz);
 		it->category = "gpu_memcpy";
-		gpu_flow(em, h, it, e->pid, e->u.gpu_memcpy.correlation_id);
+		cv_flow_gpu(c, (uint32_t)em->host, it, e->pid, e->u.gpu_memcpy.correlation_id);
 		break;
 	case EV_GPU_MEMSET:
 		it->name = "Memset (Device)";
 		it->category = "gpu_memset";
-		gpu_flow(em, h, it, e->pid, e->u.gpu_memset.correlation_id);
+		cv_flow_gpu(c, (uint32_t)em->host, it, e->pid, e->u.gpu_memset.correlation_id);
 		break;
 	case EV_MARKER:
 		it->category = "user_annotation";
@@ -776,10 +670,10 @@ static int emit_rec(void *ctx, const struct cv_rec *r, uint64_t corr)
 }
 
 static int emit_all(struct cv_core *c, struct cv_spill *sp, struct conv_sink *const *sinks,
-		    int n_sinks, const uint32_t *proc_base)
+		    int n_sinks)
 {
 	struct emitter em = { .c = c, .sinks = sinks, .n_sinks = n_sinks, .host = -1,
-			      .track = UINT32_MAX, .proc_base = proc_base };
+			      .track = UINT32_MAX };
 	const struct cv_rec *r;
 	uint64_t n = 0, total = cv_spill_count(sp);
 	struct cv_dedup dd;
@@ -845,11 +739,9 @@ int cv_pass2(struct cv_core *c, struct conv_sink *const *sinks, int n_sinks)
 	uint64_t done = 0;
 	int rc = -1;
 
-	p.proc_base = calloc(c->n_hosts + 1, sizeof(*p.proc_base));
-	if (!p.proc_base)
+	cv_sync_init(&p.sync, sync_emit, &p);
+	if (cv_flow_prepare(c))
 		return -1;
-	for (size_t i = 0; i < c->n_hosts; i++)
-		p.proc_base[i + 1] = p.proc_base[i] + (uint32_t)c->hosts[i].n_proc;
 	/* No bigger than the logs need (~100 bytes a record): small logs stay
 	 * small in memory, big ones get the whole run buffer. */
 	size_t want = run_bytes(), need = (size_t)(c->total_events < (1ULL << 40) ? c->total_events : 0) * 160 + (4u << 20);
@@ -870,7 +762,7 @@ int cv_pass2(struct cv_core *c, struct conv_sink *const *sinks, int n_sinks)
 	cv_buf_free(&p.fold);
 	if (find_steps(c, p.steps))
 		goto out;
-	rc = emit_all(c, p.sp, sinks, n_sinks, p.proc_base);
+	rc = emit_all(c, p.sp, sinks, n_sinks);
 out:
 	cv_progress_end(c);
 	py_free(&p);
@@ -879,7 +771,6 @@ out:
 	for (size_t i = 0; i < c->n_hosts; i++)
 		c->hosts[i].meta.steps = NULL; /* they live in p.steps */
 	cv_steps_free(p.steps);
-	free(p.proc_base);
 	cv_map_free(&p.stack_cache);
 	return rc;
 }

@@ -2,7 +2,7 @@
 /*
  * Pass 1: read every log once for metadata only — hosts and their clocks,
  * processes, threads, GPUs and streams, symbols, correlation ids seen on
- * each side of a launch, the time range — then number the tracks. Symbols
+ * each side of a launch (cudacorr.c), the time range — then number the tracks. Symbols
  * usually come at the end of a log, which is why timeline items can only be
  * named in a second pass.
  */
@@ -13,11 +13,6 @@
 #include <stdlib.h>
 #include <string.h>
 
-#define CORR_PAGE_BITS 12
-#define CORR_PAGE (1u << CORR_PAGE_BITS)
-/* Correlation ids are dense per process; random ids (corrupt logs) must not
- * eat memory: past this many 4 KiB pages, new ids stay unbound. */
-#define CORR_PAGES_MAX 32768u
 #define DUR_MAX (1ULL << 46) /* ~19.5 h: longer durations are corrupt */
 
 static int str_eq(const char *a, struct evlog_str b)
@@ -185,57 +180,6 @@ static int stream_get(struct cv_core *c, struct cv_host *h, uint32_t pid, uint32
 	return cv_map_put(&h->stream_set, device, stream, &is_new) ? 0 : -1;
 }
 
-int cv_corr_mark(struct cv_core *c, uint32_t host, uint32_t pid, uint64_t corr, uint8_t f)
-{
-	int is_new;
-	uint64_t *v;
-
-	if (!corr)
-		return 0;
-	uint64_t k1 = ((uint64_t)host << 32) | pid, k2 = corr >> CORR_PAGE_BITS;
-
-	/* Ids of one process rise: most land on the page used last. */
-	if (c->corr_memo_page && c->corr_memo_k1 == k1 && c->corr_memo_k2 == k2) {
-		c->corr_memo_page[corr & (CORR_PAGE - 1)] |= f;
-		return 0;
-	}
-	if (!cv_map_get(&c->corr_pages, k1, k2) && c->n_pages >= CORR_PAGES_MAX)
-		return 0;
-	v = cv_map_put(&c->corr_pages, ((uint64_t)host << 32) | pid, corr >> CORR_PAGE_BITS,
-		       &is_new);
-	if (!v)
-		return -1;
-	if (is_new) {
-		if (c->n_pages == c->cap_pages) {
-			size_t nc = c->cap_pages ? c->cap_pages * 2 : 64;
-			uint8_t **np = realloc(c->pages, nc * sizeof(*np));
-
-			if (!np)
-				return -1;
-			c->pages = np;
-			c->cap_pages = nc;
-		}
-		if (!(c->pages[c->n_pages] = calloc(1, CORR_PAGE)))
-			return -1;
-		*v = ++c->n_pages;
-	}
-	c->pages[*v - 1][corr & (CORR_PAGE - 1)] |= f;
-	c->corr_memo_k1 = k1;
-	c->corr_memo_k2 = k2;
-	c->corr_memo_page = c->pages[*v - 1];
-	return 0;
-}
-
-uint8_t cv_corr_flags(const struct cv_core *c, uint32_t host, uint32_t pid, uint64_t corr)
-{
-	const uint64_t *v;
-
-	if (!corr)
-		return 0;
-	v = cv_map_get(&c->corr_pages, ((uint64_t)host << 32) | pid, corr >> CORR_PAGE_BITS);
-	return v ? c->pages[*v - 1][corr & (CORR_PAGE - 1)] : 0;
-}
-
 static int add_symbol(struct cv_core *c, struct cv_host *h, const struct evlog_event *e)
 {
 	int is_new;
@@ -385,18 +329,12 @@ static uint64_t text_number(struct evlog_str s, const char *key)
 const struct evlog_event *cv_upgrade_marker_slow(const struct evlog_event *e,
 						 struct evlog_event *tmp)
 {
-	static const char *const sync_kinds[] = { "unknown", "event_synchronize",
-						  "stream_wait_event", "stream_synchronize",
-						  "context_synchronize" };
 	const struct evlog_str *n = &e->u.marker.name;
 	struct evlog_event o = { .ts = e->ts, .pid = e->pid, .tid = e->tid };
 
 	if (name_has_prefix(n, "cuda_sync:", 10)) {
 		o.type = EV_GPU_SYNC;
-		for (uint8_t k = 0; k < sizeof(sync_kinds) / sizeof(sync_kinds[0]); k++)
-			if (n->len - 10 == strlen(sync_kinds[k]) &&
-			    !memcmp(n->ptr + 10, sync_kinds[k], n->len - 10))
-				o.u.gpu_sync.kind = k;
+		o.u.gpu_sync.kind = cv_sync_kind_of_marker(n->ptr + 10, n->len - 10);
 		o.u.gpu_sync.dur = e->u.marker.dur;
 		o.u.gpu_sync.context = (uint32_t)text_number(e->u.marker.text, "context=");
 		o.u.gpu_sync.stream = (uint32_t)text_number(e->u.marker.text, "stream=");
@@ -766,10 +704,7 @@ void cv_core_free(struct cv_core *c)
 		host_free(&c->hosts[i]);
 	free(c->hosts);
 	free(c->tracks);
-	for (size_t i = 0; i < c->n_pages; i++)
-		free(c->pages[i]);
-	free(c->pages);
-	cv_map_free(&c->corr_pages);
+	cv_corr_free(&c->corr);
 	cv_map_free(&c->demangle_cache);
 	cv_strtab_free(&c->stacks);
 	cv_strtab_free(&c->names);

@@ -1,6 +1,6 @@
 /* SPDX-License-Identifier: Apache-2.0 */
-/* Display names: system calls, library categories, C++ demangling, memcpy
- * kinds (as Kineto spells them), folded stacks. */
+/* Display names: system calls, library categories, C++ demangling, folded
+ * stacks (CUDA's copy, memory and synchronization kinds: cudacorr.c). */
 #include "conv_int.h"
 
 #include <stdlib.h>
@@ -81,56 +81,6 @@ const char *cv_demangle(struct cv_core *c, const char *name, size_t len)
 	if (v && !*v)
 		*v = (uint64_t)midx << 32 | (uint64_t)idx;
 	return cv_strtab_get(&c->names, (uint32_t)idx);
-}
-
-static const char *mem_kind(uint8_t k)
-{
-	static const char *const n[] = { "Unknown", "Pageable", "Pinned", "Device", "Array",
-					 "Managed", "Device Static", "Managed Static" };
-
-	return k < sizeof(n) / sizeof(n[0]) ? n[k] : "Unknown";
-}
-
-const char *cv_memcpy_name(uint8_t kind, uint8_t src, uint8_t dst, char *buf, size_t bufsz)
-{
-	static const char *const n[] = { "Unknown", "HtoD", "DtoH", "HtoA", "AtoH", "AtoA",
-					 "AtoD", "DtoA", "DtoD", "HtoH", "PtoP" };
-
-	const char *parts[] = { "Memcpy ", kind < sizeof(n) / sizeof(n[0]) ? n[kind] : "Unknown",
-				" (", mem_kind(src), " -> ", mem_kind(dst), ")" };
-	size_t len = 0;
-
-	/* "Memcpy %s (%s -> %s)" by hand: one per copy, printf was a hot spot. */
-	if (!bufsz)
-		return "";
-	for (size_t i = 0; i < sizeof(parts) / sizeof(parts[0]); i++)
-		for (const char *q = parts[i]; *q && len + 1 < bufsz; q++)
-			buf[len++] = *q;
-	buf[len] = 0;
-	return buf;
-}
-
-/* PyTorch's profiler (Kineto) names a CUDA synchronization by its CUPTI
- * type, under category "cuda_sync". */
-const char *cv_sync_name(uint8_t kind)
-{
-	static const char *const n[] = { "Unknown", "Event Sync", "Stream Wait Event",
-					 "Stream Sync", "Context Sync" };
-
-	return kind < sizeof(n) / sizeof(n[0]) ? n[kind] : "Unknown";
-}
-
-/* ... and CUPTI's own overhead by its kind, under category "overhead". */
-const char *cv_overhead_name(uint32_t kind)
-{
-	switch (kind) {
-	case 0: return "Unknown";
-	case 1: return "Driver Compiler";
-	case 1u << 16: return "Buffer Flush";
-	case 2u << 16: return "Instrumentation";
-	case 3u << 16: return "Resource";
-	default: return "Unrecognized";
-	}
 }
 
 /* Append one frame, keeping the folded format intact (';' separates frames,

@@ -22,6 +22,7 @@
 #include "xplane.h"
 #include "jsonw.h"
 #include "cv_util.h"
+#include "cudacorr.h"
 #include "pbwire.h"
 #include "common/varint.h"
 
@@ -866,16 +867,6 @@ static char *es_buf(struct evstats *e)
 	return e->nstr < 3 ? e->strs[e->nstr++] : NULL;
 }
 
-static const char *memory_kind_name(unsigned k)
-{
-	/* CUpti_ActivityMemoryKind, named as xprof's CUPTI collector does. */
-	static const char *const names[] = { "unknown", "pageable", "pinned", "device",
-					     "array", "managed", "device_static",
-					     "managed_static" };
-
-	return k < sizeof(names) / sizeof(names[0]) ? names[k] : "unknown";
-}
-
 /* Detail strings for every GPU activity, built by hand (printf was the
  * sink's top cost); truncated at the buffer's end like snprintf. */
 struct sbuf {
@@ -979,9 +970,9 @@ static void copy_stats(struct evstats *e, const struct evlog_event *ev)
 	if (ev->type == EV_GPU_MEMCPY) {
 		/* "kind_src:S kind_dst:D size:N dest:DEV async:1" */
 		sb_s(&b, "kind_src:");
-		sb_s(&b, memory_kind_name(ev->u.gpu_memcpy.src_kind));
+		sb_s(&b, cv_memory_kind_xprof(ev->u.gpu_memcpy.src_kind));
 		sb_s(&b, " kind_dst:");
-		sb_s(&b, memory_kind_name(ev->u.gpu_memcpy.dst_kind));
+		sb_s(&b, cv_memory_kind_xprof(ev->u.gpu_memcpy.dst_kind));
 		sb_s(&b, " size:");
 		sb_u(&b, ev->u.gpu_memcpy.bytes);
 		sb_s(&b, " dest:");
