@@ -149,42 +149,43 @@ static uint64_t dims_sig(uint64_t h, const uint32_t g[3], const uint32_t b[3])
 	return h;
 }
 
-/* Value of " key=" in the detail string, parsed with its base; 0 if absent. */
-static int detail_u64(struct evlog_str d, const char *key, uint64_t *out)
+/* The value of " key=" in the detail string, copied into tmp (size n, cut
+ * to fit) as text; 0 if the key is absent. */
+static int detail_value(struct evlog_str d, const char *key, char *tmp, size_t n)
 {
 	size_t kl = strlen(key);
 
 	for (size_t i = 0; i + kl < d.len; i++) {
 		if ((i && d.ptr[i - 1] != ' ') || memcmp(d.ptr + i, key, kl))
 			continue;
-		char tmp[32];
-		size_t n = 0;
+		size_t len = 0;
 
-		for (size_t k = i + kl; k < d.len && d.ptr[k] != ' ' && n + 1 < sizeof(tmp); k++)
-			tmp[n++] = d.ptr[k];
-		tmp[n] = 0;
-		*out = strtoull(tmp, NULL, 0);
+		for (size_t k = i + kl; k < d.len && d.ptr[k] != ' ' && len + 1 < n; k++)
+			tmp[len++] = d.ptr[k];
+		tmp[len] = 0;
 		return 1;
 	}
 	return 0;
 }
 
+/* A number, parsed with its base. */
+static int detail_u64(struct evlog_str d, const char *key, uint64_t *out)
+{
+	char tmp[32];
+
+	if (!detail_value(d, key, tmp, sizeof(tmp)))
+		return 0;
+	*out = strtoull(tmp, NULL, 0);
+	return 1;
+}
+
+/* Dimensions "x,y,z". */
 static int detail_dims(struct evlog_str d, const char *key, uint32_t v[3])
 {
-	size_t kl = strlen(key);
+	char tmp[48];
 
-	for (size_t i = 0; i + kl < d.len; i++) {
-		if ((i && d.ptr[i - 1] != ' ') || memcmp(d.ptr + i, key, kl))
-			continue;
-		char tmp[48];
-		size_t n = 0;
-
-		for (size_t k = i + kl; k < d.len && d.ptr[k] != ' ' && n + 1 < sizeof(tmp); k++)
-			tmp[n++] = d.ptr[k];
-		tmp[n] = 0;
-		return sscanf(tmp, "%u,%u,%u", &v[0], &v[1], &v[2]) == 3;
-	}
-	return 0;
+	return detail_value(d, key, tmp, sizeof(tmp)) &&
+	       sscanf(tmp, "%u,%u,%u", &v[0], &v[1], &v[2]) == 3;
 }
 
 static uint64_t dims_smem_sig(const uint32_t g[3], const uint32_t b[3], uint64_t smem)
