@@ -32,11 +32,7 @@ T=$(realpath -m "$BUILD/tests/progs")
 COLL=$(realpath -m "$BUILD/bin/llmtracker")
 need_built "$T/fake_cuda_app" "$T/fake_cupti" "$T/inject_logdump" "$T/evlog_dump" "$COLL"
 [ "$(id -u)" = 0 ] || skip "needs root (eBPF, ptrace, mount namespace)"
-[ "$(uname -m)" = x86_64 ] || skip "the injector supports x86-64 only"
-[ -d /proc/driver ] && command -v unshare >/dev/null || skip "no /proc/driver or unshare"
-if [ -e /proc/driver/nvidia/version ] || [ -e /dev/nvidiactl ]; then
-	skip "this node has a GPU driver; tests/gpu/ covers it"
-fi
+need_standin_driver tests/gpu/
 tap_tmpdir W llmt-ck-children
 PARENT= CP=
 ck_cleanup() {

@@ -18,36 +18,19 @@
 # No GPU driver here: the collector's check for one is met in a private
 # mount namespace (a /proc/driver/nvidia/version of ours), as in ck_children.sh.
 set -u
+. "$(dirname "$0")/../lib/tap.sh"
 BUILD=${BUILD:-build}
 T=$(realpath -m "$BUILD/tests/progs")
 COLL=$(realpath -m "$BUILD/bin/llmtracker")
 PYENV=${PYENV_ROOT:-/root/.pyenv}/versions
 PY=$(ls "$PYENV"/3.11*/bin/python3.11 2>/dev/null | head -1)
-for f in "$T/fake_cupti" "$T/inject_logdump" "$T/evlog_dump" "$COLL"; do
-	[ -e "$f" ] || { echo "not ok 1 - missing $f (make tests-bin)"; exit 1; }
-done
-[ -x "$PY" ] || { echo "skip: no pyenv python3.11 (an interpreter without USDT probes) under $PYENV"; exit 77; }
-[ "$(id -u)" = 0 ] || { echo "skip: needs root (eBPF, ptrace, mount namespace)"; exit 77; }
-[ "$(uname -m)" = x86_64 ] || { echo "skip: the injector supports x86-64 only"; exit 77; }
-[ -d /proc/driver ] && command -v unshare >/dev/null || { echo "skip: no /proc/driver or unshare"; exit 77; }
-if [ -e /proc/driver/nvidia/version ] || [ -e /dev/nvidiactl ]; then
-	echo "skip: this node has a GPU driver; tests/gpu/ covers it"; exit 77
-fi
-W=$(mktemp -d /tmp/llmt-inject-one.XXXXXX)
-[ -d "$W" ] || { echo "not ok 1 - mktemp"; exit 1; }
-PIDS=()
-cleanup() {
-	for p in "${PIDS[@]}"; do kill "$p" 2>/dev/null; done
-	for f in "$W"/*.pid; do [ -s "$f" ] && kill "$(cat "$f")" 2>/dev/null; done
-	wait 2>/dev/null
-	rm -rf "$W"
-}
-trap cleanup EXIT
-n=0
-check() { n=$((n + 1)); if eval "$2"; then echo "ok $n - $1"; else echo "not ok $n - $1"; fi; }
-wait_for() { # file regex: up to 30 s
-	for _ in $(seq 300); do grep -qE "$2" "$1" 2>/dev/null && return 0; sleep 0.1; done; return 1
-}
+need_built "$T/fake_cupti" "$T/inject_logdump" "$T/evlog_dump" "$COLL"
+[ -x "$PY" ] || skip "no pyenv python3.11 (an interpreter without USDT probes) under $PYENV"
+need_root "eBPF, ptrace, mount namespace"
+need_standin_driver tests/gpu/
+tap_tmpdir W llmt-inject-one
+# the Python child of case 2 is the parent script's, not ours
+tap_at_exit 'for f in "$W"/*.pid; do [ -s "$f" ] && kill "$(cat "$f")" 2>/dev/null; done'
 # distinct copies of the library mapped in PID (memfd inodes)
 copies() { awk '/memfd:llmtracker-inject/ { print $5 }' "/proc/$1/maps" 2>/dev/null | sort -u | wc -l; }
 kernels_told() { grep -oE "pid $1: [0-9]+ kernels" "$2" | grep -oE "[0-9]+ kernels" | grep -oE "^[0-9]+"; }
@@ -96,12 +79,12 @@ PY
 
 # ---- 1. -p a Python that runs CUDA: one copy, both logs
 mkdir "$W/one"
-"$PY" "$W/work.py" "$W" one 1 > "$W/one.out" 2>&1 & P1=$!; PIDS+=($P1)
-wait_for "$W/one.out" "^ready"
+"$PY" "$W/work.py" "$W" one 1 > "$W/one.out" 2>&1 & P1=$!; tap_bg $P1
+wait_for "$W/one.out" "^ready" 30
 collector profile -p "$P1" -t python --enable-cuda-kernel true -d 8 -v 1 -o "$W/one/main.evlog" \
-	> /dev/null 2> "$W/one.err" & CP=$!; PIDS+=($CP)
-wait_for "$W/one.err" "tracing functions through the injected profile hook"
-wait_for "$W/one.err" "CUDA kernel profiling (of|cannot start in) pid $P1"
+	> /dev/null 2> "$W/one.err" & CP=$!; tap_bg $CP
+wait_for "$W/one.err" "tracing functions through the injected profile hook" 30
+wait_for "$W/one.err" "CUDA kernel profiling (of|cannot start in) pid $P1" 30
 copies_1=$(copies "$P1")
 echo "# pid $P1 while attached: $copies_1 copy(ies) of the library mapped"
 check "a Python with CUDA traced for both gets one copy of the library ($copies_1)" '[ "$copies_1" = 1 ]'
@@ -129,25 +112,25 @@ mkdir "$W/two"
 mkfifo "$W/go"
 printf '%s\n' '#!/bin/bash' 'W=$1 PY=$2' 'read -r _ < "$W/go"' \
 	'"$PY" "$W/work.py" "$W" two 0 > "$W/two.out" 2>&1 & echo $! > "$W/two.pid"' 'wait' > "$W/parent.sh"
-bash "$W/parent.sh" "$W" "$PY" & PARENT=$!; PIDS+=($PARENT)
+bash "$W/parent.sh" "$W" "$PY" & PARENT=$!; tap_bg $PARENT
 collector profile -p "$PARENT" -t python --enable-cuda-kernel true -d 10 -v 1 -o "$W/two/main.evlog" \
-	> /dev/null 2> "$W/two.err" & CP=$!; PIDS+=($CP)
-wait_for "$W/two.err" "profiling 1 process"
+	> /dev/null 2> "$W/two.err" & CP=$!; tap_bg $CP
+wait_for "$W/two.err" "profiling 1 process" 30
 echo go > "$W/go"
-wait_for "$W/two.out" "^ready"
+wait_for "$W/two.out" "^ready" 30
 C=$(cat "$W/two.pid" 2>/dev/null)
-wait_for "$W/two.err" "pid $C: (tracing functions|cannot trace)"
+wait_for "$W/two.err" "pid $C: (tracing functions|cannot trace)" 30
 check "the child started after attach gets the hook (pid ${C:-?})" \
 	'[ -n "$C" ] && grep -q "python: pid $C: tracing functions through the injected profile hook" "$W/two.err"'
 touch "$W/load-two" # now it loads CUDA
-wait_for "$W/two.out" "^cuda"
-for _ in $(seq 100); do grep -q "libcupti.so.13" "/proc/$C/maps" 2>/dev/null && break; sleep 0.1; done
+wait_for "$W/two.out" "^cuda" 30
+wait_until 10 'grep -q "libcupti.so.13" "/proc/$C/maps" 2>/dev/null'
 sleep 1 # the library looks for CUDA every 200 ms: a few of its ticks
 copies_2=$(copies "$C")
 echo "# child $C after it loaded CUDA: $copies_2 copy(ies) of the library mapped"
 check "... and still one copy of the library once it runs CUDA ($copies_2)" '[ "$copies_2" = 1 ]'
 touch "$W/fork-two" # it forks a worker
-wait_for "$W/two.out" "^forked"
+wait_for "$W/two.out" "^forked" 30
 F=$(sed -n 's/^forked //p' "$W/two.out")
 sleep 1
 wait "$CP"; crc=$?
@@ -177,11 +160,11 @@ check "its fork (pid ${F:-?}) got no CUDA of its own: no CUPTI log, no CUDA line
 
 # ---- 3. -p a Python that never loads CUDA
 mkdir "$W/three"
-"$PY" "$W/work.py" "$W" three 0 > "$W/three.out" 2>&1 & P3=$!; PIDS+=($P3)
-wait_for "$W/three.out" "^ready"
+"$PY" "$W/work.py" "$W" three 0 > "$W/three.out" 2>&1 & P3=$!; tap_bg $P3
+wait_for "$W/three.out" "^ready" 30
 collector profile -p "$P3" -t python --enable-cuda-kernel true -d 3 -v 1 -o "$W/three/main.evlog" \
-	> /dev/null 2> "$W/three.err" & CP=$!; PIDS+=($CP)
-wait_for "$W/three.err" "tracing functions through the injected profile hook"
+	> /dev/null 2> "$W/three.err" & CP=$!; tap_bg $CP
+wait_for "$W/three.err" "tracing functions through the injected profile hook" 30
 copies_3=$(copies "$P3")
 wait "$CP"; crc=$?
 touch "$W/stop-three"
@@ -193,3 +176,4 @@ check "a Python without CUDA: one copy ($copies_3), its Python log, no CUPTI log
 	 ! ls "$W"/three/llmtracker-cupti.*."$P3".*.evlog > /dev/null 2>&1'
 check "the gpu row names it as not seen: it has not loaded the CUDA driver" \
 	'sed -n "/^  gpu /,/^  wrote/p" "$W/three.err" | grep "not seen" | grep "has not loaded the CUDA driver" | grep -qw "$P3"'
+tap_done

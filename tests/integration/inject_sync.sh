@@ -8,26 +8,22 @@
 # cuda_sync_kind, stream, correlation, context) and category overhead
 # ("Buffer Flush"), in the trace JSON and in the XPlane.
 set -u
+. "$(dirname "$0")/../lib/tap.sh"
 BUILD=${BUILD:-build}
 T=$BUILD/tests/progs
 LIB=$BUILD/lib/libllmtracker-inject.so
 CONV=$BUILD/bin/llmtracker-convert
-for f in "$T/fake_cuda_app" "$T/fake_cupti" "$T/inject_tool" "$T/evlog_dump" "$LIB" "$CONV"; do
-	[ -e "$f" ] || { echo "not ok 1 - missing $f (make tests-bin)"; exit 1; }
-done
-[ "$(id -u)" = 0 ] || { echo "skip: needs root for ptrace"; exit 77; }
-[ "$(uname -m)" = x86_64 ] || { echo "skip: the injector supports x86-64 only"; exit 77; }
-
-W=$(mktemp -d /tmp/llmt-inject-sync.XXXXXX)
-trap 'exec 9>&- 2>/dev/null; kill $TP 2>/dev/null; rm -rf "$W"' EXIT
-n=0
-check() { n=$((n + 1)); if eval "$2"; then echo "ok $n - $1"; else echo "not ok $n - $1"; fi; }
+need_built "$T/fake_cuda_app" "$T/fake_cupti" "$T/inject_tool" "$T/evlog_dump" "$LIB" "$CONV"
+need_root "ptrace"
+[ "$(uname -m)" = x86_64 ] || skip "the injector supports x86-64 only"
+tap_tmpdir W llmt-inject-sync
+tap_at_exit 'exec 9>&- 2>/dev/null'
 
 mkfifo "$W/in"
 FAKE_CUPTI_SYNC=500 FAKE_CUPTI_RATE=200000 "$T/fake_cuda_app" "$T/fake_cupti" <"$W/in" >"$W/app.out" 2>&1 &
-TP=$!
+TP=$!; tap_bg $TP
 exec 9>"$W/in"
-for _ in $(seq 100); do grep -q '^ready' "$W/app.out" && break; sleep 0.05; done
+wait_for "$W/app.out" '^ready' 10
 check "target started" 'grep -q "^ready $TP" "$W/app.out"'
 mkdir "$W/logs"
 LLMT_SKIP_DRIVER_CHECK=1 "$T/inject_tool" attach $TP "$LIB" "$W/logs" 1 >"$W/attach.out" 2>&1
@@ -63,3 +59,4 @@ PY"
 check "the XPlane names them so and carries cuda_sync_kind, correlation_id and overhead_kind" \
 	'x=$(ls "$W"/tb/plugins/profile/r/*.xplane.pb) && grep -aq "Stream Sync" "$x" && grep -aq "Buffer Flush" "$x" &&
 	 grep -aq cuda_sync_kind "$x" && grep -aq overhead_kind "$x"'
+tap_done

@@ -30,34 +30,24 @@
 # No GPU driver here: the collector's check for one is met in a private
 # mount namespace (a /proc/driver/nvidia/version of ours).
 set -u
+. "$(dirname "$0")/../lib/tap.sh"
 BUILD=${BUILD:-build}
 T=$(realpath -m "$BUILD/tests/progs")
 COLL=$(realpath -m "$BUILD/bin/llmtracker")
 CONV=$(realpath -m "$BUILD/bin/llmtracker-convert")
-for f in "$T/launch_app" "$T/fake_cupti" "$COLL" "$CONV"; do
-	[ -e "$f" ] || { echo "not ok 1 - missing $f (make tests-bin)"; exit 1; }
-done
-[ "$(id -u)" = 0 ] || { echo "skip: needs root (eBPF, ptrace, mount namespace)"; exit 77; }
-[ "$(uname -m)" = x86_64 ] || { echo "skip: the injector supports x86-64 only"; exit 77; }
-[ -d /proc/driver ] && command -v unshare >/dev/null || { echo "skip: no /proc/driver or unshare"; exit 77; }
-if [ -e /proc/driver/nvidia/version ] || [ -e /dev/nvidiactl ]; then
-	echo "skip: this node has a GPU driver; tests/gpu/launch_links.sh covers it"; exit 77
-fi
-W=$(mktemp -d /tmp/llmt-launch-pair.XXXXXX)
-[ -d "$W" ] || { echo "not ok 1 - mktemp"; exit 1; }
+need_built "$T/launch_app" "$T/fake_cupti" "$COLL" "$CONV"
+need_root "eBPF, ptrace, mount namespace"
+need_standin_driver tests/gpu/launch_links.sh
+tap_tmpdir W llmt-launch-pair
 APP= CP=
-cleanup() {
+# the collector of an unfinished run is stopped as a user would (it writes its log)
+lp_cleanup() {
 	exec 9>&- 2>/dev/null
 	[ -n "$CP" ] && kill -INT "$CP" 2>/dev/null && wait "$CP" 2>/dev/null
 	[ -n "$APP" ] && kill "$APP" 2>/dev/null && wait "$APP" 2>/dev/null
-	if [ -n "${KEEP:-}" ]; then echo "# kept $W"; else rm -rf "$W"; fi
+	return 0
 }
-trap cleanup EXIT
-n=0
-check() { n=$((n + 1)); if eval "$2"; then echo "ok $n - $1"; else echo "not ok $n - $1"; fi; }
-wait_for() { # file regex [seconds, default 60]
-	for _ in $(seq $((${3:-60} * 10))); do grep -qE "$2" "$1" 2>/dev/null && return 0; sleep 0.1; done; return 1
-}
+tap_at_exit lp_cleanup
 cp "$T/fake_cupti" "$W/libcupti.so.13"
 ROUNDS=200
 # Per round: 2 threads x (2 kernels, a copy, a set) + 2 kernels + a graph of 3 kernels.
@@ -316,3 +306,4 @@ check "... without correlation ids: every recorded kernel, copy and set linked (
 order_ok rhn "$RHN" > "$W/rhn/order"; echo "$?" >> "$W/rhn/order"; sed 's/^/# rhn: /' "$W/rhn/order"
 check "... without correlation ids: every GPU item's flow starts at the call that queued it (exact)" \
 	'[ "$(tail -1 "$W/rhn/order")" = 0 ]'
+tap_done

@@ -13,6 +13,9 @@
 #   bail DESC                a failing line, exit 1: the test cannot go on
 #   need_built FILE...       bail unless each FILE exists (make tests-bin)
 #   need_root WHY            skip unless root
+#   need_standin_driver WHERE skip unless a stand-in GPU driver can be shown to
+#                            the collector (x86-64, /proc/driver, unshare) and
+#                            the node has no real one (WHERE, tests/gpu/..., covers it)
 #   tap_done                 exit 0 when no line failed, else 1
 #   tap_tmpdir VAR NAME      VAR = a new /tmp/NAME.XXXXXX, removed at exit
 #                            (kept, and named, when KEEP is set)
@@ -58,6 +61,13 @@ need_built() {
 	for tap_f; do [ -e "$tap_f" ] || bail "$tap_f not built (make tests-bin)"; done
 }
 need_root() { [ "$(id -u)" = 0 ] || skip "needs root ($*)"; }
+need_standin_driver() {
+	[ "$(uname -m)" = x86_64 ] || skip "the injector supports x86-64 only"
+	[ -d /proc/driver ] && command -v unshare >/dev/null || skip "no /proc/driver or unshare"
+	if [ -e /proc/driver/nvidia/version ] || [ -e /dev/nvidiactl ]; then
+		skip "this node has a GPU driver; $1 covers it"
+	fi
+}
 
 tap_tmpdir() { # VAR NAME
 	local tap_d
