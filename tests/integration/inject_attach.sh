@@ -78,7 +78,7 @@ for delay in 0.01 0.03 0.05 0.08 0.13; do
 	res=$(timeout 30 "$T/inject_tool" cycle "$vp" 2000 "$LIB" 2>&1); rc=$?
 	wait $vp 2>/dev/null
 	echo "# killed after ${delay}s: rc=$rc: $(echo "$res" | grep -v '^start reply' | head -1)"
-	if [ $rc -ne 1 ] || ! echo "$res" | grep -qE "exited|not found|zombie"; then
+	if [ $rc -ne 1 ] || ! echo "$res" | grep -qE "exited|is exiting|not found|zombie"; then
 		bad=$((bad + 1))
 	fi
 done
