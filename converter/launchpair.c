@@ -408,20 +408,35 @@ static int cmp_call_thread(const void *a, const void *b, void *arg);
 /* A noted call inside another one on its thread is that call's own (the
  * runtime's driver call when both layers are probed): the outer one stands
  * for both. A driver launch inside a probed library call (cuBLAS's) stays. */
-static int mark_nested(struct cv_lp *lp)
+/* The calls' indexes, by thread then time (NULL: out of memory). */
+static uint32_t *calls_by_thread(const struct cv_lp *lp)
 {
 	uint32_t *by = malloc((lp->n_calls + 1) * sizeof(*by));
+
+	if (!by)
+		return NULL;
+	for (size_t i = 0; i < lp->n_calls; i++)
+		by[i] = (uint32_t)i;
+	qsort_r(by, lp->n_calls, sizeof(*by), cmp_call_thread, lp->calls);
+	return by;
+}
+
+static int same_thread(const struct lp_call *p, const struct lp_call *k)
+{
+	return p && p->host == k->host && p->pid == k->pid && p->tid == k->tid;
+}
+
+static int mark_nested(struct cv_lp *lp)
+{
+	uint32_t *by = calls_by_thread(lp);
 	uint64_t outer_end = 0;
 
 	if (!by)
 		return -1;
-	for (size_t i = 0; i < lp->n_calls; i++)
-		by[i] = (uint32_t)i;
-	qsort_r(by, lp->n_calls, sizeof(*by), cmp_call_thread, lp->calls);
 	for (size_t i = 0; i < lp->n_calls; i++) {
 		struct lp_call *k = &lp->calls[by[i]];
 		const struct lp_call *p = i ? &lp->calls[by[i - 1]] : NULL;
-		int same = p && p->host == k->host && p->pid == k->pid && p->tid == k->tid;
+		int same = same_thread(p, k);
 
 		if (same && k->ts < outer_end) {
 			k->nested = 1;
@@ -820,19 +835,16 @@ static void count(struct cv_lp *lp)
  * lost, a call whose work went unrecorded). Counted, for the closing line. */
 static int order_check(struct cv_lp *lp)
 {
-	uint32_t *by = malloc((lp->n_calls + 1) * sizeof(*by));
+	uint32_t *by = calls_by_thread(lp);
 	uint64_t last = 0;
 
 	if (!by)
 		return -1;
-	for (size_t i = 0; i < lp->n_calls; i++)
-		by[i] = (uint32_t)i;
-	qsort_r(by, lp->n_calls, sizeof(*by), cmp_call_thread, lp->calls);
 	for (size_t i = 0; i < lp->n_calls; i++) {
 		const struct lp_call *k = &lp->calls[by[i]];
 		const struct lp_call *p = i ? &lp->calls[by[i - 1]] : NULL;
 
-		if (!p || p->host != k->host || p->pid != k->pid || p->tid != k->tid)
+		if (!same_thread(p, k))
 			last = 0;
 		if (!k->corr || k->corr >= CV_LP_CORR_BASE)
 			continue; /* unpaired, or an id of ours */
