@@ -9,14 +9,12 @@
 # a change to the writer leaves every hash as it is. A new event type adds
 # no line here that an old one changes.
 set -u
+. "$(dirname "$0")/../lib/tap.sh"
 BUILD=${BUILD:-build}
 B=$(realpath -m "$BUILD")
 SHA=$PWD/tests/golden/eventlog.sha256
-for f in "$B/tests/progs/evlog_cli" "$B/tests/progs/conv_genlog" "$B/tests/progs/gpu_steps_genlog"; do
-	[ -x "$f" ] || { echo "not ok 1 - $f not built"; exit 1; }
-done
-W=$(mktemp -d /tmp/evlog-golden.XXXXXX)
-trap 'rm -rf "$W"' EXIT
+need_built "$B/tests/progs/evlog_cli" "$B/tests/progs/conv_genlog" "$B/tests/progs/gpu_steps_genlog"
+tap_tmpdir W evlog-golden
 cd "$W" || exit 1
 # "all12": the types of format 1.2 (1-19), each in turn.
 "$B/tests/progs/evlog_cli" write all.cols 20000 all12 65536 &&
