@@ -217,7 +217,7 @@ static void remove_run_dir(const char *logdir, const char *run)
 		rmdir(path);
 }
 
-static void final_line(const struct cv_core *c, const struct sinks *s)
+static void final_line(struct cv_core *c, const struct sinks *s)
 {
 	const struct cv_stats *st = &c->st;
 	uint64_t dropped = st->py_unmatched_exit + st->py_too_deep + st->unknown_type +

@@ -17,6 +17,8 @@
 #define LP_START_SLACK_NS 20000ULL
 /* Calls and GPU records noted at most (~50 bytes each). */
 #define LP_MAX_RECS (16u << 20)
+/* Distinct names kept for the misses' tally; later ones count as "other". */
+#define LP_NAMES_MAX 8192
 
 enum lp_kind { LP_KERNEL = 1, LP_COPY, LP_SET, LP_GRAPH };
 
@@ -45,6 +47,7 @@ struct lp_gpu {
 	uint64_t corr;        /* CUPTI's; 0 if none */
 	uint64_t own_corr;    /* given: CUPTI's, or made up */
 	uint32_t host, pid, device, stream, graph;
+	uint32_t name;        /* kernel name, "memcpy", "memset": lp->names */
 	int32_t call;         /* paired call, -1 */
 	uint8_t kind, cupti_linked;
 };
@@ -52,7 +55,11 @@ struct lp_gpu {
 struct lp_api {
 	uint64_t ts, end, corr;
 	uint32_t host, pid, tid;
+	uint32_t name;        /* the call's: lp->names */
 };
+
+/* Why work was not linked as CUPTI links it (the misses' tally). */
+enum lp_miss { LP_MISS_UNPROBED = 1, LP_MISS_UNPAIRED, LP_MISS_OTHER_CALL, LP_MISS_WORK };
 
 struct lp_on {
 	uint64_t t0, t1;      /* recording switched on between t0 and t1 */
@@ -68,6 +75,8 @@ struct cv_lp {
 	size_t n_calls, cap_calls, n_gpus, cap_gpus, n_apis, cap_apis, n_ons, cap_ons;
 	struct cv_map call_at;   /* (host, pid, tid) hash, ts -> call + 1 */
 	struct cv_map gpu_at;    /* (host, pid, device, stream) hash, start -> gpu + 1 */
+	struct cv_strtab names;  /* kernel and API call names, at most LP_NAMES_MAX */
+	struct cv_map misses;    /* (enum lp_miss, name) -> count */
 	struct cv_lp_stats st;
 	int solved;
 };
@@ -84,6 +93,20 @@ static struct cv_lp *lp_of(struct cv_core *c)
 	if (!c->lp)
 		c->lp = calloc(1, sizeof(*c->lp));
 	return c->lp;
+}
+
+/* The index of a name in lp->names (a name past the bound: "(other)"). */
+static uint32_t name_ix(struct cv_lp *lp, struct evlog_str s)
+{
+	int64_t i;
+
+	if (lp->names.n >= LP_NAMES_MAX) {
+		s = evlog_s("(other)");
+		i = cv_strtab_intern(&lp->names, s.ptr, s.len);
+		return i < 0 ? 0 : (uint32_t)i;
+	}
+	i = cv_strtab_intern(&lp->names, s.ptr ? s.ptr : "", s.ptr ? s.len : 0);
+	return i < 0 ? 0 : (uint32_t)i;
 }
 
 int cv_lp_is_marker(const struct evlog_event *e)
@@ -297,9 +320,11 @@ static int note_gpu(struct cv_lp *lp, struct cv_core *c, uint32_t host, uint64_t
 		g.sig_dims = dims_smem_sig(e->u.gpu_kernel.grid, e->u.gpu_kernel.block,
 					   e->u.gpu_kernel.dynamic_smem);
 		g.sig_name = mix(LP_NAME, nh);
+		g.name = name_ix(lp, e->u.gpu_kernel.name);
 		break;
 	}
 	case EV_GPU_MEMCPY:
+		g.name = name_ix(lp, evlog_s("memcpy"));
 		g.kind = LP_COPY;
 		g.device = e->u.gpu_memcpy.device;
 		g.stream = e->u.gpu_memcpy.stream;
@@ -307,6 +332,7 @@ static int note_gpu(struct cv_lp *lp, struct cv_core *c, uint32_t host, uint64_t
 		g.sig = work_sig(LP_COPY, e->u.gpu_memcpy.bytes);
 		break;
 	default:
+		g.name = name_ix(lp, evlog_s("memset"));
 		g.kind = LP_SET;
 		g.device = e->u.gpu_memset.device;
 		g.stream = e->u.gpu_memset.stream;
@@ -354,15 +380,16 @@ int cv_lp_note(struct cv_core *c, uint32_t host, const struct cv_log *l,
 		if (!(kind = call_kind(e->u.lib_call.symbol)))
 			return 0;
 		return (lp = lp_of(c)) ? note_call(c, lp, host, ts, e, kind) : -1;
-	case EV_GPU_API:
-		if (!e->u.gpu_api.correlation_id || !call_kind(e->u.gpu_api.name))
+	case EV_GPU_API: /* every one: the misses name the call CUPTI saw */
+		if (!e->u.gpu_api.correlation_id)
 			return 0;
 		if (!(lp = lp_of(c)) ||
 		    lt_grow((void **)&lp->apis, &lp->cap_apis, lp->n_apis + 1, sizeof(*lp->apis), 1024))
 			return -1;
 		lp->apis[lp->n_apis++] = (struct lp_api){ ts, ts + e->u.gpu_api.dur,
 							  e->u.gpu_api.correlation_id, host, e->pid,
-							  e->tid ? e->tid : e->pid };
+							  e->tid ? e->tid : e->pid,
+							  name_ix(lp, e->u.gpu_api.name) };
 		return 0;
 	case EV_GPU_KERNEL:
 	case EV_GPU_MEMCPY:
@@ -731,7 +758,19 @@ static int32_t call_holding(const struct cv_lp *lp, const uint32_t *by_thread, c
 	return (int32_t)by_thread[lo - 1];
 }
 
-/* Work CUPTI linked itself: compare with the uprobe pairing. */
+static int tally_miss(struct cv_lp *lp, enum lp_miss why, uint32_t name)
+{
+	uint64_t *v = cv_map_put(&lp->misses, why, name, NULL);
+
+	if (!v)
+		return -1;
+	++*v;
+	return 0;
+}
+
+/* Work CUPTI linked itself: compare with the uprobe pairing. Where the two
+ * differ, tally why by name: CUPTI's call for work whose launch no probe
+ * saw, the work's for a probed launch left unpaired or paired elsewhere. */
 static int check_against_cupti(struct cv_core *c, struct cv_lp *lp)
 {
 	struct cv_map api_of = { 0 };
@@ -744,11 +783,14 @@ static int check_against_cupti(struct cv_core *c, struct cv_lp *lp)
 		by_thread[i] = (uint32_t)i;
 	qsort_r(by_thread, lp->n_calls, sizeof(*by_thread), cmp_call_thread, lp->calls);
 	for (size_t i = 0; i < lp->n_apis; i++) {
-		uint64_t *v = cv_map_put(&api_of, mix(lp->apis[i].host, lp->apis[i].pid), lp->apis[i].corr, NULL);
+		const struct lp_api *a = &lp->apis[i];
+		uint64_t *v = cv_map_put(&api_of, mix(a->host, a->pid), a->corr, NULL);
 
 		if (!v)
 			goto out;
-		*v = i + 1;
+		/* the outermost call of an id: the runtime's, around its driver call */
+		if (!*v || a->end - a->ts > lp->apis[*v - 1].end - lp->apis[*v - 1].ts)
+			*v = i + 1;
 	}
 	for (size_t j = 0; j < lp->n_gpus; j++) {
 		struct lp_gpu *g = &lp->gpus[j];
@@ -758,12 +800,20 @@ static int check_against_cupti(struct cv_core *c, struct cv_lp *lp)
 			continue;
 		g->cupti_linked = 1;
 		const uint64_t *v = cv_map_get(&api_of, mix(g->host, g->pid), g->corr);
-		int32_t truth = v ? call_holding(lp, by_thread, &lp->apis[*v - 1]) : -1;
+		const struct lp_api *a = v ? &lp->apis[*v - 1] : NULL;
+		int32_t truth = a ? call_holding(lp, by_thread, a) : -1;
 
-		if (truth < 0 || !lp->calls[truth].in_window)
-			continue; /* no probed call to compare with */
+		if (truth < 0 || !lp->calls[truth].in_window) {
+			/* no probed call to compare with */
+			if (a && truth < 0 && tally_miss(lp, LP_MISS_UNPROBED, a->name))
+				goto out;
+			continue;
+		}
 		lp->st.checked++;
 		lp->st.agree += g->call == truth;
+		if (g->call != truth &&
+		    tally_miss(lp, g->call < 0 ? LP_MISS_UNPAIRED : LP_MISS_OTHER_CALL, g->name))
+			goto out;
 	}
 	rc = 0;
 out:
@@ -804,7 +854,7 @@ static int assign(struct cv_core *c, struct cv_lp *lp)
 	return 0;
 }
 
-static void count(struct cv_lp *lp)
+static int count(struct cv_lp *lp)
 {
 	for (size_t j = 0; j < lp->n_gpus; j++) {
 		const struct lp_gpu *g = &lp->gpus[j];
@@ -816,8 +866,8 @@ static void count(struct cv_lp *lp)
 			lp->st.linked++;
 		else if (g->graph && !g->corr)
 			lp->st.graph_nocorr++;
-		else
-			lp->st.no_call++;
+		else if (lp->st.no_call++, tally_miss(lp, LP_MISS_WORK, g->name))
+			return -1;
 	}
 	for (size_t i = 0; i < lp->n_calls; i++) {
 		const struct lp_call *k = &lp->calls[i];
@@ -827,6 +877,7 @@ static void count(struct cv_lp *lp)
 		if (k->gpu < 0)
 			lp->st.calls_unpaired++;
 	}
+	return 0;
 }
 
 /* Without CUPTI's links to compare with, its correlation ids still tell
@@ -873,9 +924,8 @@ int cv_lp_solve(struct cv_core *c)
 	    run_round(lp, maybe, NULL, LP_GRAPHS))
 		goto out;
 	spread_graphs(lp);
-	if (check_against_cupti(c, lp) || assign(c, lp) || order_check(lp))
+	if (check_against_cupti(c, lp) || assign(c, lp) || order_check(lp) || count(lp))
 		goto out;
-	count(lp);
 	lp->solved = 1;
 	rc = 0;
 out:
@@ -923,7 +973,9 @@ const struct cv_lp_stats *cv_lp_stats(const struct cv_core *c)
 	return c->lp ? &c->lp->st : &none;
 }
 
-void cv_lp_print(const struct cv_core *c, FILE *f)
+static void print_misses(struct cv_core *c, const struct cv_lp *lp, FILE *f);
+
+void cv_lp_print(struct cv_core *c, FILE *f)
 {
 	const struct cv_lp_stats *s = cv_lp_stats(c);
 
@@ -961,6 +1013,57 @@ void cv_lp_print(const struct cv_core *c, FILE *f)
 			(unsigned long long)s->agree, (unsigned long long)s->checked,
 			100.0 * (double)s->agree / (double)s->checked);
 	fputc('\n', f);
+	print_misses(c, c->lp, f);
+}
+
+static int cmp_miss(const void *a, const void *b)
+{
+	const struct cv_map_ent *x = *(const struct cv_map_ent *const *)a;
+	const struct cv_map_ent *y = *(const struct cv_map_ent *const *)b;
+
+	if (x->val != y->val)
+		return x->val > y->val ? -1 : 1;
+	return x->b < y->b ? -1 : x->b > y->b;
+}
+
+/* "launch links missed, WHY: NAME N, ..." for each reason, the names that
+ * missed most first (at most LP_MISSES_SHOWN): what to probe, or what the
+ * pairing gets wrong. */
+#define LP_MISSES_SHOWN 8
+static void print_misses(struct cv_core *c, const struct cv_lp *lp, FILE *f)
+{
+	static const char *const why[] = {
+		[LP_MISS_UNPROBED] = "CUPTI's launching call, not probed",
+		[LP_MISS_UNPAIRED] = "probed launch left unpaired, by work",
+		[LP_MISS_OTHER_CALL] = "paired with another call than CUPTI's, by work",
+		[LP_MISS_WORK] = "no probed call of their signature, by work",
+	};
+	const struct cv_map_ent **ents = malloc((lp->misses.n + 1) * sizeof(*ents));
+
+	if (!ents)
+		return;
+	for (int w = LP_MISS_UNPROBED; w <= LP_MISS_WORK; w++) {
+		size_t n = 0;
+
+		for (size_t i = 0; i < lp->misses.cap; i++)
+			if (lp->misses.ents[i].used && lp->misses.ents[i].a == (uint64_t)w)
+				ents[n++] = &lp->misses.ents[i];
+		if (!n)
+			continue;
+		qsort(ents, n, sizeof(*ents), cmp_miss);
+		fprintf(f, "launch links missed (%s):", why[w]);
+		for (size_t i = 0; i < n && i < LP_MISSES_SHOWN; i++) {
+			const char *name = cv_strtab_get(&lp->names, (uint32_t)ents[i]->b);
+			const char *d = cv_demangle(c, name, strlen(name));
+
+			fprintf(f, "%s %.80s %llu", i ? "," : "", d ? d : name,
+				(unsigned long long)ents[i]->val);
+		}
+		if (n > LP_MISSES_SHOWN)
+			fprintf(f, ", %zu more names", n - LP_MISSES_SHOWN);
+		fputc('\n', f);
+	}
+	free(ents);
 }
 
 void cv_lp_free(struct cv_core *c)
@@ -975,6 +1078,8 @@ void cv_lp_free(struct cv_core *c)
 	free(lp->ons);
 	cv_map_free(&lp->call_at);
 	cv_map_free(&lp->gpu_at);
+	cv_map_free(&lp->misses);
+	cv_strtab_free(&lp->names);
 	free(lp);
 	c->lp = NULL;
 }

@@ -72,8 +72,9 @@ int cv_lp_solve(struct cv_core *c);
  * `start` on the host clock) the correlation id of its pairing, if any. */
 void cv_lp_apply(const struct cv_core *c, uint32_t host, uint64_t start, struct evlog_event *e);
 const struct cv_lp_stats *cv_lp_stats(const struct cv_core *c);
-/* One line for the conversion's end, or nothing when there was nothing to pair. */
-void cv_lp_print(const struct cv_core *c, FILE *f);
+/* One line for the conversion's end (nothing when there was nothing to
+ * pair), then one per reason work missed the link CUPTI gives it. */
+void cv_lp_print(struct cv_core *c, FILE *f);
 void cv_lp_free(struct cv_core *c);
 
 #endif

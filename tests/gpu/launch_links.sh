@@ -1,7 +1,7 @@
 #!/bin/bash
 # Launch links from the -t cuda uprobes on the GPU host, in one call (after
 # tests/gpu/batch.sh prepare, which builds the carried .carry/):
-#   tests/gpu/launch_links.sh run [OUTDIR]
+#   tests/gpu/launch_links.sh run|diag [OUTDIR]
 # A launch-bound PyTorch training loop (tests/gpu/cupti_attach.py's model,
 # without its torch.profiler tail) runs for the whole check; the static
 # collector attaches to it with `profile -p PID ... -d $WIN`:
@@ -12,41 +12,46 @@
 #      every comparable pair agrees and at least 95% of CUPTI's links were
 #      comparable;
 #   2. coverage: the same with runtime=0 (kernels only): PASS when at least
-#      95% of the kernels, copies and sets get their launch from the uprobes
-#      (kernels cuBLAS launches through cuLaunchKernel need the driver layer:
-#      PROBES=.../probes-driver.json), the trace has no unbound flow, and
-#      CUPTI's correlation ids (if the kernel records carry them without
-#      the RUNTIME kind) rise along each thread's linked calls;
+#      95% of the kernels, copies and sets get their launch from the uprobes,
+#      the trace has no unbound flow, and CUPTI's correlation ids (if the
+#      kernel records carry them without the RUNTIME kind) rise along each
+#      thread's linked calls;
 #   3. cost: $ROUNDS rounds of windows, each after an idle one of the same
 #      length: kernels only (`-t cpu`, runtime=0), kernels + uprobe links
 #      (`-t cpu,cuda`, runtime=0) and today's default with uprobes (`-t
 #      cpu,cuda`, runtime=1); steps/s of each window against the idle one
 #      before it, mean and sd over the rounds (COST lines); PASS when kernels
 #      + uprobe links cost at most 5 points more than kernels only.
+# diag: 1 and 2 only, with CUPTI's driver records too (driver=1, so every
+# item has CUPTI's launching call), once with $PROBES and once with it and
+# examples/probes-driver.json together: the converter's "launch links
+# missed" lines name what no probe saw.
 # OUTDIR gets result.txt (what was printed) and the converters' lines.
-set -u
-cd "$(dirname "$0")/../.."
-CARRY=${CARRY:-.carry}
-[ "${1:-}" = run ] || { echo "usage: $0 run [OUTDIR]"; exit 2; }
+. "$(dirname "$0")/common.inc"
+MODE=${1:-}
+case $MODE in run|diag) ;; *) echo "usage: $0 run|diag [OUTDIR]"; exit 2;; esac
 OUT=${2:-/tmp/launch-links}
-PY=${PY:-/opt/torch/.venv/bin/python3}
+gpu_python /opt/torch/.venv/bin/python3
 WIN=${WIN:-8}
 ROUNDS=${ROUNDS:-3}
 PROBES=${PROBES:-$CARRY/share/llmtracker/probes.json}
 COLL=$CARRY/bin/llmtracker
 CONV=$CARRY/bin/llmtracker-convert
-export LD_LIBRARY_PATH=$PWD/$CARRY/lib${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH} PYTHONUNBUFFERED=1
+gpu_need "$COLL" "$CONV" "$PROBES"
+gpu_carry_libs
+export PYTHONUNBUFFERED=1
 mkdir -p "$OUT"
-W=$(mktemp -d /tmp/launch-links.XXXXXX)
+tap_tmpdir W launch-links
 LOOP=
-cleanup() {
-	[ -n "$LOOP" ] && touch "$W/stop" && sleep 2 && kill "$LOOP" 2>/dev/null
-	rm -rf "$W"
+stop_loop() {
+	[ -n "$LOOP" ] || return 0
+	touch "$W/stop" # the loop ends within 50 steps; a zombie is done too
+	wait_until 20 '! grep -qE "^State:\s+[RSDT]" /proc/$LOOP/status 2>/dev/null' || kill "$LOOP" 2>/dev/null
+	wait "$LOOP" 2>/dev/null
+	LOOP=
 }
-trap cleanup EXIT
+tap_at_exit stop_loop
 exec > >(tee "$OUT/result.txt") 2>&1
-fail=0
-say() { echo "$1"; case $1 in FAIL*) fail=1;; esac; }
 judge() { # python3 - ARGS < SCRIPT: each line it prints through say
 	local l
 	while IFS= read -r l; do say "$l"; done < <(python3 - "$@")
@@ -89,16 +94,16 @@ while True:
 EOF
 "$PY" "$W/loop.py" "$W" > "$W/loop.out" 2>&1 & LOOP=$!
 for _ in $(seq 600); do [ -e "$W/ready" ] && break; kill -0 "$LOOP" 2>/dev/null || break; sleep 0.1; done
-[ -e "$W/ready" ] || { say "FAIL the loop did not start: $(tail -3 "$W/loop.out")"; echo "RESULT FAIL"; exit 1; }
-nvidia-smi -L 2>/dev/null | head -1
+[ -e "$W/ready" ] || { say "FAIL the loop did not start: $(tail -3 "$W/loop.out")"; gpu_done; }
+gpu_host
 
-# profile NAME KEYS SOURCES: one window; its bounds (realtime ns) in W/NAME.win
+# profile NAME KEYS SOURCES [PROBE_FILE]: one window; its bounds (realtime ns) in W/NAME.win
 profile() {
 	local d=$W/$1
 	mkdir -p "$d"
 	local t0; t0=$(now)
 	LLMT_CUPTI_START=$2 "$COLL" profile -p "$LOOP" -t "$3" --enable-cuda-kernel true -d "$WIN" -q \
-		--probe-file "$PROBES" -o "$d/main.evlog" > "$d/coll.out" 2> "$d/coll.err"
+		--probe-file "${4:-$PROBES}" -o "$d/main.evlog" > "$d/coll.out" 2> "$d/coll.err"
 	local rc=$? t1; t1=$(now)
 	echo "$t0 $t1 $rc" > "$d/win"
 	[ "$rc" = 0 ] || say "FAIL $1: the collector exited $rc: $(tail -2 "$d/coll.err" | tr '\n' ' ')"
@@ -108,6 +113,7 @@ convert() {
 	"$CONV" -i "$d/main.evlog" -o "$d/trace.json.gz" > /dev/null 2> "$d/conv.err" ||
 		say "FAIL $1: conversion: $(tail -2 "$d/conv.err" | tr '\n' ' ')"
 	grep -E "^launch links|^converted" "$d/conv.err" | sed "s/^/INFO $1: /" | tee -a "$OUT/converter.txt"
+	cp "$d/conv.err" "$OUT/$1.conv.err" 2>/dev/null
 }
 idle() { # NAME: a window of the same length with nothing attached
 	mkdir -p "$W/$1"
@@ -117,9 +123,8 @@ idle() { # NAME: a window of the same length with nothing attached
 }
 
 # 1. links against CUPTI's
-profile links runtime=1 cuda
-convert links
-judge "$W/links/conv.err" <<'EOF'
+links_judge() {
+judge "$W/$1/conv.err" <<'EOF'
 import re, sys
 t = open(sys.argv[1]).read()
 m = re.search(r"\((\d+) more had CUPTI's\)", t)
@@ -131,11 +136,11 @@ print(f"INFO links: {cupti} GPU items with CUPTI's link, {checked} compared with
 print(("PASS" if checked and agree == checked else "FAIL") + " the uprobe pairing agrees with every CUPTI link compared")
 print(("PASS" if cupti and checked >= 0.95 * cupti else "FAIL") + " at least 95% of CUPTI's links compared")
 EOF
+}
 
 # 2. coverage with kernels only
-profile cover runtime=0 cuda
-convert cover
-judge "$W/cover/conv.err" <<'EOF'
+cover_judge() {
+judge "$W/$1/conv.err" <<'EOF'
 import re, sys
 t = open(sys.argv[1]).read()
 m = re.search(r"launch links from uprobes: (\d+) of (\d+) kernels/copies/sets linked", t)
@@ -151,6 +156,24 @@ if o:
 else:
     print("INFO no correlation ids in the kernel records: the order check could not run")
 EOF
+}
+
+if [ "$MODE" = diag ]; then
+	python3 - "$PROBES" examples/probes-driver.json > "$W/both.json" <<'EOF'
+import json, sys
+a, b = (json.load(open(f)) for f in sys.argv[1:3])
+a["uprobes"] += b["uprobes"]
+print(json.dumps(a))
+EOF
+	profile links runtime=1\ driver=1 cuda; convert links; links_judge links
+	profile links-both runtime=1\ driver=1 cuda "$W/both.json"; convert links-both; links_judge links-both
+	profile cover runtime=0 cuda; convert cover; cover_judge cover
+	profile cover-both runtime=0 cuda "$W/both.json"; convert cover-both; cover_judge cover-both
+	stop_loop
+	gpu_done
+fi
+profile links runtime=1 cuda; convert links; links_judge links
+profile cover runtime=0 cuda; convert cover; cover_judge cover
 
 # 3. cost
 for r in $(seq "$ROUNDS"); do
@@ -158,8 +181,7 @@ for r in $(seq "$ROUNDS"); do
 	idle "i$r.u"; profile "u$r" runtime=0 cpu,cuda
 	idle "i$r.d"; profile "d$r" runtime=1 cpu,cuda
 done
-touch "$W/stop"
-wait "$LOOP"; LOOP=
+stop_loop
 judge "$W" "$ROUNDS" <<'EOF'
 import bisect, statistics, sys
 w, rounds = sys.argv[1], int(sys.argv[2])
@@ -185,5 +207,4 @@ gap = statistics.mean(res["u"]) - statistics.mean(res["k"])
 print(("PASS" if gap >= -5 else "FAIL") + f" kernels + uprobe links cost {-gap:.1f} points more than kernels only (at most 5)")
 EOF
 for f in "$W"/*/coll.err; do grep -E "cuda|gpu" "$f" | head -3 | sed "s|^|INFO $(basename "$(dirname "$f")"): |"; done >> "$OUT/collector.txt"
-echo "RESULT $([ $fail = 0 ] && echo PASS || echo FAIL)"
-exit $fail
+gpu_done

@@ -24,7 +24,9 @@
 #      limit), and the converter says so from CUPTI's ids;
 #   5. runtime=0, calls made while recording is being switched on (the
 #      stand-in holds the copy kind off, kernels on, a deep queue): with
-#      and without ids, every recorded item linked to its own call.
+#      and without ids, every recorded item linked to its own call;
+#   6. a probe file without cudaMemset*: the converter names what is
+#      missing, CUPTI's launching call (runtime=1) or the work (runtime=0).
 # The app starts its calls once the collector says recording is on (every
 # kind), never after a fixed time.
 # No GPU driver here: the collector's check for one is met in a private
@@ -69,6 +71,7 @@ run() {
 	LLMT_CUPTI_START=$keys unshare -m --propagation private sh -c 'mount -t tmpfs stand-in /proc/driver &&
 		mkdir /proc/driver/nvidia && echo stand-in > /proc/driver/nvidia/version && exec "$@"' sh \
 		"$COLL" profile -p "$APP" -t cuda --enable-cuda-kernel true -d 120 -o "$d/main.evlog" \
+		${PROBE_FILE:+--probe-file "$PROBE_FILE"} \
 		> "$d/coll.out" 2> "$d/coll.err" & CP=$!
 	wait_for "$d/coll.err" "CUDA kernel profiling of pid $APP started" 90 && echo go >&9
 	wait_for "$d/app.out" "^done" 90
@@ -306,4 +309,19 @@ check "... without correlation ids: every recorded kernel, copy and set linked (
 order_ok rhn "$RHN" > "$W/rhn/order"; echo "$?" >> "$W/rhn/order"; sed 's/^/# rhn: /' "$W/rhn/order"
 check "... without correlation ids: every GPU item's flow starts at the call that queued it (exact)" \
 	'[ "$(tail -1 "$W/rhn/order")" = 0 ]'
+
+# What no probe saw is named: CUPTI's call with its records, else the work.
+cat > "$W/no-set.json" <<'EOF'
+{ "uprobes": [ { "library": "libcudart.so", "class": "cuda_runtime",
+  "symbols": [ "cudaLaunchKernel", "cudaLaunchKernelExC", "cudaMemcpyAsync", "cudaGraphLaunch" ] } ] }
+EOF
+SETS=$((ROUNDS * 2))
+PROBE_FILE=$W/no-set.json run rs1 runtime=1
+check "no probe on cudaMemset*, runtime=1: CUPTI's call of each set unlinked is named ($SETS)" \
+	'grep -qx "launch links missed (CUPTI.s launching call, not probed): cudaMemsetAsync $SETS" "$W/rs1/conv.err" &&
+	 grep -q "checked against CUPTI.s links: $((WORK - SETS)) of $((WORK - SETS)) agree" "$W/rs1/conv.err"'
+PROBE_FILE=$W/no-set.json run rs0 runtime=0
+check "... runtime=0: the work is named ($SETS memset, the rest linked)" \
+	'grep -qx "launch links missed (no probed call of their signature, by work): memset $SETS" "$W/rs0/conv.err" &&
+	 grep -q "launch links from uprobes: $((WORK - SETS)) of $WORK kernels" "$W/rs0/conv.err"'
 tap_done
