@@ -85,11 +85,13 @@ static __always_inline int lt_entry(struct pt_regs *ctx)
 	f->args[3] = PT_REGS_PARM4(ctx);
 	f->args[4] = PT_REGS_PARM5(ctx);
 	f->args[5] = LT_PARM6(ctx);
-	if (LT_UCOOKIE_NSTACK(cookie)) {
+	if (cookie & (LT_UCOOKIE_CFG | 0x7f)) {
 		/* One fixed-size copy: cheaper to verify than a variable one. */
+		const void *src = cookie & LT_UCOOKIE_CFG ? (const void *)f->args[0]
+			: (const void *)(PT_REGS_SP(ctx) + LT_STACK_ARGS_OFF);
+
 		if (bpf_probe_read_user(&f->args[LT_UCALL_REG_ARGS],
-					LT_UCALL_STACK_ARGS * 8,
-					(void *)(PT_REGS_SP(ctx) + LT_STACK_ARGS_OFF)))
+					LT_UCALL_STACK_ARGS * 8, src))
 			__builtin_memset(&f->args[LT_UCALL_REG_ARGS], 0,
 					 LT_UCALL_STACK_ARGS * 8);
 	}

@@ -6,6 +6,9 @@
  * both attached with a BPF cookie that names the probe and says how many
  * stack-passed arguments to copy:
  *   cookie = probe_id << 8 | n_stack_args   (n_stack_args <= LT_UCALL_STACK_ARGS)
+ * with LT_UCOOKIE_CFG set in the low byte, the argument slots after the
+ * registers hold the first bytes the first argument points to instead (a
+ * launch's config struct: cudaLaunchKernelExC, cuLaunchKernelEx).
  * The entry pushes a frame on a per-thread stack (task storage); the
  * return pops the matching frame and emits one complete call, so calls
  * nested on a thread (runtime -> driver) pair correctly.
@@ -22,7 +25,8 @@
 
 #define LT_UCOOKIE(probe_id, nstack) (((__u64)(probe_id) << 8) | ((nstack) & 0xff))
 #define LT_UCOOKIE_ID(c) ((__u32)((c) >> 8))
-#define LT_UCOOKIE_NSTACK(c) ((__u32)((c) & 0xff))
+#define LT_UCOOKIE_NSTACK(c) ((__u32)((c) & 0x7f))
+#define LT_UCOOKIE_CFG 0x80       /* copy *arg0, not the stack (see above) */
 
 /* Kind 49: a target mapped an executable file (dlopen): rescan its maps. */
 #define LT_REC_UMAP 49

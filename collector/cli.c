@@ -1,7 +1,7 @@
 // SPDX-License-Identifier: Apache-2.0
 /*
  * `llmtracker profile` options (docs/CONTRACT.md): -p -t -o -d --delay -v
- * --cpu-buffer-size --probe-file --enable-cuda-kernel, plus --cupti-dir,
+ * --cpu-buffer-size --probe-file --enable-cuda-kernel, plus --cuda-api-records, --cupti-dir,
  * --freq, --no-children, --python-method and the launch form `-- CMD ARGS`.
  * Every bad value gets one line naming the flag, the value and what is
  * expected.
@@ -36,7 +36,7 @@ void lt_cli_usage(FILE *f)
 	fprintf(f,
 		"usage: llmtracker profile -p PID [-p PID ...] -t TYPES -o FILE [-d SEC] [--delay SEC] [-v N] [-q]\n"
 		"                          [--cpu-buffer-size MB] [--probe-file FILE] [--max-probes N]\n"
-		"                          [--enable-cuda-kernel true]\n"
+		"                          [--enable-cuda-kernel true] [--cuda-api-records true]\n"
 		"                          [--cupti-dir DIR] [--freq HZ] [--cpu-stack-bytes N] [--no-children]\n"
 		"                          [--python-method auto|hook|usdt] [-- CMD ARGS ...]\n"
 		"       llmtracker export -i FILE [-i FILE ...] [--cupti-dir DIR] {-o OUT.json[.gz] | --logdir DIR [--run NAME]}\n"
@@ -55,7 +55,11 @@ void lt_cli_usage(FILE *f)
 		"  --probe-file FILE    CUDA library symbols to probe (-t cuda)\n"
 		"  --max-probes N       functions a profile may probe (default %d; a library whose\n"
 		"                       selection passes it is refused)\n"
-		"  --enable-cuda-kernel true   record GPU kernels through the injected CUPTI library\n"
+		"  --enable-cuda-kernel true   record GPU kernels, copies and sets through the injected CUPTI\n"
+		"                       library, each linked to the call that queued it (probed as -t cuda\n"
+		"                       probes it; without -t cuda only those calls)\n"
+		"  --cuda-api-records true     CUPTI's records of the CUDA runtime calls, synchronizations and\n"
+		"                       its own overhead too (a launch-bound job runs ~20 points slower)\n"
 		"  --cupti-dir DIR      where the injected library writes its logs (default: beside -o,\n"
 		"                       where the converter finds them from the -o log alone)\n"
 		"  --freq HZ            CPU sampling frequency (default %d)\n"
@@ -182,7 +186,7 @@ static int parse_py_method(const char *v, int *out, char *err, size_t errsz)
 }
 
 enum { OPT_DELAY = 256, OPT_CPUBUF, OPT_PROBE, OPT_CUDAK, OPT_CUPTI, OPT_FREQ, OPT_NOCHILD,
-       OPT_MAXPROBES, OPT_PYMETHOD, OPT_STACKBYTES };
+       OPT_MAXPROBES, OPT_PYMETHOD, OPT_STACKBYTES, OPT_CUDAAPI };
 
 static const struct option long_opts[] = {
 	{ "pid", required_argument, NULL, 'p' },
@@ -196,6 +200,7 @@ static const struct option long_opts[] = {
 	{ "probe-file", required_argument, NULL, OPT_PROBE },
 	{ "max-probes", required_argument, NULL, OPT_MAXPROBES },
 	{ "enable-cuda-kernel", required_argument, NULL, OPT_CUDAK },
+	{ "cuda-api-records", required_argument, NULL, OPT_CUDAAPI },
 	{ "cupti-dir", required_argument, NULL, OPT_CUPTI },
 	{ "freq", required_argument, NULL, OPT_FREQ },
 	{ "cpu-stack-bytes", required_argument, NULL, OPT_STACKBYTES },
@@ -283,6 +288,8 @@ static int parse_one(struct lt_options *o, int c, const char *v, bool *have_t, c
 		return 0;
 	case OPT_CUDAK:
 		return parse_bool("--enable-cuda-kernel", v, &o->cuda_kernel, err, errsz);
+	case OPT_CUDAAPI:
+		return parse_bool("--cuda-api-records", v, &o->cuda_api_records, err, errsz);
 	case OPT_NOCHILD:
 		o->follow_children = false;
 		return 0;
@@ -338,6 +345,10 @@ int lt_cli_parse_profile(int argc, char **argv, struct lt_options *o, char *err,
 	}
 	if (!o->n_pids && !o->launch_argv) {
 		snprintf(err, errsz, "nothing to profile: give -p PID or -- CMD ARGS");
+		return -1;
+	}
+	if (o->cuda_api_records && !o->cuda_kernel) {
+		snprintf(err, errsz, "--cuda-api-records true needs --enable-cuda-kernel true (CUPTI records both)");
 		return -1;
 	}
 	return 0;

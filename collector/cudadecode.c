@@ -15,7 +15,10 @@
 #include <string.h>
 
 enum dkind {
-	DK_COPY = 1, DK_SET, DK_ALLOC, DK_FREE, DK_LAUNCH, DK_CULAUNCH, DK_FUNC,
+	DK_COPY = 1, DK_SET, DK_ALLOC, DK_FREE, DK_LAUNCH, DK_CULAUNCH,
+	DK_LAUNCHEX,   /* (config *, func, ...): cudaLaunchConfig_t, read by the probe */
+	DK_CULAUNCHEX, /* (config *, CUfunction, ...): CUlaunchConfig, read by the probe */
+	DK_GRAPH,      /* a graph launch */
 	DK_NCCL, DK_NCCL_INIT, DK_GEMM, DK_SYNC,
 };
 
@@ -64,7 +67,7 @@ static const struct lt_decoder decoders[] = {
 	/* CUDA runtime: launches, streams, events, graphs */
 	{ "cudaLaunchKernel", DK_LAUNCH, .func = A(0), .stream = A(7) },
 	{ "cudaLaunchCooperativeKernel", DK_LAUNCH, .func = A(0), .stream = A(7) },
-	{ "cudaLaunchKernelExC", DK_FUNC, .func = A(1) },
+	{ "cudaLaunchKernelExC", DK_LAUNCHEX, .func = A(1) },
 	{ "cudaStreamSynchronize", DK_SYNC, .stream = A(0) },
 	{ "cudaStreamWaitEvent", DK_SYNC, .stream = A(0), .event = A(1) },
 	{ "cudaStreamQuery", DK_SYNC, .stream = A(0) },
@@ -72,7 +75,7 @@ static const struct lt_decoder decoders[] = {
 	{ "cudaEventRecordWithFlags", DK_SYNC, .event = A(0), .stream = A(1) },
 	{ "cudaEventSynchronize", DK_SYNC, .event = A(0) },
 	{ "cudaEventQuery", DK_SYNC, .event = A(0) },
-	{ "cudaGraphLaunch", DK_SYNC, .ptr = A(0), .stream = A(1) },
+	{ "cudaGraphLaunch", DK_GRAPH, .ptr = A(0), .stream = A(1) },
 	/* CUDA driver */
 	{ "cuMemcpy", DK_COPY, .bytes = A(2), .fixed_kind = DEFK },
 	{ "cuMemcpyAsync", DK_COPY, .bytes = A(2), .fixed_kind = DEFK, .stream = A(3) },
@@ -100,12 +103,13 @@ static const struct lt_decoder decoders[] = {
 	{ "cuMemFreeAsync", DK_FREE, .ptr = A(0), .stream = A(1) },
 	{ "cuLaunchKernel", DK_CULAUNCH, .func = A(0), .stream = A(8) },
 	{ "cuLaunchCooperativeKernel", DK_CULAUNCH, .func = A(0), .stream = A(8) },
+	{ "cuLaunchKernelEx", DK_CULAUNCHEX, .func = A(1) },
 	{ "cuStreamSynchronize", DK_SYNC, .stream = A(0) },
 	{ "cuStreamWaitEvent", DK_SYNC, .stream = A(0), .event = A(1) },
 	{ "cuEventRecord", DK_SYNC, .event = A(0), .stream = A(1) },
 	{ "cuEventRecordWithFlags", DK_SYNC, .event = A(0), .stream = A(1) },
 	{ "cuEventSynchronize", DK_SYNC, .event = A(0) },
-	{ "cuGraphLaunch", DK_SYNC, .ptr = A(0), .stream = A(1) },
+	{ "cuGraphLaunch", DK_GRAPH, .ptr = A(0), .stream = A(1) },
 	/* NCCL */
 	{ "ncclAllReduce", DK_NCCL, .count = A(2), .dtype = A(3), .op = A(4), .comm = A(5), .stream = A(6) },
 	{ "ncclBroadcast", DK_NCCL, .count = A(2), .dtype = A(3), .root = A(4), .comm = A(5), .stream = A(6) },
@@ -172,6 +176,27 @@ const struct lt_decoder *lt_cuda_decoder(const char *symbol)
 	return NULL;
 }
 
+int lt_cuda_decoder_cfg(const struct lt_decoder *d)
+{
+	return d->kind == DK_LAUNCHEX || d->kind == DK_CULAUNCHEX;
+}
+
+int lt_cuda_decoder_queues_work(const struct lt_decoder *d)
+{
+	switch (d->kind) {
+	case DK_COPY:
+	case DK_SET:
+	case DK_LAUNCH:
+	case DK_CULAUNCH:
+	case DK_LAUNCHEX:
+	case DK_CULAUNCHEX:
+	case DK_GRAPH:
+		return 1;
+	default:
+		return 0;
+	}
+}
+
 unsigned lt_cuda_decoder_nstack(const struct lt_decoder *d)
 {
 	const uint8_t *f = &d->bytes, *end = &d->tb;
@@ -179,6 +204,8 @@ unsigned lt_cuda_decoder_nstack(const struct lt_decoder *d)
 
 	if (d->kind == DK_LAUNCH || d->kind == DK_CULAUNCH)
 		top = d->kind == DK_LAUNCH ? A(7) : A(8);
+	if (lt_cuda_decoder_cfg(d))
+		top = A(LT_DECODE_ARGS - 1);
 	for (; f <= end; f++)
 		if (*f > top)
 			top = *f;
@@ -275,17 +302,26 @@ static void put_launch(struct out *o, const struct lt_decoder *d, const uint64_t
 	const char *k = cx && cx->resolve ? cx->resolve(cx->arg, ARG(d->func), name, sizeof(name)) : NULL;
 
 	if (k)
-		put(o, "kernel=%s ", k);
+		put(o, "kernel=%s", k);
 	else
-		put(o, "func=0x%llx ", (unsigned long long)ARG(d->func));
+		put(o, "func=0x%llx", (unsigned long long)ARG(d->func));
 	if (d->kind == DK_LAUNCH) /* dim3 by value: x | y << 32, then z */
-		put(o, "grid=%u,%u,%u block=%u,%u,%u smem=%llu", (uint32_t)args[1],
+		put(o, " grid=%u,%u,%u block=%u,%u,%u smem=%llu", (uint32_t)args[1],
 		    (uint32_t)(args[1] >> 32), (uint32_t)args[2], (uint32_t)args[3],
 		    (uint32_t)(args[3] >> 32), (uint32_t)args[4], (unsigned long long)args[6]);
 	else if (d->kind == DK_CULAUNCH)
-		put(o, "grid=%u,%u,%u block=%u,%u,%u smem=%u", (uint32_t)args[1], (uint32_t)args[2],
+		put(o, " grid=%u,%u,%u block=%u,%u,%u smem=%u", (uint32_t)args[1], (uint32_t)args[2],
 		    (uint32_t)args[3], (uint32_t)args[4], (uint32_t)args[5], (uint32_t)args[6],
 		    (uint32_t)args[7]);
+	else if (lt_cuda_decoder_cfg(d) && (uint32_t)args[6])
+		/* the config's first bytes: two dim3 (six u32), the dynamic
+		 * shared memory (a size_t; the driver's an unsigned int and
+		 * padding), the stream */
+		put(o, " grid=%u,%u,%u block=%u,%u,%u smem=%llu stream=0x%llx", (uint32_t)args[6],
+		    (uint32_t)(args[6] >> 32), (uint32_t)args[7], (uint32_t)(args[7] >> 32),
+		    (uint32_t)args[8], (uint32_t)(args[8] >> 32),
+		    (unsigned long long)(d->kind == DK_CULAUNCHEX ? (uint32_t)args[9] : args[9]),
+		    (unsigned long long)args[10]);
 }
 
 static void put_nccl(struct out *o, const struct lt_decoder *d, const uint64_t *args)
@@ -340,7 +376,8 @@ size_t lt_cuda_decode(const struct lt_decoder *d, const uint64_t *args,
 		break;
 	case DK_LAUNCH:
 	case DK_CULAUNCH:
-	case DK_FUNC:
+	case DK_LAUNCHEX:
+	case DK_CULAUNCHEX:
 		put_launch(&o, d, args, cx);
 		break;
 	case DK_NCCL:

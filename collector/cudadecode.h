@@ -24,11 +24,24 @@ struct lt_decoder;
 /* The decoder for `symbol` (suffixes _v2, _ptsz, _ptds ignored), or NULL. */
 const struct lt_decoder *lt_cuda_decoder(const char *symbol);
 
+/* Arguments a call's record holds: 6 in registers, then 6 from the stack
+ * or, for a decoder with a config, the config's first 48 bytes. */
+#define LT_DECODE_ARGS 12
+
 /* How many stack-passed arguments the decoder needs (0..6). */
 unsigned lt_cuda_decoder_nstack(const struct lt_decoder *d);
 
-/* Format the detail string of one call: args holds 6 register arguments
- * then the stack arguments. Returns the length written. */
+/* Does the call pass its launch config by pointer in its first argument
+ * (cudaLaunchKernelExC, cuLaunchKernelEx)? Then the probe copies the
+ * config's first bytes where the stack arguments would go. */
+int lt_cuda_decoder_cfg(const struct lt_decoder *d);
+
+/* Does the call queue work on the GPU (a launch, copy, set or graph
+ * launch), the calls kernels, copies and sets are linked to? */
+int lt_cuda_decoder_queues_work(const struct lt_decoder *d);
+
+/* Format the detail string of one call: args holds LT_DECODE_ARGS values
+ * (see above). Returns the length written. */
 size_t lt_cuda_decode(const struct lt_decoder *d, const uint64_t *args,
 		      const struct lt_decode_ctx *cx, char *buf, size_t n);
 

@@ -50,7 +50,7 @@ struct cp_probe {             /* a probed function; its index is the cookie id *
 	int lib_class;
 	const struct lt_decoder *dec;
 	uint8_t nargs, argidx[LT_PROBE_MAX_ARGS];
-	uint8_t nstack;
+	uint8_t copy;         /* the cookie's low byte: stack arguments to copy, LT_UCOOKIE_CFG */
 	uint64_t dev, ino, offset;
 	uint64_t calls;       /* recorded (the summary's cost per function) */
 };
@@ -93,6 +93,7 @@ struct cp_state {
 	} elves[CP_MAX_ELVES];
 	size_t n_elves;
 	bool multi;           /* uprobe_multi links (kernel 6.6+) */
+	bool launches_only;   /* lt_options.cuda_launches_only */
 	struct cp_name names[CP_NAME_CACHE];
 	uint64_t calls, attach_errors;
 	uint64_t cur_start;   /* start time of the process being attached to */
@@ -241,6 +242,7 @@ static int cp_start(struct lt_session *s, void **state)
 	*state = st;
 	if (!st)
 		return lt_session_errorf(s, "out of memory");
+	st->launches_only = s->opt.cuda_launches_only;
 	if (load_probe_file(s, st))
 		return -1;
 	err = open_and_load(s, st, true);
@@ -255,7 +257,8 @@ static int cp_start(struct lt_session *s, void **state)
 	if (!st->umap_link)
 		LT_WARN("cuda: libraries loaded after start will not be probed: cannot watch mmap: %s",
 			strerror(errno));
-	attach_kprobes(st);
+	if (!st->launches_only)
+		attach_kprobes(st);
 	hold_begin(s, st);
 	st->call_ns = st->multi ? lt_probe_cost_ns(st->skel->progs.lt_uentry_multi, st->skel->progs.lt_uret_multi, true)
 				: lt_probe_cost_ns(st->skel->progs.lt_uentry, st->skel->progs.lt_uret, false);
@@ -372,14 +375,16 @@ static int probe_for(struct cp_state *st, const char *lib, const struct lt_plib 
 	for (k = 0; k < p->nargs; k++)
 		if (p->argidx[k] >= LT_UCALL_REG_ARGS && p->argidx[k] + 1u - LT_UCALL_REG_ARGS > need)
 			need = p->argidx[k] + 1u - LT_UCALL_REG_ARGS;
-	p->nstack = (uint8_t)need;
+	p->copy = (uint8_t)need;
+	if (p->dec && lt_cuda_decoder_cfg(p->dec))
+		p->copy |= LT_UCOOKIE_CFG;
 	return (int)st->n_probes++;
 }
 
 static int attach_one(struct cp_state *st, int pid, const char *file, int id)
 {
 	const struct cp_probe *p = &st->probes[id];
-	LIBBPF_OPTS(bpf_uprobe_opts, o, .bpf_cookie = LT_UCOOKIE(id, p->nstack));
+	LIBBPF_OPTS(bpf_uprobe_opts, o, .bpf_cookie = LT_UCOOKIE(id, p->copy));
 	struct bpf_link *l[2];
 	int i;
 
@@ -412,7 +417,7 @@ static int multi_link(struct cp_state *st, int pid, const char *file, const int 
 	if (offs && cookies) {
 		for (i = 0; i < n; i++) {
 			offs[i] = st->probes[ids[i]].offset;
-			cookies[i] = LT_UCOOKIE(ids[i], st->probes[ids[i]].nstack);
+			cookies[i] = LT_UCOOKIE(ids[i], st->probes[ids[i]].copy);
 		}
 		fd = lt_uprobe_multi_link(bpf_program__fd(ret ? st->skel->progs.lt_uret_multi
 							      : st->skel->progs.lt_uentry_multi),
@@ -476,6 +481,13 @@ static size_t attach_multi(struct cp_state *st, int pid, const char *file, const
 	       attach_multi(st, pid, file, ids + n / 2, n - n / 2, first_err);
 }
 
+static bool queues_work(const char *symbol)
+{
+	const struct lt_decoder *d = lt_cuda_decoder(symbol);
+
+	return d && lt_cuda_decoder_queues_work(d);
+}
+
 /* The probes `pl` selects in ELF e (mapped as path); ids gets their ids. */
 static size_t select_probes(struct cp_state *st, const struct lt_elf *e, const char *path,
 			    const struct lt_plib *pl, uint64_t dev, uint64_t ino, int *ids)
@@ -493,6 +505,8 @@ static size_t select_probes(struct cp_state *st, const struct lt_elf *e, const c
 			continue;
 		ps = lt_plib_select(pl, sy->name, sy->exported);
 		if (!ps || lt_elf_vaddr_to_offset(e, sy->vaddr, &off))
+			continue;
+		if (st->launches_only && !queues_work(sy->name))
 			continue;
 		last = sy->vaddr;
 		id = probe_for(st, path, pl, ps, sy->name, dev, ino, off);
@@ -1044,6 +1058,8 @@ static bool returns_int(int lib_class)
 	return lib_class == EVLIB_CUDA_RUNTIME || lib_class == EVLIB_CUDA_DRIVER ||
 	       lib_class == EVLIB_NCCL || lib_class == EVLIB_CUBLAS || lib_class == EVLIB_CUDNN;
 }
+
+_Static_assert(LT_DECODE_ARGS == LT_UCALL_ARGS, "the decoder reads what the probe copies");
 
 static void on_call(struct lt_session *s, struct cp_state *st, const struct lt_rec_ucall *r)
 {

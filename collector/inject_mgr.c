@@ -329,9 +329,8 @@ static int send_start(struct lt_im *im, struct im_target *t, unsigned feats, int
 				    t->pid, im->host, im->session[0] ? im->session : "-",
 				    !!(feats & LT_IM_CUDA), !!(feats & LT_IM_PYTHON));
 	if (feats & LT_IM_CUDA)
-		n += (size_t)snprintf(msg + n, sizeof(msg) - n, " driver=%d runtime=%d finalize_ms=%d%s",
-				      !!im->o.driver_api, /* inject.h: runtime= (start_extra may say 2) */
-				      !im->o.kernels_only, im->o.finalize_ms, cuda_wait ? " cuda_wait=1" : "");
+		n += (size_t)snprintf(msg + n, sizeof(msg) - n, " runtime=%d finalize_ms=%d%s",
+				      !!im->o.api_records, im->o.finalize_ms, cuda_wait ? " cuda_wait=1" : "");
 	if (feats & LT_IM_PYTHON)
 		n += (size_t)snprintf(msg + n, sizeof(msg) - n, " py_wait_ms=%d%s", py_wait_ms,
 				      py_hold ? " py_hold=1" : "");
@@ -1021,7 +1020,7 @@ char *const *lt_im_launch_env(struct lt_im *im)
 	snprintf(im->envbuf[i++], sizeof(im->envbuf[0]), "CUDA_INJECTION64_PATH=%s", im->lib);
 	snprintf(im->envbuf[i++], sizeof(im->envbuf[0]), "LLMT_CUPTI_DIR=%s", im->dir);
 	snprintf(im->envbuf[i++], sizeof(im->envbuf[0]), "LLMT_HOST=%s", im->host);
-	snprintf(im->envbuf[i++], sizeof(im->envbuf[0]), "LLMT_CUPTI_DRIVER=%d", !!im->o.driver_api);
+	snprintf(im->envbuf[i++], sizeof(im->envbuf[0]), "LLMT_CUPTI_RUNTIME=%d", !!im->o.api_records);
 	if (im->session[0])
 		snprintf(im->envbuf[i++], sizeof(im->envbuf[0]), "LLMT_SESSION=%s", im->session);
 	if (im->child_sock >= 0)

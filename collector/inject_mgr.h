@@ -41,8 +41,9 @@ struct lt_im_opts {
 	const char *output;       /* -o */
 	const char *host;         /* NULL: the node's name */
 	const uint8_t *session;   /* the profile's session id (EVLOG_SESSION_LEN bytes), or NULL */
-	int driver_api;           /* CUDA: also record every driver API call (costly) */
-	int kernels_only;         /* CUDA: no API records at all */
+	int api_records;          /* CUDA: CUPTI's runtime API, synchronization and
+				   * overhead records too (runtime=1: costly); else
+				   * kernels, copies and sets only */
 	int finalize_ms;          /* CUDA: wait for an API exit to finalize CUPTI; 0 = 3000 */
 	const char *start_extra;  /* "KEY=VALUE ..." appended to the start message
 				   * (inject.h), e.g. $LLMT_CUPTI_START */

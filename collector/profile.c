@@ -298,6 +298,7 @@ static struct lt_im *im_open(const struct lt_options *o)
 		.features = (o->cuda_kernel ? LT_IM_CUDA : 0) |
 			    (o->types & LT_T_PYTHON && o->python_method != LT_PYM_USDT ? LT_IM_PYTHON : 0),
 		.log_dir = o->cupti_dir, .output = o->output, .session = o->session,
+		.api_records = o->cuda_api_records,
 		/* Recording options for measurements (see inject.h), e.g. "runtime=0". */
 		.start_extra = getenv("LLMT_CUPTI_START"),
 		.log = im_log, .unseen = im_unseen,
@@ -352,6 +353,11 @@ int lt_profile(const struct lt_options *opt_in, const char *cmdline)
 	}
 	if (opt.cuda_kernel)
 		opt.types |= LT_T_GPU; /* the gpu source */
+	if (opt.cuda_kernel && !(opt.types & LT_T_CUDA)) {
+		/* each kernel, copy and set with the call that queued it */
+		opt.types |= LT_T_CUDA;
+		opt.cuda_launches_only = true;
+	}
 	im = im_open(&opt);
 	if (opt.launch_argv) {
 		lt_im_env_set(im); /* CUDA_INJECTION64_PATH for the command only */

@@ -440,6 +440,12 @@ int lt_session_start_sources(struct lt_session *s)
 		sl->attempted = true;
 		s->err[0] = 0;
 		if (sl->src->start(s, &sl->state)) {
+			if (sl->src->type_bit == LT_T_CUDA && s->opt.cuda_launches_only) {
+				LT_WARN("kernels are recorded without their launch calls: cannot probe "
+					"them: %s", s->err[0] ? s->err : "unknown error");
+				lt_session_not_recorded(s, sl->src->name, "%s", s->err[0] ? s->err : "cannot start");
+				continue;
+			}
 			if (sl->src->type_bit && s->opt.types_all) {
 				LT_WARN("-t all: cannot record %s on this host: %s; recording the rest",
 					sl->src->name, s->err[0] ? s->err : "unknown error");

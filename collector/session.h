@@ -61,6 +61,12 @@ struct lt_options {
 	unsigned cpu_buffer_mb;      /* --cpu-buffer-size, per CPU */
 	const char *probe_file;      /* --probe-file */
 	bool cuda_kernel;            /* --enable-cuda-kernel true */
+	bool cuda_api_records;       /* --cuda-api-records true: CUPTI's API records too */
+	/* Not an option: kernels recorded without -t cuda. The cuda source then
+	 * probes only the probe file's calls that queue GPU work, which the
+	 * converter links kernels, copies and sets to; it may fail to start
+	 * (the kernels are recorded without links). */
+	bool cuda_launches_only;
 	const char *cupti_dir;       /* --cupti-dir */
 	unsigned freq_hz;            /* --freq (cpu sampling), default 99 */
 	unsigned cpu_stack_bytes;    /* --cpu-stack-bytes: user stack copied per sample

@@ -918,7 +918,11 @@ int cv_lp_solve(struct cv_core *c)
 
 	if (!lp || !lp->n_calls || !lp->n_gpus)
 		return 0;
+	/* a first pass without streams teaches which CUPTI stream each
+	 * thread's stream handle feeds (a thread may launch through the
+	 * driver alone: its pairs by dims teach it then) */
 	if (mark_windows(lp, &maybe) || mark_nested(lp) || run_round(lp, maybe, NULL, LP_FULL) ||
+	    run_round(lp, maybe, NULL, LP_DIMS) || run_round(lp, maybe, NULL, LP_NAME) ||
 	    learn_streams(lp, &smap) || run_round(lp, maybe, &smap, LP_FULL) ||
 	    run_round(lp, maybe, &smap, LP_DIMS) || run_round(lp, maybe, &smap, LP_NAME) ||
 	    run_round(lp, maybe, NULL, LP_GRAPHS))

@@ -875,9 +875,10 @@ static int open_log(char *msg, size_t msgsz)
 
 /* What is recorded (start keys, inject.h), from the cheapest to the most
  * costly on a launch-bound loop:
- *   runtime=0            kernels, copies, sets only
- *   runtime=1 (default)  + every runtime call but the noisy ones
- *   runtime=1 driver=1   + every driver call
+ *   runtime=0            kernels, copies, sets only (the collector's default)
+ *   runtime=1            + every runtime call but the noisy ones, syncs,
+ *                        overhead (--cuda-api-records true)
+ *   runtime=1 driver=1   + every driver call (LLMT_CUPTI_START, diagnosis)
  * Even runtime=0 costs steps/s there: CUPTI's own work per launch, which no
  * recording choice of ours (nor CUPTI's buffer attributes) removes; our
  * CLOCK_MONOTONIC timestamp callback is not the cost (CUPTI's own clock cost

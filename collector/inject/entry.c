@@ -406,8 +406,8 @@ LI_API int InitializeInjection(void)
 		snprintf(li_cfg.host, sizeof(li_cfg.host), "%s", v);
 	if ((v = getenv("LLMT_SESSION")))
 		evlog_session_parse(v, li_cfg.session);
-	if ((v = getenv("LLMT_CUPTI_DRIVER")))
-		li_cfg.driver = atoi(v);
+	if ((v = getenv("LLMT_CUPTI_RUNTIME")))
+		li_cfg.runtime = atoi(v) != 0;
 	if ((v = getenv("LLMT_CUPTI_START"))) { /* recording options, as in attach mode */
 		char opts[512];
 		snprintf(opts, sizeof(opts), "%s", v);

@@ -106,6 +106,7 @@ profile() {
 		--probe-file "${4:-$PROBES}" -o "$d/main.evlog" > "$d/coll.out" 2> "$d/coll.err"
 	local rc=$? t1; t1=$(now)
 	echo "$t0 $t1 $rc" > "$d/win"
+	cp "$d/coll.err" "$OUT/$1.coll.err" 2>/dev/null
 	[ "$rc" = 0 ] || say "FAIL $1: the collector exited $rc: $(tail -2 "$d/coll.err" | tr '\n' ' ')"
 }
 convert() {

@@ -26,7 +26,12 @@
 #      stand-in holds the copy kind off, kernels on, a deep queue): with
 #      and without ids, every recorded item linked to its own call;
 #   6. a probe file without cudaMemset*: the converter names what is
-#      missing, CUPTI's launching call (runtime=1) or the work (runtime=0).
+#      missing, CUPTI's launching call (runtime=1) or the work (runtime=0);
+#   7. the default probe file, the kernels launched through the driver
+#      (cuLaunchKernel, cuLaunchKernelEx: as cuBLAS and the libraries with
+#      a runtime of their own launch them; the toolkit's stub libcuda):
+#      every kernel, copy and set linked to the very call that made it.
+# 1-6 probe the runtime's launches (a probe file of their own).
 # The app starts its calls once the collector says recording is on (every
 # kind), never after a fixed time.
 # No GPU driver here: the collector's check for one is met in a private
@@ -51,6 +56,12 @@ lp_cleanup() {
 }
 tap_at_exit lp_cleanup
 cp "$T/fake_cupti" "$W/libcupti.so.13"
+cat > "$W/runtime.json" <<'EOF'
+{ "uprobes": [ { "library": "libcudart.so", "class": "cuda_runtime",
+  "symbols": [ "cudaLaunchKernel", "cudaLaunchKernelExC", "cudaMemcpyAsync", "cudaMemsetAsync",
+               "cudaGraphLaunch" ] } ] }
+EOF
+PROBE_FILE=$W/runtime.json
 ROUNDS=200
 # Per round: 2 threads x (2 kernels, a copy, a set) + 2 kernels + a graph of 3 kernels.
 WORK=$((ROUNDS * 13))
@@ -100,7 +111,7 @@ flows_ok() {
 import json, sys
 tr = json.load(open(sys.argv[1]))
 ev = tr["traceEvents"] if isinstance(tr, dict) else tr
-want = {"kernel": ("cudaLaunchKernel", "cudaGraphLaunch"), "gpu_memcpy": ("cudaMemcpyAsync",),
+want = {"kernel": ("cudaLaunchKernel", "cuLaunchKernel", "cudaGraphLaunch"), "gpu_memcpy": ("cudaMemcpyAsync",),
         "gpu_memset": ("cudaMemsetAsync",)}
 at = lambda e: (e["pid"], e["tid"], e["ts"])
 starts = {e["id"]: at(e) for e in ev if e.get("ph") == "s"}
@@ -133,7 +144,7 @@ for line in open(sys.argv[2]):
     f = line.split()
     if f and f[0] == "truth":
         truth[int(f[1])] = [int(x) for x in f[2:]]
-names = ("cudaLaunchKernel", "cudaMemcpyAsync", "cudaMemsetAsync", "cudaGraphLaunch")
+names = ("cudaLaunchKernel", "cuLaunchKernel", "cudaMemcpyAsync", "cudaMemsetAsync", "cudaGraphLaunch")
 at = lambda e: (e["pid"], e["tid"], e["ts"])
 calls = collections.defaultdict(list)
 for e in ev:
@@ -196,7 +207,7 @@ tids = [int(l.split()[1]) for l in open(sys.argv[2]) if l.startswith("truth ")]
 recs = {int(l.split()[1]): [int(x) for x in l.split()[2:]] for l in open(sys.argv[2])
         if l.startswith("recorded ")}
 stream_tid = dict(zip((21, 22, 7), tids))
-names = ("cudaLaunchKernel", "cudaMemcpyAsync", "cudaMemsetAsync", "cudaGraphLaunch")
+names = ("cudaLaunchKernel", "cuLaunchKernel", "cudaMemcpyAsync", "cudaMemsetAsync", "cudaGraphLaunch")
 at = lambda e: (e["pid"], e["tid"], e["ts"])
 calls = collections.defaultdict(list)
 for e in ev:
@@ -324,4 +335,17 @@ PROBE_FILE=$W/no-set.json run rs0 runtime=0
 check "... runtime=0: the work is named ($SETS memset, the rest linked)" \
 	'grep -qx "launch links missed (no probed call of their signature, by work): memset $SETS" "$W/rs0/conv.err" &&
 	 grep -q "launch links from uprobes: $((WORK - SETS)) of $WORK kernels" "$W/rs0/conv.err"'
+
+# Kernels launched through the driver, the default probe file.
+STUB=${CUDA_HOME:-/usr/local/cuda}/lib64/stubs/libcuda.so
+if [ -e "$STUB" ]; then
+	PROBE_FILE= run rdrv runtime=0 LAUNCH_APP_CUDA="$STUB"
+	check "driver launches, the default probe file: every kernel, copy and set linked ($WORK of $WORK)" \
+		'grep -q "launch links from uprobes: $WORK of $WORK kernels/copies/sets linked" "$W/rdrv/conv.err" &&
+		 grep -q "cuLaunchKernelEx" "$W/rdrv/trace.json"'
+	truth_ok rdrv "$WORK" > "$W/rdrv/truth"; echo "$?" >> "$W/rdrv/truth"; sed 's/^/# rdrv: /' "$W/rdrv/truth"
+	check "... every GPU item's flow starts at the call that made it (exact)" '[ "$(tail -1 "$W/rdrv/truth")" = 0 ]'
+else
+	ok "driver launches # SKIP no stub libcuda at $STUB"
+fi
 tap_done

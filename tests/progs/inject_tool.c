@@ -6,9 +6,10 @@
  *                                      checks the memfd mapping comes and goes
  *   inject_tool hold PID LIB           load, print "loaded", wait for a stdin
  *                                      line, unload
- *   inject_tool attach PID LIB DIR SEC [--driver-api | --kernels-only] [KEY=VALUE...]
+ *   inject_tool attach PID LIB DIR SEC [KEY=VALUE...]
  *                                      lt_im_attach, sleep, lt_im_stop; totals;
- *                                      KEY=VALUE: start-message keys (inject.h)
+ *                                      KEY=VALUE: start-message keys (inject.h);
+ *                                      CUPTI's API records on unless runtime=0
  *   inject_tool launch LIB DIR -- CMD ...
  *                                      lt_im_launch_env + fork/exec, wait, stop
  * Set LLMT_SKIP_DRIVER_CHECK=1 to inject on a node without a GPU driver.
@@ -140,11 +141,10 @@ static void print_totals(struct lt_im *ck)
 	       t.dropped, t.finalized, t.unloaded);
 }
 
-static struct lt_im *make_ck(const char *lib, const char *dir, int no_drv, const char *extra)
+static struct lt_im *make_ck(const char *lib, const char *dir, const char *extra)
 {
 	struct lt_im_opts o = { .features = LT_IM_CUDA, .lib_path = lib, .log_dir = dir, .log = logline,
-				.driver_api = no_drv == 1, .kernels_only = no_drv == 2,
-				.start_extra = extra };
+				.api_records = 1, .start_extra = extra };
 	o.skip_driver_check = getenv("LLMT_SKIP_DRIVER_CHECK") != NULL;
 	struct lt_im *ck = lt_im_new(&o);
 	const char *why;
@@ -156,10 +156,9 @@ static struct lt_im *make_ck(const char *lib, const char *dir, int no_drv, const
 	return ck;
 }
 
-static int cmd_attach(int pid, const char *lib, const char *dir, double sec, int no_drv,
-		      const char *extra)
+static int cmd_attach(int pid, const char *lib, const char *dir, double sec, const char *extra)
 {
-	struct lt_im *ck = make_ck(lib, dir, no_drv, extra);
+	struct lt_im *ck = make_ck(lib, dir, extra);
 	char msg[512];
 	if (!ck)
 		return 1;
@@ -175,7 +174,7 @@ static int cmd_attach(int pid, const char *lib, const char *dir, double sec, int
 
 static int cmd_launch(const char *lib, const char *dir, char **argv)
 {
-	struct lt_im *ck = make_ck(lib, dir, 0, NULL);
+	struct lt_im *ck = make_ck(lib, dir, NULL);
 	if (!ck)
 		return 1;
 	char *const *env = lt_im_launch_env(ck);
@@ -205,18 +204,13 @@ int main(int argc, char **argv)
 	if (argc >= 4 && !strcmp(argv[1], "hold"))
 		return cmd_hold(atoi(argv[2]), argv[3]);
 	if (argc >= 6 && !strcmp(argv[1], "attach")) {
-		int mode = 0;
 		char extra[512] = "";
 		for (int i = 6; i < argc; i++) {
 			size_t n = strlen(extra);
-			if (!strcmp(argv[i], "--driver-api"))
-				mode = 1;
-			else if (!strcmp(argv[i], "--kernels-only"))
-				mode = 2;
-			else if (strchr(argv[i], '='))
+			if (strchr(argv[i], '='))
 				snprintf(extra + n, sizeof(extra) - n, "%s%s", n ? " " : "", argv[i]);
 		}
-		return cmd_attach(atoi(argv[2]), argv[3], argv[4], atof(argv[5]), mode, extra);
+		return cmd_attach(atoi(argv[2]), argv[3], argv[4], atof(argv[5]), extra);
 	}
 	if (argc >= 6 && !strcmp(argv[1], "launch") && !strcmp(argv[4], "--"))
 		return cmd_launch(argv[2], argv[3], argv + 5);

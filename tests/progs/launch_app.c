@@ -25,7 +25,14 @@
  * order), "recorded TID N..." (how many records the stand-in made of each
  * call's work: 0 for a call made before its kind was on), "calls N" (calls
  * made) and "done", then waits for stdin to close.
+ *
+ * With LAUNCH_APP_CUDA=PATH (a libcuda.so: the toolkit's stub will do) the
+ * kernels are launched as libraries with a runtime of their own launch
+ * them, through the driver: kernel A by cuLaunchKernel, kernel B by
+ * cuLaunchKernelEx (its dims behind a pointer), each with a handle and no
+ * symbol; copies, sets and the graph stay runtime calls.
  */
+#include <cuda.h>
 #include <cuda_runtime_api.h>
 #include <dlfcn.h>
 #include <pthread.h>
@@ -64,6 +71,11 @@ static unsigned long long calls[3];
 static unsigned truth[3][TRUTH_MAX];
 static unsigned char n_recorded[3][TRUTH_MAX];
 static pid_t truth_tid[3];
+
+/* LAUNCH_APP_CUDA: the driver's launches, NULL when kernels go through the runtime. */
+static CUresult (*cu_launch)(CUfunction, unsigned, unsigned, unsigned, unsigned, unsigned, unsigned,
+			     unsigned, CUstream, void **, void **);
+static CUresult (*cu_launch_ex)(const CUlaunchConfig *, CUfunction, void **, void **);
 
 static unsigned long long hold_at; /* "hold N": N, else 0 */
 static unsigned long long started, in_flight;
@@ -152,7 +164,16 @@ static void launch(const void *fn, const char *mangled, dim3 g, dim3 b, cudaStre
 	call_begins();
 	t0 = now_ns();
 
-	(void)cudaLaunchKernel(fn, g, b, args, 0, s);
+	if (!cu_launch) {
+		(void)cudaLaunchKernel(fn, g, b, args, 0, s);
+	} else if (fn == (const void *)kernel_a) {
+		(void)cu_launch((CUfunction)0xa000, g.x, g.y, g.z, b.x, b.y, b.z, 0, (CUstream)s, args, NULL);
+	} else {
+		CUlaunchConfig cfg = { .gridDimX = g.x, .gridDimY = g.y, .gridDimZ = g.z, .blockDimX = b.x,
+				       .blockDimY = b.y, .blockDimZ = b.z, .hStream = (CUstream)s };
+
+		(void)cu_launch_ex(&cfg, (CUfunction)0xb000, args, NULL);
+	}
 	note(slot, work(0, mangled, dims, 0, stream_id(s), t0, now_ns()));
 }
 
@@ -198,7 +219,14 @@ static void launch_ex(void)
 	call_begins();
 	t0 = now_ns();
 
-	(void)cudaLaunchKernelExC(&cfg, (const void *)kernel_b, args);
+	if (cu_launch_ex) {
+		CUlaunchConfig dcfg = { .gridDimX = 2, .gridDimY = 1, .gridDimZ = 1, .blockDimX = 32,
+					.blockDimY = 1, .blockDimZ = 1 };
+
+		(void)cu_launch_ex(&dcfg, (CUfunction)0xb000, args, NULL);
+	} else {
+		(void)cudaLaunchKernelExC(&cfg, (const void *)kernel_b, args);
+	}
 	note(2, work(0, "_Z8kernel_bPf", dims, 0, 7, t0, now_ns()));
 }
 
@@ -235,13 +263,27 @@ int main(int argc, char **argv)
 		return 1;
 	}
 	rounds = atoi(argv[2]);
+	const char *drv = getenv("LAUNCH_APP_CUDA");
+	void *dh = drv ? dlopen(drv, RTLD_NOW | RTLD_LOCAL) : NULL;
+
+	if (drv) {
+		cu_launch = dh ? dlsym(dh, "cuLaunchKernel") : NULL;
+		cu_launch_ex = dh ? dlsym(dh, "cuLaunchKernelEx") : NULL;
+		if (!cu_launch || !cu_launch_ex) {
+			fprintf(stderr, "launch_app: %s: %s\n", drv, dlerror());
+			return 1;
+		}
+	}
+	/* the launch function the uprobes must be on first */
+	volatile unsigned char *probed = cu_launch ? (volatile unsigned char *)(void *)cu_launch
+						   : (volatile unsigned char *)(void *)cudaLaunchKernel;
+
 	printf("ready %d\n", (int)getpid());
 	fflush(stdout);
 	/* a uprobe puts int3 on the function's first byte */
-	for (int i = 0; i < 6000 && (*(volatile unsigned char *)(void *)cudaLaunchKernel != 0xcc ||
-				     !recording()); i++)
+	for (int i = 0; i < 6000 && (*probed != 0xcc || !recording()); i++)
 		usleep(10000);
-	if (*(volatile unsigned char *)(void *)cudaLaunchKernel != 0xcc || !recording()) {
+	if (*probed != 0xcc || !recording()) {
 		fprintf(stderr, "launch_app: never probed and recorded\n");
 		return 1;
 	}

@@ -38,7 +38,8 @@ static void default_file_parses(void **state)
 		if (!strcmp(pf->libs[i].spec, "libcudart.so")) {
 			found |= 1;
 			assert_int_equal(pf->libs[i].lib_class, EVLIB_CUDA_RUNTIME);
-			assert_non_null(lt_plib_select(&pf->libs[i], "cudaLaunchKernel", true));
+			/* launches at the driver, where every launch arrives */
+			assert_null(lt_plib_select(&pf->libs[i], "cudaLaunchKernel", true));
 			assert_non_null(lt_plib_select(&pf->libs[i], "cudaMemcpyAsync", true));
 			/* hot trivial functions stay out */
 			assert_null(lt_plib_select(&pf->libs[i], "cudaGetLastError", true));
@@ -52,9 +53,10 @@ static void default_file_parses(void **state)
 		if (!strcmp(pf->libs[i].spec, "libcuda.so")) {
 			found |= 4;
 			assert_null(lt_plib_select(&pf->libs[i], "cuCtxGetCurrent", true));
-			/* one layer per call: the runtime's launch is probed, not the
-			 * driver call it makes; driver-only calls are */
-			assert_null(lt_plib_select(&pf->libs[i], "cuLaunchKernel", true));
+			/* one layer per call: launches at the driver, copies at the
+			 * runtime (not the driver call it makes); driver-only calls */
+			assert_non_null(lt_plib_select(&pf->libs[i], "cuLaunchKernel", true));
+			assert_non_null(lt_plib_select(&pf->libs[i], "cuLaunchKernelEx_ptsz", true));
 			assert_null(lt_plib_select(&pf->libs[i], "cuMemcpyHtoDAsync_v2", true));
 			assert_non_null(lt_plib_select(&pf->libs[i], "cuModuleLoadData", true));
 		}
@@ -136,7 +138,11 @@ static void truncated_and_corrupted_input(void **state)
 	assert_non_null(f);
 	n = fread(buf, 1, sizeof(buf) - 1, f);
 	fclose(f);
-	for (i = 0; i < n; i += 7) {
+	/* every cut before the closing brace (the whitespace after it is not needed) */
+	size_t end = n;
+	while (end > 0 && buf[end - 1] != '}')
+		end--;
+	for (i = 0; i + 1 < end; i += 7) {
 		struct lt_probefile *pf = NULL;
 		char err[512] = "", saved = buf[i];
 		int rc = lt_probefile_parse(buf, i, "t.json", &pf, err, sizeof(err));
@@ -242,6 +248,19 @@ static void argument_decoding(void **state)
 	       "kernel=k(float*) grid=8,2,1 block=128,1,1 smem=256 stream=0x5");
 	decode("cuLaunchKernel", (uint64_t[12]){ 0x2000, 8, 1, 1, 64, 2, 1, 0, 0x5 },
 	       "func=0x2000 grid=8,1,1 block=64,2,1 smem=0 stream=0x5");
+	/* a config behind the first argument: its first 48 bytes after the registers */
+	decode("cudaLaunchKernelExC_ptsz", (uint64_t[12]){ 0x7ff0, 0x1000, 0, 0, 0, 0,
+		2ull << 32 | 8, 128ull << 32 | 1, 1ull << 32 | 1, 1ull << 33, 0x5 },
+	       "kernel=k(float*) grid=8,2,1 block=128,1,1 smem=8589934592 stream=0x5");
+	/* the driver's shared memory is an unsigned int: the padding after it is not */
+	decode("cuLaunchKernelEx", (uint64_t[12]){ 0x7ff0, 0x2000, 0, 0, 0, 0,
+		1ull << 32 | 4, 64ull << 32 | 1, 1ull << 32 | 1, 0xdead00000000ull | 512, 0x9 },
+	       "func=0x2000 grid=4,1,1 block=64,1,1 smem=512 stream=0x9");
+	/* the config unread (zeros): the kernel alone */
+	decode("cuLaunchKernelEx", (uint64_t[12]){ 0x7ff0, 0x2000 }, "func=0x2000");
+	assert_true(lt_cuda_decoder_cfg(lt_cuda_decoder("cuLaunchKernelEx_ptsz")));
+	assert_false(lt_cuda_decoder_cfg(lt_cuda_decoder("cuLaunchKernel")));
+	assert_int_equal(lt_cuda_decoder_nstack(lt_cuda_decoder("cudaLaunchKernelExC")), 6);
 	decode("pncclAllReduce", (uint64_t[12]){ 0, 0, 10, 9, 4, 0xc, 0x5 },
 	       "count=10 datatype=bfloat16 bytes=20 op=avg comm=0xc stream=0x5");
 	decode("ncclReduce", (uint64_t[12]){ 0, 0, 10, 7, 2, 3, 0xc, 0x5 },
