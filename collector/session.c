@@ -26,15 +26,18 @@
 #include "profile.h"
 #include "targets.h"
 
-/* Every source, in start order. proc first: it follows children and names
- * threads for everyone else. */
+/* Every source, in start order (and the order each is given a target).
+ * proc first: it follows children and names threads for everyone else.
+ * cuda before python and gpu: the injected library may start CUPTI on
+ * python's start (one start for both features), and a kernel is linked to
+ * its launch only if the launch probes were on before it was recorded. */
 static const struct lt_source *const lt_sources[] = {
 	&lt_source_proc,
 	&lt_source_syscall,
 	&lt_source_cpu,
+	&lt_source_cuda,
 	&lt_source_python,
 	&lt_source_pysample,
-	&lt_source_cuda,
 	&lt_source_gpu,
 };
 #define LT_N_SOURCES (sizeof(lt_sources) / sizeof(lt_sources[0]))

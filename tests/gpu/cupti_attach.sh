@@ -132,7 +132,7 @@ elif [ "${SET}" = cost ]; then # one row per source, ROUNDS rounds of 8 s window
 		idle Z$i 8; sleep $GAP
 		attach Y$i python 8 --no-cuda; sleep $GAP
 		tool K$i 8 runtime=0 driver=0; sleep $GAP
-		tool D$i 8 runtime=1 driver=0; sleep $GAP
+		attach A$i cpu 8; sleep $GAP
 		attach U$i cpu,cuda 8; sleep $GAP
 		attach E$i all 8; sleep $GAP
 	done
@@ -185,6 +185,21 @@ tail -3 "$L/train.log"
 cp "$W/marks.txt" "$W/train.json" "$L/" 2>/dev/null
 "$PY" tests/gpu/cupti_attach.py analyze "$W" | tee "$OUT/result.txt"
 rc=${PIPESTATUS[0]}
+# Launch links of the collector's windows: every kernel, copy and set
+# linked, no flow unbound.
+for tag in A1 E1; do
+	[ -e "$W/$tag/collector.evlog" ] || continue
+	"$CARRY/bin/llmtracker-convert" -i "$W/$tag/collector.evlog" -o "$W/$tag/trace.json.gz" \
+		>/dev/null 2>"$L/$tag.convert.log"
+	grep -E "^launch links|^converted" "$L/$tag.convert.log" | cut -c1-400 | sed "s/^/INFO [$tag] /" | tee -a "$OUT/result.txt"
+	m=$(sed -n 's/^launch links from uprobes: \([0-9]*\) of \([0-9]*\) .*/\1 \2/p' "$L/$tag.convert.log")
+	if [ -n "$m" ] && [ "${m% *}" = "${m#* }" ] && [ "${m% *}" -gt 0 ] && ! grep -q "unbound flows" "$L/$tag.convert.log"; then
+		echo "PASS [$tag] every kernel, copy and set linked to its launch ($m), no flow unbound" | tee -a "$OUT/result.txt"
+	else
+		echo "FAIL [$tag] launch links: ${m:-none} (linked, of), unbound: $(grep -o '[0-9]* unbound flows' "$L/$tag.convert.log")" | tee -a "$OUT/result.txt"
+		rc=1
+	fi
+done
 tar -C "$W" -czf "$OUT/logs.tar.gz" logs 2>/dev/null
 tar -C "$W" -czf "$OUT/evlogs.tar.gz" K1 D1 A A1 U1 2>/dev/null
 exit $rc
