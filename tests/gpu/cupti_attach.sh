@@ -93,7 +93,8 @@ tool() { # TAG SECONDS ARGS
 # K, D and Z twice, apart, for the noise.
 # SET picks the windows: modes (default: every recording mode twice), cost
 # (a per-source cost table: ROUNDS rounds of idle, Python hook, kernels only,
-# the default, uprobes, -t all), floor,
+# the default, uprobes, -t all), ke (ROUNDS rounds of idle, kernels only,
+# -t all), floor,
 # long (20 s windows), stat (8 s windows:
 # kernels only, the default, the collector with uprobes), collector, none.
 GAP=${GAP:-4}
@@ -134,6 +135,12 @@ elif [ "${SET}" = cost ]; then # one row per source, ROUNDS rounds of 8 s window
 		tool K$i 8 runtime=0 driver=0; sleep $GAP
 		attach A$i cpu 8; sleep $GAP
 		attach U$i cpu,cuda 8; sleep $GAP
+		attach E$i all 8; sleep $GAP
+	done
+elif [ "${SET}" = ke ]; then # the comparison alone: kernels only against everything on
+	for i in $(seq "${ROUNDS:-6}"); do
+		idle Z$i 8; sleep $GAP
+		tool K$i 8 runtime=0 driver=0; sleep $GAP
 		attach E$i all 8; sleep $GAP
 	done
 elif [ "${SET}" = collector ]; then # the collector as users run it, between idle windows

@@ -5,7 +5,10 @@
 # the kernels (names and counts) torch.profiler records in the same 10 steps
 # of an unprofiled run of the same deterministic loop (not the same process:
 # CUPTI takes one client per process); the Python hook traces the script
-# from its start (train_step 15 times), and the CUDA library uprobes record.
+# from its start (train_step 15 times), and the CUDA library uprobes record;
+# every kernel, copy and set is linked to its launch call. A second run with
+# --cuda-api-records true: CUPTI's synchronization and overhead records come
+# out as event types of their own.
 #   tests/gpu/launch_kernels.sh run [OUTDIR]
 set -u
 . "$(dirname "$0")/common.inc"
@@ -54,9 +57,21 @@ for n in sorted(set(ours) | set(theirs)):
 print(("PASS" if ours == theirs and ours else "FAIL") + " kernel names and counts equal torch.profiler's")
 PY
 grep -q '^FAIL' "$T/cmp" && gpu_fails=$((gpu_fails + 1))
+# Every kernel, copy and set linked to its launch call, no flow unbound.
+"$CARRY/bin/llmtracker-convert" -i "$T/p.log" --cupti-dir "$T" -o "$T/t.json" 2>"$T/conv.err" >/dev/null
+m=$(sed -n 's/^launch links from uprobes: \([0-9]*\) of \([0-9]*\) .*/\1 \2/p' "$T/conv.err")
+if [ -n "$m" ] && [ "${m% *}" = "${m#* }" ] && [ "${m% *}" -gt 0 ] && ! grep -q "unbound flows" "$T/conv.err"; then
+	say "PASS every kernel, copy and set linked to its launch call (${m% *})"
+else
+	say "FAIL launch links: ${m:-none} (linked, of); $(grep -E '^launch links|unbound' "$T/conv.err" | head -2 | cut -c1-200)"
+fi
 # torch.cuda.synchronize(): CUPTI's synchronization records (format 1.3
 # gpu_sync events), shown as PyTorch's profiler shows them.
-"$CARRY/bin/llmtracker-convert" -q -i "$T/p.log" --cupti-dir "$T" -o "$T/t.json" 2>/dev/null
+mkdir -p "$T/api"
+"$CARRY/bin/llmtracker" profile -t python,cuda --enable-cuda-kernel true --cuda-api-records true \
+	-o "$T/api/p.log" -- "$PY" tests/gpu/launch_kernels.py prof "$T/api/prof.json" >"$T/api/out" 2>"$T/api/err" ||
+	say "FAIL profile --cuda-api-records true: $(tail -2 "$T/api/err" | tr '\n' ' ')"
+"$CARRY/bin/llmtracker-convert" -q -i "$T/api/p.log" -o "$T/t.json" 2>/dev/null
 python3 - "$T/t.json" <<'PY' | tee "$T/sync"
 import json, sys
 ev = json.load(open(sys.argv[1]))["traceEvents"]
