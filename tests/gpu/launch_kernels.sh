@@ -63,7 +63,8 @@ m=$(sed -n 's/^launch links from uprobes: \([0-9]*\) of \([0-9]*\) .*/\1 \2/p' "
 if [ -n "$m" ] && [ "${m% *}" = "${m#* }" ] && [ "${m% *}" -gt 0 ] && ! grep -q "unbound flows" "$T/conv.err"; then
 	say "PASS every kernel, copy and set linked to its launch call (${m% *})"
 else
-	say "FAIL launch links: ${m:-none} (linked, of); $(grep -E '^launch links|unbound' "$T/conv.err" | head -2 | cut -c1-200)"
+	say "FAIL launch links: ${m:-none} (linked, of)"
+	grep -E '^launch links|unbound' "$T/conv.err" | cut -c1-600 | sed 's/^/INFO /'
 fi
 # torch.cuda.synchronize(): CUPTI's synchronization records (format 1.3
 # gpu_sync events), shown as PyTorch's profiler shows them.
@@ -71,8 +72,8 @@ mkdir -p "$T/api"
 "$CARRY/bin/llmtracker" profile -t python,cuda --enable-cuda-kernel true --cuda-api-records true \
 	-o "$T/api/p.log" -- "$PY" tests/gpu/launch_kernels.py prof "$T/api/prof.json" >"$T/api/out" 2>"$T/api/err" ||
 	say "FAIL profile --cuda-api-records true: $(tail -2 "$T/api/err" | tr '\n' ' ')"
-"$CARRY/bin/llmtracker-convert" -q -i "$T/api/p.log" -o "$T/t.json" 2>/dev/null
-python3 - "$T/t.json" <<'PY' | tee "$T/sync"
+"$CARRY/bin/llmtracker-convert" -q -i "$T/api/p.log" -o "$T/api/t.json" 2>/dev/null
+python3 - "$T/api/t.json" <<'PY' | tee "$T/sync"
 import json, sys
 ev = json.load(open(sys.argv[1]))["traceEvents"]
 s = [e for e in ev if e.get("cat") == "cuda_sync"]
