@@ -260,6 +260,16 @@ def uprobe_align(v, tag, ev, coll):
       f"thread: {inside}/{len(cup)}")
 
 
+def compare_kernels(v, tag, ours, theirs, where):
+    """Kernel names and counts, ours against torch.profiler's, over `where`."""
+    print(f"INFO [{tag}] kernels in {where}: ours {sum(ours.values())} ({len(ours)} names), "
+          f"torch.profiler {sum(theirs.values())} ({len(theirs)} names)")
+    for k in sorted(set(ours) | set(theirs)):
+        if ours[k] != theirs[k]:
+            print(f"  diff {ours[k]:5d} ours vs {theirs[k]:5d} torch: {k[:150]}")
+    v(ours == theirs, f"[{tag}] kernel names and counts match torch.profiler over {where}")
+
+
 def kernel_match_by_sync(v, tag, ev, tr):
     """Without CUPTI's API records (the default): the loop synchronizes
     after every 8th step, so the kernels starting between the ends of steps
@@ -278,13 +288,7 @@ def kernel_match_by_sync(v, tag, ev, tr):
     j = inside[len(inside) // 2]
     ours = collections.Counter(name for t, name in kt if ends[j] < t <= ends[j + span])
     theirs = collections.Counter({k: c * (span // n) for k, c in collections.Counter(tr["torch_kernels"]).items()})
-    print(f"INFO [{tag}] kernels in {span} steps (between syncs): ours {sum(ours.values())} ({len(ours)} names), "
-          f"torch.profiler {sum(theirs.values())} ({len(theirs)} names, {n} steps x {span // n})")
-    if ours != theirs:
-        for k in sorted(set(ours) | set(theirs)):
-            if ours[k] != theirs[k]:
-                print(f"  diff {ours[k]:5d} ours vs {theirs[k]:5d} torch: {k[:150]}")
-    v(ours == theirs, f"[{tag}] kernel names and counts match torch.profiler over {span} steps")
+    compare_kernels(v, tag, ours, theirs, f"{span} steps (between syncs)")
 
 
 def kernel_match(v, tag, ev, tr):
@@ -310,13 +314,7 @@ def kernel_match(v, tag, ev, tr):
     k0, k1 = min(kt[c] for c in paired), max(kt[c] for c in paired)
     ours = collections.Counter(demangle(k[5]) for k in ev["K"] if k0 <= int(k[0]) <= k1)
     theirs = collections.Counter(tr["torch_kernels"])
-    print(f"INFO [{tag}] kernels in {n} steps: ours {sum(ours.values())} ({len(ours)} names), "
-          f"torch.profiler {sum(theirs.values())} ({len(theirs)} names)")
-    if ours != theirs:
-        for k in sorted(set(ours) | set(theirs)):
-            if ours[k] != theirs[k]:
-                print(f"  diff {ours[k]:5d} ours vs {theirs[k]:5d} torch: {k[:150]}")
-    v(ours == theirs, f"[{tag}] kernel names and counts match torch.profiler over {n} steps")
+    compare_kernels(v, tag, ours, theirs, f"{n} steps")
 
 
 def analyze(d):
