@@ -843,7 +843,7 @@ static void undo_target_fds(struct load_ctx *c)
 
 static int make_memfd(struct load_ctx *c, const void *lib, size_t len, char *err, size_t errsz)
 {
-	static const char name[] = "llmtracker-inject";
+	static const char name[] = LT_INJ_MEMFD_NAME;
 	int64_t r;
 	int rc = poke_bytes(&c->t, c->scratch, name, sizeof(name));
 	if (rc)

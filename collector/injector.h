@@ -96,4 +96,9 @@ int lt_inj_present(const struct lt_inj *inj);
 /* Timeout for one remote call (dlopen can take a while on a busy target). */
 #define LT_INJ_CALL_TIMEOUT_MS 10000
 
+/* The name of the memfd the library is loaded from: the target's maps show
+ * "/memfd:" LT_INJ_MEMFD_NAME " (deleted)", which the symbolizer reads as
+ * the library it is (its frames named in CPU stacks). */
+#define LT_INJ_MEMFD_NAME "llmtracker-inject"
+
 #endif

@@ -8,6 +8,7 @@
 #include "elfsym.h"
 #include "sym_table.h"
 #include "debuginfod.h"
+#include "injector.h"
 
 #include <dlfcn.h>
 #include <errno.h>
@@ -354,9 +355,15 @@ static int proc_eq(const struct lt_sym *s, uint32_t i, const void *key)
 }
 
 /* Anonymous-like mappings: no path, [heap]/[stack]/..., memfd (JIT code),
- * shared anonymous memory. Their frames stay as name+offset. */
+ * shared anonymous memory. Their frames stay as name+offset. The memfd
+ * our injected library is loaded from is the library: read as any object
+ * (through map_files, its identity checked), its frames get their names. */
 static const char *anon_name(const char *path)
 {
+	static const char ours[] = "/memfd:" LT_INJ_MEMFD_NAME;
+
+	if (!strcmp(path, ours))
+		return NULL;
 	if (!*path || !strncmp(path, "/memfd:", 7) || !strncmp(path, "/dev/zero", 9) ||
 	    !strncmp(path, "/SYSV", 5) || !strncmp(path, "[anon", 5))
 		return "[anon]";

@@ -48,4 +48,16 @@ bad=$(awk '$1 == "cpu_sample" {
 check "no user frame outside canonical user addresses ($bad)" '[ "$bad" = 0 ]'
 miss=$($AWK -v mode=missing "$tmp/p.txt" | awk '{print $1}')
 check "every sampled address has a symbol event (missing: $miss)" '[ "$miss" = 0 ]'
+
+# With the injected Python hook: the library is mapped from a memfd, and its
+# frames (the profile function on every call) are named, not [anon].
+"$LLMT" profile -t cpu,python --python-method hook -o "$tmp/h.evlog" -- "$PY" "$tmp/work.py" \
+	>"$tmp/h.out" 2>"$tmp/h.err"
+check "profile -t cpu,python --python-method hook exits 0" '[ $? = 0 ]'
+"$DUMP" "$tmp/h.evlog" >"$tmp/h.txt" 2>&1
+hs=$(grep -c '^cpu_sample ' "$tmp/h.txt")
+$AWK -v mode=any "$tmp/h.txt" | sort -rn >"$tmp/hany"
+hook=$(awk '$2 == "pyh_profile" { print $1 }' "$tmp/hany")
+check "the hook's profile function named in the stacks (${hook:-0} of $hs samples)" \
+	'[ "${hook:-0}" -gt 0 ] && grep "^symbol .* name=pyh_profile " "$tmp/h.txt" | grep -q "module=/memfd:llmtracker-inject "'
 tap_done
