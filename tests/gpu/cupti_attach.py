@@ -152,6 +152,7 @@ MODES = {
     "N": "llmtracker profile -t cpu (static, no CUDA kernels)",
     "V": "llmtracker profile -t cpu,cuda --enable-cuda-kernel, CUPTI kernels only (LLMT_CUPTI_START=runtime=0)",
     "Y": "llmtracker profile -t python (the injected hook), no CUDA kernels",
+    "H": "llmtracker profile -t python --enable-cuda-kernel (the hook and kernels, one library)",
     "E": "llmtracker profile -t all --enable-cuda-kernel (everything on)",
 }
 NOISY = ("cudaGetDevice", "cudaGetLastError", "cudaStreamIsCapturing", "cuDevicePrimaryCtxGetState",
@@ -379,7 +380,7 @@ def analyze(d):
     # averaged over the mode's windows; Z (nothing attached) is the method's
     # own noise.
     print("COST mode | steps/s while recording vs just before: mean, sd, windows | after detach | what")
-    for mode in "ZYKDUEVFAN":
+    for mode in "ZYKDAHUEVFN":
         r = [x for x in rows if x[0][0] == mode]
         if r:
             rel = [x[2] / x[1] - 1 for x in r]

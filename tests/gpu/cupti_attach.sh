@@ -94,7 +94,8 @@ tool() { # TAG SECONDS ARGS
 # SET picks the windows: modes (default: every recording mode twice), cost
 # (a per-source cost table: ROUNDS rounds of idle, Python hook, kernels only,
 # the default, uprobes, -t all), ke (ROUNDS rounds of idle, kernels only,
-# -t all), floor,
+# -t all), parts (ROUNDS rounds of idle, kernels only, then kernels with
+# -t cpu, -t python, -t cpu,cuda, -t all), floor,
 # long (20 s windows), stat (8 s windows:
 # kernels only, the default, the collector with uprobes), collector, none.
 GAP=${GAP:-4}
@@ -134,6 +135,15 @@ elif [ "${SET}" = cost ]; then # one row per source, ROUNDS rounds of 8 s window
 		attach Y$i python 8 --no-cuda; sleep $GAP
 		tool K$i 8 runtime=0 driver=0; sleep $GAP
 		attach A$i cpu 8; sleep $GAP
+		attach U$i cpu,cuda 8; sleep $GAP
+		attach E$i all 8; sleep $GAP
+	done
+elif [ "${SET}" = parts ]; then # -t all's cost by part, each with kernels: which source costs what
+	for i in $(seq "${ROUNDS:-4}"); do
+		idle Z$i 8; sleep $GAP
+		tool K$i 8 runtime=0 driver=0; sleep $GAP
+		attach A$i cpu 8; sleep $GAP
+		attach H$i python 8; sleep $GAP
 		attach U$i cpu,cuda 8; sleep $GAP
 		attach E$i all 8; sleep $GAP
 	done
