@@ -181,6 +181,12 @@ int lt_cuda_decoder_cfg(const struct lt_decoder *d)
 	return d->kind == DK_LAUNCHEX || d->kind == DK_CULAUNCHEX;
 }
 
+int lt_cuda_decoder_launch_layer(const struct lt_decoder *d)
+{
+	return d->kind == DK_LAUNCH || d->kind == DK_LAUNCHEX ? LT_LAUNCH_RUNTIME
+	     : d->kind == DK_CULAUNCH || d->kind == DK_CULAUNCHEX ? LT_LAUNCH_DRIVER : 0;
+}
+
 int lt_cuda_decoder_queues_work(const struct lt_decoder *d)
 {
 	switch (d->kind) {

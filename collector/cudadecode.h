@@ -40,6 +40,12 @@ int lt_cuda_decoder_cfg(const struct lt_decoder *d);
  * launch), the calls kernels, copies and sets are linked to? */
 int lt_cuda_decoder_queues_work(const struct lt_decoder *d);
 
+/* The layer of a kernel launch: LT_LAUNCH_RUNTIME (cudaLaunchKernel...: its
+ * kernel named by the host stub), LT_LAUNCH_DRIVER (cuLaunchKernel...:
+ * reached by every launch), 0 for any other call. */
+enum { LT_LAUNCH_RUNTIME = 1, LT_LAUNCH_DRIVER };
+int lt_cuda_decoder_launch_layer(const struct lt_decoder *d);
+
 /* Format the detail string of one call: args holds LT_DECODE_ARGS values
  * (see above). Returns the length written. */
 size_t lt_cuda_decode(const struct lt_decoder *d, const uint64_t *args,

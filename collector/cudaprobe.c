@@ -94,6 +94,7 @@ struct cp_state {
 	size_t n_elves;
 	bool multi;           /* uprobe_multi links (kernel 6.6+) */
 	bool launches_only;   /* lt_options.cuda_launches_only */
+	int launch_layer;     /* the default file's launches probed at this layer only, 0: any */
 	struct cp_name names[CP_NAME_CACHE];
 	uint64_t calls, attach_errors;
 	uint64_t cur_start;   /* start time of the process being attached to */
@@ -243,6 +244,11 @@ static int cp_start(struct lt_session *s, void **state)
 	if (!st)
 		return lt_session_errorf(s, "out of memory");
 	st->launches_only = s->opt.cuda_launches_only;
+	/* The default file lists launches at both layers: with kernels
+	 * recorded at the driver's, which every launch reaches (each kernel
+	 * linked to its launch); else at the runtime's, which names the kernel. */
+	if (!s->opt.probe_file)
+		st->launch_layer = s->opt.cuda_kernel ? LT_LAUNCH_DRIVER : LT_LAUNCH_RUNTIME;
 	if (load_probe_file(s, st))
 		return -1;
 	err = open_and_load(s, st, true);
@@ -481,11 +487,16 @@ static size_t attach_multi(struct cp_state *st, int pid, const char *file, const
 	       attach_multi(st, pid, file, ids + n / 2, n - n / 2, first_err);
 }
 
-static bool queues_work(const char *symbol)
+/* Is the function left out by the profile's kind (launches only) or by the
+ * default file's launch layer? */
+static bool left_out(const struct cp_state *st, const char *symbol)
 {
 	const struct lt_decoder *d = lt_cuda_decoder(symbol);
+	int layer = d ? lt_cuda_decoder_launch_layer(d) : 0;
 
-	return d && lt_cuda_decoder_queues_work(d);
+	if (st->launches_only && !(d && lt_cuda_decoder_queues_work(d)))
+		return true;
+	return st->launch_layer && layer && layer != st->launch_layer;
 }
 
 /* The probes `pl` selects in ELF e (mapped as path); ids gets their ids. */
@@ -506,7 +517,7 @@ static size_t select_probes(struct cp_state *st, const struct lt_elf *e, const c
 		ps = lt_plib_select(pl, sy->name, sy->exported);
 		if (!ps || lt_elf_vaddr_to_offset(e, sy->vaddr, &off))
 			continue;
-		if (st->launches_only && !queues_work(sy->name))
+		if (left_out(st, sy->name))
 			continue;
 		last = sy->vaddr;
 		id = probe_for(st, path, pl, ps, sy->name, dev, ino, off);

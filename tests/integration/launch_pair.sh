@@ -341,8 +341,13 @@ STUB=${CUDA_HOME:-/usr/local/cuda}/lib64/stubs/libcuda.so
 if [ -e "$STUB" ]; then
 	PROBE_FILE= run rdrv runtime=0 LAUNCH_APP_CUDA="$STUB"
 	check "driver launches, the default probe file: every kernel, copy and set linked ($WORK of $WORK)" \
-		'grep -q "launch links from uprobes: $WORK of $WORK kernels/copies/sets linked" "$W/rdrv/conv.err" &&
-		 grep -q "cuLaunchKernelEx" "$W/rdrv/trace.json"'
+		'grep -q "launch links from uprobes: $WORK of $WORK kernels/copies/sets linked" "$W/rdrv/conv.err"'
+	layer=$(python3 -c 'import json, sys
+ev = json.load(open(sys.argv[1]))["traceEvents"]
+n = lambda s: sum(1 for e in ev if e.get("ph") == "X" and e.get("name") == s)
+print(n("cuLaunchKernel"), n("cuLaunchKernelEx"), n("cudaLaunchKernel"))' "$W/rdrv/trace.json")
+	check "... launches probed at the driver only: cuLaunchKernel, cuLaunchKernelEx, no cudaLaunchKernel ($layer)" \
+		'set -- $layer; [ "$1" -gt 0 ] && [ "$2" -gt 0 ] && [ "$3" = 0 ]'
 	truth_ok rdrv "$WORK" > "$W/rdrv/truth"; echo "$?" >> "$W/rdrv/truth"; sed 's/^/# rdrv: /' "$W/rdrv/truth"
 	check "... every GPU item's flow starts at the call that made it (exact)" '[ "$(tail -1 "$W/rdrv/truth")" = 0 ]'
 else

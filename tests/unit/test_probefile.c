@@ -38,8 +38,9 @@ static void default_file_parses(void **state)
 		if (!strcmp(pf->libs[i].spec, "libcudart.so")) {
 			found |= 1;
 			assert_int_equal(pf->libs[i].lib_class, EVLIB_CUDA_RUNTIME);
-			/* launches at the driver, where every launch arrives */
-			assert_null(lt_plib_select(&pf->libs[i], "cudaLaunchKernel", true));
+			/* launches at both layers: the collector probes one
+			 * (cudaprobe.c, launch_layer) */
+			assert_non_null(lt_plib_select(&pf->libs[i], "cudaLaunchKernel", true));
 			assert_non_null(lt_plib_select(&pf->libs[i], "cudaMemcpyAsync", true));
 			/* hot trivial functions stay out */
 			assert_null(lt_plib_select(&pf->libs[i], "cudaGetLastError", true));
@@ -53,8 +54,8 @@ static void default_file_parses(void **state)
 		if (!strcmp(pf->libs[i].spec, "libcuda.so")) {
 			found |= 4;
 			assert_null(lt_plib_select(&pf->libs[i], "cuCtxGetCurrent", true));
-			/* one layer per call: launches at the driver, copies at the
-			 * runtime (not the driver call it makes); driver-only calls */
+			/* copies at the runtime (not the driver call it makes),
+			 * driver-only calls, launches (see above) */
 			assert_non_null(lt_plib_select(&pf->libs[i], "cuLaunchKernel", true));
 			assert_non_null(lt_plib_select(&pf->libs[i], "cuLaunchKernelEx_ptsz", true));
 			assert_null(lt_plib_select(&pf->libs[i], "cuMemcpyHtoDAsync_v2", true));
