@@ -942,7 +942,30 @@ out:
 
 /* ------------------------------------------------------------------ pass 2 */
 
-void cv_lp_apply(const struct cv_core *c, uint32_t host, uint64_t start, struct evlog_event *e)
+/* A driver launch names a kernel handle ("func=0x... grid=..."): the
+ * paired kernel's name takes its place ("kernel=NAME grid=..."), as a
+ * runtime launch names its kernel, written into buf. */
+static void name_launch(struct cv_core *c, const struct cv_lp *lp, const struct lp_call *k,
+			struct evlog_event *e, char *buf, size_t n)
+{
+	static const char fn[] = "func=0x";
+	struct evlog_str d = e->u.lib_call.detail;
+
+	if (k->kind != LP_KERNEL || k->gpu < 0 || d.len < sizeof(fn) - 1 ||
+	    memcmp(d.ptr, fn, sizeof(fn) - 1))
+		return;
+	const char *mangled = cv_strtab_get(&lp->names, lp->gpus[k->gpu].name);
+	const char *name = cv_demangle(c, mangled, strlen(mangled));
+	size_t rest = strcspn(d.ptr, " ");
+	int w = snprintf(buf, n, "kernel=%.*s%.*s", LP_NAME_MAX, name ? name : mangled,
+			 (int)(rest < d.len ? d.len - rest : 0), d.ptr + rest);
+
+	if (*mangled && w > 0 && (size_t)w < n)
+		e->u.lib_call.detail = (struct evlog_str){ buf, (uint32_t)w };
+}
+
+void cv_lp_apply(struct cv_core *c, uint32_t host, uint64_t start, struct evlog_event *e,
+		 char *buf, size_t n)
 {
 	const struct cv_lp *lp = c->lp;
 	const uint64_t *v;
@@ -954,8 +977,10 @@ void cv_lp_apply(const struct cv_core *c, uint32_t host, uint64_t start, struct 
 		if (e->u.lib_call.correlation_id)
 			return;
 		v = cv_map_get(&lp->call_at, thread_key(host, e->pid, e->tid ? e->tid : e->pid), start);
-		if (v)
+		if (v) {
 			e->u.lib_call.correlation_id = lp->calls[*v - 1].corr;
+			name_launch(c, lp, &lp->calls[*v - 1], e, buf, n);
+		}
 		return;
 	case EV_GPU_KERNEL:
 	case EV_GPU_MEMCPY:

@@ -42,6 +42,9 @@ struct cv_core;
 struct cv_log;
 struct cv_lp;
 
+/* Room for a driver launch's detail with its kernel named (cv_lp_apply). */
+#define CV_LP_DETAIL_MAX 1280
+
 /* Made-up correlation ids for work CUPTI gave none: above CUPTI's 32-bit
  * ids, below the 40 bits a flow id keeps. */
 #define CV_LP_CORR_BASE (1ULL << 39)
@@ -69,8 +72,11 @@ int cv_lp_is_marker(const struct evlog_event *e);
 /* After pass 1: pair, mark the correlation ids used. 0 or -1 (c->err). */
 int cv_lp_solve(struct cv_core *c);
 /* Pass 2, before naming: give e (a record of host `host` starting at
- * `start` on the host clock) the correlation id of its pairing, if any. */
-void cv_lp_apply(const struct cv_core *c, uint32_t host, uint64_t start, struct evlog_event *e);
+ * `start` on the host clock) the correlation id of its pairing, if any; a
+ * driver launch's detail names its kernel then, written into buf (size n,
+ * which must live as long as e). */
+void cv_lp_apply(struct cv_core *c, uint32_t host, uint64_t start, struct evlog_event *e,
+		 char *buf, size_t n);
 const struct cv_lp_stats *cv_lp_stats(const struct cv_core *c);
 /* One line for the conversion's end (nothing when there was nothing to
  * pair), then one per reason work missed the link CUPTI gives it. */

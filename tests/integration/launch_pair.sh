@@ -348,6 +348,13 @@ n = lambda s: sum(1 for e in ev if e.get("ph") == "X" and e.get("name") == s)
 print(n("cuLaunchKernel"), n("cuLaunchKernelEx"), n("cudaLaunchKernel"))' "$W/rdrv/trace.json")
 	check "... launches probed at the driver only: cuLaunchKernel, cuLaunchKernelEx, no cudaLaunchKernel ($layer)" \
 		'set -- $layer; [ "$1" -gt 0 ] && [ "$2" -gt 0 ] && [ "$3" = 0 ]'
+	named=$(python3 -c 'import json, sys
+ev = json.load(open(sys.argv[1]))["traceEvents"]
+want = {"cuLaunchKernel": "kernel=kernel_a(float*, int) grid=", "cuLaunchKernelEx": "kernel=kernel_b(float*) grid="}
+l = [e for e in ev if e.get("ph") == "X" and e.get("name") in want]
+print(sum(e["args"].get("args", "").startswith(want[e["name"]]) for e in l), len(l))' "$W/rdrv/trace.json")
+	check "... each driver launch names its kernel, as a runtime launch does ($named)" \
+		'set -- $named; [ "$2" -gt 0 ] && [ "$1" = "$2" ]'
 	truth_ok rdrv "$WORK" > "$W/rdrv/truth"; echo "$?" >> "$W/rdrv/truth"; sed 's/^/# rdrv: /' "$W/rdrv/truth"
 	check "... every GPU item's flow starts at the call that made it (exact)" '[ "$(tail -1 "$W/rdrv/truth")" = 0 ]'
 else
