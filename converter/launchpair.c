@@ -15,7 +15,7 @@
  * start a little before the call's entry. A kernel starts microseconds
  * after its launch at the soonest, so this much is taken as clock error. */
 #define LP_START_SLACK_NS 20000ULL
-/* Calls and GPU records noted at most (~50 bytes each). */
+/* Calls, GPU records and API records noted at most (~50 bytes each). */
 #define LP_MAX_RECS (16u << 20)
 /* Distinct names kept for the misses' tally; later ones count as "other". */
 #define LP_NAMES_MAX 8192
@@ -93,6 +93,16 @@ static struct cv_lp *lp_of(struct cv_core *c)
 	if (!c->lp)
 		c->lp = calloc(1, sizeof(*c->lp));
 	return c->lp;
+}
+
+/* Calls, GPU records and API records noted reach LP_MAX_RECS: the next is
+ * counted, not noted. */
+static int at_bound(struct cv_lp *lp)
+{
+	if (lp->n_calls + lp->n_gpus + lp->n_apis < LP_MAX_RECS)
+		return 0;
+	lp->st.capped++;
+	return 1;
 }
 
 /* The index of a name in lp->names (a name past the bound: "(other)"). */
@@ -290,10 +300,8 @@ static int note_call(struct cv_core *c, struct cv_lp *lp, uint32_t host, uint64_
 		k.stage = LP_FULL;
 		k.sig = work_sig(kind, bytes);
 	}
-	if (lp->n_calls + lp->n_gpus >= LP_MAX_RECS) {
-		lp->st.capped++;
+	if (at_bound(lp))
 		return 0;
-	}
 	if (lt_grow((void **)&lp->calls, &lp->cap_calls, lp->n_calls + 1, sizeof(k), 1024))
 		return -1;
 	lp->calls[lp->n_calls++] = k;
@@ -339,10 +347,8 @@ static int note_gpu(struct cv_lp *lp, struct cv_core *c, uint32_t host, uint64_t
 		g.corr = e->u.gpu_memset.correlation_id;
 		g.sig = work_sig(LP_SET, e->u.gpu_memset.bytes);
 	}
-	if (lp->n_calls + lp->n_gpus >= LP_MAX_RECS) {
-		lp->st.capped++;
+	if (at_bound(lp))
 		return 0;
-	}
 	if (lt_grow((void **)&lp->gpus, &lp->cap_gpus, lp->n_gpus + 1, sizeof(g), 1024))
 		return -1;
 	lp->gpus[lp->n_gpus++] = g;
@@ -383,8 +389,11 @@ int cv_lp_note(struct cv_core *c, uint32_t host, const struct cv_log *l,
 	case EV_GPU_API: /* every one: the misses name the call CUPTI saw */
 		if (!e->u.gpu_api.correlation_id)
 			return 0;
-		if (!(lp = lp_of(c)) ||
-		    lt_grow((void **)&lp->apis, &lp->cap_apis, lp->n_apis + 1, sizeof(*lp->apis), 1024))
+		if (!(lp = lp_of(c)))
+			return -1;
+		if (at_bound(lp))
+			return 0;
+		if (lt_grow((void **)&lp->apis, &lp->cap_apis, lp->n_apis + 1, sizeof(*lp->apis), 1024))
 			return -1;
 		lp->apis[lp->n_apis++] = (struct lp_api){ ts, ts + e->u.gpu_api.dur,
 							  e->u.gpu_api.correlation_id, host, e->pid,
