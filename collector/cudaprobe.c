@@ -94,7 +94,7 @@ struct cp_state {
 	size_t n_elves;
 	bool multi;           /* uprobe_multi links (kernel 6.6+) */
 	bool launches_only;   /* lt_options.cuda_launches_only */
-	int launch_layer;     /* the default file's launches probed at this layer only, 0: any */
+	int launch_layer;     /* launches probed at this layer only (launch_layer()), 0: any */
 	struct cp_name names[CP_NAME_CACHE];
 	uint64_t calls, attach_errors;
 	uint64_t cur_start;   /* start time of the process being attached to */
@@ -144,6 +144,24 @@ static int load_probe_file(struct lt_session *s, struct cp_state *st)
 	LT_INFO(1, "cuda: probe file %s: %zu libraries, %zu kernel functions", p, st->pf->n_libs,
 		st->pf->n_kprobes);
 	return 0;
+}
+
+/* A file naming kernel launches at both layers (the default one does) has
+ * them probed at one, never both (a runtime launch reaches the driver's):
+ * with kernels recorded at the driver's, which every launch reaches, so
+ * each kernel is linked to its launch; else at the runtime's, whose host
+ * stub names the kernel. A file naming one layer keeps it. */
+static int launch_layer(const struct lt_probefile *pf, bool kernels)
+{
+	bool rt = false, drv = false;
+
+	for (size_t i = 0; i < pf->n_libs; i++) {
+		rt = rt || lt_plib_select(&pf->libs[i], "cudaLaunchKernel", true);
+		drv = drv || lt_plib_select(&pf->libs[i], "cuLaunchKernel", true);
+	}
+	if (!rt || !drv)
+		return 0;
+	return kernels ? LT_LAUNCH_DRIVER : LT_LAUNCH_RUNTIME;
 }
 
 /* ------------------------------------------------------------ kprobes */
@@ -244,13 +262,9 @@ static int cp_start(struct lt_session *s, void **state)
 	if (!st)
 		return lt_session_errorf(s, "out of memory");
 	st->launches_only = s->opt.cuda_launches_only;
-	/* The default file lists launches at both layers: with kernels
-	 * recorded at the driver's, which every launch reaches (each kernel
-	 * linked to its launch); else at the runtime's, which names the kernel. */
-	if (!s->opt.probe_file)
-		st->launch_layer = s->opt.cuda_kernel ? LT_LAUNCH_DRIVER : LT_LAUNCH_RUNTIME;
 	if (load_probe_file(s, st))
 		return -1;
+	st->launch_layer = launch_layer(st->pf, s->opt.cuda_kernel);
 	err = open_and_load(s, st, true);
 	if (err == -EINVAL || err == -EOPNOTSUPP || err == -E2BIG) {
 		LT_INFO(1, "cuda: no uprobe_multi on this kernel (%s): one perf event per function",
@@ -488,7 +502,7 @@ static size_t attach_multi(struct cp_state *st, int pid, const char *file, const
 }
 
 /* Is the function left out by the profile's kind (launches only) or by the
- * default file's launch layer? */
+ * launch layer? */
 static bool left_out(const struct cp_state *st, const char *symbol)
 {
 	const struct lt_decoder *d = lt_cuda_decoder(symbol);
