@@ -42,6 +42,7 @@ BUILD=${BUILD:-build}
 T=$(realpath -m "$BUILD/tests/progs")
 COLL=$(realpath -m "$BUILD/bin/llmtracker")
 CONV=$(realpath -m "$BUILD/bin/llmtracker-convert")
+LP_CHECK=$(realpath -m "$(dirname "$0")/launch_pair_check.py")
 need_built "$T/launch_app" "$T/fake_cupti" "$COLL" "$CONV"
 need_root "eBPF, ptrace, mount namespace"
 need_standin_driver tests/gpu/launch_links.sh
@@ -95,6 +96,14 @@ run() {
 }
 # field of the converter's launch line: the number before TEXT
 num() { sed -n "s/.*[^0-9]\([0-9][0-9]*\) $2.*/\1/p" "$W/$1/conv.err" | head -1; }
+# lp_check RUN CHECK N DESCRIPTION: a check of tests/integration/launch_pair_check.py
+# on RUN's trace and app output (N: what it must count), its figures shown
+lp_check() {
+	python3 "$LP_CHECK" "$2" "$W/$1/trace.json" "$W/$1/app.out" "$3" > "$W/$1/$2" 2>&1
+	local rc=$?
+	sed "s/^/# $1: /" "$W/$1/$2"
+	check_rc "$rc" "$4"
+}
 
 run r1 runtime=1
 check "runtime=1: the app made its calls, the collector and converter ended well" \
@@ -104,142 +113,19 @@ check "runtime=1: every kernel, copy and set has CUPTI's link ($WORK)" \
 check "runtime=1: the uprobe pairing agrees with every CUPTI link ($WORK of $WORK, 100%)" \
 	'grep -q "checked against CUPTI.s links: $WORK of $WORK agree (100.00%)" "$W/r1/conv.err"'
 
-# The trace's flows: every GPU item's flow id starts at a launch call whose
-# name fits its kind; no GPU item without one.
-flows_ok() {
-	python3 - "$W/$1/trace.json" "$2" <<'EOF'
-import json, sys
-tr = json.load(open(sys.argv[1]))
-ev = tr["traceEvents"] if isinstance(tr, dict) else tr
-want = {"kernel": ("cudaLaunchKernel", "cuLaunchKernel", "cudaGraphLaunch"), "gpu_memcpy": ("cudaMemcpyAsync",),
-        "gpu_memset": ("cudaMemsetAsync",)}
-at = lambda e: (e["pid"], e["tid"], e["ts"])
-starts = {e["id"]: at(e) for e in ev if e.get("ph") == "s"}
-ends = {at(e): e["id"] for e in ev if e.get("ph") == "f"}
-names = {at(e): e["name"] for e in ev if e.get("ph") == "X"}
-gpu = bad = 0
-for e in ev:
-    if e.get("ph") != "X" or e.get("cat") not in want:
-        continue
-    gpu += 1
-    fid = ends.get(at(e))
-    call = names.get(starts.get(fid)) if fid is not None else None
-    if not call or not call.startswith(want[e["cat"]]):
-        bad += 1
-print(f"gpu items {gpu}, without a flow from a launch call of their kind {bad}")
-sys.exit(0 if gpu == int(sys.argv[2]) and bad == 0 else 1)
-EOF
-}
 
-# Exact: every GPU item's flow starts at the very call the app made its
-# work with (the app's "truth" lines: the stand-in's correlation id of each
-# call of a thread, in call order; flow ids end in the correlation id).
-truth_ok() {
-	python3 - "$W/$1/trace.json" "$W/$1/app.out" "$2" <<'EOF'
-import collections, json, sys
-tr = json.load(open(sys.argv[1]))
-ev = tr["traceEvents"] if isinstance(tr, dict) else tr
-truth = {}
-for line in open(sys.argv[2]):
-    f = line.split()
-    if f and f[0] == "truth":
-        truth[int(f[1])] = [int(x) for x in f[2:]]
-names = ("cudaLaunchKernel", "cuLaunchKernel", "cudaMemcpyAsync", "cudaMemsetAsync", "cudaGraphLaunch")
-at = lambda e: (e["pid"], e["tid"], e["ts"])
-calls = collections.defaultdict(list)
-for e in ev:
-    if e.get("ph") == "X" and e["name"].startswith(names) and e["tid"] in truth:
-        calls[e["tid"]].append(e)
-# With CUPTI's API records, the stand-in's record of a call (its bounds as
-# the app took them, around the uprobe's) is folded into the uprobe's or
-# shown beside it, overlapping: overlapping records are one call.
-which, n_calls = {}, {}
-for tid, es in calls.items():
-    es.sort(key=lambda e: e["ts"])
-    i, end = -1, -1
-    for e in es:
-        if e["ts"] >= end:
-            i += 1
-        end = max(end, e["ts"] + e.get("dur", 0))
-        which[at(e)] = (tid, i)
-    n_calls[tid] = i + 1
-starts = {e["id"]: at(e) for e in ev if e.get("ph") == "s"}
-ends = [e for e in ev if e.get("ph") == "f"]
-same = sum(1 for tid in truth if n_calls.get(tid) == len(truth[tid]))
-right = 0
-for f in ends:
-    w = which.get(starts.get(f["id"]))
-    if w and truth[w[0]][w[1]] == f["id"] & ((1 << 40) - 1):
-        right += 1
-print(f"threads with every call in the trace {same} of {len(truth)}; flows ending on GPU items {len(ends)}, "
-      f"starting at the call that made the work {right}")
-sys.exit(0 if same == len(truth) and right == len(ends) == int(sys.argv[3]) else 1)
-EOF
-}
-truth_ok r1 "$WORK" > "$W/r1/truth"; echo "$?" >> "$W/r1/truth"; sed 's/^/# r1: /' "$W/r1/truth"
-check "runtime=1: CUPTI's links in the trace are the app's own (the truth the others are held to)" \
-	'[ "$(tail -1 "$W/r1/truth")" = 0 ]'
+lp_check r1 truth "$WORK" "runtime=1: CUPTI's links in the trace are the app's own (the truth the others are held to)"
 
 run r0 runtime=0
 check "runtime=0: the collector and converter ended well" \
 	'[ "$(cat "$W/r0/coll.rc")" = 0 ] && [ "$(cat "$W/r0/conv.rc")" = 0 ]'
 check "runtime=0: every kernel, copy and set linked from the uprobes ($WORK of $WORK)" \
 	'grep -q "launch links from uprobes: $WORK of $WORK kernels/copies/sets linked" "$W/r0/conv.err"'
-flows_ok r0 "$WORK" > "$W/r0/flows"; echo "$?" >> "$W/r0/flows"; sed 's/^/# r0: /' "$W/r0/flows"
-check "runtime=0: the trace binds each GPU item's flow to a launch call of its kind" '[ "$(tail -1 "$W/r0/flows")" = 0 ]'
+lp_check r0 flows "$WORK" "runtime=0: the trace binds each GPU item's flow to a launch call of its kind"
 check "runtime=0: no unbound flow" '! grep -q "unbound flows" "$W/r0/conv.err"'
-truth_ok r0 "$WORK" > "$W/r0/truth"; echo "$?" >> "$W/r0/truth"; sed 's/^/# r0: /' "$W/r0/truth"
-check "runtime=0: every GPU item's flow starts at the call that made it (exact, $WORK of $WORK)" \
-	'[ "$(tail -1 "$W/r0/truth")" = 0 ]'
+lp_check r0 truth "$WORK" "runtime=0: every GPU item's flow starts at the call that made it (exact, $WORK of $WORK)"
 
-# Exact without correlation ids: a stream runs its work in the order it was
-# queued, each thread of the app on its stream (launch_app: the racing
-# threads' streams are CUPTI's 21 and 22, the main thread's the legacy 7),
-# a graph launch 3 kernels; so the n-th GPU item of a stream is the work of
-# a known call of its thread, which its flow must start at.
-order_ok() {
-	python3 - "$W/$1/trace.json" "$W/$1/app.out" "$2" <<'EOF'
-import collections, json, sys
-tr = json.load(open(sys.argv[1]))
-ev = tr["traceEvents"] if isinstance(tr, dict) else tr
-tids = [int(l.split()[1]) for l in open(sys.argv[2]) if l.startswith("truth ")]
-# records the stand-in made of each call's work, per thread in call order
-recs = {int(l.split()[1]): [int(x) for x in l.split()[2:]] for l in open(sys.argv[2])
-        if l.startswith("recorded ")}
-stream_tid = dict(zip((21, 22, 7), tids))
-names = ("cudaLaunchKernel", "cuLaunchKernel", "cudaMemcpyAsync", "cudaMemsetAsync", "cudaGraphLaunch")
-at = lambda e: (e["pid"], e["tid"], e["ts"])
-calls = collections.defaultdict(list)
-for e in ev:
-    if e.get("ph") == "X" and e["name"].startswith(names) and e["tid"] in tids:
-        calls[e["tid"]].append(e)
-expect = {}
-for s, tid in stream_tid.items():
-    seq, mine = [], sorted(calls[tid], key=lambda e: e["ts"])
-    if len(mine) != len(recs[tid]):
-        sys.exit(f"thread {tid}: {len(mine)} calls in the trace, {len(recs[tid])} made")
-    for e, n in zip(mine, recs[tid]):
-        seq += [at(e)] * n
-    expect[s] = seq
-gpu = collections.defaultdict(list)
-for e in ev:
-    if e.get("ph") == "X" and e.get("cat") in ("kernel", "gpu_memcpy", "gpu_memset"):
-        gpu[e["tid"]].append(e)
-starts = {e["id"]: at(e) for e in ev if e.get("ph") == "s"}
-ends = {at(e): e["id"] for e in ev if e.get("ph") == "f"}
-right = total = 0
-for s, items in gpu.items():
-    for i, e in enumerate(sorted(items, key=lambda e: e["ts"])):
-        total += 1
-        fid = ends.get(at(e))
-        right += fid is not None and i < len(expect.get(s, [])) and starts.get(fid) == expect[s][i]
-print(f"GPU items {total}, whose flow starts at the call that queued it {right}")
-sys.exit(0 if right == total == int(sys.argv[3]) else 1)
-EOF
-}
-order_ok r0 "$WORK" > "$W/r0/order"; echo "$?" >> "$W/r0/order"; sed 's/^/# r0: /' "$W/r0/order"
-check "runtime=0: the stream-order check agrees (the one for records without ids, held to the truth)" \
-	'[ "$(tail -1 "$W/r0/order")" = 0 ]'
+lp_check r0 order "$WORK" "runtime=0: the stream-order check agrees (the one for records without ids, held to the truth)"
 
 # XPlane: every kernel, copy and set on the GPU planes carries a correlation
 # id that a launch call on the host plane carries too (xprof's link).
@@ -281,12 +167,8 @@ fi
 run rn runtime=0 FAKE_CUPTI_NOCORR=1
 check "runtime=0, no correlation ids: every kernel, copy and set linked ($WORK of $WORK)" \
 	'grep -q "launch links from uprobes: $WORK of $WORK kernels/copies/sets linked" "$W/rn/conv.err"'
-flows_ok rn "$WORK" > "$W/rn/flows"; echo "$?" >> "$W/rn/flows"; sed 's/^/# rn: /' "$W/rn/flows"
-check "runtime=0, no correlation ids: the trace binds each GPU item's flow to a launch call of its kind" \
-	'[ "$(tail -1 "$W/rn/flows")" = 0 ]'
-order_ok rn "$WORK" > "$W/rn/order"; echo "$?" >> "$W/rn/order"; sed 's/^/# rn: /' "$W/rn/order"
-check "runtime=0, no correlation ids: every GPU item's flow starts at the call that queued it (exact)" \
-	'[ "$(tail -1 "$W/rn/order")" = 0 ]'
+lp_check rn flows "$WORK" "runtime=0, no correlation ids: the trace binds each GPU item's flow to a launch call of its kind"
+lp_check rn order "$WORK" "runtime=0, no correlation ids: every GPU item's flow starts at the call that queued it (exact)"
 
 # A record CUPTI lost shifts the later pairs of its signature by one: the
 # pairing cannot see it, but CUPTI's ids along the thread fall there, and
@@ -311,15 +193,12 @@ check "calls while recording is switched on: some copies and sets unrecorded ($R
 	'[ "$RH" -lt "$WORK" ] && [ "$RH" -gt $((WORK - HOLD)) ]'
 check "... every recorded kernel, copy and set linked ($RH of $RH)" \
 	'grep -q "launch links from uprobes: $RH of $RH kernels/copies/sets linked" "$W/rh/conv.err"'
-truth_ok rh "$RH" > "$W/rh/truth"; echo "$?" >> "$W/rh/truth"; sed 's/^/# rh: /' "$W/rh/truth"
-check "... every GPU item's flow starts at the call that made it (exact)" '[ "$(tail -1 "$W/rh/truth")" = 0 ]'
+lp_check rh truth "$RH" "... every GPU item's flow starts at the call that made it (exact)"
 run rhn runtime=0 FAKE_CUPTI_HOLD=$HOLD FAKE_CUPTI_FIRST_NS=5000000 FAKE_CUPTI_NOCORR=1
 RHN=$(recorded rhn)
 check "... without correlation ids: every recorded kernel, copy and set linked ($RHN of $RHN)" \
 	'grep -q "launch links from uprobes: $RHN of $RHN kernels/copies/sets linked" "$W/rhn/conv.err"'
-order_ok rhn "$RHN" > "$W/rhn/order"; echo "$?" >> "$W/rhn/order"; sed 's/^/# rhn: /' "$W/rhn/order"
-check "... without correlation ids: every GPU item's flow starts at the call that queued it (exact)" \
-	'[ "$(tail -1 "$W/rhn/order")" = 0 ]'
+lp_check rhn order "$RHN" "... without correlation ids: every GPU item's flow starts at the call that queued it (exact)"
 
 # What no probe saw is named: CUPTI's call with its records, else the work.
 cat > "$W/no-set.json" <<'EOF'
@@ -342,21 +221,9 @@ if [ -e "$STUB" ]; then
 	PROBE_FILE= run rdrv runtime=0 LAUNCH_APP_CUDA="$STUB"
 	check "driver launches, the default probe file: every kernel, copy and set linked ($WORK of $WORK)" \
 		'grep -q "launch links from uprobes: $WORK of $WORK kernels/copies/sets linked" "$W/rdrv/conv.err"'
-	layer=$(python3 -c 'import json, sys
-ev = json.load(open(sys.argv[1]))["traceEvents"]
-n = lambda s: sum(1 for e in ev if e.get("ph") == "X" and e.get("name") == s)
-print(n("cuLaunchKernel"), n("cuLaunchKernelEx"), n("cudaLaunchKernel"))' "$W/rdrv/trace.json")
-	check "... launches probed at the driver only: cuLaunchKernel, cuLaunchKernelEx, no cudaLaunchKernel ($layer)" \
-		'set -- $layer; [ "$1" -gt 0 ] && [ "$2" -gt 0 ] && [ "$3" = 0 ]'
-	named=$(python3 -c 'import json, sys
-ev = json.load(open(sys.argv[1]))["traceEvents"]
-want = {"cuLaunchKernel": "kernel=kernel_a(float*, int) grid=", "cuLaunchKernelEx": "kernel=kernel_b(float*) grid="}
-l = [e for e in ev if e.get("ph") == "X" and e.get("name") in want]
-print(sum(e["args"].get("args", "").startswith(want[e["name"]]) for e in l), len(l))' "$W/rdrv/trace.json")
-	check "... each driver launch names its kernel, as a runtime launch does ($named)" \
-		'set -- $named; [ "$2" -gt 0 ] && [ "$1" = "$2" ]'
-	truth_ok rdrv "$WORK" > "$W/rdrv/truth"; echo "$?" >> "$W/rdrv/truth"; sed 's/^/# rdrv: /' "$W/rdrv/truth"
-	check "... every GPU item's flow starts at the call that made it (exact)" '[ "$(tail -1 "$W/rdrv/truth")" = 0 ]'
+	lp_check rdrv layer 0 "... launches probed at the driver only: cuLaunchKernel, cuLaunchKernelEx, no cudaLaunchKernel"
+	lp_check rdrv named 0 "... each driver launch names its kernel, as a runtime launch does"
+	lp_check rdrv truth "$WORK" "... every GPU item's flow starts at the call that made it (exact)"
 else
 	ok "driver launches # SKIP no stub libcuda at $STUB"
 fi
