@@ -441,10 +441,9 @@ static int cmp_ent(const void *a, const void *b)
 
 static int cmp_call_thread(const void *a, const void *b, void *arg);
 
-/* A noted call inside another one on its thread is that call's own (the
- * runtime's driver call when both layers are probed): the outer one stands
- * for both. A driver launch inside a probed library call (cuBLAS's) stays. */
-/* The calls' indexes, by thread then time (NULL: out of memory). */
+/* The calls' indexes, by thread then time (NULL: out of memory): sorted
+ * once, read by mark_nested, check_against_cupti and order_check (pairing
+ * changes the calls' fields, never their order). */
 static uint32_t *calls_by_thread(const struct cv_lp *lp)
 {
 	uint32_t *by = malloc((lp->n_calls + 1) * sizeof(*by));
@@ -462,13 +461,13 @@ static int same_thread(const struct lp_call *p, const struct lp_call *k)
 	return p && p->host == k->host && p->pid == k->pid && p->tid == k->tid;
 }
 
-static int mark_nested(struct cv_lp *lp)
+/* A noted call inside another one on its thread is that call's own (the
+ * runtime's driver call when both layers are probed): the outer one stands
+ * for both. A driver launch inside a probed library call (cuBLAS's) stays. */
+static void mark_nested(struct cv_lp *lp, const uint32_t *by)
 {
-	uint32_t *by = calls_by_thread(lp);
 	uint64_t outer_end = 0;
 
-	if (!by)
-		return -1;
 	for (size_t i = 0; i < lp->n_calls; i++) {
 		struct lp_call *k = &lp->calls[by[i]];
 		const struct lp_call *p = i ? &lp->calls[by[i - 1]] : NULL;
@@ -480,8 +479,6 @@ static int mark_nested(struct cv_lp *lp)
 		}
 		outer_end = k->end;
 	}
-	free(by);
-	return 0;
 }
 
 /* When CUPTI recorded the work of a call of this kind in its process: t0
@@ -780,17 +777,11 @@ static int tally_miss(struct cv_lp *lp, enum lp_miss why, uint32_t name)
 /* Work CUPTI linked itself: compare with the uprobe pairing. Where the two
  * differ, tally why by name: CUPTI's call for work whose launch no probe
  * saw, the work's for a probed launch left unpaired or paired elsewhere. */
-static int check_against_cupti(struct cv_core *c, struct cv_lp *lp)
+static int check_against_cupti(struct cv_core *c, struct cv_lp *lp, const uint32_t *by_thread)
 {
 	struct cv_map api_of = { 0 };
-	uint32_t *by_thread = malloc((lp->n_calls + 1) * sizeof(*by_thread));
 	int rc = -1;
 
-	if (!by_thread)
-		return -1;
-	for (size_t i = 0; i < lp->n_calls; i++)
-		by_thread[i] = (uint32_t)i;
-	qsort_r(by_thread, lp->n_calls, sizeof(*by_thread), cmp_call_thread, lp->calls);
 	for (size_t i = 0; i < lp->n_apis; i++) {
 		const struct lp_api *a = &lp->apis[i];
 		uint64_t *v = cv_map_put(&api_of, mix(a->host, a->pid), a->corr, NULL);
@@ -827,7 +818,6 @@ static int check_against_cupti(struct cv_core *c, struct cv_lp *lp)
 	rc = 0;
 out:
 	cv_map_free(&api_of);
-	free(by_thread);
 	return rc;
 }
 
@@ -893,13 +883,10 @@ static int count(struct cv_lp *lp)
  * order: it numbers calls as they are made, so along one thread the ids of
  * the work its calls were given must rise. A fall is a pair shifted (work
  * lost, a call whose work went unrecorded). Counted, for the closing line. */
-static int order_check(struct cv_lp *lp)
+static void order_check(struct cv_lp *lp, const uint32_t *by)
 {
-	uint32_t *by = calls_by_thread(lp);
 	uint64_t last = 0;
 
-	if (!by)
-		return -1;
 	for (size_t i = 0; i < lp->n_calls; i++) {
 		const struct lp_call *k = &lp->calls[by[i]];
 		const struct lp_call *p = i ? &lp->calls[by[i - 1]] : NULL;
@@ -914,8 +901,6 @@ static int order_check(struct cv_lp *lp)
 		else
 			last = k->corr;
 	}
-	free(by);
-	return 0;
 }
 
 int cv_lp_solve(struct cv_core *c)
@@ -923,21 +908,28 @@ int cv_lp_solve(struct cv_core *c)
 	struct cv_lp *lp = c->lp;
 	struct cv_map smap = { 0 };
 	uint8_t *maybe = NULL;
+	uint32_t *by = NULL;
 	int rc = -1;
 
 	if (!lp || !lp->n_calls || !lp->n_gpus)
 		return 0;
+	if (!(by = calls_by_thread(lp)))
+		goto out;
+	mark_nested(lp, by);
 	/* a first pass without streams teaches which CUPTI stream each
 	 * thread's stream handle feeds (a thread may launch through the
 	 * driver alone: its pairs by dims teach it then) */
-	if (mark_windows(lp, &maybe) || mark_nested(lp) || run_round(lp, maybe, NULL, LP_FULL) ||
+	if (mark_windows(lp, &maybe) || run_round(lp, maybe, NULL, LP_FULL) ||
 	    run_round(lp, maybe, NULL, LP_DIMS) || run_round(lp, maybe, NULL, LP_NAME) ||
 	    learn_streams(lp, &smap) || run_round(lp, maybe, &smap, LP_FULL) ||
 	    run_round(lp, maybe, &smap, LP_DIMS) || run_round(lp, maybe, &smap, LP_NAME) ||
 	    run_round(lp, maybe, NULL, LP_GRAPHS))
 		goto out;
 	spread_graphs(lp);
-	if (check_against_cupti(c, lp) || assign(c, lp) || order_check(lp) || count(lp))
+	if (check_against_cupti(c, lp, by) || assign(c, lp))
+		goto out;
+	order_check(lp, by);
+	if (count(lp))
 		goto out;
 	lp->solved = 1;
 	rc = 0;
@@ -945,6 +937,7 @@ out:
 	if (rc)
 		snprintf(c->err, sizeof(c->err), "out of memory pairing launches");
 	free(maybe);
+	free(by);
 	cv_map_free(&smap);
 	return rc;
 }
