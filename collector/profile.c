@@ -299,7 +299,7 @@ static struct lt_im *im_open(const struct lt_options *o)
 			    (o->types & LT_T_PYTHON && o->python_method != LT_PYM_USDT ? LT_IM_PYTHON : 0),
 		.log_dir = o->cupti_dir, .output = o->output, .session = o->session,
 		.api_records = o->cuda_api_records,
-		/* Recording options for measurements (see inject.h), e.g. "runtime=0". */
+		/* Recording options for measurements (see inject.h), e.g. "runtime=1 driver=1" (diagnosis). */
 		.start_extra = getenv("LLMT_CUPTI_START"),
 		.log = im_log, .unseen = im_unseen,
 	};

@@ -64,8 +64,10 @@ struct li_config {
 	int driver;            /* 1: every driver API call too (pairs kernels launched
 				* through cuLaunchKernel, e.g. cuBLAS's; costly: the runtime
 				* makes ~6 driver calls per launch). Default 0 */
-	int runtime;           /* runtime API calls (launch correlation): 1 (default) = every
-				* runtime call by the RUNTIME activity kind; 0 = none:
+	int runtime;           /* runtime API calls (launch correlation): 1 = every
+				* runtime call by the RUNTIME activity kind, syncs and
+				* overhead (the library's default; the collector sends
+				* runtime=0 unless --cuda-api-records); 0 = none:
 				* kernels, copies and sets only */
 	int finalize_ms;       /* how long to wait for an API exit to finalize */
 	int teardown;          /* start key teardown=auto|always|never: detach CUPTI at stop
