@@ -402,7 +402,8 @@ def analyze(d):
     for mode, limit, what in (("E", 5, "everything on (-t all)"), ("A", 10, "kernels with launch links")):
         m = mean_of(mode)
         if k is not None and m is not None:
-            print(f"INFO {what} costs {(k - m) * 100:.1f} points more than kernels only (issue: at most {limit})")
+            v((k - m) * 100 <= limit, f"{what} costs {(k - m) * 100:.1f} points more than kernels only "
+              f"(at most {limit})")
     # U adds uprobes: shown, not judged; beside kernels-only windows (the
     # cost set) A is judged against them (above), not in absolute terms
     dflt = [x for x in rows if x[0][0] in "A"] if k is None else []
