@@ -393,8 +393,8 @@ static uint64_t per_step(void)
 
 static int parse(int argc, char **argv)
 {
-	if (argc < 2)
-		return -1;
+	if (argc < 2 || argv[1][0] == '-')
+		return -1; /* "--help" is not an output path */
 	o.out = argv[1];
 	for (int i = 2; i < argc; i++) {
 		const char *a = argv[i], *v = i + 1 < argc ? argv[i + 1] : NULL;
