@@ -74,6 +74,8 @@ static struct {
 	void *(*PyCFunction_NewEx)(void *, void *, void *);
 	void *(*PyTuple_GetItem)(void *, ssize_t);
 	void *(*PyThreadState_Get)(void);
+	/* 3.12+: sys.monitoring (PEP 669), called through its Python API */
+	void *(*PyObject_CallMethod)(void *, const char *, const char *, ...);
 	void *none;
 	int major, minor;
 } api;
@@ -86,6 +88,7 @@ struct pyh_methoddef {
 	const char *doc;
 };
 #define PYH_METH_VARARGS 1
+#define PYH_METH_FASTCALL 0x80
 
 /* One code object seen: its names, interned for the hot path. */
 struct pyh_code {
@@ -117,6 +120,7 @@ static long slot_off = -1;         /* offset of c_profilefunc in PyThreadState *
 static long obj_off = -1;          /* offset of c_profileobj */
 static void *hook_obj;             /* our threading._profile_hook function object */
 static int hook_set;               /* hook_obj is in threading._profile_hook */
+static int via_mon;                /* events from sys.monitoring, not the profile function */
 static int last_tasks, ticks;
 static uint64_t n_enter, n_exit, n_dropped;
 static unsigned n_threads, n_busy;
@@ -203,6 +207,8 @@ static int resolve(char *msg, size_t msgsz)
 	    NEED(PyCFunction_NewEx, "PyCFunction_NewEx") || NEED(PyTuple_GetItem, "PyTuple_GetItem") ||
 	    NEED(PyThreadState_Get, "PyThreadState_Get") || !(api.none = sym("_Py_NoneStruct")))
 		api.PySys_GetObject = NULL; /* new threads are then covered at ticks only */
+	if (api.minor < 12 || !api.PySys_GetObject || NEED(PyObject_CallMethod, "PyObject_CallMethod"))
+		api.PyObject_CallMethod = NULL; /* no sys.monitoring: the profile function */
 	return 0;
 }
 
@@ -358,22 +364,15 @@ static struct pyh_tls *tls_get(void)
 	return t;
 }
 
-static int pyh_profile(void *obj, void *frame, int what, void *arg)
+/* One call entered (enter=1) or left by `code`, on this thread. */
+static void record(void *code, int enter)
 {
-	(void)obj;
-	(void)arg;
-	if ((what != PYT_CALL && what != PYT_RETURN) || !atomic_load_explicit(&running, memory_order_relaxed))
-		return 0;
 	struct pyh_tls *t = tls_get();
-	if (what == PYT_RETURN && !t->depth)
-		return 0; /* entered before we started watching */
-	void *code = api.PyFrame_GetCode(frame);
-	if (!code)
-		return 0;
+	if (!enter && !t->depth)
+		return; /* entered before we started watching */
 	struct pyh_code *c = cache_get(code);
-	api.Py_DecRef(code); /* the cache holds its own reference */
 	struct evlog_event ev = { .ts = mono_ns(), .pid = cfg.pid, .tid = t->tid };
-	if (what == PYT_CALL) {
+	if (enter) {
 		t->depth++;
 		ev.type = EV_PY_ENTER;
 		ev.u.py_enter.func = c->func;
@@ -386,7 +385,158 @@ static int pyh_profile(void *obj, void *frame, int what, void *arg)
 		ev.u.py_exit.func = c->func;
 		emit(&ev, &n_exit);
 	}
+}
+
+/* The profile function (3.9-3.11, and 3.12+ without sys.monitoring). */
+static int pyh_profile(void *obj, void *frame, int what, void *arg)
+{
+	(void)obj;
+	(void)arg;
+	if ((what != PYT_CALL && what != PYT_RETURN) || !atomic_load_explicit(&running, memory_order_relaxed))
+		return 0;
+	void *code = api.PyFrame_GetCode(frame);
+	if (!code)
+		return 0;
+	record(code, what == PYT_CALL);
+	api.Py_DecRef(code); /* the cache holds its own reference */
 	return 0;
+}
+
+/* ------------------------------------------------------------ sys.monitoring (3.12+)
+ *
+ * The profile function costs far more from 3.12 on: CPython runs it through
+ * sys.monitoring's legacy layer, which also reports every call of a C
+ * function (each torch op) and makes a frame object for each event. As a
+ * monitoring tool of our own we take just the events the profile function
+ * turned into calls and returns (PY_START, PY_RESUME, PY_THROW; PY_RETURN,
+ * PY_YIELD, PY_UNWIND: the same counts), on every thread at once, and leave
+ * sys.setprofile and cProfile's tool id to the program. */
+static const char *const mon_enter_ev[] = { "PY_START", "PY_RESUME", "PY_THROW" };
+static const char *const mon_exit_ev[] = { "PY_RETURN", "PY_YIELD", "PY_UNWIND" };
+#define MON_EVENTS 6
+
+static struct {
+	int tool;          /* our tool id, or -1 */
+	long ev[MON_EVENTS]; /* the events' bits, enter then exit */
+	void *fn[2];       /* our callbacks (function objects): enter, exit */
+} mon = { .tool = -1 };
+
+/* callback(code, offset[, arg]): a new reference to None; never raises. */
+static void *mon_call(void *self, void *const *args, ssize_t nargs, int enter)
+{
+	(void)self;
+	if (nargs >= 1 && atomic_load_explicit(&running, memory_order_relaxed))
+		record(args[0], enter);
+	api.Py_IncRef(api.none);
+	return api.none;
+}
+static void *mon_enter(void *self, void *const *args, ssize_t nargs) { return mon_call(self, args, nargs, 1); }
+static void *mon_exit(void *self, void *const *args, ssize_t nargs) { return mon_call(self, args, nargs, 0); }
+
+static struct pyh_methoddef mon_defs[2] = {
+	{ "llmtracker_enter", (void *(*)(void *, void *))(void (*)(void))mon_enter, PYH_METH_FASTCALL, NULL },
+	{ "llmtracker_exit", (void *(*)(void *, void *))(void (*)(void))mon_exit, PYH_METH_FASTCALL, NULL },
+};
+
+/* Under the GIL: sys.monitoring.NAME(fmt...), 0 if it returned. */
+#define MON_CALL(m, name, ...) mon_result(api.PyObject_CallMethod((m), (name), __VA_ARGS__))
+static int mon_result(void *r)
+{
+	if (!r) {
+		api.PyErr_Clear();
+		return -1;
+	}
+	api.Py_DecRef(r);
+	return 0;
+}
+
+/* Under the GIL: the event bits by name (sys.monitoring.events). */
+static int mon_event_bits(void *m)
+{
+	void *evs = api.PyObject_GetAttrString(m, "events");
+	int bad = !evs;
+	for (int i = 0; i < MON_EVENTS && !bad; i++) {
+		const char *name = i < 3 ? mon_enter_ev[i] : mon_exit_ev[i - 3];
+		void *v = api.PyObject_GetAttrString(evs, name);
+		mon.ev[i] = v ? api.PyLong_AsLong(v) : -1;
+		bad = mon.ev[i] <= 0;
+		if (v)
+			api.Py_DecRef(v);
+	}
+	if (evs)
+		api.Py_DecRef(evs);
+	api.PyErr_Clear();
+	return bad ? -1 : 0;
+}
+
+/* Under the GIL: a free tool id, not one of the conventional ones
+ * (0 debugger, 1 coverage, 2 profiler, 5 optimizer), which the program
+ * may claim later. */
+static int mon_free_tool(void *m)
+{
+	static const int candidates[] = { 4, 3 };
+	for (size_t i = 0; i < sizeof(candidates) / sizeof(candidates[0]); i++) {
+		void *r = api.PyObject_CallMethod(m, "get_tool", "i", candidates[i]);
+		int is_free = r == api.none;
+		if (!r)
+			api.PyErr_Clear();
+		else
+			api.Py_DecRef(r);
+		if (is_free)
+			return candidates[i];
+	}
+	return -1;
+}
+
+/* Under the GIL: unregister what mon_install registered. 1 if no one else
+ * holds our callbacks (the library may then be unloaded). */
+static int mon_remove(void)
+{
+	void *m = api.PySys_GetObject("monitoring");
+	int gone = 1;
+	if (m && mon.tool >= 0) {
+		MON_CALL(m, "set_events", "ii", mon.tool, 0);
+		for (int i = 0; i < MON_EVENTS; i++)
+			MON_CALL(m, "register_callback", "ilO", mon.tool, mon.ev[i], api.none);
+		MON_CALL(m, "free_tool_id", "i", mon.tool);
+	}
+	mon.tool = -1;
+	for (int k = 0; k < 2; k++) {
+		if (!mon.fn[k])
+			continue;
+		if (*(ssize_t *)mon.fn[k] != 1) {
+			gone = 0; /* someone kept it (register_callback's return value) */
+			continue;
+		}
+		api.Py_DecRef(mon.fn[k]);
+		mon.fn[k] = NULL;
+	}
+	return gone;
+}
+
+/* Under the GIL: become a monitoring tool with our callbacks. 0, or -1
+ * with nothing left registered (the profile function is used instead). */
+static int mon_install(void)
+{
+	void *m = api.PyObject_CallMethod ? api.PySys_GetObject("monitoring") : NULL;
+	long all = 0;
+	if (!m || mon_event_bits(m) || (mon.tool = mon_free_tool(m)) < 0)
+		return -1;
+	for (int k = 0; k < 2; k++)
+		if (!mon.fn[k] && !(mon.fn[k] = api.PyCFunction_NewEx(&mon_defs[k], NULL, NULL)))
+			api.PyErr_Clear();
+	int bad = !mon.fn[0] || !mon.fn[1] || MON_CALL(m, "use_tool_id", "is", mon.tool, "llmtracker");
+	if (bad)
+		mon.tool = -1; /* not ours to free */
+	for (int i = 0; i < MON_EVENTS && !bad; i++) {
+		bad = MON_CALL(m, "register_callback", "ilO", mon.tool, mon.ev[i], mon.fn[i >= 3]);
+		all |= mon.ev[i];
+	}
+	if (!bad)
+		bad = MON_CALL(m, "set_events", "il", mon.tool, all);
+	if (bad)
+		mon_remove();
+	return bad ? -1 : 0;
 }
 
 /* ------------------------------------------------------------ threads */
@@ -539,6 +689,17 @@ static int uncover_threads(void)
 	return all;
 }
 
+/* Under the GIL: the interpreter's thread states (sys.monitoring covers
+ * them all, and those made later). */
+static unsigned count_thread_states(void)
+{
+	void *interp = api.PyThreadState_GetInterpreter(api.PyGILState_GetThisThreadState());
+	unsigned n = 0;
+	for (void *ts = api.PyInterpreterState_ThreadHead(interp); ts; ts = api.PyThreadState_Next(ts))
+		n++;
+	return n;
+}
+
 static int install(int self_too, char *msg, size_t msgsz)
 {
 	int st;
@@ -551,6 +712,15 @@ static int install(int self_too, char *msg, size_t msgsz)
 		api.PyGILState_Release(st);
 		return 0;
 	}
+	atomic_store(&running, 1);
+	if (!mon_install()) {
+		via_mon = 1;
+		n_threads = count_thread_states();
+		installed = 1;
+		api.PyGILState_Release(st);
+		return 0;
+	}
+	atomic_store(&running, 0);
 	if (api.PySys_GetObject && !hook_obj) {
 		hook_obj = api.PyCFunction_NewEx(&thread_hook_def, NULL, NULL);
 		api.PyErr_Clear();
@@ -655,7 +825,7 @@ int li_pyhook_start(const struct li_config *c, char *msg, size_t msgsz)
 	cfg = *c;
 	n_enter = n_exit = n_dropped = 0;
 	n_threads = n_busy = 0;
-	installed = pending = removed = 0;
+	installed = pending = removed = via_mon = 0;
 	int rc = resolve(msg, msgsz);
 	if (rc || (rc = open_log(msg, msgsz)))
 		return rc;
@@ -679,8 +849,8 @@ int li_pyhook_start(const struct li_config *c, char *msg, size_t msgsz)
 		return rc;
 	}
 	last_tasks = count_tasks();
-	snprintf(msg, msgsz, "ok cpython=%d.%d threads=%u busy=%u", api.major,
-		 api.minor, n_threads, n_busy);
+	snprintf(msg, msgsz, "ok cpython=%d.%d threads=%u busy=%u events=%s", api.major,
+		 api.minor, n_threads, n_busy, via_mon ? "sys.monitoring" : "profile");
 	return 0;
 }
 
@@ -713,7 +883,7 @@ void li_pyhook_tick(void)
 		pending = 0;
 		install(0, m, sizeof(m)); /* on failure the log stays empty; stop says so */
 		last_tasks = count_tasks();
-	} else if (installed) {
+	} else if (installed && !via_mon) {
 		int n = count_tasks();
 		int st;
 		if ((n != last_tasks || ++ticks % 5 == 0) && !gil_take(&st)) {
@@ -747,8 +917,12 @@ int li_pyhook_stop(int at_exit, char *msg, size_t msgsz)
 	}
 	atomic_store(&running, 0);
 	if (installed && !at_exit && !gil_take(&st)) {
-		int all = uncover_threads(); /* first: threads may hold our hook object */
-		removed = thread_hook_remove() && all;
+		if (via_mon) {
+			removed = mon_remove();
+		} else {
+			int all = uncover_threads(); /* first: threads may hold our hook object */
+			removed = thread_hook_remove() && all;
+		}
 		if (removed)
 			cache_free(1);
 		api.PyGILState_Release(st);
@@ -757,7 +931,7 @@ int li_pyhook_stop(int at_exit, char *msg, size_t msgsz)
 	stats_msg(msg, msgsz);
 	if (installed && !removed)
 		return 0; /* the interpreter may still call into us: stay loaded */
-	installed = pending = 0;
+	installed = pending = via_mon = 0;
 	if (api.lib) {
 		dlclose(api.lib);
 		api.lib = NULL;

@@ -99,7 +99,48 @@ for v in 3.12 3.13 3.10 3.9; do
 	check_calls "$T/v$v" "python$v: exact counts, nesting" f=50 g=150 loop=1
 	[ "$(cat $T/v$v/rc)" = 3 ] && [ "$(cat $T/v$v/maps_after)" = 0 ]
 	check_rc $? "python$v: exit status unchanged, library gone after detach"
+	case $v in 3.12|3.13) # the events of a monitoring tool of ours, not the profile function
+		grep -q "tracing functions.*events=sys.monitoring" "$T/v$v/err"
+		check_rc $? "python$v: traced as a sys.monitoring tool";;
+	esac
 done
+
+# 3b. 3.12+: threads started after the hook, and a program that starts
+# cProfile (sys.monitoring's profiler tool id) while traced: both complete
+p=$(ls "$PYENV"/3.12.*/bin/python3.12 2>/dev/null | head -1)
+if [ -x "$p" ]; then
+	attach "$p" th12 100 3
+	check_calls "$T/th12" "python3.12: 3 new threads + main: exact counts" f=400 g=1200 loop=4
+	[ "$(cat $T/th12/rc)" = 3 ] && [ "$(cat $T/th12/maps_after)" = 0 ] && grep -q "removed=1" "$T/th12/err"
+	check_rc $? "python3.12, threads: tool removed, library gone, exit status unchanged"
+	mkdir -p "$T/cp12"
+	cat > "$T/cp12/cp.py" <<'PY'
+import cProfile, os, pstats, sys, time
+def g(x): return x
+def f():
+    for _ in range(3): g(1)
+while not os.path.exists(sys.argv[1]): time.sleep(0.01)
+pr = cProfile.Profile()
+pr.enable()
+for _ in range(10): f()
+pr.disable()
+st = pstats.Stats(pr).stats
+n = {fn[2]: v[1] for fn, v in st.items() if fn[2] in ("f", "g")}
+print("cProfile saw f", n.get("f"), "g", n.get("g"), flush=True)
+while not os.path.exists(sys.argv[2]): time.sleep(0.01)
+PY
+	"$p" "$T/cp12/cp.py" "$T/cp12/go" "$T/cp12/hold" > "$T/cp12/out" 2>&1 & tp=$!; tap_bg $tp
+	sleep 0.3
+	"$LT" profile -p $tp -t python -o "$T/cp12/c.log" -v 1 > /dev/null 2> "$T/cp12/err" & cp=$!; tap_bg $cp
+	wait_for "$T/cp12/err" "tracing functions|cannot trace" && touch "$T/cp12/go"
+	wait_for "$T/cp12/out" "cProfile saw"
+	kill -INT $cp; wait $cp; touch "$T/cp12/hold"; wait $tp
+	check_calls "$T/cp12" "python3.12 with cProfile running: our counts exact too" f=10 g=30
+	[ "$(cat "$T/cp12/out")" = "cProfile saw f 10 g 30" ]
+	check_rc $? "python3.12: the program's own cProfile starts and counts (f 10, g 30) while traced"
+else
+	for _ in 1 2 3 4; do ok "# SKIP no python3.12"; done
+fi
 
 # 4. an unsupported CPython: one clear line, the target untouched
 p=$(ls "$PYENV"/3.8.*/bin/python3.8 2>/dev/null | head -1)

@@ -1,6 +1,8 @@
 """A call-heavy loop for measuring the profile hook's cost: waits (asleep)
 until GO exists, so a profiler can attach, then makes N calls of a tiny
 function, timed inside the process. Prints "calls_per_s <rate> elapsed <s>".
+PYH_MIX=1: the function also calls three C builtins, as a training step's
+Python calls C ops (the profile function sees those too, from 3.12 on).
 Usage: pyh_callheavy.py CALLS [GO]"""
 import os
 import sys
@@ -11,10 +13,15 @@ def leaf(x):
     return x + 1
 
 
+def mixed(x):
+    return abs(x) + len((x,)) + min(x, 5)
+
+
 def loop(n):
     acc = 0
+    fn = mixed if os.environ.get("PYH_MIX") == "1" else leaf
     for i in range(n):
-        acc = leaf(acc)
+        acc = fn(acc)
     return acc
 
 
