@@ -65,6 +65,14 @@ if [ -n "$m" ] && [ "${m% *}" = "${m#* }" ] && [ "${m% *}" -gt 0 ] && ! grep -q 
 else
 	say "FAIL launch links: ${m:-none} (linked, of)"
 	grep -E '^launch links|unbound' "$T/conv.err" | cut -c1-600 | sed 's/^/INFO /'
+	# Which calls made the work no probe saw: CUPTI's runtime and driver
+	# records of the same run name each one's launching call.
+	mkdir -p "$T/diag"
+	LLMT_CUPTI_START="runtime=1 driver=1" "$CARRY/bin/llmtracker" profile -t python,cuda \
+		--enable-cuda-kernel true -o "$T/diag/p.log" -- "$PY" tests/gpu/launch_kernels.py prof \
+		"$T/diag/prof.json" >"$T/diag/out" 2>"$T/diag/err"
+	"$CARRY/bin/llmtracker-convert" -i "$T/diag/p.log" -o "$T/diag/t.json" 2>"$T/diag/conv.err" >/dev/null
+	grep -E '^launch links' "$T/diag/conv.err" | cut -c1-900 | sed 's/^/INFO [diag] /'
 fi
 # torch.cuda.synchronize(): CUPTI's synchronization records (format 1.3
 # gpu_sync events), shown as PyTorch's profiler shows them.
