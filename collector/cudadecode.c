@@ -181,10 +181,13 @@ int lt_cuda_decoder_cfg(const struct lt_decoder *d)
 	return d->kind == DK_LAUNCHEX || d->kind == DK_CULAUNCHEX;
 }
 
-int lt_cuda_decoder_launch_layer(const struct lt_decoder *d)
+int lt_cuda_decoder_layer(const struct lt_decoder *d, int *is_set)
 {
-	return d->kind == DK_LAUNCH || d->kind == DK_LAUNCHEX ? LT_LAUNCH_RUNTIME
-	     : d->kind == DK_CULAUNCH || d->kind == DK_CULAUNCHEX ? LT_LAUNCH_DRIVER : 0;
+	*is_set = d->kind == DK_SET;
+	if (*is_set)
+		return !strncmp(d->name, "cuda", 4) ? LT_LAYER_RUNTIME : LT_LAYER_DRIVER;
+	return d->kind == DK_LAUNCH || d->kind == DK_LAUNCHEX ? LT_LAYER_RUNTIME
+	     : d->kind == DK_CULAUNCH || d->kind == DK_CULAUNCHEX ? LT_LAYER_DRIVER : 0;
 }
 
 int lt_cuda_decoder_queues_work(const struct lt_decoder *d)

@@ -40,11 +40,14 @@ int lt_cuda_decoder_cfg(const struct lt_decoder *d);
  * launch), the calls kernels, copies and sets are linked to? */
 int lt_cuda_decoder_queues_work(const struct lt_decoder *d);
 
-/* The layer of a kernel launch: LT_LAUNCH_RUNTIME (cudaLaunchKernel...: its
- * kernel named by the host stub), LT_LAUNCH_DRIVER (cuLaunchKernel...:
- * reached by every launch), 0 for any other call. */
-enum { LT_LAUNCH_RUNTIME = 1, LT_LAUNCH_DRIVER };
-int lt_cuda_decoder_launch_layer(const struct lt_decoder *d);
+/* The layer of a call that queues a kernel or a memset, the two kinds of
+ * work probed at one layer (cudaprobe.c, work_layer): LT_LAYER_RUNTIME
+ * (cudaLaunchKernel...: its kernel named by the host stub; cudaMemset...),
+ * LT_LAYER_DRIVER (cuLaunchKernel..., cuMemsetD...: reached by every
+ * runtime, a library's own included), 0 for any other call. *is_set says
+ * which of the two kinds it is. */
+enum { LT_LAYER_RUNTIME = 1, LT_LAYER_DRIVER };
+int lt_cuda_decoder_layer(const struct lt_decoder *d, int *is_set);
 
 /* Format the detail string of one call: args holds LT_DECODE_ARGS values
  * (see above). Returns the length written. */

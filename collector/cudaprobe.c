@@ -94,7 +94,8 @@ struct cp_state {
 	size_t n_elves;
 	bool multi;           /* uprobe_multi links (kernel 6.6+) */
 	bool launches_only;   /* lt_options.cuda_launches_only */
-	int launch_layer;     /* launches probed at this layer only (launch_layer()), 0: any */
+	int launch_layer;     /* launches probed at this layer only (work_layer()), 0: any */
+	int set_layer;        /* memsets, the same */
 	struct cp_name names[CP_NAME_CACHE];
 	uint64_t calls, attach_errors;
 	uint64_t cur_start;   /* start time of the process being attached to */
@@ -146,22 +147,24 @@ static int load_probe_file(struct lt_session *s, struct cp_state *st)
 	return 0;
 }
 
-/* A file naming kernel launches at both layers (the default one does) has
- * them probed at one, never both (a runtime launch reaches the driver's):
- * with kernels recorded at the driver's, which every launch reaches, so
- * each kernel is linked to its launch; else at the runtime's, whose host
- * stub names the kernel. A file naming one layer keeps it. */
-static int launch_layer(const struct lt_probefile *pf, bool kernels)
+/* A file naming kernel launches (or memsets) at both layers (the default
+ * one does) has them probed at one, never both (a runtime call reaches the
+ * driver's): with kernels recorded at the driver's, which every runtime
+ * reaches (those cuBLAS and cuBLASLt carry inside them too), so each
+ * kernel and memset is linked to its call; else at the runtime's, whose
+ * launch's host stub names the kernel. A file naming one layer keeps it. */
+static int work_layer(const struct lt_probefile *pf, bool kernels, const char *runtime_fn,
+		      const char *driver_fn)
 {
 	bool rt = false, drv = false;
 
 	for (size_t i = 0; i < pf->n_libs; i++) {
-		rt = rt || lt_plib_select(&pf->libs[i], "cudaLaunchKernel", true);
-		drv = drv || lt_plib_select(&pf->libs[i], "cuLaunchKernel", true);
+		rt = rt || lt_plib_select(&pf->libs[i], runtime_fn, true);
+		drv = drv || lt_plib_select(&pf->libs[i], driver_fn, true);
 	}
 	if (!rt || !drv)
 		return 0;
-	return kernels ? LT_LAUNCH_DRIVER : LT_LAUNCH_RUNTIME;
+	return kernels ? LT_LAYER_DRIVER : LT_LAYER_RUNTIME;
 }
 
 /* ------------------------------------------------------------ kprobes */
@@ -264,7 +267,8 @@ static int cp_start(struct lt_session *s, void **state)
 	st->launches_only = s->opt.cuda_launches_only;
 	if (load_probe_file(s, st))
 		return -1;
-	st->launch_layer = launch_layer(st->pf, s->opt.cuda_kernel);
+	st->launch_layer = work_layer(st->pf, s->opt.cuda_kernel, "cudaLaunchKernel", "cuLaunchKernel");
+	st->set_layer = work_layer(st->pf, s->opt.cuda_kernel, "cudaMemsetAsync", "cuMemsetD8Async");
 	err = open_and_load(s, st, true);
 	if (err == -EINVAL || err == -EOPNOTSUPP || err == -E2BIG) {
 		LT_INFO(1, "cuda: no uprobe_multi on this kernel (%s): one perf event per function",
@@ -502,15 +506,16 @@ static size_t attach_multi(struct cp_state *st, int pid, const char *file, const
 }
 
 /* Is the function left out by the profile's kind (launches only) or by the
- * launch layer? */
+ * layer its kind of work is probed at? */
 static bool left_out(const struct cp_state *st, const char *symbol)
 {
 	const struct lt_decoder *d = lt_cuda_decoder(symbol);
-	int layer = d ? lt_cuda_decoder_launch_layer(d) : 0;
+	int is_set = 0, layer = d ? lt_cuda_decoder_layer(d, &is_set) : 0;
+	int chosen = is_set ? st->set_layer : st->launch_layer;
 
 	if (st->launches_only && !(d && lt_cuda_decoder_queues_work(d)))
 		return true;
-	return st->launch_layer && layer && layer != st->launch_layer;
+	return chosen && layer && layer != chosen;
 }
 
 /* The probes `pl` selects in ELF e (mapped as path); ids gets their ids. */

@@ -27,9 +27,10 @@
 #      and without ids, every recorded item linked to its own call;
 #   6. a probe file without cudaMemset*: the converter names what is
 #      missing, CUPTI's launching call (runtime=1) or the work (runtime=0);
-#   7. the default probe file, the kernels launched through the driver
-#      (cuLaunchKernel, cuLaunchKernelEx: as cuBLAS and the libraries with
-#      a runtime of their own launch them; the toolkit's stub libcuda):
+#   7. the default probe file, the kernels launched and memsets made
+#      through the driver (cuLaunchKernel, cuLaunchKernelEx,
+#      cuMemsetD8Async: as cuBLAS and the libraries with a runtime of their
+#      own make them; the toolkit's stub libcuda):
 #      every kernel, copy and set linked to the very call that made it.
 # 1-6 probe the runtime's launches (a probe file of their own).
 # The app starts its calls once the collector says recording is on (every
@@ -221,7 +222,7 @@ if [ -e "$STUB" ]; then
 	PROBE_FILE= run rdrv runtime=0 LAUNCH_APP_CUDA="$STUB"
 	check "driver launches, the default probe file: every kernel, copy and set linked ($WORK of $WORK)" \
 		'grep -q "launch links from uprobes: $WORK of $WORK kernels/copies/sets linked" "$W/rdrv/conv.err"'
-	lp_check rdrv layer 0 "... launches probed at the driver only: cuLaunchKernel, cuLaunchKernelEx, no cudaLaunchKernel"
+	lp_check rdrv layer 0 "... launches and memsets probed at the driver only: cuLaunchKernel, cuLaunchKernelEx, cuMemsetD8Async; no cudaLaunchKernel, cudaMemsetAsync"
 	lp_check rdrv named 0 "... each driver launch names its kernel, as a runtime launch does"
 	lp_check rdrv truth "$WORK" "... every GPU item's flow starts at the call that made it (exact)"
 else

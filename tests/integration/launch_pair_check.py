@@ -13,8 +13,9 @@ usage: launch_pair_check.py CHECK TRACE.json APP.out N
   order   without correlation ids: a stream runs its work in the order it
           was queued, so the n-th GPU item of a stream is the work of a
           known call of its thread, which its flow must start at; N items
-  layer   launches probed at the driver only: cuLaunchKernel and
-          cuLaunchKernelEx seen, no cudaLaunchKernel (N unused)
+  layer   launches and memsets probed at the driver only: cuLaunchKernel,
+          cuLaunchKernelEx and cuMemsetD8Async seen, no cudaLaunchKernel
+          nor cudaMemsetAsync (N unused)
   named   each driver launch names its kernel, as a runtime launch does
           (N unused)
 """
@@ -24,7 +25,8 @@ import sys
 
 # The app's calls, by the names the trace gives them.
 LAUNCHES = ("cudaLaunchKernel", "cuLaunchKernel", "cudaGraphLaunch")
-CALLS = LAUNCHES + ("cudaMemcpyAsync", "cudaMemsetAsync")
+SETS = ("cudaMemsetAsync", "cuMemsetD8Async")
+CALLS = LAUNCHES + ("cudaMemcpyAsync",) + SETS
 # launch_app: the racing threads' streams are CUPTI's 21 and 22, the main
 # thread's the legacy 7, in the order of its "truth" lines.
 STREAMS = (21, 22, 7)
@@ -54,7 +56,7 @@ def app_calls(ev, tids):
 
 
 def flows(ev, app, n):
-    want = {"kernel": LAUNCHES, "gpu_memcpy": ("cudaMemcpyAsync",), "gpu_memset": ("cudaMemsetAsync",)}
+    want = {"kernel": LAUNCHES, "gpu_memcpy": ("cudaMemcpyAsync",), "gpu_memset": SETS}
     starts = {e["id"]: at(e) for e in ev if e.get("ph") == "s"}
     ends = {at(e): e["id"] for e in ev if e.get("ph") == "f"}
     names = {at(e): e["name"] for e in ev if e.get("ph") == "X"}
@@ -131,9 +133,9 @@ def order(ev, app, n):
 
 def layer(ev, app, n):
     count = collections.Counter(e["name"] for e in ev if e.get("ph") == "X")
-    print(f"cuLaunchKernel {count['cuLaunchKernel']}, cuLaunchKernelEx {count['cuLaunchKernelEx']}, "
-          f"cudaLaunchKernel {count['cudaLaunchKernel']}")
-    return count["cuLaunchKernel"] > 0 and count["cuLaunchKernelEx"] > 0 and count["cudaLaunchKernel"] == 0
+    names = ("cuLaunchKernel", "cuLaunchKernelEx", "cuMemsetD8Async", "cudaLaunchKernel", "cudaMemsetAsync")
+    print(", ".join(f"{k} {count[k]}" for k in names))
+    return all(count[k] > 0 for k in names[:3]) and not any(count[k] for k in names[3:])
 
 
 def named(ev, app, n):

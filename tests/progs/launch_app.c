@@ -30,10 +30,11 @@
  * kernels are launched as libraries with a runtime of their own launch
  * them, through the driver: kernel A by cuLaunchKernel, kernel B by
  * cuLaunchKernelEx (its dims behind a pointer), each with a handle and no
- * symbol; copies, sets and the graph stay runtime calls. The main thread also
- * calls cudaLaunchKernel once a round, with no work (the runtime stops
- * short of a stub driver): with kernels recorded, the default probe file
- * probes launches at the driver only, so that call must not be seen.
+ * symbol, and memsets by cuMemsetD8Async; copies and the graph stay runtime
+ * calls. The main thread also calls cudaLaunchKernel and cudaMemsetAsync
+ * once a round, with no work (the runtime stops short of a stub driver):
+ * with kernels recorded, the default probe file probes launches and
+ * memsets at the driver only, so those calls must not be seen.
  */
 #include <cuda.h>
 #include <cuda_runtime_api.h>
@@ -79,6 +80,7 @@ static pid_t truth_tid[3];
 static CUresult (*cu_launch)(CUfunction, unsigned, unsigned, unsigned, unsigned, unsigned, unsigned,
 			     unsigned, CUstream, void **, void **);
 static CUresult (*cu_launch_ex)(const CUlaunchConfig *, CUfunction, void **, void **);
+static CUresult (*cu_memset)(CUdeviceptr, unsigned char, size_t, CUstream);
 
 static unsigned long long hold_at; /* "hold N": N, else 0 */
 static unsigned long long started, in_flight;
@@ -192,7 +194,10 @@ static void copy_set(cudaStream_t s, int slot)
 	note(slot, work(1, NULL, NULL, sizeof(host), stream_id(s), t0, now_ns()));
 	call_begins();
 	t0 = now_ns();
-	(void)cudaMemsetAsync((void *)0x7f0000002000, 0, 1024, s);
+	if (cu_memset)
+		(void)cu_memset((CUdeviceptr)0x7f0000002000, 0, 1024, (CUstream)s);
+	else
+		(void)cudaMemsetAsync((void *)0x7f0000002000, 0, 1024, s);
 	note(slot, work(2, NULL, NULL, 1024, stream_id(s), t0, now_ns()));
 }
 
@@ -272,7 +277,8 @@ int main(int argc, char **argv)
 	if (drv) {
 		cu_launch = dh ? dlsym(dh, "cuLaunchKernel") : NULL;
 		cu_launch_ex = dh ? dlsym(dh, "cuLaunchKernelEx") : NULL;
-		if (!cu_launch || !cu_launch_ex) {
+		cu_memset = dh ? dlsym(dh, "cuMemsetD8Async") : NULL;
+		if (!cu_launch || !cu_launch_ex || !cu_memset) {
 			fprintf(stderr, "launch_app: %s: %s\n", drv, dlerror());
 			return 1;
 		}
@@ -306,6 +312,7 @@ int main(int argc, char **argv)
 
 			(void)cudaLaunchKernel((const void *)kernel_a, (dim3){ 4, 1, 1 }, (dim3){ 128, 1, 1 },
 					       none, 0, 0);
+			(void)cudaMemsetAsync((void *)0x7f0000003000, 0, 512, 0);
 		}
 		launch_ex();
 		graph_launch();
