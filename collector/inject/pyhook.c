@@ -1,17 +1,19 @@
 // SPDX-License-Identifier: Apache-2.0
 /*
- * pyhook: a C-level profile function in the target's CPython (3.9-3.13),
- * for interpreters built without USDT probes. See pyhook.h.
+ * pyhook: Python calls from inside the target's CPython (3.9-3.13), for
+ * interpreters built without USDT probes: a sys.monitoring tool of ours
+ * from 3.12 on, a C-level profile function before. See pyhook.h.
  *
- * Hot path (the profile callback, run by the interpreter under the GIL):
- * PyFrame_GetCode, one hash lookup by code-object address, one evlog_write
+ * Hot path (the callback, run by the interpreter under the GIL): the code
+ * object (an argument, or PyFrame_GetCode), one hash lookup by code-object address, one evlog_write
  * under a mutex (the control thread ticks the same writer). Names are read
  * once per code object, on its first call, and kept with a reference on the
  * code object so that its address cannot be reused by another one while we
  * run. The callback never calls Python code, never leaves an exception set
  * and ignores C calls.
  *
- * Threads: CPython has no C hook for "a thread state was created". Threads
+ * Threads: sys.monitoring covers every thread of the interpreter, those
+ * made later too. Before 3.12, CPython has no C hook for "a thread state was created". Threads
  * started by the threading module take threading._profile_hook as their
  * profile function before their first call: we put a C function object
  * there (when the program has set none) that swaps itself for the C-level

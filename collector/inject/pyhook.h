@@ -1,11 +1,14 @@
 /* SPDX-License-Identifier: Apache-2.0 */
 /*
- * pyhook: Python function calls through a C profile function (CPython
+ * pyhook: Python function calls from inside the interpreter (CPython
  * 3.9-3.13), far cheaper than the USDT probes.
  *
  * Runs inside the target (libllmtracker-inject.so). It finds CPython's C
- * API in the process (dlsym; no link-time libpython), installs a C-level
- * profile function on every thread state under the GIL and writes
+ * API in the process (dlsym; no link-time libpython) and, under the GIL,
+ * registers as a sys.monitoring tool (3.12+: a free tool id other than the
+ * debugger's, coverage's, the profiler's and the optimizer's; every thread
+ * at once) or installs a C-level profile function on every thread state
+ * (3.9-3.11, or when monitoring refuses), and writes
  * EV_PY_ENTER / EV_PY_EXIT events into its own event log, one per process,
  * in the one file the collector made for it ("llmtracker-python.HOST.PID.*").
  *
@@ -16,10 +19,12 @@
  *   li_pyhook_held()   (not the control thread: the program's own thread
  *                      held at Py_RunMain) install there, self included;
  *   li_pyhook_tick()   every ~200 ms: install if it was waiting, cover
- *                      threads created since, let the log reach disk;
- *   li_pyhook_stop()   remove the profile function from every thread under
- *                      the GIL, drop the code-object cache, publish the log.
- * Messages follow inject.h: "ok cpython=X.Y ..." / "err ...", and
+ *                      threads created since (profile function), let the
+ *                      log reach disk;
+ *   li_pyhook_stop()   unregister the tool, or remove the profile function
+ *                      from every thread, under the GIL, drop the
+ *                      code-object cache, publish the log.
+ * Messages follow inject.h: "ok cpython=X.Y ... events=sys.monitoring|profile" / "err ...", and
  * "stopped py_enter=N py_exit=N threads=N removed=0|1 log=ok|failed". The
  * log is the file the collector made (an fd, li_config.py_fd).
  */
