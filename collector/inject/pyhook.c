@@ -77,7 +77,8 @@ static struct {
 	void *(*PyTuple_GetItem)(void *, ssize_t);
 	void *(*PyThreadState_Get)(void);
 	/* 3.12+: sys.monitoring (PEP 669), called through its Python API */
-	void *(*PyObject_CallMethod)(void *, const char *, const char *, ...);
+	void *(*PyObject_CallFunction)(void *, const char *, ...);
+	void *PyCFunction_Type;
 	void *none;
 	int major, minor;
 } api;
@@ -209,8 +210,9 @@ static int resolve(char *msg, size_t msgsz)
 	    NEED(PyCFunction_NewEx, "PyCFunction_NewEx") || NEED(PyTuple_GetItem, "PyTuple_GetItem") ||
 	    NEED(PyThreadState_Get, "PyThreadState_Get") || !(api.none = sym("_Py_NoneStruct")))
 		api.PySys_GetObject = NULL; /* new threads are then covered at ticks only */
-	if (api.minor < 12 || !api.PySys_GetObject || NEED(PyObject_CallMethod, "PyObject_CallMethod"))
-		api.PyObject_CallMethod = NULL; /* no sys.monitoring: the profile function */
+	if (api.minor < 12 || !api.PySys_GetObject || NEED(PyObject_CallFunction, "PyObject_CallFunction") ||
+	    !(api.PyCFunction_Type = sym("PyCFunction_Type")))
+		api.PyObject_CallFunction = NULL; /* no sys.monitoring: the profile function */
 	return 0;
 }
 
@@ -413,14 +415,26 @@ static int pyh_profile(void *obj, void *frame, int what, void *arg)
  * turned into calls and returns (PY_START, PY_RESUME, PY_THROW; PY_RETURN,
  * PY_YIELD, PY_UNWIND: the same counts), on every thread at once, and leave
  * sys.setprofile and cProfile's tool id to the program. */
-static const char *const mon_enter_ev[] = { "PY_START", "PY_RESUME", "PY_THROW" };
-static const char *const mon_exit_ev[] = { "PY_RETURN", "PY_YIELD", "PY_UNWIND" };
+/* The events' bits (CPython's PY_MONITORING_EVENT_* numbers, 3.12 and 3.13):
+ * enter, then exit. */
 #define MON_EVENTS 6
+static const long mon_ev[MON_EVENTS] = {
+	1L << 0 /* PY_START */, 1L << 1 /* PY_RESUME */, 1L << 13 /* PY_THROW */,
+	1L << 2 /* PY_RETURN */, 1L << 3 /* PY_YIELD */, 1L << 12 /* PY_UNWIND */,
+};
+
+/* sys.monitoring's functions, held from install to removal, so that a
+ * program that deletes or replaces them cannot keep us from unregistering
+ * nor make us run its code. */
+enum { MF_USE, MF_GET, MF_REGISTER, MF_SET_EVENTS, MF_FREE, MF_N };
+static const char *const mon_fn_names[MF_N] = {
+	"use_tool_id", "get_tool", "register_callback", "set_events", "free_tool_id",
+};
 
 static struct {
-	int tool;          /* our tool id, or -1 */
-	long ev[MON_EVENTS]; /* the events' bits, enter then exit */
-	void *fn[2];       /* our callbacks (function objects): enter, exit */
+	int tool;            /* our tool id, or -1 */
+	void *f[MF_N];       /* sys.monitoring's functions (references) */
+	void *fn[2];         /* our callbacks (function objects): enter, exit */
 } mon = { .tool = -1 };
 
 /* callback(code, offset[, arg]): a new reference to None; never raises. */
@@ -440,49 +454,35 @@ static struct pyh_methoddef mon_defs[2] = {
 	{ "llmtracker_exit", (void *(*)(void *, void *))(void (*)(void))mon_exit, PYH_METH_FASTCALL, NULL },
 };
 
-/* Under the GIL: sys.monitoring.NAME(fmt...), 0 if it returned. */
-#define MON_CALL(m, name, ...) mon_result(api.PyObject_CallMethod((m), (name), __VA_ARGS__))
-static int mon_result(void *r)
+/* Under the GIL: sys.monitoring.FN(fmt...): a new reference, or NULL with
+ * no exception left set. */
+#define MON_RAW(fn, ...) mon_raw(api.PyObject_CallFunction(mon.f[fn], __VA_ARGS__))
+static void *mon_raw(void *r)
 {
-	if (!r) {
+	if (!r)
 		api.PyErr_Clear();
+	return r;
+}
+/* The same, 0 if it returned. */
+static int mon_do(void *r)
+{
+	if (!r)
 		return -1;
-	}
 	api.Py_DecRef(r);
 	return 0;
 }
-
-/* Under the GIL: the event bits by name (sys.monitoring.events). */
-static int mon_event_bits(void *m)
-{
-	void *evs = api.PyObject_GetAttrString(m, "events");
-	int bad = !evs;
-	for (int i = 0; i < MON_EVENTS && !bad; i++) {
-		const char *name = i < 3 ? mon_enter_ev[i] : mon_exit_ev[i - 3];
-		void *v = api.PyObject_GetAttrString(evs, name);
-		mon.ev[i] = v ? api.PyLong_AsLong(v) : -1;
-		bad = mon.ev[i] <= 0;
-		if (v)
-			api.Py_DecRef(v);
-	}
-	if (evs)
-		api.Py_DecRef(evs);
-	api.PyErr_Clear();
-	return bad ? -1 : 0;
-}
+#define MON_CALL(fn, ...) mon_do(MON_RAW(fn, __VA_ARGS__))
 
 /* Under the GIL: a free tool id, not one of the conventional ones
  * (0 debugger, 1 coverage, 2 profiler, 5 optimizer), which the program
  * may claim later. */
-static int mon_free_tool(void *m)
+static int mon_free_tool(void)
 {
 	static const int candidates[] = { 4, 3 };
 	for (size_t i = 0; i < sizeof(candidates) / sizeof(candidates[0]); i++) {
-		void *r = api.PyObject_CallMethod(m, "get_tool", "i", candidates[i]);
+		void *r = MON_RAW(MF_GET, "i", candidates[i]);
 		int is_free = r == api.none;
-		if (!r)
-			api.PyErr_Clear();
-		else
+		if (r)
 			api.Py_DecRef(r);
 		if (is_free)
 			return candidates[i];
@@ -490,17 +490,31 @@ static int mon_free_tool(void *m)
 	return -1;
 }
 
+/* Under the GIL: sys.monitoring's functions, each a builtin (checked by
+ * its type, so no code of the program's runs in its place). */
+static int mon_functions(void)
+{
+	void *m = api.PySys_GetObject("monitoring");
+	int bad = !m || !api.PyCFunction_Type;
+	for (int i = 0; i < MF_N && !bad; i++) {
+		mon.f[i] = api.PyObject_GetAttrString(m, mon_fn_names[i]);
+		bad = !mon.f[i] || ((void **)mon.f[i])[1] != api.PyCFunction_Type; /* ob_type */
+	}
+	api.PyErr_Clear();
+	return bad ? -1 : 0;
+}
+
 /* Under the GIL: unregister what mon_install registered. 1 if no one else
  * holds our callbacks (the library may then be unloaded). */
 static int mon_remove(void)
 {
-	void *m = api.PySys_GetObject("monitoring");
 	int gone = 1;
-	if (m && mon.tool >= 0) {
-		MON_CALL(m, "set_events", "ii", mon.tool, 0);
+	if (mon.tool >= 0) {
+		int bad = MON_CALL(MF_SET_EVENTS, "ii", mon.tool, 0);
 		for (int i = 0; i < MON_EVENTS; i++)
-			MON_CALL(m, "register_callback", "ilO", mon.tool, mon.ev[i], api.none);
-		MON_CALL(m, "free_tool_id", "i", mon.tool);
+			bad |= MON_CALL(MF_REGISTER, "ilO", mon.tool, mon_ev[i], api.none);
+		MON_CALL(MF_FREE, "i", mon.tool);
+		gone = !bad; /* else our callbacks may still be called: stay loaded */
 	}
 	mon.tool = -1;
 	for (int k = 0; k < 2; k++) {
@@ -513,6 +527,11 @@ static int mon_remove(void)
 		api.Py_DecRef(mon.fn[k]);
 		mon.fn[k] = NULL;
 	}
+	for (int i = 0; i < MF_N; i++) {
+		if (mon.f[i])
+			api.Py_DecRef(mon.f[i]);
+		mon.f[i] = NULL;
+	}
 	return gone;
 }
 
@@ -520,22 +539,19 @@ static int mon_remove(void)
  * with nothing left registered (the profile function is used instead). */
 static int mon_install(void)
 {
-	void *m = api.PyObject_CallMethod ? api.PySys_GetObject("monitoring") : NULL;
 	long all = 0;
-	if (!m || mon_event_bits(m) || (mon.tool = mon_free_tool(m)) < 0)
-		return -1;
-	for (int k = 0; k < 2; k++)
+	int bad = !api.PyObject_CallFunction || mon_functions() || (mon.tool = mon_free_tool()) < 0;
+	for (int k = 0; k < 2 && !bad; k++)
 		if (!mon.fn[k] && !(mon.fn[k] = api.PyCFunction_NewEx(&mon_defs[k], NULL, NULL)))
 			api.PyErr_Clear();
-	int bad = !mon.fn[0] || !mon.fn[1] || MON_CALL(m, "use_tool_id", "is", mon.tool, "llmtracker");
-	if (bad)
-		mon.tool = -1; /* not ours to free */
+	if (!bad && (!mon.fn[0] || !mon.fn[1] || MON_CALL(MF_USE, "is", mon.tool, "llmtracker")))
+		bad = 1, mon.tool = -1; /* not ours to free */
 	for (int i = 0; i < MON_EVENTS && !bad; i++) {
-		bad = MON_CALL(m, "register_callback", "ilO", mon.tool, mon.ev[i], mon.fn[i >= 3]);
-		all |= mon.ev[i];
+		bad = MON_CALL(MF_REGISTER, "ilO", mon.tool, mon_ev[i], mon.fn[i >= 3]);
+		all |= mon_ev[i];
 	}
 	if (!bad)
-		bad = MON_CALL(m, "set_events", "il", mon.tool, all);
+		bad = MON_CALL(MF_SET_EVENTS, "il", mon.tool, all);
 	if (bad)
 		mon_remove();
 	return bad ? -1 : 0;

@@ -105,8 +105,9 @@ for v in 3.12 3.13 3.10 3.9; do
 	esac
 done
 
-# 3b. 3.12+: threads started after the hook, and a program that starts
-# cProfile (sys.monitoring's profiler tool id) while traced: both complete
+# 3b. 3.12+: threads started after the hook, a program that starts
+# cProfile (sys.monitoring's profiler tool id) while traced: both complete,
+# and hostile programs (below)
 p=$(ls "$PYENV"/3.12.*/bin/python3.12 2>/dev/null | head -1)
 if [ -x "$p" ]; then
 	attach "$p" th12 100 3
@@ -138,8 +139,57 @@ PY
 	check_calls "$T/cp12" "python3.12 with cProfile running: our counts exact too" f=10 g=30
 	[ "$(cat "$T/cp12/out")" = "cProfile saw f 10 g 30" ]
 	check_rc $? "python3.12: the program's own cProfile starts and counts (f 10, g 30) while traced"
+	# A hostile program: sys.monitoring deleted while traced (detach still
+	# unregisters: the library leaves), or its functions replaced before
+	# (none of its code runs in theirs: the profile function is used)
+	mkdir -p "$T/del12" "$T/rep12"
+	cat > "$T/del12/t.py" <<'PY'
+import os, sys, time
+def g(x): return x
+def f():
+    for _ in range(3): g(1)
+while not os.path.exists(sys.argv[1]): time.sleep(0.01)
+del sys.monitoring
+for _ in range(10): f()
+print("deleted and ran", flush=True)
+while not os.path.exists(sys.argv[2]): time.sleep(0.01)
+sys.exit(3)
+PY
+	cat > "$T/rep12/t.py" <<'PY'
+import os, sys, time
+def g(x): return x
+def f():
+    for _ in range(3): g(1)
+def trap(*a):
+    open(sys.argv[3], "w").close()
+for name in ("use_tool_id", "get_tool", "register_callback", "set_events", "free_tool_id"):
+    setattr(sys.monitoring, name, trap)
+while not os.path.exists(sys.argv[1]): time.sleep(0.01)
+for _ in range(10): f()
+print("deleted and ran", flush=True)
+while not os.path.exists(sys.argv[2]): time.sleep(0.01)
+sys.exit(3)
+PY
+	for k in del12 rep12; do
+		d=$T/$k
+		"$p" "$d/t.py" "$d/go" "$d/hold" "$d/trapped" > "$d/out" 2>&1 & tp=$!; tap_bg $tp
+		sleep 0.3
+		"$LT" profile -p $tp -t python -o "$d/c.log" -v 1 > /dev/null 2> "$d/err" & cp=$!; tap_bg $cp
+		wait_for "$d/err" "tracing functions|cannot trace" && touch "$d/go"
+		wait_for "$d/out" "deleted and ran"
+		kill -INT $cp; wait $cp
+		inject_mapped $tp > "$d/maps_after"
+		touch "$d/hold"; wait $tp; echo $? > "$d/rc"
+	done
+	check_calls "$T/del12" "python3.12, sys.monitoring deleted while traced: exact counts" f=10 g=30
+	[ "$(cat $T/del12/rc)" = 3 ] && [ "$(cat $T/del12/maps_after)" = 0 ] && grep -q "removed=1" "$T/del12/err"
+	check_rc $? "... the tool unregistered all the same: library gone, exit status unchanged"
+	check_calls "$T/rep12" "python3.12, sys.monitoring's functions replaced: exact counts" f=10 g=30
+	grep -q "tracing functions.*events=profile" "$T/rep12/err" && [ ! -e "$T/rep12/trapped" ] &&
+		[ "$(cat $T/rep12/rc)" = 3 ] && [ "$(cat $T/rep12/maps_after)" = 0 ]
+	check_rc $? "... none of the program's replacements called: the profile function used, library gone after"
 else
-	for _ in 1 2 3 4; do ok "# SKIP no python3.12"; done
+	for _ in 1 2 3 4 5 6 7 8; do ok "# SKIP no python3.12"; done
 fi
 
 # 4. an unsupported CPython: one clear line, the target untouched
