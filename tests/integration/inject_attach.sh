@@ -41,7 +41,7 @@ read -r -t 10 line <&"${HOLD[0]}"
 check "library loaded into the running target" '[ "$line" = loaded ]'
 check "it is mapped from a memfd" 'grep -q "/memfd:llmtracker-inject (deleted)" /proc/$PID/maps'
 check "not from a file path" '! grep -q "libllmtracker-inject.so" /proc/$PID/maps'
-check "target keeps its threads (plus the library's one)" '[ "$(ls /proc/$PID/task | wc -l)" -ge 5 ]'
+check "target keeps its 5 threads (plus the library's one)" '[ "$(ls /proc/$PID/task | wc -l)" = 6 ]'
 echo go >&"${HOLD[1]}"
 read -r -t 10 line <&"${HOLD[0]}"
 [ -n "${HOLD_PID:-}" ] && wait "$HOLD_PID" 2>/dev/null

@@ -2,7 +2,8 @@
 /*
  * A multi-threaded target for the injector tests: THREADS workers each run
  * ITERS rounds of arithmetic, handing a token around under a mutex and
- * sleeping briefly, while the main thread reads stdin until EOF. Then it
+ * sleeping briefly, then wait for the main thread, which reads stdin until
+ * EOF (so the process keeps all its threads while the tests look). Then it
  * prints a result that depends only on THREADS and ITERS, so any change an
  * injection makes to its memory, registers or system calls shows.
  *   inject_target [THREADS [ITERS]]
@@ -16,6 +17,8 @@
 #include <unistd.h>
 
 static pthread_mutex_t mu = PTHREAD_MUTEX_INITIALIZER;
+static pthread_cond_t stdin_done_cv = PTHREAD_COND_INITIALIZER;
+static int stdin_done;
 static uint64_t shared_sum;
 static int iters = 2000;
 
@@ -45,6 +48,10 @@ static void *work(void *arg)
 	}
 	w->h = h;
 	w->f = f;
+	pthread_mutex_lock(&mu);
+	while (!stdin_done)
+		pthread_cond_wait(&stdin_done_cv, &mu);
+	pthread_mutex_unlock(&mu);
 	return NULL;
 }
 
@@ -73,6 +80,10 @@ int main(int argc, char **argv)
 		else if (r == 0 || errno != EINTR)
 			break;
 	}
+	pthread_mutex_lock(&mu);
+	stdin_done = 1;
+	pthread_cond_broadcast(&stdin_done_cv);
+	pthread_mutex_unlock(&mu);
 	uint64_t total = 0;
 	for (int i = 0; i < n; i++) {
 		pthread_join(w[i].th, NULL);
