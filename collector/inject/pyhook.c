@@ -124,6 +124,7 @@ static long obj_off = -1;          /* offset of c_profileobj */
 static void *hook_obj;             /* our threading._profile_hook function object */
 static int hook_set;               /* hook_obj is in threading._profile_hook */
 static int via_mon;                /* events from sys.monitoring, not the profile function */
+static int mon_stuck;              /* a failed install left callbacks of ours registered */
 static int last_tasks, ticks;
 static uint64_t n_enter, n_exit, n_dropped;
 static unsigned n_threads, n_busy;
@@ -441,7 +442,7 @@ static struct {
 static void *mon_call(void *self, void *const *args, ssize_t nargs, int enter)
 {
 	(void)self;
-	if (nargs >= 1 && atomic_load_explicit(&running, memory_order_relaxed))
+	if (nargs >= 1 && via_mon && atomic_load_explicit(&running, memory_order_relaxed))
 		record(args[0], enter);
 	api.Py_IncRef(api.none);
 	return api.none;
@@ -552,8 +553,8 @@ static int mon_install(void)
 	}
 	if (!bad)
 		bad = MON_CALL(MF_SET_EVENTS, "il", mon.tool, all);
-	if (bad)
-		mon_remove();
+	if (bad && !mon_remove())
+		mon_stuck = 1; /* callbacks left registered (they record nothing): stay loaded */
 	return bad ? -1 : 0;
 }
 
@@ -939,7 +940,7 @@ int li_pyhook_stop(int at_exit, char *msg, size_t msgsz)
 			removed = mon_remove();
 		} else {
 			int all = uncover_threads(); /* first: threads may hold our hook object */
-			removed = thread_hook_remove() && all;
+			removed = thread_hook_remove() && all && !mon_stuck;
 		}
 		if (removed)
 			cache_free(1);
