@@ -922,9 +922,9 @@ void li_pyhook_tick(void)
 static void stats_msg(char *msg, size_t msgsz)
 {
 	snprintf(msg, msgsz, "stopped py_enter=%llu py_exit=%llu threads=%u busy=%u dropped=%llu "
-		 "removed=%d log=%s", (unsigned long long)n_enter, (unsigned long long)n_exit,
+		 "removed=%d log=%s events=%s", (unsigned long long)n_enter, (unsigned long long)n_exit,
 		 n_threads, n_busy, (unsigned long long)n_dropped, removed,
-		 log_failed ? "failed" : "ok");
+		 log_failed ? "failed" : "ok", via_mon ? "sys.monitoring" : "profile");
 }
 
 int li_pyhook_stop(int at_exit, char *msg, size_t msgsz)

@@ -188,8 +188,18 @@ PY
 	grep -q "tracing functions.*events=profile" "$T/rep12/err" && [ ! -e "$T/rep12/trapped" ] &&
 		[ "$(cat $T/rep12/rc)" = 3 ] && [ "$(cat $T/rep12/maps_after)" = 0 ]
 	check_rc $? "... none of the program's replacements called: the profile function used, library gone after"
+	# the launch form: the tool registered on the program's own thread, held at Py_RunMain
+	mkdir -p "$T/l12"
+	( "$LT" profile -t python -o "$T/l12/c.log" -v 1 -- "$p" "$SCRIPT" 100 "$T/l12/go" "$T/l12/hold" 2 \
+		> "$T/l12/out" 2> "$T/l12/err"; echo $? > "$T/l12/coll_rc" ) & cp=$!; tap_bg $cp
+	wait_for "$T/l12/err" "tracing functions|cannot trace" && touch "$T/l12/go"
+	wait_for "$T/l12/out" "pyh_calltree done"
+	touch "$T/l12/hold"; wait $cp
+	check_calls "$T/l12" "python3.12 launched: exact counts, 2 threads + main" f=300 g=900 loop=3
+	[ "$(cat $T/l12/coll_rc)" = 0 ] && grep -q "hook py_enter=.* events=sys.monitoring" "$T/l12/err"
+	check_rc $? "python3.12 launched: traced as a sys.monitoring tool, collector exits 0"
 else
-	for _ in 1 2 3 4 5 6 7 8; do ok "# SKIP no python3.12"; done
+	for _ in 1 2 3 4 5 6 7 8 9 10; do ok "# SKIP no python3.12"; done
 fi
 
 # 4. an unsupported CPython: one clear line, the target untouched
