@@ -477,6 +477,8 @@ static int seize_one(struct inj_thread *t, int pid, const struct lt_inj_latch *l
 				return 0;
 			free(t->fp);
 			t->fp = NULL;
+			if (rc == -EPERM && pid_exiting(pid)) /* the kernel refuses a dying task */
+				return fail(err, errsz, -ESRCH, "process %d exited during injection", pid);
 			if (rc == -EPERM)
 				return fail(err, errsz, rc, "cannot ptrace process %d: %s (need root or "
 					    "CAP_SYS_PTRACE; another tracer or a debugger attached?)",
