@@ -99,6 +99,13 @@ tool() { # TAG SECONDS ARGS
 # long (20 s windows), stat (8 s windows:
 # kernels only, the default, the collector with uprobes), collector, none.
 GAP=${GAP:-4}
+# MAX_S: start no round after that many seconds of this script, so that a
+# call under a time cap still ends with the analysis of the rounds it ran.
+round_fits() {
+	[ -z "${MAX_S:-}" ] || [ "$SECONDS" -lt "$MAX_S" ] && return 0
+	echo "INFO MAX_S=$MAX_S reached after $((i - 1)) round(s): no more rounds"
+	return 1
+}
 sleep $GAP
 # Z: nothing attached, the same marks: the noise floor of the method.
 idle() { mark "$1_begin"; sleep "$2"; mark "$1_end"; }
@@ -131,6 +138,8 @@ elif [ "${SET}" = stat ]; then # 8 s windows, alternated: idle, kernels only, de
 	idle Z3 8; sleep $GAP
 elif [ "${SET}" = cost ]; then # one row per source, ROUNDS rounds of 8 s windows in turn
 	for i in $(seq "${ROUNDS:-4}"); do
+		round_fits || break
+		round_fits || break
 		idle Z$i 8; sleep $GAP
 		attach Y$i python 8 --no-cuda; sleep $GAP
 		tool K$i 8 runtime=0 driver=0; sleep $GAP
@@ -149,6 +158,7 @@ elif [ "${SET}" = parts ]; then # -t all's cost by part, each with kernels: whic
 	done
 elif [ "${SET}" = ke ]; then # the comparison alone: kernels only against everything on
 	for i in $(seq "${ROUNDS:-6}"); do
+		round_fits || break
 		idle Z$i 8; sleep $GAP
 		tool K$i 8 runtime=0 driver=0; sleep $GAP
 		attach E$i all 8; sleep $GAP
