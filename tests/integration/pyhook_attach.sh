@@ -52,6 +52,18 @@ attach() {
 	touch "$d/hold"; wait $tp; echo $? > "$d/rc"
 }
 
+# launched PY TAG N THREADS: the tree run by `profile -- PY ...` (held at
+# Py_RunMain until the hook is in), to its end. Leaves $T/TAG/{out,err,coll_rc}.
+launched() {
+	local d=$T/$2 cp
+	mkdir -p "$d"
+	( "$LT" profile -t python -o "$d/c.log" -v 1 -- "$1" "$SCRIPT" "$3" "$d/go" "$d/hold" "$4" \
+		> "$d/out" 2> "$d/err"; echo $? > "$d/coll_rc" ) & cp=$!; tap_bg $cp
+	wait_for "$d/err" "tracing functions|cannot trace" && touch "$d/go"
+	wait_for "$d/out" "pyh_calltree done"
+	touch "$d/hold"; wait $cp
+}
+
 # 1. pyenv python3.11 by -p
 attach "$PY" a 100 0
 check_rc "$(cat $T/a/coll_rc)" "profile -p PID -t python (no USDT: $PY) exits 0"
@@ -189,12 +201,7 @@ PY
 		[ "$(cat $T/rep12/rc)" = 3 ] && [ "$(cat $T/rep12/maps_after)" = 0 ]
 	check_rc $? "... none of the program's replacements called: the profile function used, library gone after"
 	# the launch form: the tool registered on the program's own thread, held at Py_RunMain
-	mkdir -p "$T/l12"
-	( "$LT" profile -t python -o "$T/l12/c.log" -v 1 -- "$p" "$SCRIPT" 100 "$T/l12/go" "$T/l12/hold" 2 \
-		> "$T/l12/out" 2> "$T/l12/err"; echo $? > "$T/l12/coll_rc" ) & cp=$!; tap_bg $cp
-	wait_for "$T/l12/err" "tracing functions|cannot trace" && touch "$T/l12/go"
-	wait_for "$T/l12/out" "pyh_calltree done"
-	touch "$T/l12/hold"; wait $cp
+	launched "$p" l12 100 2
 	check_calls "$T/l12" "python3.12 launched: exact counts, 2 threads + main" f=300 g=900 loop=3
 	[ "$(cat $T/l12/coll_rc)" = 0 ] && grep -q "hook py_enter=.* events=sys.monitoring" "$T/l12/err"
 	check_rc $? "python3.12 launched: traced as a sys.monitoring tool, collector exits 0"
@@ -241,12 +248,7 @@ grep "profiler of their own" "$T/own/err" | cut -c1-160 | sed 's/^/# /'
 check_rc $? "a thread with its own sys.setprofile profiler keeps it (f 10, g 30 seen by it); said once"
 
 # 5. launch form: the hook goes in once the new process can take it
-mkdir -p "$T/l"
-( "$LT" profile -t python -o "$T/l/c.log" -v 1 -- "$PY" "$SCRIPT" 100 "$T/l/go" "$T/l/hold" 0 \
-	> "$T/l/out" 2> "$T/l/err"; echo $? > "$T/l/coll_rc" ) & cp=$!; tap_bg $cp
-wait_for "$T/l/err" "tracing functions|cannot trace" && touch "$T/l/go"
-wait_for "$T/l/out" "pyh_calltree done"
-touch "$T/l/hold"; wait $cp
+launched "$PY" l 100 0
 grep -E "python: pid" "$T/l/err" | cut -c1-200 | sed 's/^/# /'
 check_calls "$T/l" "launched: exact counts once the hook is in" f=100 g=300 loop=1
 [ "$(cat $T/l/coll_rc)" = 0 ] && grep -q "command exited with status 3" "$T/l/err"
