@@ -37,14 +37,19 @@ touch "$W/stamp"
 
 # Hold the library loaded and look at the target meanwhile.
 coproc HOLD { "$T/inject_tool" hold "$PID" "$LIB"; }
-read -r -t 10 line <&"${HOLD[0]}"
+# copies of the coprocess's pipes: bash unsets HOLD (and closes its fds) as
+# soon as the tool exits, which may come before the last read
+exec {hold_r}<&"${HOLD[0]}" {hold_w}>&"${HOLD[1]}"
+hold_pid=$HOLD_PID
+read -r -t 10 line <&$hold_r
 check "library loaded into the running target" '[ "$line" = loaded ]'
 check "it is mapped from a memfd" 'grep -q "/memfd:llmtracker-inject (deleted)" /proc/$PID/maps'
 check "not from a file path" '! grep -q "libllmtracker-inject.so" /proc/$PID/maps'
 check "target keeps its 5 threads (plus the library's one)" '[ "$(ls /proc/$PID/task | wc -l)" = 6 ]'
-echo go >&"${HOLD[1]}"
-read -r -t 10 line <&"${HOLD[0]}"
-[ -n "${HOLD_PID:-}" ] && wait "$HOLD_PID" 2>/dev/null
+echo go >&$hold_w
+read -r -t 10 line <&$hold_r
+wait "$hold_pid" 2>/dev/null
+exec {hold_r}<&- {hold_w}>&-
 check "library unloaded ($line)" '[ "$line" = "unloaded 1" ]'
 check "no mapping left after unloading" '! grep -q memfd:llmtracker /proc/$PID/maps'
 
