@@ -139,7 +139,6 @@ elif [ "${SET}" = stat ]; then # 8 s windows, alternated: idle, kernels only, de
 elif [ "${SET}" = cost ]; then # one row per source, ROUNDS rounds of 8 s windows in turn
 	for i in $(seq "${ROUNDS:-4}"); do
 		round_fits || break
-		round_fits || break
 		idle Z$i 8; sleep $GAP
 		attach Y$i python 8 --no-cuda; sleep $GAP
 		tool K$i 8 runtime=0 driver=0; sleep $GAP
@@ -149,6 +148,7 @@ elif [ "${SET}" = cost ]; then # one row per source, ROUNDS rounds of 8 s window
 	done
 elif [ "${SET}" = parts ]; then # -t all's cost by part, each with kernels: which source costs what
 	for i in $(seq "${ROUNDS:-4}"); do
+		round_fits || break
 		idle Z$i 8; sleep $GAP
 		tool K$i 8 runtime=0 driver=0; sleep $GAP
 		attach A$i cpu 8; sleep $GAP
