@@ -541,7 +541,10 @@ static int mon_remove(void)
 static int mon_install(void)
 {
 	long all = 0;
-	int bad = !api.PyObject_CallFunction || mon_functions() || (mon.tool = mon_free_tool()) < 0;
+	/* after a stuck removal our callbacks are still registered: a second
+	 * tool with them would record every call twice */
+	int bad = mon_stuck || !api.PyObject_CallFunction || mon_functions() ||
+		  (mon.tool = mon_free_tool()) < 0;
 	for (int k = 0; k < 2 && !bad; k++)
 		if (!mon.fn[k] && !(mon.fn[k] = api.PyCFunction_NewEx(&mon_defs[k], NULL, NULL)))
 			api.PyErr_Clear();

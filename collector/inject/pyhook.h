@@ -25,7 +25,8 @@
  *                      from every thread, under the GIL, drop the
  *                      code-object cache, publish the log.
  * Messages follow inject.h: "ok cpython=X.Y ... events=sys.monitoring|profile" / "err ...", and
- * "stopped py_enter=N py_exit=N threads=N removed=0|1 log=ok|failed". The
+ * "stopped py_enter=N py_exit=N threads=N removed=0|1 log=ok|failed
+ * events=sys.monitoring|profile". The
  * log is the file the collector made (an fd, li_config.py_fd).
  */
 #ifndef LLMT_PYHOOK_H

@@ -178,7 +178,7 @@ for name in ("use_tool_id", "get_tool", "register_callback", "set_events", "free
     setattr(sys.monitoring, name, trap)
 while not os.path.exists(sys.argv[1]): time.sleep(0.01)
 for _ in range(10): f()
-print("deleted and ran", flush=True)
+print("replaced and ran", flush=True)
 while not os.path.exists(sys.argv[2]): time.sleep(0.01)
 sys.exit(3)
 PY
@@ -188,7 +188,7 @@ PY
 		sleep 0.3
 		"$LT" profile -p $tp -t python -o "$d/c.log" -v 1 > /dev/null 2> "$d/err" & cp=$!; tap_bg $cp
 		wait_for "$d/err" "tracing functions|cannot trace" && touch "$d/go"
-		wait_for "$d/out" "deleted and ran"
+		wait_for "$d/out" "(deleted|replaced) and ran"
 		kill -INT $cp; wait $cp
 		inject_mapped $tp > "$d/maps_after"
 		touch "$d/hold"; wait $tp; echo $? > "$d/rc"
