@@ -154,6 +154,7 @@ MODES = {
     "Y": "llmtracker profile -t python (the injected hook), no CUDA kernels",
     "H": "llmtracker profile -t python --enable-cuda-kernel (the hook and kernels, one library)",
     "E": "llmtracker profile -t all --enable-cuda-kernel (everything on)",
+    "S": "llmtracker profile -t cpu,syscall --enable-cuda-kernel (system calls with kernels and links)",
 }
 NOISY = ("cudaGetDevice", "cudaGetLastError", "cudaStreamIsCapturing", "cuDevicePrimaryCtxGetState",
          "cuKernelGetName", "cuCtxGetCurrent", "cuKernelGetFunction")
@@ -380,7 +381,7 @@ def analyze(d):
     # averaged over the mode's windows; Z (nothing attached) is the method's
     # own noise.
     print("COST mode | steps/s while recording vs just before: mean, sd, windows | after detach | what")
-    for mode in "ZYKDAHUEVFN":
+    for mode in "ZYKDAHUSEVFN":
         r = [x for x in rows if x[0][0] == mode]
         if r:
             rel = [x[2] / x[1] - 1 for x in r]

@@ -68,6 +68,8 @@ attach() { # TAG TYPES SECONDS [--no-cuda]
 	klog_since "$klog" | grep -iE "trap|divide|segfault" |
 		sed "s/^/INFO [$1] dmesg: /"
 	grep -iE "cuda|cupti|kernel|error|cannot|cpu:|W[0-9]{4}" "$L/$1.collector.log" | head -12 | sed "s/^/INFO [$1] /"
+	grep -E "^  (proc|syscall|cpu|cuda|python|gpu|pysample) |collector CPU" "$L/$1.collector.log" |
+		sed "s/^/INFO [$1] summary: /"
 	ls "$W/$1" | sed "s/^/INFO [$1] file: /"
 	if ls "$W/$1"/llmtracker-cupti.*.evlog >/dev/null 2>&1; then
 		"$CARRY/bin/inject_logdump" "$W/$1"/llmtracker-cupti.*.evlog >"$W/$1.tsv" 2>&1
@@ -95,7 +97,8 @@ tool() { # TAG SECONDS ARGS
 # (a per-source cost table: ROUNDS rounds of idle, Python hook, kernels only,
 # the default, uprobes, -t all), ke (ROUNDS rounds of idle, kernels only,
 # -t all), parts (ROUNDS rounds of idle, kernels only, then kernels with
-# -t cpu, -t python, -t cpu,cuda, -t all), floor,
+# -t cpu, -t python, -t cpu,cuda, -t all), diag (the same with -t cpu,syscall
+# for -t python), floor,
 # long (20 s windows), stat (8 s windows:
 # kernels only, the default, the collector with uprobes), collector, none.
 GAP=${GAP:-4}
@@ -154,6 +157,16 @@ elif [ "${SET}" = parts ]; then # -t all's cost by part, each with kernels: whic
 		attach A$i cpu 8; sleep $GAP
 		attach H$i python 8; sleep $GAP
 		attach U$i cpu,cuda 8; sleep $GAP
+		attach E$i all 8; sleep $GAP
+	done
+elif [ "${SET}" = diag ]; then # -t all's parts once more, with system calls apart (S)
+	for i in $(seq "${ROUNDS:-4}"); do
+		round_fits || break
+		idle Z$i 8; sleep $GAP
+		tool K$i 8 runtime=0 driver=0; sleep $GAP
+		attach A$i cpu 8; sleep $GAP
+		attach U$i cpu,cuda 8; sleep $GAP
+		attach S$i cpu,syscall 8; sleep $GAP
 		attach E$i all 8; sleep $GAP
 	done
 elif [ "${SET}" = ke ]; then # the comparison alone: kernels only against everything on
