@@ -1021,7 +1021,7 @@ int li_cupti_start(const struct li_config *c, char *msg, size_t msgsz)
 		cu.cuptiEnableCallback(1, sub, CUPTI_CB_DOMAIN_RESOURCE, CUPTI_CBID_RESOURCE_GRAPHEXEC_CREATED);
 	pthread_mutex_lock(&lock);
 	replay_devices();
-	if (!cfg.launch)
+	if (!cfg.in_init)
 		query_devices();
 	pthread_mutex_unlock(&lock);
 	set_attributes();

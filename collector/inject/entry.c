@@ -26,28 +26,42 @@
 enum { LI_IDLE, LI_RUNNING, LI_DONE };
 #define LI_FINI_WAIT_MS 2000    /* llmt_inject_fini: longest wait for the control thread */
 
-static pthread_t li_thread;
-static atomic_int li_state = LI_IDLE;
-static atomic_int li_unloadable = 1;
-static int li_sock = -1;
-static int li_started_early;            /* launch mode: CUPTI started in InitializeInjection */
-static char li_early_msg[512];
-static int li_early_rc;
-static struct li_config li_cfg;
-/* What the start turned on: CUPTI recording, CUPTI waiting for the driver
- * (start key cuda_wait=1; the control thread's tick starts it once the
- * process has loaded CUDA), the Python hook. */
-static int li_cuda_on, li_cuda_wait, li_py_on;
+/*
+ * A control channel: a socket to the collector, the thread that serves it
+ * and what its start turned on. Two at most in a process, one copy of the
+ * library for both: the one the collector's injector starts
+ * (llmt_inject_attach: li_att) and launch mode's (InitializeInjection, on
+ * the socket the launched command inherited: li_lch). Each stops and
+ * reports what it started. CUDA's start (from either thread, or from cuInit)
+ * and stop are ordered by li_cuda_mu.
+ */
+struct li_chan {
+	pthread_t thread;
+	atomic_int state;
+	int sock;
+	int early;              /* launch: CUPTI started in InitializeInjection */
+	int early_rc;
+	char early_msg[512];
+	struct li_config cfg;
+	/* CUPTI recording; CUPTI waiting for the driver (start key cuda_wait=1:
+	 * started by CUDA's own call of InitializeInjection when
+	 * CUDA_INJECTION64_PATH names this copy, else by the tick once the
+	 * process has loaded CUDA); the Python hook. */
+	int cuda_on, cuda_wait, py_on;
+};
+static struct li_chan li_att = { .sock = -1 }, li_lch = { .sock = -1 };
+static pthread_mutex_t li_cuda_mu = PTHREAD_MUTEX_INITIALIZER;
+static atomic_int li_unloadable = 1;    /* li_att's sources let go of this library */
 
 /* "WORD rest" -> "WORD pid=N rest": several processes may share a socket. */
-static void send_msg(const char *msg)
+static void send_msg(const struct li_chan *ch, const char *msg)
 {
 	char buf[LI_MSG_MAX];
 	size_t w = strcspn(msg, " ");
-	if (li_sock < 0)
+	if (ch->sock < 0)
 		return;
 	snprintf(buf, sizeof(buf), "%.*s pid=%d%s", (int)w, msg, (int)getpid(), msg + w);
-	send(li_sock, buf, strlen(buf), MSG_NOSIGNAL | MSG_DONTWAIT);
+	send(ch->sock, buf, strlen(buf), MSG_NOSIGNAL | MSG_DONTWAIT);
 }
 
 static void cfg_defaults(struct li_config *c)
@@ -105,7 +119,7 @@ static void cfg_parse(struct li_config *c, char *msg)
 
 /* Receive one message and the fds that came with it (up to LI_MAX_FDS; the
  * kernel drops any beyond; fds is NULL: none kept). 0 on EOF/error. */
-static ssize_t recv_msg(char *buf, size_t len, int *fds, int *nfds)
+static ssize_t recv_msg(const struct li_chan *ch, char *buf, size_t len, int *fds, int *nfds)
 {
 	char cbuf[CMSG_SPACE(sizeof(int) * LI_MAX_FDS)];
 	struct iovec iov = { buf, len - 1 };
@@ -113,7 +127,7 @@ static ssize_t recv_msg(char *buf, size_t len, int *fds, int *nfds)
 			     .msg_control = cbuf, .msg_controllen = sizeof(cbuf) };
 	ssize_t n;
 	do
-		n = recvmsg(li_sock, &mh, MSG_CMSG_CLOEXEC);
+		n = recvmsg(ch->sock, &mh, MSG_CMSG_CLOEXEC);
 	while (n < 0 && errno == EINTR);
 	for (struct cmsghdr *cm = CMSG_FIRSTHDR(&mh); n >= 0 && cm; cm = CMSG_NXTHDR(&mh, cm)) {
 		if (cm->cmsg_level != SOL_SOCKET || cm->cmsg_type != SCM_RIGHTS)
@@ -144,13 +158,17 @@ static void take_log_fds(struct li_config *c, int *fds, int nfds)
 		close(fds[k++]);
 }
 
-/* Each writer holds its own copy from open: ours go. */
-static void close_log_fds(struct li_config *c)
+/* Each writer holds its own copy from open: ours go, but CUPTI's while it
+ * waits for the driver (cuInit may be settling that wait meanwhile). */
+static void close_log_fds(struct li_chan *ch)
 {
-	if (c->cupti_fd >= 0 && !li_cuda_wait) { /* kept for CUPTI's later start */
+	struct li_config *c = &ch->cfg;
+	pthread_mutex_lock(&li_cuda_mu);
+	if (c->cupti_fd >= 0 && !ch->cuda_wait) {
 		close(c->cupti_fd);
 		c->cupti_fd = -1;
 	}
+	pthread_mutex_unlock(&li_cuda_mu);
 	if (c->py_fd >= 0)
 		close(c->py_fd);
 	c->py_fd = -1;
@@ -160,65 +178,74 @@ static void li_exit_at_exit(void);
 
 /* "ok file=..." from a source -> "ok src=SRC file=...": with both sources
  * in one start, each answers for itself (inject.h). */
-static void send_src(const char *src, const char *msg)
+static void send_src(const struct li_chan *ch, const char *src, const char *msg)
 {
 	char buf[LI_MSG_MAX];
 	size_t w = strcspn(msg, " ");
 	snprintf(buf, sizeof(buf), "%.*s src=%s%s", (int)w, msg, src, msg + w);
-	send_msg(buf);
+	send_msg(ch, buf);
 }
 
 /* CUDA asked while the process had no driver loaded: start CUPTI as soon
  * as it has (what the collector's retries did from outside, but without a
- * second start: the Python hook already runs in this process). */
-static void cuda_wait_tick(void)
+ * second start: the Python hook already runs in this process). `in_init`:
+ * called by CUDA from cuInit (InitializeInjection), before any kernel.
+ * Returns 1 when CUDA is this channel's (started now or before). */
+static int cuda_wait_end(struct li_chan *ch, int in_init)
 {
 	char msg[600];
-	if (!li_cuda_wait)
-		return;
-	int rc = li_cupti_start(&li_cfg, msg, sizeof(msg));
-	if (rc && strstr(msg, LI_ERR_NO_DRIVER))
-		return; /* not yet */
-	li_cuda_wait = 0;
-	if (li_cfg.cupti_fd >= 0)
-		close(li_cfg.cupti_fd);
-	li_cfg.cupti_fd = -1;
+	pthread_mutex_lock(&li_cuda_mu);
+	int mine = ch->cuda_on;
+	if (!ch->cuda_wait)
+		goto out;
+	ch->cfg.in_init = in_init;
+	int rc = li_cupti_start(&ch->cfg, msg, sizeof(msg));
+	if (rc && strstr(msg, LI_ERR_NO_DRIVER) && !in_init)
+		goto out; /* not yet */
+	mine = 1;
+	ch->cuda_wait = 0;
+	if (ch->cfg.cupti_fd >= 0)
+		close(ch->cfg.cupti_fd);
+	ch->cfg.cupti_fd = -1;
 	if (!rc) {
-		li_cuda_on = 1;
+		ch->cuda_on = 1;
 		li_exit_at_exit();
 	}
-	send_src("cuda", msg);
+	send_src(ch, "cuda", msg);
+out:
+	pthread_mutex_unlock(&li_cuda_mu);
+	return mine;
 }
 
 /* Wait for "stop" or EOF, ticking the log so data reaches disk. */
-static void wait_stop(void)
+static void wait_stop(struct li_chan *ch)
 {
 	char buf[256];
 	for (;;) {
-		struct pollfd p = { li_sock, POLLIN, 0 };
+		struct pollfd p = { ch->sock, POLLIN, 0 };
 		int r = poll(&p, 1, 200);
 		if (r == 0) {
-			cuda_wait_tick();
+			cuda_wait_end(ch, 0);
 			li_cupti_tick();
 			li_pyhook_tick();
 			continue;
 		}
 		if (r < 0 && errno == EINTR)
 			continue;
-		if (r < 0 || !recv_msg(buf, sizeof(buf), NULL, NULL) || !strncmp(buf, "stop", 4))
+		if (r < 0 || !recv_msg(ch, buf, sizeof(buf), NULL, NULL) || !strncmp(buf, "stop", 4))
 			return;
 	}
 }
 
 /* The thread's last act: from LI_DONE on, llmt_inject_fini may join it,
  * and nothing left here blocks (the send does not wait). */
-static void final_msg(const char *msg)
+static void final_msg(struct li_chan *ch, const char *msg)
 {
-	int sock = li_sock;
-	atomic_store(&li_state, LI_DONE);
+	int sock = ch->sock;
+	atomic_store(&ch->state, LI_DONE);
 	if (msg)
-		send_msg(msg);
-	li_sock = -1;
+		send_msg(ch, msg);
+	ch->sock = -1;
 	close(sock);
 }
 
@@ -233,117 +260,129 @@ static void stats_msg(const struct li_stats *s, char *msg, size_t len)
 		 (unsigned long long)st.dropped, st.finalized, st.kept, st.file[0] ? st.file : "-");
 }
 
-static void stop_and_report(void)
+static void stop_and_report(struct li_chan *ch)
 {
 	struct li_stats st;
 	char msg[512];
 	memset(&st, 0, sizeof(st));
 	msg[0] = 0;
 	int unloadable = 1;
-	if (li_cuda_on || li_cuda_wait) {
-		if (li_cuda_on)
+	pthread_mutex_lock(&li_cuda_mu); /* no CUDA start from cuInit from here on */
+	if (ch->cuda_on || ch->cuda_wait) {
+		if (ch->cuda_on)
 			unloadable = li_cupti_stop(&st, 1);
 		stats_msg(&st, msg, sizeof(msg));
-		if (li_cuda_wait) /* the driver never came */
+		if (ch->cuda_wait) /* the driver never came */
 			strncat(msg, " cuda_wait=1", sizeof(msg) - strlen(msg) - 1);
-		li_cuda_wait = 0;
-		if (li_cfg.cupti_fd >= 0)
-			close(li_cfg.cupti_fd);
-		li_cfg.cupti_fd = -1;
+		ch->cuda_on = ch->cuda_wait = 0;
+		if (ch->cfg.cupti_fd >= 0)
+			close(ch->cfg.cupti_fd);
+		ch->cfg.cupti_fd = -1;
 	}
-	if (li_py_on) { /* "stopped py_enter=..." alone, or appended */
+	pthread_mutex_unlock(&li_cuda_mu);
+	if (ch->py_on) { /* "stopped py_enter=..." alone, or appended */
 		char pm[512];
 		size_t n = strlen(msg);
 		unloadable &= li_pyhook_stop(0, pm, sizeof(pm));
 		snprintf(msg + n, sizeof(msg) - n, "%s", n ? pm + 7 : pm);
+		ch->py_on = 0;
 	}
-	atomic_store(&li_unloadable, unloadable);
-	final_msg(msg);
+	if (ch == &li_att)
+		atomic_store(&li_unloadable, unloadable);
+	final_msg(ch, msg);
 }
 
 /* CUPTI and/or Python calls, as "start" asked (cuda=, python=): one reply
  * per source asked, CUDA's first, each tagged src= (inject.h). A process
  * with no CUDA driver loaded yet answers "ok src=cuda wait=1" when asked
- * cuda_wait=1, and starts CUPTI once it has one. 0 when any source is on. */
-static int start_sources(void)
+ * cuda_wait=1, and starts CUPTI once it has one; one whose CUDA loaded
+ * this copy first (launch mode) answers "ok src=cuda launch=1": its
+ * kernels are reported on the launch socket. 0 when any source is on. */
+static int start_sources(struct li_chan *ch)
 {
+	struct li_config *c = &ch->cfg;
 	char msg[600];
-	if (li_cfg.cuda) {
-		int rc = li_cupti_start(&li_cfg, msg, sizeof(msg));
-		if (!rc) {
-			li_cuda_on = 1;
+	if (c->cuda) {
+		pthread_mutex_lock(&li_cuda_mu);
+		int rc = li_lch.cuda_on ? -EBUSY : li_cupti_start(c, msg, sizeof(msg));
+		if (li_lch.cuda_on) {
+			snprintf(msg, sizeof(msg), "ok launch=1");
+		} else if (!rc) {
+			ch->cuda_on = 1;
 			li_exit_at_exit();
-		} else if (li_cfg.cuda_wait && strstr(msg, LI_ERR_NO_DRIVER)) {
-			li_cuda_wait = 1;
+		} else if (c->cuda_wait && strstr(msg, LI_ERR_NO_DRIVER)) {
+			ch->cuda_wait = 1;
 			snprintf(msg, sizeof(msg), "ok wait=1");
 		}
-		send_src("cuda", msg);
+		send_src(ch, "cuda", msg);
+		pthread_mutex_unlock(&li_cuda_mu);
 	}
-	if (li_cfg.python) {
-		li_py_on = li_pyhook_start(&li_cfg, msg, sizeof(msg)) == 0;
-		send_src("python", msg);
+	if (c->python) {
+		ch->py_on = li_pyhook_start(c, msg, sizeof(msg)) == 0;
+		send_src(ch, "python", msg);
 	}
-	return li_cuda_on || li_cuda_wait || li_py_on ? 0 : -1;
+	return ch->cuda_on || ch->cuda_wait || ch->py_on ? 0 : -1;
 }
 
 static void *worker(void *arg)
 {
-	(void)arg;
+	struct li_chan *ch = arg;
 	char buf[LI_MSG_MAX];
-	int rc = li_early_rc;
-	if (li_started_early) {
-		li_cuda_on = !rc;
-		send_msg(li_early_msg);
+	int rc = ch->early_rc;
+	if (ch->early) {
+		ch->cuda_on = !rc;
+		send_msg(ch, ch->early_msg);
 	} else {
 		int fds[LI_MAX_FDS], nfds = 0;
-		if (!recv_msg(buf, sizeof(buf), fds, &nfds) || strncmp(buf, "start", 5)) {
+		if (!recv_msg(ch, buf, sizeof(buf), fds, &nfds) || strncmp(buf, "start", 5)) {
 			while (nfds > 0)
 				close(fds[--nfds]);
 			goto out; /* the collector went away before starting us */
 		}
-		cfg_parse(&li_cfg, buf + 5);
-		take_log_fds(&li_cfg, fds, nfds);
-		rc = start_sources();
-		close_log_fds(&li_cfg);
+		cfg_parse(&ch->cfg, buf + 5);
+		take_log_fds(&ch->cfg, fds, nfds);
+		rc = start_sources(ch);
+		close_log_fds(ch);
 	}
-	wait_stop();
+	wait_stop(ch);
 	if (rc == 0)
-		stop_and_report();
+		stop_and_report(ch);
 	else
-		final_msg("stopped kernels=0 memcpy=0 memset=0 api=0 sync=0 devices=0 dropped=0 "
+		final_msg(ch, "stopped kernels=0 memcpy=0 memset=0 api=0 sync=0 devices=0 dropped=0 "
 			  "finalized=0 file=-");
 	return NULL;
 out:
-	final_msg(NULL);
+	final_msg(ch, NULL);
 	return NULL;
 }
 
-static int start_worker(void)
+static int start_worker(struct li_chan *ch)
 {
 	sigset_t all, old;
 	sigfillset(&all);
 	pthread_sigmask(SIG_SETMASK, &all, &old);
-	int rc = pthread_create(&li_thread, NULL, worker, NULL);
+	atomic_store(&ch->state, LI_RUNNING);
+	int rc = pthread_create(&ch->thread, NULL, worker, ch);
 	pthread_sigmask(SIG_SETMASK, &old, NULL);
 	if (rc)
-		return -rc;
-	atomic_store(&li_state, LI_RUNNING);
-	return 0;
+		atomic_store(&ch->state, LI_IDLE);
+	return -rc;
 }
 
 /* Called by the injector on a borrowed thread: start the control thread. */
 LI_API int llmt_inject_attach(int sock)
 {
-	if (atomic_load(&li_state) != LI_IDLE) {
+	if (atomic_load(&li_att.state) != LI_IDLE) {
 		close(sock);
 		return -EBUSY;
 	}
-	li_sock = sock;
-	cfg_defaults(&li_cfg);
-	int rc = start_worker();
+	li_att.sock = sock;
+	li_att.cuda_on = li_att.cuda_wait = li_att.py_on = 0;
+	cfg_defaults(&li_att.cfg);
+	int rc = start_worker(&li_att);
 	if (rc) {
 		close(sock);
-		li_sock = -1;
+		li_att.sock = -1;
 	}
 	return rc;
 }
@@ -356,22 +395,24 @@ LI_API int llmt_pyhook_held(void)
 	return li_pyhook_held();
 }
 
-/* Called by the injector before dlclose: 1 if nothing of ours still runs
- * and CUPTI holds no pointer into this library. */
+/* Called by the injector before dlclose: 1 if nothing the injector's start
+ * began still runs and CUPTI holds no pointer into this library on its
+ * account (a launch channel's CUPTI is CUDA's, whose own reference to this
+ * copy keeps it loaded past the injector's dlclose). */
 LI_API int llmt_inject_fini(void)
 {
 	/* The collector closed its end before calling us: the control thread
 	 * sees EOF and ends at once, but on a busy machine it may not have run
 	 * yet. Wait for it (bounded; this borrowed thread holds no lock). */
 	const struct timespec tick = { 0, 1000000 };
-	for (int i = 0; i < LI_FINI_WAIT_MS && atomic_load(&li_state) == LI_RUNNING; i++)
+	for (int i = 0; i < LI_FINI_WAIT_MS && atomic_load(&li_att.state) == LI_RUNNING; i++)
 		nanosleep(&tick, NULL);
-	int st = atomic_load(&li_state);
+	int st = atomic_load(&li_att.state);
 	if (st == LI_RUNNING)
 		return 0;
 	if (st == LI_DONE) {
-		pthread_join(li_thread, NULL);
-		atomic_store(&li_state, LI_IDLE);
+		pthread_join(li_att.thread, NULL);
+		atomic_store(&li_att.state, LI_IDLE);
 	}
 	return atomic_load(&li_unloadable);
 }
@@ -392,37 +433,56 @@ static int launch_socket(void)
 	return fd;
 }
 
-/* CUPTI's injection entry (CUDA_INJECTION64_PATH), called once from cuInit. */
+/* CUPTI's injection entry (CUDA_INJECTION64_PATH), called once from cuInit.
+ * The collector may have loaded this very copy already (by the same path:
+ * the dynamic loader gives CUDA the loaded one) for the Python hook, with
+ * CUDA asked to wait for the driver: CUPTI starts here then, on that
+ * start's terms and into its log, and says so on its socket. Else CUPTI
+ * starts as launch mode has it, reporting on the inherited socket. */
 LI_API int InitializeInjection(void)
 {
-	if (atomic_load(&li_state) != LI_IDLE || li_started_early)
+	if (atomic_load(&li_att.state) == LI_RUNNING && cuda_wait_end(&li_att, 1))
 		return 1;
-	cfg_defaults(&li_cfg);
-	li_cfg.launch = 1;
+	pthread_mutex_lock(&li_cuda_mu);
+	if (li_lch.early || li_att.cuda_on) {
+		pthread_mutex_unlock(&li_cuda_mu);
+		return 1;
+	}
+	struct li_config *c = &li_lch.cfg;
+	cfg_defaults(c);
+	c->launch = c->in_init = 1;
 	const char *v;
 	if ((v = getenv("LLMT_CUPTI_DIR")))
-		snprintf(li_cfg.dir, sizeof(li_cfg.dir), "%s", v);
+		snprintf(c->dir, sizeof(c->dir), "%s", v);
 	if ((v = getenv("LLMT_HOST")))
-		snprintf(li_cfg.host, sizeof(li_cfg.host), "%s", v);
+		snprintf(c->host, sizeof(c->host), "%s", v);
 	if ((v = getenv("LLMT_SESSION")))
-		evlog_session_parse(v, li_cfg.session);
+		evlog_session_parse(v, c->session);
 	if ((v = getenv("LLMT_CUPTI_RUNTIME")))
-		li_cfg.runtime = atoi(v) != 0;
+		c->runtime = atoi(v) != 0;
 	if ((v = getenv("LLMT_CUPTI_START"))) { /* recording options, as in attach mode */
 		char opts[512];
 		snprintf(opts, sizeof(opts), "%s", v);
-		cfg_parse(&li_cfg, opts);
+		cfg_parse(c, opts);
 	}
-	li_early_rc = li_cupti_start(&li_cfg, li_early_msg, sizeof(li_early_msg));
-	li_started_early = 1;
-	if (!li_early_rc)
+	li_lch.early_rc = li_cupti_start(c, li_lch.early_msg, sizeof(li_lch.early_msg));
+	li_lch.early = 1;
+	li_lch.cuda_on = !li_lch.early_rc;
+	pthread_mutex_unlock(&li_cuda_mu);
+	if (!li_lch.early_rc)
 		li_exit_at_exit();
-	li_sock = launch_socket();
-	if (li_sock >= 0 && start_worker()) {
-		close(li_sock);
-		li_sock = -1;
+	li_lch.sock = launch_socket();
+	if (li_lch.sock >= 0 && start_worker(&li_lch)) {
+		close(li_lch.sock);
+		li_lch.sock = -1;
 	}
 	return 1;
+}
+
+/* The channel whose start turned CUPTI on (NULL: none). */
+static struct li_chan *cuda_owner(void)
+{
+	return li_lch.cuda_on ? &li_lch : li_att.cuda_on ? &li_att : NULL;
 }
 
 static void li_exit_cupti(void)
@@ -433,7 +493,8 @@ static void li_exit_cupti(void)
 		li_cupti_stop(&st, 0);
 		stats_msg(&st, msg, sizeof(msg));
 		strncat(msg, " exiting=1", sizeof(msg) - strlen(msg) - 1);
-		send_msg(msg);
+		if (cuda_owner())
+			send_msg(cuda_owner(), msg);
 	}
 }
 
@@ -459,7 +520,7 @@ __attribute__((destructor)) static void li_exit(void)
 	if (li_pyhook_running()) {
 		char pm[512];
 		li_pyhook_stop(1, pm, sizeof(pm));
-		send_msg(pm);
+		send_msg(&li_att, pm);
 	}
 	li_exit_cupti();
 }

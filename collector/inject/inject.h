@@ -73,7 +73,10 @@ struct li_config {
 	int teardown;          /* start key teardown=auto|always|never: detach CUPTI at stop
 				* unless a CUDA graph ran while recording (auto, see
 				* keep_cupti in cupti.c); always (unsafe with graphs); never */
-	int launch;            /* loaded by CUDA at start (InitializeInjection) */
+	int launch;            /* loaded by CUDA at start (InitializeInjection): its log
+				* by path in dir, no start message */
+	int in_init;           /* CUPTI starts inside cuInit (InitializeInjection): no
+				* device is queried there (the DEVICE activity tells) */
 	int cuda;              /* start key cuda=0|1 (default 1): CUPTI recording */
 	int cuda_wait;         /* start key cuda_wait=1: no CUDA driver loaded yet is no
 				* error; CUPTI starts once it is (entry.c cuda_wait_tick) */
