@@ -311,8 +311,8 @@ static const char *reply_notes(const char *reply, char *out, size_t sz)
 
 /* "start ..." for `feats`, with the one file per feature the library may
  * write (inject_log.h): no directory, no path of ours. */
-static int send_start(struct lt_im *im, struct im_target *t, unsigned feats, int cuda_wait, int py_wait_ms,
-		      int py_hold, char *err, size_t errsz)
+static int send_start(struct lt_im *im, struct im_target *t, unsigned feats, int cuda_wait, int cuda_init,
+		      int py_wait_ms, int py_hold, char *err, size_t errsz)
 {
 	char msg[1400];
 	int fds[F_N], nfds = 0, rc = 0;
@@ -329,8 +329,9 @@ static int send_start(struct lt_im *im, struct im_target *t, unsigned feats, int
 				    t->pid, im->host, im->session[0] ? im->session : "-",
 				    !!(feats & LT_IM_CUDA), !!(feats & LT_IM_PYTHON));
 	if (feats & LT_IM_CUDA)
-		n += (size_t)snprintf(msg + n, sizeof(msg) - n, " runtime=%d finalize_ms=%d%s",
-				      !!im->o.api_records, im->o.finalize_ms, cuda_wait ? " cuda_wait=1" : "");
+		n += (size_t)snprintf(msg + n, sizeof(msg) - n, " runtime=%d finalize_ms=%d%s%s",
+				      !!im->o.api_records, im->o.finalize_ms, cuda_wait ? " cuda_wait=1" : "",
+				      cuda_wait && cuda_init ? " cuda_init=1" : "");
 	if (feats & LT_IM_PYTHON)
 		n += (size_t)snprintf(msg + n, sizeof(msg) - n, " py_wait_ms=%d%s", py_wait_ms,
 				      py_hold ? " py_hold=1" : "");
@@ -428,6 +429,7 @@ struct im_start {
 	int rc;                         /* the start: 0 every reply came, else -errno */
 	int given;                      /* -p */
 	int held;                       /* loaded from a thread held at Py_RunMain */
+	int by_path;                    /* loaded by its path: CUDA's load gets this copy */
 	int installed;                  /* the hook went on there */
 	char rep[F_N][1024];
 	char err[512];
@@ -435,8 +437,8 @@ struct im_start {
 
 static void start_and_hear(struct im_start *st, int hold)
 {
-	st->rc = send_start(st->im, &st->t, st->feats, st->cuda_wait, st->py_wait_ms, hold, st->err,
-			    sizeof(st->err));
+	st->rc = send_start(st->im, &st->t, st->feats, st->cuda_wait, st->by_path, st->py_wait_ms, hold,
+			    st->err, sizeof(st->err));
 	if (!st->rc)
 		st->rc = recv_replies(&st->t, st->rep, REPLY_MS + st->py_wait_ms);
 }
@@ -465,9 +467,10 @@ static int inject_start(struct im_start *st, int pid, int how)
 	st->t.given = st->given;
 	st->held = how == HOW_HELD;
 	st->rep[F_CUDA][0] = st->rep[F_PY][0] = 0;
-	int rc = how == HOW_HELD ? lt_inj_load_held(&st->t.inj, pid, im->lib, &py_latch_start, &hold, st->err,
-						    sizeof(st->err))
-				 : lt_inj_load_busy(&st->t.inj, pid, im->lib, how == HOW_BUSY ? &py_latch : NULL,
+	unsigned fl = st->by_path ? LT_INJ_BY_PATH : 0;
+	int rc = how == HOW_HELD ? lt_inj_load_held(&st->t.inj, pid, im->lib, fl, &py_latch_start, &hold,
+						    st->err, sizeof(st->err))
+				 : lt_inj_load_busy(&st->t.inj, pid, im->lib, fl, how == HOW_BUSY ? &py_latch : NULL,
 						    st->err, sizeof(st->err));
 	st->t.inj.hold = NULL;
 	if (st->feats & LT_IM_PYTHON)
@@ -502,7 +505,10 @@ static void cuda_said(struct lt_im *im, struct im_start *st)
 {
 	char notes[1024];
 	int pid = st->t.pid;
-	if (rep_ok(st, F_CUDA) && lt_ictl_field(st->rep[F_CUDA], "wait"))
+	if (rep_ok(st, F_CUDA) && lt_ictl_field(st->rep[F_CUDA], "launch"))
+		im_log(im, LT_IM_CUDA, 'I', "CUDA kernel profiling of pid %d: by the library copy CUDA loaded "
+		       "(launch mode), the one the hook went into", pid);
+	else if (rep_ok(st, F_CUDA) && lt_ictl_field(st->rep[F_CUDA], "wait"))
 		im_log(im, LT_IM_CUDA, 'I', "CUDA kernel profiling of pid %d starts once it loads CUDA "
 		       "(the library waits for the driver): %s/%s", pid, im->dir, st->t.log[F_CUDA].name);
 	else if (rep_ok(st, F_CUDA))
@@ -526,6 +532,10 @@ static unsigned settle(struct lt_im *im, struct im_start *st, int keep_failed)
 	for (int f = 0; f < F_N; f++)
 		if ((st->feats & f_bit[f]) && rep_ok(st, f))
 			on |= f_bit[f];
+	if ((on & LT_IM_CUDA) && lt_ictl_field(st->rep[F_CUDA], "launch")) {
+		on &= ~LT_IM_CUDA; /* CUDA's own start reports it, on the launch socket */
+		st->t.asked &= ~LT_IM_CUDA;
+	}
 	st->t.on = on;
 	for (int f = 0; f < F_N; f++)
 		if ((st->feats & f_bit[f]) && !(on & f_bit[f]) && on)
@@ -708,15 +718,37 @@ static int attach_cuda(struct lt_im *im, int pid, int later, char *why, size_t w
 	return settle(im, &st, 1) & LT_IM_CUDA ? 0 : -EIO; /* a failed one: lt_im_stop unloads it */
 }
 
+/* Does `pid` see the file system as we do (same mount namespace, same
+ * root)? Then a path of ours names the same file in it. */
+static int same_root(int pid)
+{
+	char path[64];
+	struct stat a, b, c, d;
+	snprintf(path, sizeof(path), "/proc/%d/ns/mnt", pid);
+	if (stat(path, &a) || stat("/proc/self/ns/mnt", &b) || a.st_ino != b.st_ino || a.st_dev != b.st_dev)
+		return 0;
+	snprintf(path, sizeof(path), "/proc/%d/root", pid);
+	return !stat(path, &c) && !stat("/", &d) && c.st_ino == d.st_ino && c.st_dev == d.st_dev;
+}
+
 /* The Python hook into `pid` (with CUDA too where the profile asks for it
  * and the process may have it: the library then starts CUPTI once CUDA is
- * loaded). -errno when the library did not go in (st->err); else 0, and
- * what started in *on. */
+ * loaded). In a launch-mode process (CUDA_INJECTION64_PATH names our
+ * library) the library goes in by that path when it names the same file
+ * there: CUDA's own load at cuInit then gets this copy, whose start asked
+ * CUDA to wait for it (one copy, one start); elsewhere CUDA loads its own
+ * copy and reports on the launch socket, and the hook's start asks Python
+ * only. -errno when the library did not go in (st->err); else 0, and what
+ * started in *on. */
 static int attach_py(struct lt_im *im, struct im_start *st, int pid, int how, int wait_ms, int with_cuda,
 		     int given, unsigned *on)
 {
+	int covered = with_cuda && launch_covered(im, pid);
+	int by_path = covered && same_root(pid);
+	if (covered && !(by_path && !(fork_no_exec(pid) && cuda_mapped(pid, 1))))
+		with_cuda = 0;
 	*st = (struct im_start){ .im = im, .feats = LT_IM_PYTHON | (with_cuda ? LT_IM_CUDA : 0),
-				 .cuda_wait = 1, .py_wait_ms = wait_ms, .given = given };
+				 .cuda_wait = 1, .py_wait_ms = wait_ms, .given = given, .by_path = by_path };
 	*on = 0;
 	int rc = inject_start(st, pid, how);
 	if (rc)
@@ -752,8 +784,7 @@ int lt_im_attach(struct lt_im *im, int pid, unsigned feature, int wait_ms, char 
 	if (feature == LT_IM_CUDA)
 		return attach_cuda(im, pid, 0, err, sizeof(err));
 	struct im_start st;
-	int rc = attach_py(im, &st, pid, HOW_BUSY, wait_ms, (im->usable & LT_IM_CUDA) && !launch_covered(im, pid),
-			   1, &on);
+	int rc = attach_py(im, &st, pid, HOW_BUSY, wait_ms, !!(im->usable & LT_IM_CUDA), 1, &on);
 	if (rc)
 		return snprintf(msg, msgsz, "%s", st.err), rc;
 	py_said(&st, msg, msgsz);
@@ -781,7 +812,7 @@ static int job_sleep(struct lt_im *im, int ms)
  * a thread asleep in a system call or stopped at a CPython entry; just
  * exec'd: at Py_RunMain first), within PY_LATER_MS. Said here. Returns 1
  * when the library went in (CUDA, if asked, is then settled too). */
-static int job_python(struct im_job *j, int with_cuda)
+static int job_python(struct im_job *j, int with_cuda, int cuda_wanted)
 {
 	struct lt_im *im = j->im;
 	struct im_start st = { .im = im };
@@ -801,7 +832,7 @@ static int job_python(struct im_job *j, int with_cuda)
 		}
 		/* CUDA's environment is looked at now: a launched command has exec'd */
 		rc = attach_py(im, &st, j->pid, at_start ? HOW_HELD : HOW_BUSY, PY_LATER_WAIT_MS,
-			       with_cuda && !launch_covered(im, j->pid), 0, &on);
+			       with_cuda || (cuda_wanted && launch_covered(im, j->pid)), 0, &on);
 		if (at_start && rc == -ENOENT) { /* the interpreter is not mapped yet */
 			usleep(500);
 			continue;
@@ -900,7 +931,7 @@ static void *job_main(void *arg)
 		pthread_mutex_unlock(&im->mu);
 		if (py_asks != py_done) {
 			py_done = py_asks;
-			if (job_python(j, cuda_due))
+			if (job_python(j, cuda_due, !!(want & LT_IM_CUDA)))
 				cuda_done |= cuda_due;
 		} else if (j->now) { /* as lt_im_attach does, off the caller's thread */
 			char why[512];
@@ -1153,10 +1184,10 @@ static int stop_and_await(struct lt_im *im, struct im_target *t, char *reply, si
 
 /* Launch mode: every CUDA process of the launched tree may have reported
  * on the shared socket ("ok"/"err" at its CUDA start, "stopped" at exit).
- * Stop those still running, one "stop" each. */
-static void stop_launched(struct lt_im *im, struct im_target *t)
+ * Stop those still running, one "stop" each. Returns how many started. */
+static int stop_launched(struct lt_im *im, struct im_target *t)
 {
-	int pids[IM_MAX], n = 0, asked = 0;
+	int pids[IM_MAX], n = 0, asked = 0, started = 0;
 	char reply[1024];
 	for (int round = 0; round < 2; round++) {
 		/* One deadline per round, however much the processes say. */
@@ -1169,6 +1200,7 @@ static void stop_launched(struct lt_im *im, struct im_target *t)
 			int pid = (int)lt_ictl_field(reply, "pid");
 			if (!strncmp(reply, "ok", 2) && n < IM_MAX) {
 				pids[n++] = pid;
+				started++;
 			} else if (!strncmp(reply, "err", 3)) {
 				im_log(im, LT_IM_CUDA, 'W', "pid %d: %s", pid, reply_text(reply));
 				im_unseen(im, LT_IM_CUDA, pid, reply_text(reply));
@@ -1189,11 +1221,7 @@ static void stop_launched(struct lt_im *im, struct im_target *t)
 		if (!asked)
 			break;
 	}
-	if (!im->tot.kernels && !im->tot.apis && !n) {
-		im_log(im, LT_IM_CUDA, 'I', "pid %d: no process of it started CUDA kernel profiling (no CUDA "
-		       "initialized, or no GPU)", t->pid);
-		im_unseen(im, LT_IM_CUDA, t->pid, "no process of the launched command initialized CUDA");
-	}
+	return started;
 }
 
 static void publish_logs(struct lt_im *im, struct im_target *t, int done)
@@ -1231,24 +1259,27 @@ static void unload_one(struct lt_im *im, struct im_target *t)
 		       "library: %s", t->pid, err);
 }
 
-static void stop_one(struct lt_im *im, struct im_target *t)
+/* Stops one target; returns 1 where CUDA kernel profiling had started. */
+static int stop_one(struct lt_im *im, struct im_target *t)
 {
 	char reply[1024] = "";
-	int rc = 0;
+	int rc = 0, started = 0;
 	if (t->launched) {
 		if (t->sock >= 0)
-			stop_launched(im, t);
+			started = stop_launched(im, t) > 0;
 	} else if (t->sock >= 0) {
 		rc = stop_and_await(im, t, reply, sizeof(reply),
 				    (t->asked & LT_IM_CUDA ? im->o.finalize_ms : 0) + REPLY_MS);
 		if (rc > 0 && (t->asked & LT_IM_CUDA))
 			account(im, t->pid, reply);
+		started = rc > 0 && (t->on & LT_IM_CUDA) && !lt_ictl_field(reply, "cuda_wait");
 		if (rc > 0 && (t->on & LT_IM_CUDA) && lt_ictl_field(reply, "cuda_wait"))
 			cuda_never_came(im, t);
 		if (rc > 0 && (t->on & LT_IM_PYTHON)) {
+			const char *py = strstr(lt_ictl_text(reply), "py_enter="); /* past CUDA's part */
 			im->tot.py_events += lt_ictl_field(reply, "py_enter") + lt_ictl_field(reply, "py_exit");
 			im_log(im, LT_IM_PYTHON, 'I', "python: pid %d: hook %s, log %s/%s", t->pid,
-			       lt_ictl_text(reply), im->dir, t->log[F_PY].name);
+			       py ? py : lt_ictl_text(reply), im->dir, t->log[F_PY].name);
 		}
 		if (rc <= 0 && (t->asked & LT_IM_CUDA))
 			im_log(im, LT_IM_CUDA, 'W', "pid %d: the injected library %s", t->pid,
@@ -1266,6 +1297,7 @@ static void stop_one(struct lt_im *im, struct im_target *t)
 	if (t->sock >= 0)
 		close(t->sock);
 	t->sock = -1;
+	return started;
 }
 
 void lt_im_stop(struct lt_im *im)
@@ -1274,9 +1306,19 @@ void lt_im_stop(struct lt_im *im)
 		return;
 	jobs_join_all(im); /* no target is added from here on */
 	memset(&im->tot, 0, sizeof(im->tot));
+	int started = 0, launched = -1;
 	for (int i = 0; i < im->n; i++) {
-		stop_one(im, &im->t[i]);
+		if (im->t[i].launched && im->t[i].sock >= 0 && launched < 0)
+			launched = im->t[i].pid; /* the launch with the socket */
+		started += stop_one(im, &im->t[i]);
 		im->tot.targets += !!(im->t[i].asked & LT_IM_CUDA);
+	}
+	/* Said once all are in: a launched process may have started CUDA in
+	 * the copy the hook went into (its own socket, not the launch one). */
+	if (launched > 0 && !started && !im->tot.kernels && !im->tot.apis) {
+		im_log(im, LT_IM_CUDA, 'I', "pid %d: no process of it started CUDA kernel profiling (no CUDA "
+		       "initialized, or no GPU)", launched);
+		im_unseen(im, LT_IM_CUDA, launched, "no process of the launched command initialized CUDA");
 	}
 	im->tot.py_later = atomic_load(&im->py_later);
 	im->n = 0;

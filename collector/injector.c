@@ -24,6 +24,7 @@
 #include <string.h>
 #include <sys/mman.h>
 #include <sys/ptrace.h>
+#include <sys/random.h>
 #include <sys/socket.h>
 #include <sys/stat.h>
 #include <sys/syscall.h>
@@ -40,17 +41,17 @@ int lt_inj_load(struct lt_inj *inj, int pid, const char *lib_path, char *err, si
 	snprintf(err, errsz, "attaching to pid %d: the injector supports x86-64 only", pid);
 	return -ENOSYS;
 }
-int lt_inj_load_busy(struct lt_inj *inj, int pid, const char *lib_path,
+int lt_inj_load_busy(struct lt_inj *inj, int pid, const char *lib_path, unsigned flags,
 		     const struct lt_inj_latch *latch, char *err, size_t errsz)
 {
-	(void)latch;
+	(void)latch; (void)flags;
 	return lt_inj_load(inj, pid, lib_path, err, errsz);
 }
-int lt_inj_load_held(struct lt_inj *inj, int pid, const char *lib_path,
+int lt_inj_load_held(struct lt_inj *inj, int pid, const char *lib_path, unsigned flags,
 		     const struct lt_inj_latch *latch, const struct lt_inj_hold *hold,
 		     char *err, size_t errsz)
 {
-	(void)latch; (void)hold;
+	(void)latch; (void)hold; (void)flags;
 	return lt_inj_load(inj, pid, lib_path, err, errsz);
 }
 int lt_inj_call_held(struct lt_inj *inj, const char *sym, uint64_t *ret, char *err, size_t errsz)
@@ -828,6 +829,7 @@ struct load_ctx {
 	uint64_t scratch;
 	int memfd, sv[2];
 	int pidfd;
+	const char *by_path;            /* LT_INJ_BY_PATH: the path dlopen is given, else NULL */
 };
 
 static void undo_target_fds(struct load_ctx *c)
@@ -922,15 +924,16 @@ static int find_loaded(struct load_ctx *c, const char *soname, uint64_t *h, char
 	return remote_call(&c->t, c->fn.dlopen, c->scratch + 64, RTLD_NOW | RTLD_NOLOAD, 0, h, err, errsz);
 }
 
-/* dlopen the memfd the library was written into. */
-static int open_memfd_copy(struct load_ctx *c, uint64_t *h, char *err, size_t errsz)
+/* dlopen the library by `path` in the target: the memfd it was written
+ * into, or (LT_INJ_BY_PATH) its file. */
+static int open_copy(struct load_ctx *c, const char *path, uint64_t *h, char *err, size_t errsz)
 {
-	char path[64];
-	snprintf(path, sizeof(path), "/proc/self/fd/%d", c->memfd);
-	int rc = poke_bytes(&c->t, c->scratch + 64, path, strlen(path) + 1);
+	if (strlen(path) + 1 > SCRATCH_SIZE - 1024)
+		return fail(err, errsz, -ENAMETOOLONG, "the library's path is too long");
+	int rc = poke_bytes(&c->t, c->scratch + 1024, path, strlen(path) + 1);
 	if (rc)
 		return fail(err, errsz, rc, "writing into process %d: %s", c->t.pid, strerror(-rc));
-	if ((rc = remote_call(&c->t, c->fn.dlopen, c->scratch + 64, RTLD_NOW | RTLD_LOCAL, 0, h, err, errsz)))
+	if ((rc = remote_call(&c->t, c->fn.dlopen, c->scratch + 1024, RTLD_NOW | RTLD_LOCAL, 0, h, err, errsz)))
 		return rc;
 	if (!*h) {
 		char why[400];
@@ -939,6 +942,16 @@ static int open_memfd_copy(struct load_ctx *c, uint64_t *h, char *err, size_t er
 			    c->t.pid, why[0] ? why : "(no dlerror)");
 	}
 	return 0;
+}
+
+/* What this attach is known by to the library's fini: not 0 (a copy that
+ * was never attached holds 0), unguessable by a new image at old addresses. */
+static uint64_t attach_token(void)
+{
+	uint64_t t = 0;
+	for (int i = 0; i < 8 && (getrandom(&t, sizeof(t), GRND_NONBLOCK) != sizeof(t) || !t); i++)
+		;
+	return t ? t : lt_mono_ns() | 1;
 }
 
 /* Find the entry points in the opened library and start it on the socket. */
@@ -959,7 +972,8 @@ static int start_library(struct load_ctx *c, struct lt_inj *inj, char *err, size
 	inj->fini = fini;
 	inj->dlclose = c->fn.dlclose;
 	uint64_t ret = 0;
-	if ((rc = remote_call(&c->t, attach, (uint64_t)c->sv[0], 0, 0, &ret, err, errsz)))
+	inj->token = attach_token();
+	if ((rc = remote_call(&c->t, attach, (uint64_t)c->sv[0], inj->token, 0, &ret, err, errsz)))
 		return rc;
 	c->sv[0] = -1; /* the library owns it now, whatever it returned */
 	if ((int)ret == -EBUSY)
@@ -989,9 +1003,14 @@ static int load_steps(struct load_ctx *c, struct lt_inj *inj, const void *lib, s
 	elf_soname(lib, len, soname, sizeof(soname));
 	if ((rc = find_loaded(c, soname, &inj->handle, err, errsz)))
 		return rc;
-	if (!inj->handle) {
+	if (!inj->handle && c->by_path) {
+		if ((rc = open_copy(c, c->by_path, &inj->handle, err, errsz)))
+			return rc;
+	} else if (!inj->handle) {
+		char path[64];
 		if ((rc = make_memfd(c, lib, len, err, errsz)) ||
-		    (rc = open_memfd_copy(c, &inj->handle, err, errsz)))
+		    (snprintf(path, sizeof(path), "/proc/self/fd/%d", c->memfd),
+		     rc = open_copy(c, path, &inj->handle, err, errsz)))
 			return rc;
 		/* The library's mapping keeps the memfd alive; its fd is not needed. */
 		remote_syscall(&c->t, SYS_close, (uint64_t)c->memfd, 0, 0, 0, 0, 0, &r);
@@ -1027,29 +1046,29 @@ int lt_inj_call_held(struct lt_inj *inj, const char *sym, uint64_t *ret, char *e
 	return remote_call(&c->t, fn, 0, 0, 0, ret, err, errsz);
 }
 
-static int lt_inj_load_with(struct lt_inj *inj, int pid, const char *lib_path,
+static int lt_inj_load_with(struct lt_inj *inj, int pid, const char *lib_path, unsigned flags,
 			    const struct lt_inj_latch *latch, const struct lt_inj_hold *hold,
 			    char *err, size_t errsz);
 
 int lt_inj_load(struct lt_inj *inj, int pid, const char *lib_path, char *err, size_t errsz)
 {
-	return lt_inj_load_busy(inj, pid, lib_path, NULL, err, errsz);
+	return lt_inj_load_busy(inj, pid, lib_path, 0, NULL, err, errsz);
 }
 
-int lt_inj_load_held(struct lt_inj *inj, int pid, const char *lib_path,
+int lt_inj_load_held(struct lt_inj *inj, int pid, const char *lib_path, unsigned flags,
 		     const struct lt_inj_latch *latch, const struct lt_inj_hold *hold,
 		     char *err, size_t errsz)
 {
-	return lt_inj_load_with(inj, pid, lib_path, latch, hold, err, errsz);
+	return lt_inj_load_with(inj, pid, lib_path, flags, latch, hold, err, errsz);
 }
 
-int lt_inj_load_busy(struct lt_inj *inj, int pid, const char *lib_path,
+int lt_inj_load_busy(struct lt_inj *inj, int pid, const char *lib_path, unsigned flags,
 		     const struct lt_inj_latch *latch, char *err, size_t errsz)
 {
-	return lt_inj_load_with(inj, pid, lib_path, latch, NULL, err, errsz);
+	return lt_inj_load_with(inj, pid, lib_path, flags, latch, NULL, err, errsz);
 }
 
-static int lt_inj_load_with(struct lt_inj *inj, int pid, const char *lib_path,
+static int lt_inj_load_with(struct lt_inj *inj, int pid, const char *lib_path, unsigned flags,
 			    const struct lt_inj_latch *latch, const struct lt_inj_hold *hold,
 			    char *err, size_t errsz)
 {
@@ -1070,7 +1089,8 @@ static int lt_inj_load_with(struct lt_inj *inj, int pid, const char *lib_path,
 	rc = read_file(lib_path, &lib, &len);
 	if (rc)
 		return fail(err, errsz, rc, "cannot read the inject library %s: %s", lib_path, strerror(-rc));
-	struct load_ctx c = { .memfd = -1, .sv = { -1, -1 }, .pidfd = -1 };
+	struct load_ctx c = { .memfd = -1, .sv = { -1, -1 }, .pidfd = -1,
+			      .by_path = flags & LT_INJ_BY_PATH ? lib_path : NULL };
 	rc = resolve_libc(pid, &c.fn, err, errsz);
 	if (!rc)
 		rc = seize_one(&c.t, pid, latch, c.fn.syscall, err, errsz);
@@ -1145,7 +1165,7 @@ int lt_inj_unload(struct lt_inj *inj, char *err, size_t errsz)
 			    "with its old image", inj->pid);
 	}
 	uint64_t ok = 0, ret = 0;
-	rc = remote_call(&t, inj->fini, 0, 0, 0, &ok, err, errsz);
+	rc = remote_call(&t, inj->fini, inj->token, 0, 0, &ok, err, errsz);
 	if (!rc && (int)ok == 1)
 		rc = remote_call(&t, inj->dlclose, inj->handle, 0, 0, &ret, err, errsz);
 	bool gone = t.gone;

@@ -24,9 +24,18 @@
  * fini said no) is found by the library's soname (dlopen RTLD_NOLOAD) and
  * started again instead of loading a second copy.
  *
+ * With LT_INJ_BY_PATH the library is loaded by its path instead (the
+ * target's dynamic loader then gives the same copy to anyone else who
+ * opens that path: CUDA, through CUDA_INJECTION64_PATH); the caller
+ * vouches that the path names the same file in the target's root.
+ *
  * The library must export
- *     int  llmt_inject_attach(int sock);   start; owns `sock` from then on
- *     int  llmt_inject_fini(void);         1 if it may be unloaded now
+ *     int  llmt_inject_attach(int sock, uint64_t token);
+ *                                          start; owns `sock` from then on
+ *     int  llmt_inject_fini(uint64_t token);
+ *                                          1 if it may be unloaded now; 0 also
+ *                                          when `token` is not its last attach's
+ *                                          (a new image's copy at the old address)
  * `sock` is one end of an AF_UNIX SOCK_SEQPACKET pair made in the target;
  * the injector keeps the other end (taken with pidfd_getfd), so the library
  * sees EOF when the collector goes away, whatever the cause.
@@ -49,6 +58,7 @@ struct lt_inj {
 	unsigned long lib_ino; /* inode of the mapping holding fini (the memfd): after an
 				* exec none holds it, and the unload calls nothing */
 	int reused;            /* a copy left loaded by an earlier session (same soname) */
+	uint64_t token;        /* given to llmt_inject_attach, asked back by llmt_inject_fini */
 	const struct lt_inj_latch *latch; /* where a busy thread may be stopped, or NULL */
 	const char *latched_at;          /* the load stopped a busy thread there (else NULL) */
 	const struct lt_inj_hold *hold;  /* lt_inj_load_held only */
@@ -68,15 +78,17 @@ struct lt_inj_hold {
  * error a negative errno, the target as it was, and err says why. */
 int lt_inj_load(struct lt_inj *inj, int pid, const char *lib_path, char *err, size_t errsz);
 
+#define LT_INJ_BY_PATH 1u  /* flags: dlopen(lib_path) in the target, no memfd */
+
 /* The same; a process with no thread asleep in a system call is stopped
  * at one of `latch`'s function entries instead (inject_latch.h), for the
  * load and again for the unload (`latch` must outlive inj). */
-int lt_inj_load_busy(struct lt_inj *inj, int pid, const char *lib_path,
+int lt_inj_load_busy(struct lt_inj *inj, int pid, const char *lib_path, unsigned flags,
 		     const struct lt_inj_latch *latch, char *err, size_t errsz);
 
 /* Load from a thread stopped at one of `latch`'s entries only (no
  * sleeping thread), and run hold->fn before letting it go. */
-int lt_inj_load_held(struct lt_inj *inj, int pid, const char *lib_path,
+int lt_inj_load_held(struct lt_inj *inj, int pid, const char *lib_path, unsigned flags,
 		     const struct lt_inj_latch *latch, const struct lt_inj_hold *hold,
 		     char *err, size_t errsz);
 

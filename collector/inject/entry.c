@@ -52,6 +52,7 @@ struct li_chan {
 static struct li_chan li_att = { .sock = -1 }, li_lch = { .sock = -1 };
 static pthread_mutex_t li_cuda_mu = PTHREAD_MUTEX_INITIALIZER;
 static atomic_int li_unloadable = 1;    /* li_att's sources let go of this library */
+static uint64_t li_att_token;           /* the injector's last attach (injector.h) */
 
 /* "WORD rest" -> "WORD pid=N rest": several processes may share a socket. */
 static void send_msg(const struct li_chan *ch, const char *msg)
@@ -101,6 +102,8 @@ static void cfg_parse(struct li_config *c, char *msg)
 			c->finalize_ms = atoi(eq);
 		else if (!strcmp(tok, "cuda_wait"))
 			c->cuda_wait = atoi(eq) == 1;
+		else if (!strcmp(tok, "cuda_init"))
+			c->cuda_init = atoi(eq) == 1;
 		else if (!strcmp(tok, "teardown"))
 			c->teardown = !strcmp(eq, "always") ? LI_TEARDOWN_ALWAYS :
 				      !strcmp(eq, "never") ? LI_TEARDOWN_NEVER : LI_TEARDOWN_AUTO;
@@ -196,7 +199,7 @@ static int cuda_wait_end(struct li_chan *ch, int in_init)
 	char msg[600];
 	pthread_mutex_lock(&li_cuda_mu);
 	int mine = ch->cuda_on;
-	if (!ch->cuda_wait)
+	if (!ch->cuda_wait || (ch->cfg.cuda_init && !in_init))
 		goto out;
 	ch->cfg.in_init = in_init;
 	int rc = li_cupti_start(&ch->cfg, msg, sizeof(msg));
@@ -304,9 +307,14 @@ static int start_sources(struct li_chan *ch)
 	char msg[600];
 	if (c->cuda) {
 		pthread_mutex_lock(&li_cuda_mu);
-		int rc = li_lch.cuda_on ? -EBUSY : li_cupti_start(c, msg, sizeof(msg));
+		/* CUDA's cuInit starts it, unless that call came already */
+		int init = c->cuda_wait && c->cuda_init && !li_lch.early;
+		int rc = li_lch.cuda_on || init ? -EBUSY : li_cupti_start(c, msg, sizeof(msg));
 		if (li_lch.cuda_on) {
 			snprintf(msg, sizeof(msg), "ok launch=1");
+		} else if (init) {
+			ch->cuda_wait = 1;
+			snprintf(msg, sizeof(msg), "ok wait=1");
 		} else if (!rc) {
 			ch->cuda_on = 1;
 			li_exit_at_exit();
@@ -370,12 +378,13 @@ static int start_worker(struct li_chan *ch)
 }
 
 /* Called by the injector on a borrowed thread: start the control thread. */
-LI_API int llmt_inject_attach(int sock)
+LI_API int llmt_inject_attach(int sock, uint64_t token)
 {
 	if (atomic_load(&li_att.state) != LI_IDLE) {
 		close(sock);
 		return -EBUSY;
 	}
+	li_att_token = token;
 	li_att.sock = sock;
 	li_att.cuda_on = li_att.cuda_wait = li_att.py_on = 0;
 	cfg_defaults(&li_att.cfg);
@@ -399,8 +408,10 @@ LI_API int llmt_pyhook_held(void)
  * began still runs and CUPTI holds no pointer into this library on its
  * account (a launch channel's CUPTI is CUDA's, whose own reference to this
  * copy keeps it loaded past the injector's dlclose). */
-LI_API int llmt_inject_fini(void)
+LI_API int llmt_inject_fini(uint64_t token)
 {
+	if (token != li_att_token)
+		return 0; /* not the copy that attach started: another image's */
 	/* The collector closed its end before calling us: the control thread
 	 * sees EOF and ends at once, but on a busy machine it may not have run
 	 * yet. Wait for it (bounded; this borrowed thread holds no lock). */

@@ -16,13 +16,17 @@
  *                           profile's id, written into each log's header),
  *                           runtime (0/1), driver (0/1),
  *                           finalize_ms, cuda (0/1), cuda_wait (0/1),
+ *                           cuda_init (0/1: with cuda_wait, CUDA's own
+ *                           InitializeInjection starts CUPTI, nothing else),
  *                           python (0/1), py_wait_ms, py_hold (pyhook.h)
  *   lib -> collector  one reply per source asked, CUDA's first:
  *                     "ok src=cuda|python ..." | "err src=cuda|python MESSAGE";
  *                     with cuda_wait=1 and no driver loaded yet, "ok src=cuda
  *                     wait=1", and later, once the driver is loaded and CUPTI
  *                     started (or could not), "ok src=cuda file=..." | "err
- *                     src=cuda MESSAGE" unasked
+ *                     src=cuda MESSAGE" unasked; "ok src=cuda launch=1" where
+ *                     CUDA loaded this copy first (launch mode) and records
+ *                     by it: its reports go to the launch socket
  *   collector -> lib  "stop"
  *   lib -> collector  "stopped kernels=N memcpy=N memset=N api=N dropped=N
  *                      finalized=0|1 kept=0..3 (LI_KEPT_*) [cuda_wait=1]
@@ -34,7 +38,9 @@
  * Launch mode (InitializeInjection) has no start message: the command is the
  * user's own, started by the collector with its rights, and the library
  * writes and publishes its log by path in $LLMT_CUPTI_DIR, with the session
- * id of $LLMT_SESSION.
+ * id of $LLMT_SESSION. One copy serves both ways in a process (entry.c:
+ * two channels): a copy the injector loaded by the path CUDA opens, with
+ * cuda_init=1, starts CUPTI at cuInit under that start, not launch mode's.
  */
 #ifndef LLMT_INJECT_H
 #define LLMT_INJECT_H
@@ -79,7 +85,10 @@ struct li_config {
 				* device is queried there (the DEVICE activity tells) */
 	int cuda;              /* start key cuda=0|1 (default 1): CUPTI recording */
 	int cuda_wait;         /* start key cuda_wait=1: no CUDA driver loaded yet is no
-				* error; CUPTI starts once it is (entry.c cuda_wait_tick) */
+				* error; CUPTI starts once it is (entry.c cuda_wait_end) */
+	int cuda_init;         /* start key cuda_init=1 (with cuda_wait=1): CUPTI starts
+				* only when CUDA's cuInit calls InitializeInjection in this
+				* copy (launch mode, the copy loaded by that path) */
 	int python;            /* start key python=0|1 (default 0): Python calls (pyhook.c) */
 	int py_wait_ms;        /* start key py_wait_ms: wait this long for the interpreter
 				* to finish starting before answering */

@@ -58,11 +58,14 @@ if [ -n "$PY" ]; then
 import ctypes, sys
 lib = ctypes.CDLL(sys.argv[1])
 print('init', lib.InitializeInjection())
-print('fini', lib.llmt_inject_fini())
+print('fini_other', lib.llmt_inject_fini(ctypes.c_uint64(12345)))
+print('fini', lib.llmt_inject_fini(ctypes.c_uint64(0)))
 " "$(realpath "$LIB")" 2>&1); rc=$?
 	echo "# $res" | tr '\n' ' '; echo
 	check "InitializeInjection without CUDA returns 1 and leaves the library unloadable" \
 		'[ $rc = 0 ] && echo "$res" | grep -q "^init 1" && echo "$res" | grep -q "^fini 1"'
+	check "... but not to a fini with another attach's token (a new image's copy at the old address)" \
+		'echo "$res" | grep -q "^fini_other 0"'
 	check "... and writes nothing" '[ -z "$(ls -A "$W/d")" ]'
 fi
 tap_done

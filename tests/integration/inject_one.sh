@@ -15,6 +15,14 @@
 #      a fork of it (as a DataLoader worker is forked) gets no CUDA of its own.
 #   3. `-p PY`, a Python that never loads CUDA: one start, the hook's log
 #      only (no CUPTI log), and the gpu row names it with why.
+#   4. The launch form (`-- PY`): the hook goes in at Py_RunMain by the
+#      library's path, the one CUDA_INJECTION64_PATH names, so when the
+#      script then "initializes CUDA" as cuInit does (dlopen of that path,
+#      InitializeInjection) the dynamic loader gives it the same copy, and
+#      CUPTI starts there under the hook's start, into the collector's log.
+#   5. The launch form with --delay: CUDA loads the library first (launch
+#      mode's own start, reporting on the launch socket); the hook goes into
+#      that same copy afterwards. Both logs, one copy.
 # No GPU driver here: the collector's check for one is met in a private
 # mount namespace (a /proc/driver/nvidia/version of ours), as in ck_children.sh.
 set -u
@@ -33,6 +41,10 @@ tap_tmpdir W llmt-inject-one
 tap_at_exit 'for f in "$W"/*.pid; do [ -s "$f" ] && kill "$(cat "$f")" 2>/dev/null; done'
 # distinct copies of the library mapped in PID (memfd inodes)
 copies() { awk '/memfd:llmtracker-inject/ { print $5 }' "/proc/$1/maps" 2>/dev/null | sort -u | wc -l; }
+# distinct copies by any name (memfd or path), and those by its path
+copies_any() { awk '/llmtracker-inject/ { print $5 }' "/proc/$1/maps" 2>/dev/null | sort -u | wc -l; }
+by_path() { awk '$6 ~ /\/libllmtracker-inject\.so$/ { print $5 }' "/proc/$1/maps" 2>/dev/null | sort -u | wc -l; }
+cupti_logs() { ls "$1"/llmtracker-cupti.*."$2".*.evlog 2>/dev/null | wc -l; }
 kernels_told() { grep -oE "pid $1: [0-9]+ kernels" "$2" | grep -oE "[0-9]+ kernels" | grep -oE "^[0-9]+"; }
 kernels_logged() { "$T/inject_logdump" "$1" 2>/dev/null | grep -c "^K"; }
 py_calls() { "$T/evlog_dump" "$1" 2>/dev/null | grep "py_enter" | grep -c "func=$2 "; }
@@ -53,6 +65,9 @@ def step(i):
     return i * 2
 def load_cuda():
     lib = ctypes.CDLL(os.path.join(w, "libcupti.so.13"), mode=ctypes.RTLD_GLOBAL)
+    inj = os.environ.get("CUDA_INJECTION64_PATH")
+    if inj: # what cuInit does with it
+        print("init", ctypes.CDLL(inj).InitializeInjection(), flush=True)
     print("cuda", flush=True)
     return lib.fake_cupti_api_call
 call = load_cuda() if cuda_now else None
@@ -176,4 +191,58 @@ check "a Python without CUDA: one copy ($copies_3), its Python log, no CUPTI log
 	 ! ls "$W"/three/llmtracker-cupti.*."$P3".*.evlog > /dev/null 2>&1'
 check "the gpu row names it as not seen: it has not loaded the CUDA driver" \
 	'sed -n "/^  gpu /,/^  wrote/p" "$W/three.err" | grep "not seen" | grep "has not loaded the CUDA driver" | grep -qw "$P3"'
+# ---- 4. the launch form: the hook first, by the library's path; CUDA's init gets that copy
+launched() { # TAG DELAY SECONDS CUDA_NOW: the collector launching work.py TAG; sets CP and PID
+	mkdir "$W/$1"
+	collector profile --delay "$2" -t python --enable-cuda-kernel true -d "$3" -v 1 -o "$W/$1/main.evlog" \
+		-- "$PY" "$W/work.py" "$W" "$1" "$4" > "$W/$1.out" 2> "$W/$1.err" & CP=$!; tap_bg $CP
+	wait_for "$W/$1.out" "^ready" 30
+	PID=$(sed -n 's/^ready //p' "$W/$1.out")
+	echo "$PID" > "$W/$1.pid"
+	wait_for "$W/$1.err" "pid $PID: (tracing functions|cannot trace)" 30
+}
+ended() { # TAG: the profile over, the script told to stop and gone
+	wait "$CP"; crc=$?
+	touch "$W/stop-$1"
+	wait_until 30 "! kill -0 $PID 2>/dev/null"
+	cl=$(ls "$W/$1"/llmtracker-cupti.*."$PID".*.evlog 2>/dev/null | head -1)
+	pl=$(ls "$W/$1"/llmtracker-python.*."$PID".*.evlog 2>/dev/null | head -1)
+	told=$(kernels_told "$PID" "$W/$1.err")
+	logged=$([ -n "$cl" ] && kernels_logged "$cl")
+	calls=$([ -n "$pl" ] && py_calls "$pl" step)
+	echo "# $1: CUPTI log(s) $(cupti_logs "$W/$1" "$PID"), ${logged:-none} kernels (told ${told:-none}); Python log: ${calls:-none} calls of step"
+}
+launched four 0 10 0
+P4=$PID
+touch "$W/load-four" # now it initializes CUDA
+wait_for "$W/four.out" "^cuda" 30
+n4=$(copies_any "$P4") p4=$(by_path "$P4")
+echo "# pid $P4 after CUDA's init: $n4 copy(ies) of the library mapped, $p4 by its path"
+check "launch form: the hook went in at Py_RunMain (pid $P4)" \
+	'grep -q "python: pid $P4: tracing functions through the injected profile hook.*installed at Py_RunMain" "$W/four.err"'
+check "... by the library's path, and CUDA's init got that copy: one copy mapped ($n4, $p4 by path)" \
+	'[ "$n4" = 1 ] && [ "$p4" = 1 ] && grep -q "^init 1" "$W/four.out"'
+ended four
+check "CUPTI started in it at CUDA's init, under the hook's start" \
+	'grep -q "CUDA kernel profiling of pid $P4 started once it loaded CUDA" "$W/four.err"'
+check "one CUPTI log for it, the collector's, holding every kernel told of" \
+	'[ "$(cupti_logs "$W/four" "$P4")" = 1 ] && [ -n "$told" ] && [ "$told" -gt 0 ] && [ "$logged" = "$told" ]'
+check "... and its Python log the script's calls" '[ -n "$pl" ] && [ "${calls:-0}" -gt 100 ]'
+check "the collector exits 0 and does not say no process started CUDA kernel profiling" \
+	'[ "$crc" = 0 ] && ! grep -q "no process of it started CUDA" "$W/four.err"'
+
+# ---- 5. the launch form with --delay: CUDA's copy first, the hook into it
+launched five 2 5 1
+P5=$PID
+n5=$(copies_any "$P5") p5=$(by_path "$P5")
+echo "# pid $P5 with CUDA and the hook: $n5 copy(ies) of the library mapped, $p5 by its path"
+check "launch form, CUDA first: the hook went into CUDA's copy: one copy mapped ($n5, $p5 by path)" \
+	'[ "$n5" = 1 ] && [ "$p5" = 1 ] && grep -q "python: pid $P5: tracing functions" "$W/five.err"'
+ended five
+check "... said: its kernels come by CUDA's own start (launch mode)" \
+	'grep -q "CUDA kernel profiling of pid $P5: by the library copy CUDA loaded" "$W/five.err"'
+check "one CUPTI log for it, holding every kernel told of" \
+	'[ "$(cupti_logs "$W/five" "$P5")" = 1 ] && [ -n "$told" ] && [ "$told" -gt 0 ] && [ "$logged" = "$told" ]'
+check "... and its Python log the script's calls" '[ -n "$pl" ] && [ "${calls:-0}" -gt 100 ]'
+check "the collector exits 0" '[ "$crc" = 0 ]'
 tap_done
