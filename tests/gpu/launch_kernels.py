@@ -39,6 +39,9 @@ if mode == "prof":
         train_step()
     torch.cuda.synchronize()
     res["t1"] = time.monotonic_ns()
+    # copies of the profiler's library mapped here (one for the hook and CUDA)
+    with open("/proc/self/maps") as m:
+        res["lib_copies"] = len({ln.split()[4] for ln in m if "llmtracker-inject" in ln})
 else:
     from torch.profiler import ProfilerActivity, profile
     with profile(activities=[ProfilerActivity.CUDA]) as prof:

@@ -34,6 +34,10 @@ calls=$(COLUMNS=1000 "$CARRY/bin/llmtracker-convert" summary -n 100000 "$T/p.log
 	awk 'NF > 4 && $(NF-1) == "train_step" { print $(NF-3) }' | head -1)
 [ "${calls:-0}" = 15 ] && say "PASS train_step recorded 15 times from the first" ||
 	say "FAIL train_step recorded ${calls:-0} times, want 15"
+copies=$(python3 -c 'import json,sys; print(json.load(open(sys.argv[1])).get("lib_copies", 0))' "$T/prof.json" 2>/dev/null)
+[ "${copies:-0}" = 1 ] && grep -q "started once it loaded CUDA" "$T/err" &&
+	say "PASS one copy of the library for the hook and CUDA, CUPTI started in it at cuInit" ||
+	say "FAIL library copies mapped: ${copies:-?}; $(grep -c "started once it loaded CUDA" "$T/err") start(s) at cuInit said"
 cudaev=$(awk '$1 == "cuda" { print $2 }' "$T/err")
 [ "${cudaev:-0}" -gt 0 ] && say "PASS CUDA library calls recorded ($cudaev events)" ||
 	say "FAIL no CUDA library call recorded"
