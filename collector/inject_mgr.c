@@ -88,6 +88,7 @@ struct im_target {
 	unsigned on;                    /* features started (CUDA: or waiting for the driver) */
 	int given;                      /* -p: CUDA that never came is said at the end */
 	int launched;                   /* launch mode: the shared socket, no injection */
+	int launch_copy;                /* launch mode: CUDA's copy is ours (loaded by its path) */
 	int sock;
 	struct lt_inj inj;
 	struct lt_ilog log[F_N];        /* the files made for its library */
@@ -753,6 +754,7 @@ static int attach_py(struct lt_im *im, struct im_start *st, int pid, int how, in
 	int rc = inject_start(st, pid, how);
 	if (rc)
 		return rc;
+	st->t.launch_copy = covered && with_cuda;
 	if (with_cuda)
 		cuda_said(im, st);
 	*on = settle(im, st, 0);
@@ -1259,7 +1261,8 @@ static void unload_one(struct lt_im *im, struct im_target *t)
 		       "library: %s", t->pid, err);
 }
 
-/* Stops one target; returns 1 where CUDA kernel profiling had started. */
+/* Stops one target; returns 1 where CUDA kernel profiling had started in a
+ * process of the launched command. */
 static int stop_one(struct lt_im *im, struct im_target *t)
 {
 	char reply[1024] = "";
@@ -1272,7 +1275,7 @@ static int stop_one(struct lt_im *im, struct im_target *t)
 				    (t->asked & LT_IM_CUDA ? im->o.finalize_ms : 0) + REPLY_MS);
 		if (rc > 0 && (t->asked & LT_IM_CUDA))
 			account(im, t->pid, reply);
-		started = rc > 0 && (t->on & LT_IM_CUDA) && !lt_ictl_field(reply, "cuda_wait");
+		started = t->launch_copy && rc > 0 && (t->on & LT_IM_CUDA) && !lt_ictl_field(reply, "cuda_wait");
 		if (rc > 0 && (t->on & LT_IM_CUDA) && lt_ictl_field(reply, "cuda_wait"))
 			cuda_never_came(im, t);
 		if (rc > 0 && (t->on & LT_IM_PYTHON)) {
