@@ -333,6 +333,7 @@ def analyze(d):
                   key=lambda t: marks[f"{t}_begin"])
     S = 1_000_000_000
     rows = []
+    steady = {}
     for tag in tags:
         ev = None
         p = os.path.join(d, f"{tag}.tsv")
@@ -360,6 +361,9 @@ def analyze(d):
         kps = len(ev["K"]) / ((w[1] - w[0]) / S) if ev and w[1] > w[0] else 0
         aps = len(ev["A"]) / ((w[1] - w[0]) / S) if ev and w[1] > w[0] else 0
         rows.append((tag, before, during, after, kps, aps))
+        # the same window without its first second (attach transients: the
+        # hook's injection, uprobes going in): the steady cost
+        steady[tag] = rate(starts, w[0] + int(1.2 * S), w[1] - int(0.2 * S))
         if f"{tag}_rc" in marks:
             v(marks[f"{tag}_rc"] == 0, f"[{tag}] the collector exited 0 (got {marks[f'{tag}_rc']}; "
               f"136 = SIGFPE)")
@@ -400,6 +404,17 @@ def analyze(d):
         r = [x[2] / x[1] - 1 for x in rows if x[0][0] == mode]
         return sum(r) / len(r) if r else None
     k = mean_of("K")
+
+    def steady_of(mode):
+        r = [steady[x[0]] / x[1] - 1 for x in rows if x[0][0] == mode and steady.get(x[0])]
+        return sum(r) / len(r) if r else None
+    for mode in "KAHUSE":
+        m = steady_of(mode)
+        if m is not None:
+            print(f"COST {mode} after the window's first second | {m * 100:+6.1f}% | {MODES[mode]}")
+    ks, es = steady_of("K"), steady_of("E")
+    if ks is not None and es is not None:
+        print(f"INFO everything on, after the first second: {(ks - es) * 100:.1f} points over kernels only")
     for mode, limit, what in (("E", 5, "everything on (-t all)"), ("A", 10, "kernels with launch links")):
         m = mean_of(mode)
         if k is not None and m is not None:
