@@ -754,7 +754,7 @@ static int attach_py(struct lt_im *im, struct im_start *st, int pid, int how, in
 	int rc = inject_start(st, pid, how);
 	if (rc)
 		return rc;
-	st->t.launch_copy = covered && with_cuda;
+	st->t.launch_copy = by_path; /* CUDA loads (or loaded) this copy too */
 	if (with_cuda)
 		cuda_said(im, st);
 	*on = settle(im, st, 0);
@@ -1253,6 +1253,9 @@ static void unload_one(struct lt_im *im, struct im_target *t)
 		im->tot.unloaded++;
 	else if (u == 0 && (t->on & LT_IM_CUDA))
 		im_log(im, LT_IM_CUDA, 'I', "pid %d: the library stays loaded while CUPTI holds its callbacks", t->pid);
+	else if (u == 0 && t->launch_copy)
+		im_log(im, LT_IM_PYTHON, 'I', "python: pid %d: the library stays loaded: it is CUDA's copy too "
+		       "(launch mode), recording", t->pid);
 	else if (u == 0)
 		im_log(im, LT_IM_PYTHON, 'W', "python: pid %d: the hook library stays loaded: the interpreter "
 		       "could not be reached to remove its profile function (GIL held, or exiting)", t->pid);
@@ -1276,6 +1279,7 @@ static int stop_one(struct lt_im *im, struct im_target *t)
 		if (rc > 0 && (t->asked & LT_IM_CUDA))
 			account(im, t->pid, reply);
 		started = t->launch_copy && rc > 0 && (t->on & LT_IM_CUDA) && !lt_ictl_field(reply, "cuda_wait");
+		/* (CUDA's own start is counted on the launch socket: t->on lost CUDA, launch=1) */
 		if (rc > 0 && (t->on & LT_IM_CUDA) && lt_ictl_field(reply, "cuda_wait"))
 			cuda_never_came(im, t);
 		if (rc > 0 && (t->on & LT_IM_PYTHON)) {

@@ -405,9 +405,9 @@ LI_API int llmt_pyhook_held(void)
 }
 
 /* Called by the injector before dlclose: 1 if nothing the injector's start
- * began still runs and CUPTI holds no pointer into this library on its
- * account (a launch channel's CUPTI is CUDA's, whose own reference to this
- * copy keeps it loaded past the injector's dlclose). */
+ * began still runs and CUPTI holds no pointer into this library. A copy
+ * whose launch channel runs stays: that one is CUDA's, and a program that
+ * dropped CUDA's reference must not lose the library under it. */
 LI_API int llmt_inject_fini(uint64_t token)
 {
 	if (token != li_att_token)
@@ -425,6 +425,8 @@ LI_API int llmt_inject_fini(uint64_t token)
 		pthread_join(li_att.thread, NULL);
 		atomic_store(&li_att.state, LI_IDLE);
 	}
+	if (li_lch.early && (atomic_load(&li_lch.state) == LI_RUNNING || li_cupti_running()))
+		return 0;
 	return atomic_load(&li_unloadable);
 }
 
