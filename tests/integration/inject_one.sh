@@ -230,6 +230,8 @@ check "one CUPTI log for it, the collector's, holding every kernel told of" \
 check "... and its Python log the script's calls" '[ -n "$pl" ] && [ "${calls:-0}" -gt 100 ]'
 check "the collector exits 0 and does not say no process started CUDA kernel profiling" \
 	'[ "$crc" = 0 ] && ! grep -q "no process of it started CUDA" "$W/four.err"'
+row=$(awk '$1 == "gpu" { print $2 }' "$W/four.err")
+check "the gpu row counts its kernels ($row)" '[ -n "$told" ] && [ "$row" = "$told" ]'
 
 # ---- 5. the launch form with --delay: CUDA's copy first, the hook into it
 launched five 2 5 1
@@ -244,5 +246,6 @@ check "... said: its kernels come by CUDA's own start (launch mode)" \
 check "one CUPTI log for it, holding every kernel told of" \
 	'[ "$(cupti_logs "$W/five" "$P5")" = 1 ] && [ -n "$told" ] && [ "$told" -gt 0 ] && [ "$logged" = "$told" ]'
 check "... and its Python log the script's calls" '[ -n "$pl" ] && [ "${calls:-0}" -gt 100 ]'
-check "the collector exits 0" '[ "$crc" = 0 ]'
+row=$(awk '$1 == "gpu" { print $2 }' "$W/five.err")
+check "the collector exits 0, the gpu row counts its kernels ($row)" '[ "$crc" = 0 ] && [ -n "$told" ] && [ "$row" = "$told" ]'
 tap_done
