@@ -46,14 +46,16 @@ def train(d):
         step()
     torch.cuda.synchronize()
     open(os.path.join(d, "ready"), "w").close()
-    starts, ends = [], []
+    starts, ends, cpus = [], [], []
     stop = os.path.join(d, "stop")
     n = 0
     while True:
         s = time.monotonic_ns()
+        c = time.thread_time_ns()
         step()
         if n % 8 == 7:
             torch.cuda.synchronize()  # keep the CPU within a few steps of the GPU
+        cpus.append(time.thread_time_ns() - c)  # the launching thread's own time
         ends.append(time.monotonic_ns())
         starts.append(s)
         n += 1
@@ -94,7 +96,7 @@ def train(d):
         if "CUDA" in dt and not ev.name.startswith(("Memcpy", "Memset", "cuda", "Activity Buffer")):
             names[ev.name] += 1
     with open(os.path.join(d, "train.json"), "w") as f:
-        json.dump({"starts": starts, "ends": ends, "torch_kernels": names, "steps_cmp": STEPS_CMP,
+        json.dump({"starts": starts, "ends": ends, "cpus": cpus, "torch_kernels": names, "steps_cmp": STEPS_CMP,
                    "yardstick": yard}, f)
 
 
@@ -130,6 +132,12 @@ def load_tsv(path):
 def rate(starts, lo, hi):
     n = sum(1 for s in starts if lo <= s < hi)
     return n / ((hi - lo) / 1e9) if hi > lo else 0.0
+
+
+def cpu_per_step(starts, cpus, lo, hi):
+    """The launching thread's CPU time per step (us) of the steps in [lo, hi)."""
+    c = [x for s, x in zip(starts, cpus) if lo <= s < hi]
+    return sum(c) / len(c) / 1e3 if c else float("nan")
 
 
 class Verdict:
@@ -333,7 +341,8 @@ def analyze(d):
                   key=lambda t: marks[f"{t}_begin"])
     S = 1_000_000_000
     rows = []
-    steady = {}
+    steady, cpu = {}, {}
+    cpus = tr.get("cpus") or []
     for tag in tags:
         ev = None
         p = os.path.join(d, f"{tag}.tsv")
@@ -364,6 +373,9 @@ def analyze(d):
         # the same window without its first second (attach transients: the
         # hook's injection, uprobes going in): the steady cost
         steady[tag] = rate(starts, w[0] + int(1.2 * S), w[1] - int(0.2 * S))
+        if cpus:
+            cpu[tag] = (cpu_per_step(starts, cpus, b - int(3.5 * S), b),
+                        cpu_per_step(starts, cpus, w[0] + int(1.2 * S), w[1] - int(0.2 * S)))
         if f"{tag}_rc" in marks:
             v(marks[f"{tag}_rc"] == 0, f"[{tag}] the collector exited 0 (got {marks[f'{tag}_rc']}; "
               f"136 = SIGFPE)")
@@ -412,6 +424,15 @@ def analyze(d):
         m = steady_of(mode)
         if m is not None:
             print(f"COST {mode} after the window's first second | {m * 100:+6.1f}% | {MODES[mode]}")
+    # The launching thread's own CPU time per step, after the first second:
+    # what each mode adds to the thread that launches (the GPU's drift moves
+    # it less than steps/s)
+    for mode in "ZKAHUSE":
+        r = [(cpu[t][1] - cpu[t][0], cpu[t][1] / cpu[t][0] - 1) for t in cpu
+             if t[0] == mode and cpu[t][0] == cpu[t][0] and cpu[t][1] == cpu[t][1] and cpu[t][0] > 0]
+        if r:
+            print(f"COST {mode} launching thread's CPU per step | {sum(x[0] for x in r) / len(r):+8.1f} us "
+                  f"({sum(x[1] for x in r) / len(r) * 100:+5.1f}%) n={len(r)} | {MODES[mode]}")
     ks, es = steady_of("K"), steady_of("E")
     if ks is not None and es is not None:
         print(f"INFO everything on, after the first second: {(ks - es) * 100:.1f} points over kernels only")
