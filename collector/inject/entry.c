@@ -377,13 +377,29 @@ static int start_worker(struct li_chan *ch)
 	return -rc;
 }
 
+/* A forked child inherits the attach channel but not its thread: CUDA it
+ * may initialize itself (a worker forked before its parent's CUDA) never
+ * starts under the parent's start, into the parent's log; launch mode's
+ * own start is what it gets then. */
+static void atfork_child(void)
+{
+	pthread_mutex_init(&li_cuda_mu, NULL);
+	li_att.cuda_wait = 0;
+	if (li_att.cfg.cupti_fd >= 0)
+		close(li_att.cfg.cupti_fd);
+	li_att.cfg.cupti_fd = -1;
+}
+
 /* Called by the injector on a borrowed thread: start the control thread. */
 LI_API int llmt_inject_attach(int sock, uint64_t token)
 {
+	static int atfork_set;
 	if (atomic_load(&li_att.state) != LI_IDLE) {
 		close(sock);
 		return -EBUSY;
 	}
+	if (!atfork_set)
+		atfork_set = pthread_atfork(NULL, NULL, atfork_child) == 0;
 	li_att_token = token;
 	li_att.sock = sock;
 	li_att.cuda_on = li_att.cuda_wait = li_att.py_on = 0;

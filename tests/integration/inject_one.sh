@@ -76,6 +76,16 @@ i = forked = 0
 while not os.path.exists(os.path.join(w, "stop-" + name)):
     step(i)
     i += 1
+    if call is None and not forked and os.path.exists(os.path.join(w, "forkfirst-" + name)):
+        forked = os.fork()
+        if forked == 0: # a worker forked before its parent's CUDA, that starts CUDA itself
+            c = load_cuda()
+            while not os.path.exists(os.path.join(w, "stop-" + name)):
+                step(0)
+                c()
+                time.sleep(0.001)
+            os._exit(0)
+        print("forkedfirst", forked, flush=True)
     if call is None and os.path.exists(os.path.join(w, "load-" + name)):
         call = load_cuda()
     if call is not None:
@@ -214,6 +224,11 @@ ended() { # TAG: the profile over, the script told to stop and gone
 }
 launched four 0 10 0
 P4=$PID
+touch "$W/forkfirst-four" # a worker forked before CUDA, which then initializes CUDA itself
+wait_for "$W/four.out" "^forkedfirst" 30
+F4=$(sed -n 's/^forkedfirst //p' "$W/four.out")
+echo "$F4" > "$W/four-worker.pid"
+wait_until 10 "[ \$(grep -c '^init 1' '$W/four.out') -ge 1 ]"
 touch "$W/load-four" # now it initializes CUDA
 wait_for "$W/four.out" "^cuda" 30
 n4=$(copies_any "$P4") p4=$(by_path "$P4")
@@ -228,10 +243,16 @@ check "CUPTI started in it at CUDA's init, under the hook's start" \
 check "one CUPTI log for it, the collector's, holding every kernel told of" \
 	'[ "$(cupti_logs "$W/four" "$P4")" = 1 ] && [ -n "$told" ] && [ "$told" -gt 0 ] && [ "$logged" = "$told" ]'
 check "... and its Python log the script's calls" '[ -n "$pl" ] && [ "${calls:-0}" -gt 100 ]'
-check "the collector exits 0 and does not say no process started CUDA kernel profiling" \
+fl=$(ls "$W"/four/llmtracker-cupti.*."$F4".*.evlog 2>/dev/null | head -1)
+ftold=$(kernels_told "$F4" "$W/four.err")
+flogged=$([ -n "$fl" ] && kernels_logged "$fl")
+echo "# four's worker $F4: CUPTI log(s) $(cupti_logs "$W/four" "$F4"), ${flogged:-none} kernels (told ${ftold:-none})"
+check "its worker forked before CUDA got CUPTI of its own at its CUDA init (launch mode), not its parent's" \
+	'[ "$(cupti_logs "$W/four" "$F4")" = 1 ] && [ -n "$ftold" ] && [ "$ftold" -gt 0 ] && [ "$flogged" = "$ftold" ]'
 	'[ "$crc" = 0 ] && ! grep -q "no process of it started CUDA" "$W/four.err"'
 row=$(awk '$1 == "gpu" { print $2 }' "$W/four.err")
-check "the gpu row counts its kernels ($row)" '[ -n "$told" ] && [ "$row" = "$told" ]'
+check "the gpu row counts its kernels and its worker's ($row)" \
+	'[ -n "$told" ] && [ -n "$ftold" ] && [ "$row" = "$((told + ftold))" ]'
 
 # ---- 5. the launch form with --delay: CUDA's copy first, the hook into it
 launched five 2 5 1
