@@ -23,6 +23,8 @@
 #   5. The launch form with --delay: CUDA loads the library first (launch
 #      mode's own start, reporting on the launch socket); the hook goes into
 #      that same copy afterwards. Both logs, one copy.
+#   6. The launch form into a mount namespace of its own: the hook goes in
+#      by a memfd (a path of ours names nothing we know there).
 # No GPU driver here: the collector's check for one is met in a private
 # mount namespace (a /proc/driver/nvidia/version of ours), as in ck_children.sh.
 set -u
@@ -202,10 +204,10 @@ check "a Python without CUDA: one copy ($copies_3), its Python log, no CUPTI log
 check "the gpu row names it as not seen: it has not loaded the CUDA driver" \
 	'sed -n "/^  gpu /,/^  wrote/p" "$W/three.err" | grep "not seen" | grep "has not loaded the CUDA driver" | grep -qw "$P3"'
 # ---- 4. the launch form: the hook first, by the library's path; CUDA's init gets that copy
-launched() { # TAG DELAY SECONDS CUDA_NOW: the collector launching work.py TAG; sets CP and PID
+launched() { # TAG DELAY SECONDS CUDA_NOW: the collector launching [$WRAP] work.py TAG; sets CP and PID
 	mkdir "$W/$1"
 	collector profile --delay "$2" -t python --enable-cuda-kernel true -d "$3" -v 1 -o "$W/$1/main.evlog" \
-		-- "$PY" "$W/work.py" "$W" "$1" "$4" > "$W/$1.out" 2> "$W/$1.err" & CP=$!; tap_bg $CP
+		-- ${WRAP:-} "$PY" "$W/work.py" "$W" "$1" "$4" > "$W/$1.out" 2> "$W/$1.err" & CP=$!; tap_bg $CP
 	wait_for "$W/$1.out" "^ready" 30
 	PID=$(sed -n 's/^ready //p' "$W/$1.out")
 	echo "$PID" > "$W/$1.pid"
@@ -269,4 +271,13 @@ check "one CUPTI log for it, holding every kernel told of" \
 check "... and its Python log the script's calls" '[ -n "$pl" ] && [ "${calls:-0}" -gt 100 ]'
 row=$(awk '$1 == "gpu" { print $2 }' "$W/five.err")
 check "the collector exits 0, the gpu row counts its kernels ($row)" '[ "$crc" = 0 ] && [ -n "$told" ] && [ "$row" = "$told" ]'
+
+# ---- 6. the launch form into a mount namespace of its own: no path of ours is used there
+WRAP="unshare -m --propagation private" launched six 0 4 0
+P6=$PID
+m6=$(copies "$P6") p6=$(by_path "$P6")
+check "launched into a mount namespace of its own: the hook by a memfd, not by our path ($m6 memfd, $p6 by path)" \
+	'[ "$m6" = 1 ] && [ "$p6" = 0 ]'
+ended six
+check "... and it traced the script's calls" '[ "$crc" = 0 ] && [ -n "$pl" ] && [ "${calls:-0}" -gt 100 ]'
 tap_done
