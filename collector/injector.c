@@ -1008,9 +1008,10 @@ static int load_steps(struct load_ctx *c, struct lt_inj *inj, const void *lib, s
 			return rc;
 	} else if (!inj->handle) {
 		char path[64];
-		if ((rc = make_memfd(c, lib, len, err, errsz)) ||
-		    (snprintf(path, sizeof(path), "/proc/self/fd/%d", c->memfd),
-		     rc = open_copy(c, path, &inj->handle, err, errsz)))
+		if ((rc = make_memfd(c, lib, len, err, errsz)))
+			return rc;
+		snprintf(path, sizeof(path), "/proc/self/fd/%d", c->memfd);
+		if ((rc = open_copy(c, path, &inj->handle, err, errsz)))
 			return rc;
 		/* The library's mapping keeps the memfd alive; its fd is not needed. */
 		remote_syscall(&c->t, SYS_close, (uint64_t)c->memfd, 0, 0, 0, 0, 0, &r);
