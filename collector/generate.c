@@ -18,6 +18,7 @@
 
 #include "cli.h"
 #include "targets.h"
+#include "tfile.h"
 
 #define INFO(...) lt_log('I', __FILE__, __LINE__, __VA_ARGS__)
 
@@ -67,13 +68,7 @@ static bool maps_cuda(int pid)
 /* Is the process in another mount namespace than ours (a container)? */
 static bool in_other_mntns(int pid)
 {
-	char path[64];
-	struct stat ours, theirs;
-
-	snprintf(path, sizeof(path), "/proc/%d/ns/mnt", pid);
-	if (stat("/proc/self/ns/mnt", &ours) || stat(path, &theirs))
-		return false;
-	return ours.st_ino != theirs.st_ino || ours.st_dev != theirs.st_dev;
+	return lt_tf_same_view(pid, false) == 0;
 }
 
 static bool is_python(const char *comm, const char *exe)

@@ -12,6 +12,7 @@
 #include "inject_latch.h"
 #include "inject_ctl.h"
 #include "inject_log.h"
+#include "tfile.h"
 #include "inject/inject.h"
 #include "../eventlog/eventlog.h"
 
@@ -719,19 +720,6 @@ static int attach_cuda(struct lt_im *im, int pid, int later, char *why, size_t w
 	return settle(im, &st, 1) & LT_IM_CUDA ? 0 : -EIO; /* a failed one: lt_im_stop unloads it */
 }
 
-/* Does `pid` see the file system as we do (same mount namespace, same
- * root)? Then a path of ours names the same file in it. */
-static int same_root(int pid)
-{
-	char path[64];
-	struct stat a, b, c, d;
-	snprintf(path, sizeof(path), "/proc/%d/ns/mnt", pid);
-	if (stat(path, &a) || stat("/proc/self/ns/mnt", &b) || a.st_ino != b.st_ino || a.st_dev != b.st_dev)
-		return 0;
-	snprintf(path, sizeof(path), "/proc/%d/root", pid);
-	return !stat(path, &c) && !stat("/", &d) && c.st_ino == d.st_ino && c.st_dev == d.st_dev;
-}
-
 /* The Python hook into `pid` (with CUDA too where the profile asks for it
  * and the process may have it: the library then starts CUPTI once CUDA is
  * loaded). In a launch-mode process (CUDA_INJECTION64_PATH names our
@@ -745,7 +733,7 @@ static int attach_py(struct lt_im *im, struct im_start *st, int pid, int how, in
 		     int given, unsigned *on)
 {
 	int covered = with_cuda && launch_covered(im, pid);
-	int by_path = covered && same_root(pid);
+	int by_path = covered && lt_tf_same_view(pid, true) == 1;
 	if (covered && !(by_path && !(fork_no_exec(pid) && cuda_mapped(pid, 1))))
 		with_cuda = 0;
 	*st = (struct im_start){ .im = im, .feats = LT_IM_PYTHON | (with_cuda ? LT_IM_CUDA : 0),

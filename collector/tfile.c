@@ -60,6 +60,28 @@ int lt_tf_root_open(const char *proc, int pid)
 	return fd >= 0 ? fd : -errno;
 }
 
+static int same_file(const char *a, const char *b)
+{
+	struct stat x, y;
+
+	if (stat(a, &x) || stat(b, &y))
+		return -errno;
+	return x.st_ino == y.st_ino && x.st_dev == y.st_dev;
+}
+
+int lt_tf_same_view(int pid, bool root_too)
+{
+	char p[64];
+	int same;
+
+	snprintf(p, sizeof(p), LT_TF_PROC "/%d/ns/mnt", pid);
+	same = same_file(p, LT_TF_PROC "/self/ns/mnt");
+	if (same != 1 || !root_too)
+		return same;
+	snprintf(p, sizeof(p), LT_TF_PROC "/%d/root", pid);
+	return same_file(p, "/");
+}
+
 void lt_tf_fd_path(int fd, char *buf, size_t n)
 {
 	snprintf(buf, n, "/proc/self/fd/%d", fd);

@@ -57,6 +57,11 @@ struct lt_tf_map {
  * after the target exits. */
 int lt_tf_root_open(const char *proc, int pid);
 
+/* Does `pid` see the file system as we do? 1 the same mount namespace (and,
+ * with `root_too`, the same root directory: a path of ours then names the
+ * same file there), 0 another, -errno when it cannot be told. */
+int lt_tf_same_view(int pid, bool root_too);
+
 /* Open `path` (absolute, as the target names it) inside root_fd for
  * reading: O_RDONLY|O_NONBLOCK|O_CLOEXEC|O_NOCTTY, a regular file only. With
  * `want`, the file must be that (device, inode). Returns the fd, or -errno
