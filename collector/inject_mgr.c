@@ -720,9 +720,10 @@ static int attach_cuda(struct lt_im *im, int pid, int later, char *why, size_t w
 	return settle(im, &st, 1) & LT_IM_CUDA ? 0 : -EIO; /* a failed one: lt_im_stop unloads it */
 }
 
-/* The Python hook into `pid` (with CUDA too where the profile asks for it
- * and the process may have it: the library then starts CUPTI once CUDA is
- * loaded). In a launch-mode process (CUDA_INJECTION64_PATH names our
+/* The Python hook into `pid` (with CUDA too, `with_cuda`, where the profile
+ * asks for it and the process may have it: the library then starts CUPTI
+ * once CUDA is loaded). In a launch-mode process (the profile records
+ * kernels, `cuda_wanted`, and CUDA_INJECTION64_PATH names our
  * library) the library goes in by that path when it names the same file
  * there: CUDA's own load at cuInit then gets this copy, whose start asked
  * CUDA to wait for it (one copy, one start); elsewhere CUDA loads its own
@@ -730,12 +731,12 @@ static int attach_cuda(struct lt_im *im, int pid, int later, char *why, size_t w
  * only. -errno when the library did not go in (st->err); else 0, and what
  * started in *on. */
 static int attach_py(struct lt_im *im, struct im_start *st, int pid, int how, int wait_ms, int with_cuda,
-		     int given, unsigned *on)
+		     int cuda_wanted, int given, unsigned *on)
 {
-	int covered = with_cuda && launch_covered(im, pid);
+	int covered = cuda_wanted && launch_covered(im, pid);
 	int by_path = covered && lt_tf_same_view(pid, true) == 1;
-	if (covered && !(by_path && !(fork_no_exec(pid) && cuda_mapped(pid, 1))))
-		with_cuda = 0;
+	if (covered) /* CUDA with the hook only where CUDA's load gets this copy */
+		with_cuda = by_path && !(fork_no_exec(pid) && cuda_mapped(pid, 1));
 	*st = (struct im_start){ .im = im, .feats = LT_IM_PYTHON | (with_cuda ? LT_IM_CUDA : 0),
 				 .cuda_wait = 1, .py_wait_ms = wait_ms, .given = given, .by_path = by_path };
 	*on = 0;
@@ -774,7 +775,8 @@ int lt_im_attach(struct lt_im *im, int pid, unsigned feature, int wait_ms, char 
 	if (feature == LT_IM_CUDA)
 		return attach_cuda(im, pid, 0, err, sizeof(err));
 	struct im_start st;
-	int rc = attach_py(im, &st, pid, HOW_BUSY, wait_ms, !!(im->usable & LT_IM_CUDA), 1, &on);
+	int cuda = !!(im->usable & LT_IM_CUDA);
+	int rc = attach_py(im, &st, pid, HOW_BUSY, wait_ms, cuda, cuda, 1, &on);
 	if (rc)
 		return snprintf(msg, msgsz, "%s", st.err), rc;
 	py_said(&st, msg, msgsz);
@@ -822,7 +824,7 @@ static int job_python(struct im_job *j, int with_cuda, int cuda_wanted)
 		}
 		/* CUDA's environment is looked at now: a launched command has exec'd */
 		rc = attach_py(im, &st, j->pid, at_start ? HOW_HELD : HOW_BUSY, PY_LATER_WAIT_MS,
-			       with_cuda || (cuda_wanted && launch_covered(im, j->pid)), 0, &on);
+			       with_cuda, cuda_wanted, 0, &on);
 		if (at_start && rc == -ENOENT) { /* the interpreter is not mapped yet */
 			usleep(500);
 			continue;

@@ -251,6 +251,7 @@ flogged=$([ -n "$fl" ] && kernels_logged "$fl")
 echo "# four's worker $F4: CUPTI log(s) $(cupti_logs "$W/four" "$F4"), ${flogged:-none} kernels (told ${ftold:-none})"
 check "its worker forked before CUDA got CUPTI of its own at its CUDA init (launch mode), not its parent's" \
 	'[ "$(cupti_logs "$W/four" "$F4")" = 1 ] && [ -n "$ftold" ] && [ "$ftold" -gt 0 ] && [ "$flogged" = "$ftold" ]'
+check "the collector exits 0 and does not say no process started CUDA kernel profiling" \
 	'[ "$crc" = 0 ] && ! grep -q "no process of it started CUDA" "$W/four.err"'
 row=$(awk '$1 == "gpu" { print $2 }' "$W/four.err")
 check "the gpu row counts its kernels and its worker's ($row)" \
