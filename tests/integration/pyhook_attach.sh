@@ -42,7 +42,7 @@ attach() {
 	local py=$1 d=$T/$2 tp cp
 	mkdir -p "$d"
 	"$py" "$SCRIPT" "$3" "$d/go" "$d/hold" "$4" > "$d/out" 2> "$d/stderr" & tp=$!; tap_bg $tp
-	sleep 0.3
+	wait_until 30 "[ -e '$d/go.ready' ]"
 	"$LT" profile -p $tp -t python -o "$d/c.log" -v 1 > /dev/null 2> "$d/err" & cp=$!; tap_bg $cp
 	wait_for "$d/err" "tracing functions|cannot trace" && touch "$d/go"
 	wait_for "$d/out" "pyh_calltree done"
@@ -132,6 +132,7 @@ import cProfile, os, pstats, sys, time
 def g(x): return x
 def f():
     for _ in range(3): g(1)
+open(sys.argv[1] + ".ready", "w").close()
 while not os.path.exists(sys.argv[1]): time.sleep(0.01)
 pr = cProfile.Profile()
 pr.enable()
@@ -143,7 +144,7 @@ print("cProfile saw f", n.get("f"), "g", n.get("g"), flush=True)
 while not os.path.exists(sys.argv[2]): time.sleep(0.01)
 PY
 	"$p" "$T/cp12/cp.py" "$T/cp12/go" "$T/cp12/hold" > "$T/cp12/out" 2>&1 & tp=$!; tap_bg $tp
-	sleep 0.3
+	wait_until 30 "[ -e '$T/cp12/go.ready' ]"
 	"$LT" profile -p $tp -t python -o "$T/cp12/c.log" -v 1 > /dev/null 2> "$T/cp12/err" & cp=$!; tap_bg $cp
 	wait_for "$T/cp12/err" "tracing functions|cannot trace" && touch "$T/cp12/go"
 	wait_for "$T/cp12/out" "cProfile saw"
@@ -160,6 +161,7 @@ import os, sys, time
 def g(x): return x
 def f():
     for _ in range(3): g(1)
+open(sys.argv[1] + ".ready", "w").close()
 while not os.path.exists(sys.argv[1]): time.sleep(0.01)
 del sys.monitoring
 for _ in range(10): f()
@@ -176,6 +178,7 @@ def trap(*a):
     open(sys.argv[3], "w").close()
 for name in ("use_tool_id", "get_tool", "register_callback", "set_events", "free_tool_id"):
     setattr(sys.monitoring, name, trap)
+open(sys.argv[1] + ".ready", "w").close()
 while not os.path.exists(sys.argv[1]): time.sleep(0.01)
 for _ in range(10): f()
 print("replaced and ran", flush=True)
@@ -185,7 +188,7 @@ PY
 	for k in del12 rep12; do
 		d=$T/$k
 		"$p" "$d/t.py" "$d/go" "$d/hold" "$d/trapped" > "$d/out" 2>&1 & tp=$!; tap_bg $tp
-		sleep 0.3
+		wait_until 30 "[ -e '$d/go.ready' ]"
 		"$LT" profile -p $tp -t python -o "$d/c.log" -v 1 > /dev/null 2> "$d/err" & cp=$!; tap_bg $cp
 		wait_for "$d/err" "tracing functions|cannot trace" && touch "$d/go"
 		wait_for "$d/out" "(deleted|replaced) and ran"
@@ -233,13 +236,14 @@ calls = []
 def prof(frame, event, arg):
     if event == "call": calls.append(frame.f_code.co_name)
 sys.setprofile(prof)
+open(sys.argv[1] + ".ready", "w").close()
 while not os.path.exists(sys.argv[1]): time.sleep(0.01)
 for _ in range(10): f()
 sys.setprofile(None)
 print("own profiler saw f", calls.count("f"), "g", calls.count("g"), flush=True)
 PY
 "$PY" "$T/own/own.py" "$T/own/go" > "$T/own/out" & tp=$!; tap_bg $tp
-sleep 0.3
+wait_until 30 "[ -e '$T/own/go.ready' ]"
 "$LT" profile -p $tp -t python -o "$T/own/c.log" -v 1 > /dev/null 2> "$T/own/err" & cp=$!; tap_bg $cp
 wait_for "$T/own/err" "tracing functions|cannot trace" && touch "$T/own/go"
 wait $tp; wait $cp
@@ -260,7 +264,7 @@ check_rc $? "launched: collector exits 0, the command's status 3 is reported"
 # carries on and holds no fd of ours
 mkdir -p "$T/k"
 "$PY" "$SCRIPT" 100 "$T/k/go" "$T/k/hold" 0 > "$T/k/out" & tp=$!; tap_bg $tp
-sleep 0.3
+wait_until 30 "[ -e '$T/k/go.ready' ]" # its fds are those of a started interpreter
 fdlist() { for f in /proc/$tp/fd/*; do echo "${f##*/} $(readlink "$f")"; done 2>/dev/null | sort; }
 fdlist > "$T/k/fd.before"
 "$LT" profile -p $tp -t python -o "$T/k/c.log" -v 1 > /dev/null 2> "$T/k/err" & cp=$!; tap_bg $cp

@@ -31,6 +31,7 @@ def loop(n):
 
 
 def wait_file(path):
+    open(path + ".ready", "w").close()  # started and waiting for it (no output: tests compare it)
     while not os.path.exists(path):
         time.sleep(0.01)
 
