@@ -126,14 +126,35 @@ if [ -x "$p" ]; then
 	check_calls "$T/th12" "python3.12: 3 new threads + main: exact counts" f=400 g=1200 loop=4
 	[ "$(cat $T/th12/rc)" = 3 ] && [ "$(cat $T/th12/maps_after)" = 0 ] && grep -q "removed=1" "$T/th12/err"
 	check_rc $? "python3.12, threads: tool removed, library gone, exit status unchanged"
-	mkdir -p "$T/cp12"
-	cat > "$T/cp12/cp.py" <<'PY'
-import cProfile, os, pstats, sys, time
+	# A program's head: f calls g 3 times; it waits for GO (argv[1]) once
+	# started (GO.ready), and the caller's lines follow.
+	py_head() { cat <<'PY'
+import os, sys, time
 def g(x): return x
 def f():
     for _ in range(3): g(1)
-open(sys.argv[1] + ".ready", "w").close()
-while not os.path.exists(sys.argv[1]): time.sleep(0.01)
+PY
+	}
+	py_wait() { printf '%s\n' 'open(sys.argv[1] + ".ready", "w").close()' \
+		'while not os.path.exists(sys.argv[1]): time.sleep(0.01)'; }
+	# traced DIR PATTERN [ARGS]: run DIR/t.py GO HOLD ARGS, attach `profile -t
+	# python` once it waits, let it go until its output says PATTERN, stop the
+	# collector, note whether the library is still mapped (DIR/maps_after),
+	# release it (DIR/rc: its exit status).
+	traced() {
+		local d=$1 pat=$2 tp cp
+		shift 2
+		"$p" "$d/t.py" "$d/go" "$d/hold" "$@" > "$d/out" 2>&1 & tp=$!; tap_bg $tp
+		wait_until 30 "[ -e '$d/go.ready' ]"
+		"$LT" profile -p $tp -t python -o "$d/c.log" -v 1 > /dev/null 2> "$d/err" & cp=$!; tap_bg $cp
+		wait_for "$d/err" "tracing functions|cannot trace" && touch "$d/go"
+		wait_for "$d/out" "$pat"
+		kill -INT $cp; wait $cp
+		inject_mapped $tp > "$d/maps_after"
+		touch "$d/hold"; wait $tp; echo $? > "$d/rc"
+	}
+	mkdir -p "$T/cp12"
+	{ py_head; echo "import cProfile, pstats"; py_wait; cat <<'PY'
 pr = cProfile.Profile()
 pr.enable()
 for _ in range(10): f()
@@ -143,12 +164,8 @@ n = {fn[2]: v[1] for fn, v in st.items() if fn[2] in ("f", "g")}
 print("cProfile saw f", n.get("f"), "g", n.get("g"), flush=True)
 while not os.path.exists(sys.argv[2]): time.sleep(0.01)
 PY
-	"$p" "$T/cp12/cp.py" "$T/cp12/go" "$T/cp12/hold" > "$T/cp12/out" 2>&1 & tp=$!; tap_bg $tp
-	wait_until 30 "[ -e '$T/cp12/go.ready' ]"
-	"$LT" profile -p $tp -t python -o "$T/cp12/c.log" -v 1 > /dev/null 2> "$T/cp12/err" & cp=$!; tap_bg $cp
-	wait_for "$T/cp12/err" "tracing functions|cannot trace" && touch "$T/cp12/go"
-	wait_for "$T/cp12/out" "cProfile saw"
-	kill -INT $cp; wait $cp; touch "$T/cp12/hold"; wait $tp
+	} > "$T/cp12/t.py"
+	traced "$T/cp12" "cProfile saw"
 	check_calls "$T/cp12" "python3.12 with cProfile running: our counts exact too" f=10 g=30
 	[ "$(cat "$T/cp12/out")" = "cProfile saw f 10 g 30" ]
 	check_rc $? "python3.12: the program's own cProfile starts and counts (f 10, g 30) while traced"
@@ -156,46 +173,29 @@ PY
 	# unregisters: the library leaves), or its functions replaced before
 	# (none of its code runs in theirs: the profile function is used)
 	mkdir -p "$T/del12" "$T/rep12"
-	cat > "$T/del12/t.py" <<'PY'
-import os, sys, time
-def g(x): return x
-def f():
-    for _ in range(3): g(1)
-open(sys.argv[1] + ".ready", "w").close()
-while not os.path.exists(sys.argv[1]): time.sleep(0.01)
+	{ py_head; py_wait; cat <<'PY'
 del sys.monitoring
 for _ in range(10): f()
 print("deleted and ran", flush=True)
 while not os.path.exists(sys.argv[2]): time.sleep(0.01)
 sys.exit(3)
 PY
-	cat > "$T/rep12/t.py" <<'PY'
-import os, sys, time
-def g(x): return x
-def f():
-    for _ in range(3): g(1)
+	} > "$T/del12/t.py"
+	{ py_head; cat <<'PY'
 def trap(*a):
     open(sys.argv[3], "w").close()
 for name in ("use_tool_id", "get_tool", "register_callback", "set_events", "free_tool_id"):
     setattr(sys.monitoring, name, trap)
-open(sys.argv[1] + ".ready", "w").close()
-while not os.path.exists(sys.argv[1]): time.sleep(0.01)
+PY
+	py_wait; cat <<'PY'
 for _ in range(10): f()
 print("replaced and ran", flush=True)
 while not os.path.exists(sys.argv[2]): time.sleep(0.01)
 sys.exit(3)
 PY
-	for k in del12 rep12; do
-		d=$T/$k
-		"$p" "$d/t.py" "$d/go" "$d/hold" "$d/trapped" > "$d/out" 2>&1 & tp=$!; tap_bg $tp
-		wait_until 30 "[ -e '$d/go.ready' ]"
-		"$LT" profile -p $tp -t python -o "$d/c.log" -v 1 > /dev/null 2> "$d/err" & cp=$!; tap_bg $cp
-		wait_for "$d/err" "tracing functions|cannot trace" && touch "$d/go"
-		wait_for "$d/out" "(deleted|replaced) and ran"
-		kill -INT $cp; wait $cp
-		inject_mapped $tp > "$d/maps_after"
-		touch "$d/hold"; wait $tp; echo $? > "$d/rc"
-	done
+	} > "$T/rep12/t.py"
+	traced "$T/del12" "deleted and ran"
+	traced "$T/rep12" "replaced and ran" "$T/rep12/trapped"
 	check_calls "$T/del12" "python3.12, sys.monitoring deleted while traced: exact counts" f=10 g=30
 	[ "$(cat $T/del12/rc)" = 3 ] && [ "$(cat $T/del12/maps_after)" = 0 ] && grep -q "removed=1" "$T/del12/err"
 	check_rc $? "... the tool unregistered all the same: library gone, exit status unchanged"
