@@ -16,7 +16,12 @@
  *                           (75 ms the first time: warm-up), then
  *                           cudaGetDeviceCount and cudaDeviceSynchronize;
  *                           each step's true bounds (CLOCK_REALTIME ns) go
- *                           to TRUTH as "train START END"
+ *                           to TRUTH as "train START END in START_LO END_LO":
+ *                           the step ends somewhere in its closing calls
+ *                           [END_LO, END] and the next one starts between
+ *                           them and its own work, [START_LO, START] (the
+ *                           windows are microseconds unless the machine
+ *                           preempts the loop there)
  *   cuda_calls watch        call cp_outer() every 10 ms; print "probed" when
  *                           a breakpoint appears on it and "unprobed" (then
  *                           exit 0) once it is gone again; exit 1 after 20 s
@@ -260,19 +265,24 @@ static void spin_ns(uint64_t ns)
 static int loop(long n, const char *truth)
 {
 	FILE *f = fopen(truth, "w");
+	uint64_t closing = 0; /* the previous step's closing calls began */
 	int count;
 
 	if (!f)
 		return 1;
 	wait_probe("cudaDeviceSynchronize", (const void *)cudaDeviceSynchronize);
 	for (long i = 0; i < n; i++) {
-		uint64_t s = realtime_ns();
+		uint64_t s = realtime_ns(), s_lo = i ? closing : s;
 
-		spin_ns(i ? 50000000 : 75000000); /* 2% of a step: 1 ms, more than a busy machine's delays */
+		spin_ns(i ? 50000000 : 75000000);
+		closing = realtime_ns();
 		cudaGetDeviceCount(&count);
 		cudaDeviceSynchronize();
-		fprintf(f, "train %llu %llu\n", (unsigned long long)s,
-			(unsigned long long)realtime_ns());
+		uint64_t e = realtime_ns();
+
+		fprintf(f, "train %llu %llu in %llu %llu\n", (unsigned long long)s,
+			(unsigned long long)e, (unsigned long long)s_lo,
+			(unsigned long long)closing);
 	}
 	return fclose(f) ? 1 : 0;
 }
