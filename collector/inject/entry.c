@@ -448,7 +448,9 @@ LI_API int llmt_inject_fini(uint64_t token)
 
 /* Launch mode: the collector left a socket in the environment. Every CUDA
  * process of the launched tree that inherited it reports on it, each
- * message tagged with its pid; the collector stops each one. */
+ * message tagged with its pid; the collector stops each one. Without it,
+ * or once the collector has closed its end (the profile is over, the
+ * command runs on), nothing is recorded. */
 static int launch_socket(void)
 {
 	const char *s = getenv("LLMT_INJECT_SOCK");
@@ -457,6 +459,9 @@ static int launch_socket(void)
 	int fd = atoi(s), type = 0;
 	socklen_t len = sizeof(type);
 	if (fd < 0 || getsockopt(fd, SOL_SOCKET, SO_TYPE, &type, &len) || type != SOCK_SEQPACKET)
+		return -1;
+	struct pollfd p = { .fd = fd, .events = 0 }; /* a hang-up is reported anyway */
+	if (poll(&p, 1, 0) < 0 || (p.revents & (POLLHUP | POLLERR | POLLNVAL)))
 		return -1;
 	fcntl(fd, F_SETFD, FD_CLOEXEC);
 	return fd;
@@ -473,7 +478,8 @@ LI_API int InitializeInjection(void)
 	if (atomic_load(&li_att.state) == LI_RUNNING && cuda_wait_end(&li_att, 1))
 		return 1;
 	pthread_mutex_lock(&li_cuda_mu);
-	if (li_lch.early || li_att.cuda_on) {
+	int sock = li_lch.early || li_att.cuda_on ? -1 : launch_socket();
+	if (sock < 0) {
 		pthread_mutex_unlock(&li_cuda_mu);
 		return 1;
 	}
@@ -500,8 +506,8 @@ LI_API int InitializeInjection(void)
 	pthread_mutex_unlock(&li_cuda_mu);
 	if (!li_lch.early_rc)
 		li_exit_at_exit();
-	li_lch.sock = launch_socket();
-	if (li_lch.sock >= 0 && start_worker(&li_lch)) {
+	li_lch.sock = sock;
+	if (start_worker(&li_lch)) {
 		close(li_lch.sock);
 		li_lch.sock = -1;
 	}

@@ -48,4 +48,21 @@ unshare -m sh -c '
 sed -n '/^  gpu /,/^  wrote/p' "$W/err2" | sed 's/^/# /'
 check "a command that never initialized CUDA: the gpu row says so" \
 	'grep -A1 -E "^  gpu +0 +0$" "$W/err2" | grep -q "not seen in 1 process: no process of the launched command initialized CUDA"'
+
+# A command that initializes CUDA only after the profile ended (-d) runs on
+# unrecorded: the library finds the collector's end of its socket closed.
+mkdir "$W/late"
+FAKE_CUPTI_RATE=50000 unshare -m sh -c '
+	mount -t tmpfs none /proc/driver && mkdir /proc/driver/nvidia && echo fake >/proc/driver/nvidia/version &&
+	exec "$0" profile -t cpu -d 1 --enable-cuda-kernel true -o "$1/late/p.log" -- sh -c "
+		echo \$\$ >$1/late.pid; until [ -e $1/late/GO ]; do sleep 0.05; done; exec $2 $3 100"' \
+	"$COLL" "$W" "$T/fake_cuda_launch" "$T/fake_cupti" >"$W/late.out" 2>"$W/late.err"
+crc=$?
+touch "$W/late/GO"
+for _ in $(seq 600); do kill -0 "$(cat "$W/late.pid")" 2>/dev/null || break; sleep 0.05; done
+grep -E "stopping|command" "$W/late.err" | sed 's/^/# /'
+check "CUDA after the profile: the collector ended at -d ($crc), the command ran on to its end" \
+	'[ $crc = 0 ] && grep -q "^InitializeInjection 1$" "$W/late.out" && grep -q "^done$" "$W/late.out"'
+check "... and nothing was recorded after the profile: no CUDA log" \
+	'[ -z "$(ls -A "$W/late" | grep -v -e "^p.log$" -e "^GO$")" ]'
 tap_done
