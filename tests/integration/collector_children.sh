@@ -32,14 +32,14 @@ c=$(count_sys "$T/nokids.evlog" 0 "$wait4")
 check "--no-children: the wrapper itself recorded (wait4 x$c)" test "$c" -ge 1
 
 # -p: a worker that exists before attach, and one forked after.
-bash -c "$PROGS/sys_counts -w -n 1 & sleep 1.5; $W; wait" & wrapper=$!
+bash -c "$PROGS/sys_counts -w -n 1 & until [ -e '$T/fork' ]; do sleep 0.05; done; $W; wait" & wrapper=$!
 tap_bg "$wrapper"
-sleep 0.5
-early=$(pgrep -P "$wrapper" sys_counts)
+wait_until 10 'early=$(pgrep -P "$wrapper" sys_counts) && usr1_ready "$early" 1'
 "$LT" profile -p "$wrapper" -t syscall -o "$T/p.evlog" -v 1 2>"$T/p.err" & lt=$!
 tap_bg "$lt"
 check "-p wrapper: attached" wait_for "$T/p.err" "profiling 1 process" 20
-kill -USR1 "$early"; sleep 0.3; kill -USR1 "$early"
+touch "$T/fork" # the second worker starts after the attach
+usr1 "$early"; usr1 "$early"
 wait "$lt"; rc=$?
 check "-p wrapper: collector stops when the tree exited (rc $rc)" test "$rc" -eq 0
 c=$(count_sys "$T/p.evlog" "$early" "$getppid")

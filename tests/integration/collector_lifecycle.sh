@@ -37,26 +37,28 @@ done
 # --delay: nothing is recorded before it ends
 "$PROGS/sys_counts" -w -n 1 & w=$!
 tap_bg "$w"
-sleep 0.2
-"$LT" profile -p "$w" -t syscall --delay 1 -o "$T/delay.evlog" -v 1 2>"$T/delay.err" & lt=$!
+usr1_ready "$w"
+"$LT" profile -p "$w" -t syscall --delay 3 -o "$T/delay.evlog" -v 1 2>"$T/delay.err" & lt=$!
 tap_bg "$lt"
-sleep 0.3; kill -USR1 "$w"; sleep 0.3
+usr1 "$w" # its calls, made during the delay: done once its thread is gone again
+wait_until 10 '[ "$(ls /proc/$w/task | wc -l)" = 1 ] && [ "$(awk "/^syscw/ { print \$2 }" /proc/$w/io)" -ge 777 ]'
 check "--delay: not attached while waiting" test -z "$(prog_ids_of "$lt")"
 wait_for "$T/delay.err" "profiling 1 process" 20
-kill -USR1 "$w"; wait "$lt"
+usr1 "$w"; wait "$lt"
 check "--delay: calls made during the delay are not recorded" test "$(count_sys "$T/delay.evlog" "$w" "$getppid")" -eq 0
 
 # SIGKILL mid-run
 "$PROGS/sys_counts" -w -n 1 & w=$!
 tap_bg "$w"
-sleep 0.2
+usr1_ready "$w"
 "$LT" profile -p "$w" -t syscall -o "$T/killed.evlog" -v 1 2>"$T/killed.err" & lt=$!
 tap_bg "$lt"
 wait_for "$T/killed.err" "profiling 1 process" 20
 ids=$(prog_ids_of "$lt")
 check "programs attached while running ($(echo $ids))" test -n "$ids"
-kill -USR1 "$w"
-sleep 1.6 # past the writer's 1 s flush interval
+usr1 "$w"
+# until the writer has flushed them (every 1 s) into its partial file
+wait_until 15 '[ "$(count_sys "$T/.killed.evlog.partial" "$w" "$getppid" 2>/dev/null)" = 1000 ]'
 kill -9 "$lt"; wait "$lt" 2>/dev/null
 # The kernel frees a dead process's programs after an RCU grace period: give it up to 5 s.
 progs_left() {
@@ -71,6 +73,6 @@ check "final name not published" test ! -e "$T/killed.evlog"
 check "partial file left" test -s "$partial"
 c=$(count_sys "$partial" "$w" "$getppid")
 check "reader recovers the partial log (getppid x$c)" test "$c" -eq 1000
-kill -USR1 "$w"; wait "$w"; rc=$?
+usr1 "$w"; wait "$w"; rc=$?
 check "target unharmed: it finishes normally (rc $rc)" test "$rc" -eq 0
 tap_done

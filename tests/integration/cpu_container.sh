@@ -32,7 +32,8 @@ check "module path is the path inside the namespace" \
 # A copy deleted while it runs (a child of the launched shell: followed).
 cp "$PROG" "$tmp/gone"
 "$LLMT" profile -t cpu -o "$tmp/d.evlog" -- sh -c \
-	"$tmp/gone 1.5 0 & sleep 0.3; rm -f $tmp/gone; wait" >"$tmp/out2" 2>"$tmp/err2"
+	"$tmp/gone 1.5 0 & until [ \"\$(readlink /proc/\$!/exe)\" = $tmp/gone ] || ! kill -0 \$!; do sleep 0.05; done
+	 rm -f $tmp/gone; wait" >"$tmp/out2" 2>"$tmp/err2"
 check "profile -- (binary deleted while running) exits 0" '[ $? = 0 ]'
 check "the binary is gone" '[ ! -e "$tmp/gone" ]'
 "$DUMP" "$tmp/d.evlog" >"$tmp/d.txt" 2>&1

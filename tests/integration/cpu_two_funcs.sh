@@ -40,7 +40,7 @@ check "symbols name the module path" \
 
 # Attach form: -p PID of a running process, -d; it runs on to a clean exit.
 "$PROG" 4 0 cpu >/dev/null & pid=$!
-sleep 0.2
+wait_exec "$pid" "$PROG"
 "$LLMT" profile -t cpu -p "$pid" -d 2 -o "$tmp/b.evlog" >"$tmp/b.out" 2>"$tmp/b.err"
 check "profile -t cpu -p PID -d 2 exits 0" '[ $? = 0 ]'
 check "-p: the target is still running after detach" 'kill -0 "$pid" 2>/dev/null'

@@ -123,7 +123,7 @@ check "followed child: its 300 cp_outer calls recorded under its own pid ($child
 # ---- 4. attach to a running process, detach and leave it as found
 "$PROG" watch >"$T/w.out" 2>&1 &
 wpid=$!
-sleep 0.3
+wait_for "$T/w.out" "^watching" 10
 timeout 30 "$LT" profile -p "$wpid" -t cuda --probe-file "$T/nested.json" -d 1 -o "$T/w.log" >"$T/w.err" 2>&1
 prc=$?
 wait "$wpid"; wrc=$?

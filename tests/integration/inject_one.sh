@@ -152,14 +152,13 @@ check "the child started after attach gets the hook (pid ${C:-?})" \
 touch "$W/load-two" # now it loads CUDA
 wait_for "$W/two.out" "^cuda" 30
 wait_until 10 'grep -q "libcupti.so.13" "/proc/$C/maps" 2>/dev/null'
-sleep 1 # the library looks for CUDA every 200 ms: a few of its ticks
+wait_for "$W/two.err" "CUDA kernel profiling of pid $C started" 30 # the library found it
 copies_2=$(copies "$C")
 echo "# child $C after it loaded CUDA: $copies_2 copy(ies) of the library mapped"
 check "... and still one copy of the library once it runs CUDA ($copies_2)" '[ "$copies_2" = 1 ]'
 touch "$W/fork-two" # it forks a worker
 wait_for "$W/two.out" "^forked" 30
 F=$(sed -n 's/^forked //p' "$W/two.out")
-sleep 1
 wait "$CP"; crc=$?
 touch "$W/stop-two"
 wait "$PARENT"

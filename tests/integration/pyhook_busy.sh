@@ -51,7 +51,7 @@ attach() {
 	mkdir -p "$d"
 	"$py" "$S" ref "$n" "$th" > "$d/ref"
 	"$py" "$S" measure "$go" "$n" "$th" > "$d/out" 2> "$d/stderr" & tp=$!; tap_bg $tp
-	sleep 0.3
+	usr1_caught $tp # spinning, its handler in
 	"$LT" profile -p $tp -t python -o "$d/c.log" -v 1 "$@" > /dev/null 2> "$d/err" & cp=$!; tap_bg $cp
 	wait_for "$d/err" "python: pid [0-9]+: (tracing|cannot)" 20
 	kill -USR1 $tp; wait $tp; echo $? > "$d/rc"
@@ -151,7 +151,7 @@ cycles() { # TAG THREADS
 	local d=$T/$1 th=$2 tp i bad=0 latched=0 c
 	mkdir -p "$d"
 	"$PY" "$S" cycles "$th" 1 > "$d/out" 2> "$d/stderr" & tp=$!; tap_bg $tp
-	sleep 0.3
+	usr1_caught $tp
 	for i in $(seq "$CYCLES"); do
 		"$LT" profile -p $tp -t python -d 0.3 -q -o "$d/c$i.log" -v 1 > /dev/null 2> "$d/err$i"; c=$?
 		latched=$((latched + $(grep -c "loaded from a busy thread" "$d/err$i")))
@@ -163,7 +163,7 @@ cycles() { # TAG THREADS
 	kill -USR1 $tp; wait $tp; echo $? > "$d/rc"
 	echo "# $1: $CYCLES cycles, $bad bad, $latched loaded from a stopped busy thread; target said: $(cat "$d/out")"
 	"$PY" "$S" cycles "$th" 1 > "$d/ref_out" & tp=$!; tap_bg $tp
-	sleep 0.3; kill -USR1 $tp; wait $tp
+	usr1_caught $tp; kill -USR1 $tp; wait $tp
 	[ $bad = 0 ] && [ "$(cat "$d/rc")" = 3 ] && [ ! -s "$d/stderr" ] && grep -q "wrong=0" "$d/out" &&
 		[ "$(cat "$d/out")" = "$(cat "$d/ref_out")" ]
 }
@@ -176,7 +176,7 @@ check_rc $? "$CYCLES attach/detach cycles, 4 busy threads: the same"
 # guardian puts the text back; the target goes on unchanged, untraced
 mkdir -p "$T/k"
 "$PY" "$S" cycles 0 1 > "$T/k/out" 2> "$T/k/stderr" & tp=$!; tap_bg $tp
-sleep 0.3
+usr1_caught $tp
 LLMT_TEST_LATCH_STALL_MS=5000 "$LT" profile -p $tp -t python -o "$T/k/c.log" > /dev/null 2> "$T/k/err" & cp=$!; tap_bg $cp
 wait_until 10 'python3 "$PATCH" $tp | grep -q ebfe'
 patched=$(python3 "$PATCH" $tp | grep -c ebfe)

@@ -64,7 +64,7 @@ PY=$("$PY" -c 'import sys; print(sys.executable)' 2>/dev/null)
 if [ -n "$PY" ] && "$PY" -c 'import sys; sys.exit(sys.version_info[:2] not in ((3, 11), (3, 12)))'; then
 	"$PY" "$SCRIPT" 3 &
 	bg=$!
-	sleep 0.5
+	wait_exec "$bg" "$PY"
 	"$LLMT" profile -t pysample -p "$bg" -d 1.5 -o "$tmp/b.evlog" >"$tmp/b.out" 2>&1
 	check "profile -t pysample -p PID ($PY) exits 0" '[ $? = 0 ]'
 	check_run "$PY attached" "$tmp/b.evlog" "$bg"

@@ -57,7 +57,7 @@ check_rc $? "the 4 workers are recorded on 4 distinct threads"
 
 # 2. attached by -p to a running interpreter, which then runs the tree
 $PY "$SCRIPT" 100 "$T/go" > "$T/p.out" & tp=$!; tap_bg $tp
-sleep 0.3
+wait_until 10 '[ -e "$T/go.ready" ]'
 "$LT" profile --python-method usdt -p $tp -t python -o "$T/attach.log" -v 1 > "$T/out" 2> "$T/err" & cp=$!; tap_bg $cp
 if wait_for "$T/err" "tracing functions" 5; then touch "$T/go"; fi
 wait $cp; rc=$?
@@ -69,7 +69,7 @@ check_calls "$T/attach.log" "attached: exact f/g enter+exit counts, nested per t
 if command -v unshare >/dev/null && unshare -m true 2>/dev/null; then
 	cp $PY "$T/py-copy"
 	unshare -m sh -c "mount --bind '$T/py-copy' $PY && exec $PY '$SCRIPT' 100 '$T/gomnt'" > /dev/null & tp=$!; tap_bg $tp
-	sleep 0.5
+	wait_until 10 '[ -e "$T/gomnt.ready" ]'
 	"$LT" profile --python-method usdt -p $tp -t python -o "$T/mnt.log" -v 1 > /dev/null 2> "$T/err" & cp=$!; tap_bg $cp
 	wait_for "$T/err" "tracing functions" 5 && touch "$T/gomnt"
 	wait $cp
@@ -82,7 +82,7 @@ fi
 
 # 3. the interpreter's probes are off again once we detach
 $PY "$SCRIPT" 10 "$T/go2" > /dev/null & tp=$!; tap_bg $tp
-sleep 0.3
+wait_until 10 '[ -e "$T/go2.ready" ]'
 sema() { # entry, return, line semaphores of a non-PIE python3.11
 	python3 - "$1" <<'PY'
 import re, subprocess, struct, sys
@@ -143,7 +143,7 @@ NOUSDT=$(realpath "$NOUSDT" 2>/dev/null)
 if [ -n "$NOUSDT" ] && ! readelf -n "$NOUSDT" 2>/dev/null | grep -q function__entry; then
 	$PY "$SCRIPT" 100 "$T/go3" > /dev/null & a=$!; tap_bg $a
 	"$NOUSDT" -c 'import time; time.sleep(30)' & b=$!; tap_bg $b
-	sleep 0.3
+	wait_until 10 '[ -e "$T/go3.ready" ]' && wait_exec $b "$NOUSDT"
 	# LLMT_PYTHON_HOOK=0: no profile-hook fallback (tests/integration/pyhook_attach.sh covers it)
 	LLMT_PYTHON_HOOK=0 "$LT" profile --python-method usdt -p $a -p $b -t python -o "$T/mixed.log" -d 3 -v 1 > /dev/null 2> "$T/err" & cp=$!; tap_bg $cp
 	wait_for "$T/err" "tracing functions" 5 && touch "$T/go3"

@@ -39,14 +39,14 @@ fi
 "$PROGS/sys_counts" -w -n 2 & a=$!
 "$PROGS/sys_counts" -w -n 1 & b=$!
 tap_bg "$a" "$b"
-sleep 0.2
+usr1_ready "$a" && usr1_ready "$b"
 "$LT" profile -p "$a" -p "$b" -t syscall -o "$T/multi.evlog" -v 1 2>"$T/multi.err" & lt=$!
 tap_bg "$lt"
 check "multi: attached" wait_for "$T/multi.err" "profiling 2 process" 20
-kill -USR1 "$a"; sleep 0.5; kill -USR1 "$a"; wait "$a"
-sleep 0.5
+usr1 "$a"; usr1 "$a"; wait "$a"
+wait_for "$T/multi.err" "target $a exited" 10
 check "multi: collector still running after one target exited" kill -0 "$lt"
-kill -USR1 "$b"; sleep 0.5; kill -USR1 "$b"; wait "$b"
+usr1 "$b"; usr1 "$b"; wait "$b"
 wait_until 10 '! kill -0 "$lt" 2>/dev/null'
 wait "$lt"; rc=$?
 check "multi: collector stops by itself when every target exited (rc $rc)" test "$rc" -eq 0

@@ -26,6 +26,13 @@
 #                            until it succeeds; 1 when SECONDS (scaled) ran out
 #   wait_for FILE REGEX [SECONDS]      wait_until FILE holds a line matching
 #                            REGEX (grep -E); 10 s unless told
+#   usr1_ready PID [SECONDS] a program waiting for SIGUSR1 by sigwait (the test
+#                            programs' -w) blocks it: it has exec'd, set its mask
+#   usr1 PID                 usr1_ready, send SIGUSR1, wait until it is taken (or
+#                            the process gone): a second one is never merged in
+#   usr1_caught PID          a program that handles SIGUSR1 (a Python script's
+#                            signal.signal) has its handler in
+#   wait_exec PID PROG       PID has exec'd PROG (its /proc/PID/exe)
 # Timeouts scale by TAP_TIME_SCALE: by default 1 plus the whole part of the
 # 1-minute load average per CPU when sourced (a busy machine), at most 4. A
 # wait ends as soon as its condition holds: a longer bound only delays a
@@ -110,4 +117,21 @@ wait_until() { # SECONDS CMD [ARGS...]
 	done
 }
 wait_for() { wait_until "${3:-10}" tap_grep_file "$1" "$2"; }
+usr1_has() { # PID FIELD: SIGUSR1's bit in /proc/PID/status FIELD (SigBlk, ShdPnd)
+	local v
+	v=$(sed -n "s/^$2:[[:space:]]*//p" "/proc/$1/status" 2>/dev/null)
+	[ -n "$v" ] && (((16#$v >> 9) & 1))
+}
+usr1_ready() { # in sigwait (which lifts the block while it waits), or about to be
+	wait_until "${2:-10}" "usr1_has $1 SigBlk || grep -q sigtimedwait /proc/$1/wchan 2>/dev/null"
+}
+usr1_caught() { wait_until "${2:-10}" usr1_has "$1" SigCgt; }
+wait_exec() { # PID PROG [SECONDS]
+	local tap_want
+	tap_want=$(realpath -m "$2")
+	wait_until "${3:-10}" "[ \"\$(readlink /proc/$1/exe 2>/dev/null)\" = '$tap_want' ]"
+}
+usr1() { # PID
+	usr1_ready "$1" && kill -USR1 "$1" && wait_until 10 "! usr1_has $1 ShdPnd"
+}
 tap_grep_file() { grep -qE -- "$2" "$1" 2>/dev/null; }
