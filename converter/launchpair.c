@@ -29,12 +29,23 @@ enum lp_kind { LP_KERNEL = 1, LP_COPY, LP_SET, LP_GRAPH };
  * (cudaLaunchKernelExC: name only); graphs last. */
 enum lp_stage { LP_FULL = 1, LP_DIMS, LP_NAME, LP_GRAPHS };
 
+/* Millions of calls and GPU records are held at once: each names its
+ * thread or GPU stream by an index into a table of them (lp->thrs,
+ * lp->strms) rather than by its ids. */
+struct lp_thr {
+	uint32_t host, pid, tid;
+};
+
+struct lp_strm {
+	uint32_t host, pid, device, stream;
+};
+
 struct lp_call {
 	uint64_t ts, end;     /* host clock */
 	uint64_t sig;         /* signature hash, without the stream */
 	uint64_t stream;      /* the call's stream handle */
 	uint64_t corr;        /* given in pass 2 */
-	uint32_t host, pid, tid;
+	uint32_t thr;         /* lp->thrs */
 	int32_t gpu;          /* first GPU record paired, -1 */
 	uint8_t kind, stage, in_window, nested;
 };
@@ -45,8 +56,7 @@ struct lp_gpu {
 	uint64_t sig_dims;    /* kernels: dims and dynamic shared memory */
 	uint64_t sig_name;    /* kernels: name alone */
 	uint64_t corr;        /* CUPTI's; 0 if none */
-	uint64_t own_corr;    /* given: CUPTI's, or made up */
-	uint32_t host, pid, device, stream, graph;
+	uint32_t strm, graph; /* lp->strms; CUPTI's graph id */
 	uint32_t name;        /* kernel name, "memcpy", "memset": lp->names */
 	int32_t call;         /* paired call, -1 */
 	uint8_t kind, cupti_linked;
@@ -54,7 +64,7 @@ struct lp_gpu {
 
 struct lp_api {
 	uint64_t ts, end, corr;
-	uint32_t host, pid, tid;
+	uint32_t thr;         /* lp->thrs */
 	uint32_t name;        /* the call's: lp->names */
 };
 
@@ -68,13 +78,18 @@ struct lp_on {
 };
 
 struct cv_lp {
+	struct lp_thr *thrs;
+	struct lp_strm *strms;
+	size_t n_thrs, cap_thrs, n_strms, cap_strms;
+	struct cv_map thr_ix;    /* (host, pid), tid -> thrs index + 1 */
+	struct cv_map strm_ix;   /* (host, pid), (device, stream) -> strms index + 1 */
 	struct lp_call *calls;
 	struct lp_gpu *gpus;
 	struct lp_api *apis;
 	struct lp_on *ons;
 	size_t n_calls, cap_calls, n_gpus, cap_gpus, n_apis, cap_apis, n_ons, cap_ons;
 	struct cv_map call_at;   /* (host, pid, tid) hash, ts -> call + 1 */
-	struct cv_map gpu_at;    /* (host, pid, device, stream) hash, start -> gpu + 1 */
+	struct cv_map gpu_at;    /* (host, pid, device, stream) hash, start -> the work's id */
 	struct cv_strtab names;  /* kernel and API call names, at most LP_NAMES_MAX */
 	struct cv_map misses;    /* (enum lp_miss, name) -> count */
 	struct cv_lp_stats st;
@@ -94,6 +109,42 @@ static struct cv_lp *lp_of(struct cv_core *c)
 		c->lp = calloc(1, sizeof(*c->lp));
 	return c->lp;
 }
+
+/* The index of a thread or stream in its table, added when new (-1: out of memory). */
+static int64_t thr_ix(struct cv_lp *lp, uint32_t host, uint32_t pid, uint32_t tid)
+{
+	int is_new;
+	uint64_t *v = cv_map_put(&lp->thr_ix, (uint64_t)host << 32 | pid, tid, &is_new);
+
+	if (!v || (is_new && lt_grow((void **)&lp->thrs, &lp->cap_thrs, lp->n_thrs + 1,
+				     sizeof(*lp->thrs), 64)))
+		return -1;
+	if (is_new) {
+		lp->thrs[lp->n_thrs++] = (struct lp_thr){ host, pid, tid };
+		*v = lp->n_thrs;
+	}
+	return (int64_t)*v - 1;
+}
+
+static int64_t strm_ix(struct cv_lp *lp, uint32_t host, uint32_t pid, uint32_t device,
+		       uint32_t stream)
+{
+	int is_new;
+	uint64_t *v = cv_map_put(&lp->strm_ix, (uint64_t)host << 32 | pid,
+				 (uint64_t)device << 32 | stream, &is_new);
+
+	if (!v || (is_new && lt_grow((void **)&lp->strms, &lp->cap_strms, lp->n_strms + 1,
+				     sizeof(*lp->strms), 64)))
+		return -1;
+	if (is_new) {
+		lp->strms[lp->n_strms++] = (struct lp_strm){ host, pid, device, stream };
+		*v = lp->n_strms;
+	}
+	return (int64_t)*v - 1;
+}
+
+#define THR(lp, k) (&(lp)->thrs[(k)->thr])
+#define STRM(lp, g) (&(lp)->strms[(g)->strm])
 
 /* Calls, GPU records and API records noted reach LP_MAX_RECS: the next is
  * counted, not noted. */
@@ -281,8 +332,7 @@ static uint64_t stream_key(uint32_t host, uint32_t pid, uint32_t dev, uint32_t s
 static int note_call(struct cv_core *c, struct cv_lp *lp, uint32_t host, uint64_t ts,
 		     const struct evlog_event *e, uint8_t kind)
 {
-	struct lp_call k = { .ts = ts, .end = ts + e->u.lib_call.dur, .host = host, .pid = e->pid,
-			     .tid = e->tid ? e->tid : e->pid, .gpu = -1, .kind = kind };
+	struct lp_call k = { .ts = ts, .end = ts + e->u.lib_call.dur, .gpu = -1, .kind = kind };
 	struct evlog_str d = e->u.lib_call.detail;
 	uint64_t bytes = 0;
 
@@ -302,8 +352,11 @@ static int note_call(struct cv_core *c, struct cv_lp *lp, uint32_t host, uint64_
 	}
 	if (at_bound(lp))
 		return 0;
-	if (lt_grow((void **)&lp->calls, &lp->cap_calls, lp->n_calls + 1, sizeof(k), 1024))
+	int64_t t = thr_ix(lp, host, e->pid, e->tid ? e->tid : e->pid);
+
+	if (t < 0 || lt_grow((void **)&lp->calls, &lp->cap_calls, lp->n_calls + 1, sizeof(k), 1024))
 		return -1;
+	k.thr = (uint32_t)t;
 	lp->calls[lp->n_calls++] = k;
 	lp->st.calls++;
 	return 0;
@@ -312,13 +365,14 @@ static int note_call(struct cv_core *c, struct cv_lp *lp, uint32_t host, uint64_
 static int note_gpu(struct cv_lp *lp, struct cv_core *c, uint32_t host, uint64_t ts,
 		    const struct evlog_event *e)
 {
-	struct lp_gpu g = { .start = ts, .host = host, .pid = e->pid, .call = -1 };
+	struct lp_gpu g = { .start = ts, .call = -1 };
+	uint32_t device, stream;
 
 	switch (e->type) {
 	case EV_GPU_KERNEL: {
 		g.kind = LP_KERNEL;
-		g.device = e->u.gpu_kernel.device;
-		g.stream = e->u.gpu_kernel.stream;
+		device = e->u.gpu_kernel.device;
+		stream = e->u.gpu_kernel.stream;
 		g.corr = e->u.gpu_kernel.correlation_id;
 		g.graph = e->u.gpu_kernel.graph_id;
 		uint64_t nh = name_hash(c, e->u.gpu_kernel.name.ptr ? e->u.gpu_kernel.name.ptr : "",
@@ -334,23 +388,26 @@ static int note_gpu(struct cv_lp *lp, struct cv_core *c, uint32_t host, uint64_t
 	case EV_GPU_MEMCPY:
 		g.name = name_ix(lp, evlog_s("memcpy"));
 		g.kind = LP_COPY;
-		g.device = e->u.gpu_memcpy.device;
-		g.stream = e->u.gpu_memcpy.stream;
+		device = e->u.gpu_memcpy.device;
+		stream = e->u.gpu_memcpy.stream;
 		g.corr = e->u.gpu_memcpy.correlation_id;
 		g.sig = work_sig(LP_COPY, e->u.gpu_memcpy.bytes);
 		break;
 	default:
 		g.name = name_ix(lp, evlog_s("memset"));
 		g.kind = LP_SET;
-		g.device = e->u.gpu_memset.device;
-		g.stream = e->u.gpu_memset.stream;
+		device = e->u.gpu_memset.device;
+		stream = e->u.gpu_memset.stream;
 		g.corr = e->u.gpu_memset.correlation_id;
 		g.sig = work_sig(LP_SET, e->u.gpu_memset.bytes);
 	}
 	if (at_bound(lp))
 		return 0;
-	if (lt_grow((void **)&lp->gpus, &lp->cap_gpus, lp->n_gpus + 1, sizeof(g), 1024))
+	int64_t st = strm_ix(lp, host, e->pid, device, stream);
+
+	if (st < 0 || lt_grow((void **)&lp->gpus, &lp->cap_gpus, lp->n_gpus + 1, sizeof(g), 1024))
 		return -1;
+	g.strm = (uint32_t)st;
 	lp->gpus[lp->n_gpus++] = g;
 	return 0;
 }
@@ -393,11 +450,13 @@ int cv_lp_note(struct cv_core *c, uint32_t host, const struct cv_log *l,
 			return -1;
 		if (at_bound(lp))
 			return 0;
-		if (lt_grow((void **)&lp->apis, &lp->cap_apis, lp->n_apis + 1, sizeof(*lp->apis), 1024))
+		int64_t t = thr_ix(lp, host, e->pid, e->tid ? e->tid : e->pid);
+
+		if (t < 0 ||
+		    lt_grow((void **)&lp->apis, &lp->cap_apis, lp->n_apis + 1, sizeof(*lp->apis), 1024))
 			return -1;
 		lp->apis[lp->n_apis++] = (struct lp_api){ ts, ts + e->u.gpu_api.dur,
-							  e->u.gpu_api.correlation_id, host, e->pid,
-							  e->tid ? e->tid : e->pid,
+							  e->u.gpu_api.correlation_id, (uint32_t)t,
 							  name_ix(lp, e->u.gpu_api.name) };
 		return 0;
 	case EV_GPU_KERNEL:
@@ -452,13 +511,13 @@ static uint32_t *calls_by_thread(const struct cv_lp *lp)
 		return NULL;
 	for (size_t i = 0; i < lp->n_calls; i++)
 		by[i] = (uint32_t)i;
-	qsort_r(by, lp->n_calls, sizeof(*by), cmp_call_thread, lp->calls);
+	qsort_r(by, lp->n_calls, sizeof(*by), cmp_call_thread, (void *)lp);
 	return by;
 }
 
 static int same_thread(const struct lp_call *p, const struct lp_call *k)
 {
-	return p && p->host == k->host && p->pid == k->pid && p->tid == k->tid;
+	return p && p->thr == k->thr;
 }
 
 /* A noted call inside another one on its thread is that call's own (the
@@ -521,7 +580,8 @@ static int mark_windows(struct cv_lp *lp, uint8_t **maybe)
 		return -1;
 	for (size_t j = 0; j < lp->n_gpus; j++) {
 		int is_new;
-		uint64_t *v = cv_map_put(&first, lp->gpus[j].host, lp->gpus[j].pid, &is_new);
+		const struct lp_strm *gs = STRM(lp, &lp->gpus[j]);
+		uint64_t *v = cv_map_put(&first, gs->host, gs->pid, &is_new);
 
 		if (!v)
 			goto out;
@@ -530,12 +590,13 @@ static int mark_windows(struct cv_lp *lp, uint8_t **maybe)
 	}
 	for (size_t i = 0; i < lp->n_calls; i++) {
 		struct lp_call *k = &lp->calls[i];
-		const uint64_t *f = cv_map_get(&first, k->host, k->pid);
+		const struct lp_thr *kt = THR(lp, k);
+		const uint64_t *f = cv_map_get(&first, kt->host, kt->pid);
 		uint64_t t0, t1;
 
 		if (!f)
 			continue; /* no GPU record in that process: nothing to pair */
-		window_of(lp, k->host, k->pid, k->kind, *f, &t0, &t1);
+		window_of(lp, kt->host, kt->pid, k->kind, *f, &t0, &t1);
 		k->in_window = k->end >= t0;
 		(*maybe)[i] = k->ts < t1;
 	}
@@ -598,7 +659,8 @@ static int run_round(struct cv_lp *lp, const uint8_t *maybe, const struct cv_map
 	}
 	for (size_t i = 0; i < lp->n_calls; i++) {
 		struct lp_call *k = &lp->calls[i];
-		uint64_t key = mix(mix(k->host, k->pid), k->sig);
+		const struct lp_thr *kt = THR(lp, k);
+		uint64_t key = mix(mix(kt->host, kt->pid), k->sig);
 
 		if (k->stage != stage)
 			continue; /* another round's */
@@ -606,7 +668,7 @@ static int run_round(struct cv_lp *lp, const uint8_t *maybe, const struct cv_map
 		if (!k->in_window || k->nested)
 			continue;
 		if (smap && !graphs) {
-			const uint64_t *s = cv_map_get(smap, thread_key(k->host, k->pid, k->tid), k->stream);
+			const uint64_t *s = cv_map_get(smap, k->thr, k->stream);
 
 			if (!s)
 				continue;
@@ -616,7 +678,8 @@ static int run_round(struct cv_lp *lp, const uint8_t *maybe, const struct cv_map
 	}
 	for (size_t j = 0; j < lp->n_gpus; j++) {
 		struct lp_gpu *g = &lp->gpus[j];
-		uint64_t key = mix(mix(g->host, g->pid), gpu_sig(g, stage));
+		const struct lp_strm *gs = STRM(lp, g);
+		uint64_t key = mix(mix(gs->host, gs->pid), gpu_sig(g, stage));
 
 		if (!!g->graph != graphs || (stage != LP_FULL && g->call >= 0))
 			continue; /* another round's, or paired in an earlier stage */
@@ -627,7 +690,7 @@ static int run_round(struct cv_lp *lp, const uint8_t *maybe, const struct cv_map
 		if (graphs && (!g->corr || g->kind != LP_KERNEL))
 			continue;
 		if (smap && !graphs)
-			key = mix(key, stream_key(g->host, g->pid, g->device, g->stream));
+			key = mix(key, stream_key(gs->host, gs->pid, gs->device, gs->stream));
 		ge[ng++] = (struct lp_ent){ key, g->start, (uint32_t)j };
 	}
 	qsort(ce, nc, sizeof(*ce), cmp_ent);
@@ -641,7 +704,7 @@ static int run_round(struct cv_lp *lp, const uint8_t *maybe, const struct cv_map
 			const struct lp_gpu *g = &lp->gpus[ge[i].i];
 			int is_new;
 
-			if (!cv_map_put(&seen, mix(g->host, g->pid), g->corr, &is_new)) {
+			if (!cv_map_put(&seen, mix(STRM(lp, g)->host, STRM(lp, g)->pid), g->corr, &is_new)) {
 				cv_map_free(&seen);
 				free(ce);
 				free(ge);
@@ -672,8 +735,9 @@ static int learn_streams(const struct cv_lp *lp, struct cv_map *smap)
 		if (k->gpu < 0)
 			continue;
 		const struct lp_gpu *g = &lp->gpus[k->gpu];
-		uint64_t tk = thread_key(k->host, k->pid, k->tid);
-		uint64_t sk = stream_key(g->host, g->pid, g->device, g->stream);
+		uint64_t tk = k->thr;
+		const struct lp_strm *gs = STRM(lp, g);
+		uint64_t sk = stream_key(gs->host, gs->pid, gs->device, gs->stream);
 		uint64_t *v = cv_map_put(&votes, mix(tk, k->stream), sk, NULL);
 		uint64_t *b = v ? cv_map_put(&best, tk, k->stream, NULL) : NULL;
 		uint64_t *s = b ? cv_map_put(smap, tk, k->stream, NULL) : NULL;
@@ -702,13 +766,13 @@ static void spread_graphs(struct cv_lp *lp)
 		uint64_t *v;
 
 		if (g->graph && g->corr && g->call >= 0 &&
-		    (v = cv_map_put(&first, mix(g->host, g->pid), g->corr, NULL)))
+		    (v = cv_map_put(&first, mix(STRM(lp, g)->host, STRM(lp, g)->pid), g->corr, NULL)))
 			*v = (uint64_t)g->call + 1;
 	}
 	for (size_t j = 0; j < lp->n_gpus; j++) {
 		struct lp_gpu *g = &lp->gpus[j];
 		const uint64_t *v = g->graph && g->corr && g->call < 0
-			? cv_map_get(&first, mix(g->host, g->pid), g->corr) : NULL;
+			? cv_map_get(&first, mix(STRM(lp, g)->host, STRM(lp, g)->pid), g->corr) : NULL;
 
 		if (v)
 			g->call = (int32_t)(*v - 1);
@@ -718,17 +782,24 @@ static void spread_graphs(struct cv_lp *lp)
 
 /* ------------------------------------------------------------- the results */
 
-static int cmp_call_thread(const void *a, const void *b, void *arg)
+/* Threads in (host, pid, tid) order: -1, 0, 1. */
+static int cmp_thr(const struct lp_thr *x, const struct lp_thr *y)
 {
-	const struct lp_call *c = arg;
-	const struct lp_call *x = &c[*(const uint32_t *)a], *y = &c[*(const uint32_t *)b];
-
 	if (x->host != y->host)
 		return x->host < y->host ? -1 : 1;
 	if (x->pid != y->pid)
 		return x->pid < y->pid ? -1 : 1;
-	if (x->tid != y->tid)
-		return x->tid < y->tid ? -1 : 1;
+	return x->tid < y->tid ? -1 : x->tid > y->tid;
+}
+
+static int cmp_call_thread(const void *a, const void *b, void *arg)
+{
+	const struct cv_lp *lp = arg;
+	const struct lp_call *x = &lp->calls[*(const uint32_t *)a], *y = &lp->calls[*(const uint32_t *)b];
+	int t = x->thr == y->thr ? 0 : cmp_thr(THR(lp, x), THR(lp, y));
+
+	if (t)
+		return t;
 	return x->ts < y->ts ? -1 : x->ts > y->ts;
 }
 
@@ -742,10 +813,8 @@ static int32_t call_holding(const struct cv_lp *lp, const uint32_t *by_thread, c
 	while (lo < hi) { /* first call of a later thread, or of a's starting after a ends */
 		size_t mid = (lo + hi) / 2;
 		const struct lp_call *k = &lp->calls[by_thread[mid]];
-		int before = k->host != a->host ? k->host < a->host
-			   : k->pid != a->pid ? k->pid < a->pid
-			   : k->tid != a->tid ? k->tid < a->tid
-			   : k->ts <= a->end;
+		int t = k->thr == a->thr ? 0 : cmp_thr(THR(lp, k), THR(lp, a));
+		int before = t ? t < 0 : k->ts <= a->end;
 
 		if (before)
 			lo = mid + 1;
@@ -759,7 +828,7 @@ static int32_t call_holding(const struct cv_lp *lp, const uint32_t *by_thread, c
 		return -1;
 	const struct lp_call *k = &lp->calls[by_thread[lo - 1]];
 
-	if (k->nested || k->host != a->host || k->pid != a->pid || k->tid != a->tid || k->end < a->ts)
+	if (k->nested || k->thr != a->thr || k->end < a->ts)
 		return -1;
 	return (int32_t)by_thread[lo - 1];
 }
@@ -784,7 +853,7 @@ static int check_against_cupti(struct cv_core *c, struct cv_lp *lp, const uint32
 
 	for (size_t i = 0; i < lp->n_apis; i++) {
 		const struct lp_api *a = &lp->apis[i];
-		uint64_t *v = cv_map_put(&api_of, mix(a->host, a->pid), a->corr, NULL);
+		uint64_t *v = cv_map_put(&api_of, mix(THR(lp, a)->host, THR(lp, a)->pid), a->corr, NULL);
 
 		if (!v)
 			goto out;
@@ -794,12 +863,13 @@ static int check_against_cupti(struct cv_core *c, struct cv_lp *lp, const uint32
 	}
 	for (size_t j = 0; j < lp->n_gpus; j++) {
 		struct lp_gpu *g = &lp->gpus[j];
-		uint8_t f = cv_corr_flags(c, g->host, g->pid, g->corr);
+		const struct lp_strm *gs = STRM(lp, g);
+		uint8_t f = cv_corr_flags(c, gs->host, gs->pid, g->corr);
 
 		if (!(f & (CV_CORR_API | CV_CORR_LIB)))
 			continue;
 		g->cupti_linked = 1;
-		const uint64_t *v = cv_map_get(&api_of, mix(g->host, g->pid), g->corr);
+		const uint64_t *v = cv_map_get(&api_of, mix(gs->host, gs->pid), g->corr);
 		const struct lp_api *a = v ? &lp->apis[*v - 1] : NULL;
 		int32_t truth = a ? call_holding(lp, by_thread, a) : -1;
 
@@ -832,22 +902,23 @@ static int assign(struct cv_core *c, struct cv_lp *lp)
 		if (g->call < 0 || g->cupti_linked)
 			continue;
 		struct lp_call *k = &lp->calls[g->call];
+		const struct lp_strm *gs = STRM(lp, g);
+		const struct lp_thr *kt = THR(lp, k);
 
 		/* the id of the call's first work (a graph's kernels share
 		 * CUPTI's), a made-up one when CUPTI gave none */
 		if (!k->corr)
 			k->corr = g->corr ? g->corr : next++;
-		g->own_corr = k->corr;
-		uint64_t *v = cv_map_put(&lp->gpu_at, stream_key(g->host, g->pid, g->device, g->stream),
+		uint64_t *v = cv_map_put(&lp->gpu_at, stream_key(gs->host, gs->pid, gs->device, gs->stream),
 					 g->start, NULL);
-		uint64_t *w = v ? cv_map_put(&lp->call_at, thread_key(k->host, k->pid, k->tid), k->ts, NULL)
+		uint64_t *w = v ? cv_map_put(&lp->call_at, thread_key(kt->host, kt->pid, kt->tid), k->ts, NULL)
 				: NULL;
 
 		if (!w)
 			return -1;
-		*v = j + 1;
+		*v = k->corr;
 		*w = (uint64_t)g->call + 1;
-		if (cv_corr_mark(c, g->host, g->pid, k->corr, CV_CORR_LIB | CV_CORR_GPU))
+		if (cv_corr_mark(c, gs->host, gs->pid, k->corr, CV_CORR_LIB | CV_CORR_GPU))
 			return -1;
 	}
 	return 0;
@@ -990,7 +1061,7 @@ void cv_lp_apply(struct cv_core *c, uint32_t host, uint64_t start, struct evlog_
 		v = cv_map_get(&lp->gpu_at, stream_key(host, e->pid, evlog_device(e), evlog_stream(e)),
 			       start);
 		if (v)
-			evlog_set_corr(e, lp->gpus[*v - 1].own_corr);
+			evlog_set_corr(e, *v);
 		return;
 	default:
 		return;
@@ -1103,6 +1174,10 @@ void cv_lp_free(struct cv_core *c)
 
 	if (!lp)
 		return;
+	free(lp->thrs);
+	free(lp->strms);
+	cv_map_free(&lp->thr_ix);
+	cv_map_free(&lp->strm_ix);
 	free(lp->calls);
 	free(lp->gpus);
 	free(lp->apis);
