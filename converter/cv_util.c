@@ -118,7 +118,7 @@ static int map_grow(struct cv_map *m)
 
 uint64_t *cv_map_put(struct cv_map *m, uint64_t a, uint64_t b, int *is_new)
 {
-	if ((m->n + 1) * 2 > m->cap && map_grow(m))
+	if ((m->n + 1) * 4 > m->cap * 3 && map_grow(m)) /* at most 3/4 full */
 		return NULL;
 	for (size_t i = slot_of(m, a, b);; i = (i + 1) & (m->cap - 1)) {
 		struct cv_map_ent *e = &m->ents[i];

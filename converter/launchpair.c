@@ -34,10 +34,23 @@ enum lp_stage { LP_FULL = 1, LP_DIMS, LP_NAME, LP_GRAPHS };
  * lp->strms) rather than by its ids. */
 struct lp_thr {
 	uint32_t host, pid, tid;
+	uint32_t at, n_at, cur;  /* its paired calls in lp->call_at: first, count, pass 2's cursor */
 };
 
 struct lp_strm {
 	uint32_t host, pid, device, stream;
+	uint32_t at, n_at, cur;  /* its paired work in lp->gpu_at */
+};
+
+/* Where pass 2 finds a pair: a call on its thread, work on its stream, by
+ * time. Sorted by (owner, t, seq); pass 2 reads each thread's and stream's
+ * records in time order, so a cursor per owner finds each at once (3-4x
+ * less memory than hash maps of the pairs). */
+struct lp_at {
+	uint32_t owner;          /* lp->thrs or lp->strms index */
+	uint32_t seq;            /* order of insertion: the last of equal times wins */
+	uint64_t t;
+	uint64_t v;              /* a call: its index; work: its link id */
 };
 
 struct lp_call {
@@ -88,8 +101,8 @@ struct cv_lp {
 	struct lp_api *apis;
 	struct lp_on *ons;
 	size_t n_calls, cap_calls, n_gpus, cap_gpus, n_apis, cap_apis, n_ons, cap_ons;
-	struct cv_map call_at;   /* (host, pid, tid) hash, ts -> call + 1 */
-	struct cv_map gpu_at;    /* (host, pid, device, stream) hash, start -> the work's id */
+	struct lp_at *call_at, *gpu_at;
+	size_t n_call_at, cap_call_at, n_gpu_at, cap_gpu_at;
 	struct cv_strtab names;  /* kernel and API call names, at most LP_NAMES_MAX */
 	struct cv_map misses;    /* (enum lp_miss, name) -> count */
 	struct cv_lp_stats st;
@@ -120,7 +133,7 @@ static int64_t thr_ix(struct cv_lp *lp, uint32_t host, uint32_t pid, uint32_t ti
 				     sizeof(*lp->thrs), 64)))
 		return -1;
 	if (is_new) {
-		lp->thrs[lp->n_thrs++] = (struct lp_thr){ host, pid, tid };
+		lp->thrs[lp->n_thrs++] = (struct lp_thr){ .host = host, .pid = pid, .tid = tid };
 		*v = lp->n_thrs;
 	}
 	return (int64_t)*v - 1;
@@ -137,7 +150,8 @@ static int64_t strm_ix(struct cv_lp *lp, uint32_t host, uint32_t pid, uint32_t d
 				     sizeof(*lp->strms), 64)))
 		return -1;
 	if (is_new) {
-		lp->strms[lp->n_strms++] = (struct lp_strm){ host, pid, device, stream };
+		lp->strms[lp->n_strms++] =
+			(struct lp_strm){ .host = host, .pid = pid, .device = device, .stream = stream };
 		*v = lp->n_strms;
 	}
 	return (int64_t)*v - 1;
@@ -318,11 +332,6 @@ static uint64_t work_sig(uint8_t kind, uint64_t bytes)
 }
 
 /* ------------------------------------------------------------------ pass 1 */
-
-static uint64_t thread_key(uint32_t host, uint32_t pid, uint32_t tid)
-{
-	return mix(mix(host, pid), tid);
-}
 
 static uint64_t stream_key(uint32_t host, uint32_t pid, uint32_t dev, uint32_t stream)
 {
@@ -891,6 +900,47 @@ out:
 	return rc;
 }
 
+static int cmp_at(const void *a, const void *b)
+{
+	const struct lp_at *x = a, *y = b;
+
+	if (x->owner != y->owner)
+		return x->owner < y->owner ? -1 : 1;
+	if (x->t != y->t)
+		return x->t < y->t ? -1 : 1;
+	return x->seq < y->seq ? -1 : x->seq > y->seq;
+}
+
+/* The pair at time t among an owner's n entries from a (the last of equal
+ * times), NULL if none. *cur: where the owner's last lookup ended; times
+ * come in order, else the entries are searched. */
+static const struct lp_at *at_find(const struct lp_at *a, uint32_t n, uint32_t *cur, uint64_t t)
+{
+	uint32_t i = *cur;
+
+	if (i > n || (i && a[i - 1].t >= t)) { /* out of order: search */
+		uint32_t lo = 0, hi = n;
+
+		while (lo < hi) {
+			uint32_t mid = lo + (hi - lo) / 2;
+
+			if (a[mid].t < t)
+				lo = mid + 1;
+			else
+				hi = mid;
+		}
+		i = lo;
+	}
+	while (i < n && a[i].t < t)
+		i++;
+	*cur = i;
+	if (i >= n || a[i].t != t)
+		return NULL;
+	while (i + 1 < n && a[i + 1].t == t)
+		i++;
+	return &a[i];
+}
+
 /* Give each pair its correlation id and remember where pass 2 finds them. */
 static int assign(struct cv_core *c, struct cv_lp *lp)
 {
@@ -903,23 +953,31 @@ static int assign(struct cv_core *c, struct cv_lp *lp)
 			continue;
 		struct lp_call *k = &lp->calls[g->call];
 		const struct lp_strm *gs = STRM(lp, g);
-		const struct lp_thr *kt = THR(lp, k);
 
 		/* the id of the call's first work (a graph's kernels share
 		 * CUPTI's), a made-up one when CUPTI gave none */
 		if (!k->corr)
 			k->corr = g->corr ? g->corr : next++;
-		uint64_t *v = cv_map_put(&lp->gpu_at, stream_key(gs->host, gs->pid, gs->device, gs->stream),
-					 g->start, NULL);
-		uint64_t *w = v ? cv_map_put(&lp->call_at, thread_key(kt->host, kt->pid, kt->tid), k->ts, NULL)
-				: NULL;
-
-		if (!w)
+		if (lt_grow((void **)&lp->gpu_at, &lp->cap_gpu_at, lp->n_gpu_at + 1, sizeof(*lp->gpu_at), 1024) ||
+		    lt_grow((void **)&lp->call_at, &lp->cap_call_at, lp->n_call_at + 1, sizeof(*lp->call_at), 1024))
 			return -1;
-		*v = k->corr;
-		*w = (uint64_t)g->call + 1;
+		lp->gpu_at[lp->n_gpu_at] = (struct lp_at){ g->strm, (uint32_t)lp->n_gpu_at, g->start, k->corr };
+		lp->n_gpu_at++;
+		lp->call_at[lp->n_call_at] = (struct lp_at){ k->thr, (uint32_t)lp->n_call_at, k->ts,
+							     (uint64_t)g->call };
+		lp->n_call_at++;
 		if (cv_corr_mark(c, gs->host, gs->pid, k->corr, CV_CORR_LIB | CV_CORR_GPU))
 			return -1;
+	}
+	qsort(lp->call_at, lp->n_call_at, sizeof(*lp->call_at), cmp_at);
+	qsort(lp->gpu_at, lp->n_gpu_at, sizeof(*lp->gpu_at), cmp_at);
+	for (size_t i = lp->n_call_at; i--;) { /* each owner's first entry and count */
+		lp->thrs[lp->call_at[i].owner].at = (uint32_t)i;
+		lp->thrs[lp->call_at[i].owner].n_at++;
+	}
+	for (size_t i = lp->n_gpu_at; i--;) {
+		lp->strms[lp->gpu_at[i].owner].at = (uint32_t)i;
+		lp->strms[lp->gpu_at[i].owner].n_at++;
 	}
 	return 0;
 }
@@ -1040,28 +1098,34 @@ static void name_launch(struct cv_core *c, const struct cv_lp *lp, const struct 
 void cv_lp_apply(struct cv_core *c, uint32_t host, uint64_t start, struct evlog_event *e,
 		 char *buf, size_t n)
 {
-	const struct cv_lp *lp = c->lp;
+	struct cv_lp *lp = c->lp;
+	const struct lp_at *at;
 	const uint64_t *v;
 
 	if (!lp || !lp->solved)
 		return;
 	switch (e->type) {
 	case EV_LIB_CALL:
-		if (e->u.lib_call.correlation_id)
+		if (e->u.lib_call.correlation_id ||
+		    !(v = cv_map_get(&lp->thr_ix, (uint64_t)host << 32 | e->pid, e->tid ? e->tid : e->pid)))
 			return;
-		v = cv_map_get(&lp->call_at, thread_key(host, e->pid, e->tid ? e->tid : e->pid), start);
-		if (v) {
-			e->u.lib_call.correlation_id = lp->calls[*v - 1].corr;
-			name_launch(c, lp, &lp->calls[*v - 1], e, buf, n);
+		struct lp_thr *th = &lp->thrs[*v - 1];
+
+		if ((at = at_find(lp->call_at + th->at, th->n_at, &th->cur, start))) {
+			e->u.lib_call.correlation_id = lp->calls[at->v].corr;
+			name_launch(c, lp, &lp->calls[at->v], e, buf, n);
 		}
 		return;
 	case EV_GPU_KERNEL:
 	case EV_GPU_MEMCPY:
 	case EV_GPU_MEMSET:
-		v = cv_map_get(&lp->gpu_at, stream_key(host, e->pid, evlog_device(e), evlog_stream(e)),
-			       start);
-		if (v)
-			evlog_set_corr(e, *v);
+		if (!(v = cv_map_get(&lp->strm_ix, (uint64_t)host << 32 | e->pid,
+				     (uint64_t)evlog_device(e) << 32 | evlog_stream(e))))
+			return;
+		struct lp_strm *sm = &lp->strms[*v - 1];
+
+		if ((at = at_find(lp->gpu_at + sm->at, sm->n_at, &sm->cur, start)))
+			evlog_set_corr(e, at->v);
 		return;
 	default:
 		return;
@@ -1182,8 +1246,8 @@ void cv_lp_free(struct cv_core *c)
 	free(lp->gpus);
 	free(lp->apis);
 	free(lp->ons);
-	cv_map_free(&lp->call_at);
-	cv_map_free(&lp->gpu_at);
+	free(lp->call_at);
+	free(lp->gpu_at);
 	cv_map_free(&lp->misses);
 	cv_strtab_free(&lp->names);
 	free(lp);

@@ -12,7 +12,7 @@
  *   conv_genlog OUT -n EVENTS [--host H] [--boot ID] [--pid P] [--threads T]
  *               [--part all|host|gpu] [--mono NS] [--realtime NS]
  *               [--overlap] [--odd-names] [--unbound K] [--uprobe-cuda] [--session HEX]
- *               [--no-markers] [--ns-tids D]
+ *               [--no-markers] [--ns-tids D] [--launch-args]
  *
  * --part host leaves out what the injected library writes (GPU records),
  * --part gpu writes only that, as two producers on one node would.
@@ -34,6 +34,10 @@
  * its ids is the node's minus D: the host part writes the collector's
  * llmtracker.ns_tid marker per thread, the gpu part (the injected library's)
  * writes the namespace's tids and its own pid there as producer_pid.
+ * --launch-args: CUDA recorded as by default (kernels, copies and sets
+ * without CUPTI's API records), the launch, copy and set calls seen by
+ * the uprobes with their decoded arguments, so the converter links the
+ * work to them itself (converter/launchpair.c).
  * Prints "steps S events N" at the end.
  */
 #include <stdio.h>
@@ -49,7 +53,7 @@ struct opts {
 	const char *out, *host, *boot, *part, *session;
 	uint64_t events, mono, realtime;
 	uint32_t pid, threads, unbound, ns_delta;
-	int overlap, odd, uprobe_cuda, no_markers;
+	int overlap, odd, uprobe_cuda, no_markers, launch_args;
 };
 
 static struct evlog_writer *w;
@@ -238,6 +242,13 @@ static void lib(uint64_t ts, uint64_t dur, uint8_t cls, const char *l, const cha
 	e.u.lib_call.args[0] = 0x7f0000001000ull;
 	e.u.lib_call.args[1] = 256;
 	e.u.lib_call.detail = evlog_s(cls == EVLIB_NCCL ? "count=1048576 datatype=float op=sum" : "");
+	if (o.launch_args && !strcmp(sym, "cudaLaunchKernel"))
+		e.u.lib_call.detail = evlog_s("kernel=gemm_kernel(float*, float*, int) grid=264,1,1 "
+					      "block=256,1,1 smem=0 stream=0x0");
+	else if (o.launch_args && !strcmp(sym, "cudaMemcpyAsync"))
+		e.u.lib_call.detail = evlog_s("bytes=1048576 kind=1 stream=0x0");
+	else if (o.launch_args && !strcmp(sym, "cudaMemsetAsync"))
+		e.u.lib_call.detail = evlog_s("bytes=4096 stream=0x5008") /* CUPTI stream 8 */;
 	put(&e);
 }
 
@@ -292,12 +303,18 @@ static void host_step(uint64_t s, uint64_t t0, uint64_t c)
 	py(EV_PY_ENTER, t0 + 10 * US, "train_step", 10);
 	py(EV_PY_ENTER, t0 + 20 * US, o.odd && s == 0 ? "bad\xff\x01name\"q\\" : "forward", 42);
 	lib(t0 + 100 * US, 10 * US, EVLIB_CUDA_RUNTIME, "/usr/lib/libcudart.so.13", "cudaLaunchKernel",
-	    o.uprobe_cuda ? 0 : c);
+	    o.uprobe_cuda || o.launch_args ? 0 : c);
 	if (o.uprobe_cuda)
 		uprobe_cuda(t0);
-	if (want_gpu())
+	if (o.launch_args) {
+		lib(t0 + 200 * US, 5 * US, EVLIB_CUDA_RUNTIME, "/usr/lib/libcudart.so.13",
+		    "cudaMemcpyAsync", 0);
+		lib(t0 + 300 * US, 4 * US, EVLIB_CUDA_RUNTIME, "/usr/lib/libcudart.so.13",
+		    "cudaMemsetAsync", 0);
+	}
+	if (want_gpu() && !o.launch_args)
 		api(t0 + 102 * US, 6 * US, "cudaLaunchKernel", c);
-	if (want_gpu()) {
+	if (want_gpu() && !o.launch_args) {
 		api(t0 + 200 * US, 5 * US, "cudaMemcpyAsync", c + 1);
 		api(t0 + 300 * US, 4 * US, "cudaMemsetAsync", c + 2);
 		if (o.uprobe_cuda)
@@ -403,6 +420,7 @@ static int parse(int argc, char **argv)
 		if (!strcmp(a, "--no-markers")) { o.no_markers = 1; continue; }
 		if (!strcmp(a, "--odd-names")) { o.odd = 1; continue; }
 		if (!strcmp(a, "--uprobe-cuda")) { o.uprobe_cuda = 1; continue; }
+		if (!strcmp(a, "--launch-args")) { o.launch_args = 1; continue; }
 		if (!v)
 			return -1;
 		i++;
