@@ -72,6 +72,13 @@ for n in ${BENCH_CONVERT_SIZES:-1000000 3000000 10000000}; do
 		awk -v a="$rate" -v b="$plain_rate" 'BEGIN { if (b > 0) printf "  profile-guided build: %.2fx the events/s of the default build\n", a / b }'
 		rate=$plain_rate
 	fi
+	# The default recording: kernels without CUPTI's API records, launches
+	# linked by the converter from the uprobes' calls (launchpair.c).
+	rm -rf "$dir/tb"
+	lev=$("$gen" "$dir/links.log" -n "$n" --launch-args | awk '{ print $4 }') &&
+		measure "  same, launches linked by the converter" "$lev" "$conv" -q -i "$dir/links.log" \
+			--logdir "$dir/tb" --run r
+	rm -f "$dir/links.log"
 	echo "  outputs: json $(size_of "$dir/out.json"), json.gz $(size_of "$dir/gz/out.json.gz"), run dir $(du -sm "$dir/tb" | cut -f1) MiB"
 	measure "cat of that JSON (write cost)" "$events" sh -c "cat '$dir/out.json' > '$dir/copy.json'"
 	rm -f "$dir/copy.json"
