@@ -42,16 +42,6 @@ struct lp_strm {
 	uint32_t at, n_at, cur;  /* its paired work in lp->gpu_at */
 };
 
-/* Where pass 2 finds a pair: a call on its thread, work on its stream, by
- * time. Sorted by (owner, t, seq); pass 2 reads each thread's and stream's
- * records in time order, so a cursor per owner finds each at once (3-4x
- * less memory than hash maps of the pairs). */
-struct lp_at {
-	uint32_t owner;          /* lp->thrs or lp->strms index */
-	uint32_t seq;            /* order of insertion: the last of equal times wins */
-	uint64_t t;
-	uint64_t v;              /* a call: its index; work: its link id */
-};
 
 struct lp_call {
 	uint64_t ts, end;     /* host clock */
@@ -90,6 +80,27 @@ struct lp_on {
 	uint8_t kind;         /* of work (lp_kind), 0: every kind */
 };
 
+/* Sort entries: (key, time, index). Also where pass 2 finds a pair: a call
+ * on its thread (key: lp->thrs index, index: the call's), work on its
+ * stream (lp->strms, the work's); pass 2 reads each thread's and stream's
+ * records in time order, so a cursor per track finds each at once (3-4x
+ * less memory than hash maps of the pairs). */
+struct lp_ent {
+	uint64_t key, t;
+	uint32_t i;
+};
+
+static int cmp_ent(const void *a, const void *b)
+{
+	const struct lp_ent *x = a, *y = b;
+
+	if (x->key != y->key)
+		return x->key < y->key ? -1 : 1;
+	if (x->t != y->t)
+		return x->t < y->t ? -1 : 1;
+	return x->i < y->i ? -1 : x->i > y->i;
+}
+
 struct cv_lp {
 	struct lp_thr *thrs;
 	struct lp_strm *strms;
@@ -101,7 +112,7 @@ struct cv_lp {
 	struct lp_api *apis;
 	struct lp_on *ons;
 	size_t n_calls, cap_calls, n_gpus, cap_gpus, n_apis, cap_apis, n_ons, cap_ons;
-	struct lp_at *call_at, *gpu_at;
+	struct lp_ent *call_at, *gpu_at;
 	size_t n_call_at, cap_call_at, n_gpu_at, cap_gpu_at;
 	struct cv_strtab names;  /* kernel and API call names, at most LP_NAMES_MAX */
 	struct cv_map misses;    /* (enum lp_miss, name) -> count */
@@ -489,23 +500,6 @@ int cv_lp_note(struct cv_core *c, uint32_t host, const struct cv_log *l,
 }
 
 /* ------------------------------------------------------------------ pairing */
-
-/* Sort entries: (key, time, index) */
-struct lp_ent {
-	uint64_t key, t;
-	uint32_t i;
-};
-
-static int cmp_ent(const void *a, const void *b)
-{
-	const struct lp_ent *x = a, *y = b;
-
-	if (x->key != y->key)
-		return x->key < y->key ? -1 : 1;
-	if (x->t != y->t)
-		return x->t < y->t ? -1 : 1;
-	return x->i < y->i ? -1 : x->i > y->i;
-}
 
 static int cmp_call_thread(const void *a, const void *b, void *arg);
 
@@ -900,21 +894,10 @@ out:
 	return rc;
 }
 
-static int cmp_at(const void *a, const void *b)
-{
-	const struct lp_at *x = a, *y = b;
-
-	if (x->owner != y->owner)
-		return x->owner < y->owner ? -1 : 1;
-	if (x->t != y->t)
-		return x->t < y->t ? -1 : 1;
-	return x->seq < y->seq ? -1 : x->seq > y->seq;
-}
-
-/* The pair at time t among an owner's n entries from a (the last of equal
- * times), NULL if none. *cur: where the owner's last lookup ended; times
+/* The pair at time t among a track's n entries from a (the last of equal
+ * times), NULL if none. *cur: where the track's last lookup ended; times
  * come in order, else the entries are searched. */
-static const struct lp_at *at_find(const struct lp_at *a, uint32_t n, uint32_t *cur, uint64_t t)
+static const struct lp_ent *at_find(const struct lp_ent *a, uint32_t n, uint32_t *cur, uint64_t t)
 {
 	uint32_t i = *cur;
 
@@ -961,23 +944,20 @@ static int assign(struct cv_core *c, struct cv_lp *lp)
 		if (lt_grow((void **)&lp->gpu_at, &lp->cap_gpu_at, lp->n_gpu_at + 1, sizeof(*lp->gpu_at), 1024) ||
 		    lt_grow((void **)&lp->call_at, &lp->cap_call_at, lp->n_call_at + 1, sizeof(*lp->call_at), 1024))
 			return -1;
-		lp->gpu_at[lp->n_gpu_at] = (struct lp_at){ g->strm, (uint32_t)lp->n_gpu_at, g->start, k->corr };
-		lp->n_gpu_at++;
-		lp->call_at[lp->n_call_at] = (struct lp_at){ k->thr, (uint32_t)lp->n_call_at, k->ts,
-							     (uint64_t)g->call };
-		lp->n_call_at++;
+		lp->gpu_at[lp->n_gpu_at++] = (struct lp_ent){ g->strm, g->start, (uint32_t)j };
+		lp->call_at[lp->n_call_at++] = (struct lp_ent){ k->thr, k->ts, (uint32_t)g->call };
 		if (cv_corr_mark(c, gs->host, gs->pid, k->corr, CV_CORR_LIB | CV_CORR_GPU))
 			return -1;
 	}
-	qsort(lp->call_at, lp->n_call_at, sizeof(*lp->call_at), cmp_at);
-	qsort(lp->gpu_at, lp->n_gpu_at, sizeof(*lp->gpu_at), cmp_at);
-	for (size_t i = lp->n_call_at; i--;) { /* each owner's first entry and count */
-		lp->thrs[lp->call_at[i].owner].at = (uint32_t)i;
-		lp->thrs[lp->call_at[i].owner].n_at++;
+	qsort(lp->call_at, lp->n_call_at, sizeof(*lp->call_at), cmp_ent);
+	qsort(lp->gpu_at, lp->n_gpu_at, sizeof(*lp->gpu_at), cmp_ent);
+	for (size_t i = lp->n_call_at; i--;) { /* each track's first entry and count */
+		lp->thrs[lp->call_at[i].key].at = (uint32_t)i;
+		lp->thrs[lp->call_at[i].key].n_at++;
 	}
 	for (size_t i = lp->n_gpu_at; i--;) {
-		lp->strms[lp->gpu_at[i].owner].at = (uint32_t)i;
-		lp->strms[lp->gpu_at[i].owner].n_at++;
+		lp->strms[lp->gpu_at[i].key].at = (uint32_t)i;
+		lp->strms[lp->gpu_at[i].key].n_at++;
 	}
 	return 0;
 }
@@ -1099,7 +1079,7 @@ void cv_lp_apply(struct cv_core *c, uint32_t host, uint64_t start, struct evlog_
 		 char *buf, size_t n)
 {
 	struct cv_lp *lp = c->lp;
-	const struct lp_at *at;
+	const struct lp_ent *at;
 	const uint64_t *v;
 
 	if (!lp || !lp->solved)
@@ -1112,8 +1092,8 @@ void cv_lp_apply(struct cv_core *c, uint32_t host, uint64_t start, struct evlog_
 		struct lp_thr *th = &lp->thrs[*v - 1];
 
 		if ((at = at_find(lp->call_at + th->at, th->n_at, &th->cur, start))) {
-			e->u.lib_call.correlation_id = lp->calls[at->v].corr;
-			name_launch(c, lp, &lp->calls[at->v], e, buf, n);
+			e->u.lib_call.correlation_id = lp->calls[at->i].corr;
+			name_launch(c, lp, &lp->calls[at->i], e, buf, n);
 		}
 		return;
 	case EV_GPU_KERNEL:
@@ -1125,7 +1105,7 @@ void cv_lp_apply(struct cv_core *c, uint32_t host, uint64_t start, struct evlog_
 		struct lp_strm *sm = &lp->strms[*v - 1];
 
 		if ((at = at_find(lp->gpu_at + sm->at, sm->n_at, &sm->cur, start)))
-			evlog_set_corr(e, at->v);
+			evlog_set_corr(e, lp->calls[lp->gpus[at->i].call].corr); /* its call's */
 		return;
 	default:
 		return;
