@@ -949,6 +949,8 @@ static int assign(struct cv_core *c, struct cv_lp *lp)
 		if (cv_corr_mark(c, gs->host, gs->pid, k->corr, CV_CORR_LIB | CV_CORR_GPU))
 			return -1;
 	}
+	if (!lp->n_call_at) /* every pair CUPTI's own */
+		return 0;
 	qsort(lp->call_at, lp->n_call_at, sizeof(*lp->call_at), cmp_ent);
 	qsort(lp->gpu_at, lp->n_gpu_at, sizeof(*lp->gpu_at), cmp_ent);
 	for (size_t i = lp->n_call_at; i--;) { /* each track's first entry and count */
@@ -1091,7 +1093,7 @@ void cv_lp_apply(struct cv_core *c, uint32_t host, uint64_t start, struct evlog_
 			return;
 		struct lp_thr *th = &lp->thrs[*v - 1];
 
-		if ((at = at_find(lp->call_at + th->at, th->n_at, &th->cur, start))) {
+		if (th->n_at && (at = at_find(lp->call_at + th->at, th->n_at, &th->cur, start))) {
 			e->u.lib_call.correlation_id = lp->calls[at->i].corr;
 			name_launch(c, lp, &lp->calls[at->i], e, buf, n);
 		}
@@ -1104,7 +1106,7 @@ void cv_lp_apply(struct cv_core *c, uint32_t host, uint64_t start, struct evlog_
 			return;
 		struct lp_strm *sm = &lp->strms[*v - 1];
 
-		if ((at = at_find(lp->gpu_at + sm->at, sm->n_at, &sm->cur, start)))
+		if (sm->n_at && (at = at_find(lp->gpu_at + sm->at, sm->n_at, &sm->cur, start)))
 			evlog_set_corr(e, lp->calls[lp->gpus[at->i].call].corr); /* its call's */
 		return;
 	default:
