@@ -901,7 +901,7 @@ static const struct lp_ent *at_find(const struct lp_ent *a, uint32_t n, uint32_t
 {
 	uint32_t i = *cur;
 
-	if (i > n || (i && a[i - 1].t >= t)) { /* out of order: search */
+	if (i && a[i - 1].t >= t) { /* out of order: search */
 		uint32_t lo = 0, hi = n;
 
 		while (lo < hi) {
