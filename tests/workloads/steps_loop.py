@@ -1,7 +1,11 @@
 """Loops with known steps, for the step detector's tests. Each step's true
-start and end (CLOCK_REALTIME ns, the clock the trace JSON's
-baseTimeNanoseconds is on; CLOCK_MONOTONIC ns beside it) go to TRUTH, one
-"train|eval start_rt end_rt start_mono end_mono" line per step.
+bounds (CLOCK_REALTIME ns, the clock the trace JSON's baseTimeNanoseconds
+is on) go to TRUTH as windows, one "train|eval S E in S_LO E_LO" line per
+step (tests/integration/steps_check.py): it starts between the loop's clock
+read before the step function's call and the function's first statement
+[S_LO, S], and ends between its last statement and the loop's clock read
+after the return [E_LO, E]. The call and return the detector sees lie
+inside them however long the machine preempts the loop there.
 
     python3 steps_loop.py MODE TRUTH
     MODE: train    warm-up (a slow first step), forward/backward/optimizer
@@ -40,27 +44,36 @@ def optimizer_step():
     return busy(0.002)
 
 
+INSIDE = [0, 0]   # the step function's first and last statement (time.time_ns: no Python call)
+
+
 def train_step(i):
+    INSIDE[0] = time.time_ns()
     forward(3 if i == 0 else 1)   # the first step is slow (warm-up)
     backward(1)
     optimizer_step()
+    INSIDE[1] = time.time_ns()
 
 
 def eval_step(i):
+    INSIDE[0] = time.time_ns()
     forward(1)
+    INSIDE[1] = time.time_ns()
 
 
 def generate(i, rnd):
+    INSIDE[0] = time.time_ns()
     for _ in range(rnd.randint(2, 25)):   # tokens: 2 ms each
         busy(0.002)
+    INSIDE[1] = time.time_ns()
 
 
 def now():
-    return time.time_ns(), time.monotonic_ns()
+    return time.time_ns()
 
 
 def log(out, kind, s, e):
-    out.write(f"{kind} {s[0]} {e[0]} {s[1]} {e[1]}\n")
+    out.write(f"{kind} {INSIDE[0]} {e} in {s} {INSIDE[1]}\n")
 
 
 def noloop():
