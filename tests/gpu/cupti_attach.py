@@ -3,7 +3,9 @@
 """GPU validation of --enable-cuda-kernel by attach (run by cupti_attach.sh).
 
   cupti_attach.py train DIR      the workload: a launch-bound training loop
-      (nn.TransformerEncoder, 4 layers, d_model 256, batch 16x128, AdamW).
+      (nn.TransformerEncoder, 4 layers, d_model 256, batch 16x128, AdamW);
+      LOOP=gpt: graph_train.py's bf16 GPT loop replaying one CUDA graph a
+      step, LOOP=gpt-eager: the same step run eagerly.
       Writes DIR/ready after warm-up, records CLOCK_MONOTONIC start/end of
       every step until DIR/stop appears, then profiles STEPS_CMP steps with
       torch.profiler (CUDA activity only) in the same process and writes
@@ -27,19 +29,31 @@ def train(d):
     import torch
     import torch.nn as nn
 
-    torch.manual_seed(0)
-    dev = "cuda"
-    layer = nn.TransformerEncoderLayer(d_model=256, nhead=8, dim_feedforward=1024, batch_first=True)
-    model = nn.TransformerEncoder(layer, num_layers=4).to(dev)
-    opt = torch.optim.AdamW(model.parameters(), lr=1e-4)
-    x = torch.randn(16, 128, 256, device=dev)
+    loop = os.environ.get("LOOP", "encoder")
+    if loop in ("gpt", "gpt-eager"):  # graph_train.py's loop: one graph replayed a step, or eager
+        sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+        import graph_train
 
-    def step():
-        opt.zero_grad(set_to_none=True)
-        loss = model(x).float().pow(2).mean()
-        loss.backward()
-        opt.step()
-        return loss
+        gpt = graph_train.Loop(torch, loop == "gpt-eager")
+        it = [0]
+
+        def step():
+            it[0] += 1
+            return gpt.one(it[0])
+    else:
+        torch.manual_seed(0)
+        dev = "cuda"
+        layer = nn.TransformerEncoderLayer(d_model=256, nhead=8, dim_feedforward=1024, batch_first=True)
+        model = nn.TransformerEncoder(layer, num_layers=4).to(dev)
+        opt = torch.optim.AdamW(model.parameters(), lr=1e-4)
+        x = torch.randn(16, 128, 256, device=dev)
+
+        def step():
+            opt.zero_grad(set_to_none=True)
+            loss = model(x).float().pow(2).mean()
+            loss.backward()
+            opt.step()
+            return loss
 
     t_end = time.monotonic() + 5
     while time.monotonic() < t_end:  # warm-up: allocator, cuBLAS handles, autotuning

@@ -96,7 +96,7 @@ tool() { # TAG SECONDS ARGS
 # SET picks the windows: modes (default: every recording mode twice), cost
 # (a per-source cost table: ROUNDS rounds of idle, Python hook, kernels only,
 # the default, uprobes, -t all), ke (ROUNDS rounds of idle, kernels only,
-# -t all), parts (ROUNDS rounds of idle, kernels only, then kernels with
+# -t cpu with kernels and links, -t all), parts (ROUNDS rounds of idle, kernels only, then kernels with
 # -t cpu, -t python, -t cpu,cuda, -t all), diag (the same with -t cpu,syscall
 # for -t python), floor,
 # long (20 s windows), stat (8 s windows:
@@ -169,11 +169,12 @@ elif [ "${SET}" = diag ]; then # -t all's parts once more, with system calls apa
 		attach S$i cpu,syscall 8; sleep $GAP
 		attach E$i all 8; sleep $GAP
 	done
-elif [ "${SET}" = ke ]; then # the comparison alone: kernels only against everything on
+elif [ "${SET}" = ke ]; then # the comparisons: kernels only against kernels with links (A) and everything on
 	for i in $(seq "${ROUNDS:-6}"); do
 		round_fits || break
 		idle Z$i 8; sleep $GAP
 		tool K$i 8 runtime=0 driver=0; sleep $GAP
+		attach A$i cpu 8; sleep $GAP
 		attach E$i all 8; sleep $GAP
 	done
 elif [ "${SET}" = collector ]; then # the collector as users run it, between idle windows
@@ -229,7 +230,7 @@ rc=${PIPESTATUS[0]}
 # linked, no flow unbound.
 for tag in A1 E1; do
 	[ -e "$W/$tag/collector.evlog" ] || continue
-	"$CARRY/bin/llmtracker-convert" -i "$W/$tag/collector.evlog" -o "$W/$tag/trace.json.gz" \
+	LD_LIBRARY_PATH=$PWD/$CARRY/lib "$CARRY/bin/llmtracker-convert" -i "$W/$tag/collector.evlog" -o "$W/$tag/trace.json.gz" \
 		>/dev/null 2>"$L/$tag.convert.log"
 	grep -E "^launch links|^converted" "$L/$tag.convert.log" | cut -c1-400 | sed "s/^/INFO [$tag] /" | tee -a "$OUT/result.txt"
 	m=$(sed -n 's/^launch links from uprobes: \([0-9]*\) of \([0-9]*\) .*/\1 \2/p' "$L/$tag.convert.log")

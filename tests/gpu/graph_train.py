@@ -65,48 +65,75 @@ def build(torch):
     return GPT
 
 
-def train(d, steps):
-    os.environ.setdefault("CUBLAS_WORKSPACE_CONFIG", ":4096:8")  # before CUDA starts
-    import torch
+class Loop:
+    """The model, optimizer, batches and captured graph of train(). one(n)
+    runs step n: the batch copied in, then the graph replayed, or with
+    eager the same step run eagerly on the stream the graph was captured on
+    (thousands of launches a step). Returns the step's loss (on the GPU)."""
 
-    torch.manual_seed(0)
-    torch.use_deterministic_algorithms(True)
-    dev = "cuda"
-    model = build(torch)().to(dev)
-    opt = torch.optim.AdamW(model.parameters(), lr=3e-4, capturable=True)
-    gen = torch.Generator(device=dev).manual_seed(1)
-    batches = [(torch.randint(0, 2048, (16, 128), device=dev, generator=gen),
-                torch.randint(0, 2048, (16, 128), device=dev, generator=gen)) for _ in range(8)]
-    s_idx, s_tgt = batches[0][0].clone(), batches[0][1].clone()
+    def __init__(self, torch, eager):
+        os.environ.setdefault("CUBLAS_WORKSPACE_CONFIG", ":4096:8")  # before CUDA starts
+        self.torch, self.eager = torch, eager
+        torch.manual_seed(0)
+        torch.use_deterministic_algorithms(True)
+        dev = "cuda"
+        self.model = build(torch)().to(dev)
+        self.opt = torch.optim.AdamW(self.model.parameters(), lr=3e-4, capturable=True)
+        gen = torch.Generator(device=dev).manual_seed(1)
+        self.batches = [(torch.randint(0, 2048, (16, 128), device=dev, generator=gen),
+                         torch.randint(0, 2048, (16, 128), device=dev, generator=gen)) for _ in range(8)]
+        self.s_idx, self.s_tgt = self.batches[0][0].clone(), self.batches[0][1].clone()
+        self.side = torch.cuda.Stream()
+        self.side.wait_stream(torch.cuda.current_stream())
+        with torch.cuda.stream(self.side):  # warm-up outside the graph, as capture requires
+            for _ in range(3):
+                self.step()
+        torch.cuda.current_stream().wait_stream(self.side)
+        torch.cuda.synchronize()
+        self.graph, self.s_loss = self.capture()
+        if eager:  # the captured graph is never replayed
+            self.s_loss = torch.zeros((), device=dev)
 
-    def step():
-        with torch.autocast("cuda", dtype=torch.bfloat16):
-            loss = model(s_idx, s_tgt)
+    def step(self):
+        with self.torch.autocast("cuda", dtype=self.torch.bfloat16):
+            loss = self.model(self.s_idx, self.s_tgt)
         loss.backward()
-        opt.step()
-        opt.zero_grad(set_to_none=False)
+        self.opt.step()
+        self.opt.zero_grad(set_to_none=False)
         return loss
 
-    side = torch.cuda.Stream()
-    side.wait_stream(torch.cuda.current_stream())
-    with torch.cuda.stream(side):  # warm-up outside the graph, as capture requires
-        for _ in range(3):
-            step()
-    torch.cuda.current_stream().wait_stream(side)
-    torch.cuda.synchronize()
-
-    def capture(pool=None):
-        g = torch.cuda.CUDAGraph()
-        with torch.cuda.graph(g, pool=pool):
-            out = step()
+    def capture(self, pool=None):
+        g = self.torch.cuda.CUDAGraph()
+        with self.torch.cuda.graph(g, pool=pool):
+            out = self.step()
         return g, out
 
-    graph, s_loss = capture()
+    def recapture(self):
+        self.graph, self.s_loss = self.capture(self.graph.pool())
+
+    def one(self, n):
+        x, y = self.batches[n % len(self.batches)]
+        self.s_idx.copy_(x)
+        self.s_tgt.copy_(y)
+        if self.eager:
+            cur = self.torch.cuda.current_stream()
+            with self.torch.cuda.stream(self.side):
+                self.side.wait_stream(cur)
+                self.s_loss.copy_(self.step())
+            cur.wait_stream(self.side)
+        else:
+            self.graph.replay()
+        return self.s_loss
+
+
+def train(d, steps):
+    import torch
+
+    dev = "cuda"
+    eager = os.environ.get("EAGER") == "1"
+    loop = Loop(torch, eager)
     losses = torch.zeros(1 << 20, device=dev)
     recap = float(os.environ.get("RECAPTURE", "0"))
-    eager = os.environ.get("EAGER") == "1"
-    if eager:  # the captured graph is never replayed
-        s_loss = torch.zeros((), device=dev)
     open(os.path.join(d, "ready"), "w").close()
     stop = os.path.join(d, "stop")
     n, t0 = 0, time.monotonic()
@@ -114,17 +141,7 @@ def train(d, steps):
     rate = []
     mark_t, mark_n = t0, 0
     while (steps and n < steps) or (not steps and n < len(losses)):
-        x, y = batches[n % len(batches)]
-        s_idx.copy_(x)
-        s_tgt.copy_(y)
-        if eager:
-            with torch.cuda.stream(side):  # the stream the graph was captured on
-                side.wait_stream(torch.cuda.current_stream())
-                s_loss.copy_(step())
-            torch.cuda.current_stream().wait_stream(side)
-        else:
-            graph.replay()
-        losses[n].copy_(s_loss)
+        losses[n].copy_(loop.one(n))
         n += 1
         if n % 64 == 0:
             torch.cuda.synchronize()  # a fault surfaces here, within a few steps
@@ -135,7 +152,7 @@ def train(d, steps):
             if not steps and os.path.exists(stop):
                 break
             if recap and not eager and now - last_cap >= recap:
-                graph, s_loss = capture(graph.pool())
+                loop.recapture()
                 last_cap = now
     torch.cuda.synchronize()
     with open(os.path.join(d, "losses.txt"), "w") as f:
