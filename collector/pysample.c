@@ -318,7 +318,7 @@ static int pys_handle(struct lt_session *s, void *state, const struct lt_rec_hdr
 
 		if (!c)
 			return lt_session_errorf(s, "pysample: out of memory");
-		frames[n++] = (struct evlog_str){ c->text, c->len };
+		frames[n++] = (struct evlog_str){ .ptr = c->text, .len = c->len };
 	}
 	if (r->flags & LT_PYS_F_TRUNCATED)
 		frames[n++] = evlog_s("[more frames]");

@@ -801,7 +801,7 @@ static void py_on_exec(struct lt_session *s, struct py_state *st, int pid)
 
 static struct evlog_str py_str(const char *s, size_t max)
 {
-	struct evlog_str r = { s, (uint32_t)strnlen(s, max) };
+	struct evlog_str r = { .ptr = s, .len = (uint32_t)strnlen(s, max) };
 	return r;
 }
 

@@ -171,8 +171,8 @@ static int py_pop(struct pass2 *p, struct py_thread *t, uint64_t end_ts)
 	struct py_frame *f = &t->fr[--t->n];
 	struct evlog_event e = { .type = EV_PY_ENTER, .ts = f->ts, .pid = t->pid, .tid = t->tid };
 
-	e.u.py_enter.func = (struct evlog_str){ t->strs.p + f->func_off, f->func_len };
-	e.u.py_enter.file = (struct evlog_str){ t->strs.p + f->file_off, f->file_len };
+	e.u.py_enter.func = (struct evlog_str){ .ptr = t->strs.p + f->func_off, .len = f->func_len };
+	e.u.py_enter.file = (struct evlog_str){ .ptr = t->strs.p + f->file_off, .len = f->file_len };
 	e.u.py_enter.line = f->line;
 	int32_t track = thread_track(p, h, t->pid, t->tid);
 	uint64_t dur = end_ts > f->ts ? end_ts - f->ts : 0;
@@ -609,7 +609,7 @@ static int send_steps(struct emitter *em, uint64_t upto)
 					.category = "step", .name = name, .step = i + 1, .ev = &e };
 		int n = snprintf(name, sizeof(name), "ProfilerStep#%u", i);
 
-		e.u.marker.name = (struct evlog_str){ name, (uint32_t)n };
+		e.u.marker.name = (struct evlog_str){ .ptr = name, .len = (uint32_t)n };
 		e.u.marker.value = i;
 		e.u.marker.dur = st->end[i] - st->start[i];
 		it.dur_ns = nest(em, st->track, it.start_ns, e.u.marker.dur);

@@ -1074,7 +1074,7 @@ static void name_launch(struct cv_core *c, const struct cv_lp *lp, const struct 
 			 (int)(rest < d.len ? d.len - rest : 0), d.ptr + rest);
 
 	if (*mangled && w > 0 && (size_t)w < n)
-		e->u.lib_call.detail = (struct evlog_str){ buf, (uint32_t)w };
+		e->u.lib_call.detail = (struct evlog_str){ .ptr = buf, .len = (uint32_t)w };
 }
 
 void cv_lp_apply(struct cv_core *c, uint32_t host, uint64_t start, struct evlog_event *e,

@@ -341,7 +341,7 @@ const struct evlog_event *cv_upgrade_marker_slow(const struct evlog_event *e,
 		o.u.gpu_sync.cuda_event = UINT32_MAX; /* not recorded */
 		o.u.gpu_sync.correlation_id = e->u.marker.value;
 	} else if (name_has_prefix(n, "cupti_overhead:", 15)) {
-		struct evlog_str k = { n->ptr + 15, n->len - 15 };
+		struct evlog_str k = { .ptr = n->ptr + 15, .len = n->len - 15 };
 		uint64_t v = 0;
 
 		for (uint32_t i = 0; i < k.len && k.ptr[i] >= '0' && k.ptr[i] <= '9' && v < UINT32_MAX; i++)

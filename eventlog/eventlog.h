@@ -90,7 +90,13 @@ enum evlog_lib_class {
 struct evlog_str {
 	const char *ptr;
 	uint32_t len;
+	/* evlog_str_hash(ptr, len), or 0: the writer hashes the string. A
+	 * producer that writes one string many times (a code object's name on
+	 * every call) hashes it once; a wrong hash costs only compression (the
+	 * writer compares the bytes before it reuses a string). */
+	uint32_t hash;
 };
+uint32_t evlog_str_hash(const char *ptr, uint32_t len);
 #define EVLOG_STR_MAX (16u << 20)
 
 #define EVLOG_MAX_FRAMES 512
@@ -358,7 +364,7 @@ int evlog_session_parse(const char *hex, uint8_t id[EVLOG_SESSION_LEN]);
 /* Helpers */
 static inline struct evlog_str evlog_s(const char *s)
 {
-	struct evlog_str r = { s, 0 };
+	struct evlog_str r = { .ptr = s };
 	if (s)
 		while (s[r.len])
 			r.len++;

@@ -576,7 +576,7 @@ static int evr_str(struct evlog_reader *r, unsigned k, struct evlog_str *out)
 	dst[len] = 0;
 	r->sarena_len += len + 1;
 	r->c[EVC_STRDEF] = p + len;
-	r->strs[r->nstrs++] = (struct evlog_str){ dst, (uint32_t)len };
+	r->strs[r->nstrs++] = (struct evlog_str){ .ptr = dst, .len = (uint32_t)len };
 	*out = r->strs[id];
 	return 0;
 }

@@ -562,9 +562,19 @@ static void evw_str(struct evlog_writer *w, unsigned k, struct evlog_str s, uint
 		*id_out = id;
 }
 
+static inline uint32_t evw_hash(const struct evlog_str *s)
+{
+	return s->hash ? s->hash : evt_hash(s->ptr, s->len);
+}
+
+uint32_t evlog_str_hash(const char *ptr, uint32_t len)
+{
+	return evt_hash(ptr, len);
+}
+
 static inline void evw_s(struct evlog_writer *w, unsigned k, struct evlog_str s)
 {
-	evw_str(w, k, s, evt_hash(s.ptr, s.len), NULL);
+	evw_str(w, k, s, evw_hash(&s), NULL);
 }
 
 static int evw_grow(void **buf, size_t *cap, size_t need, size_t elem)
@@ -610,7 +620,7 @@ static void evw_pystack(struct evlog_writer *w, unsigned k, const struct evlog_p
 	int known = 1;
 	for (uint32_t i = 0; i < st->n; i++) {
 		const struct evlog_str *f = &st->frames[i];
-		hashes[i] = evt_hash(f->ptr, f->len);
+		hashes[i] = evw_hash(f);
 		struct evt_slot *sl = known ? evt_find_str(&w->strs, hashes[i], f->ptr, f->len,
 							   w->cb[EVC_STRDEF]) : NULL;
 		if (!sl || sl->gen != w->strs.gen)

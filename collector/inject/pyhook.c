@@ -104,7 +104,7 @@ struct pyh_code {
 
 static struct pyh_code *tab;
 static size_t tab_cap, tab_n;
-static struct pyh_code unknown_code = { NULL, { "?", 1 }, { "", 0 }, 0 };
+static struct pyh_code unknown_code = { NULL, { .ptr = "?", .len = 1 }, { .ptr = "", .len = 0 }, 0 };
 
 struct pyh_tls {
 	uint32_t gen;              /* session this state belongs to */
@@ -247,7 +247,7 @@ static int cache_grow(void)
 /* A str attribute of `code` as a malloc'd evlog_str ("?" on failure). */
 static struct evlog_str code_str(void *code, const char *attr, const char *alt)
 {
-	struct evlog_str s = { NULL, 0 };
+	struct evlog_str s = { 0 };
 	void *o = api.PyObject_GetAttrString(code, attr);
 	if (!o && alt) {
 		api.PyErr_Clear();
@@ -291,9 +291,13 @@ static void code_fill(struct pyh_code *c, void *code)
 	api.PyErr_Restore(et, ev, tb);
 	c->line = line > 0 ? (uint32_t)line : 0;
 	if (!c->func.ptr)
-		c->func = (struct evlog_str){ strdup("?"), 1 };
+		c->func = (struct evlog_str){ .ptr = strdup("?"), .len = 1 };
 	if (!c->file.ptr)
-		c->file = (struct evlog_str){ strdup(""), 0 };
+		c->file = (struct evlog_str){ .ptr = strdup(""), .len = 0 };
+	if (c->func.ptr && c->file.ptr) { /* hashed once, not on every call */
+		c->func.hash = evlog_str_hash(c->func.ptr, c->func.len);
+		c->file.hash = evlog_str_hash(c->file.ptr, c->file.len);
+	}
 	api.Py_IncRef(code);
 	c->code = code;
 }

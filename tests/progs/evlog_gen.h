@@ -81,29 +81,29 @@ static inline struct evlog_str evgen_str(struct evgen *g, int slot)
 	if (k < 9)
 		return evlog_s(evgen_words[evgen_below(g, EVGEN_NWORDS)]);
 	if (k == 9)
-		return (struct evlog_str){ "", 0 };
+		return (struct evlog_str){ .ptr = "", .len = 0 };
 	if (k == 10 || k == 11) { /* random bytes: invalid UTF-8, NULs */
 		uint32_t n = 1 + (uint32_t)evgen_below(g, 60);
 		for (uint32_t i = 0; i < n; i++)
 			b[i] = (char)evgen_next(g);
-		return (struct evlog_str){ b, n };
+		return (struct evlog_str){ .ptr = b, .len = n };
 	}
 	if (k == 12) { /* embedded NULs */
 		memcpy(b, "a\0b\0\0c", 6);
-		return (struct evlog_str){ b, 6 };
+		return (struct evlog_str){ .ptr = b, .len = 6 };
 	}
 	if (k == 13) { /* invalid UTF-8: lone continuation, overlong, surrogate */
 		memcpy(b, "\x80\xc0\xaf\xed\xa0\x80\xff", 7);
-		return (struct evlog_str){ b, 7 };
+		return (struct evlog_str){ .ptr = b, .len = 7 };
 	}
 	if (k == 14 && g->allow_big && evgen_below(g, 8) == 0) {
 		for (uint32_t i = 0; i < EVGEN_BIG; i++)
 			b[i] = (char)('a' + i % 26);
 		b[100] = 0;
-		return (struct evlog_str){ b, EVGEN_BIG };
+		return (struct evlog_str){ .ptr = b, .len = EVGEN_BIG };
 	}
 	int n = snprintf(b, 64, "name_%llu", (unsigned long long)evgen_below(g, 1000));
-	return (struct evlog_str){ b, (uint32_t)n };
+	return (struct evlog_str){ .ptr = b, .len = (uint32_t)n };
 }
 
 /* A value of random magnitude: small, medium, or any 64-bit pattern. */
@@ -149,7 +149,7 @@ static inline void evgen_pystack(struct evgen *g, struct evlog_pystack *s, int o
 				 (unsigned)evgen_below(g, 400));
 		if (n >= (int)sizeof(g->fbuf[i]))
 			n = (int)sizeof(g->fbuf[i]) - 1; /* truncated */
-		g->frames[i] = (struct evlog_str){ g->fbuf[i], (uint32_t)n };
+		g->frames[i] = (struct evlog_str){ .ptr = g->fbuf[i], .len = (uint32_t)n };
 	}
 	g->rng = save;
 	if (odd && s->n && evgen_below(g, 4) == 0)

@@ -53,7 +53,7 @@ static struct evlog_header test_header(void)
 	h.boot_id = evlog_s("0b1d-boot");
 	h.machine = evlog_s("x86_64");
 	h.producer = evlog_s("test");
-	h.cmdline = (struct evlog_str){ "prog\0--flag", 11 };
+	h.cmdline = (struct evlog_str){ .ptr = "prog\0--flag", .len = 11 };
 	h.options = evlog_s("");
 	h.mono_ns = 123456789;
 	h.realtime_ns = 1700000000000000000ull;
@@ -197,8 +197,9 @@ static void test_odd_strings(void **state)
 		big[i] = (char)(i * 7 + 1);
 	big[5] = 0;
 	const struct evlog_str odd[] = {
-		{ "", 0 }, { NULL, 0 }, { big, sizeof(big) }, { "\xff\xfe\xc0\x80\xed\xa0\x80", 7 },
-		{ "a\0b\0", 4 }, { "\0", 1 }, { "line\nbreak tab\t", 15 },
+		{ .ptr = "", .len = 0 }, { .ptr = NULL, .len = 0 }, { .ptr = big, .len = sizeof(big) },
+		{ .ptr = "\xff\xfe\xc0\x80\xed\xa0\x80", .len = 7 }, { .ptr = "a\0b\0", .len = 4 },
+		{ .ptr = "\0", .len = 1 }, { .ptr = "line\nbreak tab\t", .len = 15 },
 	};
 	const size_t nodd = sizeof(odd) / sizeof(odd[0]);
 	struct evlog_writer *w = wopen("odd.evlog", 0, 0);
@@ -308,7 +309,7 @@ static void test_string_limit(void **state)
 	memset(big, 'x', EVLOG_STR_MAX + 1);
 	struct evlog_writer *w = wopen("limit.evlog", 0, 0);
 	struct evlog_event ev = { .type = EV_MARKER, .ts = 5, .pid = 1, .tid = 1 };
-	ev.u.marker.name = (struct evlog_str){ big, EVLOG_STR_MAX + 1 };
+	ev.u.marker.name = (struct evlog_str){ .ptr = big, .len = EVLOG_STR_MAX + 1 };
 	assert_int_equal(evlog_write(w, &ev), -EVLOG_EINVAL);
 	assert_non_null(strstr(evlog_writer_error(w), "marker.name"));
 	ev.u.marker.name.len = EVLOG_STR_MAX;
@@ -346,7 +347,7 @@ static void test_invalid_events(void **state)
 	ev.u.cpu_sample.stack = (struct evlog_stack){ 1, 1, NULL };
 	assert_int_equal(evlog_write(w, &ev), -EVLOG_EINVAL);
 	ev.type = EV_PY_EXIT;
-	ev.u.py_exit.func = (struct evlog_str){ NULL, 3 };
+	ev.u.py_exit.func = (struct evlog_str){ .ptr = NULL, .len = 3 };
 	assert_int_equal(evlog_write(w, &ev), -EVLOG_EINVAL);
 	ev.u.py_exit.func = evlog_s("ok");
 	assert_int_equal(evlog_write(w, &ev), 0);
@@ -871,7 +872,7 @@ static void test_dump_format(void **state)
 	struct evlog_event ev = { .type = EV_SYSCALL, .ts = 12, .pid = 3, .tid = 4 };
 	ev.u.syscall = (typeof(ev.u.syscall)){ .nr = 1, .dur = 50, .ret = -11, .arg0 = 255 };
 	evlog_dump_event(f, &ev);
-	struct evlog_str fr[2] = { evlog_s("f (a.py:1)"), { "g,\\\0", 4 } };
+	struct evlog_str fr[2] = { evlog_s("f (a.py:1)"), { .ptr = "g,\\\0", .len = 4 } };
 	memset(&ev.u, 0, sizeof(ev.u));
 	ev.type = EV_PY_SAMPLE;
 	ev.u.py_sample.stack = (struct evlog_pystack){ 2, fr };
@@ -908,7 +909,7 @@ static void test_chunk_table_caps(void **state)
 	for (uint32_t i = 0; i < n; i++) {
 		int k = snprintf(name, sizeof(name), "f%u", i);
 		ev.ts = i;
-		ev.u.py_exit.func = (struct evlog_str){ name, (uint32_t)k };
+		ev.u.py_exit.func = (struct evlog_str){ .ptr = name, .len = (uint32_t)k };
 		assert_int_equal(evlog_write(w, &ev), 0);
 	}
 	struct evlog_writer_stats ws;
@@ -921,11 +922,57 @@ static void test_chunk_table_caps(void **state)
 	uint32_t i = 0;
 	while (evlog_next(r, &got) == 0) {
 		int k = snprintf(name, sizeof(name), "f%u", i);
-		assert_true(evgen_str_eq(got->u.py_exit.func, (struct evlog_str){ name, (uint32_t)k }));
+		assert_true(evgen_str_eq(got->u.py_exit.func, (struct evlog_str){ .ptr = name, .len = (uint32_t)k }));
 		i++;
 	}
 	assert_int_equal(i, n);
 	evlog_reader_close(r);
+}
+
+/* Strings given with their hash (evlog_str.hash): the right hash interns as
+ * the writer's own does (same bytes written); a wrong one only loses the
+ * interning, never the string. */
+static uint64_t write_hashed(const char *name, int how)
+{
+	struct evlog_writer *w = wopen(name, 0, 0);
+	struct evlog_event ev = { .type = EV_PY_ENTER, .pid = 1, .tid = 1 };
+	const char *fn[2] = { "forward", "/opt/venv/lib/python3.12/site-packages/torch/nn/modules/module.py" };
+	for (uint32_t i = 0; i < 1000; i++) {
+		struct evlog_str s[2];
+		for (int k = 0; k < 2; k++) {
+			s[k] = evlog_s(fn[(i + (uint32_t)k) % 2]);
+			s[k].hash = how == 0 ? 0 : how == 1 ? evlog_str_hash(s[k].ptr, s[k].len) : i * 2654435761u + 1;
+		}
+		ev.ts = i;
+		ev.u.py_enter.func = s[0];
+		ev.u.py_enter.file = s[1];
+		ev.u.py_enter.line = i;
+		assert_int_equal(evlog_write(w, &ev), 0);
+	}
+	struct evlog_writer_stats ws;
+	assert_int_equal(evlog_writer_flush(w), 0);
+	evlog_writer_stats(w, &ws);
+	assert_int_equal(evlog_writer_close(w), 0);
+	struct evlog_reader *r = ropen(tpath(name));
+	const struct evlog_event *got;
+	uint32_t i = 0;
+	while (evlog_next(r, &got) == 0) {
+		assert_true(evgen_str_eq(got->u.py_enter.func, evlog_s(fn[i % 2])));
+		assert_true(evgen_str_eq(got->u.py_enter.file, evlog_s(fn[(i + 1) % 2])));
+		i++;
+	}
+	assert_int_equal(i, 1000);
+	evlog_reader_close(r);
+	return ws.raw_bytes;
+}
+
+static void test_hashed_strings(void **state)
+{
+	(void)state;
+	uint64_t own = write_hashed("h0.evlog", 0), given = write_hashed("h1.evlog", 1);
+	uint64_t wrong = write_hashed("h2.evlog", 2);
+	assert_int_equal(given, own);
+	assert_true(wrong > own + 1000 * 8); /* each string sent again */
 }
 
 int main(void)
@@ -950,6 +997,7 @@ int main(void)
 		cmocka_unit_test(test_fd_writer),
 		cmocka_unit_test(test_dump_format),
 		cmocka_unit_test(test_chunk_table_caps),
+		cmocka_unit_test(test_hashed_strings),
 	};
 	return cmocka_run_group_tests(tests, setup, teardown);
 }
