@@ -220,14 +220,29 @@ out:
 	return mine;
 }
 
-/* Wait for "stop" or EOF, ticking the log so data reaches disk. */
+static uint64_t li_mono_ms(void)
+{
+	struct timespec ts;
+	clock_gettime(CLOCK_MONOTONIC, &ts);
+	return (uint64_t)ts.tv_sec * 1000u + (uint64_t)ts.tv_nsec / 1000000u;
+}
+
+/* Wait for "stop" or EOF, ticking the log so data reaches disk (every
+ * TICK_MS) and, while Python calls are traced, draining their ring. */
+#define TICK_MS 200
 static void wait_stop(struct li_chan *ch)
 {
 	char buf[256];
+	uint64_t next_tick = 0;
 	for (;;) {
 		struct pollfd p = { ch->sock, POLLIN, 0 };
-		int r = poll(&p, 1, 200);
+		int r = poll(&p, 1, li_pyhook_running() ? LI_PYHOOK_DRAIN_MS : TICK_MS);
 		if (r == 0) {
+			li_pyhook_drain();
+			uint64_t now = li_mono_ms();
+			if (now < next_tick)
+				continue;
+			next_tick = now + TICK_MS;
 			cuda_wait_end(ch, 0);
 			li_cupti_tick();
 			li_pyhook_tick();

@@ -5,8 +5,10 @@
  * from 3.12 on, a C-level profile function before. See pyhook.h.
  *
  * Hot path (the callback, run by the interpreter under the GIL): the code
- * object (an argument, or PyFrame_GetCode), one hash lookup by code-object address, one evlog_write
- * under a mutex (the control thread ticks the same writer). Names are read
+ * object (an argument, or PyFrame_GetCode), one hash lookup by code-object
+ * address, a timestamp, and one slot of the event ring; the control thread
+ * encodes the ring into the log (li_pyhook_drain), off the program's
+ * thread. Names are read
  * once per code object, on its first call, and kept with a reference on the
  * code object so that its address cannot be reused by another one while we
  * run. The callback never calls Python code, never leaves an exception set
@@ -113,7 +115,7 @@ struct pyh_tls {
 };
 static __thread struct pyh_tls pyh_t;
 
-static pthread_mutex_t lock = PTHREAD_MUTEX_INITIALIZER;
+static pthread_mutex_t lock = PTHREAD_MUTEX_INITIALIZER; /* the writer, the ring's tail */
 static struct evlog_writer *wr;
 static struct li_config cfg;
 static atomic_int running;
@@ -127,6 +129,7 @@ static int via_mon;                /* events from sys.monitoring, not the profil
 static int mon_stuck;              /* a failed install left callbacks of ours registered */
 static int last_tasks, ticks;
 static uint64_t n_enter, n_exit, n_dropped;
+static uint64_t n_inline; /* events a caller encoded itself: the ring was full */
 static unsigned n_threads, n_busy;
 static int log_fd = -1;             /* the writer's fd (closed in forked children) */
 static int log_failed;              /* the last flush of the log failed */
@@ -302,6 +305,8 @@ static void code_fill(struct pyh_code *c, void *code)
 	c->code = code;
 }
 
+static void ring_drain(void);
+
 static struct pyh_code *cache_get(void *code)
 {
 	if (tab_cap) {
@@ -312,8 +317,13 @@ static struct pyh_code *cache_get(void *code)
 				break;
 		}
 	}
-	if (tab_n >= CACHE_MAX || ((tab_n + 1) * 2 > tab_cap && cache_grow()))
+	if (tab_n >= CACHE_MAX)
 		return &unknown_code;
+	if ((tab_n + 1) * 2 > tab_cap) {
+		ring_drain(); /* the ring points into the table */
+		if (cache_grow())
+			return &unknown_code;
+	}
 	size_t i = hash_ptr(code, tab_cap);
 	while (tab[i].code)
 		i = (i + 1) & (tab_cap - 1);
@@ -340,7 +350,39 @@ static void cache_free(int decref)
 	tab_cap = tab_n = 0;
 }
 
-/* ------------------------------------------------------------ hot path */
+/* ------------------------------------------------------------ the event ring
+ *
+ * A call's event is stamped into a slot here and encoded later by whoever
+ * drains the ring under the lock: the control thread every LI_DRAIN_MS, or a
+ * caller that finds the ring full (it drains, then writes its own event:
+ * nothing is lost, and the encoding's cost then falls on that caller, as
+ * before the ring). A bounded multi-producer queue: a slot's seq is pos
+ * while free for the producer of position pos, pos + 1 once written. */
+#define RING_SLOTS (1u << 15) /* 1 MiB: LI_PYHOOK_DRAIN_MS (20) of 1.6 M events/s */
+
+struct pyh_rec {
+	_Atomic uint64_t seq;
+	uint64_t ts;
+	const struct pyh_code *c; /* valid until the cache moves: it drains first */
+	uint32_t tid;
+	uint32_t enter;
+};
+
+static struct pyh_rec *ring;
+static _Atomic uint64_t ring_head;
+static uint64_t ring_tail;
+
+/* Only while no callback can run (before `running`, after removal). */
+static int ring_reset(void)
+{
+	if (!ring && !(ring = calloc(RING_SLOTS, sizeof(*ring))))
+		return -1;
+	for (uint32_t i = 0; i < RING_SLOTS; i++)
+		atomic_store_explicit(&ring[i].seq, i, memory_order_relaxed);
+	atomic_store(&ring_head, 0);
+	ring_tail = 0;
+	return 0;
+}
 
 static uint64_t mono_ns(void)
 {
@@ -349,13 +391,82 @@ static uint64_t mono_ns(void)
 	return (uint64_t)ts.tv_sec * 1000000000ull + (uint64_t)ts.tv_nsec;
 }
 
-static void emit(struct evlog_event *ev, uint64_t *count)
+/* Under the lock: one call's event into the log. */
+static void put(const struct pyh_code *c, uint64_t ts, uint32_t tid, int enter)
 {
-	pthread_mutex_lock(&lock);
-	if (wr && evlog_write(wr, ev) == 0)
-		(*count)++;
+	struct evlog_event ev = { .ts = ts, .pid = cfg.pid, .tid = tid };
+	if (enter) {
+		ev.type = EV_PY_ENTER;
+		ev.u.py_enter.func = c->func;
+		ev.u.py_enter.file = c->file;
+		ev.u.py_enter.line = c->line;
+	} else {
+		ev.type = EV_PY_EXIT;
+		ev.u.py_exit.func = c->func;
+	}
+	if (wr && evlog_write(wr, &ev) == 0)
+		(*(enter ? &n_enter : &n_exit))++;
 	else
 		n_dropped++;
+}
+
+/* Under the lock: every event written into the ring so far, in its order. */
+static void ring_drain_locked(void)
+{
+	while (ring) {
+		struct pyh_rec *r = &ring[ring_tail & (RING_SLOTS - 1)];
+		if (atomic_load_explicit(&r->seq, memory_order_acquire) != ring_tail + 1)
+			return;
+		put(r->c, r->ts, r->tid, (int)r->enter);
+		atomic_store_explicit(&r->seq, ring_tail + RING_SLOTS, memory_order_release);
+		ring_tail++;
+	}
+}
+
+static void ring_drain(void)
+{
+	pthread_mutex_lock(&lock);
+	ring_drain_locked();
+	pthread_mutex_unlock(&lock);
+}
+
+/* 0, or -1 when the ring is full (or was never made). */
+static int ring_put(const struct pyh_code *c, uint64_t ts, uint32_t tid, int enter)
+{
+	if (!ring)
+		return -1;
+	uint64_t pos = atomic_load_explicit(&ring_head, memory_order_relaxed);
+	for (;;) {
+		struct pyh_rec *r = &ring[pos & (RING_SLOTS - 1)];
+		int64_t d = (int64_t)(atomic_load_explicit(&r->seq, memory_order_acquire) - pos);
+		if (d < 0)
+			return -1;
+		if (d > 0) {
+			pos = atomic_load_explicit(&ring_head, memory_order_relaxed);
+			continue;
+		}
+		if (atomic_compare_exchange_weak_explicit(&ring_head, &pos, pos + 1, memory_order_relaxed,
+							  memory_order_relaxed)) {
+			r->ts = ts;
+			r->c = c;
+			r->tid = tid;
+			r->enter = (uint32_t)enter;
+			atomic_store_explicit(&r->seq, pos + 1, memory_order_release);
+			return 0;
+		}
+	}
+}
+
+/* ------------------------------------------------------------ hot path */
+
+static void emit(const struct pyh_code *c, uint64_t ts, uint32_t tid, int enter)
+{
+	if (ring_put(c, ts, tid, enter) == 0)
+		return;
+	pthread_mutex_lock(&lock);
+	n_inline++;
+	ring_drain_locked();
+	put(c, ts, tid, enter);
 	pthread_mutex_unlock(&lock);
 }
 
@@ -379,21 +490,9 @@ static void record(void *code, int enter)
 	struct pyh_tls *t = tls_get();
 	if (!enter && !t->depth)
 		return; /* entered before we started watching */
-	struct pyh_code *c = cache_get(code);
-	struct evlog_event ev = { .ts = mono_ns(), .pid = cfg.pid, .tid = t->tid };
-	if (enter) {
-		t->depth++;
-		ev.type = EV_PY_ENTER;
-		ev.u.py_enter.func = c->func;
-		ev.u.py_enter.file = c->file;
-		ev.u.py_enter.line = c->line;
-		emit(&ev, &n_enter);
-	} else {
-		t->depth--;
-		ev.type = EV_PY_EXIT;
-		ev.u.py_exit.func = c->func;
-		emit(&ev, &n_exit);
-	}
+	const struct pyh_code *c = cache_get(code);
+	t->depth += enter ? 1 : -1;
+	emit(c, mono_ns(), t->tid, enter);
 }
 
 /* The profile function (3.9-3.11, and 3.12+ without sys.monitoring). */
@@ -808,6 +907,7 @@ static int open_log(char *msg, size_t msgsz)
 static void close_log(void)
 {
 	pthread_mutex_lock(&lock);
+	ring_drain_locked();
 	log_failed = wr && evlog_writer_close(wr);
 	wr = NULL;
 	log_fd = -1;
@@ -849,13 +949,14 @@ int li_pyhook_start(const struct li_config *c, char *msg, size_t msgsz)
 	if (!atfork_set)
 		atfork_set = pthread_atfork(NULL, NULL, atfork_child) == 0;
 	cfg = *c;
-	n_enter = n_exit = n_dropped = 0;
+	n_enter = n_exit = n_dropped = n_inline = 0;
 	n_threads = n_busy = 0;
 	installed = pending = removed = via_mon = 0;
 	int rc = resolve(msg, msgsz);
 	if (rc || (rc = open_log(msg, msgsz)))
 		return rc;
 	atomic_fetch_add(&gen, 1);
+	ring_reset(); /* without a ring every event is written at once */
 	if (c->py_hold) { /* installed by li_pyhook_held, else by a tick */
 		pending = 1;
 		snprintf(msg, msgsz, "ok cpython=%d.%d pending=1 held=1", api.major, api.minor);
@@ -921,16 +1022,24 @@ void li_pyhook_tick(void)
 		last_tasks = n;
 	}
 	pthread_mutex_lock(&lock);
+	ring_drain_locked();
 	if (wr)
 		evlog_writer_tick(wr);
 	pthread_mutex_unlock(&lock);
 }
 
+void li_pyhook_drain(void)
+{
+	if (wr)
+		ring_drain();
+}
+
 static void stats_msg(char *msg, size_t msgsz)
 {
 	snprintf(msg, msgsz, "stopped py_enter=%llu py_exit=%llu threads=%u busy=%u dropped=%llu "
-		 "removed=%d log=%s events=%s", (unsigned long long)n_enter, (unsigned long long)n_exit,
-		 n_threads, n_busy, (unsigned long long)n_dropped, removed,
+		 "inline=%llu removed=%d log=%s events=%s", (unsigned long long)n_enter,
+		 (unsigned long long)n_exit, n_threads, n_busy, (unsigned long long)n_dropped,
+		 (unsigned long long)n_inline, removed,
 		 log_failed ? "failed" : "ok", via_mon ? "sys.monitoring" : "profile");
 }
 
@@ -949,14 +1058,18 @@ int li_pyhook_stop(int at_exit, char *msg, size_t msgsz)
 			int all = uncover_threads(); /* first: threads may hold our hook object */
 			removed = thread_hook_remove() && all && !mon_stuck;
 		}
-		if (removed)
+		if (removed) {
+			ring_drain(); /* its events point into the cache */
 			cache_free(1);
+		}
 		api.PyGILState_Release(st);
 	}
 	close_log();
 	stats_msg(msg, msgsz);
 	if (installed && !removed)
 		return 0; /* the interpreter may still call into us: stay loaded */
+	free(ring); /* no callback of ours can run any more */
+	ring = NULL;
 	installed = pending = via_mon = 0;
 	if (api.lib) {
 		dlclose(api.lib);

@@ -21,11 +21,13 @@
  *   li_pyhook_tick()   every ~200 ms: install if it was waiting, cover
  *                      threads created since (profile function), let the
  *                      log reach disk;
+ *   li_pyhook_drain()  every LI_PYHOOK_DRAIN_MS while running: encode the
+ *                      events the callbacks left in the ring into the log;
  *   li_pyhook_stop()   unregister the tool, or remove the profile function
  *                      from every thread, under the GIL, drop the
  *                      code-object cache, publish the log.
  * Messages follow inject.h: "ok cpython=X.Y ... events=sys.monitoring|profile" / "err ...", and
- * "stopped py_enter=N py_exit=N threads=N removed=0|1 log=ok|failed
+ * "stopped py_enter=N py_exit=N threads=N busy=N dropped=N inline=N removed=0|1 log=ok|failed
  * events=sys.monitoring|profile". The
  * log is the file the collector made (an fd, li_config.py_fd).
  */
@@ -38,6 +40,8 @@ struct li_config;
 
 /* 0 and "ok ..." in msg, or -errno and "err ..." (the target untouched). */
 int li_pyhook_start(const struct li_config *cfg, char *msg, size_t msgsz);
+#define LI_PYHOOK_DRAIN_MS 20
+void li_pyhook_drain(void);
 void li_pyhook_tick(void);
 /* Stop; `at_exit`: the process is exiting (no GIL is taken). Returns 1 if
  * nothing of this library can be called by the interpreter any more (it
