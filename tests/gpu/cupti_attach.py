@@ -373,6 +373,8 @@ def analyze(d):
         b, e = marks[f"{tag}_begin"], marks[f"{tag}_end"]
         if tag[0] == "Z":
             w = (b, e)
+        elif w is None and tag[0] == "K":  # RATES_ONLY: the library's window, less its attach
+            w = (b + int(0.5 * S), e)
         elif w is None:  # no CUPTI log: the collector's own window after --delay
             w = (b + int(3.3 * S), e - int(0.3 * S))
         before = rate(starts, b - int(3.5 * S), b)

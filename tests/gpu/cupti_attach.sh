@@ -71,6 +71,7 @@ attach() { # TAG TYPES SECONDS [--no-cuda]
 	grep -E "^  (proc|syscall|cpu|cuda|python|gpu|pysample) |collector CPU" "$L/$1.collector.log" |
 		sed "s/^/INFO [$1] summary: /"
 	ls "$W/$1" | sed "s/^/INFO [$1] file: /"
+	[ -n "${RATES_ONLY:-}" ] && return
 	if ls "$W/$1"/llmtracker-cupti.*.evlog >/dev/null 2>&1; then
 		"$CARRY/bin/inject_logdump" "$W/$1"/llmtracker-cupti.*.evlog >"$W/$1.tsv" 2>&1
 	fi
@@ -87,7 +88,7 @@ tool() { # TAG SECONDS ARGS
 		>"$L/$tag.tool.log" 2>&1
 	mark "${tag}_end"
 	sed "s/^/INFO [$tag] /" "$L/$tag.tool.log" | head -5
-	"$CARRY/bin/inject_logdump" "$W/$tag"/*.evlog >"$W/$tag.tsv" 2>&1
+	[ -n "${RATES_ONLY:-}" ] || "$CARRY/bin/inject_logdump" "$W/$tag"/*.evlog >"$W/$tag.tsv" 2>&1
 }
 # The matrix (modes: collector/inject/cupti.c kind_wanted): K kernels only;
 # D kernels + every
@@ -101,6 +102,8 @@ tool() { # TAG SECONDS ARGS
 # for -t python), floor,
 # long (20 s windows), stat (8 s windows:
 # kernels only, the default, the collector with uprobes), collector, none.
+# RATES_ONLY=1: no per-window checks of the CUPTI logs, steps/s alone (a
+# graph loop's millions of kernels a window take minutes to check).
 GAP=${GAP:-4}
 # MAX_S: start no round after that many seconds of this script, so that a
 # call under a time cap still ends with the analysis of the rounds it ran.
