@@ -353,7 +353,7 @@ static void cache_free(int decref)
 /* ------------------------------------------------------------ the event ring
  *
  * A call's event is stamped into a slot here and encoded later by whoever
- * drains the ring under the lock: the control thread every LI_DRAIN_MS, or a
+ * drains the ring under the lock: the control thread every LI_PYHOOK_DRAIN_MS, or a
  * caller that finds the ring full (it drains, then writes its own event:
  * nothing is lost, and the encoding's cost then falls on that caller, as
  * before the ring). A bounded multi-producer queue: a slot's seq is pos
