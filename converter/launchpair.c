@@ -759,7 +759,38 @@ out:
 	return rc;
 }
 
-/* A graph launch's other kernels follow its first. */
+/* A graph's memset and memcpy nodes carry no graph id in our records, only
+ * the graph launch's correlation id, which its kernels (with their graph
+ * id) share: they are the graph's work, kept out of the pairing by
+ * signature (a stream memset of the same size would take their place) and
+ * linked to the launch by spread_graphs. */
+static int mark_graph_nodes(struct cv_lp *lp)
+{
+	struct cv_map graph = { 0 };
+	uint64_t *v;
+
+	for (size_t j = 0; j < lp->n_gpus; j++) {
+		const struct lp_gpu *g = &lp->gpus[j];
+		if (!g->graph || !g->corr)
+			continue;
+		if (!(v = cv_map_put(&graph, mix(STRM(lp, g)->host, STRM(lp, g)->pid), g->corr, NULL))) {
+			cv_map_free(&graph);
+			return -1;
+		}
+		*v = g->graph;
+	}
+	for (size_t j = 0; j < lp->n_gpus && graph.n; j++) {
+		struct lp_gpu *g = &lp->gpus[j];
+		const uint64_t *k = !g->graph && g->corr && g->kind != LP_KERNEL
+			? cv_map_get(&graph, mix(STRM(lp, g)->host, STRM(lp, g)->pid), g->corr) : NULL;
+		if (k)
+			g->graph = (uint32_t)*k;
+	}
+	cv_map_free(&graph);
+	return 0;
+}
+
+/* A graph launch's other kernels and nodes follow its first kernel. */
 static void spread_graphs(struct cv_lp *lp)
 {
 	struct cv_map first = { 0 };
@@ -1027,6 +1058,8 @@ int cv_lp_solve(struct cv_core *c)
 	if (!(by = calls_by_thread(lp)))
 		goto out;
 	mark_nested(lp, by);
+	if (mark_graph_nodes(lp))
+		goto out;
 	/* a first pass without streams teaches which CUPTI stream each
 	 * thread's stream handle feeds (a thread may launch through the
 	 * driver alone: its pairs by dims teach it then) */

@@ -65,8 +65,8 @@ cat > "$W/runtime.json" <<'EOF'
 EOF
 PROBE_FILE=$W/runtime.json
 ROUNDS=200
-# Per round: 2 threads x (2 kernels, a copy, a set) + 2 kernels + a graph of 3 kernels.
-WORK=$((ROUNDS * 13))
+# Per round: 2 threads x (2 kernels, a copy, a set) + 2 kernels + a graph of 3 kernels and a memset.
+WORK=$((ROUNDS * 14))
 
 # run NAME START_KEYS [ENV...]: profile one launch_app run, convert it. The
 # app starts its calls once the collector says recording is on (every kind);

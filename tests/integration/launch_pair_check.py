@@ -56,7 +56,8 @@ def app_calls(ev, tids):
 
 
 def flows(ev, app, n):
-    want = {"kernel": LAUNCHES, "gpu_memcpy": ("cudaMemcpyAsync",), "gpu_memset": SETS}
+    # a graph's memset nodes come from its launch
+    want = {"kernel": LAUNCHES, "gpu_memcpy": ("cudaMemcpyAsync",), "gpu_memset": SETS + ("cudaGraphLaunch",)}
     starts = {e["id"]: at(e) for e in ev if e.get("ph") == "s"}
     ends = {at(e): e["id"] for e in ev if e.get("ph") == "f"}
     names = {at(e): e["name"] for e in ev if e.get("ph") == "X"}

@@ -34,7 +34,7 @@
  * (FAKE_CUPTI_WORK_NS long, default 20000, and half that longer for each
  * step of stream id % 4: streams drift apart), so work runs well after its
  * launch as on a busy GPU, in another order across streams than launched. A graph launch is 3
- * kernels with graph id 1 sharing its correlation id. FAKE_CUPTI_NOCORR=1:
+ * kernels with graph id 1 and a memset node, sharing its correlation id. FAKE_CUPTI_NOCORR=1:
  * kernels, copies and sets carry no correlation id (graphs' kernels keep it).
  * FAKE_CUPTI_DROP=N: the work of the N-th call is not recorded (a record
  * CUPTI lost). FAKE_CUPTI_HOLD=1: enabling MEMCPY waits (up to 60 s,
@@ -565,10 +565,13 @@ API unsigned fake_cupti_work(int kind, const char *name, const unsigned dims[6],
 		if (slot)
 			memcpy(slot, &a, sizeof(a));
 	}
-	int n = drop && strtoull(drop, NULL, 10) == corr ? 0 : kind == 3 ? 3 : 1;
-	for (int i = 0; i < n && atomic_load(&kind_on[kind == 1 ? CUPTI_ACTIVITY_KIND_MEMCPY
-							 : kind == 2 ? CUPTI_ACTIVITY_KIND_MEMSET
-								     : CUPTI_ACTIVITY_KIND_CONCURRENT_KERNEL]); i++) {
+	/* a graph launch: 3 kernel nodes and a memset node, of its correlation id */
+	int n = drop && strtoull(drop, NULL, 10) == corr ? 0 : kind == 3 ? 4 : 1;
+	for (int i = 0; i < n; i++) {
+		int rk = kind == 3 && i == 3 ? 2 : kind;
+		if (!atomic_load(&kind_on[rk == 1 ? CUPTI_ACTIVITY_KIND_MEMCPY : rk == 2 ? CUPTI_ACTIVITY_KIND_MEMSET
+										: CUPTI_ACTIVITY_KIND_CONCURRENT_KERNEL]))
+			break;
 		void *slot = next_slot();
 		uint64_t d = dur + (stream % 4) * dur / 2;
 		if (first && !stream_busy[stream % FAKE_STREAMS])
@@ -577,7 +580,7 @@ API unsigned fake_cupti_work(int kind, const char *name, const unsigned dims[6],
 		uint32_t c = nocorr && kind != 3 ? 0 : corr;
 		if (!slot)
 			break;
-		if (kind == 1) {
+		if (rk == 1) {
 			CUpti_ActivityMemcpy6 m;
 			memset(&m, 0, sizeof(m));
 			m.kind = CUPTI_ACTIVITY_KIND_MEMCPY;
@@ -588,7 +591,7 @@ API unsigned fake_cupti_work(int kind, const char *name, const unsigned dims[6],
 			m.streamId = stream;
 			m.correlationId = c;
 			memcpy(slot, &m, sizeof(m));
-		} else if (kind == 2) {
+		} else if (rk == 2) {
 			CUpti_ActivityMemset4 m;
 			memset(&m, 0, sizeof(m));
 			m.kind = CUPTI_ACTIVITY_KIND_MEMSET;
