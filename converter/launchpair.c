@@ -609,13 +609,59 @@ out:
 	return rc;
 }
 
+/* CUPTI numbers calls as they are made, so along a thread a graph launch's
+ * id lies between the ids of the paired work of the calls around it: lo
+ * and hi per call (0: none known), set once the other stages are paired.
+ * They keep a graph's replay from a call made after (or before) the one
+ * that launched it: replays launched before recording began can still be
+ * recorded (below, pair_early_graphs). */
+struct lp_bounds {
+	uint64_t *lo, *hi;
+};
+
+static int graph_bounds(const struct cv_lp *lp, const uint32_t *by, struct lp_bounds *b)
+{
+	uint64_t last = 0;
+
+	b->lo = calloc(lp->n_calls + 1, sizeof(*b->lo));
+	b->hi = calloc(lp->n_calls + 1, sizeof(*b->hi));
+	if (!b->lo || !b->hi)
+		return -1;
+	for (size_t n = 0; n < 2 * lp->n_calls; n++) {
+		int back = n >= lp->n_calls; /* a pass forward (lo), then one back (hi) */
+		size_t i = back ? 2 * lp->n_calls - 1 - n : n;
+		const struct lp_call *k = &lp->calls[by[i]];
+		size_t prev = back ? i + 1 : i - 1;
+
+		if (n == lp->n_calls || (n && !same_thread(&lp->calls[by[prev]], k)))
+			last = 0;
+		if (k->stage == LP_GRAPHS)
+			(back ? b->hi : b->lo)[by[i]] = last;
+		else if (k->gpu >= 0 && lp->gpus[k->gpu].corr)
+			last = lp->gpus[k->gpu].corr;
+	}
+	return 0;
+}
+
+/* The call's id is known below corr: its work came before (unrecorded). */
+static int bounds_older(const struct lp_bounds *b, uint32_t call, uint64_t corr)
+{
+	return b && b->hi[call] && corr && b->hi[call] < corr;
+}
+
+/* The call's id is known above corr: the work is an earlier call's. */
+static int bounds_newer(const struct lp_bounds *b, uint32_t call, uint64_t corr)
+{
+	return b && b->lo[call] && corr && b->lo[call] > corr;
+}
+
 /* First in, first out per key: each GPU record (time order) takes the
  * oldest waiting call of its key that entered before it started. An
  * uncertain call (made while recording was being switched on) is passed
  * over when the next call of the key also came before the work: it queued
  * nothing that was recorded. */
 static void fifo(struct cv_lp *lp, const struct lp_ent *ce, size_t nc, const struct lp_ent *ge,
-		 size_t ng, const uint8_t *maybe)
+		 size_t ng, const uint8_t *maybe, const struct lp_bounds *b)
 {
 	size_t ci = 0;
 
@@ -624,12 +670,14 @@ static void fifo(struct cv_lp *lp, const struct lp_ent *ce, size_t nc, const str
 
 		while (ci < nc && ce[ci].key < ge[gi].key)
 			ci++;
-		while (ci < nc && ce[ci].key == ge[gi].key && lp->calls[ce[ci].i].gpu >= 0)
+		while (ci < nc && ce[ci].key == ge[gi].key &&
+		       (lp->calls[ce[ci].i].gpu >= 0 || bounds_older(b, ce[ci].i, g->corr)))
 			ci++;
 		while (ci + 1 < nc && ce[ci].key == ge[gi].key && maybe[ce[ci].i] &&
 		       ce[ci + 1].key == ce[ci].key && ce[ci + 1].t <= g->start + LP_START_SLACK_NS)
 			ci++;
-		if (ci < nc && ce[ci].key == ge[gi].key && ce[ci].t <= g->start + LP_START_SLACK_NS) {
+		if (ci < nc && ce[ci].key == ge[gi].key && ce[ci].t <= g->start + LP_START_SLACK_NS &&
+		    !bounds_newer(b, ce[ci].i, g->corr)) {
 			g->call = (int32_t)ce[ci].i;
 			lp->calls[ce[ci].i].gpu = (int32_t)ge[gi].i;
 			ci++;
@@ -648,7 +696,8 @@ static uint64_t gpu_sig(const struct lp_gpu *g, int stage)
  * CUPTI stream it was seen to feed in the first round, and work is keyed
  * by its stream too. The first stage is paired anew; later ones take the
  * work left over. */
-static int run_round(struct cv_lp *lp, const uint8_t *maybe, const struct cv_map *smap, int stage)
+static int run_round(struct cv_lp *lp, const uint8_t *maybe, const struct cv_map *smap, int stage,
+		     const struct lp_bounds *b)
 {
 	struct lp_ent *ce = malloc((lp->n_calls + 1) * sizeof(*ce));
 	struct lp_ent *ge = malloc((lp->n_gpus + 1) * sizeof(*ge));
@@ -719,7 +768,96 @@ static int run_round(struct cv_lp *lp, const uint8_t *maybe, const struct cv_map
 		cv_map_free(&seen);
 		ng = w;
 	}
-	fifo(lp, ce, nc, ge, ng, maybe);
+	fifo(lp, ce, nc, ge, ng, maybe, b);
+	free(ce);
+	free(ge);
+	return 0;
+}
+
+/* The first kernel of each graph replay left unpaired that started before
+ * its process's first paired replay (key: as run_round's for graphs). */
+static struct lp_ent *early_replays(const struct cv_lp *lp, size_t *n)
+{
+	struct cv_map first = { 0 }, seen = { 0 }; /* key -> first paired start; replays taken */
+	struct lp_ent *ge = malloc((lp->n_gpus + 1) * sizeof(*ge));
+	uint64_t *v;
+
+	*n = 0;
+	for (size_t j = 0; ge && j < lp->n_gpus; j++) {
+		const struct lp_gpu *g = &lp->gpus[j];
+		uint64_t key = mix(mix(STRM(lp, g)->host, STRM(lp, g)->pid), 0);
+
+		if (!g->graph || !g->corr || g->kind != LP_KERNEL || g->call < 0)
+			continue;
+		if (!(v = cv_map_put(&first, key, 0, NULL)))
+			goto fail;
+		if (!*v || g->start < *v)
+			*v = g->start;
+	}
+	for (size_t j = 0; ge && j < lp->n_gpus; j++) {
+		const struct lp_gpu *g = &lp->gpus[j];
+		uint64_t key = mix(mix(STRM(lp, g)->host, STRM(lp, g)->pid), 0);
+		const uint64_t *f = cv_map_get(&first, key, 0);
+		int is_new;
+
+		if (!g->graph || !g->corr || g->kind != LP_KERNEL || g->call >= 0 || (f && g->start >= *f))
+			continue;
+		if (!cv_map_put(&seen, key, g->corr, &is_new))
+			goto fail;
+		if (is_new)
+			ge[(*n)++] = (struct lp_ent){ key, g->start, (uint32_t)j };
+	}
+	cv_map_free(&first);
+	cv_map_free(&seen);
+	return ge;
+fail:
+	cv_map_free(&first);
+	cv_map_free(&seen);
+	free(ge);
+	return NULL;
+}
+
+/* Replays recorded although launched before recording began: with CUPTI
+ * kept attached from an earlier window, a replayed graph keeps its
+ * instrumentation, and its nodes that run once recording is on are
+ * recorded (the replay in flight at the switch, in part, and those queued
+ * behind it), under their launch's correlation id. Those are the last
+ * graph launches before the window, matched from the last back, each
+ * replay with a launch made before it started and within its bounds. */
+static int pair_early_graphs(struct cv_lp *lp, const struct lp_bounds *b)
+{
+	size_t ng, nc = 0;
+	struct lp_ent *ge = early_replays(lp, &ng);
+	struct lp_ent *ce = ge && ng ? malloc((lp->n_calls + 1) * sizeof(*ce)) : NULL;
+
+	if (!ge || !ng || !ce) {
+		free(ge);
+		return ge && !ng ? 0 : -1;
+	}
+	for (size_t i = 0; i < lp->n_calls; i++) {
+		const struct lp_call *k = &lp->calls[i];
+		const struct lp_thr *kt = THR(lp, k);
+
+		if (k->stage == LP_GRAPHS && !k->in_window && !k->nested && k->gpu < 0)
+			ce[nc++] = (struct lp_ent){ mix(mix(kt->host, kt->pid), k->sig), k->ts, (uint32_t)i };
+	}
+	qsort(ce, nc, sizeof(*ce), cmp_ent);
+	qsort(ge, ng, sizeof(*ge), cmp_ent);
+	for (size_t gi = ng, ci = nc; gi && ci;) {
+		struct lp_gpu *g = &lp->gpus[ge[gi - 1].i];
+		const struct lp_ent *c = &ce[ci - 1];
+
+		if (c->key > ge[gi - 1].key || bounds_newer(b, c->i, g->corr) ||
+		    c->t > g->start + LP_START_SLACK_NS)
+			ci--; /* another key's, or made after the replay's launch */
+		else if (c->key < ge[gi - 1].key || bounds_older(b, c->i, g->corr))
+			gi--; /* no launch of it left */
+		else {
+			g->call = (int32_t)c->i;
+			lp->calls[c->i].gpu = (int32_t)ge[gi - 1].i;
+			ci--, gi--;
+		}
+	}
 	free(ce);
 	free(ge);
 	return 0;
@@ -1051,6 +1189,7 @@ int cv_lp_solve(struct cv_core *c)
 	struct cv_map smap = { 0 };
 	uint8_t *maybe = NULL;
 	uint32_t *by = NULL;
+	struct lp_bounds bounds = { 0 };
 	int rc = -1;
 
 	if (!lp || !lp->n_calls || !lp->n_gpus)
@@ -1063,11 +1202,12 @@ int cv_lp_solve(struct cv_core *c)
 	/* a first pass without streams teaches which CUPTI stream each
 	 * thread's stream handle feeds (a thread may launch through the
 	 * driver alone: its pairs by dims teach it then) */
-	if (mark_windows(lp, &maybe) || run_round(lp, maybe, NULL, LP_FULL) ||
-	    run_round(lp, maybe, NULL, LP_DIMS) || run_round(lp, maybe, NULL, LP_NAME) ||
-	    learn_streams(lp, &smap) || run_round(lp, maybe, &smap, LP_FULL) ||
-	    run_round(lp, maybe, &smap, LP_DIMS) || run_round(lp, maybe, &smap, LP_NAME) ||
-	    run_round(lp, maybe, NULL, LP_GRAPHS))
+	if (mark_windows(lp, &maybe) || run_round(lp, maybe, NULL, LP_FULL, NULL) ||
+	    run_round(lp, maybe, NULL, LP_DIMS, NULL) || run_round(lp, maybe, NULL, LP_NAME, NULL) ||
+	    learn_streams(lp, &smap) || run_round(lp, maybe, &smap, LP_FULL, NULL) ||
+	    run_round(lp, maybe, &smap, LP_DIMS, NULL) || run_round(lp, maybe, &smap, LP_NAME, NULL) ||
+	    graph_bounds(lp, by, &bounds) || run_round(lp, maybe, NULL, LP_GRAPHS, &bounds) ||
+	    pair_early_graphs(lp, &bounds))
 		goto out;
 	spread_graphs(lp);
 	if (check_against_cupti(c, lp, by) || assign(c, lp))
@@ -1082,6 +1222,8 @@ out:
 		snprintf(c->err, sizeof(c->err), "out of memory pairing launches");
 	free(maybe);
 	free(by);
+	free(bounds.lo);
+	free(bounds.hi);
 	cv_map_free(&smap);
 	return rc;
 }

@@ -241,6 +241,7 @@ for tag in A1 E1; do
 		echo "PASS [$tag] every kernel, copy and set linked to its launch ($m), no flow unbound" | tee -a "$OUT/result.txt"
 	else
 		echo "FAIL [$tag] launch links: ${m:-none} (linked, of), unbound: $(grep -o '[0-9]* unbound flows' "$L/$tag.convert.log")" | tee -a "$OUT/result.txt"
+		"$PY" tests/gpu/edge_links.py "$W/$tag/trace.json.gz" 2>&1 | sed "s/^INFO edge:/INFO [$tag] edge:/" | tee -a "$OUT/result.txt"
 		rc=1
 	fi
 done

@@ -171,12 +171,19 @@ check "runtime=0, no correlation ids: every kernel, copy and set linked ($WORK o
 lp_check rn flows "$WORK" "runtime=0, no correlation ids: the trace binds each GPU item's flow to a launch call of its kind"
 lp_check rn order "$WORK" "runtime=0, no correlation ids: every GPU item's flow starts at the call that queued it (exact)"
 
-# A record CUPTI lost shifts the later pairs of its signature by one: the
-# pairing cannot see it, but CUPTI's ids along the thread fall there, and
-# the closing line says so.
-run rd runtime=0 FAKE_CUPTI_DROP=1001
+# A kernel's record CUPTI lost shifts the later pairs of its signature by
+# one: the pairing cannot see it, but CUPTI's ids along the thread fall
+# there, and the closing line says so. (Each round's calls take the next 11
+# ids, and every thread's first call is a kernel launch: 991 is one.)
+run rd runtime=0 FAKE_CUPTI_DROP=991
 check "a lost record: the falls of CUPTI's ids along a thread are counted and said" \
 	'grep -qE "links out of their thread.s call order" "$W/rd/conv.err" && ! grep -q " 0 of [0-9]* links out of" "$W/rd/conv.err"'
+# A graph replay's records lost: the ids of the paired calls around each
+# graph launch bound its replay's, so no later replay takes its place.
+run rdg runtime=0 FAKE_CUPTI_DROP_GRAPH=90
+check "a lost graph replay: its launch left unpaired, every other item linked ($((WORK - 4)) of $((WORK - 4)))" \
+	'grep -q "launch links from uprobes: $((WORK - 4)) of $((WORK - 4)) kernels/copies/sets linked; 1 calls with no recorded work" "$W/rdg/conv.err"'
+lp_check rdg truth "$((WORK - 4))" "... every GPU item's flow starts at the call that made it (exact)"
 
 # Calls made while recording is being switched on: the stand-in holds the
 # MEMCPY kind off while the app makes HOLD calls (a slow enable, which a
@@ -200,6 +207,24 @@ RHN=$(recorded rhn)
 check "... without correlation ids: every recorded kernel, copy and set linked ($RHN of $RHN)" \
 	'grep -q "launch links from uprobes: $RHN of $RHN kernels/copies/sets linked" "$W/rhn/conv.err"'
 lp_check rhn order "$RHN" "... without correlation ids: every GPU item's flow starts at the call that queued it (exact)"
+
+# Graph replays launched before recording began and run after: with CUPTI
+# kept attached from an earlier window, a replayed graph's instrumentation
+# stays, so the nodes that run once recording is on are recorded with their
+# launch's correlation id (the replay in flight at the switch, in part, and
+# those queued behind it: H200, the GPT graph loop). The stand-in holds
+# recording's setup while the app makes two rounds of calls (their kernels,
+# copies and sets unrecorded, their graphs' replays queued); each such node
+# must be linked to the graph launch that made it, the later work as ever.
+EARLY=22
+run rk runtime=0 FAKE_CUPTI_HOLD=$EARLY FAKE_CUPTI_HOLD_AT=register FAKE_CUPTI_GRAPH_KEEP=1
+LATE=$(sed -n 's/^late //p' "$W/rk/app.out")
+RK=$(($(recorded rk) + ${LATE:-0}))
+check "graphs launched before recording: their replays' later nodes recorded ($LATE), the rest as ever ($RK of $WORK)" \
+	'[ "$LATE" = 5 ] && [ "$RK" = $((WORK - 28 + 5)) ]'
+check "... every recorded kernel, copy and set linked ($RK of $RK), no flow unbound" \
+	'grep -q "launch links from uprobes: $RK of $RK kernels/copies/sets linked" "$W/rk/conv.err" && ! grep -q "unbound flows" "$W/rk/conv.err"'
+lp_check rk truth "$RK" "... every GPU item's flow starts at the call that made it (exact)"
 
 # What no probe saw is named: CUPTI's call with its records, else the work.
 cat > "$W/no-set.json" <<'EOF'

@@ -36,12 +36,25 @@
  * launch as on a busy GPU, in another order across streams than launched. A graph launch is 3
  * kernels with graph id 1 and a memset node, sharing its correlation id. FAKE_CUPTI_NOCORR=1:
  * kernels, copies and sets carry no correlation id (graphs' kernels keep it).
+ * FAKE_CUPTI_DROP_GRAPH=N: the replay of the N-th graph launch is not
+ * recorded (its records lost).
  * FAKE_CUPTI_DROP=N: the work of the N-th call is not recorded (a record
  * CUPTI lost). FAKE_CUPTI_HOLD=1: enabling MEMCPY waits (up to 60 s,
  * fake_cupti_holding() true meanwhile) until fake_cupti_release_hold()
  * before turning the kind on, as a slow cuptiActivityEnable would: calls
  * the app makes meanwhile are probed, their kernels recorded, their copies
  * and sets not.
+ * FAKE_CUPTI_HOLD_AT=register: the hold is in cuptiActivityRegisterCallbacks
+ * instead, before any kind is switched on: calls made meanwhile end before
+ * recording's switch begins.
+ * FAKE_CUPTI_GRAPH_KEEP=1 (CUPTI kept attached from an earlier window, and
+ * a replayed graph's instrumentation with it): a graph launch made while
+ * kernels are not recorded is held as queued work, and when the kernel kind
+ * is switched on the held replays run from then, in order, their kernel
+ * nodes recorded with their launch's correlation id, but the first node of
+ * the first (the replay in flight at the switch); their memset nodes run
+ * before the MEMSET kind is on. fake_cupti_late() says how many records
+ * that made.
  * FAKE_CUPTI_FIRST_NS=N: the first work on each stream runs N ns (a busy
  * GPU as recording starts: the work of the calls behind it starts after
  * the next calls of their kind). fake_cupti_recorded() says how many records the thread's last
@@ -339,9 +352,13 @@ API CUptiResult cuptiGetCallbackName(CUpti_CallbackDomain d, uint32_t cbid, cons
 	return CUPTI_SUCCESS;
 }
 
+static void hold_enable(int k);
+static void run_held_graphs(void);
+
 API CUptiResult cuptiActivityRegisterCallbacks(CUpti_BuffersCallbackRequestFunc rq,
 					       CUpti_BuffersCallbackCompleteFunc dn)
 {
+	hold_enable(-1);
 	req_cb = rq;
 	done_cb = dn;
 	return CUPTI_SUCCESS;
@@ -365,11 +382,15 @@ API CUptiResult cuptiActivitySetAttribute(CUpti_ActivityAttribute a, size_t *sz,
 static _Thread_local int last_records;
 static atomic_int holding, hold_released;
 
-/* FAKE_CUPTI_HOLD: keep the MEMCPY kind off until the app lets it go
- * (fake_cupti_release_hold), up to 60 s. */
-static void hold_enable(CUpti_ActivityKind k)
+/* FAKE_CUPTI_HOLD: keep the MEMCPY kind off (or, FAKE_CUPTI_HOLD_AT=register,
+ * recording's setup) until the app lets it go (fake_cupti_release_hold),
+ * up to 60 s. k: the kind being switched on, -1 the callbacks' registration. */
+static void hold_enable(int k)
 {
-	if (k != CUPTI_ACTIVITY_KIND_MEMCPY || !getenv("FAKE_CUPTI_HOLD"))
+	const char *at = getenv("FAKE_CUPTI_HOLD_AT");
+	int want = at && !strcmp(at, "register") ? -1 : CUPTI_ACTIVITY_KIND_MEMCPY;
+
+	if (k != want || !getenv("FAKE_CUPTI_HOLD"))
 		return;
 	atomic_store(&holding, 1);
 	for (int i = 0; i < 60000 && !atomic_load(&hold_released); i++)
@@ -380,9 +401,11 @@ static void hold_enable(CUpti_ActivityKind k)
 API CUptiResult cuptiActivityEnable(CUpti_ActivityKind k)
 {
 	alive_or_die("cuptiActivityEnable");
-	hold_enable(k);
+	hold_enable((int)k);
 	if ((unsigned)k < sizeof(kind_on) / sizeof(kind_on[0]))
 		atomic_store(&kind_on[k], 1);
+	if (k == CUPTI_ACTIVITY_KIND_CONCURRENT_KERNEL && req_cb && done_cb)
+		run_held_graphs();
 	if (k == CUPTI_ACTIVITY_KIND_DEVICE && req_cb && done_cb) {
 		pthread_mutex_lock(&mu);
 		put_device_once();
@@ -525,6 +548,10 @@ API void fake_cupti_api_call(void)
 static uint64_t stream_busy[FAKE_STREAMS];
 static atomic_ullong work_records;
 
+static int put_work(int rk, uint32_t c, int graph, const char *name, const unsigned dims[6],
+		    unsigned long long bytes, unsigned stream, uint64_t start, uint64_t d);
+static int hold_graph(uint32_t corr, const char *name, const unsigned dims[6], unsigned stream);
+
 static uint64_t queue_on(unsigned stream, uint64_t after, uint64_t dur)
 {
 	uint64_t *busy = &stream_busy[stream % FAKE_STREAMS];
@@ -544,6 +571,8 @@ API unsigned fake_cupti_work(int kind, const char *name, const unsigned dims[6],
 	uint64_t dur = w ? strtoull(w, NULL, 10) : 20000;
 	int nocorr = getenv("FAKE_CUPTI_NOCORR") != NULL;
 	const char *drop = getenv("FAKE_CUPTI_DROP");
+	const char *drop_graph = getenv("FAKE_CUPTI_DROP_GRAPH");
+	static uint64_t graphs;
 	const char *f = getenv("FAKE_CUPTI_FIRST_NS");
 	uint64_t first = f ? strtoull(f, NULL, 10) : 0;
 	if (kind < 0 || kind > 3)
@@ -567,63 +596,123 @@ API unsigned fake_cupti_work(int kind, const char *name, const unsigned dims[6],
 	}
 	/* a graph launch: 3 kernel nodes and a memset node, of its correlation id */
 	int n = drop && strtoull(drop, NULL, 10) == corr ? 0 : kind == 3 ? 4 : 1;
+	if (kind == 3 && ++graphs && drop_graph && strtoull(drop_graph, NULL, 10) == graphs)
+		n = 0;
+	if (kind == 3 && n && hold_graph(corr, name, dims, stream)) {
+		pthread_mutex_unlock(&mu);
+		return corr;
+	}
 	for (int i = 0; i < n; i++) {
 		int rk = kind == 3 && i == 3 ? 2 : kind;
 		if (!atomic_load(&kind_on[rk == 1 ? CUPTI_ACTIVITY_KIND_MEMCPY : rk == 2 ? CUPTI_ACTIVITY_KIND_MEMSET
 										: CUPTI_ACTIVITY_KIND_CONCURRENT_KERNEL]))
 			break;
-		void *slot = next_slot();
 		uint64_t d = dur + (stream % 4) * dur / 2;
 		if (first && !stream_busy[stream % FAKE_STREAMS])
 			d = first;
 		uint64_t start = queue_on(stream, (uint64_t)exit_ns + 2000, d);
-		uint32_t c = nocorr && kind != 3 ? 0 : corr;
-		if (!slot)
+		if (!put_work(rk, nocorr && kind != 3 ? 0 : corr, kind == 3, name, dims, bytes, stream, start, d))
 			break;
-		if (rk == 1) {
-			CUpti_ActivityMemcpy6 m;
-			memset(&m, 0, sizeof(m));
-			m.kind = CUPTI_ACTIVITY_KIND_MEMCPY;
-			m.copyKind = CUPTI_ACTIVITY_MEMCPY_KIND_HTOD;
-			m.bytes = bytes;
-			m.start = start;
-			m.end = start + d;
-			m.streamId = stream;
-			m.correlationId = c;
-			memcpy(slot, &m, sizeof(m));
-		} else if (rk == 2) {
-			CUpti_ActivityMemset4 m;
-			memset(&m, 0, sizeof(m));
-			m.kind = CUPTI_ACTIVITY_KIND_MEMSET;
-			m.bytes = bytes;
-			m.start = start;
-			m.end = start + d;
-			m.streamId = stream;
-			m.correlationId = c;
-			memcpy(slot, &m, sizeof(m));
-		} else {
-			CUpti_ActivityKernel10 k;
-			memset(&k, 0, sizeof(k));
-			k.kind = CUPTI_ACTIVITY_KIND_CONCURRENT_KERNEL;
-			k.start = start;
-			k.end = start + d;
-			k.correlationId = c;
-			k.streamId = stream;
-			k.gridX = dims[0];
-			k.gridY = dims[1];
-			k.gridZ = dims[2];
-			k.blockX = dims[3];
-			k.blockY = dims[4];
-			k.blockZ = dims[5];
-			k.name = name;
-			k.graphId = kind == 3 ? 1 : 0;
-			memcpy(slot, &k, sizeof(k));
-		}
-		work_records++;
 		last_records++;
 	}
 	pthread_mutex_unlock(&mu);
 	return corr;
+}
+
+/* One record of work (rk: 0 kernel, 1 copy, 2 set); 0 when the client gave
+ * no buffer. Caller holds mu. */
+static int put_work(int rk, uint32_t c, int graph, const char *name, const unsigned dims[6],
+		    unsigned long long bytes, unsigned stream, uint64_t start, uint64_t d)
+{
+	void *slot = next_slot();
+
+	if (!slot)
+		return 0;
+	if (rk == 1) {
+		CUpti_ActivityMemcpy6 m;
+		memset(&m, 0, sizeof(m));
+		m.kind = CUPTI_ACTIVITY_KIND_MEMCPY;
+		m.copyKind = CUPTI_ACTIVITY_MEMCPY_KIND_HTOD;
+		m.bytes = bytes;
+		m.start = start;
+		m.end = start + d;
+		m.streamId = stream;
+		m.correlationId = c;
+		memcpy(slot, &m, sizeof(m));
+	} else if (rk == 2) {
+		CUpti_ActivityMemset4 m;
+		memset(&m, 0, sizeof(m));
+		m.kind = CUPTI_ACTIVITY_KIND_MEMSET;
+		m.bytes = bytes;
+		m.start = start;
+		m.end = start + d;
+		m.streamId = stream;
+		m.correlationId = c;
+		memcpy(slot, &m, sizeof(m));
+	} else {
+		CUpti_ActivityKernel10 k;
+		memset(&k, 0, sizeof(k));
+		k.kind = CUPTI_ACTIVITY_KIND_CONCURRENT_KERNEL;
+		k.start = start;
+		k.end = start + d;
+		k.correlationId = c;
+		k.streamId = stream;
+		k.gridX = dims[0];
+		k.gridY = dims[1];
+		k.gridZ = dims[2];
+		k.blockX = dims[3];
+		k.blockY = dims[4];
+		k.blockZ = dims[5];
+		k.name = name;
+		k.graphId = graph ? 1 : 0;
+		memcpy(slot, &k, sizeof(k));
+	}
+	work_records++;
+	return 1;
+}
+
+/* FAKE_CUPTI_GRAPH_KEEP: graph launches made while kernels were not
+ * recorded, their replays queued (see the top). */
+#define HELD_MAX 64
+static struct held_graph {
+	uint32_t corr;
+	unsigned stream, dims[6];
+	const char *name;
+} held[HELD_MAX];
+static int n_held;
+static atomic_ullong late_records;
+
+/* Hold a graph launch's replay for later; 0: record it now (or not at
+ * all) as any work. Caller holds mu. */
+static int hold_graph(uint32_t corr, const char *name, const unsigned dims[6], unsigned stream)
+{
+	if (!getenv("FAKE_CUPTI_GRAPH_KEEP") || atomic_load(&kind_on[CUPTI_ACTIVITY_KIND_CONCURRENT_KERNEL]) ||
+	    n_held == HELD_MAX)
+		return 0;
+	held[n_held].corr = corr;
+	held[n_held].stream = stream;
+	held[n_held].name = name;
+	memcpy(held[n_held].dims, dims, sizeof(held[n_held].dims));
+	n_held++;
+	return 1;
+}
+
+/* The kernel kind is on: the held replays run from now, in order. */
+static void run_held_graphs(void)
+{
+	const char *w = getenv("FAKE_CUPTI_WORK_NS");
+	uint64_t dur = w ? strtoull(w, NULL, 10) : 20000, t = now_ns();
+
+	pthread_mutex_lock(&mu);
+	for (int g = 0; g < n_held; g++)
+		for (int i = g ? 0 : 1; i < 3; i++) { /* 3 kernel nodes; the first's first ran */
+			uint64_t start = queue_on(held[g].stream, t, dur);
+
+			if (put_work(0, held[g].corr, 1, held[g].name, held[g].dims, 0, held[g].stream, start, dur))
+				late_records++;
+		}
+	n_held = 0;
+	pthread_mutex_unlock(&mu);
 }
 
 /* Is kernel recording on (the app waits for it before its calls)? */
@@ -644,6 +733,11 @@ API void fake_cupti_release_hold(void)
 }
 
 /* Records the calling thread's last fake_cupti_work() made (0: not recorded). */
+API unsigned long long fake_cupti_late(void)
+{
+	return late_records;
+}
+
 API int fake_cupti_recorded(void)
 {
 	return last_records;

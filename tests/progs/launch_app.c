@@ -23,8 +23,10 @@
  * B there through cudaLaunchKernelExC, and a graph. Prints, per thread,
  * "truth TID CORR..." (the correlation id of each of its calls, in call
  * order), "recorded TID N..." (how many records the stand-in made of each
- * call's work: 0 for a call made before its kind was on), "calls N" (calls
- * made) and "done", then waits for stdin to close.
+ * call's work: 0 for a call made before its kind was on), "late N" (records
+ * the stand-in made later of graph replays launched before recording:
+ * FAKE_CUPTI_GRAPH_KEEP), "calls N" (calls made) and "done", then waits
+ * for stdin to close.
  *
  * With LAUNCH_APP_CUDA=PATH (a libcuda.so: the toolkit's stub will do) the
  * kernels are launched as libraries with a runtime of their own launch
@@ -66,6 +68,7 @@ typedef unsigned (*work_fn)(int, const char *, const unsigned *, unsigned long l
 			    unsigned long long, unsigned long long);
 static work_fn work;
 static int (*recorded)(void);
+static unsigned long long (*late)(void);
 static int rounds;
 static pthread_barrier_t bar;
 static unsigned long long calls[3];
@@ -261,12 +264,13 @@ int main(int argc, char **argv)
 
 	work = h ? (work_fn)dlsym(h, "fake_cupti_work") : NULL;
 	recorded = h ? (int (*)(void))dlsym(h, "fake_cupti_recorded") : NULL;
+	late = h ? (unsigned long long (*)(void))dlsym(h, "fake_cupti_late") : NULL;
 	release_hold = h ? (void (*)(void))dlsym(h, "fake_cupti_release_hold") : NULL;
 	if (argc > 4 && !strcmp(argv[3], "hold")) {
 		hold_at = strtoull(argv[4], NULL, 10);
 		recording = h ? (int (*)(void))dlsym(h, "fake_cupti_holding") : NULL;
 	}
-	if (!work || !recording || !recorded || !release_hold) {
+	if (!work || !recording || !recorded || !release_hold || !late) {
 		fprintf(stderr, "launch_app: %s: %s\n", argv[1], dlerror());
 		return 1;
 	}
@@ -332,7 +336,7 @@ int main(int argc, char **argv)
 			printf(" %u", n_recorded[t][i]);
 		printf("\n");
 	}
-	printf("calls %llu\ndone\n", calls[0] + calls[1] + calls[2]);
+	printf("late %llu\ncalls %llu\ndone\n", late(), calls[0] + calls[1] + calls[2]);
 	fflush(stdout);
 	while (getchar() != EOF)
 		;
