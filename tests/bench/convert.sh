@@ -79,6 +79,13 @@ for n in ${BENCH_CONVERT_SIZES:-1000000 3000000 10000000}; do
 		measure "  same, launches linked by the converter" "$lev" "$conv" -q -i "$dir/links.log" \
 			--logdir "$dir/tb" --run r
 	rm -f "$dir/links.log"
+	# The same with a CUDA graph of 800 kernels replayed each step (the GPT
+	# graph loop's shape, ~860): most of the log is graph kernels.
+	rm -rf "$dir/tb"
+	lev=$("$gen" "$dir/links.log" -n "$n" --launch-args --graph 800 | awk '{ print $4 }') &&
+		measure "  same, a CUDA graph replayed a step" "$lev" "$conv" -q -i "$dir/links.log" \
+			--logdir "$dir/tb" --run r
+	rm -f "$dir/links.log"
 	echo "  outputs: json $(size_of "$dir/out.json"), json.gz $(size_of "$dir/gz/out.json.gz"), run dir $(du -sm "$dir/tb" | cut -f1) MiB"
 	measure "cat of that JSON (write cost)" "$events" sh -c "cat '$dir/out.json' > '$dir/copy.json'"
 	rm -f "$dir/copy.json"

@@ -12,7 +12,7 @@
  *   conv_genlog OUT -n EVENTS [--host H] [--boot ID] [--pid P] [--threads T]
  *               [--part all|host|gpu] [--mono NS] [--realtime NS]
  *               [--overlap] [--odd-names] [--unbound K] [--uprobe-cuda] [--session HEX]
- *               [--no-markers] [--ns-tids D] [--launch-args]
+ *               [--no-markers] [--ns-tids D] [--launch-args] [--graph K]
  *
  * --part host leaves out what the injected library writes (GPU records),
  * --part gpu writes only that, as two producers on one node would.
@@ -38,6 +38,9 @@
  * without CUPTI's API records), the launch, copy and set calls seen by
  * the uprobes with their decoded arguments, so the converter links the
  * work to them itself (converter/launchpair.c).
+ * --graph K (with --launch-args): each step also replays a CUDA graph of K
+ * kernels (graph id 1, the launch's correlation id), launched by a probed
+ * cudaGraphLaunch: the issue's GPT loop has ~860 a step.
  * Prints "steps S events N" at the end.
  */
 #include <stdio.h>
@@ -52,7 +55,7 @@
 struct opts {
 	const char *out, *host, *boot, *part, *session;
 	uint64_t events, mono, realtime;
-	uint32_t pid, threads, unbound, ns_delta;
+	uint32_t pid, threads, unbound, ns_delta, graph;
 	int overlap, odd, uprobe_cuda, no_markers, launch_args;
 };
 
@@ -311,6 +314,9 @@ static void host_step(uint64_t s, uint64_t t0, uint64_t c)
 		    "cudaMemcpyAsync", 0);
 		lib(t0 + 300 * US, 4 * US, EVLIB_CUDA_RUNTIME, "/usr/lib/libcudart.so.13",
 		    "cudaMemsetAsync", 0);
+		if (o.graph)
+			lib(t0 + 340 * US, 8 * US, EVLIB_CUDA_RUNTIME, "/usr/lib/libcudart.so.13",
+			    "cudaGraphLaunch", 0);
 	}
 	if (want_gpu() && !o.launch_args)
 		api(t0 + 102 * US, 6 * US, "cudaLaunchKernel", c);
@@ -387,6 +393,20 @@ static void gpu_step(uint64_t s, uint64_t t0, uint64_t c)
 	e.u.gpu_memset.correlation_id = c + 2;
 	e.u.gpu_memset.bytes = 4096;
 	put(&e);
+	for (uint32_t k = 0; o.launch_args && k < o.graph; k++) {
+		e = ev(EV_GPU_KERNEL, t0 + 500 * US + k * (400 * US / o.graph), 0);
+		e.u.gpu_kernel.dur = 400 * US / o.graph / 2 + 1;
+		e.u.gpu_kernel.context = 1;
+		e.u.gpu_kernel.stream = 7;
+		e.u.gpu_kernel.correlation_id = c + 3;
+		e.u.gpu_kernel.graph_id = 1;
+		e.u.gpu_kernel.name = evlog_s(k % 2 ? "_Z11gemm_kernelPfS_i" : "_Z9layernormPf");
+		e.u.gpu_kernel.grid[0] = 132;
+		e.u.gpu_kernel.grid[1] = e.u.gpu_kernel.grid[2] = 1;
+		e.u.gpu_kernel.block[0] = 128;
+		e.u.gpu_kernel.block[1] = e.u.gpu_kernel.block[2] = 1;
+		put(&e);
+	}
 	if (o.unbound && s % o.unbound == 0) {
 		e = ev(EV_GPU_KERNEL, t0 + 600 * US, 0);
 		e.u.gpu_kernel.dur = 20 * US;
@@ -402,9 +422,9 @@ static uint64_t per_step(void)
 	uint64_t n = 0;
 
 	if (want_host())
-		n += 10 + 4ull * (o.threads - 1) + (o.uprobe_cuda ? 5 : 0);
+		n += 10 + 4ull * (o.threads - 1) + (o.uprobe_cuda ? 5 : 0) + (o.graph && o.launch_args);
 	if (want_gpu())
-		n += 6 + (o.uprobe_cuda ? 2 : 0);
+		n += 6 + (o.uprobe_cuda ? 2 : 0) + (o.launch_args ? o.graph : 0);
 	return n ? n : 1;
 }
 
@@ -435,6 +455,7 @@ static int parse(int argc, char **argv)
 		else if (!strcmp(a, "--unbound")) o.unbound = (uint32_t)strtoul(v, NULL, 0);
 		else if (!strcmp(a, "--session")) o.session = v;
 		else if (!strcmp(a, "--ns-tids")) o.ns_delta = (uint32_t)strtoul(v, NULL, 0);
+		else if (!strcmp(a, "--graph")) o.graph = (uint32_t)strtoul(v, NULL, 0);
 		else return -1;
 	}
 	if (o.threads < 1)
@@ -451,7 +472,7 @@ int main(int argc, char **argv)
 		fprintf(stderr, "usage: conv_genlog OUT -n EVENTS [--host H] [--boot ID] [--pid P] "
 			"[--threads T] [--part all|host|gpu] [--mono NS] [--realtime NS] "
 			"[--overlap] [--odd-names] [--unbound K] [--uprobe-cuda] [--session HEX] "
-			"[--no-markers] [--ns-tids D]\n");
+			"[--no-markers] [--ns-tids D] [--launch-args] [--graph K]\n");
 		return 2;
 	}
 	if (o.session && evlog_session_parse(o.session, h.session)) {
