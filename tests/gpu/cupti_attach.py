@@ -16,6 +16,7 @@
 """
 import collections
 import ctypes
+import functools
 import glob
 import json
 import os
@@ -117,6 +118,7 @@ def train(d):
 _cxa = None
 
 
+@functools.lru_cache(maxsize=None)  # a loop's few names, millions of kernels
 def demangle(name):
     global _cxa
     if not name.startswith("_Z"):
