@@ -424,6 +424,12 @@ static void log_debuginfod(const struct lt_dbgd_stats *d)
 			"were spent", (unsigned long long)d->skipped, LT_DBGD_TOTAL_S);
 }
 
+static void cpu_quiesce(struct lt_session *s, void *state)
+{
+	(void)s;
+	cpu_detach(state);
+}
+
 static int cpu_finish(struct lt_session *s, void *state)
 {
 	struct cpu_state *st = state;
@@ -501,6 +507,7 @@ const struct lt_source lt_source_cpu = {
 	.start = cpu_start,
 	.add_target = cpu_add_target,
 	.handle = cpu_handle,
+	.quiesce = cpu_quiesce,
 	.finish = cpu_finish,
 	.stop = cpu_stop,
 };

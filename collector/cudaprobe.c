@@ -319,6 +319,23 @@ static void forget_earlier(struct cp_state *st, int pid, uint64_t start) /* UINT
 	st->n_seen = k;
 }
 
+/* Probes off; the links' count stays for the closing line. */
+static void cp_quiesce(struct lt_session *s, void *state)
+{
+	struct cp_state *st = state;
+
+	hold_end(s, st);
+	for (size_t i = 0; i < st->n_links; i++)
+		link_close(&st->links[i]);
+	for (size_t i = 0; i < st->n_klinks; i++) {
+		bpf_link__destroy(st->klinks[i]);
+		st->klinks[i] = NULL;
+	}
+	bpf_link__destroy(st->umap_link);
+	st->umap_link = NULL;
+	lt_close_drain(); /* off before the other sources finish */
+}
+
 static void cp_stop(struct lt_session *s, void *state)
 {
 	struct cp_state *st = state;
@@ -326,13 +343,7 @@ static void cp_stop(struct lt_session *s, void *state)
 
 	if (!st)
 		return;
-	hold_end(s, st);
-	for (i = 0; i < st->n_links; i++)
-		link_close(&st->links[i]);
-	lt_close_drain();
-	for (i = 0; i < st->n_klinks; i++)
-		bpf_link__destroy(st->klinks[i]);
-	bpf_link__destroy(st->umap_link);
+	cp_quiesce(s, st);
 	uprobe_bpf__destroy(st->skel);
 	for (i = 0; i < st->n_probes; i++)
 		free(st->probes[i].symbol);
@@ -1206,6 +1217,7 @@ const struct lt_source lt_source_cuda = {
 	.prepare_exec = cp_prepare_exec,
 	.drop_target = cp_drop_target,
 	.handle = cp_handle,
+	.quiesce = cp_quiesce,
 	.finish = cp_finish,
 	.stop = cp_stop,
 };

@@ -367,6 +367,12 @@ static void pys_detach(struct pys_state *st)
 	lt_cpu_perf_detach(&st->perf);
 }
 
+static void pys_quiesce(struct lt_session *s, void *state)
+{
+	(void)s;
+	pys_detach(state);
+}
+
 static int pys_finish(struct lt_session *s, void *state)
 {
 	struct pys_state *st = state;
@@ -412,6 +418,7 @@ const struct lt_source lt_source_pysample = {
 	.start = pys_start,
 	.add_target = pys_add_target,
 	.handle = pys_handle,
+	.quiesce = pys_quiesce,
 	.finish = pys_finish,
 	.stop = pys_stop,
 };

@@ -896,18 +896,27 @@ static int py_finish(struct lt_session *s, void *state)
 	return 0;
 }
 
-static void py_stop(struct lt_session *s, void *state)
+/* Destroying the links lowers the interpreter's probe semaphore again, so
+ * the target goes back to CPython's untraced fast path. */
+static void py_quiesce(struct lt_session *s, void *state)
 {
 	struct py_state *st = state;
 
 	(void)s;
 	if (!st)
 		return;
-	/* Destroying the links lowers the interpreter's probe semaphore again,
-	 * so the target goes back to CPython's untraced fast path. */
 	for (size_t i = 0; i < st->n; i++)
 		py_detach(&st->t[i]);
 	lt_close_drain(); /* lowered before we say we are done, not at our exit */
+}
+
+static void py_stop(struct lt_session *s, void *state)
+{
+	struct py_state *st = state;
+
+	if (!st)
+		return;
+	py_quiesce(s, st);
 	free(st->t);
 	python_bpf__destroy(st->skel);
 	free(st);
@@ -922,6 +931,7 @@ const struct lt_source lt_source_python = {
 	.start = py_start,
 	.add_target = py_add_target,
 	.handle = py_handle,
+	.quiesce = py_quiesce,
 	.finish = py_finish,
 	.stop = py_stop,
 };

@@ -631,7 +631,15 @@ static void emit_lost(struct lt_session *s)
 void lt_session_finish(struct lt_session *s)
 {
 	struct lt_priv *p = P(s);
+	uint64_t t0 = lt_now_ns();
 
+	for (size_t i = 0; i < LT_N_SOURCES; i++) {
+		struct lt_slot *sl = &p->slots[i];
+
+		if (sl->started && sl->src->quiesce)
+			sl->src->quiesce(s, sl->state);
+	}
+	LT_INFO(1, "sources quiesced (probes off) in %.1f ms", (double)(lt_now_ns() - t0) / 1e6);
 	if (s->rb)
 		ring_buffer__consume(s->rb);
 	for (size_t i = 0; i < LT_N_SOURCES; i++) {

@@ -7,8 +7,9 @@
  * it opens its BPF skeleton, hands the session's shared maps to it with
  * lt_session_share_maps() before load, attaches, and turns the ring-buffer
  * records of its kinds into event-log events. The session owns the lifetime
- * order: start all -> poll -> finish all (flush tables such as symbols) ->
- * stop all (detach) -> close the log. stop() is called on every exit path
+ * order: start all -> poll -> quiesce all (probes off) -> finish all (flush
+ * tables such as symbols) -> stop all (detach, free) -> close the log.
+ * stop() is called on every exit path
  * for every source whose start() was attempted, so it must cope with a
  * half-started state.
  */
@@ -102,8 +103,13 @@ struct lt_source {
 	int (*prepare_exec)(struct lt_session *s, void *state, int pid, const char *path);
 	/* One ring-buffer record of this source's kinds. */
 	int (*handle)(struct lt_session *s, void *state, const struct lt_rec_hdr *rec, size_t size);
-	/* Targets stopped or time is up; still attached. Write tables (symbols)
-	 * to the log here. May be NULL. */
+	/* Time is up: stop making events (probes, tracepoints, perf events
+	 * off), keeping the state for finish. Every source quiesces before any
+	 * finishes, so no target pays for probes while tables are written
+	 * (symbolization can take seconds). May be NULL. */
+	void (*quiesce)(struct lt_session *s, void *state);
+	/* Targets stopped or time is up; quiesced. Write tables (symbols) to
+	 * the log here. May be NULL. */
 	int (*finish)(struct lt_session *s, void *state);
 	/* Detach and free. Must cope with a half-started state. */
 	void (*stop)(struct lt_session *s, void *state);

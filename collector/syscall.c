@@ -129,6 +129,12 @@ static int sys_finish(struct lt_session *s, void *state)
 	return 0;
 }
 
+static void sys_quiesce(struct lt_session *s, void *state)
+{
+	(void)s;
+	syscall_bpf__detach(state);
+}
+
 static void sys_stop(struct lt_session *s, void *state)
 {
 	(void)s;
@@ -143,6 +149,7 @@ const struct lt_source lt_source_syscall = {
 	.kind_hi = 31,
 	.start = sys_start,
 	.handle = sys_handle,
+	.quiesce = sys_quiesce,
 	.finish = sys_finish,
 	.stop = sys_stop,
 };

@@ -34,6 +34,13 @@ for sig in INT TERM; do
 	check "SIG$sig stops cleanly (rc $rc) and publishes the log" test "$rc" -eq 0 -a -s "$T/$sig.evlog"
 done
 
+# Every source's probes are off before any writes its tables: the cpu
+# source's symbolization (seconds on a big job) runs with nothing attached.
+"$LT" profile -p "$idle" -t syscall,cpu -d 1 -o "$T/q.evlog" -v 1 2>"$T/q.err"
+q=$(grep -n "sources quiesced" "$T/q.err" | cut -d: -f1) y=$(grep -n "cpu: .*symbolized in" "$T/q.err" | cut -d: -f1)
+check "at the end, every source's probes go off before the tables are written (lines ${q:-none} < ${y:-none})" \
+	test -n "$q" -a -n "$y" -a "${q:-0}" -lt "${y:-0}"
+
 # --delay: nothing is recorded before it ends
 "$PROGS/sys_counts" -w -n 1 & w=$!
 tap_bg "$w"
