@@ -734,13 +734,11 @@ static uint64_t gpu_sig(const struct lp_gpu *g, int stage)
  * CUPTI stream it was seen to feed in the first round, and work is keyed
  * by its stream too. The first stage is paired anew; later ones take the
  * work left over. */
-static int run_round(struct cv_lp *lp, const uint8_t *maybe, const struct cv_map *smap, int stage,
-		     const struct lp_bounds *b)
+static int run_round(struct cv_lp *lp, const uint8_t *maybe, const struct cv_map *smap, int stage)
 {
 	struct lp_ent *ce = malloc((lp->n_calls + 1) * sizeof(*ce));
 	struct lp_ent *ge = malloc((lp->n_gpus + 1) * sizeof(*ge));
 	size_t nc = 0, ng = 0;
-	int graphs = stage == LP_GRAPHS;
 
 	if (!ce || !ge) {
 		free(ce);
@@ -757,7 +755,7 @@ static int run_round(struct cv_lp *lp, const uint8_t *maybe, const struct cv_map
 		k->gpu = -1;
 		if (!k->in_window || k->nested)
 			continue;
-		if (smap && !graphs) {
+		if (smap) {
 			const uint64_t *s = cv_map_get(smap, k->thr, k->stream);
 
 			if (!s)
@@ -771,45 +769,82 @@ static int run_round(struct cv_lp *lp, const uint8_t *maybe, const struct cv_map
 		const struct lp_strm *gs = STRM(lp, g);
 		uint64_t key = mix(mix(gs->host, gs->pid), gpu_sig(g, stage));
 
-		if (!!g->graph != graphs || (stage != LP_FULL && g->call >= 0))
-			continue; /* another round's, or paired in an earlier stage */
+		if (g->graph || (stage != LP_FULL && g->call >= 0))
+			continue; /* a graph's, or paired in an earlier stage */
 		g->call = -1;
-		if (stage != LP_FULL && !graphs && g->kind != LP_KERNEL)
+		if (stage != LP_FULL && g->kind != LP_KERNEL)
 			continue;
-		/* a graph launch: one entry, its kernels of one correlation id */
-		if (graphs && (!g->corr || g->kind != LP_KERNEL))
-			continue;
-		if (smap && !graphs)
+		if (smap)
 			key = mix(key, stream_key(gs->host, gs->pid, gs->device, gs->stream));
 		ge[ng++] = (struct lp_ent){ key, g->start, (uint32_t)j };
 	}
 	qsort(ce, nc, sizeof(*ce), cmp_ent);
 	qsort(ge, ng, sizeof(*ge), cmp_ent);
-	if (graphs) {
-		/* keep the earliest kernel of each (process, correlation id) */
-		size_t w = 0;
-		struct cv_map seen = { 0 };
+	fifo(lp, ce, nc, ge, ng, maybe, NULL);
+	free(ce);
+	free(ge);
+	return 0;
+}
 
-		for (size_t i = 0; i < ng; i++) {
-			const struct lp_gpu *g = &lp->gpus[ge[i].i];
-			int is_new;
+/* One round of graph launches and replays (a replay is one record:
+ * fold_replay), per CUPTI stream where the launch's stream handle is known
+ * to feed one (smap), else per process; what an earlier round paired stays. */
+static int graph_round(struct cv_lp *lp, const uint8_t *maybe, const struct cv_map *smap,
+		       const struct lp_bounds *b)
+{
+	struct lp_ent *ce = malloc((lp->n_calls + 1) * sizeof(*ce));
+	struct lp_ent *ge = malloc((lp->n_gpus + 1) * sizeof(*ge));
+	size_t nc = 0, ng = 0;
 
-			if (!cv_map_put(&seen, mix(STRM(lp, g)->host, STRM(lp, g)->pid), g->corr, &is_new)) {
-				cv_map_free(&seen);
-				free(ce);
-				free(ge);
-				return -1;
-			}
-			if (is_new)
-				ge[w++] = ge[i];
-		}
-		cv_map_free(&seen);
-		ng = w;
+	if (!ce || !ge) {
+		free(ce);
+		free(ge);
+		return -1;
 	}
+	for (size_t i = 0; i < lp->n_calls; i++) {
+		const struct lp_call *k = &lp->calls[i];
+		const struct lp_thr *kt = THR(lp, k);
+		uint64_t key = mix(mix(kt->host, kt->pid), k->sig);
+		const uint64_t *s = smap ? cv_map_get(smap, k->thr, k->stream) : NULL;
+
+		if (k->stage != LP_GRAPHS || !k->in_window || k->nested || k->gpu >= 0 || (smap && !s))
+			continue;
+		ce[nc++] = (struct lp_ent){ s ? mix(key, *s) : key, k->ts, (uint32_t)i };
+	}
+	for (size_t j = 0; j < lp->n_gpus; j++) {
+		const struct lp_gpu *g = &lp->gpus[j];
+		const struct lp_strm *gs = STRM(lp, g);
+		uint64_t key = mix(mix(gs->host, gs->pid), 0);
+
+		if (!g->graph || !g->corr || g->kind != LP_KERNEL || g->call >= 0)
+			continue;
+		if (smap)
+			key = mix(key, stream_key(gs->host, gs->pid, gs->device, gs->stream));
+		ge[ng++] = (struct lp_ent){ key, g->start, (uint32_t)j };
+	}
+	qsort(ce, nc, sizeof(*ce), cmp_ent);
+	qsort(ge, ng, sizeof(*ge), cmp_ent);
 	fifo(lp, ce, nc, ge, ng, maybe, b);
 	free(ce);
 	free(ge);
 	return 0;
+}
+
+/* Graph launches with their replays: per stream first (replays on streams
+ * of their own complete in another order than launched: two threads
+ * replaying graphs, paired by time alone, swapped 7 of 400 replays in the
+ * stand-in test), then the rest per process, then replays launched before
+ * the window (pair_early_graphs). */
+static int pair_graphs(struct cv_lp *lp, const uint8_t *maybe, const struct cv_map *smap,
+		       const struct lp_bounds *b)
+{
+	for (size_t i = 0; i < lp->n_calls; i++)
+		if (lp->calls[i].stage == LP_GRAPHS)
+			lp->calls[i].gpu = -1;
+	for (size_t j = 0; j < lp->n_gpus; j++)
+		if (lp->gpus[j].graph)
+			lp->gpus[j].call = -1;
+	return graph_round(lp, maybe, smap, b) || graph_round(lp, maybe, NULL, b);
 }
 
 /* The first kernel of each graph replay left unpaired that started before
@@ -1243,11 +1278,11 @@ int cv_lp_solve(struct cv_core *c)
 	/* a first pass without streams teaches which CUPTI stream each
 	 * thread's stream handle feeds (a thread may launch through the
 	 * driver alone: its pairs by dims teach it then) */
-	if (mark_windows(lp, &maybe) || run_round(lp, maybe, NULL, LP_FULL, NULL) ||
-	    run_round(lp, maybe, NULL, LP_DIMS, NULL) || run_round(lp, maybe, NULL, LP_NAME, NULL) ||
-	    learn_streams(lp, &smap) || run_round(lp, maybe, &smap, LP_FULL, NULL) ||
-	    run_round(lp, maybe, &smap, LP_DIMS, NULL) || run_round(lp, maybe, &smap, LP_NAME, NULL) ||
-	    graph_bounds(lp, by, &bounds) || run_round(lp, maybe, NULL, LP_GRAPHS, &bounds) ||
+	if (mark_windows(lp, &maybe) || run_round(lp, maybe, NULL, LP_FULL) ||
+	    run_round(lp, maybe, NULL, LP_DIMS) || run_round(lp, maybe, NULL, LP_NAME) ||
+	    learn_streams(lp, &smap) || run_round(lp, maybe, &smap, LP_FULL) ||
+	    run_round(lp, maybe, &smap, LP_DIMS) || run_round(lp, maybe, &smap, LP_NAME) ||
+	    graph_bounds(lp, by, &bounds) || pair_graphs(lp, maybe, &smap, &bounds) ||
 	    pair_early_graphs(lp, &bounds))
 		goto out;
 	spread_graphs(lp);

@@ -226,6 +226,16 @@ check "... every recorded kernel, copy and set linked ($RK of $RK), no flow unbo
 	'grep -q "launch links from uprobes: $RK of $RK kernels/copies/sets linked" "$W/rk/conv.err" && ! grep -q "unbound flows" "$W/rk/conv.err"'
 lp_check rk truth "$RK" "... every GPU item's flow starts at the call that made it (exact)"
 
+# Graphs replayed from two threads, each on a stream of its own: the
+# replays complete in another order than launched (paired by time alone,
+# one run swapped 7 of 400); each pairs with its own launch, per stream where the launch's
+# stream handle is known to feed one.
+G2=$((WORK + ROUNDS * 4))
+run rg2 runtime=0 LAUNCH_APP_GRAPH2=1
+check "graphs replayed from two threads on two streams: every item linked ($G2 of $G2)" \
+	'grep -q "launch links from uprobes: $G2 of $G2 kernels/copies/sets linked" "$W/rg2/conv.err"'
+lp_check rg2 truth "$G2" "... every GPU item's flow starts at the call that made it (exact)"
+
 # What no probe saw is named: CUPTI's call with its records, else the work.
 cat > "$W/no-set.json" <<'EOF'
 { "uprobes": [ { "library": "libcudart.so", "class": "cuda_runtime",

@@ -28,6 +28,9 @@
  * FAKE_CUPTI_GRAPH_KEEP), "calls N" (calls made) and "done", then waits
  * for stdin to close.
  *
+ * With LAUNCH_APP_GRAPH2=1 the first racing thread also launches the graph
+ * each round, on its own stream.
+ *
  * With LAUNCH_APP_CUDA=PATH (a libcuda.so: the toolkit's stub will do) the
  * kernels are launched as libraries with a runtime of their own launch
  * them, through the driver: kernel A by cuLaunchKernel, kernel B by
@@ -204,6 +207,8 @@ static void copy_set(cudaStream_t s, int slot)
 	note(slot, work(2, NULL, NULL, 1024, stream_id(s), t0, now_ns()));
 }
 
+static void graph_launch_on(cudaStream_t s, int slot);
+
 static void *racer(void *arg)
 {
 	int t = (int)(intptr_t)arg;
@@ -215,6 +220,8 @@ static void *racer(void *arg)
 		launch((const void *)kernel_a, "_Z8kernel_aPfi", (dim3){ 4, 1, 1 }, (dim3){ 128, 1, 1 }, s, t);
 		launch((const void *)kernel_b, "_Z8kernel_bPf", (dim3){ 8, 2, 1 }, (dim3){ 64, 1, 1 }, s, t);
 		copy_set(s, t);
+		if (t == 0 && getenv("LAUNCH_APP_GRAPH2"))
+			graph_launch_on(s, t);
 	}
 	return NULL;
 }
@@ -241,7 +248,7 @@ static void launch_ex(void)
 	note(2, work(0, "_Z8kernel_bPf", dims, 0, 7, t0, now_ns()));
 }
 
-static void graph_launch(void)
+static void graph_launch_on(cudaStream_t s, int slot)
 {
 	static const unsigned dims[6] = { 1, 1, 1, 32, 1, 1 };
 	unsigned long long t0;
@@ -249,8 +256,13 @@ static void graph_launch(void)
 	call_begins();
 	t0 = now_ns();
 
-	(void)cudaGraphLaunch((cudaGraphExec_t)(uintptr_t)0x5000, 0);
-	note(2, work(3, "_Z10graph_nodev", dims, 0, 7, t0, now_ns()));
+	(void)cudaGraphLaunch((cudaGraphExec_t)(uintptr_t)0x5000, s);
+	note(slot, work(3, "_Z10graph_nodev", dims, 0, stream_id(s), t0, now_ns()));
+}
+
+static void graph_launch(void)
+{
+	graph_launch_on(0, 2);
 }
 
 int main(int argc, char **argv)
