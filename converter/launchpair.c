@@ -51,6 +51,7 @@ struct lp_call {
 	uint32_t thr;         /* lp->thrs */
 	int32_t gpu;          /* first GPU record paired, -1 */
 	uint8_t kind, stage, in_window, nested;
+	uint8_t late;         /* made after recording stopped: no work recorded */
 };
 
 struct lp_gpu {
@@ -76,7 +77,7 @@ struct lp_api {
 enum lp_miss { LP_MISS_UNPROBED = 1, LP_MISS_UNPAIRED, LP_MISS_OTHER_CALL, LP_MISS_WORK };
 
 struct lp_on {
-	uint64_t t0, t1;      /* recording switched on between t0 and t1 */
+	uint64_t t0, t1;      /* recording switched on (off: LP_OFF) between t0 and t1 */
 	uint32_t host, pid;
 	uint8_t kind;         /* of work (lp_kind), 0: every kind */
 };
@@ -197,12 +198,16 @@ static uint32_t name_ix(struct cv_lp *lp, struct evlog_str s)
 	return i < 0 ? 0 : (uint32_t)i;
 }
 
+static int is_marker(const struct evlog_event *e, const char *name)
+{
+	size_t n = strlen(name);
+
+	return e->type == EV_MARKER && e->u.marker.name.len == n && !memcmp(e->u.marker.name.ptr, name, n);
+}
+
 int cv_lp_is_marker(const struct evlog_event *e)
 {
-	static const size_t n = sizeof(EVLOG_MARKER_CUPTI_ON) - 1;
-
-	return e->type == EV_MARKER && e->u.marker.name.len == n &&
-	       !memcmp(e->u.marker.name.ptr, EVLOG_MARKER_CUPTI_ON, n);
+	return is_marker(e, EVLOG_MARKER_CUPTI_ON) || is_marker(e, EVLOG_MARKER_CUPTI_OFF);
 }
 
 /* ------------------------------------------------------------ classifying */
@@ -471,8 +476,9 @@ static int note_gpu(struct cv_lp *lp, struct cv_core *c, uint32_t host, uint64_t
 }
 
 /* The kind of work a recording switch marker is about: LP_ALL for the
- * whole switch (text ""), 0 for one unknown here. */
+ * whole switch (text ""), 0 for one unknown here; LP_OFF: switched off. */
 #define LP_ALL 0xff
+#define LP_OFF 0xfe
 static uint8_t on_kind(struct evlog_str text)
 {
 	static const struct {
@@ -524,7 +530,9 @@ int cv_lp_note(struct cv_core *c, uint32_t host, const struct cv_log *l,
 	case EV_MARKER:
 		if (!cv_lp_is_marker(e))
 			return 0;
-		if (!(kind = on_kind(e->u.marker.text)))
+		if (is_marker(e, EVLOG_MARKER_CUPTI_OFF))
+			kind = LP_OFF;
+		else if (!(kind = on_kind(e->u.marker.text)))
 			return 1; /* a kind of another version's: the whole switch stands */
 		if (!(lp = lp_of(c)) ||
 		    lt_grow((void **)&lp->ons, &lp->cap_ons, lp->n_ons + 1, sizeof(*lp->ons), 16))
@@ -607,6 +615,17 @@ static void window_of(const struct cv_lp *lp, uint32_t host, uint32_t pid, uint8
 	}
 }
 
+/* When recording stopped in that process (the end of its switch-off), or never. */
+static uint64_t off_of(const struct cv_lp *lp, uint32_t host, uint32_t pid)
+{
+	uint64_t t = UINT64_MAX;
+
+	for (size_t i = 0; i < lp->n_ons; i++)
+		if (lp->ons[i].host == host && lp->ons[i].pid == pid && lp->ons[i].kind == LP_OFF)
+			t = lp->ons[i].t1;
+	return t;
+}
+
 /* Mark each call in or out of its process's recording window; uncertain
  * ones (made while recording was being switched on) in `maybe`. A call's
  * return code is not looked at: without a driver every call fails (the
@@ -638,7 +657,8 @@ static int mark_windows(struct cv_lp *lp, uint8_t **maybe)
 		if (!f)
 			continue; /* no GPU record in that process: nothing to pair */
 		window_of(lp, kt->host, kt->pid, k->kind, *f, &t0, &t1);
-		k->in_window = k->end >= t0;
+		k->late = k->ts >= off_of(lp, kt->host, kt->pid);
+		k->in_window = k->end >= t0 && !k->late;
 		(*maybe)[i] = k->ts < t1;
 	}
 	rc = 0;
@@ -911,7 +931,7 @@ static int pair_early_graphs(struct cv_lp *lp, const struct lp_bounds *b)
 		const struct lp_call *k = &lp->calls[i];
 		const struct lp_thr *kt = THR(lp, k);
 
-		if (k->stage == LP_GRAPHS && !k->in_window && !k->nested && k->gpu < 0)
+		if (k->stage == LP_GRAPHS && !k->in_window && !k->late && !k->nested && k->gpu < 0)
 			ce[nc++] = (struct lp_ent){ mix(mix(kt->host, kt->pid), k->sig), k->ts, (uint32_t)i };
 	}
 	qsort(ce, nc, sizeof(*ce), cmp_ent);
@@ -1227,6 +1247,8 @@ static int count(struct cv_lp *lp)
 	for (size_t i = 0; i < lp->n_calls; i++) {
 		const struct lp_call *k = &lp->calls[i];
 
+		if (k->late && !k->nested)
+			lp->st.calls_late++;
 		if (!k->in_window || k->nested)
 			continue;
 		if (k->gpu < 0)
@@ -1399,6 +1421,8 @@ void cv_lp_print(struct cv_core *c, FILE *f)
 		fprintf(f, "; %llu calls with no recorded work (made as recording stopped, or their "
 			"work lost)",
 			(unsigned long long)s->calls_unpaired);
+	if (s->calls_late)
+		fprintf(f, "; %llu calls after recording stopped", (unsigned long long)s->calls_late);
 	if (s->capped)
 		fprintf(f, "; %llu records past the pairing's bound", (unsigned long long)s->capped);
 	if (c->st.lost[EVSRC_CUPTI])

@@ -57,6 +57,7 @@ struct cv_lp_stats {
 	uint64_t graph_nocorr;  /* a graph's kernel without a correlation id */
 	uint64_t calls;         /* probed launch/copy/set/graph calls noted */
 	uint64_t calls_unpaired;/* of those, after recording began, with no recorded work */
+	uint64_t calls_late;    /* of those, made after recording stopped */
 	uint64_t unnamed;       /* kernel launches without a name (driver launches), paired by dims */
 	uint64_t checked, agree;/* uprobe pairs compared with CUPTI's links, equal */
 	uint64_t order_checked, order_bad; /* links with CUPTI's ids: falling along a thread */

@@ -224,6 +224,11 @@ static inline void evlog_set_corr(struct evlog_event *e, uint64_t v)
 #define EVLOG_CUPTI_ON_KERNEL "kernel"
 #define EVLOG_CUPTI_ON_MEMCPY "memcpy"
 #define EVLOG_CUPTI_ON_MEMSET "memset"
+/* EV_MARKER written by the injected CUPTI library when it switched
+ * recording off: ts before, ts + dur after. Calls made after ts + dur
+ * queued nothing recorded (the converter does not wait for their work),
+ * and shows no such marker either. Logs before it have none. */
+#define EVLOG_MARKER_CUPTI_OFF "llmtracker.cupti_off"
 
 /* File header fields. Strings may be empty. */
 struct evlog_header {

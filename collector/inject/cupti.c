@@ -404,6 +404,17 @@ static void put_recording_switches(uint64_t t0, uint64_t t1)
 	put_recording_on(t0, t1, "");
 }
 
+/* When recording stopped (EVLOG_MARKER_CUPTI_OFF). */
+static void put_recording_off(uint64_t t0, uint64_t t1)
+{
+	struct evlog_event ev = { .type = EV_MARKER, .ts = t0 };
+	ev.u.marker.name = evlog_s(EVLOG_MARKER_CUPTI_OFF);
+	ev.u.marker.dur = t1 > t0 ? t1 - t0 : 0;
+	pthread_mutex_lock(&lock);
+	emit(&ev);
+	pthread_mutex_unlock(&lock);
+}
+
 /* A synchronization: CUPTI gives no thread, only the API call's correlation
  * id (the converter puts it on that call's thread). */
 static void put_sync(const CUpti_ActivitySynchronization2 *s)
@@ -1117,7 +1128,9 @@ int li_cupti_stop(struct li_stats *st, int finalize)
 		*st = stats;
 		return (!subscribed || atomic_load(&finalized)) && callbacks_quiet(2000);
 	}
+	uint64_t off0 = mono_ns();
 	disable_kinds();
+	put_recording_off(off0, mono_ns());
 	cu.cuptiActivityFlushAll(CUPTI_ACTIVITY_FLAG_FLUSH_FORCED);
 	encoder_stop(); /* every record of the session seen: graph_seen is final */
 	int done = 0;

@@ -236,6 +236,14 @@ check "graphs replayed from two threads on two streams: every item linked ($G2 o
 	'grep -q "launch links from uprobes: $G2 of $G2 kernels/copies/sets linked" "$W/rg2/conv.err"'
 lp_check rg2 truth "$G2" "... every GPU item's flow starts at the call that made it (exact)"
 
+# Calls made after recording stopped (the stand-in holds its last flush,
+# after the switch-off, while the app makes 20 launches; the uprobes are
+# still in): said as such, not as calls whose work was lost.
+run rl runtime=0 FAKE_CUPTI_HOLD_AT=flush LAUNCH_APP_LATE=20
+check "calls after recording stopped are said as such (20), none as work lost, the rest linked" \
+	'grep -q "; 20 calls after recording stopped" "$W/rl/conv.err" && ! grep -q "calls with no recorded work" "$W/rl/conv.err" &&
+	 grep -q "launch links from uprobes: $WORK of $WORK kernels/copies/sets linked" "$W/rl/conv.err"'
+
 # What no probe saw is named: CUPTI's call with its records, else the work.
 cat > "$W/no-set.json" <<'EOF'
 { "uprobes": [ { "library": "libcudart.so", "class": "cuda_runtime",

@@ -46,7 +46,8 @@
  * and sets not.
  * FAKE_CUPTI_HOLD_AT=register: the hold is in cuptiActivityRegisterCallbacks
  * instead, before any kind is switched on: calls made meanwhile end before
- * recording's switch begins.
+ * recording's switch begins. FAKE_CUPTI_HOLD_AT=flush (without
+ * FAKE_CUPTI_HOLD): cuptiActivityFlushAll holds, after recording stopped.
  * FAKE_CUPTI_GRAPH_KEEP=1 (CUPTI kept attached from an earlier window, and
  * a replayed graph's instrumentation with it): a graph launch made while
  * kernels are not recorded is held as queued work, and when the kernel kind
@@ -388,9 +389,10 @@ static atomic_int holding, hold_released;
 static void hold_enable(int k)
 {
 	const char *at = getenv("FAKE_CUPTI_HOLD_AT");
-	int want = at && !strcmp(at, "register") ? -1 : CUPTI_ACTIVITY_KIND_MEMCPY;
+	int flush = at && !strcmp(at, "flush");
+	int want = flush ? -2 : at && !strcmp(at, "register") ? -1 : CUPTI_ACTIVITY_KIND_MEMCPY;
 
-	if (k != want || !getenv("FAKE_CUPTI_HOLD"))
+	if (k != want || (!flush && !getenv("FAKE_CUPTI_HOLD")))
 		return;
 	atomic_store(&holding, 1);
 	for (int i = 0; i < 60000 && !atomic_load(&hold_released); i++)
@@ -440,6 +442,7 @@ API CUptiResult cuptiActivityFlushAll(uint32_t flag)
 {
 	alive_or_die("cuptiActivityFlushAll");
 	(void)flag;
+	hold_enable(-2);
 	pthread_mutex_lock(&mu);
 	hand_over();
 	pthread_mutex_unlock(&mu);

@@ -29,7 +29,9 @@
  * for stdin to close.
  *
  * With LAUNCH_APP_GRAPH2=1 the first racing thread also launches the graph
- * each round, on its own stream.
+ * each round, on its own stream. With LAUNCH_APP_LATE=N, after "done" it
+ * waits until the stand-in holds (FAKE_CUPTI_HOLD_AT=flush: recording has
+ * stopped), makes N kernel launches and lets it go on.
  *
  * With LAUNCH_APP_CUDA=PATH (a libcuda.so: the toolkit's stub will do) the
  * kernels are launched as libraries with a runtime of their own launch
@@ -350,6 +352,15 @@ int main(int argc, char **argv)
 	}
 	printf("late %llu\ncalls %llu\ndone\n", late(), calls[0] + calls[1] + calls[2]);
 	fflush(stdout);
+	if (getenv("LAUNCH_APP_LATE")) {
+		int (*holding)(void) = (int (*)(void))dlsym(h, "fake_cupti_holding");
+
+		for (int i = 0; i < 60000 && holding && !holding(); i++)
+			usleep(1000);
+		for (long n = strtol(getenv("LAUNCH_APP_LATE"), NULL, 10); n > 0; n--)
+			launch((const void *)kernel_a, "_Z8kernel_aPfi", (dim3){ 4, 1, 1 }, (dim3){ 128, 1, 1 }, 0, 2);
+		release_hold();
+	}
 	while (getchar() != EOF)
 		;
 	return 0;
