@@ -743,6 +743,30 @@ static void fifo(struct cv_lp *lp, const struct lp_ent *ce, size_t nc, const str
 	}
 }
 
+/* Room for an entry per call and per GPU record; -1 when out of memory. */
+static int entries_new(const struct cv_lp *lp, struct lp_ent **ce, struct lp_ent **ge)
+{
+	*ce = malloc((lp->n_calls + 1) * sizeof(**ce));
+	*ge = malloc((lp->n_gpus + 1) * sizeof(**ge));
+	if (*ce && *ge)
+		return 0;
+	free(*ce);
+	free(*ge);
+	return -1;
+}
+
+/* Sort a round's entries, pair them (fifo), free them. */
+static int pair_entries(struct cv_lp *lp, struct lp_ent *ce, size_t nc, struct lp_ent *ge, size_t ng,
+			const uint8_t *maybe, const struct lp_bounds *b)
+{
+	qsort(ce, nc, sizeof(*ce), cmp_ent);
+	qsort(ge, ng, sizeof(*ge), cmp_ent);
+	fifo(lp, ce, nc, ge, ng, maybe, b);
+	free(ce);
+	free(ge);
+	return 0;
+}
+
 static uint64_t gpu_sig(const struct lp_gpu *g, int stage)
 {
 	return stage == LP_DIMS ? g->sig_dims : stage == LP_NAME ? g->sig_name
@@ -756,15 +780,11 @@ static uint64_t gpu_sig(const struct lp_gpu *g, int stage)
  * work left over. */
 static int run_round(struct cv_lp *lp, const uint8_t *maybe, const struct cv_map *smap, int stage)
 {
-	struct lp_ent *ce = malloc((lp->n_calls + 1) * sizeof(*ce));
-	struct lp_ent *ge = malloc((lp->n_gpus + 1) * sizeof(*ge));
+	struct lp_ent *ce, *ge;
 	size_t nc = 0, ng = 0;
 
-	if (!ce || !ge) {
-		free(ce);
-		free(ge);
+	if (entries_new(lp, &ce, &ge))
 		return -1;
-	}
 	for (size_t i = 0; i < lp->n_calls; i++) {
 		struct lp_call *k = &lp->calls[i];
 		const struct lp_thr *kt = THR(lp, k);
@@ -798,12 +818,7 @@ static int run_round(struct cv_lp *lp, const uint8_t *maybe, const struct cv_map
 			key = mix(key, stream_key(gs->host, gs->pid, gs->device, gs->stream));
 		ge[ng++] = (struct lp_ent){ key, g->start, (uint32_t)j };
 	}
-	qsort(ce, nc, sizeof(*ce), cmp_ent);
-	qsort(ge, ng, sizeof(*ge), cmp_ent);
-	fifo(lp, ce, nc, ge, ng, maybe, NULL);
-	free(ce);
-	free(ge);
-	return 0;
+	return pair_entries(lp, ce, nc, ge, ng, maybe, NULL);
 }
 
 /* One round of graph launches and replays (a replay is one record:
@@ -812,15 +827,11 @@ static int run_round(struct cv_lp *lp, const uint8_t *maybe, const struct cv_map
 static int graph_round(struct cv_lp *lp, const uint8_t *maybe, const struct cv_map *smap,
 		       const struct lp_bounds *b)
 {
-	struct lp_ent *ce = malloc((lp->n_calls + 1) * sizeof(*ce));
-	struct lp_ent *ge = malloc((lp->n_gpus + 1) * sizeof(*ge));
+	struct lp_ent *ce, *ge;
 	size_t nc = 0, ng = 0;
 
-	if (!ce || !ge) {
-		free(ce);
-		free(ge);
+	if (entries_new(lp, &ce, &ge))
 		return -1;
-	}
 	for (size_t i = 0; i < lp->n_calls; i++) {
 		const struct lp_call *k = &lp->calls[i];
 		const struct lp_thr *kt = THR(lp, k);
@@ -842,12 +853,7 @@ static int graph_round(struct cv_lp *lp, const uint8_t *maybe, const struct cv_m
 			key = mix(key, stream_key(gs->host, gs->pid, gs->device, gs->stream));
 		ge[ng++] = (struct lp_ent){ key, g->start, (uint32_t)j };
 	}
-	qsort(ce, nc, sizeof(*ce), cmp_ent);
-	qsort(ge, ng, sizeof(*ge), cmp_ent);
-	fifo(lp, ce, nc, ge, ng, maybe, b);
-	free(ce);
-	free(ge);
-	return 0;
+	return pair_entries(lp, ce, nc, ge, ng, maybe, b);
 }
 
 /* Graph launches with their replays: per stream first (replays on streams
