@@ -437,7 +437,7 @@ static int cpu_finish(struct lt_session *s, void *state)
 	uint64_t t0 = cpu_now_ns();
 	int r;
 
-	cpu_detach(st);
+	/* cpu_quiesce stopped the sampling */
 	r = lt_sym_foreach(st->sym, emit_symbol, s);
 	for (size_t k = 0; !r && k < st->cap_py; k++)
 		if (st->py[k].addr && !st->py[k].emitted) {

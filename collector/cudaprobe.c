@@ -1193,7 +1193,6 @@ static int cp_finish(struct lt_session *s, void *state)
 {
 	struct cp_state *st = state;
 
-	hold_end(s, st);
 	/* Files armed before they are loaded do not count: none may ever be. */
 	if (!st->mapped && !st->calls && !st->n_klinks) {
 		LT_WARN("cuda: nothing was probed: no library named in %s is loaded by the targets "

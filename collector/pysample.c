@@ -379,8 +379,7 @@ static int pys_finish(struct lt_session *s, void *state)
 	size_t ok = 0;
 
 	(void)s;
-	pys_detach(st);
-	for (size_t i = 0; i < st->n_procs; i++)
+	for (size_t i = 0; i < st->n_procs; i++) /* pys_quiesce stopped the sampling */
 		ok += st->procs[i].ok;
 	LT_INFO(1, "pysample: %llu samples, %llu code objects named, %zu of %zu processes sampled",
 		(unsigned long long)st->samples, (unsigned long long)st->codes, ok, st->n_procs);
