@@ -877,7 +877,7 @@ static int pair_graphs(struct cv_lp *lp, const uint8_t *maybe, const struct cv_m
  * its process's first paired replay (key: as run_round's for graphs). */
 static struct lp_ent *early_replays(const struct cv_lp *lp, size_t *n)
 {
-	struct cv_map first = { 0 }, seen = { 0 }; /* key -> first paired start; replays taken */
+	struct cv_map first = { 0 }; /* key -> first paired start */
 	struct lp_ent *ge = malloc((lp->n_gpus + 1) * sizeof(*ge));
 	uint64_t *v;
 
@@ -897,21 +897,16 @@ static struct lp_ent *early_replays(const struct cv_lp *lp, size_t *n)
 		const struct lp_gpu *g = &lp->gpus[j];
 		uint64_t key = mix(mix(STRM(lp, g)->host, STRM(lp, g)->pid), 0);
 		const uint64_t *f = cv_map_get(&first, key, 0);
-		int is_new;
 
+		/* a replay is one record (fold_replay) */
 		if (!g->graph || !g->corr || g->kind != LP_KERNEL || g->call >= 0 || (f && g->start >= *f))
 			continue;
-		if (!cv_map_put(&seen, key, g->corr, &is_new))
-			goto fail;
-		if (is_new)
-			ge[(*n)++] = (struct lp_ent){ key, g->start, (uint32_t)j };
+		ge[(*n)++] = (struct lp_ent){ key, g->start, (uint32_t)j };
 	}
 	cv_map_free(&first);
-	cv_map_free(&seen);
 	return ge;
 fail:
 	cv_map_free(&first);
-	cv_map_free(&seen);
 	free(ge);
 	return NULL;
 }
