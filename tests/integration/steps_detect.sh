@@ -20,7 +20,7 @@ need_built "$LT" "$CONV" "$PROG" "$GEN"
 tap_tmpdir T lt-steps
 relay() { # renumber steps_check.py's lines (read in this shell: counts stay), prefixed with the case
 	while read -r st rest; do
-		if [ "$st" = ok ]; then ok "$1: ${rest#- }"; else nok "$1: ${rest#- }"; fi
+		if [ "$st" = ok ]; then ok "$1: ${rest#- }"; else rest=${rest#ok }; nok "$1: ${rest#- }"; fi
 	done
 }
 
