@@ -102,6 +102,7 @@ enum { LI_KEPT_NO, LI_KEPT_GRAPH, LI_KEPT_ASKED = 3 }; /* 2: after launch callba
 
 struct li_stats {
 	uint64_t kernels, memcpys, memsets, apis, syncs, devices, dropped;
+	uint64_t earlier;      /* work records left out: done before recording began */
 	int finalized;
 	int kept;              /* CUPTI left attached on purpose: LI_KEPT_* */
 	char file[256];

@@ -55,7 +55,9 @@
  * nodes recorded with their launch's correlation id, but the first node of
  * the first (the replay in flight at the switch); their memset nodes run
  * before the MEMSET kind is on. fake_cupti_late() says how many records
- * that made.
+ * that made. FAKE_CUPTI_STALE=N: as the kernel kind goes on, N kernel
+ * nodes of a replay that ended 5 s before are delivered first (an earlier
+ * recording's replay, in flight at its stop; H100).
  * FAKE_CUPTI_FIRST_NS=N: the first work on each stream runs N ns (a busy
  * GPU as recording starts: the work of the calls behind it starts after
  * the next calls of their kind). fake_cupti_recorded() says how many records the thread's last
@@ -705,8 +707,14 @@ static void run_held_graphs(void)
 {
 	const char *w = getenv("FAKE_CUPTI_WORK_NS");
 	uint64_t dur = w ? strtoull(w, NULL, 10) : 20000, t = now_ns();
+	const char *stale = getenv("FAKE_CUPTI_STALE");
+	static const unsigned one[6] = { 1, 1, 1, 1, 1, 1 };
 
 	pthread_mutex_lock(&mu);
+	/* FAKE_CUPTI_STALE=N: first N nodes of a replay that ran 5 s before this
+	 * recording (an earlier one's, in flight at its stop), delivered now. */
+	for (uint64_t i = 0, n = stale ? strtoull(stale, NULL, 10) : 0; i < n && t > 6000000000ull; i++)
+		put_work(0, 0x40000000u, 1, "earlier_replay_node", one, 0, 7, t - 5000000000ull + i * dur, dur);
 	for (int g = 0; g < n_held; g++)
 		for (int i = g ? 0 : 1; i < 3; i++) { /* 3 kernel nodes; the first's first ran */
 			uint64_t start = queue_on(held[g].stream, t, dur);
