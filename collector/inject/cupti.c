@@ -315,9 +315,9 @@ static void put_api(const CUpti_ActivityAPI *a, int driver)
 
 /* Work that ended before this recording began is an earlier one's: with
  * CUPTI kept attached (keep_cupti), a graph replay in flight when that
- * recording stopped is delivered at this one's first flush (H100, the GPT
- * graph loop: ~460 records 7.7 s before the window, no launch call in it).
- * It is counted and left out of this log. */
+ * recording stopped is delivered at this one's first flush, long before any
+ * launch call of this window (docs/MEASUREMENTS.md, 2026-12-05, fourth
+ * session). It is counted and left out of this log. */
 static int before_recording(uint64_t end)
 {
 	if (!end || end >= atomic_load_explicit(&rec_since, memory_order_relaxed))

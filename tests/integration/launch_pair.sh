@@ -226,7 +226,7 @@ check "... every recorded kernel, copy and set linked ($RK of $RK), no flow unbo
 	'grep -q "launch links from uprobes: $RK of $RK kernels/copies/sets linked" "$W/rk/conv.err" && ! grep -q "unbound flows" "$W/rk/conv.err"'
 lp_check rk truth "$RK" "... every GPU item's flow starts at the call that made it (exact)"
 # An earlier recording's replay, in flight at its stop, is delivered at this
-# one's start (H100: ~460 records 7.7 s before the window): left out, said.
+# one's start, seconds before this window: left out, and said.
 check "... an earlier recording's replay delivered now (3 nodes) is left out and said" \
 	'grep -q "3 records of work done before recording began (an earlier recording.s, delivered late) left out" "$W/rk/coll.err" &&
 	 ! grep -q earlier_replay_node "$W/rk/trace.json"'

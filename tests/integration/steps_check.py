@@ -4,7 +4,7 @@
 Prints TAP-style "ok"/"not ok" lines (numbering by the caller's awk) and
 exits 1 on a failure. Checks: detected count within +-1 of the true train
 steps; every detected boundary within 2% of the mean true step time of the
-true one nearest it. With "none": no step slices at all.
+nearest true boundary (its window, below). With "none": no step slices at all.
 
 TRUTH lines are "train START END [...]" or "train START END in START_LO END_LO": a
 workload that cannot stamp a boundary at one instant gives the window it

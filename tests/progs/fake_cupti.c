@@ -57,7 +57,7 @@
  * before the MEMSET kind is on. fake_cupti_late() says how many records
  * that made. FAKE_CUPTI_STALE=N: as the kernel kind goes on, N kernel
  * nodes of a replay that ended 5 s before are delivered first (an earlier
- * recording's replay, in flight at its stop; H100).
+ * recording's replay, in flight at its stop).
  * FAKE_CUPTI_FIRST_NS=N: the first work on each stream runs N ns (a busy
  * GPU as recording starts: the work of the calls behind it starts after
  * the next calls of their kind). fake_cupti_recorded() says how many records the thread's last
