@@ -1124,15 +1124,17 @@ static void account(struct lt_im *im, int pid, const char *reply)
 	im->tot.apis += a;
 	im->tot.dropped += d;
 	im->tot.finalized += fin;
-	unsigned long long early = lt_ictl_field(reply, "earlier");
-	char earlier[160] = "";
+	unsigned long long early = lt_ictl_field(reply, "earlier"), untimed = lt_ictl_field(reply, "untimed");
+	char earlier[160] = "", no_time[96] = "";
 	if (early)
 		snprintf(earlier, sizeof(earlier), ", %llu records of work done before recording began "
 			 "(an earlier recording's, delivered late) left out", early);
+	if (untimed)
+		snprintf(no_time, sizeof(no_time), ", %llu records CUPTI could not time left out", untimed);
 	if (k || a)
 		im_log(im, LT_IM_CUDA, 'I', "pid %d: %llu kernels, %llu memcpy, %llu memset, %llu API calls, "
-		       "%llu dropped%s; CUPTI %s", pid, k, lt_ictl_field(reply, "memcpy"),
-		       lt_ictl_field(reply, "memset"), a, d, earlier, fin ? "detached" :
+		       "%llu dropped%s%s; CUPTI %s", pid, k, lt_ictl_field(reply, "memcpy"),
+		       lt_ictl_field(reply, "memset"), a, d, earlier, no_time, fin ? "detached" :
 		       lt_ictl_field(reply, "exiting") ? "flushed at the process's exit" :
 		       kept_why(lt_ictl_field(reply, "kept")));
 }

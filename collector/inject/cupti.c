@@ -317,9 +317,16 @@ static void put_api(const CUpti_ActivityAPI *a, int driver)
  * CUPTI kept attached (keep_cupti), a graph replay in flight when that
  * recording stopped is delivered at this one's first flush, long before any
  * launch call of this window (docs/MEASUREMENTS.md, 2026-12-05, fourth
- * session). It is counted and left out of this log. */
-static int before_recording(uint64_t end)
+ * session). It is counted and left out of this log. So is work CUPTI could
+ * not time (start 0, CUPTI's "timestamp information could not be
+ * collected": the replay in flight as recording stopped): at time 0 it
+ * would stretch the profile back to the host's boot. */
+static int left_out(uint64_t start, uint64_t end)
 {
+	if (!start) {
+		stats.untimed++;
+		return 1;
+	}
 	if (!end || end >= atomic_load_explicit(&rec_since, memory_order_relaxed))
 		return 0;
 	stats.earlier++;
@@ -328,7 +335,7 @@ static int before_recording(uint64_t end)
 
 static void put_kernel(const CUpti_ActivityKernel10 *k)
 {
-	if (before_recording(k->end))
+	if (left_out(k->start, k->end))
 		return;
 	struct evlog_event ev = { .type = EV_GPU_KERNEL, .ts = k->start };
 	ev.u.gpu_kernel.dur = k->end > k->start ? k->end - k->start : 0;
@@ -355,7 +362,7 @@ static void put_kernel(const CUpti_ActivityKernel10 *k)
 
 static void put_memcpy(const CUpti_ActivityMemcpy6 *m)
 {
-	if (before_recording(m->end))
+	if (left_out(m->start, m->end))
 		return;
 	struct evlog_event ev = { .type = EV_GPU_MEMCPY, .ts = m->start };
 	ev.u.gpu_memcpy.dur = m->end > m->start ? m->end - m->start : 0;
@@ -375,7 +382,7 @@ static void put_memcpy(const CUpti_ActivityMemcpy6 *m)
 
 static void put_memset(const CUpti_ActivityMemset4 *m)
 {
-	if (before_recording(m->end))
+	if (left_out(m->start, m->end))
 		return;
 	struct evlog_event ev = { .type = EV_GPU_MEMSET, .ts = m->start };
 	ev.u.gpu_memset.dur = m->end > m->start ? m->end - m->start : 0;

@@ -271,11 +271,12 @@ static void stats_msg(const struct li_stats *s, char *msg, size_t len)
 {
 	const struct li_stats st = *s;
 	snprintf(msg, len, "stopped kernels=%llu memcpy=%llu memset=%llu api=%llu sync=%llu "
-		 "devices=%llu dropped=%llu earlier=%llu finalized=%d kept=%d file=%s",
+		 "devices=%llu dropped=%llu earlier=%llu untimed=%llu finalized=%d kept=%d file=%s",
 		 (unsigned long long)st.kernels, (unsigned long long)st.memcpys,
 		 (unsigned long long)st.memsets, (unsigned long long)st.apis,
 		 (unsigned long long)st.syncs, (unsigned long long)st.devices,
-		 (unsigned long long)st.dropped, (unsigned long long)st.earlier, st.finalized, st.kept,
+		 (unsigned long long)st.dropped, (unsigned long long)st.earlier,
+		 (unsigned long long)st.untimed, st.finalized, st.kept,
 		 st.file[0] ? st.file : "-");
 }
 

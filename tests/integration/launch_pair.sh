@@ -185,6 +185,15 @@ check "a lost graph replay: its launch left unpaired, every other item linked ($
 	'grep -q "launch links from uprobes: $((WORK - 4)) of $((WORK - 4)) kernels/copies/sets linked; 1 calls with no recorded work" "$W/rdg/conv.err"'
 lp_check rdg truth "$((WORK - 4))" "... every GPU item's flow starts at the call that made it (exact)"
 
+# A record CUPTI could not time (start and end 0: the H200's last replay of
+# a window, in flight as recording stopped) has no place on the timeline:
+# at time 0 it put the profile's start at the host's boot. Left out, said.
+run ru runtime=0 FAKE_CUPTI_UNTIMED=50
+check "an untimed record (a graph's memset node) is left out and said, the rest linked ($((WORK - 1)) of $((WORK - 1)))" \
+	'grep -q "1 records CUPTI could not time left out" "$W/ru/coll.err" &&
+	 grep -q "launch links from uprobes: $((WORK - 1)) of $((WORK - 1)) kernels/copies/sets linked" "$W/ru/conv.err"'
+check "... nothing in the trace before the profile began" '! grep -q "\"ts\": *-" "$W/ru/trace.json"'
+
 # Calls made while recording is being switched on: the stand-in holds the
 # MEMCPY kind off while the app makes HOLD calls (a slow enable, which a
 # live job does not wait for; none in flight across a kind's switch), so
