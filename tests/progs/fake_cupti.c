@@ -39,7 +39,9 @@
  * FAKE_CUPTI_DROP_GRAPH=N: the replay of the N-th graph launch is not
  * recorded (its records lost).
  * FAKE_CUPTI_DROP=N: the work of the N-th call is not recorded (a record
- * CUPTI lost). FAKE_CUPTI_HOLD=1: enabling MEMCPY waits (up to 60 s,
+ * CUPTI lost). FAKE_CUPTI_UNTIMED=N: the records of the N-th call and every
+ * later one carry start and end 0 (CUPTI could not time them: the work in
+ * flight as recording stopped). FAKE_CUPTI_HOLD=1: enabling MEMCPY waits (up to 60 s,
  * fake_cupti_holding() true meanwhile) until fake_cupti_release_hold()
  * before turning the kind on, as a slow cuptiActivityEnable would: calls
  * the app makes meanwhile are probed, their kernels recorded, their copies
@@ -617,7 +619,7 @@ API unsigned fake_cupti_work(int kind, const char *name, const unsigned dims[6],
 		if (first && !stream_busy[stream % FAKE_STREAMS])
 			d = first;
 		uint64_t start = queue_on(stream, (uint64_t)exit_ns + 2000, d);
-		if (kind == 3 && rk == 2 && untimed && strtoull(untimed, NULL, 10) == graphs)
+		if (untimed && strtoull(untimed, NULL, 10) <= corr)
 			start = d = 0; /* CUPTI: both 0, "timestamp information could not be collected" */
 		if (!put_work(rk, nocorr && kind != 3 ? 0 : corr, kind == 3, name, dims, bytes, stream, start, d))
 			break;
