@@ -105,7 +105,7 @@ static int kind_on[sizeof(kinds) / sizeof(kinds[0])];
 /* Each kind's switch: before and after its cuptiActivityEnable (work of a
  * call made before it is not recorded, after it is). */
 static uint64_t kind_switch[sizeof(kinds) / sizeof(kinds[0])][2];
-/* When this recording's kinds began to go on (CLOCK_MONOTONIC). */
+/* When this recording began (CLOCK_MONOTONIC): its start request. */
 static _Atomic uint64_t rec_since;
 
 /* Runtime calls made so often and so cheaply that recording them costs
@@ -317,7 +317,8 @@ static void put_api(const CUpti_ActivityAPI *a, int driver)
  * CUPTI kept attached (keep_cupti), a graph replay in flight when that
  * recording stopped is delivered at this one's first flush, long before any
  * launch call of this window (docs/MEASUREMENTS.md, 2026-12-05, fourth
- * session). It is counted and left out of this log. So is work CUPTI could
+ * session), some of it with no end (CUPTI's incomplete record: its start
+ * tells). It is counted and left out of this log. So is work CUPTI could
  * not time (start 0, CUPTI's "timestamp information could not be
  * collected": the replay in flight as recording stopped): at time 0 it
  * would stretch the profile back to the host's boot. */
@@ -327,7 +328,7 @@ static int left_out(uint64_t start, uint64_t end)
 		stats.untimed++;
 		return 1;
 	}
-	if (!end || end >= atomic_load_explicit(&rec_since, memory_order_relaxed))
+	if ((end ? end : start) >= atomic_load_explicit(&rec_since, memory_order_relaxed))
 		return 0;
 	stats.earlier++;
 	return 1;
@@ -1032,6 +1033,9 @@ int li_cupti_start(const struct li_config *c, char *msg, size_t msgsz)
 	}
 	cfg = *c;
 	memset(&stats, 0, sizeof(stats));
+	/* from here: a kept CUPTI may deliver the last recording's work as soon
+	 * as this one's log is open */
+	atomic_store_explicit(&rec_since, mono_ns(), memory_order_relaxed);
 	int rc = resolve(msg, msgsz);
 	int reuse = rc ? 0 : reuse_subscription();
 	if (rc || (!reuse && (rc = subscribe(msg, msgsz))))
@@ -1067,7 +1071,6 @@ int li_cupti_start(const struct li_config *c, char *msg, size_t msgsz)
 	pool_fill(POOL_PRE);
 	encoder_start(); /* if it cannot start, buffers are encoded where they complete */
 	uint64_t kinds_t0 = mono_ns();
-	atomic_store_explicit(&rec_since, kinds_t0, memory_order_relaxed);
 	if (enable_kinds()) {
 		snprintf(msg, msgsz, "err CUDA kernel profiling cannot start: CUPTI refused kernel activity");
 		disable_kinds();

@@ -243,7 +243,7 @@ for tag in A1 E1; do
 		echo "FAIL [$tag] launch links: ${m:-none} (linked, of), unbound: $(grep -o '[0-9]* unbound flows' "$L/$tag.convert.log")" | tee -a "$OUT/result.txt"
 		"$PY" tests/gpu/edge_links.py "$W/$tag/trace.json.gz" 2>&1 | sed "s/^INFO edge:/INFO [$tag] edge:/" | tee -a "$OUT/result.txt"
 		# its logs, to convert here (in parts that the device call brings back)
-		tar -C "$W" -cf - "$tag"/*.evlog | split -b 15M - "$OUT/$tag.evlogs.tar."
+		(cd "$W" && tar -cf - "$tag"/*.evlog) | split -b 15M - "$OUT/$tag.evlogs.tar."
 		rc=1
 	fi
 done
