@@ -313,22 +313,24 @@ static void put_api(const CUpti_ActivityAPI *a, int driver)
 	stats.apis++;
 }
 
-/* Work that ended before this recording began is an earlier one's: with
+/* Work that started before this recording began is an earlier one's: with
  * CUPTI kept attached (keep_cupti), a graph replay in flight when that
- * recording stopped is delivered at this one's first flush, long before any
- * launch call of this window (docs/MEASUREMENTS.md, 2026-12-05, fourth
- * session), some of it with no end (CUPTI's incomplete record: its start
- * tells). It is counted and left out of this log. So is work CUPTI could
+ * recording stopped is delivered at this one's first flush, started long
+ * before any launch call of this window, its end (when there is one) often
+ * stamped in this window (docs/MEASUREMENTS.md, 2026-12-05). Only a kept
+ * graph's nodes are instrumented while the kinds are off, so what else is
+ * left out is at most a node running across the switch. It is counted and
+ * left out of this log. So is work CUPTI could
  * not time (start 0, CUPTI's "timestamp information could not be
  * collected": the replay in flight as recording stopped): at time 0 it
  * would stretch the profile back to the host's boot. */
-static int left_out(uint64_t start, uint64_t end)
+static int left_out(uint64_t start)
 {
 	if (!start) {
 		stats.untimed++;
 		return 1;
 	}
-	if ((end ? end : start) >= atomic_load_explicit(&rec_since, memory_order_relaxed))
+	if (start >= atomic_load_explicit(&rec_since, memory_order_relaxed))
 		return 0;
 	stats.earlier++;
 	return 1;
@@ -336,7 +338,7 @@ static int left_out(uint64_t start, uint64_t end)
 
 static void put_kernel(const CUpti_ActivityKernel10 *k)
 {
-	if (left_out(k->start, k->end))
+	if (left_out(k->start))
 		return;
 	struct evlog_event ev = { .type = EV_GPU_KERNEL, .ts = k->start };
 	ev.u.gpu_kernel.dur = k->end > k->start ? k->end - k->start : 0;
@@ -363,7 +365,7 @@ static void put_kernel(const CUpti_ActivityKernel10 *k)
 
 static void put_memcpy(const CUpti_ActivityMemcpy6 *m)
 {
-	if (left_out(m->start, m->end))
+	if (left_out(m->start))
 		return;
 	struct evlog_event ev = { .type = EV_GPU_MEMCPY, .ts = m->start };
 	ev.u.gpu_memcpy.dur = m->end > m->start ? m->end - m->start : 0;
@@ -383,7 +385,7 @@ static void put_memcpy(const CUpti_ActivityMemcpy6 *m)
 
 static void put_memset(const CUpti_ActivityMemset4 *m)
 {
-	if (left_out(m->start, m->end))
+	if (left_out(m->start))
 		return;
 	struct evlog_event ev = { .type = EV_GPU_MEMSET, .ts = m->start };
 	ev.u.gpu_memset.dur = m->end > m->start ? m->end - m->start : 0;

@@ -58,8 +58,8 @@
  * the first (the replay in flight at the switch); their memset nodes run
  * before the MEMSET kind is on. fake_cupti_late() says how many records
  * that made. FAKE_CUPTI_STALE=N: as the kernel kind goes on, N kernel
- * nodes of a replay that ended 5 s before are delivered first (an earlier
- * recording's replay, in flight at its stop).
+ * nodes of a replay that started 5 s before are delivered first (an earlier
+ * recording's replay, in flight at its stop), their ends stamped now.
  * FAKE_CUPTI_FIRST_NS=N: the first work on each stream runs N ns (a busy
  * GPU as recording starts: the work of the calls behind it starts after
  * the next calls of their kind). fake_cupti_recorded() says how many records the thread's last
@@ -555,8 +555,6 @@ API void fake_cupti_api_call(void)
 static uint64_t stream_busy[FAKE_STREAMS];
 static atomic_ullong work_records;
 
-/* put_work's d for a record with no end (CUPTI's incomplete record) */
-#define END_UNKNOWN UINT64_MAX
 static int put_work(int rk, uint32_t c, int graph, const char *name, const unsigned dims[6],
 		    unsigned long long bytes, unsigned stream, uint64_t start, uint64_t d);
 static int hold_graph(uint32_t corr, const char *name, const unsigned dims[6], unsigned stream);
@@ -647,7 +645,7 @@ static int put_work(int rk, uint32_t c, int graph, const char *name, const unsig
 		m.copyKind = CUPTI_ACTIVITY_MEMCPY_KIND_HTOD;
 		m.bytes = bytes;
 		m.start = start;
-		m.end = d == END_UNKNOWN ? 0 : start + d;
+		m.end = start + d;
 		m.streamId = stream;
 		m.correlationId = c;
 		memcpy(slot, &m, sizeof(m));
@@ -657,7 +655,7 @@ static int put_work(int rk, uint32_t c, int graph, const char *name, const unsig
 		m.kind = CUPTI_ACTIVITY_KIND_MEMSET;
 		m.bytes = bytes;
 		m.start = start;
-		m.end = d == END_UNKNOWN ? 0 : start + d;
+		m.end = start + d;
 		m.streamId = stream;
 		m.correlationId = c;
 		memcpy(slot, &m, sizeof(m));
@@ -666,7 +664,7 @@ static int put_work(int rk, uint32_t c, int graph, const char *name, const unsig
 		memset(&k, 0, sizeof(k));
 		k.kind = CUPTI_ACTIVITY_KIND_CONCURRENT_KERNEL;
 		k.start = start;
-		k.end = d == END_UNKNOWN ? 0 : start + d;
+		k.end = start + d;
 		k.correlationId = c;
 		k.streamId = stream;
 		k.gridX = dims[0];
@@ -719,11 +717,11 @@ static void run_held_graphs(void)
 
 	pthread_mutex_lock(&mu);
 	/* FAKE_CUPTI_STALE=N: first N nodes of a replay that ran 5 s before this
-	 * recording (an earlier one's, in flight at its stop), delivered now;
-	 * the last with no end (incomplete, as the H100 delivered some). */
+	 * recording (an earlier one's, in flight at its stop), delivered now,
+	 * their ends stamped in this one (as the H100 gave them). */
 	for (uint64_t i = 0, n = stale ? strtoull(stale, NULL, 10) : 0; i < n && t > 6000000000ull; i++)
 		put_work(0, 0x40000000u, 1, "earlier_replay_node", one, 0, 7, t - 5000000000ull + i * dur,
-			 i + 1 == n ? END_UNKNOWN : dur);
+			 5000000000ull + dur);
 	for (int g = 0; g < n_held; g++)
 		for (int i = g ? 0 : 1; i < 3; i++) { /* 3 kernel nodes; the first's first ran */
 			uint64_t start = queue_on(held[g].stream, t, dur);
