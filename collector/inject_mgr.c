@@ -1127,7 +1127,7 @@ static void account(struct lt_im *im, int pid, const char *reply)
 	unsigned long long early = lt_ictl_field(reply, "earlier"), untimed = lt_ictl_field(reply, "untimed");
 	char earlier[160] = "", no_time[96] = "";
 	if (early)
-		snprintf(earlier, sizeof(earlier), ", %llu records of work done before recording began "
+		snprintf(earlier, sizeof(earlier), ", %llu records of work started before recording began "
 			 "(an earlier recording's, delivered late) left out", early);
 	if (untimed)
 		snprintf(no_time, sizeof(no_time), ", %llu records CUPTI could not time left out", untimed);

@@ -320,10 +320,10 @@ static void put_api(const CUpti_ActivityAPI *a, int driver)
  * stamped in this window (docs/MEASUREMENTS.md, 2026-12-05). Only a kept
  * graph's nodes are instrumented while the kinds are off, so what else is
  * left out is at most a node running across the switch. It is counted and
- * left out of this log. So is work CUPTI could
- * not time (start 0, CUPTI's "timestamp information could not be
- * collected": the replay in flight as recording stopped): at time 0 it
- * would stretch the profile back to the host's boot. */
+ * left out of this log. So is work CUPTI could not time (start 0, its
+ * "timestamp information could not be collected": work in flight as
+ * recording stopped), which at time 0 would stretch the profile back to
+ * the host's boot and lead the launch pairing astray. */
 static int left_out(uint64_t start)
 {
 	if (!start) {

@@ -102,7 +102,7 @@ enum { LI_KEPT_NO, LI_KEPT_GRAPH, LI_KEPT_ASKED = 3 }; /* 2: after launch callba
 
 struct li_stats {
 	uint64_t kernels, memcpys, memsets, apis, syncs, devices, dropped;
-	uint64_t earlier;      /* work records left out: done before recording began */
+	uint64_t earlier;      /* work records left out: started before recording began */
 	uint64_t untimed;      /* work records left out: CUPTI could not time them */
 	int finalized;
 	int kept;              /* CUPTI left attached on purpose: LI_KEPT_* */

@@ -242,7 +242,7 @@ lp_check rk truth "$RK" "... every GPU item's flow starts at the call that made 
 # An earlier recording's replay, in flight at its stop, is delivered at this
 # one's start, seconds before this window: left out, and said.
 check "... an earlier recording's replay delivered now (3 nodes) is left out and said" \
-	'grep -q "3 records of work done before recording began (an earlier recording.s, delivered late) left out" "$W/rk/coll.err" &&
+	'grep -q "3 records of work started before recording began (an earlier recording.s, delivered late) left out" "$W/rk/coll.err" &&
 	 ! grep -q earlier_replay_node "$W/rk/trace.json"'
 
 # Graphs replayed from two threads, each on a stream of its own: the

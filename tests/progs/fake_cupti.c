@@ -716,7 +716,7 @@ static void run_held_graphs(void)
 	static const unsigned one[6] = { 1, 1, 1, 1, 1, 1 };
 
 	pthread_mutex_lock(&mu);
-	/* FAKE_CUPTI_STALE=N: first N nodes of a replay that ran 5 s before this
+	/* FAKE_CUPTI_STALE=N: first N nodes of a replay that started 5 s before this
 	 * recording (an earlier one's, in flight at its stop), delivered now,
 	 * their ends stamped in this one (as the H100 gave them). */
 	for (uint64_t i = 0, n = stale ? strtoull(stale, NULL, 10) : 0; i < n && t > 6000000000ull; i++)
