@@ -180,6 +180,26 @@ int lt_uret_multi(struct pt_regs *ctx)
 	return lt_return(ctx);
 }
 
+/* Which file fd names in the current process: the mapping's identity, so
+ * user space can tell a probed file mapped before its links were in, even
+ * of a process gone by the time the record is read. */
+static __always_inline void lt_umap_file(struct lt_rec_umap *r, long fd)
+{
+	struct task_struct *t = bpf_get_current_task_btf();
+	struct file **fds = BPF_CORE_READ(t, files, fdt, fd);
+	unsigned int max = BPF_CORE_READ(t, files, fdt, max_fds);
+	struct file *f = NULL;
+
+	r->ino = 0;
+	r->kdev = 0;
+	r->pad = 0;
+	if (fd < 0 || (unsigned long)fd >= max ||
+	    bpf_probe_read_kernel(&f, sizeof(f), &fds[fd]) || !f)
+		return;
+	r->ino = BPF_CORE_READ(f, f_inode, i_ino);
+	r->kdev = BPF_CORE_READ(f, f_inode, i_sb, s_dev);
+}
+
 /* A target mapped a file executable: user space rescans its libraries. */
 SEC("raw_tp/sys_exit")
 int lt_umap(struct bpf_raw_tracepoint_args *ctx)
@@ -211,6 +231,7 @@ int lt_umap(struct bpf_raw_tracepoint_args *ctx)
 	if (!r)
 		return 0;
 	r->addr = ret;
+	lt_umap_file(r, fd);
 	bpf_ringbuf_submit(r, BPF_RB_FORCE_WAKEUP); /* probe the new library soon */
 	return 0;
 }

@@ -43,6 +43,9 @@ struct lt_rec_ucall {
 struct lt_rec_umap {
 	struct lt_rec_hdr h;
 	__u64 addr;               /* start of the new mapping */
+	__u64 ino;                /* the file mapped: inode number, */
+	__u32 kdev;               /* and its file system's kernel dev_t (MAJOR << 20 | MINOR); 0: unknown */
+	__u32 pad;
 };
 
 #endif

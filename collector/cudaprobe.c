@@ -18,6 +18,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/stat.h>
+#include <sys/sysmacros.h>
 #include <sys/syscall.h>
 #include <unistd.h>
 
@@ -32,7 +33,6 @@
 #include "common/grow.h"
 #include "libfind.h"
 #include "linkclose.h"
-#include "loadhold.h"
 #include "probefile.h"
 #include "probe_cost.h"
 #include "uprobe_multi.h"
@@ -43,6 +43,7 @@
 
 #define CP_NAME_CACHE 4096    /* launch address -> kernel name, per session */
 #define CP_MAX_ELVES 64       /* objects whose symbols are kept for naming */
+#define CP_LATE_NAMED 8       /* late-armed processes named in the closing line */
 
 struct cp_probe {             /* a probed function; its index is the cookie id */
 	const char *lib;      /* path as the target sees it (interned) */
@@ -65,6 +66,7 @@ struct cp_link {
 struct cp_seen {              /* a (pid, file) already looked at */
 	int pid;
 	uint64_t start, dev, ino;
+	uint64_t at;          /* when (CLOCK_MONOTONIC): its links were in from then on */
 };
 
 struct cp_name {              /* launch-address cache */
@@ -99,9 +101,14 @@ struct cp_state {
 	struct cp_name names[CP_NAME_CACHE];
 	uint64_t calls, attach_errors;
 	uint64_t cur_start;   /* start time of the process being attached to */
-	struct lt_hold *hold; /* targets' opens of probed libraries wait for their links */
 	bool mapped;          /* a target mapped (or opened) a file the probe file names */
-	bool serving;         /* in lt_hold_serve: no nested serving */
+	bool count_late;      /* scanning a new image or a new mapping (not a fork's inherited ones) */
+	struct cp_late {      /* processes new to the profile, a probed file mapped before its links */
+		uint64_t n;
+		int pid[CP_LATE_NAMED];
+		char lib[CP_LATE_NAMED][64];
+		bool said;
+	} late;
 	struct cp_sel {       /* the probes a file's entries select, read once per file */
 		uint64_t dev, ino, key;
 		int *ids;
@@ -221,13 +228,12 @@ static void attach_kprobes(struct cp_state *st)
 
 /* ------------------------------------------------------------ start/stop */
 
-static void hold_begin(struct lt_session *s, struct cp_state *st);
-static void hold_serve_now(struct lt_session *s, struct cp_state *st);
-static void hold_end(struct lt_session *s, struct cp_state *st);
 
 
 /* Open and load the BPF object; `multi` loads the *_multi programs for
  * uprobe_multi links, else leaves them out. */
+static void say_late(struct cp_state *st);
+
 static int open_and_load(struct lt_session *s, struct cp_state *st, bool multi)
 {
 	int err;
@@ -283,7 +289,6 @@ static int cp_start(struct lt_session *s, void **state)
 			strerror(errno));
 	if (!st->launches_only)
 		attach_kprobes(st);
-	hold_begin(s, st);
 	st->call_ns = st->multi ? lt_probe_cost_ns(st->skel->progs.lt_uentry_multi, st->skel->progs.lt_uret_multi, true)
 				: lt_probe_cost_ns(st->skel->progs.lt_uentry, st->skel->progs.lt_uret, false);
 	return 0;
@@ -324,7 +329,8 @@ static void cp_quiesce(struct lt_session *s, void *state)
 {
 	struct cp_state *st = state;
 
-	hold_end(s, st);
+	(void)s;
+	say_late(st);
 	for (size_t i = 0; i < st->n_links; i++)
 		link_close(&st->links[i]);
 	for (size_t i = 0; i < st->n_klinks; i++) {
@@ -646,7 +652,7 @@ static bool attach_file(struct lt_session *s, struct cp_state *st, int pid, int 
 	char file[64], err[512];
 	size_t i, n = 0, failed = 0, before = st->n_probes;
 	size_t limit = s->opt.max_probes ? s->opt.max_probes : LT_MAX_PROBES;
-	int first_err = 0, *ids, rc;
+	int first_err = 0, *ids;
 	struct lt_elf *e;
 
 	lt_tf_fd_path(fd, file, sizeof(file));
@@ -708,10 +714,6 @@ attach:
 		lt_session_unseen(s, "cuda", pid, "functions of %s not probed: %s", path,
 				  probe_strerror(first_err));
 	}
-	if (n > failed && st->hold && (rc = lt_hold_watch(st->hold, fd, path)))
-		LT_INFO(1, "cuda: %s: loads of it are not held: %s", path, strerror(-rc));
-	if (n > failed) /* this process's opens of it need not wait from now on */
-		lt_hold_served(st->hold, pid, st->cur_start, dev, ino);
 	LT_INFO(1, "cuda: pid %d: %s: %zu functions probed%s (%s)", pid, path, n - failed,
 		speculative ? " before it is loaded" : "", lt_probefile_class_name(pls[0]->lib_class));
 	free(ids);
@@ -733,6 +735,14 @@ static void attach_lib(struct lt_session *s, struct cp_state *st, int pid, int r
 	close(fd); /* the kernel holds the probed inode from here */
 }
 
+static const struct cp_seen *find_seen(const struct cp_state *st, int pid, uint64_t dev, uint64_t ino)
+{
+	for (size_t i = 0; i < st->n_seen; i++)
+		if (st->seen[i].pid == pid && st->seen[i].dev == dev && st->seen[i].ino == ino)
+			return &st->seen[i];
+	return NULL;
+}
+
 static bool have_seen(const struct cp_state *st, int pid, uint64_t dev, uint64_t ino)
 {
 	for (size_t i = 0; i < st->n_seen; i++)
@@ -746,7 +756,7 @@ static bool seen_file(struct cp_state *st, int pid, uint64_t dev, uint64_t ino)
 	if (have_seen(st, pid, dev, ino))
 		return true;
 	if (!lt_grow((void **)&st->seen, &st->cap_seen, st->n_seen + 1, sizeof(*st->seen), 64))
-		st->seen[st->n_seen++] = (struct cp_seen){ pid, st->cur_start, dev, ino };
+		st->seen[st->n_seen++] = (struct cp_seen){ pid, st->cur_start, dev, ino, lt_now_ns() };
 	return false;
 }
 
@@ -759,6 +769,42 @@ static bool probed_file(const struct cp_state *st, uint64_t dev, uint64_t ino)
 }
 
 /* One mapping: an executable file mapping we have not seen? */
+/* A process that came into the profile while recording (a child, an exec,
+ * a library loaded by a path nothing armed) had a probed file mapped before
+ * its links were in: nothing held it, so its calls in between went
+ * unrecorded. Counted and named at the end, never waited for. */
+static void note_late(struct cp_state *st, int pid, const char *path)
+{
+	struct cp_late *l = &st->late;
+	const char *base = strrchr(path, '/');
+
+	base = base ? base + 1 : path;
+	for (uint64_t i = 0; i < l->n && i < CP_LATE_NAMED; i++)
+		if (l->pid[i] == pid && !strncmp(l->lib[i], base, sizeof(l->lib[i]) - 1))
+			return;
+	if (l->n < CP_LATE_NAMED) {
+		l->pid[l->n] = pid;
+		snprintf(l->lib[l->n], sizeof(l->lib[0]), "%.63s", base);
+	}
+	l->n++;
+}
+
+static void say_late(struct cp_state *st)
+{
+	char names[CP_LATE_NAMED * 80] = "";
+	size_t used = 0;
+
+	if (!st->late.n || st->late.said)
+		return;
+	st->late.said = true;
+	for (uint64_t i = 0; i < st->late.n && i < CP_LATE_NAMED && used < sizeof(names); i++)
+		used += (size_t)snprintf(names + used, sizeof(names) - used, "%s%d (%s)", i ? ", " : "",
+					 st->late.pid[i], st->late.lib[i]);
+	LT_WARN("cuda: %" PRIu64 " probed librar%s mapped before %s probes were in, %s%s: calls made "
+		"in between are missing", st->late.n, st->late.n == 1 ? "y was" : "ies were",
+		st->late.n == 1 ? "its" : "their", names, st->late.n > CP_LATE_NAMED ? ", ..." : "");
+}
+
 static void scan_map(struct lt_session *s, struct cp_state *st, int pid, int root_fd,
 		     const struct lt_tf_map *m)
 {
@@ -778,6 +824,8 @@ static void scan_map(struct lt_session *s, struct cp_state *st, int pid, int roo
 			pls[n++] = &st->pf->libs[i];
 	if (n) {
 		st->mapped = true;
+		if (st->count_late)
+			note_late(st, pid, m->path);
 		attach_lib(s, st, pid, root_fd, m, pls, n);
 	}
 	free(pls);
@@ -838,19 +886,8 @@ static void arm_found(void *arg, const struct lt_lf_file *f)
 	struct arm_ctx *a = arg;
 	const struct lt_plib **pls;
 
-	hold_serve_now(a->s, a->st); /* between files: arming all of them takes a while */
 	pls = calloc(a->st->pf->n_libs ? a->st->pf->n_libs : 1, sizeof(*pls));
 	size_t n = pls ? matching_libs(a->st, f->path, f->soname, pls) : 0;
-
-	/* A file the program loads only if it asks for it by name: watched, so
-	 * that a load is held and armed for the process that makes it
-	 * (hold_attach). Arming each such file in every exec'd process held
-	 * the loop ~10 ms an exec (a launcher's 40 helpers: 0.47 s, long enough
-	 * for the interpreter it exec'd last to end unseen). */
-	if (n && !f->needed && a->st->hold && !lt_hold_watch(a->st->hold, f->fd, f->path)) {
-		free(pls);
-		return;
-	}
 	if (n && !have_seen(a->st, a->pid, f->dev, f->ino) &&
 	    attach_file(a->s, a->st, a->pid, f->fd, f->path, f->dev, f->ino, pls, n, !f->needed))
 		seen_file(a->st, a->pid, f->dev, f->ino);
@@ -896,12 +933,20 @@ static void arm_running(struct lt_session *s, struct cp_state *st, int pid)
 static int cp_add_target(struct lt_session *s, void *state, int pid)
 {
 	struct cp_state *st = state;
+	uint64_t start = lt_proc_read_start(pid);
 	int rc;
-	hold_serve_now(s, st); /* a held load first: this can take tens of ms */
 
-	/* A new process (or one reusing an old pid) or a new image (exec). */
-	forget_earlier(st, pid, lt_proc_read_start(pid));
+	/* A new process (or one reusing an old pid) or a new image (exec). A
+	 * (pid, 0, 0) entry marks a process already added: what its new image
+	 * mapped before this scan was loaded unprobed, while a new process's
+	 * mappings are its parent's, inherited. */
+	if (!start) /* gone already: its links and what they saw stay for its records */
+		return 0;
+	forget_earlier(st, pid, start);
+	st->cur_start = start;
+	st->count_late = seen_file(st, pid, 0, 0) && s->attached;
 	rc = scan_maps(s, st, pid);
+	st->count_late = false;
 	arm_running(s, st, pid);
 	return rc;
 }
@@ -938,81 +983,6 @@ static int cp_prepare_exec(struct lt_session *s, void *state, int pid, const cha
 	}
 	close(root_fd);
 	return 0;
-}
-
-/* A target opened a library probed for some target: give it its own links
- * before it maps the file (loadhold.h). */
-static void hold_attach(void *arg, int pid, int fd, const char *path)
-{
-	struct arm_ctx *a = arg;
-	struct cp_state *st = a->st;
-	const struct lt_plib **pls;
-	struct stat sb;
-	size_t n;
-
-	st->mapped = true;
-	if (fstat(fd, &sb) || have_seen(st, pid, sb.st_dev, sb.st_ino))
-		return;
-	st->cur_start = lt_proc_read_start(pid);
-	pls = calloc(st->pf->n_libs ? st->pf->n_libs : 1, sizeof(*pls));
-	n = pls ? matching_libs(st, path, NULL, pls) : 0;
-	if (n && attach_file(a->s, st, pid, fd, path, sb.st_dev, sb.st_ino, pls, n, false))
-		seen_file(st, pid, sb.st_dev, sb.st_ino);
-	free(pls);
-}
-
-static void cp_on_hold(struct lt_session *s, void *arg)
-{
-	struct cp_state *st = arg;
-	struct arm_ctx a = { s, st, 0 };
-
-	lt_hold_serve(st->hold, hold_attach, &a);
-}
-
-/* Held loads are served from the loop, and also from within the longer
- * pieces of work, so one waits for at most one file's attach. */
-static void hold_serve_now(struct lt_session *s, struct cp_state *st)
-{
-	if (st->hold && !st->serving) {
-		st->serving = true; /* attaching for a held load arms nothing else */
-		cp_on_hold(s, st);
-		st->serving = false;
-	}
-}
-
-/* Stop holding loads; say what holding them cost. */
-static void hold_end(struct lt_session *s, struct cp_state *st)
-{
-	struct lt_hold_stats hs;
-
-	if (!st->hold)
-		return;
-	lt_session_unwatch_fd(s, lt_hold_fd(st->hold));
-	lt_hold_stop(st->hold, &hs);
-	st->hold = NULL;
-	if (hs.held)
-		LT_INFO(1, "cuda: %" PRIu64 " library loads held until their probes were in: longest %.1f ms, "
-			"mean %.1f ms; %" PRIu64 " opens by others let go at once", hs.held, hs.max_ns / 1e6,
-			hs.total_ns / 1e6 / (double)hs.held, hs.passed);
-	if (hs.timed_out)
-		LT_WARN("cuda: %" PRIu64 " library loads were let go after %d ms before their probes were "
-			"in: their first calls may be missing", hs.timed_out, LT_HOLD_MAX_MS);
-}
-
-static void hold_begin(struct lt_session *s, struct cp_state *st)
-{
-	char err[512];
-
-	st->hold = lt_hold_start(s->targets_fd, err, sizeof(err));
-	if (!st->hold) {
-		LT_INFO(0, "cuda: loads are not held (%s): a process that starts during the profile and "
-			"calls a library at once can have its first calls unrecorded", err);
-		return;
-	}
-	if (lt_session_watch_fd(s, lt_hold_fd(st->hold), cp_on_hold, st)) {
-		lt_hold_stop(st->hold, NULL);
-		st->hold = NULL;
-	}
 }
 
 /* ------------------------------------------------------------ records */
@@ -1136,19 +1106,39 @@ static void on_call(struct lt_session *s, struct cp_state *st, const struct lt_r
 	lt_session_emit(s, &ev);
 }
 
+/* A target mapped a probed file at u->h.ts: were its links in by then?
+ * (Known from the record alone: the process may be gone already.) */
+static void check_umap(struct cp_state *st, const struct lt_rec_umap *u)
+{
+	uint64_t dev = makedev(u->kdev >> 20, u->kdev & 0xfffff);
+	const struct cp_seen *x;
+
+	if (!u->ino)
+		return;
+	for (size_t i = 0; i < st->n_probes; i++) {
+		if (st->probes[i].dev != dev || st->probes[i].ino != u->ino)
+			continue;
+		x = find_seen(st, (int)u->h.pid, dev, u->ino);
+		if (!x || x->at > u->h.ts)
+			note_late(st, (int)u->h.pid, st->probes[i].lib);
+		return;
+	}
+}
+
 static int cp_handle(struct lt_session *s, void *state, const struct lt_rec_hdr *rec, size_t size)
 {
 	struct cp_state *st = state;
 
 	if (!st || !st->skel)
 		return 0; /* records drained after stop */
-	if (rec->kind == LT_REC_UMAP)
-		hold_serve_now(s, st);
 	if (rec->kind == LT_REC_UCALL && size >= sizeof(struct lt_rec_ucall)) {
 		on_call(s, st, (const struct lt_rec_ucall *)rec);
 	} else if (rec->kind == LT_REC_UMAP && size >= sizeof(struct lt_rec_umap)) {
+		check_umap(st, (const struct lt_rec_umap *)rec);
+		st->count_late = true;
 		if (scan_maps(s, st, (int)rec->pid))
 			LT_INFO(2, "cuda: %s", s->err);
+		st->count_late = false;
 	}
 	return 0;
 }
