@@ -7,11 +7,13 @@
 #include "inject_latch.h"
 #include "elfsym.h"
 #include "tfile.h"
+#include "cgroup_join.h"
 
 #include <dirent.h>
 #include <elf.h>
 #include <errno.h>
 #include <fcntl.h>
+#include <poll.h>
 #include <signal.h>
 #include <stdarg.h>
 #include <stdbool.h>
@@ -45,6 +47,7 @@ int lt_latch_thread(int pid, const struct lt_inj_latch *spec, int *tid, const ch
 #define LATCH_MAX_THREADS 4096
 #define LATCH_STOP_MS 2000      /* one thread's way to its interrupt stop */
 #define LATCH_ROUND_MAX_MS 50   /* longest run between two looks */
+#define LATCH_GUARD_SLACK_MS 5000 /* past wait_ms, a collector still mid-latch is stopped: ended */
 #define LATCH_OPTS (PTRACE_O_TRACEFORK | PTRACE_O_TRACEVFORK | PTRACE_O_TRACEEXEC)
 
 static const uint8_t latch_jmp_self[2] = { 0xeb, 0xfe }; /* jmp . */
@@ -455,23 +458,61 @@ static void latch_guard_fds(int a, int b, int c)
 	syscall(SYS_close_range, (unsigned)lo, ~0U, 0);
 }
 
+/* Out of the collector's reach: a session and process group of its own
+ * (a group SIGKILL, Ctrl-C or Ctrl-\ of the collector's group, a pod's
+ * group kill do not reach it) and every catchable signal ignored. */
+static void latch_guard_detach(void)
+{
+	struct sigaction sa = { .sa_handler = SIG_IGN };
+
+	setsid();
+	for (int sig = 1; sig < 32; sig++)
+		if (sig != SIGKILL && sig != SIGSTOP && sig != SIGCHLD)
+			sigaction(sig, &sa, NULL);
+}
+
+/* The collector's word, or its end. Past the deadline with neither, the
+ * collector is stopped or frozen with threads spinning on its patch: it is
+ * ended (the kernel then lets its tracees go) and its pipe closes. */
+static char latch_guard_wait(int rd, int collector, uint64_t deadline_ms)
+{
+	char c = 0;
+
+	for (;;) {
+		uint64_t now = lt_mono_ms();
+		struct pollfd pfd = { rd, POLLIN, 0 };
+		int left = now < deadline_ms ? (int)(deadline_ms - now) : 0;
+		int r = poll(&pfd, 1, left);
+
+		if (r > 0) {
+			ssize_t got = read(rd, &c, 1);
+
+			if (got == 1 || got == 0)
+				return got ? c : 0;
+			if (errno != EINTR)
+				return 0;
+		} else if (r == 0 && collector > 0) {
+			kill(collector, SIGKILL);
+			collector = 0; /* from now on: wait for its pipe to close */
+			deadline_ms = UINT64_MAX;
+		}
+	}
+}
+
 /* The guardian's whole life, after fork: async-signal-safe calls only.
  * 'd' on the pipe: the collector restored the bytes itself. EOF: it died
  * mid-way; stop the threads (the kernel let them run), put the bytes back
  * where they are still ours, let the threads go. */
-static void latch_guard_main(const struct latch *l, int rd, int task_fd)
+static void latch_guard_main(const struct latch *l, int rd, int ready, int task_fd, int collector,
+			     uint64_t deadline_ms)
 {
-	char c = 0;
 	int held[512];
-	struct sigaction sa = { .sa_handler = SIG_IGN };
-	sigaction(SIGINT, &sa, NULL);
-	sigaction(SIGTERM, &sa, NULL);
-	sigaction(SIGHUP, &sa, NULL);
-	sigaction(SIGPIPE, &sa, NULL);
+
+	latch_guard_detach();
+	(void)!write(ready, "r", 1);
+	close(ready);
 	latch_guard_fds(rd, task_fd, l->mem_fd);
-	while (read(rd, &c, 1) < 0 && errno == EINTR)
-		;
-	if (c == 'd')
+	if (latch_guard_wait(rd, collector, deadline_ms) == 'd')
 		_exit(0);
 	int n = latch_guard_stop(task_fd, held, 512);
 	latch_unpatch_fd(l->mem_fd, l->site, l->n_sites);
@@ -480,13 +521,27 @@ static void latch_guard_main(const struct latch *l, int rd, int task_fd)
 	_exit(1);
 }
 
-static int latch_guard_start(struct latch *l)
+/* The guardian is ready (out of our process group) before any byte is
+ * patched: a kill between its fork and its setsid finds nothing to undo. */
+static bool latch_guard_ready(int rd)
+{
+	char c = 0;
+	struct pollfd pfd = { rd, POLLIN, 0 };
+
+	while (poll(&pfd, 1, LATCH_STOP_MS) < 0 && errno == EINTR)
+		;
+	return read(rd, &c, 1) == 1 && c == 'r';
+}
+
+static int latch_guard_start(struct latch *l, int wait_ms)
 {
 	char path[64];
-	int p[2];
+	int p[2], r[2] = { -1, -1 };
+	uint64_t deadline = lt_mono_ms() + (uint64_t)wait_ms + LATCH_GUARD_SLACK_MS;
+	pid_t self = getpid();
 	snprintf(path, sizeof(path), "/proc/%d/task", l->pid);
 	int task_fd = open(path, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
-	if (task_fd < 0 || pipe2(p, O_CLOEXEC)) {
+	if (task_fd < 0 || pipe2(p, O_CLOEXEC) || pipe2(r, O_CLOEXEC)) {
 		if (task_fd >= 0)
 			close(task_fd);
 		return latch_fail(l, -errno, "process %d: cannot set up the injection's guardian: %s",
@@ -495,15 +550,24 @@ static int latch_guard_start(struct latch *l)
 	pid_t g = fork();
 	if (g == 0) {
 		close(p[1]);
-		latch_guard_main(l, p[0], task_fd);
+		close(r[0]);
+		latch_guard_main(l, p[0], r[1], task_fd, self, deadline);
 	}
 	close(p[0]);
+	close(r[1]);
 	close(task_fd);
-	if (g < 0) {
+	if (g < 0 || !latch_guard_ready(r[0])) {
+		int e = g < 0 ? errno : EIO;
+
+		close(r[0]);
 		close(p[1]);
-		return latch_fail(l, -errno, "process %d: cannot fork the injection's guardian: %s",
-				  l->pid, strerror(errno));
+		if (g > 0)
+			waitpid(g, NULL, __WNOTHREAD);
+		return latch_fail(l, -e, "process %d: cannot start the injection's guardian: %s",
+				  l->pid, strerror(e));
 	}
+	close(r[0]);
+	lt_cg_join_like(g, l->pid); /* its fate is the target's, not the collector's cgroup's */
 	l->guard_pid = g;
 	l->guard_fd = p[1];
 	return 0;
@@ -546,7 +610,7 @@ static int latch_find_spinner(struct latch *l, const char **where)
 	return 0;
 }
 
-static int latch_patch(struct latch *l)
+static int latch_patch(struct latch *l, int wait_ms)
 {
 	uint64_t *rips = calloc((size_t)l->n_thr + 1, sizeof(*rips));
 	int n = 0;
@@ -561,7 +625,7 @@ static int latch_patch(struct latch *l)
 	if (!l->n_sites)
 		return latch_fail(l, -ENOENT, "process %d: no function entry here can be patched safely",
 				  l->pid);
-	int rc = latch_guard_start(l);
+	int rc = latch_guard_start(l, wait_ms);
 	if (rc)
 		return rc;
 	l->patched = true; /* from the first byte on: unpatch checks what is there */
@@ -634,7 +698,7 @@ int lt_latch_thread(int pid, const struct lt_inj_latch *spec, int *tid, const ch
 	if (!rc && spec->freeze_first && latch_find_sites(&l, spec))
 		rc = latch_fail(&l, -ENOENT, "process %d: %s is not mapped (yet)", pid, spec->syms[0]);
 	if (!rc)
-		rc = latch_patch(&l);
+		rc = latch_patch(&l, spec->wait_ms + latch_test_stall_us() / 1000);
 	if (!rc)
 		rc = latch_rounds(&l, spec->wait_ms, tid, where);
 	if (rc) { /* detach needs every thread stopped; keep the first reason */
