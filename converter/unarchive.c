@@ -181,7 +181,10 @@ static int extract_member(struct cv_inputs *in, struct archive *a, struct archiv
 
 	if (n < EVF_MAGIC_LEN || memcmp(buf, EVF_MAGIC, EVF_MAGIC_LEN) != 0)
 		return 0;
-	if (ensure_tmpdir(in, err, errsz) || !room_for(in, shown, announced, 1, err, errsz))
+	/* The bounds first (refused whatever the room), on the size its header
+	 * announces, then the room; both checked again as it is written. */
+	if (past_bound(in, shown, 0, announced, err, errsz) || ensure_tmpdir(in, err, errsz) ||
+	    !room_for(in, shown, announced, 1, err, errsz))
 		return -1;
 	snprintf(name, sizeof(name), "m%zu", in->n);
 	snprintf(dst, sizeof(dst), "%s/%s", in->tmpdir, name);
