@@ -108,28 +108,63 @@ static int name_ignored(const char *n)
 	       (len > 4 && !strcmp(n + len - 4, ".tmp"));
 }
 
-/* A published event log (its header reads); other files are not ours. */
-static int is_log(const char *path)
+/* A published event log (its header reads), `name` in dirfd, read through
+ * the fd opened (no final symlink followed, no FIFO waited on); other files
+ * are not ours. */
+static int is_log_at(int dirfd, const char *name)
 {
 	struct evlog_reader *r;
+	struct stat st;
+	const char *why;
 	char msg[256];
+	int fd = cv_open_input(dirfd, name, 0, &st, &why);
 
-	if (evlog_reader_open(&r, path, msg, sizeof(msg)) < 0)
+	if (fd < 0)
+		return 0;
+	if (!S_ISREG(st.st_mode)) {
+		close(fd);
+		return 0;
+	}
+	if (evlog_reader_open_fd(&r, fd, name, msg, sizeof(msg)) < 0) /* fd closed */
 		return 0;
 	evlog_reader_close(r);
 	return 1;
 }
 
-/* 1: a complete directory of logs; 0: not (yet) a unit. */
-static int dir_unit_ready(const char *path)
+/* The header of the regular file `name` in dirfd, opened as is_log_at(). */
+static struct cv_head head_at(int dirfd, const char *name)
 {
-	DIR *d = opendir(path);
+	struct cv_head h = { 0 };
+	struct stat st;
+	const char *why;
+	int fd = cv_open_input(dirfd, name, 0, &st, &why);
+
+	if (fd < 0)
+		return h;
+	if (S_ISREG(st.st_mode))
+		h = cv_read_head(fd, name);
+	close(fd);
+	return h;
+}
+
+/* 1: `name` in dirfd is a complete directory of logs; 0: not (yet) a unit. */
+static int dir_unit_ready(int dirfd, const char *name)
+{
+	struct stat st;
+	const char *why;
+	int fd = cv_open_input(dirfd, name, 0, &st, &why);
+	int lfd = fd >= 0 && S_ISDIR(st.st_mode) ? fcntl(fd, F_DUPFD_CLOEXEC, 0) : -1;
+	DIR *d = lfd >= 0 ? fdopendir(lfd) : NULL;
 	struct dirent *e;
-	char p[PATH_MAX];
 	int logs = 0, partial = 0;
 
-	if (!d)
+	if (!d) {
+		if (lfd >= 0)
+			close(lfd);
+		if (fd >= 0)
+			close(fd);
 		return 0;
+	}
 	while ((e = readdir(d))) {
 		size_t len = strlen(e->d_name);
 
@@ -137,12 +172,11 @@ static int dir_unit_ready(const char *path)
 			partial = 1;
 		if (name_ignored(e->d_name) || e->d_type == DT_DIR || e->d_type == DT_LNK)
 			continue;
-		if (snprintf(p, sizeof(p), "%s/%s", path, e->d_name) >= (int)sizeof(p))
-			continue;
-		if (!logs && is_log(p))
+		if (!logs && is_log_at(fd, e->d_name))
 			logs = 1;
 	}
 	closedir(d);
+	close(fd);
 	return logs && !partial;
 }
 
@@ -246,7 +280,6 @@ static void session_add(uint8_t (**v)[EVLOG_SESSION_LEN], size_t *n, size_t *cap
 static void flat_scan(const struct batch_opts *o, DIR *d, struct flat_sessions *fs)
 {
 	struct dirent *e;
-	char p[PATH_MAX];
 	size_t seen = 0;
 	time_t now = time(NULL);
 
@@ -255,11 +288,10 @@ static void flat_scan(const struct batch_opts *o, DIR *d, struct flat_sessions *
 		int partial = partial_name(e->d_name);
 
 		if ((!partial && name_ignored(e->d_name)) ||
-		    snprintf(p, sizeof(p), "%s/%s", o->in, e->d_name) >= (int)sizeof(p) ||
-		    lstat(p, &st) < 0 || !S_ISREG(st.st_mode))
+		    fstatat(dirfd(d), e->d_name, &st, AT_SYMLINK_NOFOLLOW) < 0 || !S_ISREG(st.st_mode))
 			continue;
 		seen++;
-		struct cv_head h = cv_read_head(p);
+		struct cv_head h = head_at(dirfd(d), e->d_name);
 
 		if (!h.ok || !evlog_session_set(h.session))
 			continue;
@@ -276,9 +308,9 @@ static void flat_scan(const struct batch_opts *o, DIR *d, struct flat_sessions *
 }
 
 /* A published log directly in --in: is it a unit now (see the top)? */
-static int file_unit_ready(const char *path, const struct flat_sessions *fs)
+static int file_unit_ready(int dirfd, const char *name, const struct flat_sessions *fs)
 {
-	struct cv_head h = cv_read_head(path);
+	struct cv_head h = head_at(dirfd, name);
 
 	if (!h.ok)
 		return 0;
@@ -294,7 +326,6 @@ static int list_units(const struct batch_opts *o, struct unit **out, size_t *n)
 	DIR *d = opendir(o->in);
 	struct dirent *e;
 	struct unit *u = NULL;
-	char p[PATH_MAX];
 	size_t cnt = 0, cap = 0;
 	struct flat_sessions fs = { 0 };
 
@@ -308,12 +339,11 @@ static int list_units(const struct batch_opts *o, struct unit **out, size_t *n)
 
 		if (name_ignored(e->d_name))
 			continue;
-		if (snprintf(p, sizeof(p), "%s/%s", o->in, e->d_name) >= (int)sizeof(p))
+		/* never follow links planted in a shared dir */
+		if (fstatat(dirfd(d), e->d_name, &st, AT_SYMLINK_NOFOLLOW) < 0)
 			continue;
-		if (lstat(p, &st) < 0) /* never follow links planted in a shared dir */
-			continue;
-		if (S_ISDIR(st.st_mode) ? !dir_unit_ready(p) : !S_ISREG(st.st_mode) ||
-		    !file_unit_ready(p, &fs))
+		if (S_ISDIR(st.st_mode) ? !dir_unit_ready(dirfd(d), e->d_name)
+					: !S_ISREG(st.st_mode) || !file_unit_ready(dirfd(d), e->d_name, &fs))
 			continue;
 		if (cnt == MAX_UNITS) {
 			fprintf(stderr, "batch: --in %s holds more than %d profiles; converting %d "

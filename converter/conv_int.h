@@ -8,6 +8,7 @@
 
 #include <stdint.h>
 #include <stdio.h>
+#include <sys/stat.h>
 #include "../eventlog/eventlog.h"
 #include "sink.h"
 #include "cv_util.h"
@@ -17,7 +18,10 @@
 
 struct cv_log {
 	char *name;         /* as shown to the user (archive!member for archives) */
-	char *path;         /* the file opened */
+	char *path;         /* as named (a member's extracted copy for archives) */
+	int fd;             /* the log, opened once when found and read only through
+			     * this fd (cv_log_reader): a name swapped afterwards
+			     * changes nothing */
 	uint32_t host;      /* index into cv_core.hosts */
 	int64_t clock_off;  /* ns added to each ts to put it on its host's clock */
 	int syscall_table;  /* syscall numbers follow our generated table */
@@ -42,6 +46,7 @@ struct cv_inputs {
 	struct cv_log *logs;
 	size_t n, cap;
 	char *tmpdir;       /* extracted archive members live here; removed at the end */
+	int tmpdir_fd;      /* that directory, open while tmpdir is set */
 	uint64_t extracted; /* bytes of archive members written there so far */
 	uint64_t skipped;   /* files that are not event logs */
 	struct cv_buf notes; /* one line per skipped input, for the user */
@@ -53,6 +58,30 @@ struct cv_inputs {
  * message in err. */
 int cv_inputs_add(struct cv_inputs *in, const char *path, int origin, char *err, size_t errsz);
 void cv_inputs_free(struct cv_inputs *in);
+
+/* Open an input (a log, an archive, a directory) named `name` relative to
+ * dirfd (AT_FDCWD: a path as given) without following its last component
+ * when it is a symlink (unless follow) and without blocking (a FIFO):
+ * other kinds (FIFO, socket, device) are not even opened. The fd with *st
+ * filled (a regular file or a directory), or -1 with *why a one-line
+ * reason. */
+int cv_open_input(int dirfd, const char *name, int follow, struct stat *st, const char **why);
+/* A reader on a log found by the inputs, through its fd. 0, or -1 with msg. */
+int cv_log_reader(const struct cv_log *l, struct evlog_reader **r, char *msg, size_t msgsz);
+/* Add a log to the inputs, which own fd from then on (closed on failure). */
+int cv_inputs_push(struct cv_inputs *in, const char *name, const char *path, int fd);
+/* Close and forget logs [from, n) (and unlink them when they are
+ * extracted archive members). */
+void cv_inputs_drop_from(struct cv_inputs *in, size_t from, int unlink_them);
+/* A skipped input, said to the user. */
+void cv_inputs_note(struct cv_inputs *in, const char *path, const char *why);
+
+/* If the regular file fd (not an event log) is a .tar[.gz|.zst] archive,
+ * extract its event logs into in->tmpdir and add them (unarchive.c): 1.
+ * 0: not an archive. -1 with err set: past a bound, or no room left in
+ * TMPDIR for them (what this archive had extracted is removed). fd is
+ * the caller's. */
+int cv_unarchive(struct cv_inputs *in, int fd, const char *shown, char *err, size_t errsz);
 /* Old logs (no session id, format 1.0/1.1): drop --cupti-dir logs that
  * cannot belong to the profile given with -i: another host, or last written
  * before the profile started (an older run left in a shared directory such
@@ -66,7 +95,7 @@ struct cv_head {
 	char host[256];
 	uint8_t session[EVLOG_SESSION_LEN];  /* all zero: none */
 };
-struct cv_head cv_read_head(const char *path);
+struct cv_head cv_read_head(int fd, const char *name); /* fd stays the caller's */
 
 /* Take exactly the logs of the profiles given (sessions.c): every main log
  * (the collector's, or any log not written by the injected library) named

@@ -385,7 +385,7 @@ static int read_log2(struct pass2 *p, uint32_t li, uint64_t *done)
 
 	if (l->bad)
 		return 0;
-	if (evlog_reader_open(&r, l->path, msg, sizeof(msg))) {
+	if (cv_log_reader(l, &r, msg, sizeof(msg))) {
 		cv_buf_printf(&c->in.notes, "%s: could not be read again: %s\n", l->name, msg);
 		return 0;
 	}

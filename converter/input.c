@@ -1,26 +1,29 @@
 /* SPDX-License-Identifier: Apache-2.0 */
 /*
  * Inputs: a log file, a directory of logs, or a .tar/.tar.gz/.tar.zst
- * archive of logs. Every candidate is checked for the event-log magic, so a
- * directory such as /tmp (a usual --cupti-dir) may hold anything else;
- * what is skipped is said. The same file reached twice (-i /tmp/data.json
- * --cupti-dir /tmp) is read once. Archive members are extracted into a
- * private temporary directory, removed at the end. Which of the logs found
+ * archive of logs (unarchive.c). Every candidate is checked for the
+ * event-log magic, so a directory such as /tmp (a usual --cupti-dir) may
+ * hold anything else; what is skipped is said. The same file reached twice
+ * (-i /tmp/data.json --cupti-dir /tmp) is read once. Which of the logs found
  * belong to the profiles given is sessions.c's choice.
+ *
+ * Every input is opened once, without following a symlink in its last
+ * component and without blocking, checked on the fd to be a regular file
+ * (or a directory, walked through its fd with openat), and read only
+ * through that fd: a name swapped for a symlink or a FIFO in a shared
+ * directory between looking and reading gets nothing read through it.
  */
 #include "conv_int.h"
 #include "../eventlog/evlog_format.h"
 
-#include <archive.h>
-#include <archive_entry.h>
 #include <dirent.h>
 #include <errno.h>
 #include <fcntl.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/resource.h>
 #include <sys/stat.h>
 #include <unistd.h>
-
 #define DIR_DEPTH_MAX 4
 
 static int has_magic_fd(int fd)
@@ -31,238 +34,161 @@ static int has_magic_fd(int fd)
 	       memcmp(m, EVF_MAGIC, EVF_MAGIC_LEN) == 0;
 }
 
-static int push_log(struct cv_inputs *in, const char *name, const char *path)
+static const char *kind_of(mode_t mode)
+{
+	if (S_ISLNK(mode))
+		return "is a symbolic link (not followed; name the file it points to)";
+	if (S_ISFIFO(mode))
+		return "is a FIFO, not an event log file";
+	if (S_ISSOCK(mode))
+		return "is a socket, not an event log file";
+	if (S_ISCHR(mode) || S_ISBLK(mode))
+		return "is a device, not an event log file";
+	return "is not a regular file";
+}
+
+/* Every log found stays open until the end: a directory of many logs may
+ * pass the soft limit on open files, which the hard limit allows raising. */
+static int raise_nofile(void)
+{
+	struct rlimit rl;
+
+	if (getrlimit(RLIMIT_NOFILE, &rl) || rl.rlim_cur >= rl.rlim_max)
+		return -1;
+	rl.rlim_cur = rl.rlim_max;
+	return setrlimit(RLIMIT_NOFILE, &rl);
+}
+
+int cv_open_input(int dirfd, const char *name, int follow, struct stat *st, const char **why)
+{
+	int nofollow = follow ? 0 : AT_SYMLINK_NOFOLLOW;
+	int fd;
+
+	/* Look first so that a FIFO or a device is not even opened (opening
+	 * one has effects on its other end); the fd is checked again below. */
+	if (fstatat(dirfd, name, st, nofollow) != 0) {
+		*why = strerror(errno);
+		return -1;
+	}
+	if (!S_ISREG(st->st_mode) && !S_ISDIR(st->st_mode)) {
+		*why = kind_of(st->st_mode);
+		return -1;
+	}
+	do
+		fd = openat(dirfd, name, O_RDONLY | O_NONBLOCK | O_CLOEXEC | (follow ? 0 : O_NOFOLLOW));
+	while (fd < 0 && errno == EMFILE && raise_nofile() == 0);
+	if (fd < 0) {
+		/* ELOOP: swapped for a symlink; ENXIO: for a socket. */
+		*why = errno == ELOOP ? kind_of(S_IFLNK) : errno == ENXIO ? kind_of(S_IFSOCK)
+			: errno == EMFILE ? "too many logs open at once (raise ulimit -n)"
+			: strerror(errno);
+		return -1;
+	}
+	if (fstat(fd, st) != 0 || (!S_ISREG(st->st_mode) && !S_ISDIR(st->st_mode))) {
+		*why = kind_of(st->st_mode);
+		close(fd);
+		return -1;
+	}
+	return fd;
+}
+
+int cv_log_reader(const struct cv_log *l, struct evlog_reader **r, char *msg, size_t msgsz)
+{
+	int fd = fcntl(l->fd, F_DUPFD_CLOEXEC, 0);
+
+	if (fd < 0) {
+		snprintf(msg, msgsz, "%s: %s", l->name, strerror(errno));
+		return -1;
+	}
+	return evlog_reader_open_fd(r, fd, l->name, msg, msgsz) ? -1 : 0;
+}
+
+int cv_inputs_push(struct cv_inputs *in, const char *name, const char *path, int fd)
 {
 	if (in->n == in->cap) {
 		size_t nc = in->cap ? in->cap * 2 : 16;
 		struct cv_log *nl = realloc(in->logs, nc * sizeof(*nl));
 
-		if (!nl)
+		if (!nl) {
+			close(fd);
 			return -1;
+		}
 		in->logs = nl;
 		in->cap = nc;
 	}
 	struct cv_log *l = &in->logs[in->n];
 
 	memset(l, 0, sizeof(*l));
+	l->fd = fd;
 	l->name = strdup(name);
 	l->path = strdup(path);
 	if (!l->name || !l->path) {
 		free(l->name);
 		free(l->path);
+		close(fd);
 		return -1;
 	}
 	in->n++;
 	return 0;
 }
 
-/* Already taken (same device and inode)? Logs extracted from archives are
- * unique by construction and never compared. */
+void cv_inputs_drop_from(struct cv_inputs *in, size_t from, int unlink_them)
+{
+	while (in->n > from) {
+		struct cv_log *l = &in->logs[--in->n];
+
+		close(l->fd);
+		if (unlink_them)
+			unlink(l->path);
+		free(l->name);
+		free(l->path);
+	}
+}
+
+/* Already taken (same device and inode)? */
 static int seen_before(const struct cv_inputs *in, const struct stat *st)
 {
 	for (size_t i = 0; i < in->n; i++) {
 		struct stat o;
 
-		if (stat(in->logs[i].path, &o) == 0 && o.st_dev == st->st_dev &&
+		if (fstat(in->logs[i].fd, &o) == 0 && o.st_dev == st->st_dev &&
 		    o.st_ino == st->st_ino)
 			return 1;
 	}
 	return 0;
 }
 
-static void note(struct cv_inputs *in, const char *path, const char *why)
+void cv_inputs_note(struct cv_inputs *in, const char *path, const char *why)
 {
 	in->skipped++;
 	cv_buf_printf(&in->notes, "skipped %s: %s\n", path, why);
 }
 
-static int ensure_tmpdir(struct cv_inputs *in, char *err, size_t errsz)
-{
-	if (in->tmpdir)
-		return 0;
-	const char *t = getenv("TMPDIR");
-	char tmpl[4096];
-
-	snprintf(tmpl, sizeof(tmpl), "%s/llmt-convert.XXXXXX", t && *t ? t : "/tmp");
-	if (!mkdtemp(tmpl)) {
-		snprintf(err, errsz, "cannot create a temporary directory for archive members (%s): %s; "
-			 "set TMPDIR to a writable directory", tmpl, strerror(errno));
-		return -1;
-	}
-	in->tmpdir = strdup(tmpl);
-	return in->tmpdir ? 0 : -1;
-}
-
-/* Bounds on what archives may expand to in TMPDIR (a few KiB of zstd can
- * hold terabytes of zeros): per member and for all members of a
- * conversion, in MiB, raised or lowered through the environment. */
-#define ARCHIVE_MEMBER_MB_DEFAULT (16u << 10)
-#define ARCHIVE_TOTAL_MB_DEFAULT (64u << 10)
-
-static uint64_t bound_mb(const char *env, unsigned dflt)
-{
-	const char *s = getenv(env);
-	char *end;
-	unsigned long long mb = s && *s ? strtoull(s, &end, 10) : 0;
-
-	return (uint64_t)(mb > 0 && mb < (1ull << 30) && !*end ? mb : dflt) << 20;
-}
-
-/* The member would pass a bound once n more bytes are written: say which. */
-static int past_bound(struct cv_inputs *in, const char *shown, uint64_t member, size_t n,
-		      char *err, size_t errsz)
-{
-	uint64_t mmax = bound_mb("LLMT_ARCHIVE_MEMBER_MB", ARCHIVE_MEMBER_MB_DEFAULT);
-	uint64_t tmax = bound_mb("LLMT_ARCHIVE_TOTAL_MB", ARCHIVE_TOTAL_MB_DEFAULT);
-
-	if (member + n > mmax)
-		snprintf(err, errsz, "%s: expands past %llu MiB, the bound on one archive member "
-			 "(LLMT_ARCHIVE_MEMBER_MB raises it); nothing converted", shown,
-			 (unsigned long long)(mmax >> 20));
-	else if (in->extracted + n > tmax)
-		snprintf(err, errsz, "%s: archive members expand past %llu MiB in all, the bound on "
-			 "extraction (LLMT_ARCHIVE_TOTAL_MB raises it); nothing converted", shown,
-			 (unsigned long long)(tmax >> 20));
-	else
-		return 0;
-	return 1;
-}
-
-/* Copy the current archive member to a fresh file; 1 if it is a log, -2
- * (err set, the file removed) past a bound. */
-static int extract_member(struct cv_inputs *in, struct archive *a, const char *dst,
-			  const char *shown, char *err, size_t errsz)
-{
-	int fd = open(dst, O_WRONLY | O_CREAT | O_EXCL | O_NOFOLLOW | O_CLOEXEC, 0600);
-	char buf[1 << 16];
-	ssize_t n;
-	uint64_t member = 0;
-	int first = 1, is_log = 0;
-
-	if (fd < 0)
-		return -1;
-	while ((n = archive_read_data(a, buf, sizeof(buf))) > 0) {
-		if (first) {
-			is_log = n >= EVF_MAGIC_LEN && memcmp(buf, EVF_MAGIC, EVF_MAGIC_LEN) == 0;
-			first = 0;
-			if (!is_log)
-				break;
-		}
-		if (past_bound(in, shown, member, (size_t)n, err, errsz)) {
-			close(fd);
-			unlink(dst);
-			return -2;
-		}
-		if (write(fd, buf, (size_t)n) != n) {
-			close(fd);
-			unlink(dst);
-			return -1;
-		}
-		member += (uint64_t)n;
-		in->extracted += (uint64_t)n;
-	}
-	close(fd);
-	if (n < 0)
-		cv_buf_printf(&in->notes, "archive member cut short: %s (kept what was read)\n",
-			      dst);
-	if (!is_log)
-		unlink(dst);
-	return is_log;
-}
-
-/* Returns 1 if path was an archive (its logs added), 0 if not an archive. */
-static int try_archive(struct cv_inputs *in, const char *path, char *err, size_t errsz)
-{
-	struct archive *a = archive_read_new();
-	struct archive_entry *e;
-	int members = 0, logs = 0, r;
-
-	if (!a)
-		return -1;
-	archive_read_support_filter_gzip(a);
-	archive_read_support_filter_zstd(a);
-	archive_read_support_filter_none(a);
-	archive_read_support_format_tar(a);
-	if (archive_read_open_filename(a, path, 1 << 16) != ARCHIVE_OK ||
-	    archive_read_next_header(a, &e) != ARCHIVE_OK) {
-		archive_read_free(a);
-		return 0;
-	}
-	do {
-		const char *mname = archive_entry_pathname(e);
-
-		members++;
-		if (archive_entry_filetype(e) != AE_IFREG)
-			continue;
-		if (ensure_tmpdir(in, err, errsz)) {
-			archive_read_free(a);
-			return -1;
-		}
-		char dst[4200], shown[8400];
-
-		snprintf(dst, sizeof(dst), "%s/m%zu", in->tmpdir, in->n);
-		snprintf(shown, sizeof(shown), "%s!%s", path, mname ? mname : "?");
-		int is_log = extract_member(in, a, dst, shown, err, errsz);
-
-		if (is_log == -2) {
-			archive_read_free(a);
-			return -1;
-		}
-		if (is_log > 0) {
-			if (push_log(in, shown, dst))
-				break;
-			logs++;
-		} else if (is_log == 0) {
-			note(in, shown, "not an event log");
-		} else {
-			note(in, shown, "could not be extracted");
-		}
-	} while ((r = archive_read_next_header(a, &e)) == ARCHIVE_OK);
-	if (r != ARCHIVE_EOF && r != ARCHIVE_OK)
-		cv_buf_printf(&in->notes, "%s: archive damaged after %d members: %s\n", path,
-			      members, archive_error_string(a) ? archive_error_string(a) : "?");
-	archive_read_free(a);
-	if (!logs)
-		note(in, path, "archive holds no event logs");
-	return 1;
-}
-
-static int add_file(struct cv_inputs *in, const char *path, const struct stat *st,
+/* A regular file: a log (kept open), an archive, or skipped. Takes fd. */
+static int add_file(struct cv_inputs *in, int fd, const char *path, const struct stat *st,
 		    int origin, int depth, char *err, size_t errsz)
 {
 	int quiet_skip = origin != CV_FROM_INPUT && depth > 0;
-	int fd = open(path, O_RDONLY | O_CLOEXEC);
+	int r = 0;
 
-	if (fd < 0) {
-		if (quiet_skip)
-			in->skipped++;
-		else
-			note(in, path, strerror(errno));
-		return 0;
-	}
-	int is_log = has_magic_fd(fd);
-
-	close(fd);
-	if (is_log) {
-		if (seen_before(in, st))
+	if (has_magic_fd(fd)) {
+		if (seen_before(in, st)) {
+			close(fd);
 			return 0;
-		if (push_log(in, path, path))
+		}
+		if (cv_inputs_push(in, path, path, fd))
 			return -1;
 		in->logs[in->n - 1].origin = origin;
 		in->logs[in->n - 1].named = depth == 0 && origin == CV_FROM_INPUT;
 		return 0;
 	}
-	if (quiet_skip) {
+	if (quiet_skip)
 		in->skipped++;
-		return 0;
-	}
-	int r = try_archive(in, path, err, errsz);
-
-	if (r < 0)
-		return -1;
-	if (r == 0)
-		note(in, path, st->st_size == 0 ? "empty file" : "not an event log (bad magic)");
-	return 0;
+	else if ((r = cv_unarchive(in, fd, path, err, errsz)) == 0)
+		cv_inputs_note(in, path, st->st_size == 0 ? "empty file"
+							 : "not an event log (bad magic)");
+	close(fd);
+	return r < 0 ? -1 : 0;
 }
 
 static int cmp_str(const void *a, const void *b)
@@ -270,87 +196,114 @@ static int cmp_str(const void *a, const void *b)
 	return strcmp(*(char *const *)a, *(char *const *)b);
 }
 
-static int add_path(struct cv_inputs *in, const char *path, int depth, int origin,
-		    char *err, size_t errsz);
-
-static int add_dir(struct cv_inputs *in, const char *path, int depth, int origin,
-		   char *err, size_t errsz)
+static void free_names(char **names, size_t n)
 {
-	DIR *d = opendir(path);
+	while (n)
+		free(names[--n]);
+	free(names);
+}
+
+/* The names in the directory fd, sorted (a deterministic order): 0, or -1
+ * out of memory. A directory that cannot be read lists nothing. */
+static int list_names(int fd, char ***out, size_t *n)
+{
+	int lfd = fcntl(fd, F_DUPFD_CLOEXEC, 0);
+	DIR *d = lfd >= 0 ? fdopendir(lfd) : NULL;
 	struct dirent *de;
 	char **names = NULL;
-	size_t n = 0, cap = 0;
-	int rc = 0;
+	size_t cap = 0;
+	int oom = 0;
 
+	*out = NULL;
+	*n = 0;
 	if (!d) {
-		note(in, path, strerror(errno));
+		if (lfd >= 0)
+			close(lfd);
 		return 0;
 	}
-	while ((de = readdir(d))) {
+	while (!oom && (de = readdir(d))) {
 		if (!strcmp(de->d_name, ".") || !strcmp(de->d_name, ".."))
 			continue;
-		if (n == cap) {
-			cap = cap ? cap * 2 : 64;
-			char **nn = realloc(names, cap * sizeof(*nn));
+		if (*n == cap) {
+			char **nn = realloc(names, (cap ? cap * 2 : 64) * sizeof(*nn));
 
-			if (!nn) {
-				rc = -1;
-				break;
+			if (!(oom = !nn)) {
+				names = nn;
+				cap = cap ? cap * 2 : 64;
 			}
-			names = nn;
 		}
-		if (!(names[n] = strdup(de->d_name))) {
-			rc = -1;
-			break;
-		}
-		n++;
+		if (!oom && !(oom = !(names[*n] = strdup(de->d_name))))
+			(*n)++;
 	}
 	closedir(d);
+	if (oom) {
+		free_names(names, *n);
+		*n = 0;
+		return -1;
+	}
 	if (names)
-		qsort(names, n, sizeof(*names), cmp_str); /* deterministic order */
-	for (size_t i = 0; i < n; i++) {
+		qsort(names, *n, sizeof(*names), cmp_str);
+	*out = names;
+	return 0;
+}
+
+static int add_at(struct cv_inputs *in, int dirfd, const char *name, const char *shown,
+		  int depth, int origin, char *err, size_t errsz);
+
+/* The entries of the directory fd (named `path`), each opened through it. */
+static int add_dir(struct cv_inputs *in, int fd, const char *path, int depth, int origin,
+		   char *err, size_t errsz)
+{
+	size_t n;
+	char **names;
+	int rc = 0;
+
+	if (list_names(fd, &names, &n)) {
+		snprintf(err, errsz, "out of memory listing %s", path);
+		return -1;
+	}
+	for (size_t i = 0; i < n && !rc; i++) {
 		char child[4096];
 
-		if (!rc && (size_t)snprintf(child, sizeof(child), "%s/%s", path, names[i]) <
-				   sizeof(child))
-			rc = add_path(in, child, depth + 1, origin, err, errsz);
-		free(names[i]);
+		if ((size_t)snprintf(child, sizeof(child), "%s/%s", path, names[i]) < sizeof(child))
+			rc = add_at(in, fd, names[i], child, depth + 1, origin, err, errsz);
 	}
-	free(names);
-	if (rc && !*err)
-		snprintf(err, errsz, "out of memory listing %s", path);
+	free_names(names, n);
 	return rc;
 }
 
-static int add_path(struct cv_inputs *in, const char *path, int depth, int origin,
-		    char *err, size_t errsz)
+/* One input: `name` in dirfd, shown as `shown`. A final symlink is never
+ * followed, except for the directory of a log named as a file (a parent
+ * of the user's own path). */
+static int add_at(struct cv_inputs *in, int dirfd, const char *name, const char *shown,
+		  int depth, int origin, char *err, size_t errsz)
 {
 	int flat = origin != CV_FROM_INPUT;
+	int follow = depth == 0 && origin == CV_FROM_SIBLING;
+	const char *why;
 	struct stat st;
+	int fd = cv_open_input(dirfd, name, follow, &st, &why), rc;
 
-	/* Below a named directory, symlinks are not followed (no loops, no
-	 * surprises in shared directories). */
-	if ((depth ? lstat(path, &st) : stat(path, &st)) != 0) {
+	if (fd < 0) {
 		if (depth == 0) {
-			snprintf(err, errsz, "input %s: %s", path, strerror(errno));
+			snprintf(err, errsz, "input %s: %s", shown, why);
 			return -1;
 		}
-		note(in, path, strerror(errno));
+		/* --cupti-dir and a main log's directory (often /tmp) hold
+		 * anything: counted, not listed. */
+		if (flat)
+			in->skipped++;
+		else
+			cv_inputs_note(in, shown, why);
 		return 0;
 	}
-	if (S_ISDIR(st.st_mode)) {
-		/* --cupti-dir and a main log's directory are flat (often /tmp);
-		 * -i directories may nest. */
-		if (depth > (flat ? 0 : DIR_DEPTH_MAX))
-			return 0;
-		return add_dir(in, path, depth, origin, err, errsz);
-	}
-	if (!S_ISREG(st.st_mode)) {
-		if (!flat || depth == 0)
-			note(in, path, "not a regular file");
-		return 0;
-	}
-	return add_file(in, path, &st, origin, depth, err, errsz);
+	if (S_ISREG(st.st_mode))
+		return add_file(in, fd, shown, &st, origin, depth, err, errsz);
+	/* --cupti-dir and a main log's directory are flat; -i directories
+	 * may nest. */
+	rc = depth > (flat ? 0 : DIR_DEPTH_MAX) ? 0 : add_dir(in, fd, shown, depth, origin, err, errsz);
+	close(fd);
+	return rc;
 }
 
 int cv_inputs_add(struct cv_inputs *in, const char *path, int origin, char *err, size_t errsz)
@@ -358,7 +311,7 @@ int cv_inputs_add(struct cv_inputs *in, const char *path, int origin, char *err,
 	uint64_t before = in->skipped;
 
 	*err = 0;
-	if (add_path(in, path, 0, origin, err, errsz))
+	if (add_at(in, AT_FDCWD, path, path, 0, origin, err, errsz))
 		return -1;
 	if (origin == CV_FROM_CUPTI && in->skipped > before)
 		cv_buf_printf(&in->notes, "%s: ignored %llu files that are not event logs\n", path,
@@ -374,13 +327,13 @@ struct hdr_info {
 	int ok;
 };
 
-static struct hdr_info read_hdr(const char *path)
+static struct hdr_info read_hdr(const struct cv_log *l)
 {
 	struct hdr_info hi = { .ok = 0 };
 	struct evlog_reader *r;
 	char msg[256];
 
-	if (evlog_reader_open(&r, path, msg, sizeof(msg)))
+	if (cv_log_reader(l, &r, msg, sizeof(msg)))
 		return hi;
 	const struct evlog_header *h = evlog_reader_header(r);
 
@@ -403,7 +356,7 @@ void cv_inputs_filter_cupti(struct cv_inputs *in, const unsigned char *old_join)
 	for (size_t i = 0; i < in->n; i++) {
 		if (in->logs[i].origin != CV_FROM_INPUT)
 			continue;
-		struct hdr_info h = read_hdr(in->logs[i].path);
+		struct hdr_info h = read_hdr(&in->logs[i]);
 
 		if (!h.ok)
 			continue;
@@ -418,7 +371,7 @@ void cv_inputs_filter_cupti(struct cv_inputs *in, const unsigned char *old_join)
 
 		if (l->origin != CV_FROM_CUPTI || l->bad || !old_join[i])
 			continue;
-		struct hdr_info h = read_hdr(l->path);
+		struct hdr_info h = read_hdr(l);
 
 		for (size_t k = 0; k < n_main && h.ok; k++)
 			same_host |= !strcmp(hosts[k], h.host);
@@ -427,7 +380,7 @@ void cv_inputs_filter_cupti(struct cv_inputs *in, const unsigned char *old_join)
 			in->skipped++;
 			cv_buf_printf(&in->notes, "skipped %s: from host %s, not the profiled one\n",
 				      l->name, h.host);
-		} else if (start != UINT64_MAX && stat(l->path, &st) == 0 &&
+		} else if (start != UINT64_MAX && fstat(l->fd, &st) == 0 &&
 			   (uint64_t)st.st_mtim.tv_sec * 1000000000ULL + (uint64_t)st.st_mtim.tv_nsec +
 				   1000000000ULL < start) {
 			l->bad = 1;
@@ -439,29 +392,31 @@ void cv_inputs_filter_cupti(struct cv_inputs *in, const unsigned char *old_join)
 	free(hosts);
 }
 
-static void rm_tmpdir(const char *dir)
+/* Our private directory of extracted members (names m<N>), through its fd. */
+static void rm_tmpdir(int fd, const char *dir)
 {
-	DIR *d = opendir(dir);
+	int lfd = fcntl(fd, F_DUPFD_CLOEXEC, 0);
+	DIR *d = lfd >= 0 ? fdopendir(lfd) : NULL;
 	struct dirent *de;
 
 	if (d) {
 		while ((de = readdir(d)))
 			if (de->d_name[0] == 'm')
-				unlinkat(dirfd(d), de->d_name, 0);
+				unlinkat(fd, de->d_name, 0);
 		closedir(d);
+	} else if (lfd >= 0) {
+		close(lfd);
 	}
+	close(fd);
 	rmdir(dir);
 }
 
 void cv_inputs_free(struct cv_inputs *in)
 {
-	for (size_t i = 0; i < in->n; i++) {
-		free(in->logs[i].name);
-		free(in->logs[i].path);
-	}
+	cv_inputs_drop_from(in, 0, 0);
 	free(in->logs);
 	if (in->tmpdir) {
-		rm_tmpdir(in->tmpdir);
+		rm_tmpdir(in->tmpdir_fd, in->tmpdir);
 		free(in->tmpdir);
 	}
 	cv_buf_free(&in->notes);

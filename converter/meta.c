@@ -450,7 +450,7 @@ static int read_log(struct cv_core *c, struct cv_log *l, int round)
 
 	if (l->bad) /* dropped before reading (see cv_inputs_filter_cupti) */
 		return 0;
-	if (evlog_reader_open(&r, l->path, msg, sizeof(msg))) {
+	if (cv_log_reader(l, &r, msg, sizeof(msg))) {
 		l->bad = 1;
 		c->in.skipped++;
 		cv_buf_printf(&c->in.notes, "skipped %s: %s\n", l->name, msg);

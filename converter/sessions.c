@@ -16,20 +16,23 @@
 #include "conv_int.h"
 #include "../eventlog/evlog_format.h"
 
+#include <fcntl.h>
 #include <libgen.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/stat.h>
+#include <unistd.h>
 
 #define LEFT_OUT_NAMED 8 /* names in the "left out" line; the rest are counted */
 
-struct cv_head cv_read_head(const char *path)
+struct cv_head cv_read_head(int fd, const char *name)
 {
 	struct cv_head h = { 0 };
 	struct evlog_reader *r;
 	char msg[256];
+	int rfd = fcntl(fd, F_DUPFD_CLOEXEC, 0);
 
-	if (evlog_reader_open(&r, path, msg, sizeof(msg)))
+	if (rfd < 0 || evlog_reader_open_fd(&r, rfd, name, msg, sizeof(msg)))
 		return h;
 	const struct evlog_header *eh = evlog_reader_header(r);
 
@@ -83,7 +86,7 @@ static int read_heads(struct select *st)
 	if (lt_grow((void **)&st->head, &st->cap_head, in->n, sizeof(*st->head), 16))
 		return -1;
 	for (; st->n_head < in->n; st->n_head++)
-		st->head[st->n_head] = cv_read_head(in->logs[st->n_head].path);
+		st->head[st->n_head] = cv_read_head(in->logs[st->n_head].fd, in->logs[st->n_head].name);
 	return 0;
 }
 
@@ -231,6 +234,7 @@ static void compact(struct cv_inputs *in, const unsigned char *keep, unsigned ch
 
 	for (size_t i = 0; i < in->n; i++) {
 		if (!keep[i]) {
+			close(in->logs[i].fd);
 			free(in->logs[i].name);
 			free(in->logs[i].path);
 			continue;

@@ -317,6 +317,12 @@ struct evlog_reader;
 
 /* Open a log from a file path (partial files included). */
 int evlog_reader_open(struct evlog_reader **out, const char *path, char *msg, size_t msgsz);
+/* Open a log from a file already opened (and checked) by the caller, read
+ * through that fd only: nothing is looked up by name again. The reader owns
+ * fd from then on: evlog_reader_close() closes it, and so does a failed open.
+ * name is only shown in messages. */
+int evlog_reader_open_fd(struct evlog_reader **out, int fd, const char *name, char *msg,
+			 size_t msgsz);
 /* Open a log held in memory (archives, fuzzing). The buffer must outlive the reader. */
 int evlog_reader_open_mem(struct evlog_reader **out, const void *buf, size_t len,
 			  const char *name, char *msg, size_t msgsz);

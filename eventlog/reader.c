@@ -277,23 +277,23 @@ int evlog_reader_open_mem(struct evlog_reader **out, const void *buf, size_t len
 	return 0;
 }
 
-int evlog_reader_open(struct evlog_reader **out, const char *path, char *msg, size_t msgsz)
+int evlog_reader_open_fd(struct evlog_reader **out, int fd, const char *name, char *msg,
+			 size_t msgsz)
 {
-	if (!out || !path)
-		return evf_msg(msg, msgsz, EVLOG_EINVAL, "evlog_reader_open: bad arguments");
+	if (!out || fd < 0 || !name) {
+		if (fd >= 0)
+			close(fd);
+		return evf_msg(msg, msgsz, EVLOG_EINVAL, "evlog_reader_open_fd: bad arguments");
+	}
 	*out = NULL;
-	/* O_NONBLOCK: a FIFO given as a log must not block the open. */
-	int fd = open(path, O_RDONLY | O_CLOEXEC | O_NONBLOCK);
-	if (fd < 0)
-		return evf_msg(msg, msgsz, EVLOG_EIO, "%s: %s", path, strerror(errno));
 	struct stat sb = { 0 };
 	if (fstat(fd, &sb) != 0 || !S_ISREG(sb.st_mode)) {
 		int e = errno;
 		close(fd);
 		if (S_ISDIR(sb.st_mode))
 			return evf_msg(msg, msgsz, EVLOG_EIO, "%s: is a directory, not an event log "
-				       "file", path);
-		return evf_msg(msg, msgsz, EVLOG_EIO, "%s: %s", path,
+				       "file", name);
+		return evf_msg(msg, msgsz, EVLOG_EIO, "%s: %s", name,
 			       e ? strerror(e) : "not a regular file");
 	}
 	/* Reads are sequential: let the kernel read ahead (a hint only). */
@@ -305,13 +305,25 @@ int evlog_reader_open(struct evlog_reader **out, const char *path, char *msg, si
 	}
 	r->fd = fd;
 	r->len = (size_t)sb.st_size;
-	int rc = evr_init(r, path, msg, msgsz);
+	int rc = evr_init(r, name, msg, msgsz);
 	if (rc) {
 		evlog_reader_close(r);
 		return rc;
 	}
 	*out = r;
 	return 0;
+}
+
+int evlog_reader_open(struct evlog_reader **out, const char *path, char *msg, size_t msgsz)
+{
+	if (!out || !path)
+		return evf_msg(msg, msgsz, EVLOG_EINVAL, "evlog_reader_open: bad arguments");
+	*out = NULL;
+	/* O_NONBLOCK: a FIFO given as a log must not block the open. */
+	int fd = open(path, O_RDONLY | O_CLOEXEC | O_NONBLOCK);
+	if (fd < 0)
+		return evf_msg(msg, msgsz, EVLOG_EIO, "%s: %s", path, strerror(errno));
+	return evlog_reader_open_fd(out, fd, path, msg, msgsz);
 }
 
 void evlog_reader_close(struct evlog_reader *r)
