@@ -289,6 +289,13 @@ static void im_unseen(unsigned feature, int pid, const char *why)
 		lt_session_unseen(im_session, feature == LT_IM_CUDA ? "gpu" : "python", pid, "%s", why);
 }
 
+/* A process left with the injected library loaded: named in the summary. */
+static void im_kept(int pid, const char *comm, const char *why)
+{
+	if (im_session)
+		lt_session_kept(im_session, pid, comm, why);
+}
+
 /* One manager of the injected library for every feature that uses it:
  * CUDA kernels (the gpu source, and a launched command's environment) and
  * the Python hook. NULL when neither is asked for. */
@@ -301,7 +308,7 @@ static struct lt_im *im_open(const struct lt_options *o)
 		.api_records = o->cuda_api_records,
 		/* Recording options for measurements (see inject.h), e.g. "runtime=1 driver=1" (diagnosis). */
 		.start_extra = getenv("LLMT_CUPTI_START"),
-		.log = im_log, .unseen = im_unseen,
+		.log = im_log, .unseen = im_unseen, .kept = im_kept,
 	};
 
 	return io.features ? lt_im_new(&io) : NULL;
