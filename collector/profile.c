@@ -407,6 +407,10 @@ int lt_profile(const struct lt_options *opt_in, const char *cmdline)
 	if (l.pid && !l.released)
 		lt_session_prepare_exec(&s, l.pid, l.path);
 	lt_launch_release(&l);
+	/* -d counts from here: the set-up above comes before it, each -p
+	 * target's injection bounded on its own (a thread to stop: 1 s at a
+	 * busy one; each remote call: LT_INJ_CALL_TIMEOUT_MS; the start's
+	 * replies: 10 s + the interpreter's 5 s), one target after another. */
 	t0 = lt_now_ns();
 	why = main_loop(&s, &l);
 	LT_INFO(1, "stopping: %s", why);
