@@ -1262,7 +1262,6 @@ static void publish_logs(struct lt_im *im, struct im_target *t, int done)
 
 /* ------------------------------------------------------------ stop, all at once */
 
-
 static int stop_bound_ms(const struct lt_im *im, const struct im_target *t)
 {
 	return t->asked & LT_IM_CUDA ? im->o.finalize_ms + STOP_CUDA_MS : STOP_PY_MS;
