@@ -35,6 +35,21 @@
 
 #define IM_MAX 256
 #define REPLY_MS 10000
+
+/*
+ * How long the stop waits for a library's "stopped", every target asked at
+ * once and each on its own clock: the Python hook needs the GIL once to come
+ * off, which a thread running Python lets go every few milliseconds (one in
+ * a long C call never does: that target is left as it runs); CUDA waits
+ * finalize_ms for an API exit to finalize CUPTI at, then flushes.
+ */
+#define STOP_PY_MS 1000
+#define STOP_CUDA_MS 2000
+/* Messages a library may send unasked before its "stopped" (CUDA started
+ * late): more, and it is not going to answer. */
+#define STOP_MAX_OTHER 64
+#define STOP_WAITING 1
+
 /* A followed process waiting for CUDA: how long it may take to load it (a
  * training worker imports and reads data first), how often its maps are
  * looked at (backing off to the most), and how soon a library that found
@@ -95,6 +110,22 @@ struct im_target {
 	struct lt_ilog log[F_N];        /* the files made for its library */
 };
 
+/* One target's stop, heard with the others. */
+struct im_stop {
+	struct lt_im *im;
+	struct im_target *t;
+	uint64_t end;           /* its own deadline */
+	int bound_ms;
+	int rc;                 /* the "stopped" reply's length, 0 EOF, -ETIMEDOUT; STOP_WAITING */
+	int others;             /* messages heard before "stopped" */
+	int unloaded;           /* lt_inj_unload's result */
+	int unload_ran;         /* lt_inj_unload was called (it answered "stopped") */
+	int threaded;           /* from a thread of its own (joined) */
+	pthread_t th;
+	char reply[1024];
+	char err[512];
+};
+
 /* One followed process waiting until it can take the library, on a thread
  * of its own. */
 struct im_job {
@@ -126,6 +157,7 @@ struct lt_im {
 	struct im_target t[IM_MAX];
 	int n;
 	struct im_job jobs[IM_MAX];
+	struct im_stop stops[IM_MAX];   /* lt_im_stop's, one per target */
 	atomic_int stopping;
 	int stopped;
 	atomic_int py_later;
@@ -1113,17 +1145,20 @@ static const char *kept_why(unsigned long long kept)
 	}
 }
 
+/* From the launch's stop thread too: the figures under im->mu. */
 static void account(struct lt_im *im, int pid, const char *reply)
 {
 	unsigned long long k = lt_ictl_field(reply, "kernels"), a = lt_ictl_field(reply, "api"),
 			   d = lt_ictl_field(reply, "dropped");
 	int fin = (int)lt_ictl_field(reply, "finalized");
+	pthread_mutex_lock(&im->mu);
 	im->tot.kernels += k;
 	im->tot.memcpys += lt_ictl_field(reply, "memcpy");
 	im->tot.memsets += lt_ictl_field(reply, "memset");
 	im->tot.apis += a;
 	im->tot.dropped += d;
 	im->tot.finalized += fin;
+	pthread_mutex_unlock(&im->mu);
 	unsigned long long early = lt_ictl_field(reply, "earlier"), untimed = lt_ictl_field(reply, "untimed");
 	char earlier[160] = "", no_time[96] = "";
 	if (early)
@@ -1165,22 +1200,6 @@ static void heard_later(struct lt_im *im, struct im_target *t, const char *m)
 	}
 }
 
-/* "stop", then replies until "stopped" within ms in all (what came unasked
- * before it is heard out): its length, 0 on EOF, -ETIMEDOUT. */
-static int stop_and_await(struct lt_im *im, struct im_target *t, char *reply, size_t len, int ms)
-{
-	uint64_t end = lt_mono_ms() + (uint64_t)ms;
-	lt_ictl_send(t->sock, "stop", NULL, 0);
-	for (int k = 0; k < 64; k++) {
-		long long left = (long long)(end - lt_mono_ms());
-		int rc = lt_ictl_recv(t->sock, reply, len, left > 0 ? (int)left : 0);
-		if (rc <= 0 || !strncmp(reply, "stopped", 7))
-			return rc;
-		heard_later(im, t, reply);
-	}
-	return -ETIMEDOUT;
-}
-
 /* Launch mode: every CUDA process of the launched tree may have reported
  * on the shared socket ("ok"/"err" at its CUDA start, "stopped" at exit).
  * Stop those still running, one "stop" each. Returns how many started. */
@@ -1190,7 +1209,7 @@ static int stop_launched(struct lt_im *im, struct im_target *t)
 	char reply[1024];
 	for (int round = 0; round < 2; round++) {
 		/* One deadline per round, however much the processes say. */
-		long long end = (long long)lt_mono_ms() + (round ? im->o.finalize_ms + REPLY_MS : 0);
+		long long end = (long long)lt_mono_ms() + (round ? im->o.finalize_ms + STOP_CUDA_MS : 0);
 		for (int k = 0; k < 4 * IM_MAX; k++) {
 			long long left = end - (long long)lt_mono_ms();
 			int rc = lt_ictl_recv(t->sock, reply, sizeof(reply), left > 0 ? (int)left : 0);
@@ -1241,67 +1260,273 @@ static void publish_logs(struct lt_im *im, struct im_target *t, int done)
 	}
 }
 
-static void unload_one(struct lt_im *im, struct im_target *t)
+/* ------------------------------------------------------------ stop, all at once */
+
+static int stop_bound_ms(const struct lt_im *im, const struct im_target *t)
 {
-	char err[512];
-	int u = lt_inj_unload(&t->inj, err, sizeof(err));
+	return t->asked & LT_IM_CUDA ? im->o.finalize_ms + STOP_CUDA_MS : STOP_PY_MS;
+}
+
+/* The process's name (/proc/PID/comm), printable, "?" when gone. */
+static void proc_comm(int pid, char *out, size_t sz)
+{
+	char path[64];
+	snprintf(path, sizeof(path), "/proc/%d/comm", pid);
+	FILE *f = fopen(path, "re");
+	size_t n = f ? fread(out, 1, sz - 1, f) : 0;
+	if (f)
+		fclose(f);
+	out[n] = 0;
+	out[strcspn(out, "\n")] = 0;
+	for (char *p = out; *p; p++)
+		if ((unsigned char)*p < 0x20 || (unsigned char)*p > 0x7e)
+			*p = '?';
+	if (!out[0])
+		snprintf(out, sz, "?");
+}
+
+/* The library stays in t's process: said in the summary, with why. */
+static void say_kept(struct lt_im *im, const struct im_target *t, const char *why)
+{
+	char comm[20];
+	if (!im->o.kept)
+		return;
+	proc_comm(t->pid, comm, sizeof(comm));
+	im->o.kept(t->pid, comm, why);
+}
+
+/* "stop" to every target's library at once (a launched command's socket
+ * aside: stop_launched); each wait runs from now on its own bound. */
+static void stop_ask_all(struct lt_im *im, struct im_stop *st)
+{
+	uint64_t now = lt_mono_ms();
+	for (int i = 0; i < im->n; i++) {
+		struct im_target *t = &im->t[i];
+		st[i] = (struct im_stop){ .im = im, .t = t, .rc = 0 };
+		if (t->launched || t->sock < 0)
+			continue;
+		st[i].bound_ms = stop_bound_ms(im, t);
+		st[i].end = now + (uint64_t)st[i].bound_ms;
+		st[i].rc = STOP_WAITING;
+		lt_ictl_send(t->sock, "stop", NULL, 0); /* a library gone: EOF below */
+	}
+}
+
+/* One message from st's library: "stopped" or EOF ends its wait; what it
+ * said unasked before that is heard out. */
+static void stop_hear_one(struct im_stop *st)
+{
+	char buf[sizeof(st->reply)];
+	int rc = lt_ictl_recv(st->t->sock, buf, sizeof(buf), 0);
+	if (rc == -ETIMEDOUT)
+		return;
+	if (rc > 0 && strncmp(buf, "stopped", 7)) {
+		heard_later(st->im, st->t, buf);
+		if (++st->others >= STOP_MAX_OTHER)
+			st->rc = -ETIMEDOUT;
+		return;
+	}
+	if (rc > 0)
+		memcpy(st->reply, buf, sizeof(buf));
+	st->rc = rc > 0 ? rc : 0;
+}
+
+/* Every asked library heard at once, each until its own deadline: the
+ * whole wait is the longest bound, not their sum. */
+static void stop_hear_all(struct lt_im *im, struct im_stop *st)
+{
+	struct pollfd pfd[IM_MAX];
+	int idx[IM_MAX];
+	for (;;) {
+		uint64_t now = lt_mono_ms(), first = UINT64_MAX;
+		int np = 0;
+		for (int i = 0; i < im->n; i++) {
+			if (st[i].rc != STOP_WAITING)
+				continue;
+			if (now >= st[i].end) {
+				st[i].rc = -ETIMEDOUT;
+				continue;
+			}
+			first = st[i].end < first ? st[i].end : first;
+			pfd[np] = (struct pollfd){ st[i].t->sock, POLLIN, 0 };
+			idx[np++] = i;
+		}
+		if (!np)
+			return;
+		int r = poll(pfd, (nfds_t)np, (int)(first - now));
+		if (r < 0 && errno != EINTR) {
+			for (int k = 0; k < np; k++)
+				st[idx[k]].rc = -ETIMEDOUT;
+			return;
+		}
+		for (int k = 0; r > 0 && k < np; k++)
+			if (pfd[k].revents)
+				stop_hear_one(&st[idx[k]]);
+	}
+}
+
+/* What a target's stop reply says, logged and counted; its logs published
+ * where the library is done with them. Returns 1 where CUDA kernel
+ * profiling had started in a process of the launched command. */
+static int stop_said(struct lt_im *im, struct im_stop *st)
+{
+	struct im_target *t = st->t;
+	const char *reply = st->reply;
+	int rc = st->rc, started;
+	if (rc > 0 && (t->asked & LT_IM_CUDA))
+		account(im, t->pid, reply);
+	started = t->launch_copy && rc > 0 && (t->on & LT_IM_CUDA) && !lt_ictl_field(reply, "cuda_wait");
+	/* (CUDA's own start is counted on the launch socket: t->on lost CUDA, launch=1) */
+	if (rc > 0 && (t->on & LT_IM_CUDA) && lt_ictl_field(reply, "cuda_wait"))
+		cuda_never_came(im, t);
+	if (rc > 0 && (t->on & LT_IM_PYTHON)) {
+		const char *py = strstr(lt_ictl_text(reply), "py_enter="); /* past CUDA's part */
+		pthread_mutex_lock(&im->mu); /* the launch's stop counts too */
+		im->tot.py_events += lt_ictl_field(reply, "py_enter") + lt_ictl_field(reply, "py_exit");
+		pthread_mutex_unlock(&im->mu);
+		im_log(im, LT_IM_PYTHON, 'I', "python: pid %d: hook %s, log %s/%s", t->pid,
+		       py ? py : lt_ictl_text(reply), im->dir, t->log[F_PY].name);
+	}
+	/* (one that did not answer is said by leave_loaded) */
+	if (rc == 0 && (t->asked & LT_IM_CUDA))
+		im_log(im, LT_IM_CUDA, 'W', "pid %d: the injected library is gone (process exited?)", t->pid);
+	if (rc == 0 && (t->on & LT_IM_PYTHON))
+		im_log(im, LT_IM_PYTHON, 'I', "python: pid %d: the hook library is gone (process exited; its "
+		       "log was published at exit)", t->pid);
+	/* Published once the library is done with them: it said "stopped", or
+	 * it is gone (EOF: the process or its control thread ended). */
+	publish_logs(im, t, rc != -ETIMEDOUT || !proc_running(t->pid));
+	return started;
+}
+
+/* A library that did not answer in time is left loaded and untouched:
+ * its control thread may still wait for the GIL to take its hook off (it
+ * does once it has it), so its fini would refuse the unload, and the
+ * injector would have stopped the process's threads for nothing. Our end
+ * of its socket closes: the library sees EOF, as when a collector dies. */
+static void leave_loaded(struct lt_im *im, struct im_stop *st)
+{
+	struct im_target *t = st->t;
+	char why[200];
+	if (t->inj.sock >= 0)
+		close(t->inj.sock);
+	t->inj.sock = t->sock = -1;
+	if (!t->inj.loaded || !proc_running(t->pid))
+		return;
+	if (st->rc == -ETIMEDOUT)
+		snprintf(why, sizeof(why), "did not answer within %d ms%s", st->bound_ms,
+			 t->on & LT_IM_PYTHON ? " (holding the GIL?)" : "");
+	else
+		snprintf(why, sizeof(why), "%s", st->bound_ms ? "closed its channel without answering"
+							  : "had no channel to be asked to stop");
+	im_log(im, t->asked & LT_IM_CUDA ? LT_IM_CUDA : LT_IM_PYTHON, 'W', "%spid %d: the library stays "
+	       "loaded, not unloaded: it %s; the process runs on, never stopped, no longer recorded",
+	       t->asked & LT_IM_CUDA ? "" : "python: ", t->pid, why);
+	say_kept(im, t, why);
+}
+
+static void *unload_main(void *arg)
+{
+	struct im_stop *st = arg;
+	st->unloaded = lt_inj_unload(&st->t->inj, st->err, sizeof(st->err));
+	return NULL;
+}
+
+/* What an unload came to, said (a library left in is named in the summary). */
+static void unload_said(struct lt_im *im, struct im_stop *st)
+{
+	struct im_target *t = st->t;
+	int u = st->unloaded;
+	const char *kept = NULL;
 	t->sock = -1; /* closed by lt_inj_unload */
 	if (u == 1)
 		im->tot.unloaded++;
 	else if (u == 0 && (t->on & LT_IM_CUDA))
-		im_log(im, LT_IM_CUDA, 'I', "pid %d: the library stays loaded while CUPTI holds its callbacks", t->pid);
+		im_log(im, LT_IM_CUDA, 'I', "pid %d: the library stays loaded while CUPTI holds its callbacks",
+		       t->pid), kept = "CUPTI holds its callbacks";
 	else if (u == 0 && t->launch_copy)
 		im_log(im, LT_IM_PYTHON, 'I', "python: pid %d: the library stays loaded: it is CUDA's copy too "
 		       "(launch mode), recording", t->pid);
 	else if (u == 0)
 		im_log(im, LT_IM_PYTHON, 'W', "python: pid %d: the hook library stays loaded: the interpreter "
-		       "could not be reached to remove its profile function (GIL held, or exiting)", t->pid);
+		       "could not be reached to remove its profile function (GIL held, or exiting)", t->pid),
+			kept = "its profile function could not be taken off";
 	else if (u != -ESRCH)
 		im_log(im, t->asked & LT_IM_CUDA ? LT_IM_CUDA : LT_IM_PYTHON, 'W', "pid %d: unloading the "
-		       "library: %s", t->pid, err);
+		       "library: %s", t->pid, st->err), kept = st->err;
+	if (kept)
+		say_kept(im, t, kept);
 }
 
-/* Stops one target; returns 1 where CUDA kernel profiling had started in a
- * process of the launched command. */
-static int stop_one(struct lt_im *im, struct im_target *t)
+/* The unloads of the targets that answered, all at once (each a ptrace
+ * session of its own thread, bounded by the injector); the others are
+ * left as they run. */
+static void unload_answered(struct lt_im *im, struct im_stop *st)
 {
-	char reply[1024] = "";
-	int rc = 0, started = 0;
-	if (t->launched) {
-		if (t->sock >= 0)
-			started = stop_launched(im, t) > 0;
-	} else if (t->sock >= 0) {
-		rc = stop_and_await(im, t, reply, sizeof(reply),
-				    (t->asked & LT_IM_CUDA ? im->o.finalize_ms : 0) + REPLY_MS);
-		if (rc > 0 && (t->asked & LT_IM_CUDA))
-			account(im, t->pid, reply);
-		started = t->launch_copy && rc > 0 && (t->on & LT_IM_CUDA) && !lt_ictl_field(reply, "cuda_wait");
-		/* (CUDA's own start is counted on the launch socket: t->on lost CUDA, launch=1) */
-		if (rc > 0 && (t->on & LT_IM_CUDA) && lt_ictl_field(reply, "cuda_wait"))
-			cuda_never_came(im, t);
-		if (rc > 0 && (t->on & LT_IM_PYTHON)) {
-			const char *py = strstr(lt_ictl_text(reply), "py_enter="); /* past CUDA's part */
-			im->tot.py_events += lt_ictl_field(reply, "py_enter") + lt_ictl_field(reply, "py_exit");
-			im_log(im, LT_IM_PYTHON, 'I', "python: pid %d: hook %s, log %s/%s", t->pid,
-			       py ? py : lt_ictl_text(reply), im->dir, t->log[F_PY].name);
-		}
-		if (rc <= 0 && (t->asked & LT_IM_CUDA))
-			im_log(im, LT_IM_CUDA, 'W', "pid %d: the injected library %s", t->pid,
-			       rc == -ETIMEDOUT ? "did not answer the stop request" : "is gone (process exited?)");
-		if (rc <= 0 && (t->on & LT_IM_PYTHON))
-			im_log(im, LT_IM_PYTHON, rc == 0 ? 'I' : 'W', "python: pid %d: the hook library %s", t->pid,
-			       rc == -ETIMEDOUT ? "did not answer the stop request (GIL held?)"
-						: "is gone (process exited; its log was published at exit)");
+	for (int i = 0; i < im->n; i++) {
+		struct im_target *t = st[i].t;
+		if (t->launched || !t->inj.loaded || st[i].rc <= 0)
+			continue;
+		st[i].unload_ran = 1;
+		st[i].threaded = pthread_create(&st[i].th, NULL, unload_main, &st[i]) == 0;
+		if (!st[i].threaded)
+			unload_main(&st[i]);
 	}
-	/* Published once the library is done with them: it said "stopped", or
-	 * it is gone (EOF: the process or its control thread ended). */
-	publish_logs(im, t, rc != -ETIMEDOUT || !proc_running(t->pid));
-	if (t->inj.loaded)
-		unload_one(im, t);
-	if (t->sock >= 0)
-		close(t->sock);
-	t->sock = -1;
-	return started;
+	for (int i = 0; i < im->n; i++) {
+		struct im_target *t = st[i].t;
+		if (st[i].threaded)
+			pthread_join(st[i].th, NULL);
+		if (t->launched)
+			continue;
+		if (st[i].unload_ran)
+			unload_said(im, &st[i]);
+		else if (st[i].rc <= 0)
+			leave_loaded(im, &st[i]);
+		if (t->sock >= 0)
+			close(t->sock);
+		t->sock = -1;
+	}
+}
+
+/* A launched command's socket, stopped beside the others. */
+struct im_launch_stop {
+	struct lt_im *im;
+	struct im_target *t;
+	int started;
+	pthread_t th;
+};
+
+static void *launch_stop_main(void *arg)
+{
+	struct im_launch_stop *ls = arg;
+	ls->started = stop_launched(ls->im, ls->t) > 0;
+	return NULL;
+}
+
+/* Stops every target at once; returns 1 where CUDA kernel profiling had
+ * started in a process of the launched command. */
+static int stop_all(struct lt_im *im, struct im_stop *st)
+{
+	struct im_launch_stop ls = { .im = im };
+	int started = 0, threaded = 0;
+	for (int i = 0; i < im->n && !ls.t; i++)
+		if (im->t[i].launched && im->t[i].sock >= 0)
+			ls.t = &im->t[i];
+	if (ls.t && !(threaded = pthread_create(&ls.th, NULL, launch_stop_main, &ls) == 0))
+		launch_stop_main(&ls);
+	stop_ask_all(im, st);
+	stop_hear_all(im, st);
+	for (int i = 0; i < im->n; i++)
+		if (st[i].bound_ms) /* asked */
+			started += stop_said(im, &st[i]);
+	unload_answered(im, st);
+	if (threaded)
+		pthread_join(ls.th, NULL);
+	if (ls.t) {
+		close(ls.t->sock);
+		ls.t->sock = -1;
+	}
+	return started + ls.started;
 }
 
 void lt_im_stop(struct lt_im *im)
@@ -1310,13 +1535,13 @@ void lt_im_stop(struct lt_im *im)
 		return;
 	jobs_join_all(im); /* no target is added from here on */
 	memset(&im->tot, 0, sizeof(im->tot));
-	int started = 0, launched = -1;
+	int launched = -1;
 	for (int i = 0; i < im->n; i++) {
 		if (im->t[i].launched && im->t[i].sock >= 0 && launched < 0)
 			launched = im->t[i].pid; /* the launch with the socket */
-		started += stop_one(im, &im->t[i]);
 		im->tot.targets += !!(im->t[i].asked & LT_IM_CUDA);
 	}
+	int started = stop_all(im, im->stops);
 	/* Said once all are in: a launched process may have started CUDA in
 	 * the copy the hook went into (its own socket, not the launch one). */
 	if (launched > 0 && !started && !im->tot.kernels && !im->tot.apis) {

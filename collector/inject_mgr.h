@@ -53,6 +53,9 @@ struct lt_im_opts {
 	/* a process where `feature` records nothing, and why (short); may be
 	 * NULL; called from the manager's threads too */
 	void (*unseen)(unsigned feature, int pid, const char *why);
+	/* a process whose library stays loaded at the end (`comm`: its name),
+	 * and why; may be NULL */
+	void (*kept)(int pid, const char *comm, const char *why);
 };
 
 struct lt_im;
@@ -97,7 +100,12 @@ int lt_im_ready(int pid);
 int lt_im_attach_later(struct lt_im *im, int pid, unsigned feature, unsigned flags);
 
 /* Stop every library (the waiting threads end first: nothing is added
- * after), publish the logs, unload. Once; later calls do nothing. */
+ * after), publish the logs, unload. Every target is asked at once and
+ * waited for at once, each within its own bound (the Python hook: 1 s;
+ * CUDA: finalize_ms + 2 s, CUPTI's finalize waiting that long by design);
+ * the unloads then run at once too, only in targets that answered. A
+ * target that did not answer keeps the library, untouched (never stopped
+ * by ptrace), named through opts.kept. Once; later calls do nothing. */
 void lt_im_stop(struct lt_im *im);
 void lt_im_free(struct lt_im *im);
 

@@ -289,6 +289,13 @@ static void im_unseen(unsigned feature, int pid, const char *why)
 		lt_session_unseen(im_session, feature == LT_IM_CUDA ? "gpu" : "python", pid, "%s", why);
 }
 
+/* A process left with the injected library loaded: named in the summary. */
+static void im_kept(int pid, const char *comm, const char *why)
+{
+	if (im_session)
+		lt_session_kept(im_session, pid, comm, why);
+}
+
 /* One manager of the injected library for every feature that uses it:
  * CUDA kernels (the gpu source, and a launched command's environment) and
  * the Python hook. NULL when neither is asked for. */
@@ -301,7 +308,7 @@ static struct lt_im *im_open(const struct lt_options *o)
 		.api_records = o->cuda_api_records,
 		/* Recording options for measurements (see inject.h), e.g. "runtime=1 driver=1" (diagnosis). */
 		.start_extra = getenv("LLMT_CUPTI_START"),
-		.log = im_log, .unseen = im_unseen,
+		.log = im_log, .unseen = im_unseen, .kept = im_kept,
 	};
 
 	return io.features ? lt_im_new(&io) : NULL;
@@ -400,6 +407,10 @@ int lt_profile(const struct lt_options *opt_in, const char *cmdline)
 	if (l.pid && !l.released)
 		lt_session_prepare_exec(&s, l.pid, l.path);
 	lt_launch_release(&l);
+	/* -d counts from here: the set-up above comes before it, each -p
+	 * target's injection bounded on its own (a thread to stop: 1 s at a
+	 * busy one; each remote call: LT_INJ_CALL_TIMEOUT_MS; the start's
+	 * replies: 10 s + the interpreter's 5 s), one target after another. */
 	t0 = lt_now_ns();
 	why = main_loop(&s, &l);
 	LT_INFO(1, "stopping: %s", why);

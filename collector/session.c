@@ -64,10 +64,20 @@ struct lt_unseen {
 	int pids[LT_UNSEEN_PIDS];
 };
 
+/* A process left with the injected library loaded at the end, and why. */
+#define LT_KEPT_MAX 16     /* named in the summary; later ones are counted */
+struct lt_kept {
+	int pid;
+	char comm[20];
+	char why[200];
+};
+
 struct lt_priv {
 	struct lt_slot slots[LT_N_SOURCES];
 	struct lt_unseen unseen[LT_UNSEEN_MAX];
 	unsigned n_unseen, unseen_dropped;
+	struct lt_kept kept[LT_KEPT_MAX];
+	unsigned n_kept;
 	signed char kind_slot[LT_REC_KIND_MAX + 1];
 	uint64_t unknown_records, write_errors;
 	uint64_t emitted; /* events handed to the log, by anyone */
@@ -176,6 +186,36 @@ static void summary_unseen(struct lt_priv *p, const char *src)
 		fprintf(stderr, "    not seen in %u process%s: %s (pid %s%s)\n", u->n, u->n == 1 ? "" : "es",
 			u->why, pids, u->n > LT_UNSEEN_PIDS ? ", ..." : "");
 	}
+}
+
+void lt_session_kept(struct lt_session *s, int pid, const char *comm, const char *why)
+{
+	struct lt_priv *p = P(s);
+
+	if (!p)
+		return;
+	pthread_mutex_lock(&unseen_mu);
+	if (p->n_kept < LT_KEPT_MAX) {
+		struct lt_kept *k = &p->kept[p->n_kept];
+
+		k->pid = pid;
+		snprintf(k->comm, sizeof(k->comm), "%s", comm);
+		snprintf(k->why, sizeof(k->why), "%s", why);
+	}
+	p->n_kept++;
+	pthread_mutex_unlock(&unseen_mu);
+}
+
+static void summary_kept(const struct lt_priv *p)
+{
+	if (!p->n_kept)
+		return;
+	fprintf(stderr, "  the injected library stays loaded in %u process%s (left running: never stopped, "
+		"no longer recorded):\n", p->n_kept, p->n_kept == 1 ? "" : "es");
+	for (unsigned i = 0; i < p->n_kept && i < LT_KEPT_MAX; i++)
+		fprintf(stderr, "    pid %d (%s): %s\n", p->kept[i].pid, p->kept[i].comm, p->kept[i].why);
+	if (p->n_kept > LT_KEPT_MAX)
+		fprintf(stderr, "    (%u more: see the W lines above)\n", p->n_kept - LT_KEPT_MAX);
 }
 
 void lt_session_add_events(struct lt_session *s, const char *source, uint64_t n)
@@ -746,6 +786,7 @@ void lt_session_summary(struct lt_session *s, double seconds, const char *extra)
 	if (p->unseen_dropped)
 		fprintf(stderr, "    (%u more processes not seen, for other reasons: see the W lines above)\n",
 			p->unseen_dropped);
+	summary_kept(p);
 	if (p->have_wstats)
 		fprintf(stderr, "  wrote %s: %llu bytes, %llu events in %llu chunks\n", s->opt.output,
 			(unsigned long long)p->wstats.file_bytes, (unsigned long long)p->wstats.events,

@@ -192,6 +192,10 @@ void lt_session_not_recorded(struct lt_session *s, const char *source, const cha
 void lt_session_unseen(struct lt_session *s, const char *source, int pid, const char *fmt, ...)
 	__attribute__((format(printf, 4, 5)));
 
+/* A process left with the injected library loaded at the end (`comm`: its
+ * name, printable), and why: the summary names each. Any thread may call it. */
+void lt_session_kept(struct lt_session *s, int pid, const char *comm, const char *why);
+
 /* Events `source` recorded outside the ring buffer (an injected library's
  * own log): added to its row of the summary. */
 void lt_session_add_events(struct lt_session *s, const char *source, uint64_t n);
