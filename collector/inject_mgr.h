@@ -53,6 +53,11 @@ struct lt_im_opts {
 	/* a process where `feature` records nothing, and why (short); may be
 	 * NULL; called from the manager's threads too */
 	void (*unseen)(unsigned feature, int pid, const char *why);
+	/* a library log of `pid` published in the log directory: its file
+	 * name, size and digest ("sha256:HEX"), for the profile's own log
+	 * (EV_LIB_LOG: the converter joins only the library logs it names);
+	 * may be NULL; called from lt_im_stop() only */
+	void (*published)(unsigned feature, int pid, const char *name, uint64_t size, const char *digest);
 };
 
 struct lt_im;

@@ -289,6 +289,22 @@ static void im_unseen(unsigned feature, int pid, const char *why)
 		lt_session_unseen(im_session, feature == LT_IM_CUDA ? "gpu" : "python", pid, "%s", why);
 }
 
+/* A library log published: named in our own log, with its size and
+ * digest, so that the converter joins it and nothing forged in its place. */
+static void im_published(unsigned feature, int pid, const char *name, uint64_t size, const char *digest)
+{
+	struct evlog_event ev = { .type = EV_LIB_LOG, .ts = lt_now_ns(), .pid = (uint32_t)pid,
+				  .tid = (uint32_t)pid };
+
+	(void)feature;
+	if (!im_session || !im_session->log)
+		return;
+	ev.u.lib_log.name = evlog_s(name);
+	ev.u.lib_log.size = size;
+	ev.u.lib_log.digest = evlog_s(digest);
+	lt_session_emit(im_session, &ev);
+}
+
 /* One manager of the injected library for every feature that uses it:
  * CUDA kernels (the gpu source, and a launched command's environment) and
  * the Python hook. NULL when neither is asked for. */
@@ -301,7 +317,7 @@ static struct lt_im *im_open(const struct lt_options *o)
 		.api_records = o->cuda_api_records,
 		/* Recording options for measurements (see inject.h), e.g. "runtime=1 driver=1" (diagnosis). */
 		.start_extra = getenv("LLMT_CUPTI_START"),
-		.log = im_log, .unseen = im_unseen,
+		.log = im_log, .unseen = im_unseen, .published = im_published,
 	};
 
 	return io.features ? lt_im_new(&io) : NULL;
