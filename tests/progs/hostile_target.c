@@ -13,10 +13,10 @@
  * O_CREAT), creating NAME beside the link's path, and reopening the fd's
  * file and looking for a directory there. The first probe tries none.
  *   seize MODE UID   keeps a copy of every regular-file fd it was handed
- *                    ("*.partial", its log) past the profile, fchmods it
- *                    to MODE (octal) and fchowns it to UID: "seized N"
- *   grow BYTES       writes BYTES more through the kept fds, and fchmods
- *                    and fchowns them again: "grew N"
+ *                    ("*.partial", its log) past the profile, fchowns it
+ *                    to UID and fchmods it to MODE (octal): "seized N"
+ *   grow BYTES       writes BYTES more through the kept fds, and fchowns
+ *                    and fchmods them again: "grew N"
  * (what a root target in a container can do to a file it was handed).
  * Exits when stdin closes.
  */
@@ -96,12 +96,13 @@ static void try_fd(const char *tag, int fd)
 
 static int seized[16], n_seized, seize_mode, seize_uid;
 
+/* The owner first: a chown clears the set-uid bit the mode then sets. */
 static void fd_attack(int fd)
 {
-	if (fchmod(fd, (mode_t)seize_mode))
-		printf("fchmod: %s\n", strerror(errno));
 	if (fchown(fd, (uid_t)seize_uid, (gid_t)seize_uid))
 		printf("fchown: %s\n", strerror(errno));
+	if (fchmod(fd, (mode_t)seize_mode))
+		printf("fchmod: %s\n", strerror(errno));
 }
 
 /* Keep (dup) every regular file we were handed that ends in ".partial". */
