@@ -302,7 +302,10 @@ static void im_published(unsigned feature, int pid, const char *name, uint64_t s
 	ev.u.lib_log.name = evlog_s(name);
 	ev.u.lib_log.size = size;
 	ev.u.lib_log.digest = evlog_s(digest);
+	/* In a chunk of its own: a reader older than 1.4 skips only that one. */
+	evlog_writer_flush(im_session->log);
 	lt_session_emit(im_session, &ev);
+	evlog_writer_flush(im_session->log);
 }
 
 /* One manager of the injected library for every feature that uses it:

@@ -45,9 +45,13 @@ unshare -m --propagation private sh -c 'mount -t tmpfs stand-in /proc/driver &&
 	"$LT" profile -p "$TP" -t syscall --enable-cuda-kernel true -o "$W/out/main.evlog" -v 1 \
 	>/dev/null 2>"$W/c.err" & cp=$!; tap_bg $cp
 wait_until 30 staged
-wait_for "$W/c.err" "CUDA kernel profiling" 30
+held() { ls -l /proc/$TP/fd 2>/dev/null | grep -q '/\.llmtracker-cupti\..*\.evlog\.partial$'; }
+wait_until 30 held # the library has its fd
 echo "seize 4755 65534" >&9
 wait_for "$W/t.out" "^seized" 10
+# kernels recorded (the library flushed a chunk past the header) before the stop
+recorded() { [ "$(stat -c %s "$W"/out/.llmtracker-cupti.*.partial 2>/dev/null || echo 0)" -gt 4096 ]; }
+wait_until 60 recorded
 kill -INT $cp; wait $cp; crc=$?
 sed -n '/seized/p;/fch/p' "$W/t.out" | sed 's/^/# target: /'
 grep -E "CUDA log|pid $TP:" "$W/c.err" | cut -c1-200 | sed 's/^/# /'
