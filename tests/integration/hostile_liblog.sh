@@ -5,7 +5,7 @@
 #      stand-in CUPTI under `profile --enable-cuda-kernel`; while recorded it
 #      keeps a copy of its log fd, fchmods it 04755 and fchowns it to
 #      65534; after the profile ended it writes 8 MiB more through it and
-#      does both again (MODE 0755). The published log must be 0644, owned
+#      changes both again (mode 0755). The published log must be 0644, owned
 #      by the collector's uid, and keep its size and bytes; the collector's
 #      own log records its name, size and SHA-256;
 #   2. the converter joins the genuine log (its kernels counted), and leaves
@@ -62,13 +62,16 @@ st0=$(stat -c '%a %u' "$L" 2>/dev/null) sz0=$(stat -c %s "$L" 2>/dev/null) sum0=
 echo "# published: mode/uid $st0, $sz0 bytes"
 check "the published log is 0644 (not executable, not set-uid), owned by the collector ($(id -u))" \
 	'[ "$st0" = "644 $(id -u)" ] && [ ! -u "$L" ] && [ ! -x "$L" ]'
+echo "seize 755 65534" >&9 # no new fd: mode 0755 for the one it kept, from now on
 echo "grow 8388608" >&9
 wait_for "$W/t.out" "^grew" 30
 sed -n 's/^grew/# target: grew/p' "$W/t.out"
-echo "seize 755 65534" >&9 # the fd it kept: mode 0755 now
-wait_for "$W/t.out" "^seized 2" 10
-check "the target wrote 8 MiB more and changed mode and owner again after the profile" \
-	'grep -q "^grew 8388608$" "$W/t.out"'
+# what its kept fd holds now: the staging file, removed from the directory
+kept=$(for f in /proc/$TP/fd/*; do case $(readlink "$f") in *.partial*deleted*) echo "$f";; esac; done | head -1)
+kst=$(stat -L -c '%a %u %s' "$kept" 2>/dev/null)
+echo "# the target's kept file: mode uid size $kst"
+check "the target wrote 8 MiB more and made its file 0755, uid 65534 after the profile" \
+	'grep -q "^grew 8388608$" "$W/t.out" && [ "${kst% *}" = "755 65534" ] && [ "${kst##* }" -ge 8388608 ]'
 check "... none of it reached the published log: same mode, owner, size ($sz0) and bytes" \
 	'[ "$(stat -c "%a %u %s" "$L")" = "$st0 $sz0" ] && [ "$(sha256sum <"$L" | cut -d" " -f1)" = "$sum0" ]'
 check "no staging file or copy is left in the output directory" \

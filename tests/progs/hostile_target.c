@@ -12,8 +12,8 @@
  * business): openat(fd, ".."), open("/proc/self/fd/N/.."), openat(fd, NAME,
  * O_CREAT), creating NAME beside the link's path, and reopening the fd's
  * file and looking for a directory there. The first probe tries none.
- *   seize MODE UID   keeps a copy of every regular-file fd it was handed
- *                    ("*.partial", its log) past the profile, fchowns it
+ *   seize MODE UID   keeps a copy of every file it was handed an fd of
+ *                    ("*.partial", its log; one fd each) past the profile, fchowns it
  *                    to UID and fchmods it to MODE (octal): "seized N"
  *   grow BYTES       writes BYTES more through the kept fds, and fchowns
  *                    and fchmods them again: "grew N"
@@ -96,6 +96,16 @@ static void try_fd(const char *tag, int fd)
 
 static int seized[16], n_seized, seize_mode, seize_uid;
 
+/* One fd per file: the library may hold two of one for a moment. */
+static int seized_already(int fd)
+{
+	struct stat a, b;
+	for (int i = 0; i < n_seized; i++)
+		if (!fstat(fd, &a) && !fstat(seized[i], &b) && a.st_dev == b.st_dev && a.st_ino == b.st_ino)
+			return 1;
+	return 0;
+}
+
 /* The owner first: a chown clears the set-uid bit the mode then sets. */
 static void fd_attack(int fd)
 {
@@ -118,7 +128,7 @@ static void seize(const char *args)
 		int fd = atoi(de->d_name);
 		snprintf(path, sizeof(path), "/proc/self/fd/%d", fd);
 		ssize_t n = de->d_name[0] == '.' ? -1 : readlink(path, link, sizeof(link) - 1);
-		if (n <= 8 || is_own(fd))
+		if (n <= 8 || is_own(fd) || seized_already(fd))
 			continue;
 		link[n] = 0;
 		if (strcmp(link + n - 8, ".partial"))
