@@ -252,14 +252,14 @@ PROG_LIBS_cuda_early := -L$(CUDA_HOME)/lib64 -Wl,-rpath,$(CUDA_HOME)/lib64 -lcud
 PROG_LIBS_cuda_early_dl := -ldl
 PROG_LIBS_inject_cudart := -L$(CUDA_HOME)/lib64 -Wl,-rpath,$(CUDA_HOME)/lib64 -lcudart
 INJECT_TOOL_SRC := collector/injector.c collector/inject_latch.c collector/elfsym.c collector/inject_mgr.c collector/launch.c collector/inject_ctl.c collector/inject_log.c collector/inject_gate.c collector/tfile.c collector/nodename.c
-PROG_LIBS_inject_tool := $(INJECT_TOOL_SRC) eventlog/session.c -lelf
+PROG_LIBS_inject_tool := $(INJECT_TOOL_SRC) eventlog/session.c common/io.c common/sha256.c -lelf
 PROG_LIBS_inject_logdump := -static $(PROG_EVLOG)
 PROG_LIBS_inject_rawzstd := -lzstd -ldl
 $(BUILD)/tests/progs/inject_rawzstd: collector/inject/zstd_shim.c
-$(BUILD)/tests/progs/inject_tool: $(INJECT_TOOL_SRC) $(INJECT_TOOL_SRC:.c=.h) eventlog/session.c
+$(BUILD)/tests/progs/inject_tool: $(INJECT_TOOL_SRC) $(INJECT_TOOL_SRC:.c=.h) eventlog/session.c common/io.c common/sha256.c
 # The same tool linked static, for the GPU host's newer C library
 # (tests/gpu/cupti_attach.sh prepare).
-$(BUILD)/tests/progs/inject_tool-static: tests/progs/inject_tool.c $(INJECT_TOOL_SRC) eventlog/session.c
+$(BUILD)/tests/progs/inject_tool-static: tests/progs/inject_tool.c $(INJECT_TOOL_SRC) eventlog/session.c common/io.c common/sha256.c
 	@mkdir -p $(@D)
 	$(CC) -O2 -static -D_GNU_SOURCE -I. -o $@ $(filter %.c,$^) -lelf -lz -lzstd
 PROG_LIBS_cuda_logcount := -static $(PROG_EVLOG)

@@ -1,5 +1,6 @@
 // SPDX-License-Identifier: Apache-2.0
 #include "inject_log.h"
+#include "../common/io.h"
 
 #include <errno.h>
 #include <fcntl.h>
@@ -8,10 +9,6 @@
 #include <sys/stat.h>
 #include <time.h>
 #include <unistd.h>
-
-#ifndef RENAME_NOREPLACE
-#define RENAME_NOREPLACE (1 << 0)
-#endif
 
 int lt_ilog_dir(const char *dir)
 {
@@ -34,15 +31,12 @@ static void ilog_host(const char *host, char *out, size_t sz)
 		snprintf(out, sz, "unknown");
 }
 
-int lt_ilog_create(struct lt_ilog *l, int dirfd, const char *prefix, const char *host, int pid,
-		   char *err, size_t errsz)
+static void ilog_names(struct lt_ilog *l, const char *prefix, const char *host, int pid)
 {
 	struct timespec rt;
 	struct tm tm;
-	struct stat sb;
 	char stamp[32], h[65];
 
-	memset(l, 0, sizeof(*l));
 	clock_gettime(CLOCK_REALTIME, &rt);
 	gmtime_r(&rt.tv_sec, &tm);
 	strftime(stamp, sizeof(stamp), "%Y%m%dT%H%M%S", &tm);
@@ -50,66 +44,188 @@ int lt_ilog_create(struct lt_ilog *l, int dirfd, const char *prefix, const char 
 	snprintf(l->name, sizeof(l->name), "%.24s.%s.%d.%s.%09ld.evlog", prefix, h, pid, stamp,
 		 rt.tv_nsec);
 	snprintf(l->partial, sizeof(l->partial), ".%s.partial", l->name);
+	snprintf(l->copy, sizeof(l->copy), ".%s.copy", l->name);
+}
+
+/* Our own read fd of the staging file, opened before the target holds it
+ * (nothing of the target's can stand between) and checked to be the very
+ * file made. fd or -errno. */
+static int ilog_own_fd(const struct lt_ilog *l, int dirfd)
+{
+	struct stat sb;
+	int fd = openat(dirfd, l->partial, O_RDONLY | O_NOFOLLOW | O_NONBLOCK | O_CLOEXEC);
+	if (fd < 0)
+		return -errno;
+	if (fstat(fd, &sb) || sb.st_dev != l->dev || sb.st_ino != l->ino) {
+		close(fd);
+		return -ESTALE;
+	}
+	return fd;
+}
+
+int lt_ilog_create(struct lt_ilog *l, int dirfd, const char *prefix, const char *host, int pid,
+		   char *err, size_t errsz)
+{
+	struct stat sb;
+
+	memset(l, 0, sizeof(*l));
+	l->rfd = -1;
+	ilog_names(l, prefix, host, pid);
 	/* Write-only: the library appends and may cut a torn chunk off
 	 * (ftruncate); it never needs to read, and gets nothing else. */
-	int fd = openat(dirfd, l->partial, O_WRONLY | O_CREAT | O_EXCL | O_NOFOLLOW | O_CLOEXEC, 0644);
+	int fd = openat(dirfd, l->partial, O_WRONLY | O_CREAT | O_EXCL | O_NOFOLLOW | O_CLOEXEC, 0600);
 	if (fd < 0) {
 		int e = errno;
 		snprintf(err, errsz, "cannot create its log %s: %s", l->partial, strerror(e));
 		return -e;
 	}
-	if (fstat(fd, &sb)) {
-		int e = errno;
+	int e = fstat(fd, &sb) ? errno : 0;
+	if (!e) {
+		l->dev = sb.st_dev;
+		l->ino = sb.st_ino;
+		l->rfd = ilog_own_fd(l, dirfd);
+		e = l->rfd < 0 ? -l->rfd : 0;
+	}
+	if (e) {
 		close(fd);
 		unlinkat(dirfd, l->partial, 0);
 		snprintf(err, errsz, "cannot create its log %s: %s", l->partial, strerror(e));
 		return -e;
 	}
-	l->dev = sb.st_dev;
-	l->ino = sb.st_ino;
 	l->live = 1;
 	return fd;
 }
 
-/* Is the partial name still the file we made? Size in *size. */
-static int ilog_ours(const struct lt_ilog *l, int dirfd, off_t *size)
+/* Is the staging name still the file we made? */
+static int ilog_ours(const struct lt_ilog *l, int dirfd)
 {
 	struct stat sb;
-	if (!l->live || fstatat(dirfd, l->partial, &sb, AT_SYMLINK_NOFOLLOW))
-		return 0;
-	*size = sb.st_size;
-	return S_ISREG(sb.st_mode) && sb.st_dev == l->dev && sb.st_ino == l->ino;
+	return !fstatat(dirfd, l->partial, &sb, AT_SYMLINK_NOFOLLOW) && S_ISREG(sb.st_mode) &&
+	       sb.st_dev == l->dev && sb.st_ino == l->ino;
+}
+
+static void ilog_close(struct lt_ilog *l)
+{
+	if (l->live && l->rfd >= 0)
+		close(l->rfd);
+	l->rfd = -1;
+	l->live = 0;
+}
+
+/* The copy: ours, 0644 whatever the umask, `max` bytes of the staging file
+ * at most, on disk before it gets a name. fd, or -errno with err set. */
+static int ilog_copy(struct lt_ilog *l, int dirfd, uint64_t max, char *err, size_t errsz)
+{
+	uint64_t copied = 0;
+	int fd = openat(dirfd, l->copy, O_RDWR | O_CREAT | O_EXCL | O_NOFOLLOW | O_CLOEXEC, 0600);
+	int rc = fd < 0 ? -errno : 0;
+	if (!rc && fchmod(fd, 0644))
+		rc = -errno;
+	if (!rc)
+		rc = lt_copy_bounded(fd, l->rfd, max, &copied);
+	if (!rc && fsync(fd))
+		rc = -errno;
+	if (!rc) {
+		uint64_t hashed = 0;
+		memcpy(l->digest, "sha256:", 8);
+		rc = lt_sha256_fd(fd, copied, l->digest + 7, &hashed);
+		if (!rc && hashed != copied)
+			rc = -EIO;
+	}
+	if (rc) {
+		snprintf(err, errsz, "publishing %s: copying it into %s: %s; kept as %s", l->name, l->copy,
+			 strerror(-rc), l->partial);
+		if (fd >= 0) {
+			close(fd);
+			unlinkat(dirfd, l->copy, 0);
+		}
+		return rc;
+	}
+	l->size = copied;
+	return fd;
 }
 
 int lt_ilog_publish(struct lt_ilog *l, int dirfd, char *err, size_t errsz)
 {
-	off_t size = 0;
-	if (!ilog_ours(l, dirfd, &size)) {
-		l->live = 0;
-		snprintf(err, errsz, "its log %s is gone or was replaced; not published", l->partial);
+	struct stat sb;
+	if (!l->live) {
+		snprintf(err, errsz, "its log %s was never made; not published", l->partial);
 		return -ENOENT;
 	}
-	if (size == 0) {
+	if (fstat(l->rfd, &sb)) {
+		int e = errno;
+		snprintf(err, errsz, "publishing %s: %s; kept as %s", l->name, strerror(e), l->partial);
+		ilog_close(l);
+		return -e;
+	}
+	if (sb.st_size <= 0) {
 		lt_ilog_drop(l, dirfd);
 		return 0;
 	}
-	int rc = renameat2(dirfd, l->partial, dirfd, l->name, RENAME_NOREPLACE) ? -errno : 0;
-	if (rc == -EINVAL || rc == -ENOSYS || rc == -EOPNOTSUPP) /* no RENAME_NOREPLACE here */
-		rc = linkat(dirfd, l->partial, dirfd, l->name, 0) ? -errno
-		     : (unlinkat(dirfd, l->partial, 0), 0);
+	/* What it holds now, no more: it may grow while we copy. */
+	uint64_t max = (uint64_t)sb.st_size;
+	l->capped = max > LT_ILOG_MAX_BYTES;
+	int fd = ilog_copy(l, dirfd, l->capped ? LT_ILOG_MAX_BYTES : max, err, errsz);
+	if (fd < 0) {
+		ilog_close(l);
+		return fd;
+	}
+	close(fd);
+	int rc = lt_publish_noreplace(dirfd, l->copy, l->name);
 	if (rc) {
 		snprintf(err, errsz, "publishing %s: %s; kept as %s", l->name,
 			 rc == -EEXIST ? "it already exists (never replaced)" : strerror(-rc), l->partial);
+		unlinkat(dirfd, l->copy, 0);
+		ilog_close(l);
 		return rc;
 	}
-	l->live = 0;
+	if (ilog_ours(l, dirfd))
+		unlinkat(dirfd, l->partial, 0);
+	ilog_close(l);
 	return 1;
+}
+
+void lt_ilog_keep(struct lt_ilog *l)
+{
+	ilog_close(l);
 }
 
 void lt_ilog_drop(struct lt_ilog *l, int dirfd)
 {
-	off_t size;
-	if (ilog_ours(l, dirfd, &size) && size == 0)
+	struct stat sb;
+	if (l->live && !fstat(l->rfd, &sb) && sb.st_size == 0 && ilog_ours(l, dirfd))
 		unlinkat(dirfd, l->partial, 0);
-	l->live = 0;
+	ilog_close(l);
+}
+
+/* "llmtracker-cupti." ... ".evlog", one plain component. */
+static int ilog_name_ok(const char *name)
+{
+	size_t n = strlen(name);
+	return n > 23 && n < 192 && !strncmp(name, "llmtracker-cupti.", 17) &&
+	       !strcmp(name + n - 6, ".evlog") && !strchr(name, '/');
+}
+
+int lt_ilog_describe(int dirfd, const char *name, uint64_t *size, char *digest, size_t digestsz,
+		     char *err, size_t errsz)
+{
+	struct stat sb;
+	char hex[LT_SHA256_HEX];
+	if (!ilog_name_ok(name)) {
+		snprintf(err, errsz, "its log '%.200s' is no name of a library log; not recorded", name);
+		return -EINVAL;
+	}
+	int fd = openat(dirfd, name, O_RDONLY | O_NOFOLLOW | O_NONBLOCK | O_CLOEXEC);
+	int rc = fd < 0 ? -errno : fstat(fd, &sb) ? -errno : !S_ISREG(sb.st_mode) ? -EINVAL : 0;
+	uint64_t max = rc ? 0 : (uint64_t)sb.st_size;
+	if (!rc)
+		rc = lt_sha256_fd(fd, max < LT_ILOG_MAX_BYTES ? max : LT_ILOG_MAX_BYTES, hex, size);
+	if (fd >= 0)
+		close(fd);
+	if (rc) {
+		snprintf(err, errsz, "its log %s: %s; not recorded", name, strerror(-rc));
+		return rc;
+	}
+	snprintf(digest, digestsz, "sha256:%s", hex);
+	return 0;
 }

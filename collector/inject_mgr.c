@@ -185,6 +185,13 @@ static void im_unseen(const struct lt_im *im, unsigned feature, int pid, const c
 		im->o.unseen(feature, pid, why);
 }
 
+static void im_published(const struct lt_im *im, unsigned feature, int pid, const char *name, uint64_t size,
+			 const char *digest)
+{
+	if (im->o.published)
+		im->o.published(feature, pid, name, size, digest);
+}
+
 /* ------------------------------------------------------------ set-up */
 
 /* The driver's kernel side is what CUDA needs; no libcuda lookup here (the
@@ -1200,6 +1207,27 @@ static void heard_later(struct lt_im *im, struct im_target *t, const char *m)
 	}
 }
 
+/* Launch mode: a process of the launched command published its own log
+ * and named it in its "stopped" (file=NAME): recorded as found now. */
+static void record_launched(struct lt_im *im, int pid, const char *reply)
+{
+	char name[256], digest[8 + LT_SHA256_HEX], err[600];
+	uint64_t size;
+	const char *v = strstr(reply, " file=");
+	if (!v)
+		return;
+	v += 6;
+	size_t n = strcspn(v, " ");
+	if (n >= sizeof(name) || (n == 1 && *v == '-'))
+		return;
+	memcpy(name, v, n);
+	name[n] = 0;
+	if (lt_ilog_describe(im->dirfd, name, &size, digest, sizeof(digest), err, sizeof(err)))
+		im_log(im, LT_IM_CUDA, 'W', "pid %d: %s", pid, err);
+	else
+		im_published(im, LT_IM_CUDA, pid, name, size, digest);
+}
+
 /* Launch mode: every CUDA process of the launched tree may have reported
  * on the shared socket ("ok"/"err" at its CUDA start, "stopped" at exit).
  * Stop those still running, one "stop" each. Returns how many started. */
@@ -1224,6 +1252,7 @@ static int stop_launched(struct lt_im *im, struct im_target *t)
 				im_unseen(im, LT_IM_CUDA, pid, reply_text(reply));
 			} else if (!strncmp(reply, "stopped", 7)) {
 				account(im, pid, reply);
+				record_launched(im, pid, reply);
 				for (int i = 0; i < n; i++)
 					if (pids[i] == pid)
 						pids[i] = pids[--n];
@@ -1246,17 +1275,26 @@ static void publish_logs(struct lt_im *im, struct im_target *t, int done)
 {
 	char err[600];
 	for (int f = 0; f < F_N; f++) {
-		if (!t->log[f].live)
+		struct lt_ilog *l = &t->log[f];
+		const char *py = f == F_PY ? "python: " : "";
+		if (!l->live)
 			continue;
-		int rc = done ? lt_ilog_publish(&t->log[f], im->dirfd, err, sizeof(err)) : -EBUSY;
-		if (rc == -EBUSY)
+		int rc = done ? lt_ilog_publish(l, im->dirfd, err, sizeof(err)) : -EBUSY;
+		if (rc == -EBUSY) {
 			im_log(im, f_bit[f], 'W', "%spid %d: its %s log stays as %s/%s (the library may still "
-			       "write it)", f == F_PY ? "python: " : "", t->pid, f == F_PY ? "Python" : "CUDA",
-			       im->dir, t->log[f].partial);
-		else if (rc < 0)
-			im_log(im, f_bit[f], 'W', "%spid %d: %s", f == F_PY ? "python: " : "", t->pid, err);
-		else if (rc == 1 && f == F_CUDA)
-			im_log(im, LT_IM_CUDA, 'I', "pid %d: CUDA log %s/%s", t->pid, im->dir, t->log[f].name);
+			       "write it)", py, t->pid, f == F_PY ? "Python" : "CUDA", im->dir, l->partial);
+			lt_ilog_keep(l);
+		} else if (rc < 0) {
+			im_log(im, f_bit[f], 'W', "%spid %d: %s", py, t->pid, err);
+		}
+		if (rc != 1)
+			continue;
+		im_published(im, f_bit[f], t->pid, l->name, l->size, l->digest);
+		if (l->capped)
+			im_log(im, f_bit[f], 'W', "%spid %d: its log %s/%s was larger than %llu bytes; only "
+			       "those were published", py, t->pid, im->dir, l->name, LT_ILOG_MAX_BYTES);
+		if (f == F_CUDA)
+			im_log(im, LT_IM_CUDA, 'I', "pid %d: CUDA log %s/%s", t->pid, im->dir, l->name);
 	}
 }
 

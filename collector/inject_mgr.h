@@ -56,6 +56,11 @@ struct lt_im_opts {
 	/* a process whose library stays loaded at the end (`comm`: its name),
 	 * and why; may be NULL */
 	void (*kept)(int pid, const char *comm, const char *why);
+	/* a library log of `pid` published in the log directory: its file
+	 * name, size and digest ("sha256:HEX"), for the profile's own log
+	 * (EV_LIB_LOG: the converter joins only the library logs it names);
+	 * may be NULL; called from lt_im_stop(), on its threads too */
+	void (*published)(unsigned feature, int pid, const char *name, uint64_t size, const char *digest);
 };
 
 struct lt_im;

@@ -12,6 +12,7 @@
  * collector dies, even by SIGKILL.
  */
 #include <errno.h>
+#include <pthread.h>
 #include <libgen.h>
 #include <limits.h>
 #include <linux/capability.h>
@@ -296,6 +297,30 @@ static void im_kept(int pid, const char *comm, const char *why)
 		lt_session_kept(im_session, pid, comm, why);
 }
 
+/* A library log published: named in our own log, with its size and
+ * digest, so that the converter joins it and nothing forged in its place. */
+static void im_published(unsigned feature, int pid, const char *name, uint64_t size, const char *digest)
+{
+	struct evlog_event ev = { .type = EV_LIB_LOG, .ts = lt_now_ns(), .pid = (uint32_t)pid,
+				  .tid = (uint32_t)pid };
+
+	/* the stop hears a launched command on a thread of its own */
+	static pthread_mutex_t mu = PTHREAD_MUTEX_INITIALIZER;
+
+	(void)feature;
+	if (!im_session || !im_session->log)
+		return;
+	ev.u.lib_log.name = evlog_s(name);
+	ev.u.lib_log.size = size;
+	ev.u.lib_log.digest = evlog_s(digest);
+	/* In a chunk of its own: a reader older than 1.4 skips only that one. */
+	pthread_mutex_lock(&mu);
+	evlog_writer_flush(im_session->log);
+	lt_session_emit(im_session, &ev);
+	evlog_writer_flush(im_session->log);
+	pthread_mutex_unlock(&mu);
+}
+
 /* One manager of the injected library for every feature that uses it:
  * CUDA kernels (the gpu source, and a launched command's environment) and
  * the Python hook. NULL when neither is asked for. */
@@ -308,7 +333,7 @@ static struct lt_im *im_open(const struct lt_options *o)
 		.api_records = o->cuda_api_records,
 		/* Recording options for measurements (see inject.h), e.g. "runtime=1 driver=1" (diagnosis). */
 		.start_extra = getenv("LLMT_CUPTI_START"),
-		.log = im_log, .unseen = im_unseen, .kept = im_kept,
+		.log = im_log, .unseen = im_unseen, .kept = im_kept, .published = im_published,
 	};
 
 	return io.features ? lt_im_new(&io) : NULL;

@@ -1,12 +1,25 @@
 /* SPDX-License-Identifier: Apache-2.0 */
-/* File output that survives short writes and signals. */
+/* File output that survives short writes and signals, and publishing a
+ * finished file under its final name without replacing anything. */
 #ifndef LLMT_COMMON_IO_H
 #define LLMT_COMMON_IO_H
 
 #include <stddef.h>
+#include <stdint.h>
 
 /* Write all n bytes of p to fd, looping over short writes and EINTR:
  * 0, or -errno with errno set (a write that makes no progress: EIO). */
 int lt_write_all(int fd, const void *p, size_t n);
+
+/* Copy at most `max` bytes of `in` from offset 0 to `out` at its offset
+ * (copy_file_range where the file systems take it, else read/write; in's
+ * own offset is left alone): the bytes copied in *copied (fewer where in
+ * is shorter). 0 or -errno. */
+int lt_copy_bounded(int out, int in, uint64_t max, uint64_t *copied);
+
+/* Give dirfd/from the name dirfd/to, never replacing a file already there:
+ * renameat2(RENAME_NOREPLACE), or link and unlink where the file system
+ * lacks it. 0 or -errno (-EEXIST: `to` exists, `from` is left as it is). */
+int lt_publish_noreplace(int dirfd, const char *from, const char *to);
 
 #endif

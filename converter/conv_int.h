@@ -94,8 +94,23 @@ struct cv_head {
 	int lib;                             /* written by the injected library */
 	char host[256];
 	uint8_t session[EVLOG_SESSION_LEN];  /* all zero: none */
+	int records_libs;                    /* a main log that names its library logs (1.4) */
 };
 struct cv_head cv_read_head(int fd, const char *name); /* fd stays the caller's */
+
+/* The library logs main logs record (liblogs.c): name, size, digest. */
+struct cv_liblog;
+struct cv_liblogs {
+	struct cv_liblog *v;
+	size_t n, cap;
+};
+/* Add the records of the main log at path, of `session`. 0 or -1 (memory). */
+int cv_liblogs_read(struct cv_liblogs *v, const char *path, const uint8_t *session);
+/* NULL when the library log at path (shown as `shown`, whose base name is
+ * its file name) is one that a main log of `session` records; else why not. */
+const char *cv_liblogs_check(const struct cv_liblogs *v, const uint8_t *session, const char *shown,
+			     const char *path);
+void cv_liblogs_free(struct cv_liblogs *v);
 
 /* Take exactly the logs of the profiles given (sessions.c): every main log
  * (the collector's, or any log not written by the injected library) named

@@ -12,6 +12,10 @@
  * other profiles: left out, and named in one line. Main logs without a
  * session (format 1.0/1.1) keep the older join: --cupti-dir's logs of the
  * same host last written after the profile started (cv_inputs_filter_cupti).
+ * A main log of format 1.4 or later records each library log the collector
+ * published (name, size, digest: liblogs.c): of its session, only those join,
+ * and any other library log carrying its session id is left out and named
+ * with the reason (the id is readable by anyone who can read a log).
  */
 #include "conv_int.h"
 #include "../eventlog/evlog_format.h"
@@ -39,6 +43,8 @@ struct cv_head cv_read_head(int fd, const char *name)
 	h.ok = 1;
 	h.lib = eh->producer.len == 6 && !memcmp(eh->producer.ptr, "inject", 6);
 	memcpy(h.session, eh->session, sizeof(h.session));
+	h.records_libs = !h.lib && evlog_session_set(h.session) &&
+			 eh->version_major == 1 && eh->version_minor >= 4;
 	snprintf(h.host, sizeof(h.host), "%.*s", (int)(eh->host.len < 255 ? eh->host.len : 255),
 		 eh->host.len ? eh->host.ptr : "");
 	evlog_reader_close(r);
@@ -76,6 +82,8 @@ struct select {
 	struct sessions want;
 	int old_mains;          /* main logs without a session */
 	const char *old_main;   /* the first of them, for the line that says so */
+	struct sessions vouched; /* sessions whose main log records its library logs (1.4) */
+	struct cv_liblogs libs;  /* what those main logs record */
 };
 
 /* Read the headers of logs added since the last call. */
@@ -167,6 +175,62 @@ static int pick_sessions(struct select *st, char *err, size_t errsz)
 	return rc;
 }
 
+/* Does a library log of `session` come with the inputs? */
+static int has_lib_of(const struct select *st, const uint8_t *session)
+{
+	for (size_t i = 0; i < st->in->n; i++)
+		if (st->head[i].ok && st->head[i].lib &&
+		    !memcmp(st->head[i].session, session, EVLOG_SESSION_LEN))
+			return 1;
+	return 0;
+}
+
+/* What the main logs of format 1.4 on record of their library logs: only
+ * those join (liblogs.c). A main log read once per session is enough for
+ * the sessions given; each one read adds its own. */
+static int read_records(struct select *st)
+{
+	for (size_t i = 0; i < st->in->n; i++) {
+		const struct cv_head *h = &st->head[i];
+
+		if (!is_main(&st->in->logs[i], h) || !h->records_libs)
+			continue;
+		if (sessions_add(&st->vouched, h->session) ||
+		    (has_lib_of(st, h->session) &&
+		     cv_liblogs_read(&st->libs, st->in->logs[i].path, h->session)))
+			return -1;
+	}
+	return 0;
+}
+
+/* A library log of a session whose main log records its library logs, and
+ * not among them: why (else NULL). */
+static const char *not_recorded(const struct select *st, size_t i)
+{
+	const struct cv_head *h = &st->head[i];
+
+	if (!h->ok || !h->lib || !sessions_has(&st->vouched, h->session))
+		return NULL;
+	return cv_liblogs_check(&st->libs, h->session, st->in->logs[i].name, st->in->logs[i].path);
+}
+
+/* One line: the library logs of a profile that its main log does not
+ * record (forged with its session id, or changed since publishing). */
+static void not_recorded_line(struct cv_inputs *in, const size_t *out, const char *const *why,
+			      size_t n_out)
+{
+	if (!n_out)
+		return;
+	cv_buf_printf(&in->notes, "left out %zu injected-library log%s that the profile's collector "
+		      "log does not record (not published by the collector, or changed since):",
+		      n_out, n_out == 1 ? "" : "s");
+	for (size_t k = 0; k < n_out && k < LEFT_OUT_NAMED; k++)
+		cv_buf_printf(&in->notes, "%s %s (%s)", k ? "," : "", in->logs[out[k]].name, why[k]);
+	if (n_out > LEFT_OUT_NAMED)
+		cv_buf_printf(&in->notes, ", and %zu more", n_out - LEFT_OUT_NAMED);
+	cv_buf_printf(&in->notes, "\n");
+}
+
 /* Is log i one of the profiles given? */
 static int belongs(const struct select *st, size_t i)
 {
@@ -249,26 +313,35 @@ int cv_inputs_select(struct cv_inputs *in, const char *cupti_dir, char *err, siz
 {
 	struct select st = { .in = in };
 	unsigned char *keep = NULL, *old_join = NULL;
-	size_t *out = NULL, n_out = 0;
+	size_t *out = NULL, n_out = 0, *unrec = NULL, n_unrec = 0;
+	const char **why = NULL;
 	int rc = -1;
 
 	*err = 0;
 	if (read_heads(&st) || add_siblings(&st, err, errsz) ||
-	    pick_sessions(&st, err, errsz))
+	    pick_sessions(&st, err, errsz) || read_records(&st))
 		goto done;
 	keep = calloc(in->n + 1, 1);
 	old_join = calloc(in->n + 1, 1);
 	out = calloc(in->n + 1, sizeof(*out));
-	if (!keep || !old_join || !out)
+	unrec = calloc(in->n + 1, sizeof(*unrec));
+	why = calloc(in->n + 1, sizeof(*why));
+	if (!keep || !old_join || !out || !unrec || !why)
 		goto done;
 	for (size_t i = 0; i < in->n; i++) {
 		keep[i] = (unsigned char)belongs(&st, i);
+		if (keep[i] && (why[n_unrec] = not_recorded(&st, i))) {
+			keep[i] = 0;
+			unrec[n_unrec++] = i;
+			continue;
+		}
 		old_join[i] = keep[i] && in->logs[i].origin == CV_FROM_CUPTI &&
 			      !evlog_session_set(st.head[i].session);
 		if (!keep[i] && st.head[i].ok) /* an unreadable file beside a log is no news */
 			out[n_out++] = i;
 	}
 	left_out_line(in, out, n_out);
+	not_recorded_line(in, unrec, why, n_unrec);
 	same_host_line(&st);
 	if (st.old_mains && cupti_dir)
 		cv_buf_printf(&in->notes, "%s%s has no session id (written before event log format "
@@ -284,7 +357,11 @@ done:
 	free(keep);
 	free(old_join);
 	free(out);
+	free(unrec);
+	free(why);
 	free(st.head);
 	free(st.want.v);
+	free(st.vouched.v);
+	cv_liblogs_free(&st.libs);
 	return rc;
 }

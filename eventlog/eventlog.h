@@ -35,7 +35,7 @@ extern "C" {
 #endif
 
 #define EVLOG_VERSION_MAJOR 1
-#define EVLOG_VERSION_MINOR 3
+#define EVLOG_VERSION_MINOR 4
 
 /* Error codes (negated when returned). */
 enum evlog_err {

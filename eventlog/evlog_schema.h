@@ -97,6 +97,11 @@
  * 3 device, 4 context, 5 stream). */
 #define EVLOG_FIELDS_cupti_overhead(F, m) \
 	F(m, U64, dur) F(m, U32, kind) F(m, U8, object_kind)
+/* An injected library's log the collector published (collector/inject_log.c):
+ * its file name in the log directory, its size in bytes and its digest
+ * ("sha256:" and 64 hex digits). The converter joins a library log to this
+ * profile only when one of these names it (converter/sessions.c). */
+#define EVLOG_FIELDS_lib_log(F, m) F(m, STR, name) F(m, U64, size) F(m, STR, digest)
 
 /*
  * T(NAME, number, member, track, dur, corr): enum EV_<NAME> = number, union
@@ -128,10 +133,11 @@
 	T(MARKER, 18, marker, THREAD, dur, _)             /* annotation (steps, notes) */ \
 	T(CLOCK, 19, clock, META, _, _)                   /* a MONOTONIC <-> REALTIME anchor */ \
 	T(GPU_SYNC, 21, gpu_sync, THREAD, dur, correlation_id) /* 1.3 */ \
-	T(CUPTI_OVERHEAD, 22, cupti_overhead, THREAD, dur, _)  /* 1.3 */
+	T(CUPTI_OVERHEAD, 22, cupti_overhead, THREAD, dur, _)  /* 1.3 */ \
+	T(LIB_LOG, 23, lib_log, META, _, _)               /* 1.4: a library log published */
 
 /* The largest type number (the type byte keeps 6 bits; spill records 5). */
-#define EVLOG_TYPE_MAX_NUM 22
+#define EVLOG_TYPE_MAX_NUM 23
 
 /* ------------------------------------------------------- kind properties */
 

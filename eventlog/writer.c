@@ -28,10 +28,6 @@
 #include <unistd.h>
 #include <zstd.h>
 
-#ifndef RENAME_NOREPLACE
-#define RENAME_NOREPLACE (1 << 0)
-#endif
-
 struct evlog_writer {
 	int fd, dirfd;
 	char *name;             /* final file name inside dirfd */
@@ -875,20 +871,12 @@ int evlog_write(struct evlog_writer *w, const struct evlog_event *ev)
 
 /* ----------------------------------------------------------------- closing */
 
-/* Publish without replacing: renameat2(RENAME_NOREPLACE), or link+unlink on
- * filesystems without it. */
+/* Publish without replacing (common/io.c), or over the old file when asked. */
 static int evw_publish(struct evlog_writer *w)
 {
 	if (w->opts.overwrite)
 		return renameat(w->dirfd, w->partial, w->dirfd, w->name) ? -errno : 0;
-	if (renameat2(w->dirfd, w->partial, w->dirfd, w->name, RENAME_NOREPLACE) == 0)
-		return 0;
-	if (errno != EINVAL && errno != ENOSYS && errno != EOPNOTSUPP)
-		return -errno;
-	if (linkat(w->dirfd, w->partial, w->dirfd, w->name, 0) != 0)
-		return -errno;
-	unlinkat(w->dirfd, w->partial, 0);
-	return 0;
+	return lt_publish_noreplace(w->dirfd, w->partial, w->name);
 }
 
 int evlog_writer_close_msg(struct evlog_writer *w, char *msg, size_t msgsz)

@@ -41,12 +41,18 @@
  * --graph K (with --launch-args): each step also replays a CUDA graph of K
  * kernels (graph id 1, the launch's correlation id), launched by a probed
  * cudaGraphLaunch: the issue's GPT loop has ~860 a step.
+ * --lib-log PATH (up to 8): the log records the injected library's log at
+ * PATH (its file name, size and SHA-256, EV_LIB_LOG) as the collector does
+ * for each one it publishes: only those join the profile in the converter.
  * Prints "steps S events N" at the end.
  */
+#include <fcntl.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <unistd.h>
 
+#include "common/sha256.h"
 #include "eventlog/eventlog.h"
 
 #define US 1000ull
@@ -57,6 +63,8 @@ struct opts {
 	uint64_t events, mono, realtime;
 	uint32_t pid, threads, unbound, ns_delta, graph;
 	int overlap, odd, uprobe_cuda, no_markers, launch_args;
+	const char *lib_logs[8];
+	int n_lib_logs;
 };
 
 static struct evlog_writer *w;
@@ -456,10 +464,34 @@ static int parse(int argc, char **argv)
 		else if (!strcmp(a, "--session")) o.session = v;
 		else if (!strcmp(a, "--ns-tids")) o.ns_delta = (uint32_t)strtoul(v, NULL, 0);
 		else if (!strcmp(a, "--graph")) o.graph = (uint32_t)strtoul(v, NULL, 0);
+		else if (!strcmp(a, "--lib-log") && o.n_lib_logs < 8) o.lib_logs[o.n_lib_logs++] = v;
 		else return -1;
 	}
 	if (o.threads < 1)
 		o.threads = 1;
+	return 0;
+}
+
+/* EV_LIB_LOG for the library log at path, as the collector writes it. */
+static int record_lib_log(const char *path, uint64_t ts)
+{
+	char hex[LT_SHA256_HEX], digest[8 + LT_SHA256_HEX];
+	uint64_t size = 0;
+	const char *base = strrchr(path, '/');
+	int fd = open(path, O_RDONLY);
+
+	if (fd < 0 || lt_sha256_fd(fd, UINT64_MAX, hex, &size)) {
+		fprintf(stderr, "conv_genlog: cannot read %s\n", path);
+		return -1;
+	}
+	close(fd);
+	snprintf(digest, sizeof(digest), "sha256:%s", hex);
+	struct evlog_event e = ev(EV_LIB_LOG, ts, 0);
+
+	e.u.lib_log.name = evlog_s(base ? base + 1 : path);
+	e.u.lib_log.size = size;
+	e.u.lib_log.digest = evlog_s(digest);
+	put(&e);
 	return 0;
 }
 
@@ -472,7 +504,7 @@ int main(int argc, char **argv)
 		fprintf(stderr, "usage: conv_genlog OUT -n EVENTS [--host H] [--boot ID] [--pid P] "
 			"[--threads T] [--part all|host|gpu] [--mono NS] [--realtime NS] "
 			"[--overlap] [--odd-names] [--unbound K] [--uprobe-cuda] [--session HEX] "
-			"[--no-markers] [--ns-tids D] [--launch-args] [--graph K]\n");
+			"[--no-markers] [--ns-tids D] [--launch-args] [--graph K] [--lib-log PATH]...\n");
 		return 2;
 	}
 	if (o.session && evlog_session_parse(o.session, h.session)) {
@@ -524,6 +556,9 @@ int main(int argc, char **argv)
 		e.u.lost.count = 3;
 		put(&e);
 	}
+	for (int i = 0; i < o.n_lib_logs; i++)
+		if (record_lib_log(o.lib_logs[i], o.mono + 1000 * US + s * STEP))
+			return 1;
 	if (evlog_writer_close(w) < 0) {
 		fprintf(stderr, "conv_genlog: close failed\n");
 		return 1;

@@ -12,6 +12,12 @@
  * business): openat(fd, ".."), open("/proc/self/fd/N/.."), openat(fd, NAME,
  * O_CREAT), creating NAME beside the link's path, and reopening the fd's
  * file and looking for a directory there. The first probe tries none.
+ *   seize MODE UID   keeps a copy of every file it was handed an fd of
+ *                    ("*.partial", its log; one fd each) past the profile, fchowns it
+ *                    to UID and fchmods it to MODE (octal): "seized N"
+ *   grow BYTES       writes BYTES more through the kept fds, and fchowns
+ *                    and fchmods them again: "grew N"
+ * (what a root target in a container can do to a file it was handed).
  * Exits when stdin closes.
  */
 #include <dirent.h>
@@ -88,6 +94,78 @@ static void try_fd(const char *tag, int fd)
 	}
 }
 
+static int seized[16], n_seized, seize_mode, seize_uid;
+
+/* One fd per file: the library may hold two of one for a moment. */
+static int seized_already(int fd)
+{
+	struct stat a, b;
+	for (int i = 0; i < n_seized; i++)
+		if (!fstat(fd, &a) && !fstat(seized[i], &b) && a.st_dev == b.st_dev && a.st_ino == b.st_ino)
+			return 1;
+	return 0;
+}
+
+/* The owner first: a chown clears the set-uid bit the mode then sets. */
+static void fd_attack(int fd)
+{
+	if (fchown(fd, (uid_t)seize_uid, (gid_t)seize_uid))
+		printf("fchown: %s\n", strerror(errno));
+	if (fchmod(fd, (mode_t)seize_mode))
+		printf("fchmod: %s\n", strerror(errno));
+}
+
+/* Keep (dup) every regular file we were handed that ends in ".partial". */
+static void seize(const char *args)
+{
+	char path[64], link[PATH_MAX];
+	DIR *d = opendir("/proc/self/fd");
+	struct dirent *de;
+
+	seize_mode = (int)strtol(args, NULL, 8);
+	seize_uid = atoi(strchr(args, ' ') ? strchr(args, ' ') + 1 : "0");
+	while (d && (de = readdir(d)) && n_seized < 16) {
+		int fd = atoi(de->d_name);
+		snprintf(path, sizeof(path), "/proc/self/fd/%d", fd);
+		ssize_t n = de->d_name[0] == '.' ? -1 : readlink(path, link, sizeof(link) - 1);
+		if (n <= 8 || is_own(fd) || seized_already(fd))
+			continue;
+		link[n] = 0;
+		if (strcmp(link + n - 8, ".partial"))
+			continue;
+		int kept = fcntl(fd, F_DUPFD_CLOEXEC, 100);
+		if (kept >= 0) {
+			seized[n_seized++] = kept;
+			fd_attack(kept);
+		}
+	}
+	if (d)
+		closedir(d);
+	printf("seized %d\n", n_seized);
+	fflush(stdout);
+}
+
+static void grow(long long bytes)
+{
+	static char junk[1 << 16];
+	long long wrote = 0;
+
+	memset(junk, 'Z', sizeof(junk));
+	for (int i = 0; i < n_seized; i++) {
+		lseek(seized[i], 0, SEEK_END);
+		for (long long left = bytes; left > 0;) {
+			ssize_t w = write(seized[i], junk, left < (long long)sizeof(junk) ? (size_t)left : sizeof(junk));
+			if (w <= 0)
+				break;
+			left -= w;
+			wrote += w;
+		}
+		fd_attack(seized[i]);
+	}
+	printf("grew %lld\n", wrote);
+	fflush(stdout);
+}
+
 static void probe(const char *tag)
 {
 	int fds[256], n = 0;
@@ -142,6 +220,10 @@ int main(int argc, char **argv)
 				*nl = 0;
 				if (!strncmp(line, "probe ", 6))
 					probe(line + 6);
+				else if (!strncmp(line, "seize ", 6))
+					seize(line + 6);
+				else if (!strncmp(line, "grow ", 5))
+					grow(atoll(line + 5));
 				memmove(line, nl + 1, have - (size_t)(nl + 1 - line) + 1);
 				have -= (size_t)(nl + 1 - line);
 			}
