@@ -25,9 +25,12 @@
  * holding /proc/PID/mem of the target's address space as it was then)
  * notices the collector's end on a pipe, stops the threads, puts the bytes
  * back where they are still ours and lets the threads go: the spinners
- * resume the original call. Only if the collector and the guardian both die
- * within the window (milliseconds on a busy interpreter; wait_ms at most)
- * would a thread reaching the patch spin forever; it never crashes.
+ * resume the original call. The guardian shares nothing that ends the
+ * collector: a session of its own, every catchable signal ignored, the
+ * target's cgroups; and it ends a collector that is still mid-latch
+ * wait_ms + 5 s on (stopped, frozen). Only a kill aimed at the guardian
+ * itself within the window would leave a thread reaching the patch
+ * spinning; it never crashes.
  *
  * A process that forks while patched: the child (traced from birth through
  * PTRACE_O_TRACEFORK) gets its copy of the bytes restored before it runs.
