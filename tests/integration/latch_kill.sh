@@ -42,11 +42,11 @@ round() { # py sig tag
 	"$py" "$S" cycles 1 1 >"$T/$tag.out" 2>&1 & tp=$!
 	usr1_caught $tp
 	# its own process group, as a shell job or a pod's container would be;
-	# the patch held 1-2 s before the first look, a window to hit
-	LLMT_TEST_LATCH_STALL_MS=$((1000 + RANDOM % 1000)) setsid "$LT" profile -p $tp -t python -q \
+	# the patch held 3-4 s before the first look, a window to hit
+	LLMT_TEST_LATCH_STALL_MS=$((3000 + RANDOM % 1000)) setsid "$LT" profile -p $tp -t python -q \
 		-o "$T/$tag.log" >/dev/null 2>"$T/$tag.err" & cp=$!
 	wait_until 10 "[ \$(patched $tp) -gt 0 ]"
-	delay=$((RANDOM % 500))
+	delay=$((RANDOM % 1000))
 	sleep "0.$(printf %03d $delay)"
 	at=$(patched $tp)
 	kill -"$sig" -- -"$cp" 2>/dev/null
