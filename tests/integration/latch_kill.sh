@@ -5,6 +5,8 @@
 # moments while threads of a CPU-bound CPython spin on its `jmp .`. Each
 # time: no patched byte left, no thread traced or stopped, no guardian left
 # running, and the job runs on to its own end with its results unchanged.
+# One thread, always busy: no thread ever sleeps in a system call, so every
+# injection goes through the latch.
 # LATCH_KILLS rounds per signal and interpreter (default 2; the issue's
 # figure is 20).
 set -u
@@ -39,7 +41,7 @@ ours() { pgrep -f "^$LT profile -p $1 " ; }
 
 round() { # py sig tag
 	local py=$1 sig=$2 tag=$3 tp cp delay left at ok=1 gone=0
-	"$py" "$S" cycles 1 1 >"$T/$tag.out" 2>&1 & tp=$!
+	"$py" "$S" cycles 0 1 >"$T/$tag.out" 2>&1 & tp=$!
 	usr1_caught $tp
 	# its own process group, as a shell job or a pod's container would be;
 	# the patch held 3-4 s before the first look, a window to hit
