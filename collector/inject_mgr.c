@@ -1449,8 +1449,8 @@ static void leave_loaded(struct lt_im *im, struct im_stop *st)
 	if (t->inj.sock >= 0)
 		close(t->inj.sock);
 	t->inj.sock = t->sock = -1;
-	if (!t->inj.loaded || !proc_running(t->pid))
-		return;
+	if (!t->inj.loaded || !proc_running(t->pid) || !lt_inj_present(&t->inj))
+		return; /* gone with the process, or with an exec of a new image */
 	if (st->rc == -ETIMEDOUT)
 		snprintf(why, sizeof(why), "did not answer within %d ms%s", st->bound_ms,
 			 t->on & LT_IM_PYTHON ? " (holding the GIL?)" : "");
