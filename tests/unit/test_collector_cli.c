@@ -159,7 +159,7 @@ static void launch_runs_after_release(void **st)
 	char *argv[] = { "sh", "-c", "exit 7", NULL };
 
 	(void)st;
-	assert_int_equal(lt_launch_start(&l, argv, err, sizeof(err)), 0);
+	assert_int_equal(lt_launch_start(&l, argv, NULL, err, sizeof(err)), 0);
 	assert_true(l.pid > 0);
 	assert_true(lt_proc_alive(l.pid)); /* stopped, not gone */
 	assert_false(lt_launch_reap(&l, false));
@@ -175,7 +175,7 @@ static void launch_missing_command(void **st)
 	char *argv[] = { "no-such-command-xyz", NULL };
 
 	(void)st;
-	assert_int_equal(lt_launch_start(&l, argv, err, sizeof(err)), -1);
+	assert_int_equal(lt_launch_start(&l, argv, NULL, err, sizeof(err)), -1);
 	assert_non_null(strstr(err, "no-such-command-xyz"));
 	assert_int_equal(l.pid, 0);
 }
@@ -187,7 +187,7 @@ static void launch_abort_kills_unreleased(void **st)
 	char *argv[] = { "sleep", "100", NULL };
 
 	(void)st;
-	assert_int_equal(lt_launch_start(&l, argv, err, sizeof(err)), 0);
+	assert_int_equal(lt_launch_start(&l, argv, NULL, err, sizeof(err)), 0);
 	lt_launch_abort(&l);
 	assert_true(l.reaped);
 	assert_true(WIFSIGNALED(l.status));
