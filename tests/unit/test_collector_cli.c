@@ -193,6 +193,35 @@ static void launch_abort_kills_unreleased(void **st)
 	assert_true(WIFSIGNALED(l.status));
 }
 
+/* --user resolves names and numbers; what cannot run is said in one line. */
+static void runas_resolve(void **st)
+{
+	struct lt_runas as;
+	char err[256];
+
+	(void)st;
+	if (getuid() != 0)
+		skip(); /* switching users needs root's capabilities */
+	assert_int_equal(lt_runas_resolve("root", &as, err, sizeof(err)), 0);
+	assert_true(as.uid == 0 && as.gid == 0 && as.n_groups >= 1);
+	assert_int_equal(lt_runas_resolve("4242:4343", &as, err, sizeof(err)), 0);
+	assert_true(as.uid == 4242 && as.gid == 4343 && as.n_groups == 1 && as.groups[0] == 4343);
+	assert_int_equal(lt_runas_resolve("0:4343", &as, err, sizeof(err)), 0);
+	assert_true(as.uid == 0 && as.gid == 4343); /* root's account, another primary group */
+	assert_int_equal(lt_runas_resolve("no-such-user-lt", &as, err, sizeof(err)), -1);
+	assert_string_equal(err, "--user no-such-user-lt: no such user 'no-such-user-lt'");
+	assert_int_equal(lt_runas_resolve("root:no-such-group-lt", &as, err, sizeof(err)), -1);
+	assert_string_equal(err, "--user root:no-such-group-lt: no such group 'no-such-group-lt'");
+	assert_int_equal(lt_runas_resolve("4242", &as, err, sizeof(err)), -1);
+	assert_non_null(strstr(err, "no account has uid 4242"));
+	assert_int_equal(lt_runas_resolve(":0", &as, err, sizeof(err)), -1);
+	assert_int_equal(lt_runas_resolve("root:", &as, err, sizeof(err)), -1);
+	assert_int_equal(lt_runas_resolve("4294967295", &as, err, sizeof(err)), -1); /* (uid_t)-1 */
+	assert_int_equal(lt_runas_resolve("01234567890123456789012345678901234567890123456789012345678901234",
+					  &as, err, sizeof(err)), -1);
+	assert_non_null(strstr(err, "at most 63 characters"));
+}
+
 static void proc_readers(void **st)
 {
 	char buf[4096];
@@ -240,6 +269,7 @@ int main(void)
 		cmocka_unit_test(launch_runs_after_release),
 		cmocka_unit_test(launch_missing_command),
 		cmocka_unit_test(launch_abort_kills_unreleased),
+		cmocka_unit_test(runas_resolve),
 		cmocka_unit_test(proc_readers),
 	};
 	return cmocka_run_group_tests(tests, NULL, NULL);
