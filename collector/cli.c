@@ -2,7 +2,7 @@
 /*
  * `llmtracker profile` options (docs/CONTRACT.md): -p -t -o -d --delay -v
  * --cpu-buffer-size --probe-file --enable-cuda-kernel, plus --cuda-api-records, --cupti-dir,
- * --freq, --no-children, --python-method and the launch form `-- CMD ARGS`.
+ * --freq, --no-children, --python-method and the launch form `[--user U] -- CMD ARGS`.
  * Every bad value gets one line naming the flag, the value and what is
  * expected.
  */
@@ -38,7 +38,7 @@ void lt_cli_usage(FILE *f)
 		"                          [--cpu-buffer-size MB] [--probe-file FILE] [--max-probes N]\n"
 		"                          [--enable-cuda-kernel true] [--cuda-api-records true]\n"
 		"                          [--cupti-dir DIR] [--freq HZ] [--cpu-stack-bytes N] [--no-children]\n"
-		"                          [--python-method auto|hook|usdt] [-- CMD ARGS ...]\n"
+		"                          [--python-method auto|hook|usdt] [[--user USER[:GROUP]] -- CMD ARGS ...]\n"
 		"       llmtracker export -i FILE [-i FILE ...] [--cupti-dir DIR] {-o OUT.json[.gz] | --logdir DIR [--run NAME]}\n"
 		"       llmtracker generateCommand [--container-id ID | --pod-uid UID]\n"
 		"       llmtracker generateProbe -p PID [-o FILE] [--force]\n"
@@ -69,7 +69,17 @@ void lt_cli_usage(FILE *f)
 		"  --python-method M    how -t python traces calls: auto (default: the injected hook,\n"
 		"                       ~0.6 us a call; the interpreter's USDT probes, ~7 us, where the\n"
 		"                       hook cannot go in), hook, or usdt\n"
-		"  -- CMD ARGS          start CMD and profile it from its first instruction\n"
+		"  -- CMD ARGS          start CMD and profile it from its first instruction; it runs with\n"
+		"                       llmtracker's own user and privileges (as root: every capability)\n"
+		"                       unless --user is given. If llmtracker dies (even by SIGKILL)\n"
+		"                       before CMD has started (exec'd), CMD is killed; after, CMD goes\n"
+		"                       on running without a profile. Never left stopped.\n"
+		"  --user USER[:GROUP]  run CMD as USER (name or uid) with its groups (GROUP, name or gid:\n"
+		"                       its primary group instead) and no capability at all (set-uid\n"
+		"                       programs still run, no_new_privs is not set, but they gain no\n"
+		"                       capability). The environment stays as given (HOME, USER, LOGNAME\n"
+		"                       included); CMD's own logs (--enable-cuda-kernel) need a log\n"
+		"                       directory USER can write\n"
 		"\n"
 		"  export               convert logs (llmtracker-convert, beside this binary: --help there)\n"
 		"  generateCommand      list GPU (and Python) processes and print a profile command\n"
@@ -186,7 +196,7 @@ static int parse_py_method(const char *v, int *out, char *err, size_t errsz)
 }
 
 enum { OPT_DELAY = 256, OPT_CPUBUF, OPT_PROBE, OPT_CUDAK, OPT_CUPTI, OPT_FREQ, OPT_NOCHILD,
-       OPT_MAXPROBES, OPT_PYMETHOD, OPT_STACKBYTES, OPT_CUDAAPI };
+       OPT_MAXPROBES, OPT_PYMETHOD, OPT_STACKBYTES, OPT_CUDAAPI, OPT_USER };
 
 static const struct option long_opts[] = {
 	{ "pid", required_argument, NULL, 'p' },
@@ -206,6 +216,7 @@ static const struct option long_opts[] = {
 	{ "cpu-stack-bytes", required_argument, NULL, OPT_STACKBYTES },
 	{ "no-children", no_argument, NULL, OPT_NOCHILD },
 	{ "python-method", required_argument, NULL, OPT_PYMETHOD },
+	{ "user", required_argument, NULL, OPT_USER },
 	{ "help", no_argument, NULL, 'h' },
 	{ 0 },
 };
@@ -295,6 +306,13 @@ static int parse_one(struct lt_options *o, int c, const char *v, bool *have_t, c
 		return 0;
 	case OPT_PYMETHOD:
 		return parse_py_method(v, &o->python_method, err, errsz);
+	case OPT_USER:
+		if (!*v) {
+			snprintf(err, errsz, "--user needs a user name or uid (USER or USER:GROUP)");
+			return -1;
+		}
+		o->user = v;
+		return 0;
 	}
 	snprintf(err, errsz, "unknown option (see llmtracker profile --help)");
 	return -1;
@@ -345,6 +363,11 @@ int lt_cli_parse_profile(int argc, char **argv, struct lt_options *o, char *err,
 	}
 	if (!o->n_pids && !o->launch_argv) {
 		snprintf(err, errsz, "nothing to profile: give -p PID or -- CMD ARGS");
+		return -1;
+	}
+	if (o->user && !o->launch_argv) {
+		snprintf(err, errsz, "--user %s: it is who the launched command runs as; give -- CMD ARGS",
+			 o->user);
 		return -1;
 	}
 	if (o->cuda_api_records && !o->cuda_kernel) {

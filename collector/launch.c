@@ -6,7 +6,10 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <poll.h>
+#include <sys/signalfd.h>
 #include <sys/stat.h>
+#include <sys/syscall.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
@@ -48,15 +51,191 @@ struct keeper_msg {
 	char kind;          /* 'S': stopped before its execve; 'X': ended */
 	pid_t pid;
 	int status;         /* wait status, for 'X' */
+	char why[240];      /* 'X' before 'S': why it could not start, if it said */
 };
 
-static void keeper_say(int fd, char kind, pid_t pid, int status)
+static void keeper_say(int fd, char kind, pid_t pid, int status, const char *why)
 {
-	struct keeper_msg m = { kind, pid, status };
+	struct keeper_msg m = { .kind = kind, .pid = pid, .status = status };
 	ssize_t n;
+
+	snprintf(m.why, sizeof(m.why), "%s", why ? why : "");
 	do
 		n = write(fd, &m, sizeof(m));
 	while (n < 0 && errno == EINTR);
+}
+
+/* The command's failure before its stop: one line, to the keeper, which
+ * passes it on to the collector. */
+static void command_fail(int efd, const char *why)
+{
+	ssize_t n;
+
+	do
+		n = write(efd, why, strlen(why));
+	while (n < 0 && errno == EINTR);
+	_exit(126);
+}
+
+/*
+ * The command, forked by the keeper: as the user it runs as, stopped until
+ * the collector has attached, then execve. Its exec pipe (close-on-exec)
+ * tells the keeper that the execve happened. No system call between the
+ * stop and the execve: the profile's first event is the execve.
+ */
+static void command_main(const char *path, char *const argv[], const struct lt_runas *as, int efd,
+			 const sigset_t *mask)
+{
+	char why[240];
+
+	sigprocmask(SIG_SETMASK, mask, NULL); /* the collector's own */
+	if (as && lt_runas_apply(as, why, sizeof(why)))
+		command_fail(efd, why);
+	if (as && access(path, X_OK)) {
+		snprintf(why, sizeof(why), "user %.32s cannot run %.120s: %.40s", as->name, path,
+			 strerror(errno));
+		command_fail(efd, why);
+	}
+	raise(SIGSTOP); /* wait, stopped, until the collector has attached */
+	execv(path, argv);
+	fprintf(stderr, "llmtracker: cannot run %s: %s\n", path, strerror(errno));
+	_exit(127);
+}
+
+/* The keeper's view of the command and of the collector. */
+struct keeper {
+	pid_t cmd, collector;
+	int report_fd;      /* to the collector */
+	int exec_fd;        /* the command's exec pipe, -1 at its end */
+	int chld_fd;        /* SIGCHLD (signalfd) */
+	int collector_fd;   /* pidfd of the collector; -1: poll getppid() */
+	bool said_stop, exec_done;
+	char why[240];      /* what the command said before it ended */
+	size_t why_len;
+};
+
+/* What the command wrote on its exec pipe (a reason it could not start),
+ * up to its end: the execve closed it, or the command ended. */
+static void keeper_read_exec(struct keeper *k, bool block)
+{
+	char buf[256];
+	ssize_t n;
+
+	if (k->exec_fd < 0)
+		return;
+	fcntl(k->exec_fd, F_SETFL, block ? 0 : O_NONBLOCK);
+	while ((n = read(k->exec_fd, buf, sizeof(buf))) > 0 || (n < 0 && errno == EINTR)) {
+		size_t room = sizeof(k->why) - 1 - k->why_len, take = n > 0 ? (size_t)n : 0;
+
+		take = take < room ? take : room;
+		memcpy(k->why + k->why_len, buf, take);
+		k->why_len += take;
+	}
+	if (n < 0 && errno == EAGAIN)
+		return;
+	close(k->exec_fd);
+	k->exec_fd = -1;
+	k->exec_done = k->why_len == 0;
+}
+
+/* Collect the command's stop and end. True once it has ended (reported). */
+static bool keeper_reap(struct keeper *k)
+{
+	struct signalfd_siginfo si;
+	int st;
+	pid_t r;
+
+	while (read(k->chld_fd, &si, sizeof(si)) == (ssize_t)sizeof(si))
+		;
+	while ((r = waitpid(k->cmd, &st, WUNTRACED | WNOHANG)) > 0 || (r < 0 && errno == EINTR)) {
+		if (r < 0)
+			continue;
+		if (WIFSTOPPED(st)) {
+			if (!k->said_stop)
+				keeper_say(k->report_fd, 'S', k->cmd, st, NULL);
+			k->said_stop = true;
+			continue;
+		}
+		keeper_read_exec(k, true);
+		keeper_say(k->report_fd, 'X', k->cmd, st, k->said_stop ? NULL : k->why);
+		return true;
+	}
+	return r < 0; /* no such child: nothing left to wait for */
+}
+
+static bool collector_gone(const struct keeper *k, const struct pollfd *pfd)
+{
+	return k->collector_fd >= 0 ? pfd->revents != 0 : getppid() != k->collector;
+}
+
+/*
+ * The collector is gone (killed, or ended while the command still runs): a
+ * command that has not exec'd never started its real work and nobody will
+ * release it, so it is killed; one that has exec'd is the user's job and
+ * goes on (its parent becomes init). Either way the keeper ends.
+ */
+static void keeper_orphaned(struct keeper *k)
+{
+	int st;
+
+	keeper_read_exec(k, false);
+	if (k->exec_done)
+		return;
+	kill(k->cmd, SIGKILL);
+	while (waitpid(k->cmd, &st, 0) < 0 && errno == EINTR)
+		;
+}
+
+static void keeper_loop(struct keeper *k)
+{
+	if (keeper_reap(k))
+		return;
+	for (;;) {
+		struct pollfd pfd[3] = {
+			{ .fd = k->collector_fd, .events = POLLIN },
+			{ .fd = k->chld_fd, .events = POLLIN },
+			{ .fd = k->exec_fd, .events = POLLIN },
+		};
+		/* without a pidfd (an old kernel), look at the parent 5 times a second */
+		int rc = poll(pfd, 3, k->collector_fd >= 0 ? -1 : 200);
+
+		if (rc < 0 && errno != EINTR)
+			_exit(126);
+		if (pfd[2].revents)
+			keeper_read_exec(k, false);
+		if (keeper_reap(k))
+			return;
+		if (collector_gone(k, &pfd[0])) {
+			keeper_orphaned(k);
+			return;
+		}
+	}
+}
+
+/* The collector, watched through a pidfd: readable once every one of its
+ * threads has exited, so after a tracer thread of ours let go of the
+ * command. A parent already gone (getppid() changed) is seen at once. */
+static int watch_collector(pid_t collector)
+{
+	int fd = (int)syscall(SYS_pidfd_open, collector, 0);
+
+	if (fd >= 0 && getppid() != collector) {
+		close(fd);
+		return open("/dev/null", O_RDONLY | O_CLOEXEC); /* always readable: gone */
+	}
+	return fd;
+}
+
+/* Our fds at 3 (reports) and 4 (the exec pipe); none of the collector's. */
+static void keeper_fds(int *wfd, int *efd)
+{
+	int w = fcntl(*wfd, F_DUPFD_CLOEXEC, 10), e = fcntl(*efd, F_DUPFD_CLOEXEC, 10);
+
+	if (w < 0 || e < 0 || dup2(w, 3) < 0 || dup2(e, 4) < 0)
+		_exit(126);
+	close_range(5, ~0u, 0);
+	*wfd = 3;
+	*efd = 4;
 }
 
 /*
@@ -65,42 +244,50 @@ static void keeper_say(int fd, char kind, pid_t pid, int status)
  * tracee's ptrace stops in any wait on it, so the parent's wait took the
  * stops the injector waited for (the command was left stopped at a trap and
  * read as ended, 0x57f or 0xb7f). The keeper waits for the command and
- * reports its stop and its end through a pipe; it holds none of our files.
+ * reports its stop and its end through a pipe; it holds none of our files,
+ * and it ends with the collector (keeper_orphaned() says what then
+ * becomes of the command).
  */
-static void keeper_main(const char *path, char *const argv[], int wfd)
+static void keeper_main(const char *path, char *const argv[], const struct lt_runas *as, int wfd,
+			pid_t collector)
 {
-	int st;
-	pid_t cmd = fork();
+	struct keeper k = { .collector = collector, .exec_fd = -1 };
+	sigset_t chld, old;
+	int ep[2];
 
-	if (cmd == 0) {
-		close(wfd);
-		raise(SIGSTOP); /* wait, stopped, until the collector has attached */
-		execv(path, argv);
-		fprintf(stderr, "llmtracker: cannot run %s: %s\n", path, strerror(errno));
-		_exit(127);
-	}
-	if (cmd < 0)
+	sigemptyset(&chld);
+	sigaddset(&chld, SIGCHLD);
+	sigprocmask(SIG_BLOCK, &chld, &old); /* none lost before the signalfd */
+	if (pipe2(ep, O_CLOEXEC))
 		_exit(126);
-	/* After the fork: the command keeps our signal dispositions. The keeper
-	 * outlives a terminal's Ctrl-C or a kill of the process group, to report. */
+	k.cmd = fork();
+	if (k.cmd == 0) {
+		close(wfd);
+		close(ep[0]);
+		command_main(path, argv, as, ep[1], &old);
+	}
+	if (k.cmd < 0)
+		_exit(126);
+	close(ep[1]);
+	/* After the fork: the command keeps our signal dispositions. While the
+	 * collector lives, the keeper outlives a terminal's Ctrl-C or a kill of
+	 * the process group, to report; it ends with the collector. */
 	signal(SIGINT, SIG_IGN);
 	signal(SIGQUIT, SIG_IGN);
 	signal(SIGTERM, SIG_IGN);
 	signal(SIGHUP, SIG_IGN);
 	signal(SIGPIPE, SIG_IGN);
-	if (dup2(wfd, 3) < 0)
+	/* Not auto-reaped, whatever we inherited. This discards a pending
+	 * SIGCHLD (POSIX), so the loop first looks without waiting for one. */
+	signal(SIGCHLD, SIG_DFL);
+	keeper_fds(&wfd, &ep[0]);
+	k.report_fd = wfd;
+	k.exec_fd = ep[0];
+	k.chld_fd = signalfd(-1, &chld, SFD_CLOEXEC | SFD_NONBLOCK);
+	k.collector_fd = watch_collector(collector);
+	if (k.chld_fd < 0)
 		_exit(126);
-	close_range(4, ~0u, 0);
-	while (waitpid(cmd, &st, WUNTRACED) < 0)
-		if (errno != EINTR)
-			_exit(126);
-	keeper_say(3, WIFSTOPPED(st) ? 'S' : 'X', cmd, st);
-	while (WIFSTOPPED(st))
-		while (waitpid(cmd, &st, 0) < 0)
-			if (errno != EINTR)
-				_exit(126);
-	if (!WIFSTOPPED(st))
-		keeper_say(3, 'X', cmd, st);
+	keeper_loop(&k);
 	_exit(0);
 }
 
@@ -127,8 +314,10 @@ static void keeper_close(struct lt_launch *l)
 	l->keeper = 0;
 }
 
-int lt_launch_start(struct lt_launch *l, char *const argv[], char *err, size_t errsz)
+int lt_launch_start(struct lt_launch *l, char *const argv[], const struct lt_runas *as, char *err,
+		    size_t errsz)
 {
+	pid_t collector = getpid();
 	char *path = l->path;
 	struct keeper_msg m;
 	int p[2];
@@ -146,7 +335,7 @@ int lt_launch_start(struct lt_launch *l, char *const argv[], char *err, size_t e
 	l->keeper = fork();
 	if (l->keeper == 0) {
 		close(p[0]);
-		keeper_main(path, argv, p[1]);
+		keeper_main(path, argv, as, p[1], collector);
 	}
 	close(p[1]);
 	l->keeper_fd = p[0];
@@ -163,7 +352,11 @@ int lt_launch_start(struct lt_launch *l, char *const argv[], char *err, size_t e
 	}
 	l->pid = m.pid;
 	if (m.kind != 'S') {
-		snprintf(err, errsz, "cannot start '%s': it ended before it could be attached", argv[0]);
+		m.why[sizeof(m.why) - 1] = 0;
+		if (m.why[0])
+			snprintf(err, errsz, "cannot start '%s': %s", argv[0], m.why);
+		else
+			snprintf(err, errsz, "cannot start '%s': it ended before it could be attached", argv[0]);
 		l->reaped = true;
 		l->status = m.status;
 		keeper_close(l);

@@ -4,6 +4,16 @@
  * stopped (SIGSTOP before execve), made a target, and only then let run, so
  * its very first system calls (the execve itself, brk, mmap ...) are seen.
  * Its parent is a small keeper process of ours, not the collector itself.
+ *
+ * The command runs as the collector's user with the collector's privileges
+ * (root, every capability), or as the user given (runas.h: no capability).
+ *
+ * When the collector ends, even by SIGKILL, the keeper ends too, and a
+ * command that has not exec'd yet (stopped before its execve, or released
+ * but not yet past it) is killed: it never started its real work, and
+ * nobody is left to release it. A command that has exec'd is the user's job
+ * and goes on running, without a profile. A kill of the whole process group
+ * ends the command with the rest. Nothing is ever left stopped.
  */
 #ifndef LLMT_LAUNCH_H
 #define LLMT_LAUNCH_H
@@ -11,6 +21,8 @@
 #include <stdbool.h>
 #include <stddef.h>
 #include <sys/types.h>
+
+#include "runas.h"
 
 struct lt_launch {
 	pid_t pid;          /* 0 when nothing was launched */
@@ -22,9 +34,11 @@ struct lt_launch {
 	int keeper_fd;      /* its reports: stopped, ended */
 };
 
-/* Resolve argv[0] through PATH, fork, stop the child before its execve.
- * 0, or -1 with err set (nothing left running). */
-int lt_launch_start(struct lt_launch *l, char *const argv[], char *err, size_t errsz);
+/* Resolve argv[0] through PATH, fork, switch to the user `as` (NULL: stay
+ * the collector's), stop the child before its execve. 0, or -1 with err
+ * set (nothing left running). */
+int lt_launch_start(struct lt_launch *l, char *const argv[], const struct lt_runas *as, char *err,
+		    size_t errsz);
 
 /* Let the stopped child exec and run. */
 int lt_launch_release(struct lt_launch *l);

@@ -29,6 +29,7 @@
 #include "inject_mgr.h"
 #include "launch.h"
 #include "profile.h"
+#include "runas.h"
 #include "targets.h"
 
 #define CLOCK_EVERY_NS (10ull * 1000000000ull)
@@ -366,6 +367,7 @@ int lt_profile(const struct lt_options *opt_in, const char *cmdline)
 {
 	struct lt_options opt = *opt_in;
 	struct lt_launch l = { 0 };
+	static struct lt_runas run_as; /* static: its group list is large */
 	struct lt_im *im = NULL;
 	struct lt_session s;
 	char err[512];
@@ -375,7 +377,9 @@ int lt_profile(const struct lt_options *opt_in, const char *cmdline)
 
 	lt_verbosity = opt.verbosity;
 	lt_log_libbpf();
-	if (preflight(&opt, err, sizeof(err))) {
+	/* An unknown --user is told before anything starts. */
+	if ((opt.user && lt_runas_resolve(opt.user, &run_as, err, sizeof(err))) ||
+	    preflight(&opt, err, sizeof(err))) {
 		fprintf(stderr, "llmtracker: %s\n", err);
 		return 1;
 	}
@@ -393,7 +397,8 @@ int lt_profile(const struct lt_options *opt_in, const char *cmdline)
 	im = im_open(&opt);
 	if (opt.launch_argv) {
 		lt_im_env_set(im); /* CUDA_INJECTION64_PATH for the command only */
-		int lrc = opt.n_pids >= LT_MAX_TARGETS || lt_launch_start(&l, opt.launch_argv, err, sizeof(err));
+		int lrc = opt.n_pids >= LT_MAX_TARGETS ||
+			  lt_launch_start(&l, opt.launch_argv, opt.user ? &run_as : NULL, err, sizeof(err));
 		lt_im_env_unset(im);
 		if (lrc) {
 			fprintf(stderr, "llmtracker: %s\n", opt.n_pids >= LT_MAX_TARGETS ? "too many targets" : err);

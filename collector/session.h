@@ -76,6 +76,7 @@ struct lt_options {
 	unsigned max_probes;         /* --max-probes; 0: LT_MAX_PROBES */
 	int python_method;           /* --python-method: enum lt_python_method */
 	char **launch_argv;          /* -- CMD ARGS, NULL if none */
+	const char *user;            /* --user USER[:GROUP] CMD runs as; NULL: ours */
 	/* Not an option: drawn by lt_profile() before anything starts, and
 	 * written into the header of every log of this run (the collector's
 	 * and each injected library's), so the converter takes them together. */

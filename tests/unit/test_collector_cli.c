@@ -159,7 +159,7 @@ static void launch_runs_after_release(void **st)
 	char *argv[] = { "sh", "-c", "exit 7", NULL };
 
 	(void)st;
-	assert_int_equal(lt_launch_start(&l, argv, err, sizeof(err)), 0);
+	assert_int_equal(lt_launch_start(&l, argv, NULL, err, sizeof(err)), 0);
 	assert_true(l.pid > 0);
 	assert_true(lt_proc_alive(l.pid)); /* stopped, not gone */
 	assert_false(lt_launch_reap(&l, false));
@@ -175,7 +175,7 @@ static void launch_missing_command(void **st)
 	char *argv[] = { "no-such-command-xyz", NULL };
 
 	(void)st;
-	assert_int_equal(lt_launch_start(&l, argv, err, sizeof(err)), -1);
+	assert_int_equal(lt_launch_start(&l, argv, NULL, err, sizeof(err)), -1);
 	assert_non_null(strstr(err, "no-such-command-xyz"));
 	assert_int_equal(l.pid, 0);
 }
@@ -187,10 +187,39 @@ static void launch_abort_kills_unreleased(void **st)
 	char *argv[] = { "sleep", "100", NULL };
 
 	(void)st;
-	assert_int_equal(lt_launch_start(&l, argv, err, sizeof(err)), 0);
+	assert_int_equal(lt_launch_start(&l, argv, NULL, err, sizeof(err)), 0);
 	lt_launch_abort(&l);
 	assert_true(l.reaped);
 	assert_true(WIFSIGNALED(l.status));
+}
+
+/* --user resolves names and numbers; what cannot run is said in one line. */
+static void runas_resolve(void **st)
+{
+	struct lt_runas as;
+	char err[256];
+
+	(void)st;
+	if (getuid() != 0)
+		skip(); /* switching users needs root's capabilities */
+	assert_int_equal(lt_runas_resolve("root", &as, err, sizeof(err)), 0);
+	assert_true(as.uid == 0 && as.gid == 0 && as.n_groups >= 1);
+	assert_int_equal(lt_runas_resolve("4242:4343", &as, err, sizeof(err)), 0);
+	assert_true(as.uid == 4242 && as.gid == 4343 && as.n_groups == 1 && as.groups[0] == 4343);
+	assert_int_equal(lt_runas_resolve("0:4343", &as, err, sizeof(err)), 0);
+	assert_true(as.uid == 0 && as.gid == 4343); /* root's account, another primary group */
+	assert_int_equal(lt_runas_resolve("no-such-user-lt", &as, err, sizeof(err)), -1);
+	assert_string_equal(err, "--user no-such-user-lt: no such user 'no-such-user-lt'");
+	assert_int_equal(lt_runas_resolve("root:no-such-group-lt", &as, err, sizeof(err)), -1);
+	assert_string_equal(err, "--user root:no-such-group-lt: no such group 'no-such-group-lt'");
+	assert_int_equal(lt_runas_resolve("4242", &as, err, sizeof(err)), -1);
+	assert_non_null(strstr(err, "no account has uid 4242"));
+	assert_int_equal(lt_runas_resolve(":0", &as, err, sizeof(err)), -1);
+	assert_int_equal(lt_runas_resolve("root:", &as, err, sizeof(err)), -1);
+	assert_int_equal(lt_runas_resolve("4294967295", &as, err, sizeof(err)), -1); /* (uid_t)-1 */
+	assert_int_equal(lt_runas_resolve("01234567890123456789012345678901234567890123456789012345678901234",
+					  &as, err, sizeof(err)), -1);
+	assert_non_null(strstr(err, "at most 63 characters"));
 }
 
 static void proc_readers(void **st)
@@ -240,6 +269,7 @@ int main(void)
 		cmocka_unit_test(launch_runs_after_release),
 		cmocka_unit_test(launch_missing_command),
 		cmocka_unit_test(launch_abort_kills_unreleased),
+		cmocka_unit_test(runas_resolve),
 		cmocka_unit_test(proc_readers),
 	};
 	return cmocka_run_group_tests(tests, NULL, NULL);
