@@ -93,6 +93,13 @@ int lt_inj_unload(struct lt_inj *inj, char *err, size_t errsz)
 #define MAX_DEFERRED 16
 #define SCRATCH_SIZE 4096
 
+/* The target's C library entry points the injector calls. */
+struct libc_fns {
+	uint64_t dlopen, dlsym, dlclose, dlerror;
+	uint64_t syscall;               /* syscall(), for a `syscall` instruction */
+	uint64_t sigret;                /* __restore_rt: `mov $15,%rax; syscall`, or 0 */
+};
+
 /* One seized thread and everything needed to put it back as it was. */
 struct inj_thread {
 	int pid, tid;
@@ -106,7 +113,16 @@ struct inj_thread {
 	int n_deferred;
 	bool gone;                      /* the thread or process exited */
 	const char *latched_at;         /* the function entry it was stopped at, or NULL */
+	/* Calls that fail open (see "calls that put the thread back"). */
+	struct user_regs_struct resume; /* where it goes on: restart fix-up applied */
+	uint64_t sigmask;               /* its blocked signals, for the frame */
+	uint64_t syscall_fn;            /* libc's syscall() */
+	uint64_t sigret;                /* libc's `mov $15,%rax; syscall` (__restore_rt) */
+	uint64_t code;                  /* our page holding the call trampoline, or 0 */
+	bool abandoned;                 /* let go mid-call: it puts itself back */
 };
+
+static void compute_resume(struct inj_thread *t);
 
 static int fail(char *err, size_t errsz, int rc, const char *fmt, ...)
 	__attribute__((format(printf, 4, 5)));
@@ -245,9 +261,11 @@ static int save_fp(struct inj_thread *t)
 	return 0;
 }
 
+/* The thread as it goes on: where it was, its interrupted system call
+ * restarted (compute_resume), FP state as it was. */
 static int restore_all(struct inj_thread *t)
 {
-	int rc = set_regs(t, &t->regs);
+	int rc = set_regs(t, &t->resume);
 	if (t->fp && t->fp_len) {
 		struct iovec iov = { t->fp, t->fp_len };
 		if (ptrace(PTRACE_SETREGSET, t->tid, (void *)(long)t->fp_note, &iov) && !rc)
@@ -311,7 +329,7 @@ static bool restartable_sleep(long nr)
 	case SYS_poll: case SYS_ppoll: case SYS_select: case SYS_pselect6:
 	case SYS_read: case SYS_wait4: case SYS_recvfrom: case SYS_recvmsg:
 	case SYS_accept: case SYS_accept4: case SYS_pause: case SYS_rt_sigsuspend:
-	case SYS_rt_sigtimedwait:
+	case SYS_rt_sigtimedwait: case SYS_restart_syscall:
 		return true;
 	default:
 		return false;
@@ -397,12 +415,18 @@ static int try_seize(struct inj_thread *t, int pid, int tid)
 	}
 	uint64_t word;
 	long nr = (long)t->regs.orig_rax;
-	if (nr < 0 || !restartable_sleep(nr) || peek(t, t->regs.rip - 2, &word) ||
+	/* One that sleeps with a signal mask of the call's own (sigsuspend,
+	 * ppoll/pselect with a mask) keeps its own mask where /proc cannot
+	 * show it: the frame that puts it back could not hold it. */
+	bool own_mask = nr == SYS_rt_sigsuspend || (nr == SYS_ppoll && t->regs.r10) ||
+			(nr == SYS_pselect6 && t->regs.r9);
+	if (nr < 0 || !restartable_sleep(nr) || own_mask || peek(t, t->regs.rip - 2, &word) ||
 	    (word & 0xffff) != 0x050f) {
 		release(t);
 		return 1;
 	}
 	t->sys_insn = t->regs.rip - 2;
+	compute_resume(t);
 	int rc = save_fp(t);
 	if (rc) {
 		release(t);
@@ -444,7 +468,9 @@ static int seize_latched(struct inj_thread *t, int pid, const struct lt_inj_latc
 	t->pid = pid;
 	t->tid = tid;
 	t->latched_at = where;
-	if ((rc = get_regs(t, &t->regs)) || (rc = save_fp(t)) ||
+	if (!(rc = get_regs(t, &t->regs)))
+		compute_resume(t);
+	if (rc || (rc = save_fp(t)) ||
 	    (syscall_fn && (rc = find_sys_insn(t, syscall_fn)))) {
 		release(t);
 		free(t->fp);
@@ -509,12 +535,12 @@ static int seize_one(struct inj_thread *t, int pid, const struct lt_inj_latch *l
 static int unseize(struct inj_thread *t)
 {
 	int rc = 0;
-	if (!t->gone) {
+	if (!t->gone && !t->abandoned) {
 		rc = restore_all(t);
 		ptrace(PTRACE_DETACH, t->tid, NULL, NULL);
-		for (int i = 0; i < t->n_deferred; i++)
-			syscall(SYS_tgkill, t->pid, t->tid, t->deferred[i]);
 	}
+	for (int i = 0; !t->gone && i < t->n_deferred; i++)
+		syscall(SYS_tgkill, t->pid, t->tid, t->deferred[i]);
 	free(t->fp);
 	t->fp = NULL;
 	return rc;
@@ -522,11 +548,25 @@ static int unseize(struct inj_thread *t)
 
 /* ------------------------------------------------------------ remote work */
 
+static int fail_open_call(struct inj_thread *t, uint64_t fn, const uint64_t a[6], uint64_t ret, long want_nr,
+			  int timeout_ms, uint64_t *out);
+#define CALL_SYSCALL_MS 5000
+
 /* Run one system call in the target at its own `syscall` instruction.
  * Returns 0 with *ret set, or negative errno (thread gone, ...). */
 static int remote_syscall(struct inj_thread *t, long nr, uint64_t a0, uint64_t a1,
 			  uint64_t a2, uint64_t a3, uint64_t a4, uint64_t a5, int64_t *ret)
 {
+	if (t->abandoned)
+		return -ESRCH;
+	if (t->sigret) { /* through libc's syscall(); its 7th argument is the frame's uc_flags, 0 */
+		uint64_t a[6] = { (uint64_t)nr, a0, a1, a2, a3, a4 }, out = 0;
+		if (a5)
+			return -EINVAL;
+		int rc = fail_open_call(t, t->syscall_fn, a, t->sigret, nr, CALL_SYSCALL_MS, &out);
+		*ret = (int64_t)out;
+		return rc;
+	}
 	struct user_regs_struct r = t->regs;
 	r.rip = t->sys_insn;
 	r.rax = (uint64_t)nr;
@@ -563,6 +603,23 @@ static int remote_syscall(struct inj_thread *t, long nr, uint64_t a0, uint64_t a
 static int remote_call(struct inj_thread *t, uint64_t fn, uint64_t a0, uint64_t a1,
 		       uint64_t a2, uint64_t *ret, char *err, size_t errsz)
 {
+	if (t->abandoned)
+		return fail(err, errsz, -ETIMEDOUT, "process %d: its thread was let go mid-call", t->pid);
+	if (t->code) {
+		uint64_t a[6] = { a0, a1, a2, 0, 0, 0 };
+		int rc = fail_open_call(t, fn, a, t->code, -1, LT_INJ_CALL_TIMEOUT_MS, ret);
+		if (rc == -ETIMEDOUT)
+			return fail(err, errsz, rc, "process %d: a call into the target did not return within "
+				    "%d ms; its thread was let go and goes on as it was once the call ends",
+				    t->pid, LT_INJ_CALL_TIMEOUT_MS);
+		if (rc == -EFAULT)
+			return fail(err, errsz, rc, "process %d: a fault inside the injected call; registers "
+				    "restored", t->pid);
+		if (rc)
+			return fail(err, errsz, rc == -ESRCH ? rc : rc, "process %d exited during injection (%s)",
+				    t->pid, strerror(-rc));
+		return 0;
+	}
 	struct user_regs_struct r = t->regs;
 	uint64_t sp = ((t->regs.rsp - 512) & ~0xfULL) - 8; /* below the red zone */
 	uint64_t zero = 0;
@@ -604,6 +661,291 @@ static int remote_call(struct inj_thread *t, uint64_t fn, uint64_t a0, uint64_t 
 	}
 }
 
+/* ------------------------------------------------------------ calls that put the thread back */
+
+/*
+ * A call into the target runs on the borrowed thread with a signal frame
+ * written below it, holding the thread as it must go on (registers with the
+ * restart of its interrupted system call applied, FP state, signal mask).
+ * The call returns into rt_sigreturn (through our trampoline, which keeps
+ * the result in the frame, or libc's own __restore_rt for system calls),
+ * and the kernel puts the thread back from that frame. While the collector
+ * lives it catches that rt_sigreturn at its entry (PTRACE_SYSCALL) and
+ * skips it; if the collector dies, or gives a call up at its timeout, no
+ * one catches it and the thread goes on with its own work: nothing depends
+ * on the collector being alive, and nothing returns to address 0.
+ */
+
+struct k_sigcontext {                /* the kernel's x86-64 struct sigcontext */
+	uint64_t r8, r9, r10, r11, r12, r13, r14, r15;
+	uint64_t rdi, rsi, rbp, rbx, rdx, rax, rcx, rsp, rip, eflags;
+	uint16_t cs, gs, fs, ss;
+	uint64_t err, trapno, oldmask, cr2, fpstate, reserved1[8];
+};
+
+struct k_ucontext {                  /* the kernel's struct ucontext */
+	uint64_t uc_flags, uc_link;  /* uc_link: unused by rt_sigreturn; the call's result */
+	uint64_t ss_sp;
+	int32_t ss_flags, ss_pad;
+	uint64_t ss_size;
+	struct k_sigcontext mc;
+	uint64_t sigmask;
+};
+
+struct k_syscall_info {              /* PTRACE_GET_SYSCALL_INFO */
+	uint8_t op, pad[3];
+	uint32_t arch;
+	uint64_t ip, sp;
+	union {
+		struct { uint64_t nr, args[6]; } entry;
+		struct { int64_t rval; uint8_t is_error; } exit;
+	};
+};
+
+#define K_PTRACE_GET_SYSCALL_INFO 0x420e
+#define K_SYSCALL_INFO_ENTRY 1
+#define K_SYSCALL_INFO_EXIT 2
+#define K_SS_INVALID 3               /* a sigaltstack mode the kernel refuses: the
+				      * thread's alternate stack stays as it is */
+#ifndef FP_XSTATE_MAGIC1
+#define FP_XSTATE_MAGIC1 0x46505853U
+#define FP_XSTATE_MAGIC2 0x46505845U
+#endif
+#define CODE_SIZE 4096
+
+/* mov %rax,8(%rsp) (the result into uc_link); mov $15,%eax; syscall */
+static const uint8_t tramp_code[] = { 0x48, 0x89, 0x44, 0x24, 0x08, 0xb8, 0x0f, 0x00, 0x00, 0x00, 0x0f, 0x05,
+				      0x0f, 0x0b };
+#define TRAMP_SYSRET 12              /* the trampoline's ip after its syscall */
+#define SIGRET_SYSRET 9              /* __restore_rt's */
+
+static int sys_errno(int e) { return e ? -e : -EIO; }
+
+/* Where the thread goes on: its interrupted system call restarted as the
+ * kernel would (rip back over `syscall`, rax the number again). */
+static void compute_resume(struct inj_thread *t)
+{
+	struct user_regs_struct r = t->regs;
+	long nr = (long)r.orig_rax, ret = (long)r.rax;
+	if (nr >= 0 && (ret == -512 || ret == -513 || ret == -514)) { /* ERESTARTSYS/NOINTR/NOHAND */
+		r.rip -= 2;
+		r.rax = (uint64_t)nr;
+	} else if (nr >= 0 && ret == -516) {                          /* ERESTART_RESTARTBLOCK */
+		r.rip -= 2;
+		r.rax = SYS_restart_syscall;
+	}
+	r.orig_rax = (uint64_t)-1;
+	t->resume = r;
+}
+
+static int read_sigmask(struct inj_thread *t)
+{
+	char path[64], buf[2048], *p;
+	snprintf(path, sizeof(path), "/proc/%d/task/%d/status", t->pid, t->tid);
+	int fd = open(path, O_RDONLY | O_CLOEXEC);
+	ssize_t n = fd >= 0 ? read(fd, buf, sizeof(buf) - 1) : -1;
+	if (fd >= 0)
+		close(fd);
+	if (n <= 0)
+		return -ESRCH;
+	buf[n] = 0;
+	if (!(p = strstr(buf, "\nSigBlk:")))
+		return -EIO;
+	t->sigmask = strtoull(p + 8, NULL, 16);
+	return 0;
+}
+
+/* The FP state as the frame holds it: ptrace's XSAVE image (its software
+ * bytes hold XCR0 there) with the signal frame's software bytes and closing
+ * magic, or the legacy 512 bytes. Its length in the frame, or 0. */
+static size_t frame_fp_len(const struct inj_thread *t)
+{
+	if (!t->fp || t->fp_len < 512)
+		return 0;
+	if (t->fp_note != NT_X86_XSTATE)
+		return 512;
+	return t->fp_len >= 576 ? t->fp_len + 4 : 0;
+}
+
+/* The frame's FP bytes (frame_fp_len of them) from ptrace's image. */
+static void frame_fp(const struct inj_thread *t, uint8_t *out, size_t fplen)
+{
+	if (fplen == 512) { /* legacy: no extended state announced */
+		memcpy(out, t->fp, 512);
+		memset(out + 464, 0, 48);
+		return;
+	}
+	struct { uint32_t magic1, extended_size; uint64_t xfeatures; uint32_t xstate_size, pad[7]; } sw;
+	uint32_t m2 = FP_XSTATE_MAGIC2;
+	memset(&sw, 0, sizeof(sw));
+	memcpy(out, t->fp, t->fp_len);
+	memcpy(&sw.xfeatures, (const uint8_t *)t->fp + 464, 8); /* XCR0, as ptrace gives it */
+	sw.magic1 = FP_XSTATE_MAGIC1;
+	sw.xstate_size = (uint32_t)t->fp_len;
+	sw.extended_size = (uint32_t)t->fp_len + 4;
+	memcpy(out + 464, &sw, sizeof(sw));
+	memcpy(out + t->fp_len, &m2, 4);
+}
+
+/* Write [ret][ucontext][fp state] below the thread's red zone; *sp: where
+ * the call's stack starts (its return address). */
+static int write_frame(struct inj_thread *t, uint64_t ret, uint64_t *sp)
+{
+	size_t fplen = frame_fp_len(t);
+	if (!fplen)
+		return -ENOTSUP;
+	uint64_t top = t->regs.rsp - 128 - 512;
+	uint64_t fpa = (top - fplen) & ~63ULL, uc = (fpa - sizeof(struct k_ucontext)) & ~15ULL, s = uc - 8;
+	size_t len = (size_t)(fpa + fplen - s);
+	uint8_t *buf = calloc(1, len);
+	if (!buf)
+		return -ENOMEM;
+	struct k_ucontext u = { .ss_flags = K_SS_INVALID, .sigmask = t->sigmask };
+	const struct user_regs_struct *r = &t->resume;
+	u.mc = (struct k_sigcontext){ r->r8, r->r9, r->r10, r->r11, r->r12, r->r13, r->r14, r->r15,
+				      r->rdi, r->rsi, r->rbp, r->rbx, r->rdx, r->rax, r->rcx, r->rsp, r->rip,
+				      r->eflags, (uint16_t)r->cs, (uint16_t)r->gs, (uint16_t)r->fs,
+				      (uint16_t)r->ss, 0, 0, 0, 0, fpa, { 0 } };
+	memcpy(buf, &ret, 8);
+	memcpy(buf + 8, &u, sizeof(u));
+	frame_fp(t, buf + (fpa - s), fplen);
+	struct iovec l = { buf, len }, rm = { (void *)s, len };
+	ssize_t w = process_vm_writev(t->pid, &l, 1, &rm, 1, 0);
+	free(buf);
+	if (w != (ssize_t)len)
+		return w < 0 ? -errno : -EFAULT;
+	*sp = s;
+	return 0;
+}
+
+/* Give the thread up where it stands: it finishes the call on its own and
+ * puts itself back through the frame. */
+static void abandon(struct inj_thread *t)
+{
+	if (ptrace(PTRACE_DETACH, t->tid, NULL, NULL)) {
+		ptrace(PTRACE_INTERRUPT, t->tid, NULL, NULL);
+		for (int i = 0; i < 20 && ptrace(PTRACE_DETACH, t->tid, NULL, NULL); i++) {
+			int st = wait_stop(t, 100);
+			if (st == -ESRCH)
+				return;
+		}
+	}
+	t->abandoned = true;
+}
+
+/* Run fn(a[0..5]) on the thread, returning to `ret` (the trampoline, or
+ * __restore_rt). want_nr >= 0: a system call made through libc's syscall();
+ * *out is its raw result, seen at its exit. Else *out is what the
+ * trampoline kept. 0, -ETIMEDOUT (given up: abandoned), -EFAULT (a fault
+ * inside the call), -ESRCH. */
+static int fail_open_call(struct inj_thread *t, uint64_t fn, const uint64_t a[6], uint64_t ret, long want_nr,
+			  int timeout_ms, uint64_t *out)
+{
+	uint64_t sp = 0, back = ret + (ret == t->sigret ? SIGRET_SYSRET : TRAMP_SYSRET);
+	struct user_regs_struct r = t->resume;
+	long last_nr = -1;
+	int rc = write_frame(t, ret, &sp);
+	if (rc)
+		return rc;
+	r.rip = fn;
+	r.rsp = sp;
+	r.rdi = a[0]; r.rsi = a[1]; r.rdx = a[2]; r.rcx = a[3]; r.r8 = a[4]; r.r9 = a[5];
+	r.rax = 0;
+	r.orig_rax = (uint64_t)-1;
+	if ((rc = set_regs(t, &r)) || ptrace(PTRACE_SYSCALL, t->tid, NULL, NULL))
+		return rc ? rc : sys_errno(errno);
+	uint64_t end = lt_mono_ms() + (uint64_t)timeout_ms;
+	for (;;) {
+		uint64_t now = lt_mono_ms();
+		int st = wait_stop(t, now < end ? (int)(end - now) : 0), sig = 0;
+		if (st == -ETIMEDOUT) {
+			abandon(t);
+			return -ETIMEDOUT;
+		}
+		if (st < 0 || !WIFSTOPPED(st))
+			return -ESRCH;
+		sig = WSTOPSIG(st);
+		if (sig == (SIGTRAP | 0x80)) {
+			struct k_syscall_info si;
+			memset(&si, 0, sizeof(si));
+			if (ptrace(K_PTRACE_GET_SYSCALL_INFO, t->tid, (void *)sizeof(si), &si) <= 0)
+				return sys_errno(errno);
+			if (si.op == K_SYSCALL_INFO_ENTRY && si.entry.nr == SYS_rt_sigreturn && si.ip == back)
+				break;
+			if (si.op == K_SYSCALL_INFO_ENTRY)
+				last_nr = (long)si.entry.nr;
+			else if (si.op == K_SYSCALL_INFO_EXIT && want_nr >= 0 && last_nr == want_nr)
+				*out = (uint64_t)si.exit.rval;
+			sig = 0;
+		} else if (st >> 16) {
+			sig = 0; /* an event stop (PTRACE_INTERRUPT, group stop) */
+		} else if (sig == SIGSEGV || sig == SIGBUS || sig == SIGILL || sig == SIGFPE) {
+			return -EFAULT; /* inside our call: the thread is put back, not the signal */
+		} else if (want_nr >= 0 && t->n_deferred < MAX_DEFERRED) {
+			t->deferred[t->n_deferred++] = sig; /* after the set-up, as it would have come */
+			sig = 0;
+		}
+		if (ptrace(PTRACE_SYSCALL, t->tid, NULL, (void *)(long)sig))
+			return -ESRCH;
+	}
+	/* At rt_sigreturn's entry: skip it, stop again at its exit. */
+	if ((rc = get_regs(t, &r)))
+		return rc;
+	r.orig_rax = (uint64_t)-1;
+	if ((rc = set_regs(t, &r)) || ptrace(PTRACE_SYSCALL, t->tid, NULL, NULL))
+		return rc ? rc : -ESRCH;
+	for (;;) {
+		int st = wait_stop(t, 2000);
+		if (st < 0 || !WIFSTOPPED(st))
+			return st == -ETIMEDOUT ? -EIO : -ESRCH;
+		if (WSTOPSIG(st) == (SIGTRAP | 0x80))
+			break;
+		int sig = (st >> 16) ? 0 : WSTOPSIG(st);
+		if (sig && t->n_deferred < MAX_DEFERRED)
+			t->deferred[t->n_deferred++] = sig;
+		if (ptrace(PTRACE_SYSCALL, t->tid, NULL, NULL))
+			return -ESRCH;
+	}
+	if (want_nr < 0) {
+		struct iovec l = { out, 8 }, rm = { (void *)(sp + 8 + offsetof(struct k_ucontext, uc_link)), 8 };
+		if (process_vm_readv(t->pid, &l, 1, &rm, 1, 0) != 8)
+			return -EFAULT;
+	}
+	return 0;
+}
+
+/* Set up the thread for calls that fail open: where it goes on, its mask,
+ * libc's syscall() and __restore_rt, a page for the trampoline. Without
+ * them (another libc, no XSAVE layout) calls take the older way. */
+static void begin_calls(struct inj_thread *t, const struct libc_fns *fn)
+{
+	t->syscall_fn = fn->syscall;
+	t->sigret = fn->sigret;
+	t->code = 0;
+	if (!t->syscall_fn || !t->sigret || !frame_fp_len(t) || read_sigmask(t) ||
+	    ptrace(PTRACE_SETOPTIONS, t->tid, NULL, (void *)(long)PTRACE_O_TRACESYSGOOD)) {
+		t->sigret = 0;
+		return;
+	}
+	int64_t r = 0;
+	if (remote_syscall(t, SYS_mmap, 0, CODE_SIZE, PROT_READ | PROT_EXEC, MAP_PRIVATE | MAP_ANONYMOUS,
+			   (uint64_t)-1, 0, &r) || (r < 0 && r > -4096))
+		return;
+	if (poke_bytes(t, (uint64_t)r, tramp_code, sizeof(tramp_code))) {
+		remote_syscall(t, SYS_munmap, (uint64_t)r, CODE_SIZE, 0, 0, 0, 0, &r);
+		return;
+	}
+	t->code = (uint64_t)r;
+}
+
+static void end_calls(struct inj_thread *t)
+{
+	int64_t r;
+	if (t->code && !t->gone && !t->abandoned)
+		remote_syscall(t, SYS_munmap, t->code, CODE_SIZE, 0, 0, 0, 0, &r);
+	t->code = 0;
+}
+
 /* ------------------------------------------------------------ symbols */
 
 /* Address of a dynamic symbol of the object mapped from `path_match` in
@@ -640,6 +982,38 @@ static int elf_dynsym(int fd, const char *name, uint64_t *value, uint64_t *first
 				break;
 			}
 		}
+	}
+	if (e)
+		elf_end(e);
+	return rc;
+}
+
+#define SIGRET_SEG_MAX (64u << 20)  /* an executable segment scanned for it, at most */
+
+/* The signal-return trampoline of the C library (glibc's and musl's
+ * __restore_rt, `mov $15,%rax; syscall`), by its bytes in an executable
+ * PT_LOAD: not exported, yet every signal handler returns through it. */
+static int elf_find_sigreturn(int fd, uint64_t *vaddr)
+{
+	static const uint8_t pat[] = { 0x48, 0xc7, 0xc0, 0x0f, 0x00, 0x00, 0x00, 0x0f, 0x05 };
+	elf_version(EV_CURRENT);
+	Elf *e = elf_begin(fd, ELF_C_READ, NULL);
+	size_t nph = 0;
+	int rc = -ENOENT;
+	for (size_t i = 0; e && rc && !elf_getphdrnum(e, &nph) && i < nph; i++) {
+		GElf_Phdr ph;
+		if (!gelf_getphdr(e, (int)i, &ph) || ph.p_type != PT_LOAD || !(ph.p_flags & PF_X) ||
+		    ph.p_filesz > SIGRET_SEG_MAX)
+			continue;
+		uint8_t *buf = malloc(ph.p_filesz ? ph.p_filesz : 1);
+		if (buf && pread(fd, buf, ph.p_filesz, (off_t)ph.p_offset) == (ssize_t)ph.p_filesz) {
+			const uint8_t *hit = memmem(buf, ph.p_filesz, pat, sizeof(pat));
+			if (hit) {
+				*vaddr = ph.p_vaddr + (uint64_t)(hit - buf);
+				rc = 0;
+			}
+		}
+		free(buf);
 	}
 	if (e)
 		elf_end(e);
@@ -709,11 +1083,6 @@ static int find_libc(int pid, struct target_lib *lib)
 	return rc;
 }
 
-struct libc_fns {
-	uint64_t dlopen, dlsym, dlclose, dlerror;
-	uint64_t syscall;               /* syscall(), for a `syscall` instruction */
-};
-
 /* The target's dlopen & co from the dynamic symbols of its own libc
  * (through its mapping or inside its root, tfile.h). */
 static int resolve_libc_fd(int pid, const struct target_lib *lib, int fd, struct libc_fns *fn,
@@ -734,6 +1103,10 @@ static int resolve_libc_fd(int pid, const struct target_lib *lib, int fd, struct
 			return fail(err, errsz, -ENOENT, "process %d: %s has no %s (glibc older than 2.34 "
 				    "without libdl loaded?)", pid, lib->map.path, names[i][0]);
 	}
+	uint64_t v, first = 0, dummy;
+	fn->sigret = 0;
+	if (!elf_dynsym(fd, "syscall", &dummy, &first) && !elf_find_sigreturn(fd, &v))
+		fn->sigret = lib->map.start - first + v;
 	return 0;
 }
 
@@ -835,7 +1208,7 @@ struct load_ctx {
 static void undo_target_fds(struct load_ctx *c)
 {
 	int64_t r;
-	if (c->t.gone)
+	if (c->t.gone || c->t.abandoned)
 		return;
 	if (c->memfd >= 0)
 		remote_syscall(&c->t, SYS_close, (uint64_t)c->memfd, 0, 0, 0, 0, 0, &r);
@@ -1108,9 +1481,10 @@ static int lt_inj_load_with(struct lt_inj *inj, int pid, const char *lib_path, u
 		return rc;
 	}
 	inj->latched_at = c.t.latched_at;
+	begin_calls(&c.t, &c.fn);
 	rc = load_steps(&c, inj, lib, len, err, errsz);
 	free(lib);
-	if (rc && inj->handle && !c.t.gone) {
+	if (rc && inj->handle && !c.t.gone && !c.t.abandoned) {
 		/* Half loaded: take it out again (the library started nothing). */
 		uint64_t ret;
 		char e2[64];
@@ -1118,17 +1492,20 @@ static int lt_inj_load_with(struct lt_inj *inj, int pid, const char *lib_path, u
 		inj->handle = 0;
 	}
 	undo_target_fds(&c);
-	if (c.scratch && !c.t.gone) {
+	if (c.scratch && !c.t.gone && !c.t.abandoned) {
 		int64_t r;
 		remote_syscall(&c.t, SYS_munmap, c.scratch, SCRATCH_SIZE, 0, 0, 0, 0, &r);
 	}
-	bool gone = c.t.gone;
+	end_calls(&c.t);
+	bool gone = c.t.gone, abandoned = c.t.abandoned;
 	int urc = unseize(&c.t);
 	if (c.pidfd >= 0)
 		close(c.pidfd);
 	/* ESRCH from the last ptrace: killed between the call's end and its
 	 * registers going back (a SIGKILL does not wait for us). */
-	if (gone || urc == -ESRCH || (rc && pid_exiting(pid)))
+	if (abandoned)
+		; /* err says it: the thread finishes the call and goes on by itself */
+	else if (gone || urc == -ESRCH || (rc && pid_exiting(pid)))
 		rc = fail(err, errsz, -ESRCH, "process %d exited during injection", pid);
 	else if (!rc && urc)
 		rc = fail(err, errsz, urc, "process %d: restoring registers failed: %s", pid, strerror(-urc));
@@ -1151,6 +1528,10 @@ int lt_inj_unload(struct lt_inj *inj, char *err, size_t errsz)
 		return 0;
 	inj->loaded = 0;
 	struct inj_thread t;
+	struct libc_fns fn = { 0 };
+	char why[256];
+	if (resolve_libc(inj->pid, &fn, why, sizeof(why)))
+		memset(&fn, 0, sizeof(fn)); /* calls take the older way */
 	int rc = seize_one(&t, inj->pid, inj->latch, 0, err, errsz);
 	if (rc && rc != -EPERM && pid_exiting(inj->pid))
 		return fail(err, errsz, -ESRCH, "process %d exited during unloading", inj->pid);
@@ -1166,10 +1547,16 @@ int lt_inj_unload(struct lt_inj *inj, char *err, size_t errsz)
 			    "with its old image", inj->pid);
 	}
 	uint64_t ok = 0, ret = 0;
+	begin_calls(&t, &fn);
 	rc = remote_call(&t, inj->fini, inj->token, 0, 0, &ok, err, errsz);
 	if (!rc && (int)ok == 1)
 		rc = remote_call(&t, inj->dlclose, inj->handle, 0, 0, &ret, err, errsz);
+	end_calls(&t);
 	bool gone = t.gone;
+	if (t.abandoned) {
+		unseize(&t);
+		return rc;
+	}
 	int urc = unseize(&t);
 	if (gone || urc == -ESRCH || ((rc || (int)ok != 1) && pid_exiting(inj->pid)))
 		return fail(err, errsz, -ESRCH, "process %d exited during unloading", inj->pid);
