@@ -4,15 +4,22 @@
  * again, leaving the process as it was.
  *
  * How (x86-64): one thread is seized (PTRACE_SEIZE + PTRACE_INTERRUPT) while
- * it sleeps in a system call; set-up runs as system calls injected at that
- * thread's own `syscall` instruction (mmap of a scratch page, memfd_create,
- * socketpair, close); the library is written into the memfd from outside
+ * it sleeps in a system call; set-up runs as system calls made through the
+ * target's libc syscall() (mmap of a scratch page, memfd_create, socketpair,
+ * close); the library is written into the memfd from outside
  * (/proc/PID/fd/N) and loaded with the target's own dlopen() on
- * "/proc/self/fd/N", called with a zero return address that comes back as
- * SIGSEGV at 0. Registers (general and FP/xstate) are restored exactly, the
- * interrupted system call restarts as if nothing happened, and the thread is
- * detached. Signals that arrive meanwhile are passed on. Nothing is written
- * into the target's filesystem.
+ * "/proc/self/fd/N". Every call runs above a signal frame that holds the
+ * thread as it must go on and returns into rt_sigreturn (through a small
+ * trampoline of ours that keeps the result in the frame, or libc's
+ * __restore_rt): the collector catches that at its entry and skips it, and
+ * if the collector dies or gives a call up at LT_INJ_CALL_TIMEOUT_MS, the
+ * kernel puts the thread back from the frame by itself. Registers (general
+ * and FP/xstate) are restored exactly, the interrupted system call restarts
+ * as if nothing happened, and the thread is detached. Signals that arrive
+ * meanwhile are passed on. Nothing is written into the target's filesystem.
+ * (A libc without __restore_rt's bytes, or no XSAVE image, takes the older
+ * way: system calls stepped at a `syscall` instruction, calls returning to
+ * address 0.)
  *
  * A busy process (no thread asleep in a system call; lt_inj_load_busy) is
  * instead stopped at the entry of one of the caller's functions, patched for
@@ -105,7 +112,8 @@ int lt_inj_unload(struct lt_inj *inj, char *err, size_t errsz);
  * with an exec)? */
 int lt_inj_present(const struct lt_inj *inj);
 
-/* Timeout for one remote call (dlopen can take a while on a busy target). */
+/* Timeout for one remote call (dlopen can take a while on a busy target);
+ * past it the thread is let go, and goes on as it was once the call ends. */
 #define LT_INJ_CALL_TIMEOUT_MS 10000
 
 /* The name of the memfd the library is loaded from: the target's maps show
