@@ -246,6 +246,7 @@ PROG_LIBS_evlog_crashwriter := $(PROG_EVLOG)
 PROG_LIBS_evlog_cli := $(PROG_EVLOG)
 PROG_LIBS_xplane_genlog := $(PROG_EVLOG)
 PROG_LIBS_conv_genlog := $(PROG_EVLOG)
+PROG_LIBS_lp_order_genlog := $(PROG_EVLOG)
 PROG_LIBS_gpu_steps_genlog := $(PROG_EVLOG)
 PROG_LIBS_cuda_calls := -L$(CUDA_HOME)/lib64 -Wl,-rpath,$(CUDA_HOME)/lib64 -lcudart -ldl
 PROG_LIBS_cuda_early := -L$(CUDA_HOME)/lib64 -Wl,-rpath,$(CUDA_HOME)/lib64 -lcudart

@@ -773,12 +773,42 @@ static uint64_t gpu_sig(const struct lp_gpu *g, int stage)
 	     : stage == LP_GRAPHS ? 0 : g->sig;
 }
 
+/* Processes with kernels, copies or sets CUPTI gave no correlation id
+ * ((host, pid) -> 1, graph nodes aside: theirs is the launch's). */
+static int mark_id_less(const struct cv_lp *lp, struct cv_map *id_less)
+{
+	for (size_t j = 0; j < lp->n_gpus; j++) {
+		const struct lp_gpu *g = &lp->gpus[j];
+
+		if (!g->graph && !g->corr && !cv_map_put(id_less, STRM(lp, g)->host, STRM(lp, g)->pid, NULL))
+			return -1;
+	}
+	return 0;
+}
+
+/* The order in which work takes its call in the rounds without streams
+ * (those that teach the stream map). By start, a stream's queue reorders
+ * the work of one signature across streams: the calls of a stream running
+ * behind wait long, and, the oldest waiting, are taken by other streams'
+ * work, so those pairs fall on other threads' calls, and two threads
+ * making the same calls are mapped to each other's streams. CUPTI numbers
+ * calls as they are made: where every record of the process carries its
+ * id, the ids' order is the calls' order, which no queue changes. */
+static uint64_t first_round_order(const struct cv_lp *lp, const struct lp_gpu *g,
+				  const struct cv_map *id_less)
+{
+	const struct lp_strm *gs = STRM(lp, g);
+
+	return g->corr && !cv_map_get(id_less, gs->host, gs->pid) ? g->corr : g->start;
+}
+
 /* Pair the calls of one stage. With smap, a call's stream handle (per
  * thread: a default stream is per thread or legacy) is replaced by the
  * CUPTI stream it was seen to feed in the first round, and work is keyed
- * by its stream too. The first stage is paired anew; later ones take the
- * work left over. */
-static int run_round(struct cv_lp *lp, const uint8_t *maybe, const struct cv_map *smap, int stage)
+ * by its stream too (and taken in start order, a stream's own). The first
+ * stage is paired anew; later ones take the work left over. */
+static int run_round(struct cv_lp *lp, const uint8_t *maybe, const struct cv_map *smap,
+		     const struct cv_map *id_less, int stage)
 {
 	struct lp_ent *ce, *ge;
 	size_t nc = 0, ng = 0;
@@ -816,7 +846,8 @@ static int run_round(struct cv_lp *lp, const uint8_t *maybe, const struct cv_map
 			continue;
 		if (smap)
 			key = mix(key, stream_key(gs->host, gs->pid, gs->device, gs->stream));
-		ge[ng++] = (struct lp_ent){ key, g->start, (uint32_t)j };
+		ge[ng++] = (struct lp_ent){ key, smap ? g->start : first_round_order(lp, g, id_less),
+					    (uint32_t)j };
 	}
 	return pair_entries(lp, ce, nc, ge, ng, maybe, NULL);
 }
@@ -1285,7 +1316,7 @@ static void order_check(struct cv_lp *lp, const uint32_t *by)
 int cv_lp_solve(struct cv_core *c)
 {
 	struct cv_lp *lp = c->lp;
-	struct cv_map smap = { 0 };
+	struct cv_map smap = { 0 }, id_less = { 0 };
 	uint8_t *maybe = NULL;
 	uint32_t *by = NULL;
 	struct lp_bounds bounds = { 0 };
@@ -1301,10 +1332,11 @@ int cv_lp_solve(struct cv_core *c)
 	/* a first pass without streams teaches which CUPTI stream each
 	 * thread's stream handle feeds (a thread may launch through the
 	 * driver alone: its pairs by dims teach it then) */
-	if (mark_windows(lp, &maybe) || run_round(lp, maybe, NULL, LP_FULL) ||
-	    run_round(lp, maybe, NULL, LP_DIMS) || run_round(lp, maybe, NULL, LP_NAME) ||
-	    learn_streams(lp, &smap) || run_round(lp, maybe, &smap, LP_FULL) ||
-	    run_round(lp, maybe, &smap, LP_DIMS) || run_round(lp, maybe, &smap, LP_NAME) ||
+	if (mark_windows(lp, &maybe) || mark_id_less(lp, &id_less) ||
+	    run_round(lp, maybe, NULL, &id_less, LP_FULL) || run_round(lp, maybe, NULL, &id_less, LP_DIMS) ||
+	    run_round(lp, maybe, NULL, &id_less, LP_NAME) || learn_streams(lp, &smap) ||
+	    run_round(lp, maybe, &smap, NULL, LP_FULL) || run_round(lp, maybe, &smap, NULL, LP_DIMS) ||
+	    run_round(lp, maybe, &smap, NULL, LP_NAME) ||
 	    graph_bounds(lp, by, &bounds) || pair_graphs(lp, maybe, &smap, &bounds) ||
 	    pair_early_graphs(lp, &bounds))
 		goto out;
@@ -1324,6 +1356,7 @@ out:
 	free(bounds.lo);
 	free(bounds.hi);
 	cv_map_free(&smap);
+	cv_map_free(&id_less);
 	return rc;
 }
 
