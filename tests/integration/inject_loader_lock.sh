@@ -5,7 +5,8 @@
 # injected dlopen() waits. The collector gives the call up; the borrowed
 # thread is let go (no tracer on any thread), finishes the dlopen once the
 # lock is free and goes on as it was: the job ends with its own status,
-# never SIGSEGV. Also: the injector killed while its call waits.
+# never SIGSEGV. Also: the injector killed while its call waits, and at
+# random moments of load/unload cycles (INJECT_KILLS rounds, 10 by default).
 set -u
 . "$(dirname "$0")/../lib/tap.sh"
 BUILD=${BUILD:-build}
@@ -57,4 +58,23 @@ check "the injector killed mid-call: no thread of the job stays traced" "[ \$(tr
 wait_for "$T/b.out" '^released$' $((HOLD_MS / 1000 + 20))
 rc_b=0; end_job b || rc_b=$?
 check "... and the job ends with its own status (7: got $rc_b)" "[ $rc_b = 7 ]"
+# ---- the injector SIGKILLed at random moments of load/unload cycles
+ROUNDS=${INJECT_KILLS:-10}
+HOLD_MS=0
+bad=0
+for i in $(seq "$ROUNDS"); do
+	start_job c$i
+	wait_for "$T/c$i.out" '^released$'
+	"$P/inject_tool" cycle $JOB 50 "$LIB" >"$T/c$i.tool" 2>&1 & tool=$!
+	delay=$((RANDOM % 1500))
+	sleep "$((delay / 1000)).$(printf %03d $((delay % 1000)))"
+	kill -KILL $tool 2>/dev/null; wait $tool 2>/dev/null
+	wait_until 5 '[ $(tracers '$JOB') = 0 ]'
+	tr=$(tracers $JOB) state=$(awk '{print $3}' /proc/$JOB/stat 2>/dev/null)
+	rc=0; end_job c$i || rc=$?
+	echo "# round $i: killed after $delay ms ($(grep -c '^cycle\|ok' $T/c$i.tool) lines said); tracers $tr, state $state, job exit $rc"
+	[ "$tr" = 0 ] && [ "$state" != T ] && [ "$state" != t ] && [ $rc = 7 ] || bad=$((bad + 1))
+done
+check "the injector SIGKILLed at random moments of loading and unloading, $ROUNDS times: \
+no thread left traced or stopped, the job ends with its own status ($bad bad)" "[ $bad = 0 ]"
 tap_done
