@@ -25,9 +25,12 @@ BOUND=$((30 * TAP_TIME_SCALE))
 conv_t() { timeout -k 5 "$BOUND" "$conv" "$@" 2>"$dir/err" >/dev/null; rc=$?; }
 # swap NAME FROM ARGS...: conv_t with FROM renamed over NAME right after the
 # converter first looks at NAME
+# (under a sanitizer build its runtime goes first, as it must be, and
+# forwards the calls it intercepts to the shim)
+asan_rt=$(ldd "$conv" 2>/dev/null | awk '/libasan/ {print $3}')
 swap() {
 	local name=$1 from=$2; shift 2
-	SWAP_NAME=$name SWAP_FROM=$from LD_PRELOAD=$dir/stat_swap.so conv_t "$@"
+	SWAP_NAME=$name SWAP_FROM=$from LD_PRELOAD="${asan_rt:+$asan_rt }$dir/stat_swap.so" conv_t "$@"
 }
 said() { grep -qxF -- "$1" "$dir/err" || { echo "# wanted: $1"; sed 's/^/# stderr: /' "$dir/err"; false; }; }
 onlyline() { [ "$(wc -l <"$dir/err")" = 1 ] && said "$1"; }
@@ -40,7 +43,7 @@ cp "$dir/good.log" "$dir/in/a.log"
 cp "$dir/good.log" "$dir/in/victim.log"
 ln -s "$dir/secret.log" "$dir/prep/victim.log"
 desc="a log in an input directory swapped for a symlink after being looked at: not followed, said, the rest converted"
-t bash -c "$(declare -f conv_t swap said); conv='$conv' dir='$dir' BOUND=$BOUND
+t bash -c "$(declare -f conv_t swap said); conv='$conv' dir='$dir' BOUND=$BOUND asan_rt='$asan_rt'
 	swap victim.log '$dir/prep/victim.log' -i '$dir/in' -o '$dir/s.json'
 	[ -L '$dir/in/victim.log' ] || { echo '# the shim did not swap'; exit 1; }
 	[ \$rc = 0 ] && ! grep -q secrethost '$dir/s.json' &&
@@ -63,7 +66,7 @@ t bash -c "$(declare -f conv_t said onlyline); conv='$conv' dir='$dir' BOUND=$BO
 
 mkdir "$dir/top" && cp "$dir/good.log" "$dir/top/x.log" && mkfifo "$dir/prep/x.log"
 desc="a named log swapped for a FIFO after being looked at: no hang, refused naming it"
-t bash -c "$(declare -f conv_t swap said onlyline); conv='$conv' dir='$dir' BOUND=$BOUND
+t bash -c "$(declare -f conv_t swap said onlyline); conv='$conv' dir='$dir' BOUND=$BOUND asan_rt='$asan_rt'
 	swap x.log '$dir/prep/x.log' -i '$dir/top/x.log' -o '$dir/x.json'
 	[ -p '$dir/top/x.log' ] || { echo '# the shim did not swap'; exit 1; }
 	[ \$rc != 124 ] && [ \$rc != 137 ] || { echo '# hung'; exit 1; }
@@ -80,7 +83,7 @@ t bash -c "$(declare -f conv_t said); conv='$conv' dir='$dir' BOUND=$BOUND
 
 cp "$dir/good.log" "$dir/in/victim.log" && mkfifo "$dir/prep/victim.log"
 desc="a log in an input directory swapped for a FIFO after being looked at: no hang, skipped naming it"
-t bash -c "$(declare -f conv_t swap said); conv='$conv' dir='$dir' BOUND=$BOUND
+t bash -c "$(declare -f conv_t swap said); conv='$conv' dir='$dir' BOUND=$BOUND asan_rt='$asan_rt'
 	swap victim.log '$dir/prep/victim.log' -i '$dir/in' -o '$dir/v.json'
 	[ -p '$dir/in/victim.log' ] || { echo '# the shim did not swap'; exit 1; }
 	[ \$rc != 124 ] && [ \$rc != 137 ] || { echo '# hung'; exit 1; }
