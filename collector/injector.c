@@ -537,8 +537,11 @@ static int unseize(struct inj_thread *t)
 {
 	int rc = 0;
 	if (!t->gone && !t->abandoned) {
-		if (!t->parked) /* else its rt_sigreturn puts it back, FP and mask included */
-			rc = restore_all(t);
+		/* Parked at an rt_sigreturn: skipped too (resume's orig_rax is -1),
+		 * since rt_sigreturn ends a pending restart_syscall (an interrupted
+		 * nanosleep would return EINTR early). Only a collector that dies
+		 * leaves that to the frame. */
+		rc = restore_all(t);
 		ptrace(PTRACE_DETACH, t->tid, NULL, NULL);
 	}
 	for (int i = 0; !t->gone && i < t->n_deferred; i++)
@@ -675,7 +678,10 @@ static int remote_call(struct inj_thread *t, uint64_t fn, uint64_t a0, uint64_t 
  * the result in the frame, or libc's own __restore_rt for system calls),
  * and the kernel puts the thread back from that frame. While the collector
  * lives it stops the thread at that rt_sigreturn's entry (PTRACE_SYSCALL)
- * and keeps it parked there: the next call skips it, the end lets it run.
+ * and keeps it parked there: the next call skips it, and so does the end,
+ * which puts the registers back itself (rt_sigreturn would end a pending
+ * restart_syscall: an interrupted nanosleep returns EINTR early; only a
+ * collector that dies or gives up leaves that to the frame).
  * So at every moment the thread is as it was, in a call that ends in that
  * rt_sigreturn, or parked at it: if the collector dies, or gives a call up
  * at its timeout, the thread goes on with its own work. Nothing depends on

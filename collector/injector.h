@@ -12,7 +12,7 @@
  * thread as it must go on and returns into rt_sigreturn (through a small
  * trampoline of ours that keeps the result in the frame, or libc's
  * __restore_rt): the collector parks the thread at that rt_sigreturn's
- * entry between calls and lets it run at the end, and if the collector dies
+ * entry between calls and skips it, and if the collector dies
  * or gives a call up at LT_INJ_CALL_TIMEOUT_MS, the kernel puts the thread
  * back from the frame by itself. Registers (general
  * and FP/xstate) are restored exactly, the interrupted system call restarts

@@ -58,6 +58,18 @@ check "the injector killed mid-call: no thread of the job stays traced" "[ \$(tr
 wait_for "$T/b.out" '^released$' $((HOLD_MS / 1000 + 20))
 rc_b=0; end_job b || rc_b=$?
 check "... and the job ends with its own status (7: got $rc_b)" "[ $rc_b = 7 ]"
+# ---- a borrowed thread asleep in nanosleep sleeps its whole time: its
+# restart (restart_syscall) survives the calls made on it
+t0=${EPOCHREALTIME/./}
+sleep 3 & sp=$!
+wait_until 5 '[ "$(awk "{print \$1}" /proc/'$sp'/syscall 2>/dev/null)" = 230 ]'
+"$P/inject_tool" cycle $sp 2 "$LIB" >"$T/s.tool" 2>&1
+trc=$?
+wait $sp
+slept=$(((${EPOCHREALTIME/./} - t0) / 1000))
+check "a thread borrowed in nanosleep: 2 load/unload cycles ($trc), and it still sleeps its 3 s (${slept} ms)" \
+	"[ $trc = 0 ] && [ $slept -ge 2950 ]"
+
 # ---- the injector SIGKILLed at random moments of load/unload cycles
 ROUNDS=${INJECT_KILLS:-10}
 HOLD_MS=0
