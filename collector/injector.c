@@ -120,7 +120,6 @@ struct inj_thread {
 	uint64_t sigret;                /* libc's `mov $15,%rax; syscall` (__restore_rt) */
 	uint64_t code;                  /* our page holding the call trampoline, or 0 */
 	bool abandoned;                 /* let go mid-call: it puts itself back */
-	bool parked;                    /* stopped at a frame's rt_sigreturn entry */
 };
 
 static void compute_resume(struct inj_thread *t);
@@ -537,10 +536,6 @@ static int unseize(struct inj_thread *t)
 {
 	int rc = 0;
 	if (!t->gone && !t->abandoned) {
-		/* Parked at an rt_sigreturn: skipped too (resume's orig_rax is -1),
-		 * since rt_sigreturn ends a pending restart_syscall (an interrupted
-		 * nanosleep would return EINTR early). Only a collector that dies
-		 * leaves that to the frame. */
 		rc = restore_all(t);
 		ptrace(PTRACE_DETACH, t->tid, NULL, NULL);
 	}
@@ -580,7 +575,6 @@ static int remote_syscall(struct inj_thread *t, long nr, uint64_t a0, uint64_t a
 	int rc = set_regs(t, &r);
 	if (rc)
 		return rc;
-	t->parked = false;
 	if (ptrace(PTRACE_SINGLESTEP, t->tid, NULL, NULL))
 		return -errno;
 	for (;;) {
@@ -639,7 +633,6 @@ static int remote_call(struct inj_thread *t, uint64_t fn, uint64_t a0, uint64_t 
 	r.orig_rax = (uint64_t)-1;
 	if ((rc = set_regs(t, &r)) || ptrace(PTRACE_CONT, t->tid, NULL, NULL))
 		return fail(err, errsz, rc ? rc : -errno, "process %d exited during injection", t->pid);
-	t->parked = false;
 	for (;;) {
 		int st = wait_stop(t, LT_INJ_CALL_TIMEOUT_MS);
 		if (st == -ETIMEDOUT)
@@ -677,15 +670,10 @@ static int remote_call(struct inj_thread *t, uint64_t fn, uint64_t a0, uint64_t 
  * The call returns into rt_sigreturn (through our trampoline, which keeps
  * the result in the frame, or libc's own __restore_rt for system calls),
  * and the kernel puts the thread back from that frame. While the collector
- * lives it stops the thread at that rt_sigreturn's entry (PTRACE_SYSCALL)
- * and keeps it parked there: the next call skips it, and so does the end,
- * which puts the registers back itself (rt_sigreturn would end a pending
- * restart_syscall: an interrupted nanosleep returns EINTR early; only a
- * collector that dies or gives up leaves that to the frame).
- * So at every moment the thread is as it was, in a call that ends in that
- * rt_sigreturn, or parked at it: if the collector dies, or gives a call up
- * at its timeout, the thread goes on with its own work. Nothing depends on
- * the collector being alive, and nothing returns to address 0.
+ * lives it catches that rt_sigreturn at its entry (PTRACE_SYSCALL) and
+ * skips it; if the collector dies, or gives a call up at its timeout, no
+ * one catches it and the thread goes on with its own work: nothing depends
+ * on the collector being alive, and nothing returns to address 0.
  */
 
 struct k_sigcontext {                /* the kernel's x86-64 struct sigcontext */
@@ -877,10 +865,9 @@ static int fail_open_call(struct inj_thread *t, uint64_t fn, const uint64_t a[6]
 	r.rsp = sp;
 	r.rdi = a[0]; r.rsi = a[1]; r.rdx = a[2]; r.rcx = a[3]; r.r8 = a[4]; r.r9 = a[5];
 	r.rax = 0;
-	r.orig_rax = (uint64_t)-1; /* parked at an rt_sigreturn: skipped */
+	r.orig_rax = (uint64_t)-1;
 	if ((rc = set_regs(t, &r)) || ptrace(PTRACE_SYSCALL, t->tid, NULL, NULL))
 		return rc ? rc : sys_errno(errno);
-	t->parked = false;
 	uint64_t end = lt_mono_ms() + (uint64_t)timeout_ms;
 	for (;;) {
 		uint64_t now = lt_mono_ms();
@@ -915,10 +902,24 @@ static int fail_open_call(struct inj_thread *t, uint64_t fn, const uint64_t a[6]
 		if (ptrace(PTRACE_SYSCALL, t->tid, NULL, (void *)(long)sig))
 			return -ESRCH;
 	}
-	/* Parked at rt_sigreturn's entry: the next call skips it (setting
-	 * orig_rax -1 with its registers); unseize lets it run, and so does
-	 * the kernel if we die here: the frame puts the thread back. */
-	t->parked = true;
+	/* At rt_sigreturn's entry: skip it, stop again at its exit. */
+	if ((rc = get_regs(t, &r)))
+		return rc;
+	r.orig_rax = (uint64_t)-1;
+	if ((rc = set_regs(t, &r)) || ptrace(PTRACE_SYSCALL, t->tid, NULL, NULL))
+		return rc ? rc : -ESRCH;
+	for (;;) {
+		int st = wait_stop(t, 2000);
+		if (st < 0 || !WIFSTOPPED(st))
+			return st == -ETIMEDOUT ? -EIO : -ESRCH;
+		if (WSTOPSIG(st) == (SIGTRAP | 0x80))
+			break;
+		int sig = (st >> 16) ? 0 : WSTOPSIG(st);
+		if (sig && t->n_deferred < MAX_DEFERRED)
+			t->deferred[t->n_deferred++] = sig;
+		if (ptrace(PTRACE_SYSCALL, t->tid, NULL, NULL))
+			return -ESRCH;
+	}
 	if (want_nr < 0 && peek(t, sp + 8 + offsetof(struct k_ucontext, uc_link), out))
 		return -EFAULT;
 	return 0;

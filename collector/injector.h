@@ -11,10 +11,9 @@
  * "/proc/self/fd/N". Every call runs above a signal frame that holds the
  * thread as it must go on and returns into rt_sigreturn (through a small
  * trampoline of ours that keeps the result in the frame, or libc's
- * __restore_rt): the collector parks the thread at that rt_sigreturn's
- * entry between calls and skips it, and if the collector dies
- * or gives a call up at LT_INJ_CALL_TIMEOUT_MS, the kernel puts the thread
- * back from the frame by itself. Registers (general
+ * __restore_rt): the collector catches that at its entry and skips it, and
+ * if the collector dies or gives a call up at LT_INJ_CALL_TIMEOUT_MS, the
+ * kernel puts the thread back from the frame by itself. Registers (general
  * and FP/xstate) are restored exactly, the interrupted system call restarts
  * as if nothing happened, and the thread is detached. Signals that arrive
  * meanwhile are passed on. Nothing is written into the target's filesystem.
