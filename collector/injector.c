@@ -563,7 +563,9 @@ static int remote_syscall(struct inj_thread *t, long nr, uint64_t a0, uint64_t a
 		uint64_t a[6] = { (uint64_t)nr, a0, a1, a2, a3, a4 }, out = 0;
 		if (a5)
 			return -EINVAL;
-		int rc = fail_open_call(t, t->syscall_fn, a, t->sigret, nr, CALL_SYSCALL_MS, &out);
+		/* back through our trampoline once it is there (see tramp_code) */
+		int rc = fail_open_call(t, t->syscall_fn, a, t->code ? t->code : t->sigret, nr, CALL_SYSCALL_MS,
+					&out);
 		*ret = (int64_t)out;
 		return rc;
 	}
@@ -713,9 +715,12 @@ struct k_syscall_info {              /* PTRACE_GET_SYSCALL_INFO */
 #endif
 #define CODE_SIZE 4096
 
-/* mov %rax,8(%rsp) (the result into uc_link); mov $15,%eax; syscall */
+/* mov %rax,8(%rsp) (the result into uc_link); mov $15,%eax; syscall; and
+ * again mov $15,%eax; syscall: where the thread stands once we skipped the
+ * first rt_sigreturn, so that a collector dying before the next call
+ * leaves it to an rt_sigreturn of the same frame, never to what follows */
 static const uint8_t tramp_code[] = { 0x48, 0x89, 0x44, 0x24, 0x08, 0xb8, 0x0f, 0x00, 0x00, 0x00, 0x0f, 0x05,
-				      0x0f, 0x0b };
+				      0xb8, 0x0f, 0x00, 0x00, 0x00, 0x0f, 0x05, 0x0f, 0x0b };
 #define TRAMP_SYSRET 12              /* the trampoline's ip after its syscall */
 #define SIGRET_SYSRET 9              /* __restore_rt's */
 
@@ -952,9 +957,10 @@ static void begin_calls(struct inj_thread *t, const struct libc_fns *fn)
 static void end_calls(struct inj_thread *t)
 {
 	int64_t r;
-	if (t->code && !t->gone && !t->abandoned)
-		remote_syscall(t, SYS_munmap, t->code, CODE_SIZE, 0, 0, 0, 0, &r);
-	t->code = 0;
+	uint64_t code = t->code;
+	t->code = 0; /* its own unmapping returns through __restore_rt */
+	if (code && !t->gone && !t->abandoned)
+		remote_syscall(t, SYS_munmap, code, CODE_SIZE, 0, 0, 0, 0, &r);
 }
 
 /* ------------------------------------------------------------ symbols */
