@@ -84,6 +84,7 @@ struct lt_priv {
 	uint64_t lost[LT_LOST_SLOTS];
 	struct evlog_writer_stats wstats;
 	bool have_wstats;
+	bool published;         /* the log is under its name (else only the partial) */
 	struct lt_watch {                 /* fds polled beside the ring buffer */
 		int fd;
 		void (*ready)(struct lt_session *s, void *arg);
@@ -349,6 +350,7 @@ int lt_session_close_log(struct lt_session *s)
 	P(s)->have_wstats = true;
 	rc = evlog_writer_close(s->log);
 	s->log = NULL;
+	P(s)->published = rc == 0;
 	if (rc)
 		return lt_session_errorf(s, "cannot publish the event log %s: %s (the partial file keeps what was written)",
 					 s->opt.output, evlog_strerror(rc));
@@ -787,10 +789,13 @@ void lt_session_summary(struct lt_session *s, double seconds, const char *extra)
 		fprintf(stderr, "    (%u more processes not seen, for other reasons: see the W lines above)\n",
 			p->unseen_dropped);
 	summary_kept(p);
+	/* "wrote" only for a log that is there under its name. */
 	if (p->have_wstats)
-		fprintf(stderr, "  wrote %s: %llu bytes, %llu events in %llu chunks\n", s->opt.output,
+		fprintf(stderr, "  %s %s: %llu bytes, %llu events in %llu chunks%s\n",
+			p->published ? "wrote" : "NOT published:", s->opt.output,
 			(unsigned long long)p->wstats.file_bytes, (unsigned long long)p->wstats.events,
-			(unsigned long long)p->wstats.chunks);
+			(unsigned long long)p->wstats.chunks,
+			p->published ? "" : " kept in the partial file named above");
 	if (p->write_errors)
 		fprintf(stderr, "  %llu events could not be written\n", (unsigned long long)p->write_errors);
 }
