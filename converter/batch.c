@@ -69,6 +69,7 @@
 #include <string.h>
 #include <sys/random.h>
 #include <sys/stat.h>
+#include <sys/vfs.h>
 #include <time.h>
 #include <unistd.h>
 
@@ -88,8 +89,10 @@
 #define DEFAULT_RETRY_AFTER_S 60  /* since the last failure, before trying again */
 #define RUN_STEM_MAX 160          /* of a run name, before any "-<hash>" */
 #define MAX_SHARDS 100000
+#define UNDECIDED_ROUNDS 3        /* more tries of units whose claim was undecided */
 #define SHARDS_ENV "LLMT_BATCH_SHARDS"
 #define INDEX_ENV "JOB_COMPLETION_INDEX"  /* set by a Kubernetes Indexed Job */
+#define FUSE_MAGIC 0x65735546     /* statfs f_type of FUSE mounts */
 
 /* Extensions of an event log's file name left out of its run name (the
  * last one only): the injected library writes .evlog, the collector's -o
@@ -107,6 +110,7 @@ struct unit {
 	char name[NAME_MAX + 1];  /* entry name in --in */
 	char run[TB_NAME_MAX + 1];
 	int is_dir;
+	int again;                /* the claim was undecided: try again */
 };
 
 /* Keys of units done by earlier versions (<key>.done in the state dir). */
@@ -118,6 +122,8 @@ struct legacy_done {
 struct batch {
 	struct batch_opts o;
 	int statefd;
+	int localfd;                 /* the stages' directory in TMPDIR, or -1 */
+	char localdir[PATH_MAX];
 	char host[256], wid[WID_MAX + 1];
 	struct legacy_done legacy;
 	unsigned converted, skipped, failed, others;
@@ -598,21 +604,58 @@ static void stages_clear(struct batch *b, int ufd)
 /* The conversion writes into a private directory of ours; its files move
  * into the run directory only while the unit is ours, so a worker that
  * lost its claim (stalled past the lease) never publishes over the worker
- * that took over. Returns the directory's fd, its name in stage. */
-static int stage_open(struct batch *b, int ufd, const char *key, char *stage, size_t sz,
-		      char *err, size_t errsz)
+ * that took over. The directory is in the unit's state directory (ufd),
+ * where its files are renamed into the run; on a FUSE mount (an object
+ * store: every directory operation a round trip, every rename a copy on
+ * the server) it is in TMPDIR instead, and its files are copied into the
+ * run once each. Returns the directory's fd, its name in stage; *parent
+ * is the directory it is in. */
+static int stage_open(struct batch *b, int ufd, const char *key, int *parent, char *stage,
+		      size_t sz, char *err, size_t errsz)
 {
 	int fd;
 
+	*parent = b->localfd >= 0 ? b->localfd : ufd;
 	snprintf(stage, sz, ".stage.%s", b->wid);
-	rm_tree_at(ufd, stage, 0); /* left by an earlier pass of ours: not possible, but cheap */
-	if (mkdirat(ufd, stage, 0700) < 0 ||
-	    (fd = openat(ufd, stage, O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC)) < 0) {
-		snprintf(err, errsz, "cannot create %s/%s/%s/%s: %s", b->o.logdir, STATE_DIR, key,
-			 stage, strerror(errno));
+	rm_tree_at(*parent, stage, 0); /* an earlier unit's, if its removal failed */
+	if (mkdirat(*parent, stage, 0700) < 0 ||
+	    (fd = openat(*parent, stage, O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC)) < 0) {
+		if (b->localfd >= 0)
+			snprintf(err, errsz, "cannot create %.700s/%.200s: %s", b->localdir, stage,
+				 strerror(errno));
+		else
+			snprintf(err, errsz, "cannot create %s/%s/%s/%s: %s", b->o.logdir, STATE_DIR,
+				 key, stage, strerror(errno));
 		return -1;
 	}
 	return fd;
+}
+
+/* A FUSE logdir gets its stages in a directory of ours in TMPDIR. */
+static int local_stages(struct batch *b)
+{
+	const char *tmp = getenv("TMPDIR");
+	struct statfs sf;
+
+	b->localfd = -1;
+	if (fstatfs(b->statefd, &sf) < 0 || sf.f_type != FUSE_MAGIC)
+		return 0;
+	snprintf(b->localdir, sizeof(b->localdir), "%s/llmtracker-batch.XXXXXX", tmp && *tmp ? tmp : "/tmp");
+	if (!mkdtemp(b->localdir) ||
+	    (b->localfd = open(b->localdir, O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC)) < 0) {
+		fprintf(stderr, "batch: cannot create a staging directory %s: %s\n", b->localdir,
+			strerror(errno));
+		return -1;
+	}
+	return 0;
+}
+
+static void local_stages_free(struct batch *b)
+{
+	if (b->localfd < 0)
+		return;
+	close(b->localfd);
+	rm_tree_at(AT_FDCWD, b->localdir, 0);
 }
 
 /* Files the conversion produced for run, as a list of names (each one's
@@ -658,12 +701,79 @@ static int owned(struct claim *cl)
 	return !cl || claim_held(cl);
 }
 
-/* Move one staged file into the run directory. 0 or -errno. */
-static int publish_file(int src, int dst, const char *name, int replace)
+static int give_name(int sfd, const char *from, int dfd, const char *to, int replace)
 {
 	if (replace)
-		return renameat(src, name, dst, name) ? -errno : 0;
-	return lt_rename_noreplace(src, name, dst, name);
+		return renameat(sfd, from, dfd, to) ? -errno : 0;
+	return lt_rename_noreplace(sfd, from, dfd, to);
+}
+
+/* Copy src/name into dst under a temporary name of ours, then give it its
+ * name: from a stage on another file system. 0 or -errno. */
+static int copy_in(struct batch *b, int src, int dst, const char *name, int replace)
+{
+	char tmp[NAME_MAX + 1];
+	struct stat st;
+	uint64_t copied = 0;
+	int in, out = -1, rc;
+
+	if (snprintf(tmp, sizeof(tmp), ".%s.%s.tmp", name, b->wid) >= (int)sizeof(tmp))
+		return -ENAMETOOLONG;
+	if ((in = openat(src, name, O_RDONLY | O_NOFOLLOW | O_CLOEXEC)) < 0)
+		return -errno;
+	if (fstat(in, &st) < 0 ||
+	    (out = openat(dst, tmp, O_WRONLY | O_CREAT | O_EXCL | O_NOFOLLOW | O_CLOEXEC, 0644)) < 0)
+		rc = -errno;
+	else if (!(rc = lt_copy_bounded(out, in, (uint64_t)st.st_size, &copied)) &&
+		 copied != (uint64_t)st.st_size)
+		rc = -EIO;
+	if (!rc && fsync(out) < 0 && errno != EINVAL && errno != ENOTSUP && errno != EROFS)
+		rc = -errno;
+	if (out >= 0 && close(out) < 0 && !rc)
+		rc = -errno; /* an object store uploads on close */
+	close(in);
+	if (!rc)
+		rc = give_name(dst, tmp, dst, name, replace);
+	if (rc && out >= 0)
+		unlinkat(dst, tmp, 0);
+	return rc;
+}
+
+/* Move one staged file into the run directory. 0 or -errno. */
+static int publish_file(struct batch *b, int src, int dst, const char *name, int replace)
+{
+	int rc = give_name(src, name, dst, name, replace);
+
+	return rc == -EXDEV ? copy_in(b, src, dst, name, replace) : rc;
+}
+
+/* Remove the temporaries copy_in() of other workers left in the run
+ * directory (".NAME.<wid>.tmp": they died publishing it). */
+static void run_tidy(struct batch *b, int dst)
+{
+	int fd = dup(dst);
+	struct dirent *e;
+	DIR *d;
+
+	if (fd < 0 || !(d = fdopendir(fd))) {
+		if (fd >= 0)
+			close(fd);
+		return;
+	}
+	while ((e = readdir(d))) {
+		size_t len = strlen(e->d_name);
+		const char *wid;
+
+		if (e->d_name[0] != '.' || len < 6 || strcmp(e->d_name + len - 4, ".tmp"))
+			continue;
+		e->d_name[len - 4] = 0;
+		wid = strrchr(e->d_name, '.');
+		if (wid && wid > e->d_name && strchr(wid, '-') && strcmp(wid + 1, b->wid)) {
+			e->d_name[len - 4] = '.';
+			unlinkat(dst, e->d_name, 0);
+		}
+	}
+	closedir(d);
 }
 
 /* Move the staged files of run into the logdir. 0: published, 1: the unit
@@ -685,6 +795,8 @@ static int publish_staged(struct batch *b, struct claim *cl, const char *key, in
 	if (staged_files(src, &names, &n, err, errsz) < 0 ||
 	    (dst = tb_open_run_dir(b->o.logdir, run, 1, err, errsz)) < 0)
 		goto out;
+	if (replace)
+		run_tidy(b, dst);
 	snprintf(marker, sizeof(marker), "publishing.%s", b->wid);
 	state_text(b, "publishing", text, sizeof(text));
 	if (owned(cl) && ustate_write(b->statefd, key, marker, text) < 0) {
@@ -697,7 +809,7 @@ static int publish_staged(struct batch *b, struct claim *cl, const char *key, in
 			rc = 1;
 			goto out;
 		}
-		if ((e = publish_file(src, dst, names[i], replace)) < 0) {
+		if ((e = publish_file(b, src, dst, names[i], replace)) < 0) {
 			snprintf(err, errsz, "%s/%s/%s: %s%s", b->o.logdir, rel, names[i], strerror(-e),
 				 e == -EEXIST ? " (another writer published it; not replacing it)" : "");
 			goto out;
@@ -749,7 +861,7 @@ static int convert_unit(struct batch *b, const struct unit *u, const char *key,
 	char path[PATH_MAX], stage[NAME_MAX + 1], stagepath[64];
 	const char *inputs[1] = { path };
 	struct conv_request req = { 0 };
-	int ufd, stagefd, rc;
+	int ufd, parent, stagefd, rc;
 
 	if (snprintf(path, sizeof(path), "%s/%s", b->o.in, u->name) >= (int)sizeof(path)) {
 		snprintf(err, errsz, "path too long: %s/%s", b->o.in, u->name);
@@ -763,7 +875,7 @@ static int convert_unit(struct batch *b, const struct unit *u, const char *key,
 		return -1;
 	}
 	stages_clear(b, ufd);
-	if ((stagefd = stage_open(b, ufd, key, stage, sizeof(stage), err, errsz)) < 0) {
+	if ((stagefd = stage_open(b, ufd, key, &parent, stage, sizeof(stage), err, errsz)) < 0) {
 		close(ufd);
 		return -1;
 	}
@@ -781,7 +893,7 @@ static int convert_unit(struct batch *b, const struct unit *u, const char *key,
 	if (rc == 0)
 		rc = publish_staged(b, cl, key, stagefd, u->run, replace, err, errsz);
 	close(stagefd);
-	rm_tree_at(ufd, stage, 0);
+	rm_tree_at(parent, stage, 0);
 	close(ufd);
 	return rc;
 }
@@ -822,17 +934,21 @@ static void record_failure(struct batch *b, const char *key, const char *err, ch
 }
 
 /* Claim the unit (claims), or know it is ours (a shard's). 1: ours, with
- * *replace set when an earlier owner began publishing; 0: not ours. */
+ * *replace set when an earlier owner began publishing; 0: not ours; 2:
+ * undecided, worth another try (claim_take). */
 static int take_unit(struct batch *b, const struct unit *u, const char *key,
 		     const struct ustate *s, struct claim *cl, int *replace)
 {
+	int r;
+
 	if (b->o.shard_n) {
 		*replace = s->publishing;
 		return 1;
 	}
-	if (ustate_busy(s, b->wid, claim_now_ms()) ||
-	    claim_take(cl, b->statefd, key, b->wid, (int64_t)b->o.lease_s * 1000) < 1)
+	if (ustate_busy(s, b->wid, claim_now_ms()))
 		return 0;
+	if ((r = claim_take(cl, b->statefd, key, b->wid, (int64_t)b->o.lease_s * 1000)) != 1)
+		return r == 2 ? 2 : 0;
 	*replace = cl->publishing;
 	if (cl->took_from[0] && !b->o.quiet)
 		fprintf(stderr, "batch: %s: took over from worker %s, whose lease ran out\n",
@@ -858,7 +974,9 @@ static void report(struct batch *b, const struct unit *u, int rc, const char *er
 	}
 }
 
-static void process_unit(struct batch *b, const struct unit *u)
+/* Convert the unit if it is due and ours. 1: undecided, try again later
+ * in the pass. */
+static int process_unit(struct batch *b, const struct unit *u)
 {
 	char key[NAME_MAX - 40], err[1024] = "", what[1024] = "", text[400];
 	struct claim cl, *clp = b->o.shard_n ? NULL : &cl;
@@ -871,13 +989,13 @@ static void process_unit(struct batch *b, const struct unit *u)
 			snprintf(err, sizeof(err), "cannot list %s/%s/%s: %s", b->o.logdir, STATE_DIR,
 				 key, strerror(errno));
 		report(b, u, -1, err, "not tried");
-		return;
+		return 0;
 	}
-	rc = unit_due(b, key, &s) && take_unit(b, u, key, &s, &cl, &replace);
+	rc = unit_due(b, key, &s) ? take_unit(b, u, key, &s, &cl, &replace) : 0;
 	ustate_free(&s);
-	if (!rc) {
-		b->skipped++;
-		return;
+	if (rc != 1) {
+		b->skipped += rc == 0;
+		return rc == 2;
 	}
 	rc = convert_unit(b, u, key, clp, b->o.overwrite || replace, err, sizeof(err));
 	if (rc != 0 && !owned(clp))
@@ -892,6 +1010,30 @@ static void process_unit(struct batch *b, const struct unit *u)
 	if (clp)
 		claim_release(clp);
 	report(b, u, rc, err, what);
+	return 0;
+}
+
+/* Units whose contest ended undecided get a few more tries, a moment
+ * apart, before the pass ends. */
+static void retry_undecided(struct batch *b, struct unit *u, size_t n)
+{
+	size_t left = 0;
+
+	for (int round = 0; round < UNDECIDED_ROUNDS; round++) {
+		struct timespec pause = { 0, (50 + rand() % 200) * 1000000L };
+
+		left = 0;
+		for (size_t i = 0; i < n; i++)
+			left += u[i].again;
+		if (!left)
+			return;
+		nanosleep(&pause, NULL);
+		for (size_t i = 0; i < n; i++)
+			if (u[i].again)
+				u[i].again = process_unit(b, &u[i]);
+	}
+	for (size_t i = 0; i < n; i++)
+		b->skipped += u[i].again;
 }
 
 /* ------------------------------------------------------------------- CLI */
@@ -1078,7 +1220,7 @@ static unsigned worker_id(struct batch *b)
 
 int conv_batch_main(int argc, char **argv)
 {
-	struct batch b = { .statefd = -1 };
+	struct batch b = { .statefd = -1, .localfd = -1 };
 	struct unit *units = NULL;
 	size_t n = 0, start;
 	unsigned rnd;
@@ -1087,27 +1229,30 @@ int conv_batch_main(int argc, char **argv)
 		return 2;
 	rnd = worker_id(&b);
 	srand(rnd);
-	if (open_state(&b) < 0 || list_units(&b.o, &units, &n) < 0) {
+	if (open_state(&b) < 0 || local_stages(&b) < 0 || list_units(&b.o, &units, &n) < 0) {
 		if (b.statefd >= 0)
 			close(b.statefd);
+		local_stages_free(&b);
 		return 1;
 	}
 	legacy_read(&b);
 	/* Workers start at different places so they rarely contend. */
 	start = n ? rnd % n : 0;
 	for (size_t i = 0; i < n; i++) {
-		const struct unit *u = &units[(i + start) % n];
+		struct unit *u = &units[(i + start) % n];
 		char key[NAME_MAX - 40];
 
 		unit_key(u, key, sizeof(key));
 		if (in_shard(&b.o, key))
-			process_unit(&b, u);
+			u->again = process_unit(&b, u);
 		else
 			b.others++;
 	}
+	retry_undecided(&b, units, n);
 	free(units);
 	free(b.legacy.keys);
 	close(b.statefd);
+	local_stages_free(&b);
 	if (!b.o.quiet && b.o.shard_n)
 		fprintf(stderr, "batch: shard %u/%u: %u converted, %u skipped (done before), %u failed; "
 			"%u profiles are other shards'\n", b.o.shard_i, b.o.shard_n, b.converted,

@@ -74,7 +74,7 @@
 #include "../common/io.h"
 
 #define UNIT_ENTRIES_MAX 4096   /* names of a unit's directory read per listing */
-#define CONTEST_MAX_MS 10000    /* longest wait for others' intents */
+#define CONTEST_MAX_MS 30000    /* longest wait for others' intents */
 
 struct seen {
 	uint64_t ticket;
@@ -437,10 +437,11 @@ static int contest_look(struct claim *c)
 	return rc;
 }
 
-/* Two listings in a row that show us first and nobody choosing. */
+/* Two listings in a row that show us first and nobody choosing: 1. 0: we
+ * lost; 2: undecided (others kept choosing, or our lease lapsed). */
 static int contest(struct claim *c)
 {
-	int64_t deadline = claim_now_ms() + (c->lease_ms < CONTEST_MAX_MS ? c->lease_ms : CONTEST_MAX_MS);
+	int64_t deadline = claim_now_ms() + CONTEST_MAX_MS;
 	int clean = 0, r;
 
 	while (claim_held(c)) {
@@ -452,11 +453,11 @@ static int contest(struct claim *c)
 		clean = r > 0;
 		if (!clean) {
 			if (claim_now_ms() > deadline)
-				return 0;
+				return 2;
 			pause_ms(10 + (unsigned)(rand() % 30));
 		}
 	}
-	return 0;
+	return 2;
 }
 
 static int claim_init(struct claim *c, int statefd, const char *key, const char *wid,
@@ -478,7 +479,8 @@ static int claim_init(struct claim *c, int statefd, const char *key, const char 
 }
 
 /* The doorway: our intent, a listing, our ticket. 1: we hold a ticket,
- * 0: the unit is settled or another worker's, -1: error. */
+ * 0: the unit is settled or another worker's, 2: too slow (try again),
+ * -1: error. */
 static int doorway(struct claim *c)
 {
 	char intent[NAME_MAX + 1];
@@ -506,7 +508,7 @@ static int doorway(struct claim *c)
 	ustate_remove(c->statefd, c->key, intent);
 	/* Others stop waiting for an intent once it runs out. */
 	if (rc > 0 && claim_now_ms() >= intent_exp - margin_ms(c))
-		rc = 0;
+		rc = 2;
 	return rc;
 }
 
@@ -515,7 +517,7 @@ int claim_take(struct claim *c, int statefd, const char *key, const char *wid, i
 	int rc, e;
 
 	claim_init(c, statefd, key, wid, lease_ms);
-	if ((rc = doorway(c)) > 0) {
+	if ((rc = doorway(c)) == 1) {
 		c->th_ok = pthread_create(&c->th, NULL, renew_main, c) == 0;
 		rc = contest(c);
 	}

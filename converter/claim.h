@@ -56,9 +56,9 @@ struct claim {
 };
 
 /* Try to become the unit's only converter. 1: ours (renewed by a thread
- * until claim_release), 0: another worker has it, it is settled, or the
- * contest did not end in time (a later pass tries again), -1: error with
- * errno. */
+ * until claim_release), 0: another worker has it or it is settled, 2:
+ * undecided (others were still choosing when we gave up, or we were too
+ * slow to keep our lease: worth another try), -1: error with errno. */
 int claim_take(struct claim *c, int statefd, const char *key, const char *wid,
 	       int64_t lease_ms);
 
