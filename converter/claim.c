@@ -3,60 +3,60 @@
  * Which of several `batch` workers converts a unit, on any shared directory:
  * a local disk, NFS, or an object store mounted through FUSE (s3fs, ossfs).
  *
- * What an object-store mount gives, and what it does not: an object is
- * uploaded whole when its file is closed (a reader of another mount sees
- * it whole or not at all), and a listing (S3/OSS LIST) sees every object
- * whose upload or deletion finished before it began (read-after-write:
- * strongly consistent on S3 and OSS). It does not give O_EXCL across
- * mounts (each mount checks locally), an atomic rename (a server-side copy
- * and delete), link, or fresh attributes: s3fs keeps stat results for
- * stat_cache_expire (900 s by default), so a file rewritten or removed by
- * another mount keeps its old size and mtime there; a mtime is no
- * heartbeat. So nothing here compares a file's mtime or content that can
- * change, and no name is ever written twice: every fact is the existence
- * of a name in a fresh listing of the unit's directory, and a name carries
- * its own data (a lease's expiry is in its name). Names use [A-Za-z0-9._-]
- * only: s3fs's server-side copy (its rename) loses keys with '+', ':',
- * '=', ',' or '@' in them.
+ * What an object-store mount gives: an object is uploaded whole when its
+ * file is closed (another mount sees it whole or not at all), and a listing
+ * (S3/OSS LIST, strongly consistent on both) sees every object whose upload
+ * or deletion finished before the listing began. What it does not give:
+ * O_EXCL across mounts (each mount checks by itself), an atomic rename (a
+ * server-side copy, then a delete), link, or fresh attributes: s3fs keeps
+ * stat results for stat_cache_expire (900 s by default), so a file that
+ * another mount rewrote or removed keeps its old size and mtime here, and a
+ * mtime is no heartbeat. So nothing here reads a mtime or content that can
+ * change, and no name is written twice: every fact is the existence of a
+ * name in a fresh listing of the unit's directory, and a name carries its
+ * own data (a lease's expiry is in its name). Names use [A-Za-z0-9._-]
+ * only: s3fs's server-side copy (its rename) loses keys holding '+', ':',
+ * '=', ',' or '@'.
  *
- * NFS: a directory opened by name is revalidated at open (close-to-open
- * consistency), so its listing is fresh from the server, when its change
- * attribute (NFSv4) or its mtime (NFSv3: fine-grained on current servers)
- * changes with every entry; creates and unlinks are synchronous on the
- * server, O_EXCL is atomic (v3 and v4), rename is atomic. Local disks give
- * all of that trivially.
+ * NFS: the unit's directory is opened by name for every listing; the open
+ * revalidates it (close-to-open consistency) and the listing comes fresh
+ * from the server whenever the directory changed, which its change
+ * attribute (NFSv4) or mtime (NFSv3; fine-grained on current servers) tells.
+ * Creates and unlinks are done on the server before they return, O_EXCL is
+ * atomic (v3 and v4), rename is atomic. Local disks give all of that.
  *
- * The claim is Lamport's bakery on files. In the unit's directory:
- *   intent.<wid>.<exp>        "choosing a ticket" (exp: ms since the epoch)
+ * The claim is Lamport's bakery on names, in the unit's directory:
+ *   intent.<wid>.<exp>        worker wid is choosing a ticket (exp: ms
+ *                             since the epoch; lives a minute at most)
  *   lease.<t>.<wid>.<exp>     ticket t of worker wid, live until exp;
- *                             renewed by new names (a new exp), never by
- *                             rewriting one; the newest two are kept
+ *                             renewed by new names (a new exp), the newest
+ *                             two kept, so a listing always meets one
  * A worker writes its intent, lists, takes ticket t = 1 + the highest
  * ticket listed (live or not), writes its lease, removes its intent, then
  * lists until two listings in a row (the second begun after the first
- * ended) show no live intent of another worker; the owner is the lowest
- * (t, wid) among the live leases. Why two: a listing is not a snapshot (it
- * may miss an intent removed and a lease written while it ran), but every
- * change under way during the first has finished before the second begins.
- * Why only one worker wins: of two contenders A and B, if B's second
- * listing began after A's lease was written, B saw it; if it began before,
- * A's intent was not yet written when B's first listing read it (it was
- * not yet removed either, since that follows A's lease), so A's intent was
- * written after B's lease, A's ticket listing saw B's lease and A's ticket
- * is higher: A's listings show B's live lease before A's. Losers remove
- * their lease at once.
+ * ended) show no live intent of another worker: the unit is the worker's if
+ * its (t, wid) is the lowest of the live leases there; losers remove their
+ * lease at once. Two listings, because one is no snapshot: it may miss an
+ * intent removed and a lease written while it ran; every change under way
+ * during the first has finished before the second begins. Why two workers
+ * A and B cannot both win: had B's second listing begun after A's lease was
+ * written, B saw it, and A saw B's likewise, and only one of them comes
+ * first. So say B's began before. Then A's intent, removed only after A's
+ * lease was written, was not yet there when B's first listing looked, so
+ * A wrote it after B's lease, A's ticket listing saw B's lease, A's ticket
+ * is higher, and A's listings, begun after B's lease, show B first.
  *
- * Leases run out: a worker whose lease is past its exp (by the reader's
- * clock) is ignored, and its files are removed by the next owner. An owner
- * renews 4 times a lease and counts itself lost once a quarter of the lease
- * is all that is left of its newest renewal (a renewal that completes that
- * late does not count, and none is attempted after): that quarter is the
- * margin for clock skew between hosts and for the time between checking
- * and acting; clocks must agree to well within it (NTP). A worker stalled
- * in its doorway past its intent's time (others stop waiting for an
- * expired intent) gives up its ticket. The owner checks claim_held()
- * before each file it publishes, so a worker stalled past its lease
- * publishes nothing once another may have taken over.
+ * Leases run out: a lease past its exp (by the reader's clock) is ignored,
+ * and removed by the next owner. An owner renews 4 times a lease, and
+ * counts itself lost once no more than a quarter of the lease is left of
+ * its newest renewal (a renewal completing later does not count, and none
+ * is tried after): that quarter is the margin for the clocks of two hosts
+ * (they must agree to well within it: NTP) and for the time between a
+ * check and what follows it. A worker whose doorway outlasted three
+ * quarters of its intent's life gives up its ticket (others stop waiting
+ * for an intent once it runs out). The owner checks claim_held() before
+ * each file it publishes: a worker stalled past its lease publishes
+ * nothing more once another may have taken over.
  */
 #include "claim.h"
 
@@ -75,6 +75,7 @@
 
 #define UNIT_ENTRIES_MAX 4096   /* names of a unit's directory read per listing */
 #define CONTEST_MAX_MS 30000    /* longest wait for others' intents */
+#define INTENT_MAX_MS 60000     /* an intent's life: the doorway is 3 operations */
 
 struct seen {
 	uint64_t ticket;
@@ -484,7 +485,8 @@ static int claim_init(struct claim *c, int statefd, const char *key, const char 
 static int doorway(struct claim *c)
 {
 	char intent[NAME_MAX + 1];
-	int64_t t0 = claim_now_ms(), intent_exp = t0 + c->lease_ms, t1;
+	int64_t life = c->lease_ms < INTENT_MAX_MS ? c->lease_ms : INTENT_MAX_MS;
+	int64_t t0 = claim_now_ms(), intent_exp = t0 + life, t1;
 	struct ustate s;
 	int rc = 0;
 
@@ -507,7 +509,7 @@ static int doorway(struct claim *c)
 	ustate_free(&s);
 	ustate_remove(c->statefd, c->key, intent);
 	/* Others stop waiting for an intent once it runs out. */
-	if (rc > 0 && claim_now_ms() >= intent_exp - margin_ms(c))
+	if (rc > 0 && claim_now_ms() >= intent_exp - life / 4)
 		rc = 2;
 	return rc;
 }

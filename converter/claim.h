@@ -69,9 +69,8 @@ int claim_held(struct claim *c);
 /* Stop renewing and remove our lease files. */
 void claim_release(struct claim *c);
 
-/* Remove what workers whose leases ran out left in the unit's directory
- * (their leases, intents and staging directories; all "publishing.*" when
- * `done`), keeping ours. */
+/* Remove the leases and intents of other workers that ran out, and when
+ * `done` every "publishing.*" marker. */
 void claim_tidy(int statefd, const char *key, const char *wid, int done);
 
 /* Create `name` in the unit's directory with `text`, never replacing a
