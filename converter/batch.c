@@ -67,6 +67,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/file.h>
 #include <sys/random.h>
 #include <sys/stat.h>
 #include <sys/vfs.h>
@@ -93,6 +94,7 @@
 #define SHARDS_ENV "LLMT_BATCH_SHARDS"
 #define INDEX_ENV "JOB_COMPLETION_INDEX"  /* set by a Kubernetes Indexed Job */
 #define FUSE_MAGIC 0x65735546     /* statfs f_type of FUSE mounts */
+#define LOCAL_PREFIX "llmtracker-batch."  /* our stages' directory in TMPDIR */
 
 /* Extensions of an event log's file name left out of its run name (the
  * last one only): the injected library writes .evlog, the collector's -o
@@ -631,7 +633,36 @@ static int stage_open(struct batch *b, int ufd, const char *key, int *parent, ch
 	return fd;
 }
 
-/* A FUSE logdir gets its stages in a directory of ours in TMPDIR. */
+/* Remove the stage directories in tmp that workers of our user left when
+ * they were killed: not locked (each worker holds a lock on its own), and
+ * not just made. */
+static void local_sweep(const char *tmp)
+{
+	DIR *d = opendir(tmp);
+	time_t now = time(NULL);
+	struct dirent *e;
+
+	if (!d)
+		return;
+	while ((e = readdir(d))) {
+		struct stat st;
+		int fd;
+
+		if (strncmp(e->d_name, LOCAL_PREFIX, strlen(LOCAL_PREFIX)) ||
+		    fstatat(dirfd(d), e->d_name, &st, AT_SYMLINK_NOFOLLOW) < 0 ||
+		    !S_ISDIR(st.st_mode) || st.st_uid != geteuid() || now - st.st_mtime < 60)
+			continue;
+		fd = openat(dirfd(d), e->d_name, O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
+		if (fd >= 0 && flock(fd, LOCK_EX | LOCK_NB) == 0)
+			rm_tree_at(dirfd(d), e->d_name, 0);
+		if (fd >= 0)
+			close(fd);
+	}
+	closedir(d);
+}
+
+/* A FUSE logdir gets its stages in a directory of ours in TMPDIR, locked
+ * while we live. */
 static int local_stages(struct batch *b)
 {
 	const char *tmp = getenv("TMPDIR");
@@ -640,9 +671,12 @@ static int local_stages(struct batch *b)
 	b->localfd = -1;
 	if (fstatfs(b->statefd, &sf) < 0 || sf.f_type != FUSE_MAGIC)
 		return 0;
-	snprintf(b->localdir, sizeof(b->localdir), "%s/llmtracker-batch.XXXXXX", tmp && *tmp ? tmp : "/tmp");
+	tmp = tmp && *tmp ? tmp : "/tmp";
+	local_sweep(tmp);
+	snprintf(b->localdir, sizeof(b->localdir), "%s/" LOCAL_PREFIX "XXXXXX", tmp);
 	if (!mkdtemp(b->localdir) ||
-	    (b->localfd = open(b->localdir, O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC)) < 0) {
+	    (b->localfd = open(b->localdir, O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC)) < 0 ||
+	    flock(b->localfd, LOCK_EX | LOCK_NB) < 0) {
 		fprintf(stderr, "batch: cannot create a staging directory %s: %s\n", b->localdir,
 			strerror(errno));
 		return -1;

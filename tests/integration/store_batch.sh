@@ -150,10 +150,11 @@ kill -STOP $victim
 published=$(st_objects | grep '^tb3/plugins/profile/.*[^/]$\|/publishing\.')
 kill -9 $victim; wait $victim 2>/dev/null
 check "the victim was killed mid-conversion: nothing of it was published" '[ -z "$published" ] || echo "$published"'
+touch -d '-2 minutes' "$dir"/ktmp/*  # its local stage, as a later worker finds it
 exp=$(ls "$A"/tb3/.llmtracker-batch/*/ | sed -n 's/^lease\..*\.//p' | sort -n | tail -1)
 "$conv" batch --in "$B/in3" --logdir "$B/tb3" --lease 4 >"$dir/K1.log" 2>&1
 for i in $(seq 1 120); do
-	"$conv" batch --in "$B/in3" --logdir "$B/tb3" --lease 4 >"$dir/K2.log" 2>&1
+	TMPDIR=$dir/ktmp "$conv" batch --in "$B/in3" --logdir "$B/tb3" --lease 4 >"$dir/K2.log" 2>&1
 	grep -q '^batch: converted' "$dir/K2.log" && break; sleep 0.25
 done
 at=$(date +%s%3N)
@@ -168,8 +169,9 @@ check "the taker's outputs reached the store once each, and parse" \
 	 protoc --decode=tensorflow.profiler.XSpace --proto_path="$LLMT_ROOT/schemas" "$LLMT_ROOT/schemas/xplane.proto" \
 		<"$B/tb3/plugins/profile/big/big.xplane.pb" >/dev/null &&
 	 $json_check "$B/tb3/plugins/profile/big/big.trace.json.gz" || echo "$w3"'
-check "nothing of the killed worker is left in the state (its lease, its intent)" \
-	'[ -z "$(st_objects | grep "^tb3/.llmtracker-batch/.*[^/]$" | grep -v "/done$")" ] || st_objects | grep "^tb3/"'
+check "nothing of the killed worker is left: in the state (its lease), in TMPDIR (its stage)" \
+	'[ -z "$(st_objects | grep "^tb3/.llmtracker-batch/.*[^/]$" | grep -v "/done$")" ] && [ -z "$(ls -A "$dir/ktmp")" ] ||
+	 { st_objects | grep "^tb3/"; find "$dir/ktmp"; false; }'
 phase "killed worker checked"
 echo "# bytes sent to the store: $(st_sent_bytes)"
 tap_done
