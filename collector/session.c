@@ -790,12 +790,13 @@ void lt_session_summary(struct lt_session *s, double seconds, const char *extra)
 			p->unseen_dropped);
 	summary_kept(p);
 	/* "wrote" only for a log that is there under its name. */
-	if (p->have_wstats)
-		fprintf(stderr, "  %s %s: %llu bytes, %llu events in %llu chunks%s\n",
-			p->published ? "wrote" : "NOT published:", s->opt.output,
+	if (p->have_wstats && p->published)
+		fprintf(stderr, "  wrote %s: %llu bytes, %llu events in %llu chunks\n", s->opt.output,
 			(unsigned long long)p->wstats.file_bytes, (unsigned long long)p->wstats.events,
-			(unsigned long long)p->wstats.chunks,
-			p->published ? "" : " kept in the partial file named above");
+			(unsigned long long)p->wstats.chunks);
+	else if (p->have_wstats)
+		fprintf(stderr, "  NOT published: %s; its partial file keeps %llu bytes (see above)\n",
+			s->opt.output, (unsigned long long)p->wstats.file_bytes);
 	if (p->write_errors)
 		fprintf(stderr, "  %llu events could not be written\n", (unsigned long long)p->write_errors);
 }
