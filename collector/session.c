@@ -348,12 +348,13 @@ int lt_session_close_log(struct lt_session *s)
 	evlog_writer_flush(s->log);
 	evlog_writer_stats(s->log, &P(s)->wstats);
 	P(s)->have_wstats = true;
-	rc = evlog_writer_close(s->log);
+	char why[512];
+
+	rc = evlog_writer_close_msg(s->log, why, sizeof(why));
 	s->log = NULL;
 	P(s)->published = rc == 0;
 	if (rc)
-		return lt_session_errorf(s, "cannot publish the event log %s: %s (the partial file keeps what was written)",
-					 s->opt.output, evlog_strerror(rc));
+		return lt_session_errorf(s, "cannot publish the event log %s: %s", s->opt.output, why);
 	return 0;
 }
 
