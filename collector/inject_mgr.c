@@ -752,7 +752,7 @@ static int attach_cuda(struct lt_im *im, int pid, int later, char *why, size_t w
 		char err[512];
 		snprintf(why, whysz, "%s", reply_text(st.rep[F_CUDA]));
 		if (undo_target(im, &st.t, 1, err, sizeof(err)) == 0)
-			im_log(im, LT_IM_CUDA, 'I', "pid %d: the library stays loaded (CUPTI holds its callbacks)", pid);
+			im_log(im, LT_IM_CUDA, 'D', "pid %d: the library stays loaded (CUPTI holds its callbacks)", pid);
 		return -EAGAIN;
 	}
 	cuda_said(im, &st);
@@ -1174,7 +1174,7 @@ static void account(struct lt_im *im, int pid, const char *reply)
 	if (untimed)
 		snprintf(no_time, sizeof(no_time), ", %llu records CUPTI could not time left out", untimed);
 	if (k || a)
-		im_log(im, LT_IM_CUDA, 'I', "pid %d: %llu kernels, %llu memcpy, %llu memset, %llu API calls, "
+		im_log(im, LT_IM_CUDA, 'D', "pid %d: %llu kernels, %llu memcpy, %llu memset, %llu API calls, "
 		       "%llu dropped%s%s; CUPTI %s", pid, k, lt_ictl_field(reply, "memcpy"),
 		       lt_ictl_field(reply, "memset"), a, d, earlier, no_time, fin ? "detached" :
 		       lt_ictl_field(reply, "exiting") ? "flushed at the process's exit" :
@@ -1294,7 +1294,7 @@ static void publish_logs(struct lt_im *im, struct im_target *t, int done)
 			im_log(im, f_bit[f], 'W', "%spid %d: its log %s/%s was larger than %llu bytes; only "
 			       "those were published", py, t->pid, im->dir, l->name, LT_ILOG_MAX_BYTES);
 		if (f == F_CUDA)
-			im_log(im, LT_IM_CUDA, 'I', "pid %d: CUDA log %s/%s", t->pid, im->dir, l->name);
+			im_log(im, LT_IM_CUDA, 'D', "pid %d: CUDA log %s/%s", t->pid, im->dir, l->name);
 	}
 }
 
@@ -1422,14 +1422,14 @@ static int stop_said(struct lt_im *im, struct im_stop *st)
 		pthread_mutex_lock(&im->mu); /* the launch's stop counts too */
 		im->tot.py_events += lt_ictl_field(reply, "py_enter") + lt_ictl_field(reply, "py_exit");
 		pthread_mutex_unlock(&im->mu);
-		im_log(im, LT_IM_PYTHON, 'I', "python: pid %d: hook %s, log %s/%s", t->pid,
+		im_log(im, LT_IM_PYTHON, 'D', "python: pid %d: hook %s, log %s/%s", t->pid,
 		       py ? py : lt_ictl_text(reply), im->dir, t->log[F_PY].name);
 	}
 	/* (one that did not answer is said by leave_loaded) */
 	if (rc == 0 && (t->asked & LT_IM_CUDA))
 		im_log(im, LT_IM_CUDA, 'W', "pid %d: the injected library is gone (process exited?)", t->pid);
 	if (rc == 0 && (t->on & LT_IM_PYTHON))
-		im_log(im, LT_IM_PYTHON, 'I', "python: pid %d: the hook library is gone (process exited; its "
+		im_log(im, LT_IM_PYTHON, 'D', "python: pid %d: the hook library is gone (process exited; its "
 		       "log was published at exit)", t->pid);
 	/* Published once the library is done with them: it said "stopped", or
 	 * it is gone (EOF: the process or its control thread ended). */
@@ -1480,10 +1480,10 @@ static void unload_said(struct lt_im *im, struct im_stop *st)
 	if (u == 1)
 		im->tot.unloaded++;
 	else if (u == 0 && (t->on & LT_IM_CUDA))
-		im_log(im, LT_IM_CUDA, 'I', "pid %d: the library stays loaded while CUPTI holds its callbacks",
+		im_log(im, LT_IM_CUDA, 'D', "pid %d: the library stays loaded while CUPTI holds its callbacks",
 		       t->pid), kept = "CUPTI holds its callbacks";
 	else if (u == 0 && t->launch_copy)
-		im_log(im, LT_IM_PYTHON, 'I', "python: pid %d: the library stays loaded: it is CUDA's copy too "
+		im_log(im, LT_IM_PYTHON, 'D', "python: pid %d: the library stays loaded: it is CUDA's copy too "
 		       "(launch mode), recording", t->pid);
 	else if (u == 0)
 		im_log(im, LT_IM_PYTHON, 'W', "python: pid %d: the hook library stays loaded: the interpreter "

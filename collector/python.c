@@ -891,7 +891,7 @@ static int py_finish(struct lt_session *s, void *state)
 			n, pids, n > 8 ? ", ..." : "");
 	st->n_untraced += n;
 	if (st->n_traced || st->n_untraced)
-		LT_INFO(0, "python: functions traced in %u process(es), %u could not be traced",
+		LT_INFO(1, "python: functions traced in %u process(es), %u could not be traced",
 			st->n_traced, st->n_untraced);
 	return 0;
 }

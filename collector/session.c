@@ -43,7 +43,7 @@ static const struct lt_source *const lt_sources[] = {
 #define LT_N_SOURCES (sizeof(lt_sources) / sizeof(lt_sources[0]))
 
 /* -t types no source here implements yet, reported as such. */
-static const unsigned lt_known_bits = LT_T_PYTHON | LT_T_CUDA | LT_T_SYSCALL | LT_T_CPU | LT_T_PYSAMPLE;
+static const unsigned lt_known_bits = LT_T_ALL;
 
 struct lt_slot {
 	const struct lt_source *src;
