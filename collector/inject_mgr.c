@@ -162,6 +162,7 @@ struct lt_im {
 	int stopped;
 	atomic_int py_later;
 	struct lt_im_totals tot;
+	struct lt_im_so_far so_far;     /* lt_im_so_far's last reading */
 };
 
 static void im_log(const struct lt_im *im, unsigned feature, char level, const char *fmt, ...)
@@ -1600,11 +1601,33 @@ void lt_im_totals(const struct lt_im *im, struct lt_im_totals *t)
 		memset(t, 0, sizeof(*t));
 }
 
+void lt_im_so_far(struct lt_im *im, struct lt_im_so_far *sf)
+{
+	memset(sf, 0, sizeof(*sf));
+	if (!im)
+		return;
+	/* Never wait: a job thread may hold the lock through a remote call. */
+	if (pthread_mutex_trylock(&im->mu) == 0) {
+		struct lt_im_so_far n = { 0 };
+		for (int i = 0; i < im->n; i++) {
+			n.cuda_events += lt_ilog_events_so_far(&im->t[i].log[F_CUDA]);
+			n.python_events += lt_ilog_events_so_far(&im->t[i].log[F_PY]);
+			n.bytes += im->t[i].log[F_CUDA].tail_off + im->t[i].log[F_PY].tail_off;
+		}
+		pthread_mutex_unlock(&im->mu);
+		im->so_far = n;
+	}
+	*sf = im->so_far;
+}
+
 void lt_im_free(struct lt_im *im)
 {
 	if (!im)
 		return;
 	lt_im_stop(im);
+	for (int i = 0; i < IM_MAX; i++)
+		for (int f = 0; f < F_N; f++)
+			lt_ilog_tail_close(&im->t[i].log[f]);
 	if (im->child_sock >= 0)
 		close(im->child_sock);
 	if (im->t[0].sock >= 0) /* a launch that never started */

@@ -124,4 +124,11 @@ struct lt_im_totals {
 };
 void lt_im_totals(const struct lt_im *im, struct lt_im_totals *t);
 
+/* What the libraries have flushed to their logs so far (read from the chunk
+ * headers), for the live status line; never blocks. */
+struct lt_im_so_far {
+	uint64_t cuda_events, python_events, bytes;
+};
+void lt_im_so_far(struct lt_im *im, struct lt_im_so_far *sf);
+
 #endif
