@@ -86,7 +86,7 @@ PROBE_FILES := $(wildcard examples/probes*.json)
 ALL := $(BIN_COLL) $(BIN_CONV) $(if $(KUBECTL_SRC),$(BIN_KUBE)) $(if $(INJECT_SRC),$(INJECT_SO)) \
        $(patsubst examples/%,$(BUILD)/share/llmtracker/%,$(PROBE_FILES))
 
-.PHONY: all deps demo test asan bench fuzz static install clean tests-bin release
+.PHONY: all deps demo test asan bench fuzz static install man clean tests-bin release FORCE
 all: $(ALL)
 
 deps:
@@ -114,7 +114,18 @@ $(SYSCALLS): scripts/gen-syscall-names.sh
 	@mkdir -p $(@D)
 	./scripts/gen-syscall-names.sh $(CC) > $@.tmp && mv $@.tmp $@
 
-GENERATED := $(SKELS) $(PROTO_H) $(SYSCALLS)
+# The version every binary's --version prints: VERSION, and the commit where
+# the tree is a git checkout. Rewritten only when it changes, so only the
+# files that include it are rebuilt.
+VERSION_H := $(BUILD)/gen/lt_version.h
+$(VERSION_H): FORCE
+	@mkdir -p $(@D)
+	@v="$$(cat VERSION)"; g="$$(git describe --always --dirty 2>/dev/null)"; \
+	printf '#define LT_VERSION "%s%s"\n' "$$v" "$${g:+ ($$g)}" > $@.tmp; \
+	cmp -s $@.tmp $@ && rm -f $@.tmp || mv $@.tmp $@
+FORCE:
+
+GENERATED := $(SKELS) $(PROTO_H) $(SYSCALLS) $(VERSION_H)
 # Keep generated headers (make would delete them as intermediates).
 .SECONDARY: $(GENERATED) $(PROTO_C) $(BPF_SRC:bpf/%.bpf.c=$(BUILD)/bpf/%.bpf.o)
 
@@ -316,8 +327,22 @@ fuzz: deps
 		mkdir -p $(BUILD)/fuzz/corpus-$$(basename $$f); \
 		$$f -max_total_time=$(FUZZ_SECONDS) $(BUILD)/fuzz/corpus-$$(basename $$f) tests/fuzz/seeds/$$(basename $$f) || exit 1; done
 
-install: all
-	install -d $(DESTDIR)$(PREFIX)/bin $(DESTDIR)$(PREFIX)/lib $(DESTDIR)$(PREFIX)/share/llmtracker
+# Man pages from each binary's own --help and --version (help2man): one
+# source for both.
+MAN_PAGES := $(BUILD)/man/llmtracker.1 $(BUILD)/man/llmtracker-convert.1 \
+	     $(if $(KUBECTL_SRC),$(BUILD)/man/kubectl-prof.1)
+MAN_NAME_llmtracker := profile GPU training and inference jobs without touching their code
+MAN_NAME_llmtracker-convert := turn llmtracker event logs into TensorBoard runs and traces
+MAN_NAME_kubectl-prof := run the llmtracker collector next to a Kubernetes pod
+$(BUILD)/man/%.1: $(BUILD)/bin/%
+	@mkdir -p $(@D)
+	help2man -N --name "$(MAN_NAME_$*)" --version-string="$$($< --version)" -o $@.tmp $< && mv $@.tmp $@
+man: $(MAN_PAGES)
+
+install: all man
+	install -d $(DESTDIR)$(PREFIX)/bin $(DESTDIR)$(PREFIX)/lib $(DESTDIR)$(PREFIX)/share/llmtracker \
+		$(DESTDIR)$(PREFIX)/share/man/man1
+	install -m 644 $(MAN_PAGES) $(DESTDIR)$(PREFIX)/share/man/man1/
 	install -m 755 $(BIN_COLL) $(BIN_CONV) $(DESTDIR)$(PREFIX)/bin/
 	$(if $(KUBECTL_SRC),install -m 755 $(BIN_KUBE) $(DESTDIR)$(PREFIX)/bin/)
 	$(if $(INJECT_SRC),install -m 644 $(INJECT_SO) $(DESTDIR)$(PREFIX)/lib/)

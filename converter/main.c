@@ -1,6 +1,7 @@
 /* SPDX-License-Identifier: Apache-2.0 */
 /* llmtracker-convert: event logs -> trace JSON, TensorBoard run directories,
  * folded stacks, summaries. See docs/CONTRACT.md §3 and docs/ARCHITECTURE.md. */
+#include "lt_version.h"
 #include "convert.h"
 #include "../eventlog/eventlog.h"
 
@@ -117,6 +118,10 @@ int main(int argc, char **argv)
 			return conv_summary_main(argc - 1, argv + 1);
 		if (!strcmp(cmd, "dump"))
 			return dump_main(argc - 1, argv + 1);
+		if (!strcmp(cmd, "--version") || !strcmp(cmd, "-V")) {
+			printf("llmtracker-convert %s\n", LT_VERSION);
+			return 0;
+		}
 	}
 	if (!(inputs = calloc((size_t)argc + 1, sizeof(*inputs))))
 		return 1;

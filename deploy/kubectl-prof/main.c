@@ -17,6 +17,7 @@
 
 #include <json-c/json.h>
 
+#include "lt_version.h"
 #include "kube.h"
 
 #define EXIT_USAGE 2
@@ -484,6 +485,10 @@ int main(int argc, char **argv)
 	if (!cmd || !strcmp(cmd, "-h") || !strcmp(cmd, "--help") || !strcmp(cmd, "help")) {
 		fputs(top_help, stdout);
 		return cmd ? 0 : EXIT_USAGE;
+	}
+	if (!strcmp(cmd, "--version") || !strcmp(cmd, "version")) {
+		printf("kubectl-prof %s\n", LT_VERSION);
+		return 0;
 	}
 	if (!strcmp(cmd, "deploy") || !strcmp(cmd, "run"))
 		return cmd_deploy(argc - 1, argv + 1);
