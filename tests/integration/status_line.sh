@@ -35,4 +35,15 @@ check "no internals by default (no I lines, no hook counters)" \
 	'! grep -qE "^I[0-9]{4} |pending=|py_enter=|inline=" "$T/a.err"'
 "$LT" profile -p $tp -t python -d 1 -v 1 -o "$T/v.evlog" 2> "$T/v.err"
 check "-v 1 shows the hook's counters" grep -q "py_enter=" "$T/v.err"
+
+# SIGINT to the collector alone in launch mode: the command runs on, and
+# the summary names it.
+"$LT" profile -t syscall -o "$T/l.evlog" -- sh -c "touch '$T/ran'; exec sleep 30" 2> "$T/l.err" & lt=$!
+tap_bg $lt
+wait_until 30 "[ -e '$T/ran' ]" || nok "the command did not start"
+kill -INT $lt; wait $lt
+cpid=$(sed -n 's/.*command still running (pid \([0-9]*\)), no longer profiled.*/\1/p' "$T/l.err")
+check "SIGINT to the collector alone: the summary names the command's pid (${cpid:-none})" \
+	'[ -n "$cpid" ] && kill -0 "$cpid" && grep -q sleep "/proc/$cpid/comm"'
+[ -n "$cpid" ] && kill "$cpid"
 tap_done
