@@ -243,8 +243,9 @@ static int deploy_apply(const struct kprof_opts *o, const char *json)
 		return 1;
 	}
 	if (r.status != 0) {
-		fprintf(stderr, "Error: kubectl apply of the profiling pod failed (exit %d):\n%s",
-			r.status, r.err);
+		char why[1024];
+		fprintf(stderr, "Error: %s\n", kprof_explain(&r, "creating the profiling pod",
+							     o->namespace, why, sizeof(why)));
 		rc = 1;
 	}
 	kprof_run_free(&r);
@@ -404,7 +405,9 @@ static int run_or_say(const struct del_opts *o, const char **args)
 		return fprintf(stderr, "Error: %s\n", kprof_err), 1;
 	fputs(r.out, stdout);
 	if (r.status != 0) {
-		fprintf(stderr, "Error: kubectl delete failed (exit %d):\n%s", r.status, r.err);
+		char why[1024];
+		fprintf(stderr, "Error: %s\n", kprof_explain(&r, "deleting the profiling pods", o->namespace,
+							     why, sizeof(why)));
 		rc = 1;
 	}
 	kprof_run_free(&r);
@@ -421,7 +424,9 @@ static int delete_expired(const struct del_opts *o, const char *selector)
 	if (kprof_run_kubectl(o->kubeconfig, get, NULL, &r))
 		return fprintf(stderr, "Error: %s\n", kprof_err), 1;
 	if (r.status != 0) {
-		fprintf(stderr, "Error: kubectl get pods failed (exit %d):\n%s", r.status, r.err);
+		char why[1024];
+		fprintf(stderr, "Error: %s\n", kprof_explain(&r, "listing the profiling pods", o->namespace,
+							     why, sizeof(why)));
 		kprof_run_free(&r);
 		return 1;
 	}
