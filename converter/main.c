@@ -33,7 +33,8 @@ static void usage(FILE *f)
 		"  --run NAME      run name (default: the profile's start time)\n"
 		"  --force         replace existing output files (-o, --logdir)\n"
 		"  -q              quiet: no notes on skipped input, no closing line\n"
-		"  --no-progress   no progress bar (it is only shown when stderr is a terminal)\n");
+		"  --no-progress   no progress bar (it is only shown when stderr is a terminal)\n"
+		"  --version       print the version\n");
 }
 
 static int dump_main(int argc, char **argv)
@@ -43,6 +44,11 @@ static int dump_main(int argc, char **argv)
 	if (argc < 2) {
 		fprintf(stderr, "usage: llmtracker-convert dump LOG ...\n");
 		return 2;
+	}
+	if (!strcmp(argv[1], "-h") || !strcmp(argv[1], "--help")) {
+		printf("usage: llmtracker-convert dump LOG ...\n"
+		       "  Prints each log's header, then every event, one a line.\n");
+		return 0;
 	}
 	for (int i = 1; i < argc; i++) {
 		struct evlog_reader *r;
