@@ -1174,8 +1174,9 @@ static void account(struct lt_im *im, int pid, const char *reply)
 			 "(an earlier recording's, delivered late) left out", early);
 	if (untimed)
 		snprintf(no_time, sizeof(no_time), ", %llu records CUPTI could not time left out", untimed);
+	/* Counts are details; records dropped or left out are said by default. */
 	if (k || a)
-		im_log(im, LT_IM_CUDA, 'D', "pid %d: %llu kernels, %llu memcpy, %llu memset, %llu API calls, "
+		im_log(im, LT_IM_CUDA, d || early || untimed ? 'I' : 'D', "pid %d: %llu kernels, %llu memcpy, %llu memset, %llu API calls, "
 		       "%llu dropped%s%s; CUPTI %s", pid, k, lt_ictl_field(reply, "memcpy"),
 		       lt_ictl_field(reply, "memset"), a, d, earlier, no_time, fin ? "detached" :
 		       lt_ictl_field(reply, "exiting") ? "flushed at the process's exit" :
