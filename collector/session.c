@@ -20,6 +20,7 @@
 #include <bpf/libbpf.h>
 
 #include "cli.h"
+#include "inject_mgr.h"
 #include "nodename.h"
 #include "bpf/common.h"
 #include "bpf/pysample.h"
@@ -43,7 +44,7 @@ static const struct lt_source *const lt_sources[] = {
 #define LT_N_SOURCES (sizeof(lt_sources) / sizeof(lt_sources[0]))
 
 /* -t types no source here implements yet, reported as such. */
-static const unsigned lt_known_bits = LT_T_PYTHON | LT_T_CUDA | LT_T_SYSCALL | LT_T_CPU | LT_T_PYSAMPLE;
+static const unsigned lt_known_bits = LT_T_ALL;
 
 struct lt_slot {
 	const struct lt_source *src;
@@ -348,12 +349,13 @@ int lt_session_close_log(struct lt_session *s)
 	evlog_writer_flush(s->log);
 	evlog_writer_stats(s->log, &P(s)->wstats);
 	P(s)->have_wstats = true;
-	rc = evlog_writer_close(s->log);
+	char why[512];
+
+	rc = evlog_writer_close_msg(s->log, why, sizeof(why));
 	s->log = NULL;
 	P(s)->published = rc == 0;
 	if (rc)
-		return lt_session_errorf(s, "cannot publish the event log %s: %s (the partial file keeps what was written)",
-					 s->opt.output, evlog_strerror(rc));
+		return lt_session_errorf(s, "cannot publish the event log %s: %s", s->opt.output, why);
 	return 0;
 }
 
@@ -744,17 +746,24 @@ int lt_session_status(struct lt_session *s, char *buf, size_t n)
 	read_lost(s);
 	for (uint32_t i = 0; i < LT_LOST_SLOTS; i++)
 		lost += p->lost[i];
-	k = (size_t)snprintf(buf, n, "%llu events (", (unsigned long long)p->emitted);
+	/* The injected libraries write their own logs: their flushed events. */
+	struct lt_im_so_far lib;
+	lt_im_so_far(s->inject, &lib);
+	k = (size_t)snprintf(buf, n, "%llu events (",
+			     (unsigned long long)(p->emitted + lib.cuda_events + lib.python_events));
 	for (size_t i = 0; i < LT_N_SOURCES && k < n; i++) {
+		const char *name = p->slots[i].src->name;
+
 		if (!p->slots[i].started)
 			continue;
-		k += (size_t)snprintf(buf + k, n - k, "%s%s %llu", first ? "" : ", ", p->slots[i].src->name,
-				      (unsigned long long)p->slots[i].events);
+		k += (size_t)snprintf(buf + k, n - k, "%s%s %llu", first ? "" : ", ", name,
+				      (unsigned long long)(p->slots[i].events + (!strcmp(name, "gpu") ? lib.cuda_events :
+						!strcmp(name, "python") ? lib.python_events : 0)));
 		first = false;
 	}
 	if (k < n)
 		k += (size_t)snprintf(buf + k, n - k, "), %.1f MB written, %llu lost",
-				      ws.file_bytes / 1e6, (unsigned long long)lost);
+				      (ws.file_bytes + lib.bytes) / 1e6, (unsigned long long)lost);
 	return k < n ? 0 : -1;
 }
 
@@ -790,12 +799,13 @@ void lt_session_summary(struct lt_session *s, double seconds, const char *extra)
 			p->unseen_dropped);
 	summary_kept(p);
 	/* "wrote" only for a log that is there under its name. */
-	if (p->have_wstats)
-		fprintf(stderr, "  %s %s: %llu bytes, %llu events in %llu chunks%s\n",
-			p->published ? "wrote" : "NOT published:", s->opt.output,
+	if (p->have_wstats && p->published)
+		fprintf(stderr, "  wrote %s: %llu bytes, %llu events in %llu chunks\n", s->opt.output,
 			(unsigned long long)p->wstats.file_bytes, (unsigned long long)p->wstats.events,
-			(unsigned long long)p->wstats.chunks,
-			p->published ? "" : " kept in the partial file named above");
+			(unsigned long long)p->wstats.chunks);
+	else if (p->have_wstats)
+		fprintf(stderr, "  NOT published: %s; its partial file keeps %llu bytes (see above)\n",
+			s->opt.output, (unsigned long long)p->wstats.file_bytes);
 	if (p->write_errors)
 		fprintf(stderr, "  %llu events could not be written\n", (unsigned long long)p->write_errors);
 }
