@@ -38,6 +38,8 @@ converted() { grep -h '^batch: converted ' "$@" | awk '{ print $3 }' | sort; }
 # Keys written under PREFIX that are files, but for temporary (dot-) names.
 final_writes() { st_writes | grep "^$1" | grep -v '/$' | grep -v '/\.[^/]*$'; }
 phase() { echo "# $1 at $(( ($(date +%s%N) - t_start) / 1000000 )) ms"; }
+# requests the server answered so far (its log has a line for each)
+requests() { sed 's/\x1b\[[0-9;]*m//g' "$T/s3rver.log" | grep -cE ' [1-5][0-9][0-9] [0-9.]+m?s '; }
 t_start=$(date +%s%N)
 # Outputs of the runs under logdir prefix $1: written once each, all there,
 # nothing under a temporary or partial name, 4 per host (41 hosts).
@@ -84,6 +86,7 @@ PY
 
 # --- claims: 4 workers on two mounts
 phase "40 profiles written"
+r0=$(requests)
 t0=$(date +%s%N)
 for w in A1 A2 B1 B2; do
 	m=${w:0:1}; m=${!m}
@@ -92,6 +95,8 @@ for w in A1 A2 B1 B2; do
 done
 rcs=""
 for p in "${pids[@]}"; do wait "$p"; rcs+="$? "; done
+r1=$(requests)
+echo "# claims: $((r1 - r0)) requests to the store, $(( (r1 - r0) / 40 )) a profile"
 echo "# 4 workers on 2 mounts converted 40 profiles in $(( ($(date +%s%N) - t0) / 1000000 )) ms; each converted:" \
 	"$(for w in A1 A2 B1 B2; do echo -n "$w $(converted "$dir/$w.log" | wc -l) "; done)"
 check "4 workers on two mounts: all exit 0 (got: $rcs)" '[ "$rcs" = "0 0 0 0 " ] || { cat "$dir"/[AB]?.log; false; }'
@@ -121,9 +126,12 @@ for name in sorted(os.listdir(d)):
         print(name)
 PY
 }
+r1=$(requests)
 JOB_COMPLETION_INDEX=0 "$conv" batch --in "$A/in" --logdir "$A/tb2" --shard 2 >"$dir/S0.log" 2>&1 & s0=$!
 JOB_COMPLETION_INDEX=1 LLMT_BATCH_SHARDS=2 "$conv" batch --in "$B/in" --logdir "$B/tb2" >"$dir/S1.log" 2>&1 & s1=$!
 wait $s0; rc0=$?; wait $s1; rc1=$?
+r2=$(requests)
+echo "# shards: $((r2 - r1)) requests to the store, $(( (r2 - r1) / 40 )) a profile"
 check "shards 0 and 1 of 2 on two mounts: both exit 0 (got $rc0 $rc1)" '[ $rc0 = 0 ] && [ $rc1 = 0 ] || { cat "$dir"/S?.log; false; }'
 check "each shard converted the profiles its hash gives it ($(converted "$dir/S0.log" | wc -l) and $(converted "$dir/S1.log" | wc -l)), together all 40 once" \
 	'[ "$(converted "$dir/S0.log")" = "$(keys_of_shard 0 2)" ] && [ "$(converted "$dir/S1.log")" = "$(keys_of_shard 1 2)" ] &&
