@@ -751,8 +751,8 @@ static int copy_in(struct batch *b, int src, int dst, const char *name, int repl
 	uint64_t copied = 0;
 	int in, out = -1, rc;
 
-	if (snprintf(tmp, sizeof(tmp), ".%s.%s.tmp", name, b->wid) >= (int)sizeof(tmp))
-		return -ENAMETOOLONG;
+	/* cut to fit: our files are copied one after the other */
+	snprintf(tmp, sizeof(tmp), ".%.*s.%s.tmp", (int)(NAME_MAX - 6 - strlen(b->wid)), name, b->wid);
 	if ((in = openat(src, name, O_RDONLY | O_NOFOLLOW | O_CLOEXEC)) < 0)
 		return -errno;
 	if (fstat(in, &st) < 0 ||
