@@ -69,6 +69,20 @@ struct conv_host_meta {
 	const struct conv_steps *steps;
 };
 
+/* A run of short calls folded into one item (fold.h): the item's name says
+ * how many and how long; these are its details. */
+#define CONV_FOLD_TOP 5
+struct conv_fold {
+	uint64_t calls;           /* every call folded, nested ones included */
+	uint64_t top_calls;       /* those directly under the parent */
+	uint64_t busy_ns;         /* the top-level calls' summed durations */
+	uint32_t n_top;
+	struct {
+		const char *name;
+		uint64_t calls, ns;   /* calls of this name (any depth), their summed durations */
+	} top[CONV_FOLD_TOP];     /* most calls first */
+};
+
 /* One timeline item. `ev` is the original event (pointers valid during the
  * call); the fields before it are what the core derived from it. */
 struct conv_item {
@@ -82,6 +96,7 @@ struct conv_item {
 	int flow_start;           /* 1 on the launch (flow "s"), 0 on the GPU side ("f") */
 	const char *stack_folded; /* CPU/Python samples: "root;...;leaf", else NULL */
 	uint32_t step;            /* steps (markers or detected): step number + 1, else 0 */
+	const struct conv_fold *fold; /* != NULL: short calls folded (category "folded") */
 	const struct evlog_event *ev;
 };
 
