@@ -16,6 +16,7 @@ struct conv_request {
 	int n_inputs;
 	const char *cupti_dir;      /* extra directory of logs (the inject library's) or NULL */
 	const char *json_out;       /* -o: .json or .json.gz, or NULL */
+	const char *pftrace_out;    /* -o: .pftrace or .perfetto-trace (Perfetto's protobuf), or NULL */
 	const char *logdir;         /* --logdir: TensorBoard layout root, or NULL */
 	const char *run;            /* --run, or NULL: the profile's start time */
 	int overwrite;              /* replace existing outputs */
