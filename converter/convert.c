@@ -6,6 +6,7 @@
  */
 #include "convert.h"
 #include "conv_int.h"
+#include "fold.h"
 #include "folded.h"
 #include "launchpair.h"
 #include "perfetto.h"
@@ -25,9 +26,12 @@
  * XPlane + folded; both may be given at once. summary: one. */
 #define MAX_SINKS 8
 
+/* Each sink as the core sees it (v, maybe a budget's filter) and the
+ * writer behind it (for its figures). */
 struct sinks {
-	struct conv_sink *v[MAX_SINKS];
+	struct conv_sink *v[MAX_SINKS], *writer[MAX_SINKS];
 	void (*free_fn[MAX_SINKS])(struct conv_sink *);
+	void (*writer_free[MAX_SINKS])(struct conv_sink *);
 	int n;
 };
 
@@ -39,9 +43,33 @@ static int sinks_add(struct sinks *s, struct conv_sink *k, void (*f)(struct conv
 		snprintf(err, errsz, "too many outputs at once (at most %d)", MAX_SINKS);
 		return -1;
 	}
-	s->v[s->n] = k;
-	s->free_fn[s->n] = f;
+	s->v[s->n] = s->writer[s->n] = k;
+	s->free_fn[s->n] = s->writer_free[s->n] = f;
 	s->n++;
+	return 0;
+}
+
+/* A trace writer, behind a filter that keeps it within the budget. */
+static int sinks_add_trace(struct sinks *s, struct conv_sink *k, void (*f)(struct conv_sink *),
+			   uint64_t budget, const struct fold_model *m, char *err, size_t errsz)
+{
+	struct conv_sink *outer;
+
+	if (budget == UINT64_MAX)
+		return sinks_add(s, k, f, err, errsz);
+	if (!budget)
+		budget = CONV_TRACE_BUDGET_DEFAULT;
+	if (m == &fold_model_perfetto)
+		budget *= PERFETTO_BUDGET_FACTOR;
+	if (!(outer = fold_new(k, f, budget, m))) {
+		f(k);
+		snprintf(err, errsz, "out of memory");
+		return -1;
+	}
+	if (sinks_add(s, outer, fold_free, err, errsz))
+		return -1;
+	s->writer[s->n - 1] = k;
+	s->writer_free[s->n - 1] = f;
 	return 0;
 }
 
@@ -169,13 +197,15 @@ static int make_sinks(struct sinks *s, const struct cv_core *c, const struct con
 	if (req->json_out) {
 		if (!(k = trace_json_new_file(req->json_out, req->overwrite, err, errsz)))
 			return -1;
-		if (sinks_add(s, k, trace_json_free, err, errsz))
+		if (sinks_add_trace(s, k, trace_json_free, req->trace_budget, &fold_model_json, err,
+				    errsz))
 			return -1;
 	}
 	if (req->pftrace_out) {
 		if (!(k = perfetto_new_file(req->pftrace_out, req->overwrite, err, errsz)))
 			return -1;
-		if (sinks_add(s, k, perfetto_free, err, errsz))
+		if (sinks_add_trace(s, k, perfetto_free, req->trace_budget, &fold_model_perfetto, err,
+				    errsz))
 			return -1;
 	}
 	if (first_out(req)) {
@@ -193,7 +223,8 @@ static int make_sinks(struct sinks *s, const struct cv_core *c, const struct con
 	if (req->logdir) {
 		if (!(k = trace_json_new_logdir(req->logdir, run, req->overwrite, err, errsz)))
 			return -1;
-		if (sinks_add(s, k, trace_json_free, err, errsz))
+		if (sinks_add_trace(s, k, trace_json_free, req->trace_budget, &fold_model_json, err,
+				    errsz))
 			return -1;
 		if (!(k = xplane_sink_new_logdir(req->logdir, run, req->overwrite, err, errsz)))
 			return -1;
@@ -252,10 +283,10 @@ static void final_line(struct cv_core *c, const struct sinks *s)
 	for (int i = 0; i <= EVSRC_MAX; i++)
 		lost += st->lost[i];
 	for (int i = 0; i < s->n; i++)
-		if (s->free_fn[i] == trace_json_free) {
+		if (s->writer_free[i] == trace_json_free) {
 			struct trace_json_stats one;
 
-			trace_json_stats(s->v[i], &one);
+			trace_json_stats(s->writer[i], &one);
 			js.events += one.events;
 			js.bytes_file += one.bytes_file;
 		}
@@ -299,10 +330,10 @@ static void final_line(struct cv_core *c, const struct sinks *s)
 		fprintf(stderr, "; %llu trace events, %llu bytes", (unsigned long long)js.events,
 			(unsigned long long)js.bytes_file);
 	for (int i = 0; i < s->n; i++)
-		if (s->free_fn[i] == perfetto_free) {
+		if (s->writer_free[i] == perfetto_free) {
 			struct perfetto_stats ps;
 
-			perfetto_stats(s->v[i], &ps);
+			perfetto_stats(s->writer[i], &ps);
 			fprintf(stderr, "; Perfetto: %llu slices, %llu instants, %llu bytes",
 				(unsigned long long)ps.slices, (unsigned long long)ps.instants,
 				(unsigned long long)ps.bytes);
@@ -310,6 +341,9 @@ static void final_line(struct cv_core *c, const struct sinks *s)
 				fprintf(stderr, " (%llu out-of-order items moved to their track's time)",
 					(unsigned long long)ps.reordered);
 		}
+	for (int i = 0; i < s->n; i++)
+		if (s->free_fn[i] == fold_free)
+			fold_report(s->v[i], stderr);
 	fputs("\n", stderr);
 	cv_lp_print(c, stderr);
 }

@@ -5,6 +5,7 @@
 #include "perfetto.h"
 #include "../eventlog/eventlog.h"
 
+#include <errno.h>
 #include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -35,6 +36,9 @@ static void usage(FILE *f)
 		"  --logdir DIR    TensorBoard layout: DIR/plugins/profile/<run>/<host>.xplane.pb\n"
 		"                  and <host>.trace.json.gz\n"
 		"  --run NAME      run name (default: the profile's start time)\n"
+		"  --max-trace-mb N  keep a trace JSON under N MB (10^6 bytes; default 100) and a\n"
+		"                  Perfetto trace under 5N MB; 0: no limit. Past it the shortest\n"
+		"                  calls fold, each run of them into a slice \"N calls folded, X us\"\n"
 		"  --force         replace existing output files (-o, --logdir)\n"
 		"  -q              quiet: no notes on skipped input, no closing line\n"
 		"  --no-progress   no progress bar (it is only shown when stderr is a terminal)\n");
@@ -105,6 +109,23 @@ static int need_arg(int i, int argc, const char *opt)
 	return -1;
 }
 
+/* --max-trace-mb N: N * 10^6 bytes, 0 none. */
+static int parse_mb(const char *v, uint64_t *out)
+{
+	char *end;
+	unsigned long long n;
+
+	errno = 0;
+	n = strtoull(v, &end, 10);
+	if (errno || end == v || *end || *v == '-' || n > 1000000000ull) {
+		fprintf(stderr, "llmtracker-convert: --max-trace-mb %s: give a whole number of MB "
+			"(0: no limit)\n", v);
+		return -1;
+	}
+	*out = n ? n * 1000000ull : UINT64_MAX;
+	return 0;
+}
+
 /* -o: the kind of trace by the name, one of each kind at most. */
 static int set_out(struct conv_request *req, const char *v)
 {
@@ -171,6 +192,11 @@ int main(int argc, char **argv)
 				req.logdir = v;
 			else
 				req.run = v;
+		} else if (!strcmp(a, "--max-trace-mb")) {
+			if (need_arg(i, argc, a) || parse_mb(argv[++i], &req.trace_budget)) {
+				free(inputs);
+				return 2;
+			}
 		} else if (!strcmp(a, "--force") || !strcmp(a, "--overwrite")) {
 			req.overwrite = 1;
 		} else if (!strcmp(a, "-q")) {

@@ -17,6 +17,10 @@
  *
  * Timestamps are CLOCK_MONOTONIC ns of the host, already aligned across
  * logs; meta->base_mono_ns/base_realtime_ns map them to wall time.
+ *
+ * A sink with a plan() is told, before the first host, what the items to
+ * come are like (struct conv_sizes: a pass over them that writes nothing),
+ * for a size budget (fold.h).
  */
 #ifndef LLMT_CONV_SINK_H
 #define LLMT_CONV_SINK_H
@@ -100,9 +104,45 @@ struct conv_item {
 	const struct evlog_event *ev;
 };
 
+/* Items by duration, in buckets of an eighth of a power of two
+ * (conv_size_bucket): those a size budget may fold (calls on a thread
+ * without a flow: Python functions, system calls, library calls) apart from
+ * the rest, with the string bytes each brings (names, files, stacks,
+ * arguments), and how many runs of sibling calls folding all those of
+ * buckets below k would leave (each run becomes one item). */
+#define CONV_SIZE_BUCKETS 513
+struct conv_sizes {
+	uint64_t n[CONV_SIZE_BUCKETS], str[CONV_SIZE_BUCKETS]; /* foldable */
+	int64_t runs_d[CONV_SIZE_BUCKETS + 1]; /* runs(k) = runs_d[0] + ... + runs_d[k] */
+	uint64_t n_other, str_other, flows;    /* never folded; items with a flow */
+	uint64_t tracks;
+};
+
+static inline unsigned conv_size_bucket(uint64_t d)
+{
+	if (!d)
+		return 0;
+	unsigned e = 63u - (unsigned)__builtin_clzll(d);
+	unsigned s = (unsigned)(e >= 3 ? d >> (e - 3) : d << (3 - e)) & 7u;
+
+	return 1 + 8 * e + s;
+}
+
+/* The shortest duration in bucket b (0 for b == 0; an empty bucket of the
+ * first few shares its neighbour's). */
+static inline uint64_t conv_size_lower(unsigned b)
+{
+	if (!b)
+		return 0;
+	unsigned e = (b - 1) / 8, s = (b - 1) % 8;
+
+	return e >= 3 ? (uint64_t)(8 + s) << (e - 3) : (uint64_t)(8 + s) >> (3 - e);
+}
+
 struct conv_sink {
 	const char *name;
 	void *ctx;
+	int (*plan)(void *ctx, const struct conv_sizes *sz); /* optional, see above */
 	int (*begin_host)(void *ctx, const struct conv_host_meta *meta);
 	int (*item)(void *ctx, const struct conv_item *it);
 	int (*end_host)(void *ctx);
