@@ -532,7 +532,7 @@ struct conv_sink *trace_json_new_file(const char *path, int overwrite, char *err
 	t->gz = ends_with(path, ".gz");
 	t->overwrite = overwrite;
 	if (!ends_with(path, ".json") && !ends_with(path, ".json.gz")) {
-		snprintf(err, errsz, "output %s: name it .json or .json.gz", path);
+		snprintf(err, errsz, "output %s: name it .json or .json.gz (or .pftrace: Perfetto's own format)", path);
 		free(t);
 		return NULL;
 	}

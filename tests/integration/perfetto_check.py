@@ -15,7 +15,8 @@ there (names appear once); timestamps never go back on a sequence; every
 slice end closes a slice begun on its track and every slice is closed;
 every track used is described; flows start once and end once. With --json:
 the same slices and instants per track as the trace JSON, by category and
-name. Prints one line per failed check and exits 1 if any failed; --stats
+name. --stats also counts events by category and the calls folded slices
+stand for. Prints one line per failed check and exits 1 if any failed; --stats
 prints counts as JSON on stdout.
 """
 import collections, gzip, json, sys
@@ -93,7 +94,8 @@ def main():
     per_track = collections.defaultdict(collections.Counter)  # uuid -> (cat, name) -> n
     flows_s, flows_f = collections.Counter(), collections.Counter()
     primary = None
-    n_slices = n_instants = 0
+    n_slices = n_instants = folded_calls = 0
+    cat_count = collections.Counter()
     for i, p in enumerate(tr.packet):
         unknown(p, "packet[%d]" % i, fails)
         sid = p.trusted_packet_sequence_id
@@ -157,8 +159,11 @@ def main():
             fails.append("track %d: %r has %d categories" % (uuid, name, len(cats)))
             continue
         for a in te.debug_annotations:
+            an = a.name
             if a.HasField("name_iid"):
-                lookup(seq, "debug_annotation_names", a.name_iid, fails, sid)
+                an = lookup(seq, "debug_annotation_names", a.name_iid, fails, sid)
+            if cats[0] == "folded" and an == "calls":
+                folded_calls += a.uint_value
             if a.HasField("string_value_iid"):
                 lookup(seq, "debug_annotation_string_values", a.string_value_iid, fails, sid)
         if te.HasField("source_location_iid"):
@@ -168,6 +173,7 @@ def main():
         for f in te.terminating_flow_ids:
             flows_f[f] += 1
         per_track[uuid][(cats[0], name)] += 1
+        cat_count[cats[0]] += 1
         if te.type == TE.TYPE_SLICE_BEGIN:
             n_slices += 1
             open_slices[uuid].append(name)
@@ -213,7 +219,8 @@ def main():
         print("... %d more" % (len(fails) - 50))
     if "--stats" in opt:
         print(json.dumps({"packets": len(tr.packet), "slices": n_slices, "instants": n_instants,
-                          "flows": len(flows_s), "tracks": len(got), "sequences": len(seqs)}))
+                          "flows": len(flows_s), "tracks": len(got), "sequences": len(seqs),
+                          "cats": cat_count, "folded_calls": folded_calls}))
     return 1 if fails else 0
 
 
