@@ -20,6 +20,7 @@
 #include <bpf/libbpf.h>
 
 #include "cli.h"
+#include "inject_mgr.h"
 #include "nodename.h"
 #include "bpf/common.h"
 #include "bpf/pysample.h"
@@ -43,7 +44,7 @@ static const struct lt_source *const lt_sources[] = {
 #define LT_N_SOURCES (sizeof(lt_sources) / sizeof(lt_sources[0]))
 
 /* -t types no source here implements yet, reported as such. */
-static const unsigned lt_known_bits = LT_T_PYTHON | LT_T_CUDA | LT_T_SYSCALL | LT_T_CPU | LT_T_PYSAMPLE;
+static const unsigned lt_known_bits = LT_T_ALL;
 
 struct lt_slot {
 	const struct lt_source *src;
@@ -745,17 +746,24 @@ int lt_session_status(struct lt_session *s, char *buf, size_t n)
 	read_lost(s);
 	for (uint32_t i = 0; i < LT_LOST_SLOTS; i++)
 		lost += p->lost[i];
-	k = (size_t)snprintf(buf, n, "%llu events (", (unsigned long long)p->emitted);
+	/* The injected libraries write their own logs: their flushed events. */
+	struct lt_im_so_far lib;
+	lt_im_so_far(s->inject, &lib);
+	k = (size_t)snprintf(buf, n, "%llu events (",
+			     (unsigned long long)(p->emitted + lib.cuda_events + lib.python_events));
 	for (size_t i = 0; i < LT_N_SOURCES && k < n; i++) {
+		const char *name = p->slots[i].src->name;
+
 		if (!p->slots[i].started)
 			continue;
-		k += (size_t)snprintf(buf + k, n - k, "%s%s %llu", first ? "" : ", ", p->slots[i].src->name,
-				      (unsigned long long)p->slots[i].events);
+		k += (size_t)snprintf(buf + k, n - k, "%s%s %llu", first ? "" : ", ", name,
+				      (unsigned long long)(p->slots[i].events + (!strcmp(name, "gpu") ? lib.cuda_events :
+						!strcmp(name, "python") ? lib.python_events : 0)));
 		first = false;
 	}
 	if (k < n)
 		k += (size_t)snprintf(buf + k, n - k, "), %.1f MB written, %llu lost",
-				      ws.file_bytes / 1e6, (unsigned long long)lost);
+				      (ws.file_bytes + lib.bytes) / 1e6, (unsigned long long)lost);
 	return k < n ? 0 : -1;
 }
 

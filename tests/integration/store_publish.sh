@@ -80,7 +80,7 @@ check "...leaving the other writer's file as it was" \
 	'[ "$(cat "$B/run/taken.evlog")" = "someone else'"'"'s" ]'
 check "...and no 'wrote' line" '! grep -q "^  wrote" "$T/t.err"'
 "$CONV" "$B/run/node.evlog" --logdir "$B/tb" --run "$run" > /dev/null 2> "$T/c2.err"
-check "a conversion into an existing run is refused" '[ $? -ne 0 ] && grep -qi "exist" "$T/c2.err"'
+check "a conversion into an existing run is refused before converting" '[ $? -ne 0 ] && grep -q "already holds.*nothing converted" "$T/c2.err"'
 
 # A full file system: the log cannot be published; that is said once, and
 # nothing claims it was written.
