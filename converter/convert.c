@@ -290,6 +290,7 @@ static void final_line(struct cv_core *c, const struct sinks *s)
 			trace_json_stats(s->writer[i], &one);
 			js.events += one.events;
 			js.bytes_file += one.bytes_file;
+			js.bytes_json += one.bytes_json;
 		}
 	fprintf(stderr, "converted %llu events from %zu logs (written %llu, dropped %llu",
 		(unsigned long long)st->read, c->in.n, (unsigned long long)(st->read - dropped),
@@ -327,9 +328,12 @@ static void final_line(struct cv_core *c, const struct sinks *s)
 			(unsigned long long)st->chunks_bad, (unsigned long long)st->truncated_logs);
 	if (c->in.skipped)
 		fprintf(stderr, "; %llu inputs skipped", (unsigned long long)c->in.skipped);
-	if (js.events)
+	if (js.events) {
 		fprintf(stderr, "; %llu trace events, %llu bytes", (unsigned long long)js.events,
 			(unsigned long long)js.bytes_file);
+		if (js.bytes_json != js.bytes_file)
+			fprintf(stderr, " (%llu uncompressed)", (unsigned long long)js.bytes_json);
+	}
 	for (int i = 0; i < s->n; i++)
 		if (s->writer_free[i] == perfetto_free) {
 			struct perfetto_stats ps;

@@ -19,7 +19,7 @@ static void usage(FILE *f)
 	fprintf(f,
 		"usage: llmtracker-convert [-i] LOG [[-i] LOG ...] [--cupti-dir DIR]\n"
 		"                          [-o OUT.pftrace] [-o OUT.json | -o OUT.json.gz]\n"
-		"                          [--logdir DIR [--run NAME]]\n"
+		"                          [--logdir DIR [--run NAME]] [--max-trace-mb N]\n"
 		"       llmtracker-convert batch --in DIR --logdir DIR\n"
 		"       llmtracker-convert pack --logdir DIR --run NAME -o FILE.tar.zst\n"
 		"       llmtracker-convert summary [-n TOP] LOG ...\n"
