@@ -252,9 +252,10 @@ static int push_end(struct pf_seq *q, uint64_t end)
 
 /* ------------------------------------------------------------- interning */
 
-/* The interning id of s[0..n) on sequence q, written into f->intern the
- * first time; 0 when it is to be written in place (the bound reached, or
- * out of memory). K_LOC entries are made by the caller (want_entry). */
+/* The interning id of s[0..n) on sequence q, its entry written into
+ * f->intern the first time (*is_new; a K_LOC entry, a whole SourceLocation,
+ * the caller writes); 0 when it is to be written in place (the bound
+ * reached, or out of memory). */
 static uint64_t intern(struct pf *f, struct pf_seq *q, enum pf_kind k, const char *s, size_t n,
 		       int *is_new)
 {

@@ -15,7 +15,8 @@ there (names appear once); timestamps never go back on a sequence; every
 slice end closes a slice begun on its track and every slice is closed;
 every track used is described; flows start once and end once. With --json:
 the same slices and instants per track as the trace JSON, by category and
-name. --stats also counts events by category and the calls folded slices
+name, and each track's first event at the same time (µs from the run's
+start). --stats also counts events by category and the calls folded slices
 stand for. Prints one line per failed check and exits 1 if any failed; --stats
 prints counts as JSON on stdout.
 """
@@ -93,7 +94,8 @@ def main():
     open_slices = collections.defaultdict(list)  # uuid -> [name]
     per_track = collections.defaultdict(collections.Counter)  # uuid -> (cat, name) -> n
     flows_s, flows_f = collections.Counter(), collections.Counter()
-    primary = None
+    primary = base = None
+    first_ts = {}          # uuid -> the earliest event's time (trace clock)
     n_slices = n_instants = folded_calls = 0
     cat_count = collections.Counter()
     for i, p in enumerate(tr.packet):
@@ -116,6 +118,7 @@ def main():
             cs = p.clock_snapshot
             if cs.HasField("primary_trace_clock"):
                 primary = cs.primary_trace_clock
+                base = {c.clock_id: c.timestamp for c in cs.clocks}.get(MONOTONIC)
             clk = {c.clock_id: c for c in cs.clocks}
             if SEQ_CLOCK in clk:
                 if not clk[SEQ_CLOCK].is_incremental or MONOTONIC not in clk or \
@@ -173,6 +176,7 @@ def main():
         for f in te.terminating_flow_ids:
             flows_f[f] += 1
         per_track[uuid][(cats[0], name)] += 1
+        first_ts[uuid] = min(first_ts.get(uuid, seq.last), seq.last)
         cat_count[cats[0]] += 1
         if te.type == TE.TYPE_SLICE_BEGIN:
             n_slices += 1
@@ -209,10 +213,14 @@ def main():
             return (par.name, int(d.name.split()[1]))
         return ("?", d.name)
     got = collections.defaultdict(collections.Counter)
+    got_first = {}         # the JSON's µs from the run's start
     for uuid, c in per_track.items():
         got[key(uuid)].update(c)
+        if base is not None:
+            t = (first_ts[uuid] - base) / 1e3
+            got_first[key(uuid)] = min(got_first.get(key(uuid), t), t)
     if "--json" in opt:
-        compare_json(opt["--json"], got, fails)
+        compare_json(opt["--json"], got, got_first, fails)
     for f in fails[:50]:
         print(f)
     if len(fails) > 50:
@@ -224,7 +232,7 @@ def main():
     return 1 if fails else 0
 
 
-def compare_json(path, got, fails):
+def compare_json(path, got, got_first, fails):
     op = gzip.open if path.endswith(".gz") else open
     with op(path, "rt", encoding="utf-8") as f:
         ev = json.load(f)["traceEvents"]
@@ -236,10 +244,16 @@ def compare_json(path, got, fails):
                 str(e["args"].get("labels", "")).startswith("GPU"):
             gpu.add(e["pid"])
     want = collections.defaultdict(collections.Counter)
+    want_first = {}
     for e in ev:
         if e.get("ph") in ("X", "i"):
             k = (pname.get(e["pid"], e["pid"]), e["tid"]) if e["pid"] in gpu else (e["pid"], e["tid"])
             want[k][(e["cat"], e["name"])] += 1
+            want_first[k] = min(want_first.get(k, e["ts"]), e["ts"])
+    for k, t in want_first.items():
+        if k in got_first and abs(got_first[k] - t) > 0.002:
+            fails.append("track %r: first event at %.3f us in the JSON, %.3f in the Perfetto trace" %
+                         (k, t, got_first[k]))
     for k in sorted(set(want) | set(got), key=str):
         w, g = want.get(k, collections.Counter()), got.get(k, collections.Counter())
         if sum(w.values()) != sum(g.values()):
