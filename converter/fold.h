@@ -20,7 +20,8 @@
 
 #define CONV_TRACE_BUDGET_DEFAULT 100000000ull /* bytes: --max-trace-mb 100 */
 /* A Perfetto trace may take this many times the JSON's budget: ~5x denser,
- * and its viewer is built for big traces (ui.perfetto.dev opens ~2 GB). */
+ * and its viewer is built for big traces (the JSON's viewers parse the
+ * whole text at once; Perfetto streams packets into its own tables). */
 #define PERFETTO_BUDGET_FACTOR 5
 #define FOLD_MAX_NS 1000000ull                 /* calls of 1 ms or more never fold */
 
