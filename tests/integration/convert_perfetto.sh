@@ -87,6 +87,12 @@ for cat, n in full.items():
     assert f.get(cat, 0) + said.get(cat, 0) == n, (cat, n, f.get(cat), said.get(cat))
 assert f['folded'] > 0
 \""
+desc="--logdir's trace JSON keeps the budget too; its XPlane keeps every call"
+t bash -c "'$conv' -q -i '$dir/b.log' --logdir '$dir/b/tb' --run r --max-trace-mb 45 && \
+	r='$dir/b/tb/plugins/profile/r' && [ \$(zcat \$r/node-a.trace.json.gz | wc -c) -le 45000000 ] && \
+	zcat \$r/node-a.trace.json.gz | grep -q '\"cat\":\"folded\"' && \
+	'$conv' -q -i '$dir/b.log' --logdir '$dir/b/tb' --run r0 --max-trace-mb 0 && \
+	cmp \$r/node-a.xplane.pb '$dir/b/tb/plugins/profile/r0/node-a.xplane.pb'"
 desc="a budget it cannot meet: every foldable call under 1 ms folded, and the closing line says how far off it stays"
 t bash -c "'$conv' -i '$dir/b.log' -o '$dir/b/f10.json' --max-trace-mb 10 2>'$dir/b/f10.err' && \
 	grep -q 'still about [0-9.]* MB: the rest never folds' '$dir/b/f10.err' && $json_check '$dir/b/f10.json'"
