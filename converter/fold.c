@@ -65,7 +65,6 @@ struct fold {
 	struct held first;
 	struct { char *name; uint64_t calls, ns; } names[NAMES_MAX];
 	uint32_t n_names, last_name;
-	uint64_t other_calls, other_ns;
 	struct held *held;
 	size_t n_held, cap_held;
 	char fold_name[96];
@@ -229,11 +228,8 @@ static void count_name(struct fold *f, const char *name, uint64_t ns)
 			if (!strcmp(f->names[i].name, name))
 				break;
 		if (i == f->n_names) {
-			if (i == NAMES_MAX || !(f->names[i].name = strdup(name))) {
-				f->other_calls++;
-				f->other_ns += ns;
-				return;
-			}
+			if (i == NAMES_MAX || !(f->names[i].name = strdup(name)))
+				return; /* counted in the fold's calls, not by name */
 			f->names[i].calls = f->names[i].ns = 0;
 			f->n_names++;
 		}
@@ -268,19 +264,13 @@ static int open_run(struct fold *f, const struct conv_item *it)
 	f->start = f->end = it->start_ns;
 	memset(&f->info, 0, sizeof(f->info));
 	f->n_names = f->last_name = 0;
-	f->other_calls = f->other_ns = 0;
 	take(f, it, 1);
 	return 0;
 }
 
-/* The run's item: its span, and its most frequent names. */
-static int send_fold(struct fold *f)
+/* The names with the most calls, most first (a selection: a run has few). */
+static void pick_tops(struct fold *f, struct conv_fold *fi)
 {
-	struct evlog_event ev = { .type = 0, .ts = f->start, .pid = f->tk.pid, .tid = f->tk.tid };
-	struct conv_item it = f->tk;
-	struct conv_fold *fi = &f->info;
-
-	/* the top names by calls (a selection: few names, a short list) */
 	fi->n_top = 0;
 	for (uint32_t n = 0; n < CONV_FOLD_TOP && n < f->n_names; n++) {
 		uint32_t best = UINT32_MAX;
@@ -298,6 +288,16 @@ static int send_fold(struct fold *f)
 		fi->top[n].ns = f->names[best].ns;
 		fi->n_top++;
 	}
+}
+
+/* The run's item: its span, and its most frequent names. */
+static int send_fold(struct fold *f)
+{
+	struct evlog_event ev = { .type = 0, .ts = f->start, .pid = f->tk.pid, .tid = f->tk.tid };
+	struct conv_item it = f->tk;
+	struct conv_fold *fi = &f->info;
+
+	pick_tops(f, fi);
 	snprintf(f->fold_name, sizeof(f->fold_name), "%llu calls folded, %.1f us",
 		 (unsigned long long)fi->calls, (double)fi->busy_ns / 1e3);
 	it.start_ns = f->start;

@@ -581,24 +581,9 @@ static struct pf_seq *seq_for(struct pf *f, const struct conv_item *it, uint64_t
 	return q;
 }
 
-static int pf_item(void *ctx, const struct conv_item *it)
+/* The item's begin (or instant) event into f->te, what it interns into f->intern. */
+static int begin_event(struct pf *f, const struct conv_item *it, int instant)
 {
-	struct pf *f = ctx;
-	int instant = it->ev->type == EV_CPU_SAMPLE || it->ev->type == EV_PY_SAMPLE;
-	uint64_t ts = trace_ts(f, it->start_ns), end;
-	struct pf_seq *q = seq_for(f, it, ts);
-
-	if (!q)
-		return -1;
-	if (ts < q->last_ts) { /* items come sorted: not expected */
-		f->st.reordered++;
-		ts = q->last_ts;
-	}
-	end = ts + it->dur_ns;
-	if (q->n_ends && end > q->ends[q->n_ends - 1])
-		end = q->ends[q->n_ends - 1];
-	f->cur = it;
-	f->q = q;
 	pbm_reset(&f->te);
 	pbm_reset(&f->intern);
 	pbm_uint(&f->te, TE_TYPE, instant ? TYPE_INSTANT : TYPE_SLICE_BEGIN);
@@ -614,7 +599,28 @@ static int pf_item(void *ctx, const struct conv_item *it)
 		pbm_fixed64(&f->te, it->flow_start ? TE_FLOW_IDS : TE_TERMINATING_FLOW_IDS, it->flow_id);
 		f->st.flows++;
 	}
-	if (event_packet(f, q, ts))
+	return 0;
+}
+
+static int pf_item(void *ctx, const struct conv_item *it)
+{
+	struct pf *f = ctx;
+	int instant = it->ev->type == EV_CPU_SAMPLE || it->ev->type == EV_PY_SAMPLE;
+	uint64_t ts = trace_ts(f, it->start_ns), end;
+	struct pf_seq *q = seq_for(f, it, ts);
+
+	if (!q)
+		return -1;
+	if (ts < q->last_ts) { /* items come sorted: not expected */
+		f->st.reordered++;
+		ts = q->last_ts;
+	}
+	end = ts + it->dur_ns;
+	if (q->n_ends && end > q->ends[q->n_ends - 1])
+		end = q->ends[q->n_ends - 1]; /* nested in its parent, as it came */
+	f->cur = it;
+	f->q = q;
+	if (begin_event(f, it, instant) || event_packet(f, q, ts))
 		return -1;
 	if (instant) {
 		f->st.instants++;
