@@ -44,6 +44,7 @@
 #include <string.h>
 #include <time.h>
 #include <unistd.h>
+#include <sys/uio.h>
 
 /* CPython's Py_tracefunc `what` values (Include/cpython/pystate.h). */
 enum { PYT_CALL = 0, PYT_RETURN = 3 };
@@ -748,6 +749,28 @@ static int thread_hook_remove(void)
 	return 1;
 }
 
+/* How far past a thread state its profile function may be looked for. */
+#define SLOT_SCAN 1024
+
+/* The first SLOT_SCAN bytes at ts, as far as they can be read: a thread
+ * state may end just before an unreadable page (the top of a thread's malloc
+ * arena), which a plain scan would fault on. Copied by the kernel, which
+ * stops at the first page it cannot read; where that call is refused
+ * (seccomp), only to the end of ts's own page. Returns whole pointers. */
+static long scan_copy(const void *ts, void **copy)
+{
+	struct iovec local = { copy, SLOT_SCAN }, remote = { (void *)ts, SLOT_SCAN };
+	ssize_t n = process_vm_readv(getpid(), &local, 1, &remote, 1, 0);
+	if (n < 0) {
+		uintptr_t page = (uintptr_t)sysconf(_SC_PAGESIZE);
+		n = (ssize_t)(page - ((uintptr_t)ts & (page - 1)));
+		if (n > SLOT_SCAN)
+			n = SLOT_SCAN;
+		memcpy(copy, ts, (size_t)n);
+	}
+	return (long)n / (long)sizeof(void *);
+}
+
 /* Under the GIL: where does a thread state keep its profile function?
  * Found on our own (otherwise idle) thread state by setting it and looking,
  * so no struct layout is compiled in. */
@@ -757,13 +780,14 @@ static int find_slot(void *self)
 		api.PyErr_Clear();
 		return -1;
 	}
-	long found = -1;
+	void *copy[SLOT_SCAN / sizeof(void *)];
+	long n = scan_copy(self, copy), found = -1;
 	int hits = 0;
-	for (long off = 0; off < 1024; off += (long)sizeof(void *)) {
-		if (*(void **)((char *)self + off) == (void *)pyh_profile)
-			found = off, hits++;
-		else if (hook_obj && *(void **)((char *)self + off) == hook_obj)
-			obj_off = off;
+	for (long i = 0; i < n; i++) {
+		if (copy[i] == (void *)pyh_profile)
+			found = i * (long)sizeof(void *), hits++;
+		else if (hook_obj && copy[i] == hook_obj)
+			obj_off = i * (long)sizeof(void *);
 	}
 	if (api.SetProfile(self, NULL, NULL) < 0)
 		api.PyErr_Clear();
