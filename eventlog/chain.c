@@ -170,9 +170,9 @@ static int step(struct evlog_chain *c, const char *dir, const char *by, const st
 	snprintf(shown, sizeof(shown), "%s%s", dir, rec->name);
 	int fd = lookup_fd(lookup, ctx, rec->name);
 	if (fd < 0)
-		return evf_msg(msg, msgsz, EVLOG_ESEGMENT, "%s: segment %u of the log %s continues is "
-			       "missing (%s); give every segment, in the directory where it was "
-			       "published", shown, rec->seg - 1, by, strerror(-fd));
+		return evf_msg(msg, msgsz, EVLOG_ESEGMENT, "%s: missing (%s): segment %u of the log, "
+			       "recorded by %s; give every segment, in the directory where it was "
+			       "published", shown, strerror(-fd), rec->seg - 1, by);
 	int rc = check_seg(fd, shown, by, rec, msg, msgsz);
 	if (!rc)
 		rc = read_rec(fd, shown, &prev, msg, msgsz);
