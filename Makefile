@@ -55,8 +55,8 @@ obj = $(patsubst %.c,$(BUILD)/obj/%.o,$(1))
 
 # The converter's per-event code, and the log reader it runs twice per
 # event: -O3 was faster than -O2 on tests/bench/convert.sh (json.gz and
-# --logdir alike; docs/MEASUREMENTS.md, 2026-12-02: converter and event-log
-# figures). The collector and the injected library stay at -O2.
+# --logdir alike; docs/MEASUREMENTS.md, converter throughput and memory).
+# The collector and the injected library stay at -O2.
 HOT_OPT   ?= -O3
 HOT_SRC   := $(CONV_SRC) $(EVLOG_SRC) converter/main.c
 $(call obj,$(HOT_SRC)): private CFLAGS += $(HOT_OPT)
@@ -86,7 +86,7 @@ PROBE_FILES := $(wildcard examples/probes*.json)
 ALL := $(BIN_COLL) $(BIN_CONV) $(if $(KUBECTL_SRC),$(BIN_KUBE)) $(if $(INJECT_SRC),$(INJECT_SO)) \
        $(patsubst examples/%,$(BUILD)/share/llmtracker/%,$(PROBE_FILES))
 
-.PHONY: all deps demo test asan bench fuzz static install clean tests-bin release
+.PHONY: all deps demo test asan bench fuzz static install man clean tests-bin release FORCE
 all: $(ALL)
 
 deps:
@@ -114,7 +114,18 @@ $(SYSCALLS): scripts/gen-syscall-names.sh
 	@mkdir -p $(@D)
 	./scripts/gen-syscall-names.sh $(CC) > $@.tmp && mv $@.tmp $@
 
-GENERATED := $(SKELS) $(PROTO_H) $(SYSCALLS)
+# The version every binary's --version prints: VERSION, and the commit where
+# the tree is a git checkout. Rewritten only when it changes, so only the
+# files that include it are rebuilt.
+VERSION_H := $(BUILD)/gen/lt_version.h
+$(VERSION_H): FORCE
+	@mkdir -p $(@D)
+	@v="$$(cat VERSION)"; g="$$(git describe --always --dirty 2>/dev/null)"; \
+	printf '#define LT_VERSION "%s%s"\n' "$$v" "$${g:+ ($$g)}" > $@.tmp; \
+	cmp -s $@.tmp $@ && rm -f $@.tmp || mv $@.tmp $@
+FORCE:
+
+GENERATED := $(SKELS) $(PROTO_H) $(SYSCALLS) $(VERSION_H)
 # Keep generated headers (make would delete them as intermediates).
 .SECONDARY: $(GENERATED) $(PROTO_C) $(BPF_SRC:bpf/%.bpf.c=$(BUILD)/bpf/%.bpf.o)
 
@@ -152,8 +163,7 @@ $(CONV_A): $(call obj,$(CONV_SRC)) $(patsubst $(BUILD)/gen/%.c,$(BUILD)/obj/gen/
 # generated mixed logs into every output (scripts/pgo-train.sh), and its
 # branch and call counts guide the compilation of the real objects: more
 # events/s on tests/bench/convert.sh, outputs byte for byte the same
-# (docs/MEASUREMENTS.md, 2026-12-03: converter throughput, memory and the
-# profile-guided build). Any change to a hot source retrains, so the default build (PGO=0)
+# (docs/MEASUREMENTS.md, converter throughput and memory). Any change to a hot source retrains, so the default build (PGO=0)
 # compiles them from the sources alone, fast to iterate on. GCC only (whose
 # profile options these are); never under sanitizers.
 IS_GCC    := $(shell $(CC) -v 2>&1 | grep -q '^gcc version' && echo 1)
@@ -316,8 +326,22 @@ fuzz: deps
 		mkdir -p $(BUILD)/fuzz/corpus-$$(basename $$f); \
 		$$f -max_total_time=$(FUZZ_SECONDS) $(BUILD)/fuzz/corpus-$$(basename $$f) tests/fuzz/seeds/$$(basename $$f) || exit 1; done
 
-install: all
-	install -d $(DESTDIR)$(PREFIX)/bin $(DESTDIR)$(PREFIX)/lib $(DESTDIR)$(PREFIX)/share/llmtracker
+# Man pages from each binary's own --help and --version (help2man): one
+# source for both.
+MAN_PAGES := $(BUILD)/man/llmtracker.1 $(BUILD)/man/llmtracker-convert.1 \
+	     $(if $(KUBECTL_SRC),$(BUILD)/man/kubectl-prof.1)
+MAN_NAME_llmtracker := profile GPU training and inference jobs without touching their code
+MAN_NAME_llmtracker-convert := turn llmtracker event logs into TensorBoard runs and traces
+MAN_NAME_kubectl-prof := run the llmtracker collector next to a Kubernetes pod
+$(BUILD)/man/%.1: $(BUILD)/bin/%
+	@mkdir -p $(@D)
+	help2man -N --name "$(MAN_NAME_$*)" --version-string="$$($< --version)" -o $@.tmp $< && mv $@.tmp $@
+man: $(MAN_PAGES)
+
+install: all man
+	install -d $(DESTDIR)$(PREFIX)/bin $(DESTDIR)$(PREFIX)/lib $(DESTDIR)$(PREFIX)/share/llmtracker \
+		$(DESTDIR)$(PREFIX)/share/man/man1
+	install -m 644 $(MAN_PAGES) $(DESTDIR)$(PREFIX)/share/man/man1/
 	install -m 755 $(BIN_COLL) $(BIN_CONV) $(DESTDIR)$(PREFIX)/bin/
 	$(if $(KUBECTL_SRC),install -m 755 $(BIN_KUBE) $(DESTDIR)$(PREFIX)/bin/)
 	$(if $(INJECT_SRC),install -m 644 $(INJECT_SO) $(DESTDIR)$(PREFIX)/lib/)

@@ -89,7 +89,8 @@ void lt_cli_usage(FILE *f)
 		"\n"
 		"  export               convert logs (llmtracker-convert, beside this binary: --help there)\n"
 		"  generateCommand      list GPU (and Python) processes and print a profile command\n"
-		"  generateProbe        write a probe file for the CUDA libraries PID has loaded\n",
+		"  generateProbe        write a probe file for the CUDA libraries PID has loaded\n"
+		"  --version            print the version\n",
 		LT_DEFAULT_OUTPUT, (double)LT_DEFAULT_SEGMENT_MB, (double)LT_DEFAULT_SEGMENT_S,
 		LT_DEFAULT_CPU_BUFFER_MB, LT_MAX_PROBES, LT_DEFAULT_FREQ_HZ,
 		LT_DEFAULT_CPU_STACK_BYTES, LT_CPU_STACK_MAX);

@@ -667,7 +667,7 @@ static bool attach_file(struct lt_session *s, struct cp_state *st, int pid, int 
 	lt_elf_free(e);
 	if (st->n_probes > limit) {
 		if (speculative)
-			LT_INFO(0, "cuda: pid %d: not arming %s before it is loaded: its %zu functions with "
+			LT_INFO(1, "cuda: pid %d: not arming %s before it is loaded: its %zu functions with "
 				"the %zu already probed pass the limit of %zu probes", pid, path, n, before,
 				limit);
 		else

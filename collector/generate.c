@@ -3,8 +3,10 @@
  * `llmtracker generateCommand [--container-id ID | --pod-uid UID]`: list the
  * processes worth profiling (GPU ones, mapping libcuda / libcudart, then
  * Python interpreters mapping neither, under their own heading), optionally only those in one container's or pod's cgroup,
- * then print a profiling command template and the Python path hint, as
- * glog lines on stdout (the seed's tool prints the same).
+ * then print a profiling command for them that runs as printed and the
+ * Python path hint, as glog lines on stdout (the seed's tool prints the
+ * same lines, with a template). A scope with no process, or nothing to
+ * profile, is an error (exit 1).
  */
 #include <dirent.h>
 #include <getopt.h>
@@ -12,6 +14,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/stat.h>
+#include <time.h>
 #include <unistd.h>
 
 #include <json-c/json.h>
@@ -78,7 +81,9 @@ static bool is_python(const char *comm, const char *exe)
 	return !strncmp(comm, "python", 6) || (b && !strncmp(b + 1, "python", 6));
 }
 
-static int scan(const char *cgroup_id, struct cand **out)
+/* Candidates of the scope into *out (their number returned, -1: no /proc);
+ * *in_scope: processes looked at in the scope, candidates or not. */
+static int scan(const char *cgroup_id, struct cand **out, int *in_scope)
 {
 	struct cand *v = NULL;
 	int n = 0, cap = 0;
@@ -94,6 +99,7 @@ static int scan(const char *cgroup_id, struct cand **out)
 			continue;
 		if (lt_proc_read_comm(c.pid, c.pid, c.comm, sizeof(c.comm)))
 			continue;
+		(*in_scope)++;
 		lt_proc_read_exe(c.pid, c.exe, sizeof(c.exe));
 		c.cuda = maps_cuda(c.pid);
 		c.python = is_python(c.comm, c.exe);
@@ -132,11 +138,10 @@ static void print_cand(const struct cand *c)
 
 /* One heading and its processes: GPU ones (mapping libcuda/libcudart) or
  * Python ones mapping neither (worth -t python, but not GPU processes).
- * Returns the first Python process listed, for the path hint.
- * `scope` says where they were looked for ("container ID", "pod UID"). */
-static const struct cand *list_cands(const struct cand *v, int n, bool gpu, const char *scope)
+ * `scope` says where they were looked for ("container ID", "pod UID").
+ * Returns how many were listed. */
+static int list_cands(const struct cand *v, int n, bool gpu, const char *scope)
 {
-	const struct cand *python = NULL;
 	int shown = 0;
 
 	for (int i = 0; i < n; i++) {
@@ -149,17 +154,17 @@ static const struct cand *list_cands(const struct cand *v, int n, bool gpu, cons
 				INFO("Python PIDs without libcuda/libcudart (not GPU processes) in %s:", scope);
 		}
 		print_cand(&v[i]);
-		if (v[i].python && !python && v[i].exe[0])
-			python = &v[i];
 	}
 	if (gpu && !shown)
 		lt_log('W', __FILE__, __LINE__, "no process maps libcuda/libcudart in %s", scope);
-	return python;
+	return shown;
 }
 
 /* EBPF_USDT_PYTHON_PATH is looked up inside the target's root first, then on
  * the node; a container's interpreter is named so that both work from the
- * node: /proc/PID/root/PATH (valid while that process lives). */
+ * node: /proc/PID/root/PATH (valid while that process lives). Only needed
+ * to force the interpreter the USDT probes go into (the collector finds it
+ * by itself; the default profile hook needs none). */
 static void python_hint(const struct cand *c)
 {
 	if (!c->own_root) {
@@ -171,6 +176,38 @@ static void python_hint(const struct cand *c)
 	     c->exe, c->pid, c->pid, c->exe, c->pid, c->exe, c->exe);
 }
 
+/* The command for the processes listed: the GPU ones where there are any,
+ * else the Python ones; runnable as printed. Its Python hint comes from
+ * one of those processes only. */
+#define GEN_MAX_PIDS 64
+static void print_command(const struct cand *v, int n, bool gpu)
+{
+	char cmd[GEN_MAX_PIDS * 16 + 256];
+	const struct cand *python = NULL;
+	size_t k = (size_t)snprintf(cmd, sizeof(cmd), "llmtracker profile");
+	int used = 0;
+
+	for (int i = 0; i < n && used < GEN_MAX_PIDS; i++) {
+		if (v[i].cuda != gpu)
+			continue;
+		k += (size_t)snprintf(cmd + k, sizeof(cmd) - k, " -p %d", v[i].pid);
+		used++;
+		if (v[i].python && v[i].exe[0] && !python)
+			python = &v[i];
+	}
+	char out[64];
+	time_t now = time(NULL);
+	struct tm tm;
+
+	localtime_r(&now, &tm);
+	strftime(out, sizeof(out), "/tmp/llmtracker-%Y%m%d-%H%M%S.evlog", &tm); /* not there yet */
+	snprintf(cmd + k, sizeof(cmd) - k, " -t all -o %s -d 30%s", out,
+		 gpu ? " --enable-cuda-kernel true" : "");
+	INFO("The profiling command is: %s", cmd);
+	if (python)
+		python_hint(python);
+}
+
 int lt_cmd_generate(int argc, char **argv)
 {
 	static const struct option opts[] = {
@@ -180,7 +217,6 @@ int lt_cmd_generate(int argc, char **argv)
 		{ 0 },
 	};
 	const char *id = NULL;
-	const struct cand *python, *py_only;
 	struct cand *v = NULL;
 	char scope[300] = "this host's processes";
 	int c, n;
@@ -209,19 +245,30 @@ int lt_cmd_generate(int argc, char **argv)
 		fprintf(stderr, "llmtracker generateCommand: '%s' is not a container id or pod uid\n", id);
 		return 2;
 	}
-	n = scan(id, &v);
+	int in_scope = 0;
+
+	n = scan(id, &v, &in_scope);
 	if (n < 0) {
 		fprintf(stderr, "llmtracker generateCommand: cannot read /proc\n");
 		return 1;
 	}
+	if (id && !in_scope) {
+		fprintf(stderr, "llmtracker generateCommand: no process on this node is in %s (is the id "
+			"right, and does it run on this node?)\n", scope);
+		free(v);
+		return 1;
+	}
 	lt_log_fd = STDOUT_FILENO;
-	python = list_cands(v, n, true, scope);
-	py_only = list_cands(v, n, false, scope);
-	if (!python)
-		python = py_only;
-	INFO("The profiling command is: llmtracker profile -p <ProcessID-To-Profiling> -t <Profiling-Type(python,cuda,syscall,cpu or all)> -o /tmp/data.json -v 5 --cpu-buffer-size <CPU-Buffer-Size, recommended 20> --probe-file <Enable-CUDA-Lib-Profile-File> -d <Duration-To-Profiling> --delay <Delay-Time> --enable-cuda-kernel <Enable-CUDA-Kernel-Profile(true or none)>");
-	if (python)
-		python_hint(python);
+	int gpus = list_cands(v, n, true, scope);
+	int pys = list_cands(v, n, false, scope);
+	if (!gpus && !pys) {
+		lt_log_fd = STDERR_FILENO;
+		fprintf(stderr, "llmtracker generateCommand: no GPU or Python process in %s (%d looked at): "
+			"nothing to profile\n", scope, in_scope);
+		free(v);
+		return 1;
+	}
+	print_command(v, n, gpus > 0);
 	free(v);
 	return 0;
 }

@@ -19,6 +19,7 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include "../common/io.h"
 #include "elfsym.h"
 #include "ldsearch.h"
 #include "probefile.h"
@@ -280,8 +281,8 @@ static int write_file(const char *path, const char *text, bool force)
 		rc = errno ? -errno : -EIO;
 	fchmod(fd, 0644);
 	close(fd);
-	if (!rc && !force && renameat2(AT_FDCWD, tmp, AT_FDCWD, path, RENAME_NOREPLACE))
-		rc = -errno;
+	if (!rc && !force)
+		rc = lt_rename_noreplace(AT_FDCWD, tmp, AT_FDCWD, path);
 	else if (!rc && force && rename(tmp, path))
 		rc = -errno;
 	if (rc)

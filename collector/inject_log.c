@@ -1,6 +1,7 @@
 // SPDX-License-Identifier: Apache-2.0
 #include "inject_log.h"
 #include "../common/io.h"
+#include "../eventlog/evlog_format.h"
 
 #include <errno.h>
 #include <fcntl.h>
@@ -63,6 +64,39 @@ static int ilog_own_fd(const struct lt_ilog *l, int dirfd)
 	return fd;
 }
 
+/* At most this many chunk headers read per call: the status line is
+ * redrawn every second, and a library flushes a chunk every few. */
+#define TAIL_HEADERS_PER_CALL 64
+
+uint64_t lt_ilog_events_so_far(struct lt_ilog *l)
+{
+	uint8_t h[EVF_CHUNK_HDR];
+
+	if (l->tail_fd < 3)
+		return l->tail_events;
+	if (!l->tail_off) { /* the file header first: fixed part + body */
+		if (pread(l->tail_fd, h, EVF_FILE_FIXED, 0) != EVF_FILE_FIXED ||
+		    memcmp(h, EVF_MAGIC, EVF_MAGIC_LEN))
+			return 0;
+		l->tail_off = EVF_FILE_FIXED + (uint64_t)evf_get32(h + 12);
+	}
+	for (int k = 0; k < TAIL_HEADERS_PER_CALL; k++) {
+		if (pread(l->tail_fd, h, sizeof(h), (off_t)l->tail_off) != (ssize_t)sizeof(h) ||
+		    evf_get32(h) != EVF_CHUNK_MAGIC)
+			break; /* not written yet (or not a chunk: stop counting) */
+		l->tail_off += EVF_CHUNK_HDR + (uint64_t)evf_get32(h + 8);
+		l->tail_events += evf_get32(h + 16);
+	}
+	return l->tail_events;
+}
+
+void lt_ilog_tail_close(struct lt_ilog *l)
+{
+	if (l->tail_fd >= 3)
+		close(l->tail_fd);
+	l->tail_fd = 0;
+}
+
 int lt_ilog_create(struct lt_ilog *l, int dirfd, const char *prefix, const char *host, int pid,
 		   char *err, size_t errsz)
 {
@@ -85,6 +119,9 @@ int lt_ilog_create(struct lt_ilog *l, int dirfd, const char *prefix, const char 
 		l->ino = sb.st_ino;
 		l->rfd = ilog_own_fd(l, dirfd);
 		e = l->rfd < 0 ? -l->rfd : 0;
+		/* its own fd: publishing closes rfd while the status line reads */
+		if (!e && (l->tail_fd = fcntl(l->rfd, F_DUPFD_CLOEXEC, 3)) < 0)
+			l->tail_fd = 0;
 	}
 	if (e) {
 		close(fd);

@@ -45,6 +45,9 @@ struct lt_ilog {
 	uint64_t size;         /* published: the bytes of NAME */
 	int capped;            /* published: cut at LT_ILOG_MAX_BYTES */
 	char digest[8 + LT_SHA256_HEX]; /* published: "sha256:HEX" of NAME */
+	int tail_fd;           /* lt_ilog_events_so_far's own read fd (>= 3; 0: none) */
+	uint64_t tail_off;     /* ... the next chunk header's offset */
+	uint64_t tail_events;  /* ... and the events of the chunks before it */
 };
 
 /* The output directory, opened once (the collector keeps it; it is never
@@ -56,6 +59,13 @@ int lt_ilog_dir(const char *dir);
  * its copy once sent), or -errno with err set. */
 int lt_ilog_create(struct lt_ilog *l, int dirfd, const char *prefix, const char *host, int pid,
 		   char *err, size_t errsz);
+
+/* The events in the chunks the library has flushed so far, read from their
+ * headers (only the ones new since the last call, at most a few per call),
+ * for the live status line. The target writes the file: a forged header can
+ * only make this display number wrong; the converter checks every chunk. */
+uint64_t lt_ilog_events_so_far(struct lt_ilog *l);
+void lt_ilog_tail_close(struct lt_ilog *l);
 
 /* Publish a copy under the final name: 1 published (l->size, l->digest),
  * 0 dropped (empty: the library wrote no header), -errno: nothing published,

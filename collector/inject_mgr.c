@@ -71,8 +71,8 @@ static const char *const f_prefix[F_N] = { "llmtracker-cupti", "llmtracker-pytho
 /*
  * Where a busy interpreter (no thread asleep in a system call) is stopped
  * to load the library: entries of CPython functions, in the order of how
- * often a CPU-bound script calls them (docs/MEASUREMENTS.md: the
- * allocator's on every few Python calls on 3.11-3.13, where Python-to-Python
+ * often a CPU-bound script calls them (docs/MEASUREMENTS.md, injecting
+ * into a busy interpreter: the allocator's on every few Python calls on 3.11-3.13, where Python-to-Python
  * calls no longer enter _PyEval_EvalFrameDefault; that one on every call on
  * 3.9 and 3.10). At their entry a thread runs interpreter code, holds the
  * GIL and no lock of the C library: libc never calls into CPython while it
@@ -162,6 +162,7 @@ struct lt_im {
 	int stopped;
 	atomic_int py_later;
 	struct lt_im_totals tot;
+	struct lt_im_so_far so_far;     /* lt_im_so_far's last reading */
 };
 
 static void im_log(const struct lt_im *im, unsigned feature, char level, const char *fmt, ...)
@@ -752,7 +753,7 @@ static int attach_cuda(struct lt_im *im, int pid, int later, char *why, size_t w
 		char err[512];
 		snprintf(why, whysz, "%s", reply_text(st.rep[F_CUDA]));
 		if (undo_target(im, &st.t, 1, err, sizeof(err)) == 0)
-			im_log(im, LT_IM_CUDA, 'I', "pid %d: the library stays loaded (CUPTI holds its callbacks)", pid);
+			im_log(im, LT_IM_CUDA, 'D', "pid %d: the library stays loaded (CUPTI holds its callbacks)", pid);
 		return -EAGAIN;
 	}
 	cuda_said(im, &st);
@@ -1132,7 +1133,8 @@ void lt_im_env_unset(struct lt_im *im)
 
 /* What a kept CUPTI costs the job: CUPTI takes one subscriber per process
  * (torch.profiler then warned CUPTI_ERROR_MULTIPLE_SUBSCRIBERS_NOT_SUPPORTED
- * and recorded no kernel, on the GPU host: docs/MEASUREMENTS.md). */
+ * and recorded no kernel, on the GPU host: docs/MEASUREMENTS.md, CUDA
+ * graphs and detach). */
 #define KEPT_COST "; until this process exits, its own CUPTI clients (torch.profiler's CUDA " \
 		  "activities, Nsight) cannot start in it"
 
@@ -1173,8 +1175,9 @@ static void account(struct lt_im *im, int pid, const char *reply)
 			 "(an earlier recording's, delivered late) left out", early);
 	if (untimed)
 		snprintf(no_time, sizeof(no_time), ", %llu records CUPTI could not time left out", untimed);
+	/* Counts are details; records dropped or left out are said by default. */
 	if (k || a)
-		im_log(im, LT_IM_CUDA, 'I', "pid %d: %llu kernels, %llu memcpy, %llu memset, %llu API calls, "
+		im_log(im, LT_IM_CUDA, d || early || untimed ? 'I' : 'D', "pid %d: %llu kernels, %llu memcpy, %llu memset, %llu API calls, "
 		       "%llu dropped%s%s; CUPTI %s", pid, k, lt_ictl_field(reply, "memcpy"),
 		       lt_ictl_field(reply, "memset"), a, d, earlier, no_time, fin ? "detached" :
 		       lt_ictl_field(reply, "exiting") ? "flushed at the process's exit" :
@@ -1294,7 +1297,7 @@ static void publish_logs(struct lt_im *im, struct im_target *t, int done)
 			im_log(im, f_bit[f], 'W', "%spid %d: its log %s/%s was larger than %llu bytes; only "
 			       "those were published", py, t->pid, im->dir, l->name, LT_ILOG_MAX_BYTES);
 		if (f == F_CUDA)
-			im_log(im, LT_IM_CUDA, 'I', "pid %d: CUDA log %s/%s", t->pid, im->dir, l->name);
+			im_log(im, LT_IM_CUDA, 'D', "pid %d: CUDA log %s/%s", t->pid, im->dir, l->name);
 	}
 }
 
@@ -1422,14 +1425,14 @@ static int stop_said(struct lt_im *im, struct im_stop *st)
 		pthread_mutex_lock(&im->mu); /* the launch's stop counts too */
 		im->tot.py_events += lt_ictl_field(reply, "py_enter") + lt_ictl_field(reply, "py_exit");
 		pthread_mutex_unlock(&im->mu);
-		im_log(im, LT_IM_PYTHON, 'I', "python: pid %d: hook %s, log %s/%s", t->pid,
+		im_log(im, LT_IM_PYTHON, 'D', "python: pid %d: hook %s, log %s/%s", t->pid,
 		       py ? py : lt_ictl_text(reply), im->dir, t->log[F_PY].name);
 	}
 	/* (one that did not answer is said by leave_loaded) */
 	if (rc == 0 && (t->asked & LT_IM_CUDA))
 		im_log(im, LT_IM_CUDA, 'W', "pid %d: the injected library is gone (process exited?)", t->pid);
 	if (rc == 0 && (t->on & LT_IM_PYTHON))
-		im_log(im, LT_IM_PYTHON, 'I', "python: pid %d: the hook library is gone (process exited; its "
+		im_log(im, LT_IM_PYTHON, 'D', "python: pid %d: the hook library is gone (process exited; its "
 		       "log was published at exit)", t->pid);
 	/* Published once the library is done with them: it said "stopped", or
 	 * it is gone (EOF: the process or its control thread ended). */
@@ -1480,10 +1483,10 @@ static void unload_said(struct lt_im *im, struct im_stop *st)
 	if (u == 1)
 		im->tot.unloaded++;
 	else if (u == 0 && (t->on & LT_IM_CUDA))
-		im_log(im, LT_IM_CUDA, 'I', "pid %d: the library stays loaded while CUPTI holds its callbacks",
+		im_log(im, LT_IM_CUDA, 'D', "pid %d: the library stays loaded while CUPTI holds its callbacks",
 		       t->pid), kept = "CUPTI holds its callbacks";
 	else if (u == 0 && t->launch_copy)
-		im_log(im, LT_IM_PYTHON, 'I', "python: pid %d: the library stays loaded: it is CUDA's copy too "
+		im_log(im, LT_IM_PYTHON, 'D', "python: pid %d: the library stays loaded: it is CUDA's copy too "
 		       "(launch mode), recording", t->pid);
 	else if (u == 0)
 		im_log(im, LT_IM_PYTHON, 'W', "python: pid %d: the hook library stays loaded: the interpreter "
@@ -1600,11 +1603,33 @@ void lt_im_totals(const struct lt_im *im, struct lt_im_totals *t)
 		memset(t, 0, sizeof(*t));
 }
 
+void lt_im_so_far(struct lt_im *im, struct lt_im_so_far *sf)
+{
+	memset(sf, 0, sizeof(*sf));
+	if (!im)
+		return;
+	/* Never wait: a job thread may hold the lock through a remote call. */
+	if (pthread_mutex_trylock(&im->mu) == 0) {
+		struct lt_im_so_far n = { 0 };
+		for (int i = 0; i < im->n; i++) {
+			n.cuda_events += lt_ilog_events_so_far(&im->t[i].log[F_CUDA]);
+			n.python_events += lt_ilog_events_so_far(&im->t[i].log[F_PY]);
+			n.bytes += im->t[i].log[F_CUDA].tail_off + im->t[i].log[F_PY].tail_off;
+		}
+		pthread_mutex_unlock(&im->mu);
+		im->so_far = n;
+	}
+	*sf = im->so_far;
+}
+
 void lt_im_free(struct lt_im *im)
 {
 	if (!im)
 		return;
 	lt_im_stop(im);
+	for (int i = 0; i < IM_MAX; i++)
+		for (int f = 0; f < F_N; f++)
+			lt_ilog_tail_close(&im->t[i].log[f]);
 	if (im->child_sock >= 0)
 		close(im->child_sock);
 	if (im->t[0].sock >= 0) /* a launch that never started */

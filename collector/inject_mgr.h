@@ -48,7 +48,8 @@ struct lt_im_opts {
 	const char *start_extra;  /* "KEY=VALUE ..." appended to the start message
 				   * (inject.h), e.g. $LLMT_CUPTI_START */
 	int skip_driver_check;    /* CUDA even without a GPU driver on the node (tests) */
-	/* 'I', 'W', 'E' lines, tagged with the feature they concern; NULL: stderr */
+	/* 'I', 'W', 'E' lines, or 'D' (details: shown under -v only), tagged with
+	 * the feature they concern; NULL: stderr */
 	void (*log)(unsigned feature, char level, const char *msg);
 	/* a process where `feature` records nothing, and why (short); may be
 	 * NULL; called from the manager's threads too */
@@ -122,5 +123,12 @@ struct lt_im_totals {
 	int py_later;                   /* hooks started by lt_im_attach_later */
 };
 void lt_im_totals(const struct lt_im *im, struct lt_im_totals *t);
+
+/* What the libraries have flushed to their logs so far (read from the chunk
+ * headers), for the live status line; never blocks. */
+struct lt_im_so_far {
+	uint64_t cuda_events, python_events, bytes;
+};
+void lt_im_so_far(struct lt_im *im, struct lt_im_so_far *sf);
 
 #endif

@@ -406,7 +406,7 @@ void lt_launch_abort(struct lt_launch *l)
 const char *lt_launch_status_str(const struct lt_launch *l, char *buf, size_t sz)
 {
 	if (!l->reaped || l->status < 0)
-		snprintf(buf, sz, "still running");
+		snprintf(buf, sz, "still running (pid %d), no longer profiled", (int)l->pid);
 	else if (WIFEXITED(l->status))
 		snprintf(buf, sz, "exited with status %d", WEXITSTATUS(l->status));
 	else if (WIFSIGNALED(l->status))

@@ -4,6 +4,7 @@
 #include <string.h>
 
 #include "cli.h"
+#include "lt_version.h"
 #include "probefile.h"
 
 int main(int argc, char **argv)
@@ -22,6 +23,10 @@ int main(int argc, char **argv)
 		return lt_cmd_generate(argc - 1, argv + 1);
 	if (!strcmp(cmd, "generateProbe") || !strcmp(cmd, "generate-probe"))
 		return lt_generate_probe_main(argc - 1, argv + 1);
+	if (!strcmp(cmd, "--version") || !strcmp(cmd, "-V")) {
+		printf("llmtracker %s\n", LT_VERSION);
+		return 0;
+	}
 	if (!strcmp(cmd, "-h") || !strcmp(cmd, "--help") || !strcmp(cmd, "help")) {
 		lt_cli_usage(stdout);
 		return 0;

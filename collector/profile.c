@@ -279,7 +279,10 @@ static void say_where_library_logs_go(const struct lt_options *o)
 static void im_log(unsigned feature, char level, const char *msg)
 {
 	(void)feature;
-	lt_log(level, "inject_mgr.c", 0, "%s", msg);
+	if (level != 'D')
+		lt_log(level, "inject_mgr.c", 0, "%s", msg);
+	else if (lt_verbosity >= 1)
+		lt_log('I', "inject_mgr.c", 0, "%s", msg);
 }
 
 /* The session whose rows ("gpu", "python") say what the injected library

@@ -689,7 +689,7 @@ static void py_use_usdt(struct lt_session *s, struct py_state *st, struct py_tar
 
 /*
  * The cheapest exact method (--python-method auto; costs in
- * docs/MEASUREMENTS.md): the injected hook where it can go in now (a running
+ * docs/MEASUREMENTS.md, the Python hook): the injected hook where it can go in now (a running
  * process given by -p) or exactly from the start (the launched command, held
  * at Py_RunMain until it is in); a process that appears later (exec'd, a
  * followed child) keeps the USDT probes when its interpreter has them, armed
@@ -882,16 +882,18 @@ static int py_finish(struct lt_session *s, void *state)
 		st->t[i].waiting = 0;
 		if (st->t[i].explained) /* said already: it did run one, and exited */
 			continue;
-		lt_session_unseen(s, "python", st->t[i].pid, "ran no Python interpreter");
 		if (n++ < 8)
 			snprintf(pids + len, sizeof(pids) - len, "%s%d", len ? ", " : "", st->t[i].pid);
 	}
+	/* A process without Python (a shell, a shim, a tool a job runs) was not
+	 * missed: it is named only when no process ran Python at all. */
+	if (n && !st->n_traced)
+		lt_session_not_recorded(s, "python", "no process ran a Python interpreter");
 	if (n)
-		LT_WARN("python: %u process(es) ran no Python interpreter, nothing to trace there (pid %s%s)",
+		LT_INFO(1, "python: %u process(es) ran no Python interpreter, nothing to trace there (pid %s%s)",
 			n, pids, n > 8 ? ", ..." : "");
-	st->n_untraced += n;
 	if (st->n_traced || st->n_untraced)
-		LT_INFO(0, "python: functions traced in %u process(es), %u could not be traced",
+		LT_INFO(1, "python: functions traced in %u process(es), %u could not be traced",
 			st->n_traced, st->n_untraced);
 	return 0;
 }

@@ -20,6 +20,7 @@
 #include <bpf/libbpf.h>
 
 #include "cli.h"
+#include "inject_mgr.h"
 #include "nodename.h"
 #include "bpf/common.h"
 #include "bpf/pysample.h"
@@ -44,7 +45,7 @@ static const struct lt_source *const lt_sources[] = {
 #define LT_N_SOURCES (sizeof(lt_sources) / sizeof(lt_sources[0]))
 
 /* -t types no source here implements yet, reported as such. */
-static const unsigned lt_known_bits = LT_T_PYTHON | LT_T_CUDA | LT_T_SYSCALL | LT_T_CPU | LT_T_PYSAMPLE;
+static const unsigned lt_known_bits = LT_T_ALL;
 
 struct lt_slot {
 	const struct lt_source *src;
@@ -92,6 +93,7 @@ struct lt_priv {
 	int store_rc;                     /* lt_store_close's: 0 done, 1 left writing, -1 failed */
 	bool store_closed, stall_warned;
 	uint64_t store_lost_logged[EVSRC_MAX + 1];
+	bool published;         /* the log is under its name (else only the partial) */
 	struct lt_watch {                 /* fds polled beside the ring buffer */
 		int fd;
 		void (*ready)(struct lt_session *s, void *arg);
@@ -406,6 +408,7 @@ int lt_session_close_log(struct lt_session *s)
 					 "it if the store answers", s->opt.output,
 					 P(s)->store_end.busy_ns / 1e9,
 					 P(s)->store_end.queued / 1048576.0, LT_STORE_LINGER_S);
+	P(s)->published = true;
 	return 0;
 }
 
@@ -888,12 +891,19 @@ int lt_session_status(struct lt_session *s, char *buf, size_t n)
 	read_lost(s);
 	for (uint32_t i = 0; i < LT_LOST_SLOTS; i++)
 		lost += p->lost[i];
-	k = (size_t)snprintf(buf, n, "%llu events (", (unsigned long long)p->emitted);
+	/* The injected libraries write their own logs: their flushed events. */
+	struct lt_im_so_far lib;
+	lt_im_so_far(s->inject, &lib);
+	k = (size_t)snprintf(buf, n, "%llu events (",
+			     (unsigned long long)(p->emitted + lib.cuda_events + lib.python_events));
 	for (size_t i = 0; i < LT_N_SOURCES && k < n; i++) {
+		const char *name = p->slots[i].src->name;
+
 		if (!p->slots[i].started)
 			continue;
-		k += (size_t)snprintf(buf + k, n - k, "%s%s %llu", first ? "" : ", ", p->slots[i].src->name,
-				      (unsigned long long)p->slots[i].events);
+		k += (size_t)snprintf(buf + k, n - k, "%s%s %llu", first ? "" : ", ", name,
+				      (unsigned long long)(p->slots[i].events + (!strcmp(name, "gpu") ? lib.cuda_events :
+						!strcmp(name, "python") ? lib.python_events : 0)));
 		first = false;
 	}
 	struct lt_store_state st = { 0 };
@@ -903,7 +913,7 @@ int lt_session_status(struct lt_session *s, char *buf, size_t n)
 	lost += ws.dropped_events;
 	if (k < n)
 		k += (size_t)snprintf(buf + k, n - k, "), %.1f MB written, %llu lost",
-				      st.written / 1e6, (unsigned long long)lost);
+				      st.written / 1e6 + lib.bytes / 1e6, (unsigned long long)lost);
 	if (k < n && st.busy_ns >= 1000000000ull)
 		k += (size_t)snprintf(buf + k, n - k, " (the output store has not answered for %.0f s: "
 				      "%.1f MB waiting)", st.busy_ns / 1e9, st.queued / 1e6);
@@ -960,12 +970,16 @@ void lt_session_summary(struct lt_session *s, double seconds, const char *extra)
 		fprintf(stderr, "    (%u more processes not seen, for other reasons: see the W lines above)\n",
 			p->unseen_dropped);
 	summary_kept(p);
-	if (p->have_wstats)
+	/* "wrote" only for a log that is there under its name. */
+	if (p->have_wstats && p->published)
 		fprintf(stderr, "  wrote %s: %llu bytes, %llu events in %llu chunks, %u segment%s\n",
 			s->opt.output, (unsigned long long)p->wstats.file_bytes,
 			(unsigned long long)(p->wstats.events - p->wstats.dropped_events),
 			(unsigned long long)p->wstats.chunks, p->wstats.segments,
 			p->wstats.segments == 1 ? "" : "s");
+	else if (p->have_wstats)
+		fprintf(stderr, "  NOT published: %s; its partial file keeps what was written (see above)\n",
+			s->opt.output);
 	if (p->write_errors)
 		fprintf(stderr, "  %llu events could not be written\n", (unsigned long long)p->write_errors);
 }

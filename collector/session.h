@@ -40,7 +40,7 @@ enum lt_type_bit {
 	LT_T_PYSAMPLE = 1 << 4,
 	LT_T_GPU = 1 << 5,           /* --enable-cuda-kernel true (no -t name) */
 };
-#define LT_T_ALL (LT_T_PYTHON | LT_T_CUDA | LT_T_SYSCALL | LT_T_CPU)
+#define LT_T_ALL (LT_T_PYTHON | LT_T_CUDA | LT_T_SYSCALL | LT_T_CPU | LT_T_PYSAMPLE)
 
 /* How -t python traces calls (--python-method). */
 enum lt_python_method {

@@ -2,6 +2,7 @@
 #include <errno.h>
 #include <fcntl.h>
 #include <stdio.h>
+#include <sys/stat.h>
 #include <unistd.h>
 
 #include "io.h"
@@ -74,14 +75,55 @@ int lt_copy_bounded(int out, int in, uint64_t max, uint64_t *copied)
 	return 0;
 }
 
+/* Whether a failed call means "this file system has no such operation",
+ * as opposed to a real refusal (EEXIST, EACCES, ENOSPC, EIO...). */
+static int unsupported(int e)
+{
+	return e == EINVAL || e == ENOSYS || e == EOPNOTSUPP || e == EPERM;
+}
+
+/* The weakest way, for file systems with neither rename flags nor hard links
+ * (object-store FUSE mounts: s3fs and ossfs refuse both; some SMB servers
+ * refuse link): look, then rename. Another client creating `to` between the
+ * two steps is not seen: the names the product publishes carry their
+ * writer's host (and pid or session), so only a second writer given the
+ * very same name can race, and on an object store the last upload of a key
+ * wins whatever the client does. */
+static int rename_if_free(int sfd, const char *from, int dfd, const char *to)
+{
+	struct stat st;
+
+	if (fstatat(dfd, to, &st, AT_SYMLINK_NOFOLLOW) == 0)
+		return -EEXIST;
+	if (errno != ENOENT)
+		return -errno;
+	return renameat(sfd, from, dfd, to) ? -errno : 0;
+}
+
+/* By capability, strongest first. Local file systems (ext4, xfs, btrfs,
+ * tmpfs) take RENAME_NOREPLACE: one atomic step. NFS (v3 and v4) takes no
+ * rename flags (EINVAL) but link is atomic on the server and never replaces
+ * (EEXIST), and rename is atomic: link, then unlink the old name. FUSE
+ * mounts without rename2 give EINVAL; s3fs/ossfs then give EOPNOTSUPP for
+ * link and EPERM is what the kernel returns for file systems that have no
+ * link at all: rename_if_free. The kernel remembers a FUSE server's missing
+ * rename2, so the first try costs one round trip once per mount. */
+int lt_rename_noreplace(int sfd, const char *from, int dfd, const char *to)
+{
+	if (renameat2(sfd, from, dfd, to, RENAME_NOREPLACE) == 0)
+		return 0;
+	if (!unsupported(errno))
+		return -errno;
+	if (linkat(sfd, from, dfd, to, 0) == 0) {
+		unlinkat(sfd, from, 0);
+		return 0;
+	}
+	if (!unsupported(errno))
+		return -errno;
+	return rename_if_free(sfd, from, dfd, to);
+}
+
 int lt_publish_noreplace(int dirfd, const char *from, const char *to)
 {
-	if (renameat2(dirfd, from, dirfd, to, RENAME_NOREPLACE) == 0)
-		return 0;
-	if (errno != EINVAL && errno != ENOSYS && errno != EOPNOTSUPP)
-		return -errno;
-	if (linkat(dirfd, from, dirfd, to, 0) != 0)
-		return -errno;
-	unlinkat(dirfd, from, 0);
-	return 0;
+	return lt_rename_noreplace(dirfd, from, dirfd, to);
 }

@@ -17,9 +17,14 @@ int lt_write_all(int fd, const void *p, size_t n);
  * is shorter). 0 or -errno. */
 int lt_copy_bounded(int out, int in, uint64_t max, uint64_t *copied);
 
-/* Give dirfd/from the name dirfd/to, never replacing a file already there:
- * renameat2(RENAME_NOREPLACE), or link and unlink where the file system
- * lacks it. 0 or -errno (-EEXIST: `to` exists, `from` is left as it is). */
+/* Give sfd/from the name dfd/to, never replacing a file already there, by
+ * what the file system can do: renameat2(RENAME_NOREPLACE) (local), link
+ * and unlink (NFS), or look and rename (object-store FUSE mounts, which
+ * have neither; see io.c for what each guarantees). 0 or -errno (-EEXIST:
+ * `to` exists, `from` is left as it is). */
+int lt_rename_noreplace(int sfd, const char *from, int dfd, const char *to);
+
+/* lt_rename_noreplace within one directory. */
 int lt_publish_noreplace(int dirfd, const char *from, const char *to);
 
 #endif

@@ -15,6 +15,7 @@
 
 #include <fcntl.h>
 #include <libgen.h>
+#include <limits.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/stat.h>
@@ -291,6 +292,35 @@ static int run_core(struct cv_core *c, struct sinks *s, char *err, size_t errsz)
 	return rc;
 }
 
+/* Does the run already hold a host's outputs? Said before the conversion
+ * writes anything (publishing checks again, atomically); other hosts'
+ * files in the same run are fine: one run may gather several hosts. */
+static int run_taken(const struct cv_core *c, const char *logdir, const char *run, char *err,
+		     size_t errsz)
+{
+	static const char *const ext[] = { ".xplane.pb", ".trace.json.gz" };
+	char dir[PATH_MAX], file[TB_NAME_MAX + 32];
+	struct stat sb;
+
+	if (snprintf(dir, sizeof(dir), "%s/plugins/profile/%s", logdir, run) >= (int)sizeof(dir))
+		return 0; /* too long: the run's own checks say so */
+	for (size_t h = 0; h < c->n_hosts; h++)
+		for (size_t e = 0; e < sizeof(ext) / sizeof(ext[0]); e++) {
+			if (tb_host_filename(c->hosts[h].name ? c->hosts[h].name : "", file,
+					     sizeof(file) - 20))
+				continue;
+			strcat(file, ext[e]);
+			char path[PATH_MAX + sizeof(file) + 1];
+			snprintf(path, sizeof(path), "%s/%s", dir, file);
+			if (lstat(path, &sb) == 0) {
+				snprintf(err, errsz, "run %s already holds %s: nothing converted (use --force, "
+					 "another --run, or remove it)", run, file);
+				return -1;
+			}
+		}
+	return 0;
+}
+
 int conv_convert(const struct conv_request *req, char *err, size_t errsz)
 {
 	struct cv_core c;
@@ -324,6 +354,8 @@ int conv_convert(const struct conv_request *req, char *err, size_t errsz)
 			snprintf(runbuf, sizeof(runbuf), "run_%llu", (unsigned long long)c.run_base_rt);
 		run = runbuf;
 	}
+	if (req->logdir && !req->overwrite && run_taken(&c, req->logdir, run, err, errsz))
+		goto out;
 	clean_stale(req);
 	if (req->logdir && (fd = tb_open_run_dir(req->logdir, run, 0, err, errsz)) >= 0)
 		close(fd);

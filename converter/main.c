@@ -1,6 +1,7 @@
 /* SPDX-License-Identifier: Apache-2.0 */
 /* llmtracker-convert: event logs -> trace JSON, TensorBoard run directories,
  * folded stacks, summaries. See docs/CONTRACT.md §3 and docs/ARCHITECTURE.md. */
+#include "lt_version.h"
 #include "convert.h"
 #include "../eventlog/eventlog.h"
 
@@ -32,7 +33,8 @@ static void usage(FILE *f)
 		"  --run NAME      run name (default: the profile's start time)\n"
 		"  --force         replace existing output files (-o, --logdir)\n"
 		"  -q              quiet: no notes on skipped input, no closing line\n"
-		"  --no-progress   no progress bar (it is only shown when stderr is a terminal)\n");
+		"  --no-progress   no progress bar (it is only shown when stderr is a terminal)\n"
+		"  --version       print the version\n");
 }
 
 static int dump_main(int argc, char **argv)
@@ -42,6 +44,11 @@ static int dump_main(int argc, char **argv)
 	if (argc < 2) {
 		fprintf(stderr, "usage: llmtracker-convert dump LOG ...\n");
 		return 2;
+	}
+	if (!strcmp(argv[1], "-h") || !strcmp(argv[1], "--help")) {
+		printf("usage: llmtracker-convert dump LOG ...\n"
+		       "  Prints each log's header, then every event, one a line.\n");
+		return 0;
 	}
 	for (int i = 1; i < argc; i++) {
 		struct evlog_reader *r;
@@ -117,6 +124,10 @@ int main(int argc, char **argv)
 			return conv_summary_main(argc - 1, argv + 1);
 		if (!strcmp(cmd, "dump"))
 			return dump_main(argc - 1, argv + 1);
+		if (!strcmp(cmd, "--version") || !strcmp(cmd, "-V")) {
+			printf("llmtracker-convert %s\n", LT_VERSION);
+			return 0;
+		}
 	}
 	if (!(inputs = calloc((size_t)argc + 1, sizeof(*inputs))))
 		return 1;

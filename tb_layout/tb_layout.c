@@ -1,6 +1,7 @@
 /* SPDX-License-Identifier: Apache-2.0 */
 /* TensorBoard run-directory layout and atomic, symlink-safe publishing. */
 #include "tb_layout.h"
+#include "../common/io.h"
 
 #include <errno.h>
 #include <fcntl.h>
@@ -13,13 +14,8 @@
 #include <sys/file.h>
 #include <sys/random.h>
 #include <sys/stat.h>
-#include <sys/syscall.h>
 #include <time.h>
 #include <unistd.h>
-
-#ifndef RENAME_NOREPLACE
-#define RENAME_NOREPLACE (1 << 0)
-#endif
 
 static int fail(char *err, size_t errsz, const char *fmt, ...)
 	__attribute__((format(printf, 3, 4)));
@@ -283,8 +279,9 @@ static int rename_into_place(struct tb_tmpfile *t, int overwrite)
 {
 	if (overwrite)
 		return renameat(t->dirfd, t->tmpname, t->dirfd, t->final);
-	return (int)syscall(SYS_renameat2, t->dirfd, t->tmpname, t->dirfd, t->final,
-			    RENAME_NOREPLACE);
+	int rc = lt_publish_noreplace(t->dirfd, t->tmpname, t->final);
+
+	return rc ? (errno = -rc, -1) : 0;
 }
 
 int tb_tmp_publish(struct tb_tmpfile *t, int overwrite, char *err, size_t errsz)

@@ -310,8 +310,8 @@ int kprof_find_target(const struct kprof_opts *o, struct kprof_target *t)
 			KPROF_ERR("pod \"%s\" not found in namespace \"%s\" (check --pod and --namespace; "
 				  "kubectl get pods -n %s lists them)", o->pod, o->namespace, o->namespace);
 		else
-			KPROF_ERR("kubectl get pod %s -n %s failed (exit %d): %s", o->pod, o->namespace,
-				  r.status, kprof_first_line(r.err, line, sizeof(line)));
+			KPROF_ERR("%s", kprof_explain(&r, "reading the pod", o->namespace, line,
+						      sizeof(line)));
 		kprof_run_free(&r);
 		return -1;
 	}
@@ -393,4 +393,41 @@ void kprof_pod_name(const struct kprof_opts *o, const struct kprof_target *t, ch
 	sfx[5] = 0;
 	snprintf(out, sz, "ai-profiler-%015llx-%s",
 		 (unsigned long long)(h & 0xfffffffffffffffULL), sfx);
+}
+
+/* What kubectl's stderr says, by the phrases kubectl and the API server
+ * use for each case; in the order they are tried. */
+static const struct {
+	const char *const said[4];
+	const char *why;
+} kube_failures[] = {
+	{ { "connection refused", "Unable to connect to the server", "couldn't get current server API",
+	    "no such host" },
+	  "cannot reach the cluster's API server (is KUBECONFIG or --kubeconfig this cluster's? "
+	  "`kubectl cluster-info` tells)" },
+	{ { "i/o timeout", "Client.Timeout", "TLS handshake timeout", NULL },
+	  "the cluster's API server did not answer in time" },
+	{ { "Unauthorized", "You must be logged in", "provide credentials", NULL },
+	  "the cluster does not accept your credentials (log in again, or check the kubeconfig's user)" },
+	{ { "Forbidden", "forbidden", NULL, NULL },
+	  "your account is not allowed to do this in namespace %s (it needs get/create/delete on pods "
+	  "there: ask your cluster's admin)" },
+};
+
+const char *kprof_explain(const struct kprof_run *r, const char *doing, const char *namespace,
+			  char *buf, size_t sz)
+{
+	char line[512], why[512];
+
+	snprintf(why, sizeof(why), "kubectl exited with status %d", r->status);
+	for (size_t i = 0; i < sizeof(kube_failures) / sizeof(kube_failures[0]); i++)
+		for (int k = 0; k < 4 && kube_failures[i].said[k]; k++)
+			if (r->err && strstr(r->err, kube_failures[i].said[k])) {
+				snprintf(why, sizeof(why), kube_failures[i].why, namespace);
+				goto found;
+			}
+found:
+	snprintf(buf, sz, "%s failed: %s (kubectl said: %s)", doing, why,
+		 kprof_first_line(r->err ? r->err : "", line, sizeof(line)));
+	return buf;
 }

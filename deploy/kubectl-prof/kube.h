@@ -83,4 +83,10 @@ int kprof_sources_check(const char *sources);
 struct json_object *kprof_manifest(const struct kprof_opts *o, const struct kprof_target *t,
 				   const char *name);
 
+/* Why a kubectl run that exited non-zero failed, in our words (cannot
+ * reach the cluster, credentials refused, not allowed, ...), then kubectl's
+ * own first line: "DOING failed: WHY (kubectl said: ...)". */
+const char *kprof_explain(const struct kprof_run *r, const char *doing, const char *namespace,
+			  char *buf, size_t sz);
+
 #endif

@@ -17,6 +17,7 @@
 
 #include <json-c/json.h>
 
+#include "lt_version.h"
 #include "kube.h"
 
 #define EXIT_USAGE 2
@@ -242,8 +243,9 @@ static int deploy_apply(const struct kprof_opts *o, const char *json)
 		return 1;
 	}
 	if (r.status != 0) {
-		fprintf(stderr, "Error: kubectl apply of the profiling pod failed (exit %d):\n%s",
-			r.status, r.err);
+		char why[1024];
+		fprintf(stderr, "Error: %s\n", kprof_explain(&r, "creating the profiling pod",
+							     o->namespace, why, sizeof(why)));
 		rc = 1;
 	}
 	kprof_run_free(&r);
@@ -403,7 +405,9 @@ static int run_or_say(const struct del_opts *o, const char **args)
 		return fprintf(stderr, "Error: %s\n", kprof_err), 1;
 	fputs(r.out, stdout);
 	if (r.status != 0) {
-		fprintf(stderr, "Error: kubectl delete failed (exit %d):\n%s", r.status, r.err);
+		char why[1024];
+		fprintf(stderr, "Error: %s\n", kprof_explain(&r, "deleting the profiling pods", o->namespace,
+							     why, sizeof(why)));
 		rc = 1;
 	}
 	kprof_run_free(&r);
@@ -420,7 +424,9 @@ static int delete_expired(const struct del_opts *o, const char *selector)
 	if (kprof_run_kubectl(o->kubeconfig, get, NULL, &r))
 		return fprintf(stderr, "Error: %s\n", kprof_err), 1;
 	if (r.status != 0) {
-		fprintf(stderr, "Error: kubectl get pods failed (exit %d):\n%s", r.status, r.err);
+		char why[1024];
+		fprintf(stderr, "Error: %s\n", kprof_explain(&r, "listing the profiling pods", o->namespace,
+							     why, sizeof(why)));
 		kprof_run_free(&r);
 		return 1;
 	}
@@ -484,6 +490,10 @@ int main(int argc, char **argv)
 	if (!cmd || !strcmp(cmd, "-h") || !strcmp(cmd, "--help") || !strcmp(cmd, "help")) {
 		fputs(top_help, stdout);
 		return cmd ? 0 : EXIT_USAGE;
+	}
+	if (!strcmp(cmd, "--version") || !strcmp(cmd, "version")) {
+		printf("kubectl-prof %s\n", LT_VERSION);
+		return 0;
 	}
 	if (!strcmp(cmd, "deploy") || !strcmp(cmd, "run"))
 		return cmd_deploy(argc - 1, argv + 1);

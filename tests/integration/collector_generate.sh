@@ -30,8 +30,18 @@ check "... but under the Python heading" grep -q "PID: $p, .*\"cuda\":false" "$T
 "$LT" --help >"$T/help.out"
 check "--help lists generateProbe" grep -q "llmtracker generateProbe -p PID" "$T/help.out"
 check "--help lists export --logdir/--run" grep -q "llmtracker export .*--logdir DIR \[--run NAME\]" "$T/help.out"
-check "prints the command template" grep -q 'The profiling command is: llmtracker profile -p <ProcessID-To-Profiling> -t ' "$T/all.out"
-check "prints the Python path hint" grep -qE "Profiling Python Path is: /.*export EBPF_USDT_PYTHON_PATH=/" "$T/all.out"
+cmd=$(sed -n 's/.*The profiling command is: //p' "$T/all.out")
+check "prints a command for the GPU process found, no placeholders ($cmd)" \
+	'[[ "$cmd" == "llmtracker profile "*"-p $g "* ]] && [[ "$cmd" != *"<"* ]] && [[ "$cmd" != *"-p $p "* ]]'
+check "prints the Python path hint of that process" grep -qE "Profiling Python Path is: /.*export EBPF_USDT_PYTHON_PATH=/" "$T/all.out"
+# The command runs as printed (its duration and output shortened here).
+run=${cmd/#llmtracker /}
+run=${run/ -d 30/ -d 1}
+run=$(echo "$run" | sed "s| -o [^ ]*| -o $T/gen.evlog|")
+# shellcheck disable=SC2086
+"$LT" $run > "$T/gen.out" 2> "$T/gen.err"
+rc=$?
+check "the printed command runs (rc $rc): $run" '[ $rc -eq 0 ] && [ -s "$T/gen.evlog" ]' 
 
 # --container-id: a cgroup named like a container's holds one python process;
 # another python outside it must not be listed.
@@ -56,8 +66,12 @@ else
 	echo "# no writable cgroup hierarchy: --container-id filtering not checked"
 fi
 "$LT" generateCommand --container-id no-such-container-0123 >"$T/none.out" 2>&1
-check "--container-id of no container lists nothing" test "$(grep -c 'PID: ' "$T/none.out")" -eq 0
-check "... and says so" grep -q "no process maps libcuda/libcudart in container no-such-container-0123" "$T/none.out"
+rc=$?
+check "--container-id of no container fails (rc $rc) and lists nothing" \
+	'[ $rc -eq 1 ] && [ "$(grep -c "PID: " "$T/none.out")" -eq 0 ]'
+check "... saying so" grep -q "no process on this node is in container no-such-container-0123" "$T/none.out"
+"$LT" generateCommand --pod-uid nope >"$T/nope.out" 2>&1
+check "--pod-uid of no pod fails too" '[ $? -eq 1 ] && grep -q "no process on this node is in pod nope" "$T/nope.out"' 
 "$LT" generateCommand --container-id a --pod-uid b >/dev/null 2>"$T/both.err"
 check "--container-id with --pod-uid is refused" test $? -ne 0
 check "... saying why" grep -q "at most one of --container-id ID or --pod-uid UID" "$T/both.err"

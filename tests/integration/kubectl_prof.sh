@@ -21,7 +21,12 @@ a=("$@")
 [ "${a[0]}" = --kubeconfig ] && a=("${a[@]:2}")
 case "${a[0]} ${a[1]}" in
 "get pod")
-	if [ -f "$d/pods/${a[2]}.json" ]; then cat "$d/pods/${a[2]}.json"
+	# what real kubectl prints when the cluster cannot be reached or refuses
+	if [ "${a[2]}" = unreachable ]; then
+		echo 'E1206 05:38:12.555354 5285 memcache.go:265] "Unhandled Error" err="couldn'"'"'t get current server API group list: Get \"http://localhost:8080/api?timeout=32s\": dial tcp 127.0.0.1:8080: connect: connection refused"' >&2; exit 1
+	elif [ "${a[2]}" = forbidden ]; then
+		echo 'Error from server (Forbidden): pods "forbidden" is forbidden: User "dev" cannot get resource "pods" in API group "" in the namespace "ml"' >&2; exit 1
+	elif [ -f "$d/pods/${a[2]}.json" ]; then cat "$d/pods/${a[2]}.json"
 	else echo "Error from server (NotFound): pods \"${a[2]}\" not found" >&2; exit 1; fi ;;
 "get pods") cat "$d/list.json" ;;
 "apply -f") cat > "$d/stdin.$n"; echo "pod/created" ;;
@@ -179,6 +184,8 @@ err_case() { # want_rc pattern what -- args
 	fi
 }
 err_case 1 'pod "nope" not found in namespace "default"' "missing pod" -- deploy --image I --pod nope
+err_case 1 "reading the pod failed: cannot reach the cluster's API server" "an unreachable cluster, said in our words" -- deploy --image I --pod unreachable --dry-run
+err_case 1 'your account is not allowed to do this in namespace ml' "a forbidden read, said in our words" -- deploy --image I --pod forbidden --namespace ml
 err_case 1 'choose one with --container' "several containers, no --container" -- deploy --image I --pod pytorch-train-worker-sample
 err_case 1 'no container named "tf"' "unknown container" -- deploy --image I --pod pytorch-train-worker-sample --container tf
 err_case 1 'not scheduled on a node' "pending pod" -- deploy --image I --pod pending-worker --container pytorch

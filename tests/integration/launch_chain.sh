@@ -46,8 +46,8 @@ for r in $(seq "$RUNS"); do
 	check_rc $rc "[$r] every call of the script's f recorded (2000)"
 done
 sed -n '/^  source /,$p' "$T/err1" | sed 's/^/# /'
-grep -A1 -E '^  python ' "$T/err1" | grep -qE '^    not seen in [0-9]{2} processes: ran no Python interpreter \(pid [0-9]+, '
-check_rc $? "the summary says which processes ran no Python interpreter"
+! grep -A1 -E '^  python ' "$T/err1" | grep -qE 'not seen|ran no Python'
+check_rc $? "the chain's processes without Python are not listed as missed"
 grep -qE '^  cuda +0 +0 +not recorded: no library the probe file names was loaded' "$T/err1"
 check_rc $? "the summary says why cuda recorded nothing"
 tap_done
