@@ -318,14 +318,19 @@ static int evw_seg_end(struct evlog_writer *w, int last)
 	return 0;
 }
 
-/* After a chunk: end the segment where it reached a bound. */
+static int evw_seg_old(const struct evlog_writer *w)
+{
+	return w->opts.segment_ns && evw_now(CLOCK_MONOTONIC) - w->seg_born_ns >= w->opts.segment_ns;
+}
+
+/* Between chunks: end the segment where it reached a bound (the next one
+ * starts with its header and record, so never with a chunk half full). */
 static int evw_seg_check(struct evlog_writer *w)
 {
-	if (w->fd >= 0 || !w->seg_events || w->failed)
+	if (w->fd >= 0 || !w->seg_events || w->failed || w->n_events)
 		return 0;
 	int full = w->opts.segment_bytes && w->seg_bytes >= w->opts.segment_bytes;
-	int old = w->opts.segment_ns && evw_now(CLOCK_MONOTONIC) - w->seg_born_ns >= w->opts.segment_ns;
-	if (!full && !old)
+	if (!full && !evw_seg_old(w))
 		return 0;
 	int rc = evw_seg_end(w, 0);
 	return rc ? rc : evw_seg_begin(w);
@@ -655,7 +660,8 @@ int evlog_writer_tick(struct evlog_writer *w)
 		return -EVLOG_EINVAL;
 	if (w->failed)
 		return -w->failed;
-	if (w->n_events && evw_now(CLOCK_MONOTONIC) - w->chunk_born_ns >= w->opts.flush_ns)
+	if (w->n_events && (evw_now(CLOCK_MONOTONIC) - w->chunk_born_ns >= w->opts.flush_ns ||
+			    (w->fd < 0 && evw_seg_old(w))))
 		return evw_flush(w);
 	return evw_seg_check(w);
 }

@@ -23,8 +23,7 @@ wrote_events() { sed -n 's/.*bytes, \([0-9]*\) events in.*/\1/p' "$1"; }
 objects_bytes() { # the sizes of the objects under run/, from the server's own files
 	local k sum=0
 	for k in $(st_objects | grep "^run/$1"); do
-		sum=$((sum + $(stat -c %s "$T/s3data/lt/$k._S3rver_object/content" 2>/dev/null ||
-			echo 0)))
+		sum=$((sum + $(stat -c %s "$T/s3data/lt/$k._S3rver_object" 2>/dev/null || echo 0)))
 	done
 	echo "$sum"
 }
@@ -35,7 +34,7 @@ sent0=$(st_sent_bytes)
 	"$PROGS/busy_rate" "$T/rate" 8 >/dev/null 2>"$T/p1.err"
 check "profile through the store ends (rc $?)" '[ $? = 0 ]' || sed 's/^/# /' "$T/p1.err"
 sent1=$(st_sent_bytes)
-st_objects | grep '^run/' >"$T/objs"
+st_objects | grep '^run/.' >"$T/objs"
 nseg=$(grep -c '^run/node\.evlog\.[0-9]*$' "$T/objs")
 check "published in segments ($nseg numbered, and the last as NAME)" \
 	'[ "$nseg" -ge 3 ] && grep -qx run/node.evlog "$T/objs"'
@@ -64,13 +63,15 @@ check "each earlier segment recorded once ($nrec of $nseg)" '[ "$nrec" = "$nseg"
 # ---- a missing segment, then an altered one: named
 mv "$B/run/node.evlog.2" "$B/run/moved" || nok "rename on the store"
 "$CONV" --no-progress "$B/run/node.evlog" -o "$T/m.json" >"$T/m.out" 2>&1
+rc=$?
 check "a missing segment fails the conversion, named: $(tail -1 "$T/m.out")" \
-	'[ $? != 0 ] && grep -q "node.evlog.2: missing (No such file or directory): segment 2 of the log, recorded by .*node.evlog.3" "$T/m.out"'
+	'[ $rc != 0 ] && grep -q "node.evlog.2: missing (No such file or directory): segment 2 of the log, recorded by .*node.evlog.3" "$T/m.out"'
 mv "$B/run/moved" "$B/run/node.evlog.2"
 printf 'X' | dd of="$B/run/node.evlog.1" bs=1 seek=300 conv=notrunc status=none
 "$CONV" --no-progress "$B/run/node.evlog" -o "$T/x.json" >"$T/x.out" 2>&1
+rc=$?
 check "an altered segment fails it, named: $(tail -1 "$T/x.out")" \
-	'[ $? != 0 ] && grep -q "node.evlog.1: its content differs from the SHA-256 that .*node.evlog.2 records" "$T/x.out"'
+	'[ $rc != 0 ] && grep -q "node.evlog.1: its content differs from the SHA-256 that .*node.evlog.2 records" "$T/x.out"'
 
 # ---- a collector killed mid-profile
 "$LT" profile -t syscall --segment-seconds 1 -o "$A/run2/killed.evlog" -v 1 -- \
@@ -85,7 +86,7 @@ pkill -x busy_rate
 # Its writer writes what the collector had handed over, and stops.
 check "the writer process ($writer) ends after its collector" \
 	wait_until 20 "[ -n '$writer' ] && ! kill -0 '$writer' 2>/dev/null"
-st_objects | grep '^run2/' >"$T/kobjs"
+st_objects | grep '^run2/.' >"$T/kobjs"
 kseg=$(grep -c '^run2/killed\.evlog\.[0-9]*$' "$T/kobjs")
 check "left: $kseg segments and the partial file, no NAME ($(tr '\n' ' ' <"$T/kobjs"))" \
 	'[ "$kseg" -ge 3 ] && grep -qx "run2/.killed.evlog.partial" "$T/kobjs" && ! grep -qx run2/killed.evlog "$T/kobjs"'
@@ -99,6 +100,7 @@ last=$("$DUMP" "$B/run2/killed.evlog.$kseg" 2>/dev/null | grep -vc '^#')
 kc=$(converted "$T/k.out")
 check "it holds every event of the published segments ($kc > $last)" '[ -n "$kc" ] && [ "$kc" -gt "$last" ]'
 "$CONV" --no-progress "$B/run2" -o "$T/d.json" >"$T/d.out" 2>&1
+rc=$?
 check "its directory converts the same: one log of $(converted "$T/d.out") events" \
-	'[ $? = 0 ] && [ "$(converted "$T/d.out")" = "$kc" ] && grep -q "from 1 logs" "$T/d.out"'
+	'[ $rc = 0 ] && [ "$(converted "$T/d.out")" = "$kc" ] && grep -q "from 1 logs" "$T/d.out"'
 tap_done

@@ -1175,6 +1175,28 @@ static void test_segments_by_time(void **state)
 	assert_int_equal(lost, 3);
 	assert_int_equal(segrec, 3);
 	evlog_reader_close(r);
+
+	/* A segment old enough ends at a tick even with its chunk young: the
+	 * chunk goes first, then the next segment starts with its record. */
+	o.flush_ns = 60 * 1000000000ull;
+	assert_int_equal(evlog_writer_open(&w, tpath("young.evlog"), NULL, &o, msg, sizeof(msg)), 0);
+	for (int i = 0; i < 3; i++) {
+		ev.u.lost.count = (uint64_t)i;
+		assert_int_equal(evlog_write(w, &ev), 0);
+		usleep(25000);
+		assert_int_equal(evlog_writer_tick(w), 0);
+	}
+	evlog_writer_stats(w, &st);
+	assert_int_equal(st.segments, 4);
+	assert_int_equal(evlog_writer_close_msg(w, msg, sizeof(msg)), 0);
+	r = ropen(tpath("young.evlog")); /* each record checked: the first event of its segment */
+	for (lost = 0, segrec = 0; evlog_next(r, &got) == 0;) {
+		lost += got->type == EV_LOST && got->u.lost.count == (uint64_t)lost;
+		segrec += got->type == EV_SEGMENT;
+	}
+	assert_int_equal(lost, 3);
+	assert_int_equal(segrec, 3);
+	evlog_reader_close(r);
 }
 
 /* A sink that drops every other chunk of events (a full queue): the writer
