@@ -493,7 +493,7 @@ void lt_session_store_tick(struct lt_session *s, bool count_lost)
 	if (!p->stall_warned && st.busy_ns >= 2000000000ull) {
 		LT_WARN("the output store has not answered for %.0f s: the log waits in memory (up to "
 			"%.0f MiB), then events are dropped and counted as lost", st.busy_ns / 1e9,
-			2 * segment_bytes(&s->opt) / 1048576.0);
+			st.cap / 1048576.0);
 		p->stall_warned = true;
 	} else if (p->stall_warned && !st.busy_ns) {
 		LT_WARN("the output store answers again (its longest call took %.1f s)",

@@ -517,6 +517,7 @@ void lt_store_state(const struct lt_store *st, struct lt_store_state *out)
 		out->longest_ns = out->busy_ns;
 	out->queued = atomic_load(&sh->head) - atomic_load(&sh->tail);
 	out->written = atomic_load(&sh->written);
+	out->cap = st->cap;
 }
 
 pid_t lt_store_pid(const struct lt_store *st)

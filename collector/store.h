@@ -60,6 +60,7 @@ struct lt_store_state {
 	uint64_t longest_ns;        /* the longest call so far (the one in progress too) */
 	uint64_t queued;            /* bytes given and not yet written */
 	uint64_t written;           /* bytes written to the store */
+	uint64_t cap;               /* the cap on queued bytes */
 };
 void lt_store_state(const struct lt_store *st, struct lt_store_state *out);
 pid_t lt_store_pid(const struct lt_store *st);

@@ -626,7 +626,7 @@ static int evw_flush_chunk(struct evlog_writer *w)
 		w->st.chunks++;
 		w->st.raw_bytes += len;
 		w->seq++;
-		w->seg_events |= !w->keep || w->by_type[EV_SEGMENT] != w->n_events;
+		w->seg_events |= !w->keep; /* records kept in a stall never start a segment */
 	}
 	evw_reset_chunk(w);
 	return 0;
