@@ -20,11 +20,9 @@ converted() { sed -n 's/^converted \([0-9]*\) events.*/\1/p' "$1"; }
 # the collector summary's figure for a source row / its "wrote" line
 summary_events() { awk -v s="$2" '$1 == s { print $2 }' "$1"; }
 wrote_events() { sed -n 's/.*bytes, \([0-9]*\) events in.*/\1/p' "$1"; }
-objects_bytes() { # the sizes of the objects under run/, from the server's own files
+objects_bytes() { # the sizes of the objects under run/ named PREFIX*
 	local k sum=0
-	for k in $(st_objects | grep "^run/$1"); do
-		sum=$((sum + $(stat -c %s "$T/s3data/lt/$k._S3rver_object" 2>/dev/null || echo 0)))
-	done
+	for k in $(st_objects | grep "^run/$1"); do sum=$((sum + $(st_size "$k"))); done
 	echo "$sum"
 }
 
