@@ -26,7 +26,7 @@ mkdir "$A/run" || { echo "store_upload: mkdir on the store failed"; exit 1; }
 tap_bg "$tp"
 sent0=$(st_sent_bytes)
 "$LT" profile -p "$tp" -t syscall -q -d "$SECONDS_" -o "$A/run/node.evlog" 2>"$T/p.err" ||
-	{ echo "store_upload: the profile failed:"; tail -3 "$T/p.err"; exit 1; }
+	{ echo "store_upload: the profile failed:"; grep -v "^  " "$T/p.err" | tail -4; exit 1; }
 sent=$(($(st_sent_bytes) - sent0))
 obj=0 n=0
 for k in $(st_objects | grep '^run/.'); do
