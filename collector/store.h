@@ -36,7 +36,7 @@
 /* How long a writer left behind goes on trying before it gives up. */
 #define LT_STORE_LINGER_S 600
 /* The smallest queue cap; the default is two segments. */
-#define LT_STORE_QUEUE_MIN (4ull << 20)
+#define LT_STORE_QUEUE_MIN (1ull << 20)
 
 struct lt_store;
 
