@@ -80,6 +80,8 @@ static void ring_copy(uint8_t *ring, uint64_t size, uint64_t at, const void *src
 {
 	uint64_t off = at % size, first = n < size - off ? n : size - off;
 
+	if (!n)
+		return;
 	memcpy(ring + off, src, first);
 	memcpy(ring, (const uint8_t *)src + first, n - first);
 }
@@ -88,6 +90,8 @@ static void ring_read(const uint8_t *ring, uint64_t size, uint64_t at, void *dst
 {
 	uint64_t off = at % size, first = n < size - off ? n : size - off;
 
+	if (!n)
+		return;
 	memcpy(dst, ring + off, first);
 	memcpy((uint8_t *)dst + first, ring, n - first);
 }
