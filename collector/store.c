@@ -297,7 +297,7 @@ static __attribute__((noreturn)) void w_main(struct lt_store *st, int wake_rd, p
 		w.wake_rd = 3;
 	}
 	close_range(4, ~0u, 0);
-	int rc = evlog_files_open(&w.f, st->path, 0, msg, sizeof(msg));
+	int rc = evlog_files_open(&w.f, st->path, EVLOG_FILES_SEGMENTS, msg, sizeof(msg));
 
 	if (rc || (rc = evlog_files_sink.begin(w.f, 1, msg, sizeof(msg)))) {
 		w_fail(&w, rc, msg);

@@ -382,10 +382,12 @@ void evlog_writer_stats(const struct evlog_writer *w, struct evlog_writer_stats 
  * into "<dir>/.<name>.partial", closed once and published whole, never over
  * a file. Usable on its own: the collector's store writer process gets the
  * bytes from the collector and writes them through evlog_files_sink.
- * evlog_files_open() checks the directory and that neither <name> nor
- * <name>.1 exists (unless overwrite); the first begin() creates the file. */
+ * evlog_files_open() checks the directory and that <name> does not exist,
+ * nor <name>.1 for a log in segments (unless overwrite); the first begin()
+ * creates the file. */
+enum { EVLOG_FILES_OVERWRITE = 1, EVLOG_FILES_SEGMENTS = 2 };
 struct evlog_files;
-int evlog_files_open(struct evlog_files **out, const char *path, int overwrite, char *msg,
+int evlog_files_open(struct evlog_files **out, const char *path, int flags, char *msg,
 		     size_t msgsz);
 extern const struct evlog_sink evlog_files_sink; /* ctx: the struct evlog_files */
 const char *evlog_files_dir(const struct evlog_files *f);     /* "dir/" as given, or "" */

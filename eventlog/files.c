@@ -52,16 +52,17 @@ void evlog_segment_name(const char *name, uint32_t seg, char *out, size_t outsz)
 	snprintf(out, outsz, "%s.%u", name, seg);
 }
 
-/* A name this log must not find taken: its final name and its first
- * segment's (a later segment's is checked when it is published). */
-static int evf_taken(struct evlog_files *f, const char *path, char *msg, size_t msgsz)
+/* A name this log must not find taken: its final name and, in segments,
+ * its first segment's (a later segment's is checked when it is published). */
+static int evf_taken(struct evlog_files *f, const char *path, int segments, char *msg,
+		     size_t msgsz)
 {
 	char seg1[PATH_MAX];
 	const char *names[2] = { f->name, seg1 };
 	struct stat sb;
 
 	evlog_segment_name(f->name, 1, seg1, sizeof(seg1));
-	for (int i = 0; i < 2; i++) {
+	for (int i = 0; i < 1 + !!segments; i++) {
 		if (fstatat(f->dirfd, names[i], &sb, AT_SYMLINK_NOFOLLOW))
 			continue;
 		if (i == 0 && S_ISDIR(sb.st_mode))
@@ -131,7 +132,7 @@ static int evf_create(struct evlog_files *f, char *err, size_t errsz)
 		       "stale partial files next to it; remove them", f->dir, f->name);
 }
 
-int evlog_files_open(struct evlog_files **out, const char *path, int overwrite, char *msg,
+int evlog_files_open(struct evlog_files **out, const char *path, int flags, char *msg,
 		     size_t msgsz)
 {
 	*out = NULL;
@@ -142,11 +143,11 @@ int evlog_files_open(struct evlog_files **out, const char *path, int overwrite, 
 	if (!f)
 		return evf_msg(msg, msgsz, EVLOG_ENOMEM, "out of memory");
 	f->dirfd = f->fd = -1;
-	f->overwrite = overwrite;
+	f->overwrite = !!(flags & EVLOG_FILES_OVERWRITE);
 	int rc = evf_split(f, path, msg, msgsz);
 
 	if (!rc)
-		rc = evf_taken(f, path, msg, msgsz);
+		rc = evf_taken(f, path, flags & EVLOG_FILES_SEGMENTS, msg, msgsz);
 	if (rc) {
 		evlog_files_close(f);
 		return rc;

@@ -456,7 +456,9 @@ int evlog_writer_open(struct evlog_writer **out, const char *path,
 	*out = NULL;
 	if (!path || !*path)
 		return evf_msg(msg, msgsz, EVLOG_EINVAL, "evlog_writer_open: empty output path");
-	int rc = evlog_files_open(&f, path, opts && opts->overwrite, msg, msgsz);
+	int flags = (opts && opts->overwrite ? EVLOG_FILES_OVERWRITE : 0) |
+		    (opts && (opts->segment_bytes || opts->segment_ns) ? EVLOG_FILES_SEGMENTS : 0);
+	int rc = evlog_files_open(&f, path, flags, msg, msgsz);
 	if (rc)
 		return rc;
 	const char *slash = strrchr(path, '/');

@@ -1071,6 +1071,18 @@ static void test_segments(void **state)
 	/* A segment reads with those before it: fewer events, in order. */
 	snprintf(name, sizeof(name), "seg.evlog.%u", segs - 1);
 	seg_read(tpath(name), "seg.evlog", UINT64_MAX, segs - 1);
+	/* NAME.1 taken: refused to a log in segments (its first would fail to
+	 * publish), not to one without. */
+	struct evlog_writer *w;
+	char msg[512];
+	struct evlog_writer_opts so = { .segment_ns = 1000000000ull };
+	FILE *f = fopen(tpath("pre.evlog.1"), "w");
+	fclose(f);
+	assert_int_equal(evlog_writer_open(&w, tpath("pre.evlog"), NULL, &so, msg, sizeof(msg)),
+			 -EVLOG_EEXIST);
+	assert_non_null(strstr(msg, "pre.evlog.1' already exists"));
+	assert_int_equal(evlog_writer_open(&w, tpath("pre.evlog"), NULL, NULL, msg, sizeof(msg)), 0);
+	evlog_writer_abort(w);
 	/* A log that fits its bound is one file, as without segments. */
 	assert_int_equal(seg_write("one.evlog", 10, 1 << 20, 0), 1);
 	seg_read(tpath("one.evlog"), "one.evlog", 10, 1);
@@ -1239,7 +1251,8 @@ static void test_sink_drops(void **state)
 	struct evlog_writer *w;
 	char msg[512];
 
-	assert_int_equal(evlog_files_open(&d.f, tpath("drop.evlog"), 0, msg, sizeof(msg)), 0);
+	assert_int_equal(evlog_files_open(&d.f, tpath("drop.evlog"), EVLOG_FILES_SEGMENTS, msg,
+					  sizeof(msg)), 0);
 	assert_int_equal(evlog_writer_open_sink(&w, "drop.evlog", &sink, &d, NULL, &o, msg,
 						sizeof(msg)), 0);
 	struct evlog_event ev = { .type = EV_SYSCALL, .ts = 1, .pid = 3, .tid = 3 };
