@@ -39,6 +39,13 @@ check "published in segments ($nseg numbered, and the last as NAME)" \
 want=$( (for k in $(seq 1 "$nseg"); do echo "run/node.evlog.$k"; done; echo run/node.evlog) | sort)
 check "every object once, nothing else (no partial left): $(tr '\n' ' ' <"$T/objs")" \
 	'[ "$(sort "$T/objs")" = "$want" ] && [ "$(sort -u "$T/objs" | wc -l)" = "$(wc -l <"$T/objs")" ]'
+# Each segment uploaded once (its partial file stored once, at its close)
+# and each published object written once, by its rename's server-side copy.
+st_writes | grep '^run/' >"$T/writes"
+pubw=$(grep -c '^run/node\.evlog\(\.[0-9]*\)\?$' "$T/writes")
+partw=$(grep -c '^run/\.node\.evlog\.partial$' "$T/writes")
+check "each segment uploaded once ($partw stores of the partial file for $((nseg + 1))), each object written once ($pubw)" \
+	'[ "$partw" = $((nseg + 1)) ] && [ "$pubw" = $((nseg + 1)) ] && [ "$(sort "$T/writes" | uniq -d | grep -v partial)" = "" ]'
 # Uploaded once: what s3fs sent (requests, headers and all) against the objects' bytes.
 obj=$(objects_bytes node.evlog)
 sent=$((sent1 - sent0))
