@@ -55,6 +55,8 @@ struct lt_options {
 	unsigned types;              /* enum lt_type_bit */
 	bool types_all;              /* -t all: unavailable sources warn, not fail */
 	const char *output;          /* -o */
+	double segment_mb;           /* --segment-mb: a segment of the log ends past this size... */
+	double segment_s;            /* --segment-seconds: ... or this age */
 	double duration_s;           /* -d; 0 = until targets exit or a signal */
 	double delay_s;              /* --delay */
 	int verbosity;               /* -v */
