@@ -1598,6 +1598,7 @@ void lt_im_stop(struct lt_im *im)
 {
 	if (!im || im->stopped)
 		return;
+	uint64_t t0 = lt_mono_ms();
 	jobs_join_all(im); /* no target is added from here on */
 	memset(&im->tot, 0, sizeof(im->tot));
 	int launched = -1;
@@ -1615,6 +1616,9 @@ void lt_im_stop(struct lt_im *im)
 		im_unseen(im, LT_IM_CUDA, launched, "no process of the launched command initialized CUDA");
 	}
 	im->tot.py_later = atomic_load(&im->py_later);
+	if (im->n)
+		im_log(im, 0, 'I', "the injected libraries of %d process(es) stopped in %llu ms", im->n,
+		       (unsigned long long)(lt_mono_ms() - t0));
 	im->n = 0;
 	im->stopped = 1;
 }

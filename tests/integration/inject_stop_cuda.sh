@@ -77,9 +77,10 @@ app_end() { # NAME PID: stdin closed; it must end 0 with its figures
 
 # run TAG D PID...: profile the pids with -d D, each app told "quiet" (its
 # name listed in $quiet) once its CUDA profiling started; sets $crc, $over
-# (seconds from -d's start to the collector's exit, past D)
+# (seconds from -d's start to the collector's exit, past D) and $stop (from
+# -d's end to the libraries' stop's, by the collector's own clock)
 run() {
-	local tag=$1 d=$2 p args=() end start
+	local tag=$1 d=$2 p args=() end start stopped
 	shift 2
 	mkdir -p "$W/$tag"
 	for p; do args+=(-p "$p"); done
@@ -91,9 +92,18 @@ run() {
 	wait $cp; crc=$?
 	end=$(now_secs)
 	start=$(glog_secs "$W/$tag/err" "profiling [0-9]+ process")
+	stopped=$(glog_secs "$W/$tag/err" "injected libraries of [0-9]+ process")
 	over=$(awk -v a="$start" -v b="$end" -v d="$d" 'BEGIN { x = b - a; if (x < 0) x += 86400; printf "%.2f", x - d }')
-	echo "# $tag: -d $d, collector exited $over s past -d (status $crc); its log:"
-	grep -E "stopping:|pid [0-9]+: [0-9]+ kernels|stays loaded|flush|CUDA log" "$W/$tag/err" | cut -c1-220 | sed 's/^/#   /'
+	stop=$(awk -v a="$start" -v b="$stopped" -v d="$d" 'BEGIN { x = b - a; if (x < 0) x += 86400; printf "%.2f", x - d }')
+	echo "# $tag: -d $d: the libraries stopped $stop s past -d, the collector exited $over s past it (status $crc); its log:"
+	sed -n '/stopping:/,$p' "$W/$tag/err" | cut -c1-200 | sed 's/^/#   /'
+}
+# The libraries' stop, the part the targets can hold up, ends within 1.6 s
+# of -d (1.5 s for the replies); the collector's own teardown after it is
+# held to -d + 2 s in all where the machine is not busy (TAP_TIME_SCALE 1),
+# and to twice its scale where it is.
+in_bound() {
+	[ "$crc" = 0 ] && awk -v s="$stop" -v o="$over" -v k="$TAP_TIME_SCALE" 'BEGIN { exit !(s <= 1.6 && o <= 2.0 * k) }'
 }
 # the log of PID published, readable, with as many kernels as the collector was told (> 0)
 published() { # TAG PID
@@ -112,8 +122,8 @@ cut_named() { # TAG PID
 quiet=
 app slow FAKE_CUPTI_HOLD_AT=flush; slow=$app
 run flush 2 $slow
-[ "$crc" = 0 ] && awk -v o="$over" 'BEGIN { exit !(o <= 2.0) }'
-check_rc $? "a final flush that does not end: the collector exits within -d + 2 s ($over s past it)"
+in_bound
+check_rc $? "a final flush that does not end: the libraries' stop ends $stop s past -d, the collector exits $over s past it (within 2 s)"
 published flush $slow
 check_rc $? "... its log is published with what came before (as many kernels as told)"
 cut_named flush $slow && grep -q "the injected library stays loaded in 1 process" "$W/flush/err"
@@ -130,8 +140,8 @@ app idle; idle=$app
 quiet=idle
 run idle 2 $idle
 quiet=
-[ "$crc" = 0 ] && awk -v o="$over" 'BEGIN { exit !(o <= 2.0) }'
-check_rc $? "no CUDA call at the stop: the collector exits within -d + 2 s ($over s past it)"
+in_bound
+check_rc $? "no CUDA call at the stop: the libraries' stop ends $stop s past -d, the collector exits $over s past it (within 2 s)"
 published idle $idle && grep -q "pid $idle: .*CUPTI still attached (no CUDA call to detach at)" "$W/idle/err"
 check_rc $? "... its log is published, CUPTI detaching at the process's next call (said)"
 say idle calls
@@ -146,8 +156,8 @@ app free3; free3=$app
 quiet=idle3
 run mixed 2 $slow3 $idle3 $free3
 quiet=
-[ "$crc" = 0 ] && awk -v o="$over" 'BEGIN { exit !(o <= 2.0) }'
-check_rc $? "a slow flush, an idle target and a free one at once: the collector exits within -d + 2 s ($over s past it)"
+in_bound
+check_rc $? "a slow flush, an idle target and a free one at once: the libraries' stop ends $stop s past -d, the collector exits $over s past it (within 2 s)"
 cut_named mixed $slow3 && published mixed $slow3 && published mixed $idle3 && published mixed $free3 &&
 	! grep -q "memfd:llmtracker-inject" /proc/$free3/maps
 check_rc $? "... every log published, the free one unloaded, the slow one named"
