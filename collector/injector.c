@@ -792,16 +792,16 @@ static void frame_fp(const struct inj_thread *t, uint8_t *out, size_t fplen)
 	memcpy(out + t->fp_len, &m2, 4);
 }
 
-/* Read or write the target's memory through /proc/PID/mem (what the
- * collector's seccomp profile allows). Bytes done, or -errno. */
-static ssize_t mem_io(const struct inj_thread *t, bool write, void *buf, size_t len, uint64_t addr)
+/* Write the target's memory through /proc/PID/mem (what the collector's
+ * seccomp profile allows). Bytes written, or -errno. */
+static ssize_t mem_write(const struct inj_thread *t, const void *buf, size_t len, uint64_t addr)
 {
 	char path[64];
 	snprintf(path, sizeof(path), "/proc/%d/mem", t->pid);
-	int fd = open(path, (write ? O_RDWR : O_RDONLY) | O_CLOEXEC);
+	int fd = open(path, O_RDWR | O_CLOEXEC);
 	if (fd < 0)
 		return -errno;
-	ssize_t n = write ? pwrite(fd, buf, len, (off_t)addr) : pread(fd, buf, len, (off_t)addr);
+	ssize_t n = pwrite(fd, buf, len, (off_t)addr);
 	int e = errno;
 	close(fd);
 	return n < 0 ? -e : n;
@@ -829,7 +829,7 @@ static int write_frame(struct inj_thread *t, uint64_t ret, uint64_t *sp)
 	memcpy(buf, &ret, 8);
 	memcpy(buf + 8, &u, sizeof(u));
 	frame_fp(t, buf + (fpa - s), fplen);
-	ssize_t w = mem_io(t, true, buf, len, s);
+	ssize_t w = mem_write(t, buf, len, s);
 	free(buf);
 	if (w != (ssize_t)len)
 		return w < 0 ? (int)w : -EFAULT;
