@@ -49,7 +49,7 @@
  */
 #define STOP_PY_MS 1000
 #define STOP_CUDA_MS 1500
-#define STOP_SLACK_MS 300
+#define STOP_SLACK_MS 200
 
 /* Messages a library may send unasked before its "stopped" (CUDA started
  * late): more, and it is not going to answer. */

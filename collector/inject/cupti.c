@@ -623,6 +623,7 @@ struct lbuf {
 	struct lbuf *next;
 	size_t valid;                /* bytes CUPTI filled */
 	size_t dropped;              /* records CUPTI dropped for its context/stream */
+	int encoding;                /* encode() has it (under `lock`) */
 };
 
 static pthread_mutex_t pool_mu = PTHREAD_MUTEX_INITIALIZER;
@@ -630,6 +631,7 @@ static pthread_cond_t done_cv = PTHREAD_COND_INITIALIZER;   /* encoder: work cam
 static pthread_cond_t drain_cv = PTHREAD_COND_INITIALIZER;  /* stop: queue empty */
 static struct lbuf *free_list, *done_head, *done_tail;
 static int n_free, enc_busy, enc_quit, enc_running, zeroed;
+static struct lbuf *enc_cur;         /* the buffer the encoder took (under pool_mu) */
 static pthread_t enc_thread;
 
 static uint8_t *lb_data(struct lbuf *b)
@@ -662,6 +664,7 @@ static void lb_release(struct lbuf *b)
 	if (zeroed)
 		memset(lb_data(b), 0, BUF_SIZE);
 	b->valid = b->dropped = 0;
+	b->encoding = 0;
 	pthread_mutex_lock(&pool_mu);
 	int keep = n_free < POOL_KEEP;
 	if (keep) {
@@ -706,6 +709,7 @@ static void encode(struct lbuf *b)
 {
 	CUpti_Activity *r = NULL;
 	pthread_mutex_lock(&lock);
+	b->encoding = 1;
 	while (b->valid && cu.cuptiActivityGetNextRecord(lb_data(b), b->valid, &r) == CUPTI_SUCCESS)
 		put_record(r);
 	if (b->dropped)
@@ -727,8 +731,12 @@ static void *encoder(void *arg)
 		if (!done_head)
 			done_tail = NULL;
 		enc_busy = 1;
+		enc_cur = b;
 		pthread_mutex_unlock(&pool_mu);
 		encode(b);
+		pthread_mutex_lock(&pool_mu);
+		enc_cur = NULL;
+		pthread_mutex_unlock(&pool_mu);
 		lb_release(b);
 		pthread_mutex_lock(&pool_mu);
 		enc_busy = 0;
@@ -800,6 +808,7 @@ static void buf_completed_body(CUcontext ctx, uint32_t stream, uint8_t *buf, siz
 	struct lbuf *b = lb_of(buf);
 	b->valid = valid;
 	b->dropped = 0;
+	b->encoding = 0;
 	b->next = NULL;
 	size_t dropped = 0;
 	if (cu.cuptiActivityGetNumDroppedRecords(ctx, stream, &dropped) == CUPTI_SUCCESS)
@@ -1250,11 +1259,45 @@ static int flush_until(uint64_t end_ns)
 	return ended;
 }
 
-/* The flush did not end in time: the log closes as it stands, and the
- * figures are those of what it holds. */
+static uint64_t count_records(struct lbuf *b)
+{
+	CUpti_Activity *r = NULL;
+	uint64_t n = 0;
+	while (b->valid && cu.cuptiActivityGetNextRecord(lb_data(b), b->valid, &r) == CUPTI_SUCCESS)
+		n++;
+	return n + b->dropped;
+}
+
+/* Under `lock` (nothing is being encoded): the records that came but will
+ * not be written, the encoder's queue taken off (its buffers back to the
+ * pool) and the buffer it took but has not begun. */
+static uint64_t unwritten(void)
+{
+	uint64_t n = 0;
+	pthread_mutex_lock(&pool_mu);
+	struct lbuf *q = done_head;
+	done_head = done_tail = NULL;
+	if (enc_cur && !enc_cur->encoding)
+		n += count_records(enc_cur);
+	pthread_mutex_unlock(&pool_mu);
+	while (q) {
+		struct lbuf *next = q->next;
+		n += count_records(q);
+		lb_release(q);
+		q = next;
+	}
+	return n;
+}
+
+/* The flush did not end in time: the log closes as it stands, with what
+ * came but was not written counted as lost there (EV_LOST) and in the
+ * figures; what CUPTI still holds is not known. */
 static void cut_log(struct li_stats *st)
 {
 	pthread_mutex_lock(&lock);
+	uint64_t lost = unwritten();
+	if (lost)
+		put_lost(lost);
 	if (wr && evlog_writer_close(wr))
 		stats.file[0] = 0;
 	wr = NULL;

@@ -417,6 +417,10 @@ static void atfork_child(void)
 LI_API int llmt_inject_attach(int sock, uint64_t token)
 {
 	static int atfork_set;
+	if (atomic_load(&li_att.state) == LI_DONE) { /* the last one ended unasked by fini */
+		pthread_join(li_att.thread, NULL);
+		atomic_store(&li_att.state, LI_IDLE);
+	}
 	if (atomic_load(&li_att.state) != LI_IDLE) {
 		close(sock);
 		return -EBUSY;
