@@ -951,7 +951,7 @@ static void cp_drop_target(struct lt_session *s, void *state, int pid)
 	forget_earlier(state, pid, UINT64_MAX);
 }
 
-/* A launched command, stopped before its execve of path: arm what it will
+/* A launched command, held before its execve of path: arm what it will
  * load, so its first call is recorded. It inherits our environment. */
 static int cp_prepare_exec(struct lt_session *s, void *state, int pid, const char *path)
 {

@@ -49,7 +49,7 @@ static int resolve(const char *cmd, char *out, size_t sz)
 
 /* What the keeper tells the collector, one write each (< PIPE_BUF). */
 struct keeper_msg {
-	char kind;          /* 'S': stopped before its execve; 'X': ended */
+	char kind;          /* 'S': ready, waiting before its execve; 'X': ended */
 	pid_t pid;
 	int status;         /* wait status, for 'X' */
 	char why[240];      /* 'X' before 'S': why it could not start, if it said */
