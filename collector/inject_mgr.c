@@ -9,6 +9,7 @@
 #include "launch.h"
 #include "nodename.h"
 #include "injector.h"
+#include "inject_exec.h"
 #include "inject_latch.h"
 #include "inject_ctl.h"
 #include "inject_log.h"
@@ -95,6 +96,10 @@ static const struct lt_inj_latch py_latch = { "python", py_latch_syms, 1000, 0 }
  * PY_START_WAIT_MS, then gets the hook as any other process.
  */
 #define PY_START_WAIT_MS 3000
+/* Held from its exec on (inject_exec.h): how long the loader may take to
+ * map the interpreter, and how long an image that runs none (a shell,
+ * env) is followed for the exec of one. */
+#define PY_MAP_WAIT_MS 5000
 static const char *const py_start_syms[] = { "Py_RunMain", NULL };
 static const struct lt_inj_latch py_latch_start = { "python", py_start_syms, PY_START_WAIT_MS, 1 };
 
@@ -137,6 +142,7 @@ struct im_job {
 	atomic_int fresh;               /* just exec'd: the Python hook at Py_RunMain first */
 	int now;                        /* given by -p: CUDA at once, not once it is loaded */
 	atomic_int asks, py_asks;       /* requests so far, those for Python */
+	atomic_int armed;               /* the launched command is held for its exec (or will not be) */
 	atomic_int done;
 	pthread_t th;
 };
@@ -473,6 +479,7 @@ struct im_start {
 	int held;                       /* loaded from a thread held at Py_RunMain */
 	int by_path;                    /* loaded by its path: CUDA's load gets this copy */
 	int installed;                  /* the hook went on there */
+	int adopt;                      /* HOW_HELD: its main thread, held from its exec (inject_exec.h) */
 	char rep[F_N][1024];
 	char err[512];
 };
@@ -504,7 +511,7 @@ static void on_held(struct lt_inj *inj, void *arg)
 static int inject_start(struct im_start *st, int pid, int how)
 {
 	struct lt_im *im = st->im;
-	const struct lt_inj_hold hold = { on_held, st };
+	const struct lt_inj_hold hold = { on_held, st, st->adopt };
 	st->t = (struct im_target){ .pid = pid, .sock = -1, .inj = { .sock = -1 } };
 	st->t.given = st->given;
 	st->held = how == HOW_HELD;
@@ -771,14 +778,15 @@ static int attach_cuda(struct lt_im *im, int pid, int later, char *why, size_t w
  * only. -errno when the library did not go in (st->err); else 0, and what
  * started in *on. */
 static int attach_py(struct lt_im *im, struct im_start *st, int pid, int how, int wait_ms, int with_cuda,
-		     int cuda_wanted, int given, unsigned *on)
+		     int cuda_wanted, int given, int adopt, unsigned *on)
 {
 	int covered = cuda_wanted && launch_covered(im, pid);
 	int by_path = covered && lt_tf_same_view(pid, true) == 1;
 	if (covered) /* CUDA with the hook only where CUDA's load gets this copy */
 		with_cuda = by_path && !(fork_no_exec(pid) && cuda_mapped(pid, 1));
 	*st = (struct im_start){ .im = im, .feats = LT_IM_PYTHON | (with_cuda ? LT_IM_CUDA : 0),
-				 .cuda_wait = 1, .py_wait_ms = wait_ms, .given = given, .by_path = by_path };
+				 .cuda_wait = 1, .py_wait_ms = wait_ms, .given = given, .by_path = by_path,
+				 .adopt = adopt };
 	*on = 0;
 	int rc = inject_start(st, pid, how);
 	if (rc)
@@ -816,7 +824,7 @@ int lt_im_attach(struct lt_im *im, int pid, unsigned feature, int wait_ms, char 
 		return attach_cuda(im, pid, 0, err, sizeof(err));
 	struct im_start st;
 	int cuda = !!(im->usable & LT_IM_CUDA);
-	int rc = attach_py(im, &st, pid, HOW_BUSY, wait_ms, cuda, cuda, 1, &on);
+	int rc = attach_py(im, &st, pid, HOW_BUSY, wait_ms, cuda, cuda, 1, 0, &on);
 	if (rc)
 		return snprintf(msg, msgsz, "%s", st.err), rc;
 	py_said(&st, msg, msgsz);
@@ -839,6 +847,30 @@ static int job_sleep(struct lt_im *im, int ms)
 	return !atomic_load(&im->stopping);
 }
 
+/* A process that execs an interpreter (the launched command, seized
+ * before its execve; or one that has just exec'd): held from its exec
+ * until the interpreter is mapped, then stopped at Py_RunMain, where the
+ * library goes in and the hook on before the program's first instruction.
+ * -EAGAIN/-ETIMEDOUT: not at Py_RunMain (it was past it, or never comes);
+ * -ENOEXEC: no interpreter in this image (a later exec is asked anew). */
+static int job_at_start(struct im_job *j, struct im_start *st, int with_cuda, int cuda_wanted, unsigned *on)
+{
+	struct lt_xc x;
+	char err[512];
+	int pre = lt_launch_is_own_fork(j->pid); /* the launched command, stopped before its execve */
+	int rc = lt_xc_seize(&x, j->pid, pre, err, sizeof(err));
+	atomic_store(&j->armed, 1);
+	if (!rc)
+		rc = lt_xc_run_to(&x, py_latch_start.object, py_start_syms[0], PY_MAP_WAIT_MS, err, sizeof(err));
+	if (rc) {
+		snprintf(st->err, sizeof(st->err), "%s", err);
+		return rc == -ESRCH || rc == -ENOEXEC ? rc : -EAGAIN;
+	}
+	rc = attach_py(j->im, st, j->pid, HOW_HELD, PY_LATER_WAIT_MS, with_cuda, cuda_wanted, 0, x.pid, on);
+	lt_xc_release(&x); /* where the injector did not take it over */
+	return rc == -ENOENT ? -EAGAIN : rc;
+}
+
 /* The Python hook (and CUDA with it, `with_cuda`) into a process that is
  * starting or was followed: as soon as it can take the library (libc, and
  * a thread asleep in a system call or stopped at a CPython entry; just
@@ -853,26 +885,20 @@ static int job_python(struct im_job *j, int with_cuda, int cuda_wanted)
 	int rc = -ETIMEDOUT;
 	unsigned on = 0;
 	while (!atomic_load(&im->stopping) && lt_mono_ms() < end && proc_alive(j->pid)) {
-		int at_start = atomic_load(&j->fresh);
-		if (at_start && lt_launch_is_own_fork(j->pid)) { /* a launched command before its exec */
-			usleep(500);
-			continue;
+		if (atomic_load(&j->fresh)) {
+			rc = job_at_start(j, &st, with_cuda, cuda_wanted, &on);
+			if (rc == -EAGAIN || rc == -ETIMEDOUT) /* not at Py_RunMain: any thread, any time */
+				atomic_store(&j->fresh, 0);
+			if (rc == -EAGAIN || rc == -ETIMEDOUT)
+				continue;
+			break;
 		}
 		if (!libc_mapped(j->pid)) {
-			usleep(at_start ? 500 : 2000);
+			usleep(2000);
 			continue;
 		}
 		/* CUDA's environment is looked at now: a launched command has exec'd */
-		rc = attach_py(im, &st, j->pid, at_start ? HOW_HELD : HOW_BUSY, PY_LATER_WAIT_MS,
-			       with_cuda, cuda_wanted, 0, &on);
-		if (at_start && rc == -ENOENT) { /* the interpreter is not mapped yet */
-			usleep(500);
-			continue;
-		}
-		if (at_start && rc == -EAGAIN) { /* not at Py_RunMain: any thread, any time */
-			atomic_store(&j->fresh, 0);
-			continue;
-		}
+		rc = attach_py(im, &st, j->pid, HOW_BUSY, PY_LATER_WAIT_MS, with_cuda, cuda_wanted, 0, 0, &on);
 		if (rc != -EAGAIN)
 			break;
 	}
@@ -881,6 +907,8 @@ static int job_python(struct im_job *j, int with_cuda, int cuda_wanted)
 		py_said(&st, msg, sizeof(msg));
 		im_log(im, LT_IM_PYTHON, 'I', "python: pid %d: tracing functions through the injected profile "
 		       "hook: %s, in %s", j->pid, msg, im->dir);
+	} else if (rc == -ENOEXEC) {
+		im_log(im, LT_IM_PYTHON, 'D', "python: pid %d: %s", j->pid, st.err);
 	} else if (proc_alive(j->pid) && !atomic_load(&im->stopping)) {
 		if (rc)
 			snprintf(msg, sizeof(msg), "%s", rc == -ETIMEDOUT ? "timed out" : st.err);
@@ -1049,6 +1077,21 @@ int lt_im_attach_later(struct lt_im *im, int pid, unsigned feature, unsigned fla
 	}
 	pthread_mutex_unlock(&im->mu);
 	return rc;
+}
+
+void lt_im_before_exec(struct lt_im *im, int pid, int ms)
+{
+	struct im_job *j = NULL;
+	if (!im)
+		return;
+	pthread_mutex_lock(&im->mu);
+	for (int i = 0; i < IM_MAX && !j; i++)
+		if (im->jobs[i].used && im->jobs[i].pid == pid && !atomic_load(&im->jobs[i].done))
+			j = &im->jobs[i];
+	pthread_mutex_unlock(&im->mu); /* a job slot is freed only under mu, by a later attach */
+	for (uint64_t end = lt_mono_ms() + (uint64_t)ms; j && lt_mono_ms() < end; usleep(200))
+		if (atomic_load(&j->armed) || atomic_load(&j->done))
+			break;
 }
 
 static void jobs_join_all(struct lt_im *im)

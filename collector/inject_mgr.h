@@ -105,6 +105,11 @@ int lt_im_ready(int pid);
 #define LT_IM_NOW 2u    /* given by -p: CUDA at once, as lt_im_attach does */
 int lt_im_attach_later(struct lt_im *im, int pid, unsigned feature, unsigned flags);
 
+/* The launched command `pid`, stopped before its execve, is about to be
+ * let go: wait (up to ms) until a thread of ours holds it for its exec
+ * (inject_exec.h), where the Python hook is asked for it. */
+void lt_im_before_exec(struct lt_im *im, int pid, int ms);
+
 /* Stop every library (the waiting threads end first: nothing is added
  * after), publish the logs, unload. Every target is asked at once and
  * waited for at once, each within its own bound (the Python hook: 1 s;

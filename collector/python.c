@@ -797,6 +797,19 @@ static void py_on_exec(struct lt_session *s, struct py_state *st, int pid)
 	py_add_target_at(s, st, pid, 1);
 }
 
+/* The launched command is let go next: the hook's thread holds it for its
+ * exec first (inject_exec.h), so the hold at Py_RunMain cannot come late. */
+#define PY_ARM_WAIT_MS 2000
+static int py_prepare_exec(struct lt_session *s, void *state, int pid, const char *path)
+{
+	struct py_target *t = py_find(state, pid);
+
+	(void)path;
+	if (t && t->hooked)
+		lt_im_before_exec(s->inject, pid, PY_ARM_WAIT_MS);
+	return 0;
+}
+
 /* ------------------------------------------------------------- records */
 
 static struct evlog_str py_str(const char *s, size_t max)
@@ -932,6 +945,7 @@ const struct lt_source lt_source_python = {
 	.kind_hi = 79,
 	.start = py_start,
 	.add_target = py_add_target,
+	.prepare_exec = py_prepare_exec,
 	.handle = py_handle,
 	.quiesce = py_quiesce,
 	.finish = py_finish,

@@ -133,6 +133,12 @@ static uint64_t n_inline; /* events a caller encoded itself: the ring was full *
 static unsigned n_threads, n_busy;
 static int log_fd = -1;             /* the writer's fd (closed in forked children) */
 static int log_failed;              /* the last flush of the log failed */
+/* py_hold=1: the collector installs on the held thread (li_pyhook_held);
+ * a tick installs only if that never came by then (the collector gave up),
+ * never while it may still come: taking the GIL there would wait for the
+ * held thread and leave the program's first calls unrecorded. */
+#define HOLD_GRACE_NS (15ull * 1000000000ull)
+static uint64_t hold_until;
 
 /* ------------------------------------------------------------ resolving */
 
@@ -959,6 +965,7 @@ int li_pyhook_start(const struct li_config *c, char *msg, size_t msgsz)
 	ring_reset(); /* without a ring every event is written at once */
 	if (c->py_hold) { /* installed by li_pyhook_held, else by a tick */
 		pending = 1;
+		hold_until = mono_ns() + HOLD_GRACE_NS;
 		snprintf(msg, msgsz, "ok cpython=%d.%d pending=1 held=1", api.major, api.minor);
 		return 0;
 	}
@@ -1005,7 +1012,7 @@ void li_pyhook_tick(void)
 {
 	if (!wr)
 		return;
-	if (pending && api.Py_IsInitialized()) {
+	if (pending && api.Py_IsInitialized() && !(cfg.py_hold && mono_ns() < hold_until)) {
 		char m[256];
 		pending = 0;
 		install(0, m, sizeof(m)); /* on failure the log stays empty; stop says so */
