@@ -72,6 +72,12 @@ void lt_ilog_tail_close(struct lt_ilog *l);
  * the staging file kept as ".NAME.partial" (err says why). */
 int lt_ilog_publish(struct lt_ilog *l, int dirfd, char *err, size_t errsz);
 
+/* A forked child's log comes in a memfd of its own (inject_mgr.c "forks"):
+ * append what `src` holds past *off (up to LT_ILOG_MAX_BYTES in all) to the
+ * staging file through `dst` (lt_ilog_create's fd, kept by the collector),
+ * then free what was copied in src (its pages, punched out). 0 or -errno. */
+int lt_ilog_feed(int dst, int src, uint64_t *off);
+
 /* The library may still write it: leave ".NAME.partial" as it is. */
 void lt_ilog_keep(struct lt_ilog *l);
 

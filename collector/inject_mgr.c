@@ -30,6 +30,7 @@
 #include <string.h>
 #include <sys/socket.h>
 #include <sys/stat.h>
+#include <sys/un.h>
 #include <sys/syscall.h>
 #include <time.h>
 #include <unistd.h>
@@ -113,6 +114,10 @@ struct im_target {
 	int sock;
 	struct lt_inj inj;
 	struct lt_ilog log[F_N];        /* the files made for its library */
+	int forked;                     /* a hooked process's fork, announced on the fork
+					 * channel: its log comes in its memfd (fields below) */
+	int fork_src, fork_dst;         /* that memfd, and our fd of its staging file */
+	uint64_t fork_off;              /* what of the memfd is copied */
 };
 
 /* One target's stop, heard with the others. */
@@ -167,6 +172,10 @@ struct lt_im {
 	atomic_int stopping;
 	int stopped;
 	atomic_int py_later;
+	int fork_sock[2];               /* the fork channel: ours (SO_PASSCRED), the libraries' */
+	pthread_t fork_th;              /* hears it and copies the children's logs */
+	int fork_th_on;
+	atomic_int fork_stop;
 	struct lt_im_totals tot;
 	struct lt_im_so_far so_far;     /* lt_im_so_far's last reading */
 };
@@ -198,6 +207,9 @@ static void im_published(const struct lt_im *im, unsigned feature, int pid, cons
 	if (im->o.published)
 		im->o.published(feature, pid, name, size, digest);
 }
+
+static int fork_no_exec(int pid);
+static void fork_channel_open(struct lt_im *im);
 
 /* ------------------------------------------------------------ set-up */
 
@@ -266,6 +278,7 @@ struct lt_im *lt_im_new(const struct lt_im_opts *o)
 		return NULL;
 	im->o = *o;
 	im->child_sock = im->dirfd = -1;
+	im->fork_sock[0] = im->fork_sock[1] = -1;
 	pthread_mutex_init(&im->mu, NULL);
 	for (int i = 0; i < IM_MAX; i++)
 		im->t[i].sock = -1;
@@ -299,6 +312,8 @@ struct lt_im *lt_im_new(const struct lt_im_opts *o)
 	} else if ((o->features & LT_IM_CUDA) && !(im->usable & LT_IM_CUDA)) {
 		im_log(im, LT_IM_CUDA, 'W', "--enable-cuda-kernel: %s", im->why_not[F_CUDA]);
 	}
+	if (im->dirfd >= 0)
+		fork_channel_open(im);
 	return im;
 }
 
@@ -363,7 +378,7 @@ static int send_start(struct lt_im *im, struct im_target *t, unsigned feats, int
 		      int py_wait_ms, int py_hold, char *err, size_t errsz)
 {
 	char msg[1400];
-	int fds[F_N], nfds = 0, rc = 0;
+	int fds[F_N + 1], nfds = 0, rc = 0;
 	for (int f = 0; f < F_N && !rc; f++) {
 		if (!(feats & f_bit[f]))
 			continue;
@@ -381,8 +396,11 @@ static int send_start(struct lt_im *im, struct im_target *t, unsigned feats, int
 				      !!im->o.api_records, im->o.finalize_ms, cuda_wait ? " cuda_wait=1" : "",
 				      cuda_wait && cuda_init ? " cuda_init=1" : "");
 	if (feats & LT_IM_PYTHON)
-		n += (size_t)snprintf(msg + n, sizeof(msg) - n, " py_wait_ms=%d%s", py_wait_ms,
-				      py_hold ? " py_hold=1" : "");
+		n += (size_t)snprintf(msg + n, sizeof(msg) - n, " py_wait_ms=%d%s%s", py_wait_ms,
+				      py_hold ? " py_hold=1" : "", im->fork_sock[1] >= 0 ? " fork=1" : "");
+	int ff = (feats & LT_IM_PYTHON) && im->fork_sock[1] >= 0 && !rc ? fcntl(im->fork_sock[1], F_DUPFD_CLOEXEC, 0) : -1;
+	if (ff >= 0)
+		fds[nfds++] = ff; /* closed below with the others */
 	if ((feats & LT_IM_CUDA) && im->o.start_extra && n < sizeof(msg))
 		snprintf(msg + n, sizeof(msg) - n, " %.256s", im->o.start_extra);
 	t->asked = feats;
@@ -450,9 +468,12 @@ static int undo_target(struct lt_im *im, struct im_target *t, int running, char 
 	return u;
 }
 
-/* Has the library that was loaded into t gone with an exec since? */
+/* Has the library that was loaded into t gone with an exec since? (A
+ * fork's came with the fork: gone once it exec'd.) */
 static int target_gone_image(const struct im_target *t)
 {
+	if (t->forked)
+		return !fork_no_exec(t->pid);
 	return t->launched || !lt_inj_present(&t->inj);
 }
 
@@ -463,6 +484,201 @@ static struct im_target *find_target(struct lt_im *im, int pid)
 		if (im->t[i].pid == pid && !im->t[i].launched && !target_gone_image(&im->t[i]))
 			return &im->t[i];
 	return NULL;
+}
+
+/* ------------------------------------------------------------ forks
+ *
+ * A hooked process's forked child records into a log of its own, which it
+ * makes in memory (a memfd) at its first call and hands over on the fork
+ * channel, with a control socket of its own (collector/inject/pyhook.c
+ * "forks"). The channel is one socket pair per profile: our end with
+ * SO_PASSCRED (the kernel tells who sent each message, its pid as we see
+ * it), the other end given to every hooked process with its start and
+ * inherited by its forks. A thread of ours hears it, makes each child a
+ * target (its socket stops it like any library; it is never injected nor
+ * unloaded: its library is its parent's copy), and copies each child's
+ * memfd into the child's staging file as it grows, freeing the copied
+ * pages. What comes is the target's: checked (a memfd, an AF_UNIX
+ * SOCK_SEQPACKET socket, the sender named by the kernel), bounded (IM_MAX
+ * targets, LT_ILOG_MAX_BYTES a log, FORK_MSGS messages a round). */
+#define FORK_TICK_MS 100
+#define FORK_MSGS 64
+
+static int fork_memfd(int fd)
+{
+	struct stat sb; /* an unlinked shmem file: not a file of the node's */
+	return !fstat(fd, &sb) && S_ISREG(sb.st_mode) && sb.st_nlink == 0 && fcntl(fd, F_GET_SEALS) >= 0;
+}
+
+static int fork_socket(int fd)
+{
+	int type = 0, dom = 0;
+	socklen_t l = sizeof(type), m = sizeof(dom);
+	return !getsockopt(fd, SOL_SOCKET, SO_TYPE, &type, &l) && type == SOCK_SEQPACKET &&
+	       !getsockopt(fd, SOL_SOCKET, SO_DOMAIN, &dom, &m) && dom == AF_UNIX;
+}
+
+static void fork_close(int *fds, int n)
+{
+	while (n > 0)
+		close(fds[--n]);
+}
+
+/* One announced fork: a target of its own. Takes the fds. */
+static void fork_take(struct lt_im *im, int pid, const char *text, int *fds, int nfds)
+{
+	char err[512];
+	if (pid <= 0 || nfds != 2 || strncmp(text, "forked ", 7) || !fork_memfd(fds[0]) || !fork_socket(fds[1])) {
+		im_log(im, LT_IM_PYTHON, 'D', "python: a message on the fork channel from pid %d was not a "
+		       "fork's announcement: ignored", pid);
+		return fork_close(fds, nfds);
+	}
+	pthread_mutex_lock(&im->mu);
+	int known = find_target(im, pid) != NULL;
+	pthread_mutex_unlock(&im->mu);
+	if (known)
+		return fork_close(fds, nfds);
+	struct im_target t = { .pid = pid, .forked = 1, .asked = LT_IM_PYTHON, .on = LT_IM_PYTHON,
+			       .sock = fds[1], .inj = { .sock = -1 }, .fork_src = fds[0] };
+	t.fork_dst = lt_ilog_create(&t.log[F_PY], im->dirfd, f_prefix[F_PY], im->host, pid, err, sizeof(err));
+	if (t.fork_dst < 0 || !keep_target(im, &t)) {
+		const char *why = t.fork_dst < 0 ? err : "too many processes with the library";
+		im_log(im, LT_IM_PYTHON, 'W', "python: pid %d (forked): its calls are not recorded: %s", pid, why);
+		im_unseen(im, LT_IM_PYTHON, pid, why);
+		if (t.fork_dst >= 0) {
+			close(t.fork_dst);
+			lt_ilog_drop(&t.log[F_PY], im->dirfd);
+		}
+		return fork_close(fds, nfds);
+	}
+	atomic_fetch_add(&im->py_later, 1);
+	im_log(im, LT_IM_PYTHON, 'I', "python: pid %d: tracing functions through the profile hook it inherited "
+	       "at its fork (ppid %llu), log %s, in %s", pid, lt_ictl_field(text, "ppid"), t.log[F_PY].name, im->dir);
+}
+
+/* Every announcement waiting on the channel (a bounded round). */
+static void fork_hear(struct lt_im *im)
+{
+	for (int k = 0; k < FORK_MSGS; k++) {
+		char buf[256], cbuf[CMSG_SPACE(sizeof(int) * 4) + CMSG_SPACE(sizeof(struct ucred))];
+		struct iovec iov = { buf, sizeof(buf) - 1 };
+		struct msghdr mh = { .msg_iov = &iov, .msg_iovlen = 1, .msg_control = cbuf,
+				     .msg_controllen = sizeof(cbuf) };
+		int fds[4], nfds = 0, pid = 0;
+		ssize_t n = recvmsg(im->fork_sock[0], &mh, MSG_DONTWAIT | MSG_CMSG_CLOEXEC);
+		if (n < 0 && errno == EINTR)
+			continue;
+		if (n < 0)
+			return;
+		for (struct cmsghdr *cm = CMSG_FIRSTHDR(&mh); cm; cm = CMSG_NXTHDR(&mh, cm)) {
+			if (cm->cmsg_level != SOL_SOCKET)
+				continue;
+			if (cm->cmsg_type == SCM_CREDENTIALS && cm->cmsg_len >= CMSG_LEN(sizeof(struct ucred))) {
+				struct ucred cr;
+				memcpy(&cr, CMSG_DATA(cm), sizeof(cr));
+				pid = cr.pid;
+			} else if (cm->cmsg_type == SCM_RIGHTS) {
+				size_t c = (cm->cmsg_len - CMSG_LEN(0)) / sizeof(int);
+				for (size_t i = 0; i < c; i++) {
+					int fd;
+					memcpy(&fd, CMSG_DATA(cm) + i * sizeof(int), sizeof(int));
+					if (nfds < 4)
+						fds[nfds++] = fd;
+					else
+						close(fd);
+				}
+			}
+		}
+		buf[n > 0 ? n : 0] = 0;
+		if (mh.msg_flags & MSG_CTRUNC)
+			pid = 0; /* fds lost on the way: not taken */
+		fork_take(im, pid, buf, fds, nfds);
+	}
+}
+
+/* Each fork's memfd into its staging file, so far (under im->mu). */
+static void fork_feed(struct im_target *t)
+{
+	if (t->forked && t->fork_src >= 0 && t->fork_dst >= 0)
+		lt_ilog_feed(t->fork_dst, t->fork_src, &t->fork_off);
+}
+
+/* The last of it, once its library stopped or it is gone; fds closed. */
+static void fork_done(struct im_target *t)
+{
+	if (!t->forked)
+		return;
+	fork_feed(t);
+	if (t->fork_src >= 0)
+		close(t->fork_src);
+	if (t->fork_dst >= 0)
+		close(t->fork_dst);
+	t->fork_src = t->fork_dst = -1;
+}
+
+static void *fork_main(void *arg)
+{
+	struct lt_im *im = arg;
+	while (!atomic_load(&im->fork_stop)) {
+		struct pollfd p = { im->fork_sock[0], POLLIN, 0 };
+		poll(&p, 1, FORK_TICK_MS);
+		fork_hear(im);
+		pthread_mutex_lock(&im->mu);
+		for (int i = 0; i < im->n; i++)
+			fork_feed(&im->t[i]);
+		pthread_mutex_unlock(&im->mu);
+	}
+	fork_hear(im); /* forks announced up to the end are stopped with the rest */
+	return NULL;
+}
+
+/* The channel and its thread, where Python's forks are followed. */
+static void fork_channel_open(struct lt_im *im)
+{
+	int on = 1;
+	if (!im->o.follow_forks || !(im->usable & LT_IM_PYTHON) ||
+	    socketpair(AF_UNIX, SOCK_SEQPACKET | SOCK_CLOEXEC, 0, im->fork_sock))
+		return;
+	if (setsockopt(im->fork_sock[0], SOL_SOCKET, SO_PASSCRED, &on, sizeof(on)) ||
+	    pthread_create(&im->fork_th, NULL, fork_main, im)) {
+		close(im->fork_sock[0]);
+		close(im->fork_sock[1]);
+		im->fork_sock[0] = im->fork_sock[1] = -1;
+		return;
+	}
+	im->fork_th_on = 1;
+}
+
+static void fork_channel_stop(struct lt_im *im)
+{
+	atomic_store(&im->fork_stop, 1);
+	if (im->fork_th_on)
+		pthread_join(im->fork_th, NULL);
+	im->fork_th_on = 0;
+}
+
+/* Is `pid` a fork (not exec'd since) of a process whose hook follows its
+ * forks? Then it announces itself, and is never injected. */
+static int fork_inherits(struct lt_im *im, int pid)
+{
+	char path[64], buf[512];
+	int ppid = 0;
+	if (im->fork_sock[0] < 0 || !fork_no_exec(pid))
+		return 0;
+	snprintf(path, sizeof(path), "/proc/%d/stat", pid);
+	FILE *f = fopen(path, "re");
+	size_t n = f ? fread(buf, 1, sizeof(buf) - 1, f) : 0;
+	if (f)
+		fclose(f);
+	buf[n] = 0;
+	const char *p = strrchr(buf, ')');
+	if (!p || sscanf(p + 1, " %*c %d", &ppid) != 1)
+		return 0;
+	pthread_mutex_lock(&im->mu);
+	struct im_target *t = find_target(im, ppid);
+	int yes = t && (t->on & LT_IM_PYTHON);
+	pthread_mutex_unlock(&im->mu);
+	return yes;
 }
 
 /* ------------------------------------------------------------ one start */
@@ -1034,6 +1250,11 @@ int lt_im_attach_later(struct lt_im *im, int pid, unsigned feature, unsigned fla
 		return 0;
 	if (atomic_load(&im->stopping))
 		return -ECANCELED;
+	if ((feature & LT_IM_PYTHON) && !fresh && fork_inherits(im, pid)) {
+		feature &= ~LT_IM_PYTHON; /* it announces itself (forks, above) */
+		if (!feature || !(im->usable & feature))
+			return 0;
+	}
 	/* The Python hook's start carries CUDA too wherever the profile asks
 	 * for both: one start per process. */
 	unsigned want = feature | (feature & LT_IM_PYTHON ? im->usable & LT_IM_CUDA : 0);
@@ -1477,6 +1698,8 @@ static int stop_said(struct lt_im *im, struct im_stop *st)
 		       "log was published at exit)", t->pid);
 	/* Published once the library is done with them: it said "stopped", or
 	 * it is gone (EOF: the process or its control thread ended). */
+	if (rc != -ETIMEDOUT || !proc_running(t->pid))
+		fork_done(t); /* a fork's memfd: all of it, now that it is done */
 	publish_logs(im, t, rc != -ETIMEDOUT || !proc_running(t->pid));
 	return started;
 }
@@ -1615,7 +1838,8 @@ void lt_im_stop(struct lt_im *im)
 {
 	if (!im || im->stopped)
 		return;
-	jobs_join_all(im); /* no target is added from here on */
+	jobs_join_all(im);
+	fork_channel_stop(im); /* no target is added from here on */
 	memset(&im->tot, 0, sizeof(im->tot));
 	int launched = -1;
 	for (int i = 0; i < im->n; i++) {
@@ -1671,6 +1895,13 @@ void lt_im_free(struct lt_im *im)
 	for (int i = 0; i < IM_MAX; i++)
 		for (int f = 0; f < F_N; f++)
 			lt_ilog_tail_close(&im->t[i].log[f]);
+	fork_channel_stop(im);
+	for (int i = 0; i < IM_MAX; i++)
+		if (im->t[i].forked)
+			fork_done(&im->t[i]);
+	for (int k = 0; k < 2; k++)
+		if (im->fork_sock[k] >= 0)
+			close(im->fork_sock[k]);
 	if (im->child_sock >= 0)
 		close(im->child_sock);
 	if (im->t[0].sock >= 0) /* a launch that never started */

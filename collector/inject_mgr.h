@@ -48,6 +48,8 @@ struct lt_im_opts {
 	const char *start_extra;  /* "KEY=VALUE ..." appended to the start message
 				   * (inject.h), e.g. $LLMT_CUPTI_START */
 	int skip_driver_check;    /* CUDA even without a GPU driver on the node (tests) */
+	int follow_forks;         /* Python: a hooked process's forked children record
+				   * into logs of their own (inject_mgr.c "forks") */
 	/* 'I', 'W', 'E' lines, or 'D' (details: shown under -v only), tagged with
 	 * the feature they concern; NULL: stderr */
 	void (*log)(unsigned feature, char level, const char *msg);

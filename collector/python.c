@@ -689,13 +689,13 @@ static void py_use_usdt(struct lt_session *s, struct py_state *st, struct py_tar
 
 /*
  * The cheapest exact method (--python-method auto; costs in
- * docs/MEASUREMENTS.md): the injected hook where it can go in now (a running
- * process given by -p) or exactly from the start (the launched command, held
- * at Py_RunMain until it is in); a process that appears later (exec'd, a
- * followed child) keeps the USDT probes when its interpreter has them, armed
- * before its first Python instruction, and gets the hook later otherwise. A hook refused (an
+ * docs/MEASUREMENTS.md): the injected hook, at once for a running process
+ * given by -p, exactly from the start for a process that execs an
+ * interpreter (the launched command, a spawned worker: held from its exec
+ * to Py_RunMain), inherited by forks (which record into logs of their own
+ * from their first call), and later for the rest. A hook refused (an
  * unsupported version, no thread could be stopped safely, ...) falls back
- * to the probes, in one line saying why.
+ * to the probes where the interpreter has them, in one line saying why.
  */
 static void py_add_resolved(struct lt_session *s, struct py_state *st, struct py_target *t,
 			    const struct py_interp *in, int forced, int starting)
@@ -720,10 +720,9 @@ static void py_add_resolved(struct lt_session *s, struct py_state *st, struct py
 		LT_WARN("python: pid %d: %s=%s cannot be read as an ELF file (%s); the interpreter is "
 			"found in the process instead", pid, PY_ENV_PATH, in->path,
 			in->why[0] ? in->why : "not an ELF file");
-	/* auto: the hook where it is exact, a running -p target or the launched
-	 * command (held at Py_RunMain); probes for the processes that appear
-	 * later (followed children) where the interpreter has them. */
-	if (method == LT_PYM_USDT || (method == LT_PYM_AUTO && usdt && !now && !t->launched)) {
+	/* auto: the hook, exact everywhere now (held at Py_RunMain from an
+	 * exec on, inherited by forks); the probes where it cannot go in. */
+	if (method == LT_PYM_USDT) {
 		if (usdt)
 			py_use_usdt(s, st, t, in, NULL);
 		else
