@@ -58,7 +58,9 @@ int BPF_USDT(py_return, const char *file, const char *func, int line)
 }
 
 /* A target replaced its image: tell the collector to look for probes in
- * the new one (a launcher shell or wrapper exec'ing python). */
+ * the new one (a launcher shell or wrapper exec'ing python), at once: the
+ * hook goes in before the new interpreter reaches its program (a spawned
+ * worker), which takes it milliseconds. */
 SEC("tp_btf/sched_process_exec")
 int BPF_PROG(py_exec, struct task_struct *p, pid_t old_pid, struct linux_binprm *bprm)
 {
@@ -69,7 +71,7 @@ int BPF_PROG(py_exec, struct task_struct *p, pid_t old_pid, struct linux_binprm 
 		return 0;
 	r = lt_reserve(sizeof(*r), LT_REC_PY_EXEC, LT_PY_LOST_SLOT, id, bpf_ktime_get_ns());
 	if (r)
-		bpf_ringbuf_submit(r, 0);
+		bpf_ringbuf_submit(r, BPF_RB_FORCE_WAKEUP);
 	return 0;
 }
 

@@ -31,6 +31,8 @@
 #define XC_OPTS (PTRACE_O_TRACEEXEC | PTRACE_O_TRACESYSGOOD)
 #define XC_STOP_MS 2000         /* an interrupt's way to its stop */
 #define XC_MAX_CANDIDATES 8     /* files named like the object looked into */
+#define XC_NEXT_EXEC_MS 1000    /* an image that runs no interpreter (env, a shell):
+				 * how long its own exec of one is waited for */
 
 /* The kernel's struct ptrace_syscall_info, as far as we read it. */
 struct xc_sysinfo {
@@ -57,6 +59,7 @@ struct xc_run {
 	struct xc_cand cand[XC_MAX_CANDIDATES];
 	int n_cand;
 	uint64_t last_nr;        /* the last system call entered */
+	uint64_t other_until;    /* an image without the interpreter: its exec awaited until then */
 	char *err;
 	size_t errsz;
 };
@@ -218,9 +221,12 @@ static int xc_stop(struct xc_run *r, int st, int *sig, bool *stepping)
 	int event = st >> 16, s = WSTOPSIG(st);
 	*sig = 0;
 	if (event == PTRACE_EVENT_EXEC) {
-		if (!xc_image_wants(x->pid, r->object, r->sym))
-			return xc_fail(r->err, r->errsz, -ENOEXEC, "process %d exec'd a program that runs no %s",
-				       x->pid, r->sym);
+		if (!xc_image_wants(x->pid, r->object, r->sym)) { /* env, a shell: it may exec one */
+			r->other_until = lt_mono_ms() + XC_NEXT_EXEC_MS;
+			*stepping = false;
+			return 0;
+		}
+		r->other_until = 0;
 		*stepping = true;
 		r->n_cand = 0;
 		return 1; /* a static interpreter is mapped already */
@@ -267,7 +273,11 @@ int lt_xc_run_to(struct lt_xc *x, const char *object, const char *sym, int timeo
 			break;
 		}
 		stopped = false;
-		int st = 0, w = xc_wait(x->pid, &st, end);
+		int st = 0, w = xc_wait(x->pid, &st, r.other_until && r.other_until < end ? r.other_until : end);
+		if (w == 0 && r.other_until) {
+			rc = xc_fail(err, errsz, -ENOEXEC, "process %d exec'd a program that runs no %s", x->pid, sym);
+			break;
+		}
 		if (w <= 0) {
 			rc = w ? w : xc_fail(err, errsz, -ETIMEDOUT, "process %d: its %s was not mapped within %d ms",
 					     x->pid, sym, timeout_ms);

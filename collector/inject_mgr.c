@@ -1100,6 +1100,12 @@ static int job_python(struct im_job *j, int with_cuda, int cuda_wanted)
 	uint64_t end = lt_mono_ms() + PY_LATER_MS;
 	int rc = -ETIMEDOUT;
 	unsigned on = 0;
+	pthread_mutex_lock(&im->mu);
+	struct im_target *in = find_target(im, j->pid);
+	int done = in && (in->asked & LT_IM_PYTHON);
+	pthread_mutex_unlock(&im->mu);
+	if (done) /* its exec, heard while this thread held it for that very exec */
+		return 1;
 	while (!atomic_load(&im->stopping) && lt_mono_ms() < end && proc_alive(j->pid)) {
 		if (atomic_load(&j->fresh)) {
 			rc = job_at_start(j, &st, with_cuda, cuda_wanted, &on);

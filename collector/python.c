@@ -27,6 +27,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/stat.h>
+#include <time.h>
 #include <unistd.h>
 
 #include <bpf/libbpf.h>
@@ -53,6 +54,7 @@ struct py_target {
 	int explained;              /* said why it cannot be traced */
 	int hooked;                 /* traced by the injected hook */
 	int launched;               /* the command `profile -- CMD` started */
+	int await_exec;             /* followed, exec'd already: its exec record comes */
 };
 
 struct py_state {
@@ -61,6 +63,7 @@ struct py_state {
 	size_t n, cap;
 	unsigned n_traced, n_untraced;
 	int hook_failed;            /* the hook cannot work here at all (said once) */
+	unsigned long long t0_ticks; /* the source's start, in /proc's start-time ticks */
 	struct lt_session *s;       /* for what could not be seen (lt_session_unseen) */
 };
 
@@ -750,15 +753,61 @@ static void py_add_resolved(struct lt_session *s, struct py_state *st, struct py
 		pid, msg, usdt || method != LT_PYM_AUTO ? "" : " (and the interpreter has no USDT probes)");
 }
 
+/* Now, in /proc/PID/stat's start-time unit (clock ticks since boot). */
+static unsigned long long py_now_ticks(void)
+{
+	struct timespec ts;
+
+	clock_gettime(CLOCK_BOOTTIME, &ts);
+	return (unsigned long long)ts.tv_sec * (unsigned long long)sysconf(_SC_CLK_TCK) +
+	       (unsigned long long)ts.tv_nsec * (unsigned long long)sysconf(_SC_CLK_TCK) / 1000000000ull;
+}
+
+/* A process forked since we started that has exec'd already: BPF saw its
+ * exec (it was a target from its fork on), and that record is where the
+ * hook goes in, held from the exec (a spawned worker). Flags and start
+ * time from /proc/PID/stat: PF_FORKNOEXEC clear, started after us. */
+#define PY_PF_FORKNOEXEC 0x40
+static int py_exec_coming(const struct py_state *st, int pid)
+{
+	char path[64], buf[1024];
+	unsigned long flags = 0;
+	unsigned long long start = 0;
+	FILE *f;
+	size_t n;
+	const char *p;
+
+	snprintf(path, sizeof(path), "/proc/%d/stat", pid);
+	if (!(f = fopen(path, "re")))
+		return 0;
+	n = fread(buf, 1, sizeof(buf) - 1, f);
+	fclose(f);
+	buf[n] = 0;
+	/* after the comm: state ppid pgrp session tty_nr tpgid flags ... (19 more) starttime */
+	p = strrchr(buf, ')');
+	if (!p || sscanf(p + 1, " %*c %*d %*d %*d %*d %*d %lu %*u %*u %*u %*u %*u %*u %*d %*d %*d %*d %*d %*d %llu",
+			 &flags, &start) != 2)
+		return 0;
+	return !(flags & PY_PF_FORKNOEXEC) && start >= st->t0_ticks;
+}
+
 static int py_add_target_at(struct lt_session *s, void *state, int pid, int starting)
 {
 	struct py_state *st = state;
-	struct py_target *t = py_slot(st, pid);
+	struct py_target *t = py_find(st, pid);
 	struct py_interp in;
 	int forced;
 
-	if (!t)
+	if (!t && !starting && !py_given(s, pid) && !lt_launch_is_own_fork(pid) && py_exec_coming(st, pid)) {
+		if ((t = py_slot(st, pid)))
+			t->await_exec = 1; /* py_on_exec takes it from there */
+		return t ? 0 : -ENOMEM;
+	}
+	if (t && t->await_exec && !starting)
+		return 0;
+	if (!t && !(t = py_slot(st, pid)))
 		return -ENOMEM;
+	t->await_exec = 0;
 	if (lt_launch_is_own_fork(pid)) /* a launched command before its exec */
 		starting = t->launched = 1;
 	forced = py_resolve(s, pid, &in);
@@ -792,7 +841,9 @@ static void py_on_exec(struct lt_session *s, struct py_state *st, int pid)
 		py_detach(t);
 		st->n_traced--;
 	}
-	/* Just exec'd: its libraries are not mapped yet, a hook goes in later. */
+	/* Just exec'd: a new image, held from its exec for the hook. */
+	if (t)
+		t->hooked = t->explained = 0;
 	py_add_target_at(s, st, pid, 1);
 }
 
@@ -855,6 +906,7 @@ static int py_start(struct lt_session *s, void **state)
 	if (!st)
 		return lt_session_errorf(s, "python: out of memory"), -ENOMEM;
 	st->s = s;
+	st->t0_ticks = py_now_ticks();
 	st->skel = python_bpf__open();
 	if (!st->skel)
 		return err = -errno, lt_session_errorf(s, "python: cannot open the BPF object: %s",
