@@ -164,7 +164,7 @@ static struct xc_cand *xc_candidate(struct xc_run *r, int root_fd, const struct 
 	char why[256];
 	struct lt_elf *e = NULL;
 	uint64_t va0;
-	snprintf(c->path, sizeof(c->path), "%s", m->path);
+	memcpy(c->path, m->path, strlen(m->path) + 1); /* fits: checked above */
 	c->start = m->start;
 	c->addr = 0;
 	int fd = lt_tf_open_mapped(LT_TF_PROC, r->x->pid, root_fd, m, why, sizeof(why));

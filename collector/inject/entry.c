@@ -19,6 +19,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/prctl.h>
 #include <sys/socket.h>
 #include <time.h>
 #include <unistd.h>
@@ -360,6 +361,7 @@ static void *worker(void *arg)
 	struct li_chan *ch = arg;
 	char buf[LI_MSG_MAX];
 	int rc = ch->early_rc;
+	prctl(PR_SET_NAME, EVLOG_OWN_THREAD_NAME); /* not the target's name: the profiler's thread */
 	if (ch->early) {
 		ch->cuda_on = !rc;
 		send_msg(ch, ch->early_msg);
@@ -377,6 +379,8 @@ static void *worker(void *arg)
 		rc = start_sources(ch);
 		close_log_fds(ch);
 	}
+	if (ch->py_on)
+		li_pyhook_mark_own();
 	wait_stop(ch);
 	if (rc == 0)
 		stop_and_report(ch);

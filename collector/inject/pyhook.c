@@ -1185,6 +1185,19 @@ int li_pyhook_held(void)
 	return rc;
 }
 
+void li_pyhook_mark_own(void)
+{
+	struct evlog_event ev = { .type = EV_MARKER, .ts = mono_ns(), .pid = cfg.pid,
+				  .tid = (uint32_t)gettid() };
+	if (cfg.pid != (uint32_t)getpid() && ev.tid == (uint32_t)getpid())
+		ev.tid = cfg.pid; /* as tls_get maps it */
+	ev.u.marker.name = evlog_s(EVLOG_MARKER_OWN_THREAD);
+	pthread_mutex_lock(&lock);
+	if (wr)
+		evlog_write(wr, &ev);
+	pthread_mutex_unlock(&lock);
+}
+
 int li_pyhook_running(void)
 {
 	return wr != NULL;
