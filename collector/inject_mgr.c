@@ -1674,6 +1674,30 @@ static void stop_hear_all(struct lt_im *im, struct im_stop *st)
 	}
 }
 
+/* The events in a log the library wrote, from its chunks' headers. */
+static uint64_t log_events(struct lt_ilog *l)
+{
+	uint64_t a, b = lt_ilog_events_so_far(l);
+	do
+		a = b;
+	while ((b = lt_ilog_events_so_far(l)) != a);
+	return b;
+}
+
+/* A hooked process's Python events: its "stopped" reply's counts, or,
+ * gone without one (a fork ended by os._exit), what its log holds. */
+static void py_count(struct lt_im *im, struct im_target *t, const char *reply)
+{
+	uint64_t n = reply && strstr(reply, "py_enter=") ?
+		     lt_ictl_field(reply, "py_enter") + lt_ictl_field(reply, "py_exit") : log_events(&t->log[F_PY]);
+	pthread_mutex_lock(&im->mu); /* the launch's stop counts too */
+	im->tot.py_events += n;
+	if (n && im->tot.py_procs < (int)(sizeof(im->tot.py_pids) / sizeof(im->tot.py_pids[0])))
+		im->tot.py_pids[im->tot.py_procs] = t->pid;
+	im->tot.py_procs += n > 0;
+	pthread_mutex_unlock(&im->mu);
+}
+
 /* What a target's stop reply says, logged and counted; its logs published
  * where the library is done with them. Returns 1 where CUDA kernel
  * profiling had started in a process of the launched command. */
@@ -1688,11 +1712,12 @@ static int stop_said(struct lt_im *im, struct im_stop *st)
 	/* (CUDA's own start is counted on the launch socket: t->on lost CUDA, launch=1) */
 	if (rc > 0 && (t->on & LT_IM_CUDA) && lt_ictl_field(reply, "cuda_wait"))
 		cuda_never_came(im, t);
+	if (rc != -ETIMEDOUT || !proc_running(t->pid))
+		fork_done(t); /* a fork's memfd: all of it, now that it is done */
+	if (t->on & LT_IM_PYTHON)
+		py_count(im, t, rc > 0 ? reply : NULL);
 	if (rc > 0 && (t->on & LT_IM_PYTHON)) {
 		const char *py = strstr(lt_ictl_text(reply), "py_enter="); /* past CUDA's part */
-		pthread_mutex_lock(&im->mu); /* the launch's stop counts too */
-		im->tot.py_events += lt_ictl_field(reply, "py_enter") + lt_ictl_field(reply, "py_exit");
-		pthread_mutex_unlock(&im->mu);
 		im_log(im, LT_IM_PYTHON, 'D', "python: pid %d: hook %s, log %s/%s", t->pid,
 		       py ? py : lt_ictl_text(reply), im->dir, t->log[F_PY].name);
 	}
@@ -1700,12 +1725,10 @@ static int stop_said(struct lt_im *im, struct im_stop *st)
 	if (rc == 0 && (t->asked & LT_IM_CUDA))
 		im_log(im, LT_IM_CUDA, 'W', "pid %d: the injected library is gone (process exited?)", t->pid);
 	if (rc == 0 && (t->on & LT_IM_PYTHON))
-		im_log(im, LT_IM_PYTHON, 'D', "python: pid %d: the hook library is gone (process exited; its "
-		       "log was published at exit)", t->pid);
+		im_log(im, LT_IM_PYTHON, 'D', "python: pid %d: the hook library is gone (the process exited; "
+		       "its log holds what it wrote)", t->pid);
 	/* Published once the library is done with them: it said "stopped", or
 	 * it is gone (EOF: the process or its control thread ended). */
-	if (rc != -ETIMEDOUT || !proc_running(t->pid))
-		fork_done(t); /* a fork's memfd: all of it, now that it is done */
 	publish_logs(im, t, rc != -ETIMEDOUT || !proc_running(t->pid));
 	return started;
 }

@@ -128,6 +128,8 @@ struct lt_im_totals {
 	int targets, finalized, unloaded;
 	unsigned long long py_events;   /* Python calls and returns the hooks wrote */
 	int py_later;                   /* hooks started by lt_im_attach_later */
+	int py_procs;                   /* processes whose hook wrote any */
+	int py_pids[8];                 /* the first of them */
 };
 void lt_im_totals(const struct lt_im *im, struct lt_im_totals *t);
 

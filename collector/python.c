@@ -55,6 +55,7 @@ struct py_target {
 	int hooked;                 /* traced by the injected hook */
 	int launched;               /* the command `profile -- CMD` started */
 	int await_exec;             /* followed, exec'd already: its exec record comes */
+	uint64_t usdt_events;       /* calls and returns its USDT probes gave */
 };
 
 struct py_state {
@@ -63,6 +64,7 @@ struct py_state {
 	size_t n, cap;
 	unsigned n_traced, n_untraced;
 	int hook_failed;            /* the hook cannot work here at all (said once) */
+	struct py_target *last;     /* py_handle's last target (USDT events come in runs) */
 	unsigned long long t0_ticks; /* the source's start, in /proc's start-time ticks */
 	struct lt_session *s;       /* for what could not be seen (lt_session_unseen) */
 };
@@ -417,6 +419,7 @@ static struct py_target *py_slot(struct py_state *st, int pid)
 		st->t = p;
 		st->cap = cap;
 	}
+	st->last = NULL; /* st->t may move */
 	t = &st->t[st->n++];
 	memset(t, 0, sizeof(*t));
 	t->pid = pid;
@@ -868,10 +871,21 @@ static struct evlog_str py_str(const char *s, size_t max)
 	return r;
 }
 
+/* One USDT event of `pid`, counted for the summary's line. */
+static void py_usdt_count(struct py_state *st, int pid)
+{
+	if (!st->last || st->last->pid != pid)
+		st->last = py_find(st, pid);
+	if (st->last)
+		st->last->usdt_events++;
+}
+
 static int py_handle(struct lt_session *s, void *state, const struct lt_rec_hdr *rec, size_t size)
 {
 	struct evlog_event ev = { .ts = rec->ts, .pid = rec->pid, .tid = rec->tid };
 
+	if (rec->kind == LT_REC_PY_ENTER || rec->kind == LT_REC_PY_EXIT)
+		py_usdt_count(state, rec->pid);
 	if (rec->kind == LT_REC_PY_ENTER && size >= sizeof(struct lt_rec_py_enter)) {
 		const struct lt_rec_py_enter *r = (const void *)rec;
 
@@ -925,6 +939,33 @@ static int py_start(struct lt_session *s, void **state)
 	return 0;
 }
 
+/* The processes whose calls were recorded (hook logs with events, USDT
+ * probes that fired), under the summary's python row and, with those
+ * missed and why, in a line. */
+static void py_recorded_line(struct lt_session *s, const struct py_state *st, const struct lt_im_totals *tot)
+{
+	char pids[128] = "", missed[1024];
+	size_t len = 0;
+	unsigned n = 0;
+
+	for (int i = 0; i < tot->py_procs; i++, n++)
+		if (i < (int)(sizeof(tot->py_pids) / sizeof(tot->py_pids[0])) && len < sizeof(pids))
+			len += (size_t)snprintf(pids + len, sizeof(pids) - len, "%s%d", len ? ", " : "", tot->py_pids[i]);
+	for (size_t i = 0; i < st->n; i++) {
+		if (!st->t[i].usdt_events)
+			continue;
+		if (n++ < 8 && len < sizeof(pids))
+			len += (size_t)snprintf(pids + len, sizeof(pids) - len, "%s%d", len ? ", " : "", st->t[i].pid);
+	}
+	unsigned m = lt_session_unseen_text(s, "python", missed, sizeof(missed));
+	if (n)
+		lt_session_note(s, "python", "calls recorded in %u process%s (pid %s%s)", n, n == 1 ? "" : "es",
+				pids, n > 8 ? ", ..." : "");
+	if (n || m)
+		LT_INFO(1, "python: calls recorded in %u process(es)%s%s%s; %u missed%s%s", n, n ? " (pid " : "",
+			pids, n ? (n > 8 ? ", ...)" : ")") : "", m, m ? ": " : "", missed);
+}
+
 static int py_finish(struct lt_session *s, void *state)
 {
 	struct py_state *st = state;
@@ -956,9 +997,7 @@ static int py_finish(struct lt_session *s, void *state)
 	if (n)
 		LT_INFO(1, "python: %u process(es) ran no Python interpreter, nothing to trace there (pid %s%s)",
 			n, pids, n > 8 ? ", ..." : "");
-	if (st->n_traced || st->n_untraced)
-		LT_INFO(1, "python: functions traced in %u process(es), %u could not be traced",
-			st->n_traced, st->n_untraced);
+	py_recorded_line(s, st, &tot);
 	return 0;
 }
 
