@@ -221,7 +221,11 @@ static int xc_stop(struct xc_run *r, int st, int *sig, bool *stepping)
 	int event = st >> 16, s = WSTOPSIG(st);
 	*sig = 0;
 	if (event == PTRACE_EVENT_EXEC) {
-		if (!xc_image_wants(x->pid, r->object, r->sym)) { /* env, a shell: it may exec one */
+		if (!xc_image_wants(x->pid, r->object, r->sym)) {
+			if (!x->before_exec) /* a target's own exec of something else */
+				return xc_fail(r->err, r->errsz, -ENOEXEC, "process %d exec'd a program that "
+					       "runs no %s", x->pid, r->sym);
+			/* the launched command: env, a shell, which may exec one */
 			r->other_until = lt_mono_ms() + XC_NEXT_EXEC_MS;
 			*stepping = false;
 			return 0;

@@ -39,7 +39,8 @@ int lt_xc_seize(struct lt_xc *x, int pid, bool before_exec, char *err, size_t er
  * the mapped file named like *object* that exports `sym` covers `sym`, and
  * libc is mapped: 0 with the main thread stopped at a system call's exit
  * (still traced: hand its tid to lt_inj_load_held's hold). Else released:
- * -ENOEXEC (the new image is no such program), -ESRCH (it exited),
+ * -ENOEXEC (the new image is no such program; seized before its exec, a
+ * second exec of one is awaited for a second: env, a shell), -ESRCH (it exited),
  * -EAGAIN (stopped by a signal, as it would have been), -ETIMEDOUT. */
 int lt_xc_run_to(struct lt_xc *x, const char *object, const char *sym, int timeout_ms, char *err,
 		 size_t errsz);

@@ -28,6 +28,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/resource.h>
 #include <sys/socket.h>
 #include <sys/stat.h>
 #include <sys/un.h>
@@ -210,6 +211,7 @@ static void im_published(const struct lt_im *im, unsigned feature, int pid, cons
 
 static int fork_no_exec(int pid);
 static void fork_channel_open(struct lt_im *im);
+static int fork_inherits(struct lt_im *im, int pid);
 
 /* ------------------------------------------------------------ set-up */
 
@@ -657,13 +659,19 @@ static void fork_channel_stop(struct lt_im *im)
 	im->fork_th_on = 0;
 }
 
-/* Is `pid` a fork (not exec'd since) of a process whose hook follows its
- * forks? Then it announces itself, and is never injected. */
+int lt_im_follows_forks(struct lt_im *im, int pid)
+{
+	return im && fork_inherits(im, pid);
+}
+
+/* Is `pid`, forked since the profile began, the child of a process whose
+ * hook follows its forks? Then it announces itself, or, exec'd, is held
+ * from that exec (its own request): never injected as it runs. */
 static int fork_inherits(struct lt_im *im, int pid)
 {
 	char path[64], buf[512];
 	int ppid = 0;
-	if (im->fork_sock[0] < 0 || !fork_no_exec(pid))
+	if (im->fork_sock[0] < 0)
 		return 0;
 	snprintf(path, sizeof(path), "/proc/%d/stat", pid);
 	FILE *f = fopen(path, "re");
@@ -1069,7 +1077,7 @@ static int job_sleep(struct lt_im *im, int ms)
  * library goes in and the hook on before the program's first instruction.
  * -EAGAIN/-ETIMEDOUT: not at Py_RunMain (it was past it, or never comes);
  * -ENOEXEC: no interpreter in this image (a later exec is asked anew). */
-static int job_at_start(struct im_job *j, struct im_start *st, int with_cuda, int cuda_wanted, unsigned *on)
+static int job_hold(struct im_job *j, struct im_start *st, int with_cuda, int cuda_wanted, unsigned *on)
 {
 	struct lt_xc x;
 	char err[512];
@@ -1085,6 +1093,17 @@ static int job_at_start(struct im_job *j, struct im_start *st, int with_cuda, in
 	rc = attach_py(j->im, st, j->pid, HOW_HELD, PY_LATER_WAIT_MS, with_cuda, cuda_wanted, 0, x.pid, on);
 	lt_xc_release(&x); /* where the injector did not take it over */
 	return rc == -ENOENT ? -EAGAIN : rc;
+}
+
+/* The hold, from a thread first in line for a CPU while it holds it: the
+ * process races to its program's start (a privilege: else as it is). */
+#define JOB_CATCH_NICE (-10)
+static int job_at_start(struct im_job *j, struct im_start *st, int with_cuda, int cuda_wanted, unsigned *on)
+{
+	setpriority(PRIO_PROCESS, (id_t)gettid(), JOB_CATCH_NICE);
+	int rc = job_hold(j, st, with_cuda, cuda_wanted, on);
+	setpriority(PRIO_PROCESS, (id_t)gettid(), 0);
+	return rc;
 }
 
 /* The Python hook (and CUDA with it, `with_cuda`) into a process that is
@@ -1109,8 +1128,11 @@ static int job_python(struct im_job *j, int with_cuda, int cuda_wanted)
 	while (!atomic_load(&im->stopping) && lt_mono_ms() < end && proc_alive(j->pid)) {
 		if (atomic_load(&j->fresh)) {
 			rc = job_at_start(j, &st, with_cuda, cuda_wanted, &on);
-			if (rc == -EAGAIN || rc == -ETIMEDOUT) /* not at Py_RunMain: any thread, any time */
+			if (rc == -EAGAIN || rc == -ETIMEDOUT) { /* not at Py_RunMain: any thread, any time */
 				atomic_store(&j->fresh, 0);
+				im_log(im, LT_IM_PYTHON, 'D', "python: pid %d: not held at its start (%s); the hook "
+				       "goes in where it runs", j->pid, st.err);
+			}
 			if (rc == -EAGAIN || rc == -ETIMEDOUT)
 				continue;
 			break;
@@ -1256,7 +1278,7 @@ int lt_im_attach_later(struct lt_im *im, int pid, unsigned feature, unsigned fla
 		return 0;
 	if (atomic_load(&im->stopping))
 		return -ECANCELED;
-	if ((feature & LT_IM_PYTHON) && !fresh && fork_inherits(im, pid)) {
+	if ((feature & LT_IM_PYTHON) && (flags & LT_IM_FORKED) && fork_inherits(im, pid)) {
 		feature &= ~LT_IM_PYTHON; /* it announces itself (forks, above) */
 		if (!feature || !(im->usable & feature))
 			return 0;

@@ -105,7 +105,13 @@ int lt_im_ready(int pid);
 #define LT_IM_FRESH 1u  /* it has just exec'd: the Python hook goes in at Py_RunMain,
 			 * before the program's first instruction */
 #define LT_IM_NOW 2u    /* given by -p: CUDA at once, as lt_im_attach does */
+#define LT_IM_FORKED 4u /* forked by a target since the profile began: where its parent's
+			 * hook follows forks, it records by itself (Python not asked) */
 int lt_im_attach_later(struct lt_im *im, int pid, unsigned feature, unsigned flags);
+
+/* Is `pid` (forked since the profile began) the child of a process whose
+ * hook follows its forks? It then records by itself from its first call. */
+int lt_im_follows_forks(struct lt_im *im, int pid);
 
 /* The launched command `pid`, stopped before its execve, is about to be
  * let go: wait (up to ms) until a thread of ours holds it for its exec

@@ -460,8 +460,8 @@ fail:
 	lt_im_stop(im);
 	im_session = NULL;
 	s.inject = NULL;
+	lt_session_free(&s); /* detaches whatever started (threads that use im too), removes the partial log */
 	lt_im_free(im);
-	lt_session_free(&s); /* detaches whatever started, removes the partial log */
 	lt_launch_abort(&l);
 	return 1;
 }
