@@ -1,6 +1,7 @@
 // SPDX-License-Identifier: Apache-2.0
 #include "inject_log.h"
 #include "../common/io.h"
+#include "../eventlog/eventlog.h"
 #include "../eventlog/evlog_format.h"
 
 #include <errno.h>
@@ -149,6 +150,39 @@ static void ilog_close(struct lt_ilog *l)
 	l->live = 0;
 }
 
+/* The staging file re-encoded into `out`, pid_from's events as pid_to's:
+ * every event the reader takes (a torn last chunk is not). */
+static int ilog_recode(int out, const struct lt_ilog *l, uint64_t *copied)
+{
+	struct evlog_reader *r = NULL;
+	struct evlog_writer *w = NULL;
+	const struct evlog_event *e;
+	struct stat sb;
+	char msg[256];
+	int in = fcntl(l->rfd, F_DUPFD_CLOEXEC, 0); /* the reader preads: offsets are its own */
+	if (in < 0)
+		return -errno;
+	if (evlog_reader_open_fd(&r, in, l->name, msg, sizeof(msg)))
+		return -EIO;
+	struct evlog_header h = *evlog_reader_header(r);
+	int o = fcntl(out, F_DUPFD_CLOEXEC, 0), rc = 0;
+	if (o < 0 || evlog_writer_open_fd(&w, o, l->copy, &h, NULL, msg, sizeof(msg)))
+		rc = -EIO;
+	while (!rc && evlog_next(r, &e) == 0) {
+		struct evlog_event ev = *e;
+		if (ev.pid == l->pid_from)
+			ev.pid = l->pid_to;
+		rc = evlog_write(w, &ev) ? -EIO : 0;
+	}
+	if (w && evlog_writer_close(w) && !rc)
+		rc = -EIO;
+	evlog_reader_close(r);
+	if (!rc && fstat(out, &sb))
+		rc = -errno;
+	*copied = rc ? 0 : (uint64_t)sb.st_size;
+	return rc;
+}
+
 /* The copy: ours, 0644 whatever the umask, `max` bytes of the staging file
  * at most, on disk before it gets a name. fd, or -errno with err set. */
 static int ilog_copy(struct lt_ilog *l, int dirfd, uint64_t max, char *err, size_t errsz)
@@ -159,7 +193,7 @@ static int ilog_copy(struct lt_ilog *l, int dirfd, uint64_t max, char *err, size
 	if (!rc && fchmod(fd, 0644))
 		rc = -errno;
 	if (!rc)
-		rc = lt_copy_bounded(fd, l->rfd, max, &copied);
+		rc = l->pid_from ? ilog_recode(fd, l, &copied) : lt_copy_bounded(fd, l->rfd, max, &copied);
 	if (!rc && fsync(fd))
 		rc = -errno;
 	if (!rc) {

@@ -46,6 +46,8 @@ struct lt_ilog {
 	int capped;            /* published: cut at LT_ILOG_MAX_BYTES */
 	char digest[8 + LT_SHA256_HEX]; /* published: "sha256:HEX" of NAME */
 	int tail_fd;           /* lt_ilog_events_so_far's own read fd (>= 3; 0: none) */
+	uint32_t pid_from, pid_to; /* publish with every event of pid_from as pid_to's (a fork
+				    * in a container wrote its own pid there, not the node's); 0: as is */
 	uint64_t tail_off;     /* ... the next chunk header's offset */
 	uint64_t tail_events;  /* ... and the events of the chunks before it */
 };

@@ -543,6 +543,11 @@ static void fork_take(struct lt_im *im, int pid, const char *text, int *fds, int
 	struct im_target t = { .pid = pid, .forked = 1, .asked = LT_IM_PYTHON, .on = LT_IM_PYTHON,
 			       .sock = fds[1], .inj = { .sock = -1 }, .fork_src = fds[0] };
 	t.fork_dst = lt_ilog_create(&t.log[F_PY], im->dirfd, f_prefix[F_PY], im->host, pid, err, sizeof(err));
+	unsigned long long ns_pid = lt_ictl_field(text, "pid");
+	if (t.fork_dst >= 0 && ns_pid && ns_pid != (unsigned long long)pid) { /* in a container: its own pid */
+		t.log[F_PY].pid_from = (uint32_t)ns_pid;
+		t.log[F_PY].pid_to = (uint32_t)pid;
+	}
 	if (t.fork_dst < 0 || !keep_target(im, &t)) {
 		const char *why = t.fork_dst < 0 ? err : "too many processes with the library";
 		im_log(im, LT_IM_PYTHON, 'W', "python: pid %d (forked): its calls are not recorded: %s", pid, why);
@@ -555,7 +560,7 @@ static void fork_take(struct lt_im *im, int pid, const char *text, int *fds, int
 	}
 	atomic_fetch_add(&im->py_later, 1);
 	im_log(im, LT_IM_PYTHON, 'I', "python: pid %d: tracing functions through the profile hook it inherited "
-	       "at its fork (ppid %llu), log %s, in %s", pid, lt_ictl_field(text, "ppid"), t.log[F_PY].name, im->dir);
+	       "at its fork, log %s, in %s", pid, t.log[F_PY].name, im->dir);
 }
 
 /* Every announcement waiting on the channel (a bounded round). */
