@@ -754,7 +754,7 @@ static void py_use_usdt(struct lt_session *s, struct py_state *st, struct py_tar
 
 /*
  * The cheapest exact method (--python-method auto; costs in
- * docs/MEASUREMENTS.md): the injected hook, at once for a running process
+ * docs/MEASUREMENTS.md, the Python hook): the injected hook, at once for a running process
  * given by -p, exactly from the start for a process that execs an
  * interpreter (the launched command, a spawned worker: held from its exec
  * to Py_RunMain), inherited by forks (which record into logs of their own
