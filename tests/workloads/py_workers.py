@@ -39,10 +39,12 @@ def take_counts():
     return c
 
 
-def init():
+def init(barrier=None):
     counts.clear()  # a fork's copy of its parent's
     if REF:
         sys.setprofile(prof)
+    if barrier is not None:
+        barrier.wait()  # every worker up before the first task: the tasks spread
 
 
 def leaf(x):
@@ -78,7 +80,8 @@ def collate(batch):
 
 def run_pool(kind, n):
     import multiprocessing as mp
-    with mp.get_context(kind).Pool(3, initializer=init) as p:
+    ctx = mp.get_context(kind)
+    with ctx.Pool(3, initializer=init, initargs=(ctx.Barrier(3),)) as p:
         out = p.map(task, [n] * 12, chunksize=1)
         p.close()
         p.join()
