@@ -1030,8 +1030,6 @@ static void close_log(void)
 	pthread_mutex_unlock(&lock);
 }
 
-/* ------------------------------------------------------------ control */
-
 /* ------------------------------------------------------------ forks
  *
  * A forked child (multiprocessing, DataLoader workers) inherits the hook
@@ -1114,6 +1112,8 @@ static void child_begin(void)
 		close(sv[0]);
 	atomic_store(&fork_state, FORK_NONE);
 }
+
+/* ------------------------------------------------------------ control */
 
 /* Launch: the interpreter may still be starting; catch its end quickly. */
 static int wait_initialized(int ms)
