@@ -69,18 +69,23 @@ round() { # py sig tag
 	LLMT_TEST_LATCH_STALL_MS=$((3000 + RANDOM % 1000)) setsid "$LT" profile -p $tp -t python -q \
 		-o "$T/$tag.log" >/dev/null 2>"$T/$tag.err" & cp=$!
 	wait_until 10 "[ \$(patched $tp) -gt 0 ]"
+	g=$(guardian $cp) # (looked up at once: reading the text takes a while)
 	delay=$((RANDOM % 1000))
 	sleep "0.$(printf %03d $delay)"
-	at=$(patched $tp)
-	[ $sig = GUARD ] || kill -"$sig" -- -"$cp" 2>/dev/null
-	case $sig in
-	GUARD) # the guardian alone; the collector puts the bytes back itself
-		g=$(guardian $cp)
+	if [ $sig = GUARD ]; then
 		t0=$(day_secs)
 		kill -KILL "$g"
+	else
+		at=$(patched $tp)
+		kill -"$sig" -- -"$cp" 2>/dev/null
+	fi
+	case $sig in
+	GUARD) # the guardian alone; the collector puts the bytes back itself
 		wait_until 5 "[ \$(patched $tp) = 0 ]"
 		back=$(awk -v a="$t0" -v b="$(glog_day_secs "$T/$tag.err" "guardian ended \\(killed\\?\\)")" \
 			'BEGIN { if (b == "") print -1; else { x = b - a; if (x < 0) x += 86400; printf "%d", x * 1000 } }')
+		# it hit the latch: the collector saw the guardian end with the text patched
+		at=$([ "$back" -ge 0 ] && grep -c "guardian ended" "$T/$tag.err" || echo 0)
 		[ -n "$g" ] && [ "$back" -ge 0 ] && [ "$back" -le 1000 ] || ok=0
 		kill -KILL -- -"$cp" 2>/dev/null # and then the collector's group
 		wait_until 10 '! kill -0 '$cp' 2>/dev/null' && gone=1 ;;
@@ -111,8 +116,9 @@ round() { # py sig tag
 	echo "# $tag: steps per CPU second before the collector $before, after the attack $after" \
 		"(per wall second: $(echo "$rates" | sed 's/^pyb_busy rates before=\([0-9]*\) after=\([0-9]*\).*/\1, \2/'))"
 	awk -v b="${before:-0}" -v a="${after:-0}" -v k=$RATE_KEPT 'BEGIN { exit !(b > 0 && a >= k * b) }' || ok=0
-	echo "# $tag: signal ${delay} ms after the patch, patched entries then $at, left $left" \
-		"(GUARD: guardian ${g:-none}, bytes back after $back ms); collector gone $gone; job exit $rc, $(cat $T/$tag.out)"
+	echo "# $tag: signal ${delay} ms after the patch, patched entries then $at (GUARD: the collector's" \
+		"lines on the guardian's end), left $left (GUARD: guardian ${g:-none}, bytes back after $back ms);" \
+		"collector gone $gone; job exit $rc, $(cat $T/$tag.out)"
 	[ "$at" -gt 0 ] && [ "$left" = 0 ] && [ $ok = 1 ] && [ $gone = 1 ] && [ $rc = 3 ] && grep -q "wrong=0" "$T/$tag.out"
 }
 
