@@ -145,7 +145,7 @@ $(BUILD)/obj/gen/%.o: $(BUILD)/gen/%.c
 # never sanitized: it is loaded into programs that carry no sanitizer runtime.
 $(BUILD)/pic/%.o: %.c | $(GENERATED)
 	@mkdir -p $(@D)
-	$(CC) $(filter-out -fsanitize% -fno-sanitize%,$(CFLAGS)) -fPIC -fvisibility=hidden \
+	$(CC) $(filter-out -fsanitize% -fno-sanitize%,$(CFLAGS)) -fPIC -fvisibility=hidden -DLT_NO_DIGEST \
 		-I$(CUDA_HOME)/include -MMD -MP -c $< -o $@
 
 $(EVLOG_A): $(call obj,$(EVLOG_SRC))

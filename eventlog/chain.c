@@ -10,7 +10,7 @@
  */
 #include "eventlog/eventlog.h"
 #include "eventlog/evlog_format.h"
-#include "common/sha256.h"
+#include "common/digest.h"
 
 #include <errno.h>
 #include <fcntl.h>

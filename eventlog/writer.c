@@ -17,7 +17,7 @@
 #include "eventlog/evlog_format.h"
 #include "eventlog/evlog_table.h"
 #include "common/io.h"
-#include "common/sha256.h"
+#include "common/digest.h"
 
 #include <errno.h>
 #include <fcntl.h>
