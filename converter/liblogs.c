@@ -9,7 +9,7 @@
  */
 #include "conv_int.h"
 #include "../common/grow.h"
-#include "../common/sha256.h"
+#include "../common/digest.h"
 
 #include <errno.h>
 #include <fcntl.h>
