@@ -3,8 +3,9 @@
 # the S3 server stopped (SIGSTOP) for 30 s in the middle of a profile of a
 # busy process. The target's own work rate during the stall is what it was
 # before, per second of its own CPU time (this machine is shared: its other
-# load moves the wall-clock rate, which is printed), and it never stops for
-# long; the collector ends within -d plus its store bound (LT_STORE_WAIT_S,
+# load moves the wall-clock rate, which is printed, and the CPU one by up to
+# a third), and it never stops for long (a target the store held would stop
+# for the stall's 30 s); the collector ends within -d plus its store bound (LT_STORE_WAIT_S,
 # 10 s) while the store still does not answer, saying so; its writer process
 # publishes the log once the store answers, and the log converts with what
 # the stall cost counted as lost, as the collector's summary counts it.
@@ -68,7 +69,7 @@ b0=$((t_pause - 4000000000)) b1=$t_pause
 d0=$((t_pause + 1000000000)) d1=$((t_pause + (D - 8) * 1000000000))
 before=$(rate "$T/rate" 3 $b0 $b1) during=$(rate "$T/rate" 3 $d0 $d1)
 check "the target's work rate during the stall is what it was before: $during against $before iterations a CPU second (wall: $(rate "$T/rate" 1 $d0 $d1)/s against $(rate "$T/rate" 1 $b0 $b1)/s)" \
-	"[ $before -gt 0 ] && [ $((during * 100)) -ge $((before * 80)) ]"
+	"[ $before -gt 0 ] && [ $((during * 100)) -ge $((before * 60)) ]"
 gap=$(longest_gap_ms "$T/rate" $d0 $d1)
 check "it never stopped: its longest pause between progress lines in the stall $gap ms" \
 	"[ $gap -lt $((1000 * TAP_TIME_SCALE)) ]"
