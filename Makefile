@@ -269,12 +269,12 @@ PROG_LIBS_inject_tool := $(INJECT_TOOL_SRC) $(EVLOG_SRC) -lelf $(LIBS_EVLOG)
 PROG_LIBS_inject_logdump := -static $(PROG_EVLOG)
 PROG_LIBS_inject_rawzstd := -lzstd -ldl
 $(BUILD)/tests/progs/inject_rawzstd: collector/inject/zstd_shim.c
-$(BUILD)/tests/progs/inject_tool: $(INJECT_TOOL_SRC) $(INJECT_TOOL_SRC:.c=.h) eventlog/session.c common/io.c common/digest.c
+$(BUILD)/tests/progs/inject_tool: $(INJECT_TOOL_SRC) $(INJECT_TOOL_SRC:.c=.h) $(EVLOG_SRC)
 # The same tool linked static, for the GPU host's newer C library
 # (tests/gpu/cupti_attach.sh prepare).
-$(BUILD)/tests/progs/inject_tool-static: tests/progs/inject_tool.c $(INJECT_TOOL_SRC) eventlog/session.c common/io.c common/digest.c
+$(BUILD)/tests/progs/inject_tool-static: tests/progs/inject_tool.c $(INJECT_TOOL_SRC) $(EVLOG_SRC)
 	@mkdir -p $(@D)
-	$(CC) -O2 -static -D_GNU_SOURCE -I. -o $@ $(filter %.c,$^) -lelf -lz -lzstd -lnettle
+	$(CC) -O2 -static -D_GNU_SOURCE -I. -I$(BUILD)/gen -o $@ $(filter %.c,$^) -lelf -lz -lzstd -ldeflate -lnettle
 PROG_LIBS_cuda_logcount := -static $(PROG_EVLOG)
 PROG_LIBS_pys_folded := -static $(PROG_EVLOG)
 # A stand-in libcupti.so.13 (shared object) and the app that loads it.
