@@ -35,7 +35,7 @@ extern "C" {
 #endif
 
 #define EVLOG_VERSION_MAJOR 1
-#define EVLOG_VERSION_MINOR 4
+#define EVLOG_VERSION_MINOR 5
 
 /* Error codes (negated when returned). */
 enum evlog_err {

@@ -102,6 +102,13 @@
  * ("sha256:" and 64 hex digits). The converter joins a library log to this
  * profile only when one of these names it (converter/sessions.c). */
 #define EVLOG_FIELDS_lib_log(F, m) F(m, STR, name) F(m, U64, size) F(m, STR, digest)
+/* A process's place in a distributed job, from its environment when the
+ * collector began following it (collector/rank.c): rank, local_rank and
+ * world_size (-1 where not set), and source, the variable the rank came
+ * from ("RANK", "OMPI_COMM_WORLD_RANK", "PMI_RANK", "SLURM_PROCID"; "" when
+ * only LOCAL_RANK was set). One per process image (fork, exec, attach). */
+#define EVLOG_FIELDS_rank(F, m) \
+	F(m, I64, rank) F(m, I64, local_rank) F(m, I64, world_size) F(m, STR, source)
 
 /*
  * T(NAME, number, member, track, dur, corr): enum EV_<NAME> = number, union
@@ -134,10 +141,11 @@
 	T(CLOCK, 19, clock, META, _, _)                   /* a MONOTONIC <-> REALTIME anchor */ \
 	T(GPU_SYNC, 21, gpu_sync, THREAD, dur, correlation_id) /* 1.3 */ \
 	T(CUPTI_OVERHEAD, 22, cupti_overhead, THREAD, dur, _)  /* 1.3 */ \
-	T(LIB_LOG, 23, lib_log, META, _, _)               /* 1.4: a library log published */
+	T(LIB_LOG, 23, lib_log, META, _, _)               /* 1.4: a library log published */ \
+	T(RANK, 24, rank, META, _, _)                     /* 1.5: a process's rank */
 
 /* The largest type number (the type byte keeps 6 bits; spill records 5). */
-#define EVLOG_TYPE_MAX_NUM 23
+#define EVLOG_TYPE_MAX_NUM 24
 
 /* ------------------------------------------------------- kind properties */
 
