@@ -718,13 +718,16 @@ static struct where *wheres(const struct step_stats *s)
 	return w;
 }
 
-static void where_text(const struct step_stats *s, const struct where *w, char *buf, size_t n)
+static void where_text(const struct step_stats *s, const struct where *w, uint64_t late,
+		       char *buf, size_t n)
 {
 	int o;
 
 	if (w->py >= 0)
-		o = snprintf(buf, n, "%s %.1f ms (usually %.1f)", cv_strtab_get(&s->names, (uint32_t)w->py),
-			     w->py_ns / 1e6, w->usual_ns / 1e6);
+		o = snprintf(buf, n, "%s %.1f ms (usually %.1f)%s", cv_strtab_get(&s->names, (uint32_t)w->py),
+			     w->py_ns / 1e6, w->usual_ns / 1e6,
+			     (w->py_ns - w->usual_ns) * 2 < late ? ", most of the lateness not in one "
+								   "Python call's own time" : "");
 	else
 		o = snprintf(buf, n, "no Python call recorded before the collectives");
 	if (o < 0 || (size_t)o >= n)
@@ -776,7 +779,7 @@ void step_stats_print_job(const struct step_stats *s, FILE *out)
 		for (uint32_t i = 0; i < j->n_stragglers; i++) {
 			const struct conv_straggler *g = &j->stragglers[i];
 
-			where_text(s, &w[i], buf, sizeof(buf));
+			where_text(s, &w[i], g->late_ns, buf, sizeof(buf));
 			fprintf(out, "  %6u %6d %8u %9.3f  %s\n", g->step, j->ranks[g->who].rank,
 				j->ranks[g->who].pid, g->late_ns / 1e6, buf);
 		}
@@ -859,7 +862,7 @@ static int stragglers_json(const struct step_stats *s, struct json_object *root)
 		const struct conv_straggler *g = &j->stragglers[i];
 		struct json_object *x = json_object_new_object();
 
-		where_text(s, &w[i], buf, sizeof(buf));
+		where_text(s, &w[i], g->late_ns, buf, sizeof(buf));
 		if (!x || json_object_array_add(a, x)) {
 			json_object_put(x);
 			rc = -1;

@@ -13,9 +13,12 @@
  * it, T (after it) then H (before the next one). H, where the iteration
  * starts, is the longest end of the typical sequence that also ends the
  * calls before the first anchor (the prologue never holds the body's
- * calls in the body's order); at the top of a thread recorded from the
- * middle of a run, the calls after the last anchor (T, then the epilogue)
- * tell it instead. A step runs from the first call of H to the next
+ * calls in the body's order); where those match it whole, at the top of
+ * a thread recorded from the middle of a run, the calls after the last
+ * anchor (T, then the epilogue) tell it instead. (A loop over a Python
+ * iterator ends with one more __next__, which such a tail also matches:
+ * a profile attached while the anchor ran can start its steps one call
+ * late.) A step runs from the first call of H to the next
  * iteration's; an iteration with a long excursion (over a median step of
  * calls the typical one does not make: evaluation, a checkpoint) ends
  * after its T, so the excursion is no step. The last iteration ends after
@@ -166,10 +169,11 @@ static void head_of(struct loop *l)
 	while (tp < l->L && pl + 1 + tp < l->g->n && v[pl + 1 + tp].inst == v[pl].inst &&
 	       v[pl + 1 + tp].name == gt[tp].name)
 		tp++;
-	if (hp + tp == l->L || l->g->parent != GROUP_ROOT || tp == l->L)
-		l->h = hp;
-	else
-		l->h = l->L - tp;
+	/* The calls before the first anchor end where the prologue (or what
+	 * was recorded of an iteration in flight) stops matching: trusted
+	 * unless they match the whole typical sequence at the top of a
+	 * thread recorded from the middle of a run. */
+	l->h = hp < l->L || l->g->parent != GROUP_ROOT ? hp : l->L - tp;
 }
 
 /* Start of iteration j: the first call of H before its anchor call, H's

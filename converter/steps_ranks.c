@@ -17,7 +17,7 @@
  * rank's k-th collective of the step is compared, and the k whose starts
  * spread the most decides (where the late rank's extra time shows). The
  * latest rank is late by its start less the median of the others'; named
- * when that is at least LATE_MIN_NS and LATE_PCT% of the median step.
+ * when that is at least LATE_MIN_NS and LATE_PCT% of the ranks' median step.
  * Waiting: in each collective, the time before the last rank arrived
  * (clipped to the call); the rest of the call is communication. Memory:
  * a few words per rank and step.
@@ -371,14 +371,21 @@ static void coll_time(struct cv_steps *s, struct rk *v, size_t n)
 		}
 }
 
-static uint64_t median_step(const struct rk *v, size_t n)
+/* The median of the ranks' median steps. */
+static uint64_t median_step(const struct rk *v, size_t n, uint64_t *tmp)
 {
-	uint64_t total = 0, cnt = 0;
+	uint64_t *med = malloc(n * sizeof(*med)), m;
 
-	for (size_t r = 0; r < n; r++)
-		for (uint32_t i = 0; i < v[r].set->n; i++, cnt++)
-			total += v[r].set->start[i + v[r].set->n] - v[r].set->start[i];
-	return cnt ? total / cnt : 0;
+	if (!med)
+		return 0;
+	for (size_t r = 0; r < n; r++) {
+		for (uint32_t i = 0; i < v[r].set->n; i++)
+			tmp[i] = v[r].set->start[i + v[r].set->n] - v[r].set->start[i];
+		med[r] = cv_u64_median(tmp, v[r].set->n);
+	}
+	m = cv_u64_median(med, (uint32_t)n);
+	free(med);
+	return m;
 }
 
 /* Every iteration numbered on all ranks, each rank with collectives in it. */
@@ -386,8 +393,12 @@ static int arrivals(struct cv_steps *s, struct rk *v, size_t n)
 {
 	struct iter it = { 0 };
 	uint32_t lo = 0, hi = UINT32_MAX;
-	uint64_t *tmp = malloc(n * sizeof(*tmp));
+	uint32_t most = (uint32_t)n;
 	int rc = 0;
+
+	for (size_t r = 0; r < n; r++)
+		most = v[r].set->n > most ? v[r].set->n : most;
+	uint64_t *tmp = malloc(most * sizeof(*tmp));
 
 	it.idx = malloc(n * sizeof(*it.idx));
 	it.lo = malloc(n * sizeof(*it.lo));
@@ -400,7 +411,7 @@ static int arrivals(struct cv_steps *s, struct rk *v, size_t n)
 		lo = a > lo ? a : lo;
 		hi = b < hi ? b : hi;
 	}
-	s->job.threshold_ns = median_step(v, n) * LATE_PCT / 100;
+	s->job.threshold_ns = tmp ? median_step(v, n, tmp) * LATE_PCT / 100 : 0;
 	if (s->job.threshold_ns < LATE_MIN_NS)
 		s->job.threshold_ns = LATE_MIN_NS;
 	for (uint32_t num = lo; rc == 0 && num <= hi && hi != UINT32_MAX; num++) {

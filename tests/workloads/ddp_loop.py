@@ -2,7 +2,7 @@
 step detector and the straggler report. Each rank is started by hand
 (RANK, WORLD_SIZE, MASTER_ADDR, MASTER_PORT, LOCAL_RANK in its environment).
 
-    python3 ddp_loop.py MODE TRUTH [--steps N] [--late RANK:MS:S1,S2,...]
+    python3 ddp_loop.py MODE TRUTH [--steps N] [--late RANK:MS:S1,S2,...] [--go FILE]
     MODE: inline  the loop body inline at module level:
                   x = load_batch(step); loss = loss_fn(model(x), y);
                   loss.backward(); all_reduce of each gradient; opt.step()
@@ -27,7 +27,7 @@ import time
 import torch
 import torch.distributed as dist
 
-FWD_S, BWD_S, LOAD_S = 0.030, 0.040, 0.010
+FWD_S, BWD_S, LOAD_S = 0.050, 0.070, 0.020
 
 
 class Sleepy(torch.autograd.Function):
@@ -72,7 +72,7 @@ def average_gradients(model, world):
 
 def parse():
     mode, truth = sys.argv[1], sys.argv[2]
-    steps, late = 20, (None, 0, ())
+    steps, late, go, loader = 20, (None, 0, ()), None, False
     a = sys.argv[3:]
     while a:
         if a[0] == "--steps":
@@ -80,11 +80,26 @@ def parse():
         elif a[0] == "--late":
             r, ms, at = a[1].split(":")
             late = (int(r), float(ms), tuple(int(s) for s in at.split(",")))
+        elif a[0] == "--go":
+            go = a[1]
+        elif a[0] == "--loader":
+            loader, a = True, a[1:]
+            continue
         a = a[2:]
-    return mode, truth, steps, late
+    return mode, truth, steps, late, go, loader
 
 
-MODE, TRUTH, STEPS, LATE = parse()
+class Batches(torch.utils.data.Dataset):
+    """load_batch(i) as a data set: the DataLoader's __next__ takes LOAD_S."""
+
+    def __len__(self):
+        return STEPS
+
+    def __getitem__(self, i):
+        return load_batch(i)
+
+
+MODE, TRUTH, STEPS, LATE, GO, LOADER = parse()
 RANK, WORLD = int(os.environ["RANK"]), int(os.environ["WORLD_SIZE"])
 torch.set_num_threads(1)
 torch.manual_seed(0)
@@ -97,8 +112,8 @@ marks = []
 state = {}
 
 
-def forward(step):
-    x, y = load_batch(step)
+def forward(step, batch=None):
+    x, y = batch if batch else load_batch(step)
     if step in late_here:
         straggle(LATE[1])
     state["loss"] = loss_fn(model(x), y)
@@ -114,8 +129,24 @@ def update():
     opt.zero_grad()
 
 
+if GO:
+    open(f"{GO}.ready.{RANK}", "w").close()
+while GO and not os.path.exists(GO):
+    time.sleep(0.02)
 dist.barrier()
-if MODE == "inline":
+batches = torch.utils.data.DataLoader(Batches(), batch_size=None) if LOADER else None
+if MODE == "inline" and LOADER:
+    marks.append(time.time_ns())  # the loop's first __next__ starts the first step
+    for step, (x, y) in enumerate(batches):
+        if step in late_here:
+            straggle(LATE[1])
+        loss = loss_fn(model(x), y)
+        loss.backward()
+        average_gradients(model, WORLD)
+        opt.step()
+        opt.zero_grad()
+        marks.append(time.time_ns())  # the next step starts with __next__
+elif MODE == "inline":
     for step in range(STEPS):
         marks.append(time.time_ns())
         x, y = load_batch(step)
@@ -126,6 +157,13 @@ if MODE == "inline":
         average_gradients(model, WORLD)
         opt.step()
         opt.zero_grad()
+elif MODE == "fbu" and LOADER:
+    marks.append(time.time_ns())
+    for step, batch in enumerate(batches):
+        forward(step, batch)
+        backward()
+        update()
+        marks.append(time.time_ns())
 elif MODE == "fbu":
     for step in range(STEPS):
         marks.append(time.time_ns())
@@ -134,7 +172,8 @@ elif MODE == "fbu":
         update()
 else:
     sys.exit("unknown mode " + MODE)
-marks.append(time.time_ns())
+if not LOADER:  # the end of the last step (with a DataLoader: before its last __next__)
+    marks.append(time.time_ns())
 with open(TRUTH, "w") as out:
     for s, e in zip(marks, marks[1:]):
         out.write(f"train {s} {e}\n")
