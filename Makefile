@@ -55,8 +55,8 @@ obj = $(patsubst %.c,$(BUILD)/obj/%.o,$(1))
 
 # The converter's per-event code, and the log reader it runs twice per
 # event: -O3 was faster than -O2 on tests/bench/convert.sh (json.gz and
-# --logdir alike; docs/MEASUREMENTS.md, 2026-12-02: converter and event-log
-# figures). The collector and the injected library stay at -O2.
+# --logdir alike; docs/MEASUREMENTS.md, converter throughput and memory).
+# The collector and the injected library stay at -O2.
 HOT_OPT   ?= -O3
 HOT_SRC   := $(CONV_SRC) $(EVLOG_SRC) converter/main.c
 $(call obj,$(HOT_SRC)): private CFLAGS += $(HOT_OPT)
@@ -163,8 +163,7 @@ $(CONV_A): $(call obj,$(CONV_SRC)) $(patsubst $(BUILD)/gen/%.c,$(BUILD)/obj/gen/
 # generated mixed logs into every output (scripts/pgo-train.sh), and its
 # branch and call counts guide the compilation of the real objects: more
 # events/s on tests/bench/convert.sh, outputs byte for byte the same
-# (docs/MEASUREMENTS.md, 2026-12-03: converter throughput, memory and the
-# profile-guided build). Any change to a hot source retrains, so the default build (PGO=0)
+# (docs/MEASUREMENTS.md, converter throughput and memory). Any change to a hot source retrains, so the default build (PGO=0)
 # compiles them from the sources alone, fast to iterate on. GCC only (whose
 # profile options these are); never under sanitizers.
 IS_GCC    := $(shell $(CC) -v 2>&1 | grep -q '^gcc version' && echo 1)

@@ -71,8 +71,8 @@ static const char *const f_prefix[F_N] = { "llmtracker-cupti", "llmtracker-pytho
 /*
  * Where a busy interpreter (no thread asleep in a system call) is stopped
  * to load the library: entries of CPython functions, in the order of how
- * often a CPU-bound script calls them (docs/MEASUREMENTS.md: the
- * allocator's on every few Python calls on 3.11-3.13, where Python-to-Python
+ * often a CPU-bound script calls them (docs/MEASUREMENTS.md, injecting
+ * into a busy interpreter: the allocator's on every few Python calls on 3.11-3.13, where Python-to-Python
  * calls no longer enter _PyEval_EvalFrameDefault; that one on every call on
  * 3.9 and 3.10). At their entry a thread runs interpreter code, holds the
  * GIL and no lock of the C library: libc never calls into CPython while it
@@ -1133,7 +1133,8 @@ void lt_im_env_unset(struct lt_im *im)
 
 /* What a kept CUPTI costs the job: CUPTI takes one subscriber per process
  * (torch.profiler then warned CUPTI_ERROR_MULTIPLE_SUBSCRIBERS_NOT_SUPPORTED
- * and recorded no kernel, on the GPU host: docs/MEASUREMENTS.md). */
+ * and recorded no kernel, on the GPU host: docs/MEASUREMENTS.md, CUDA
+ * graphs and detach). */
 #define KEPT_COST "; until this process exits, its own CUPTI clients (torch.profiler's CUDA " \
 		  "activities, Nsight) cannot start in it"
 
@@ -1174,8 +1175,9 @@ static void account(struct lt_im *im, int pid, const char *reply)
 			 "(an earlier recording's, delivered late) left out", early);
 	if (untimed)
 		snprintf(no_time, sizeof(no_time), ", %llu records CUPTI could not time left out", untimed);
+	/* Counts are details; records dropped or left out are said by default. */
 	if (k || a)
-		im_log(im, LT_IM_CUDA, 'D', "pid %d: %llu kernels, %llu memcpy, %llu memset, %llu API calls, "
+		im_log(im, LT_IM_CUDA, d || early || untimed ? 'I' : 'D', "pid %d: %llu kernels, %llu memcpy, %llu memset, %llu API calls, "
 		       "%llu dropped%s%s; CUPTI %s", pid, k, lt_ictl_field(reply, "memcpy"),
 		       lt_ictl_field(reply, "memset"), a, d, earlier, no_time, fin ? "detached" :
 		       lt_ictl_field(reply, "exiting") ? "flushed at the process's exit" :

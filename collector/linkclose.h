@@ -3,8 +3,7 @@
  * Uprobe links closed off the main loop. Closing one waits for the kernel's
  * grace periods: a short-lived process with a few libraries armed held the
  * loop long enough for the next exec'd interpreter to run to its end unseen
- * (docs/MEASUREMENTS.md, 2026-12-03: collector loop, probe limits and the
- * per-call probe cost). A thread closes them instead.
+ * (docs/MEASUREMENTS.md, arming library probes). A thread closes them instead.
  */
 #ifndef LLMT_LINKCLOSE_H
 #define LLMT_LINKCLOSE_H

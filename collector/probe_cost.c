@@ -20,8 +20,8 @@
 /* The probed function. It starts as most library functions do (a frame
  * push), because the first instruction decides the trap's cost: the kernel
  * emulates a push, but single-steps most others out of line, an order of
- * magnitude slower (docs/MEASUREMENTS.md, 2026-12-03: collector loop, probe
- * limits and the per-call probe cost). */
+ * magnitude slower (docs/MEASUREMENTS.md, what each source costs the
+ * target). */
 int lt_probe_cost_target(int x);
 #ifdef __x86_64__
 __asm__(".text\n"

@@ -689,7 +689,7 @@ static void py_use_usdt(struct lt_session *s, struct py_state *st, struct py_tar
 
 /*
  * The cheapest exact method (--python-method auto; costs in
- * docs/MEASUREMENTS.md): the injected hook where it can go in now (a running
+ * docs/MEASUREMENTS.md, the Python hook): the injected hook where it can go in now (a running
  * process given by -p) or exactly from the start (the launched command, held
  * at Py_RunMain until it is in); a process that appears later (exec'd, a
  * followed child) keeps the USDT probes when its interpreter has them, armed

@@ -48,7 +48,7 @@ static inline int64_t lt_unzigzag(uint64_t v)
  * inlined: the event log reader's and the sort records' decoders are a
  * chain of these, and GCC's size limits left it out of line there once
  * those functions grew (1.6% more instructions converting, callgrind,
- * docs/MEASUREMENTS.md 2026-12-03: one schema). */
+ * docs/MEASUREMENTS.md, converter throughput and memory). */
 static inline __attribute__((always_inline)) const uint8_t *lt_varint_get(const uint8_t *p, const uint8_t *end, uint64_t *out)
 {
 	if (end - p >= 2) { /* fast paths: one or two bytes */

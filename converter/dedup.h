@@ -18,8 +18,8 @@
 
 /* CUPTI stamps the call from inside the function: its start follows the
  * uprobe's by a few µs at most, also on a loaded host, and its end precedes
- * the uprobe's return (docs/MEASUREMENTS.md, 2026-12-02: CUPTI kernel
- * recording cost, clock check); the bounds below leave ample room. */
+ * the uprobe's return (docs/MEASUREMENTS.md, launch links, kernel counts
+ * and clocks); the bounds below leave ample room. */
 #define CV_DUP_START_NS 20000ULL  /* CUPTI start at most this much after */
 #define CV_DUP_SLACK_NS 2000ULL   /* either bound may stick out this much */
 #define CV_DUP_QUEUE_MAX 4096     /* records held at most (then released) */

@@ -16,7 +16,7 @@
  * slower; each buffer one gzip member). Unset, one ISA-L level-1 stream:
  * faster than libdeflate's level 1 on trace JSON for a few percent more
  * bytes, and compression is a large share of a .json.gz conversion's time
- * (docs/MEASUREMENTS.md, 2026-12-02: converter and event-log figures). */
+ * (docs/MEASUREMENTS.md, converter throughput and memory). */
 static int gz_level(void)
 {
 	const char *s = getenv("LLMT_GZIP_LEVEL");
@@ -105,7 +105,7 @@ static int put(struct cv_out *o, const void *p, size_t n)
 /* ISA-L's AVX-512 code returns with the upper vector registers dirty:
  * every legacy-SSE instruction after it (ours, libc's) then pays a
  * transition penalty, which cost more than the compression itself
- * (docs/MEASUREMENTS.md, 2026-12-02: converter and event-log figures). */
+ * (docs/MEASUREMENTS.md, converter throughput and memory). */
 static void vzeroupper(void)
 {
 #if defined(__x86_64__)

@@ -112,8 +112,8 @@ static inline int get_s(const char **pp, const char *end, struct evlog_str *s)
 /* Runs are written as zstd blocks of this many bytes (raw), each behind a
  * header {u32 raw length, u32 compressed length}: the sorted records are
  * varints and repeated names, which compress by an order of magnitude at
- * zstd's fastest levels (docs/MEASUREMENTS.md, 2026-12-02: converter and
- * event-log figures) for less CPU than the kernel spends writing and reading the raw
+ * zstd's fastest levels (docs/MEASUREMENTS.md, converter throughput and
+ * memory) for less CPU than the kernel spends writing and reading the raw
  * bytes back through the page cache. Small blocks keep each run's read
  * buffer small when a long log makes hundreds of runs. */
 #define SPILL_BLOCK (64u << 10)

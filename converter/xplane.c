@@ -520,7 +520,7 @@ static void line_free(struct xline *l);
 
 /* Lines are found by hash, not by scanning: every new track looks its line
  * up (to catch one already closed), so a scan was quadratic in the threads
- * (docs/MEASUREMENTS.md, 2026-12-03: converter throughput). */
+ * (docs/MEASUREMENTS.md, converter throughput and memory). */
 static uint64_t line_key(int kind, uint32_t a)
 {
 	return (uint64_t)(uint32_t)kind << 32 | a;
@@ -918,8 +918,8 @@ static void kernel_stats(struct evstats *e, struct xplane_p *p, const struct evl
 	uint32_t regs = ev->u.gpu_kernel.registers;
 	struct occ_memo *m = &p->occ;
 	/* Kernels repeat their shape: the occupancy and its text (snprintf of a
-	 * double, measurable in a conversion: docs/MEASUREMENTS.md, 2026-12-03:
-	 * converter throughput) are kept for the last one. A shape that
+	 * double, measurable in a conversion: docs/MEASUREMENTS.md, converter
+	 * throughput and memory) are kept for the last one. A shape that
 	 * does not fit the key (never on real GPUs) is computed every time. */
 	uint64_t key = bt <= 0xffff && regs <= 0xffff && smem <= 0x7fffffff ?
 		       1ull << 63 | (uint64_t)smem << 32 | (uint64_t)regs << 16 | bt : 0;

@@ -317,7 +317,7 @@ static void put_api(const CUpti_ActivityAPI *a, int driver)
  * CUPTI kept attached (keep_cupti), a graph replay in flight when that
  * recording stopped is delivered at this one's first flush, started long
  * before any launch call of this window, its end (when there is one) often
- * stamped in this window (docs/MEASUREMENTS.md, 2026-12-05). Only a kept
+ * stamped in this window (docs/MEASUREMENTS.md, launch links). Only a kept
  * graph's nodes are instrumented while the kinds are off, so what else is
  * left out is at most a node running across the switch. It is counted and
  * left out of this log. So is work CUPTI could not time (start 0, its
@@ -655,8 +655,8 @@ static struct lbuf *lb_new(void)
 /* Back to the pool, zeroed again (CUPTI relies on that when
  * ZEROED_OUT_ACTIVITY_BUFFER is set, and may have written past `valid`).
  * Runs on the encoder thread, off the application: zeroing a buffer takes
- * about a millisecond (docs/MEASUREMENTS.md, 2026-12-02: CUPTI kernel
- * recording cost). */
+ * about a millisecond (docs/MEASUREMENTS.md, CUDA/CUPTI costs on the
+ * GPU). */
 static void lb_release(struct lbuf *b)
 {
 	if (zeroed)
@@ -924,14 +924,13 @@ static int open_log(char *msg, size_t msgsz)
  * Even runtime=0 costs steps/s there: CUPTI's own work per launch, which no
  * recording choice of ours (nor CUPTI's buffer attributes) removes; our
  * CLOCK_MONOTONIC timestamp callback is not the cost (CUPTI's own clock cost
- * the same). Figures: docs/MEASUREMENTS.md, 2026-12-02: CUPTI kernel
- * recording cost, and 2026-12-03: CUPTI kernel recording, later windows and
- * buffer settings. Runtime records give each kernel its launch (thread, time, call
+ * the same). Figures: docs/MEASUREMENTS.md, CUDA/CUPTI costs on the GPU.
+ * Runtime records give each kernel its launch (thread, time, call
  * site) through the correlation id; kernels cuBLAS launches through
  * cuLaunchKernel are paired only with driver=1. Any interception of the
  * API costs as much as the whole RUNTIME kind, records or not: per-call
  * selection with or without the kind, and launches by CUPTI's callback API
- * (docs/MEASUREMENTS.md, 2026-12-03 (evening)); the converter pairs kernels
+ * (docs/MEASUREMENTS.md, same topic); the converter pairs kernels
  * with the -t cuda uprobes' launch calls instead (converter/launchpair.c). runtime=0 also leaves out synchronization and overhead
  * records: nothing is traced on the application's calls but the launches
  * CUPTI must see for kernels. */
@@ -1143,8 +1142,7 @@ static int callbacks_quiet(int ms)
  * front end, VIRT_WRITE), whatever the recording mode, whether or not the
  * device was drained first or finalize ran at a runtime API exit only
  * (tests/gpu/graph_stress.sh: every cycle died in each of those
- * variants; docs/MEASUREMENTS.md, 2026-12-03: detaching CUPTI from a job
- * that replays a CUDA graph). So CUPTI stays subscribed, every kind
+ * variants; docs/MEASUREMENTS.md, CUDA graphs and detach). So CUPTI stays subscribed, every kind
  * off, with this library loaded for its callbacks; a later session in the
  * same process reuses it (the injector finds it by its soname). */
 static int keep_cupti(void)

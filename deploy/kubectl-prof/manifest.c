@@ -6,7 +6,8 @@
  * PID namespace (so the target's processes, and /proc/PID/root into its
  * container, are visible). It is not privileged: it drops every capability
  * and adds back only those the chosen -t sources need (kprof_source_caps,
- * measured in docs/MEASUREMENTS.md), under a seccomp profile, with no
+ * measured: docs/MEASUREMENTS.md, containers, capabilities and seccomp),
+ * under a seccomp profile, with no
  * hostPath mounts. It sleeps for --duration and is stopped by
  * activeDeadlineSeconds at the latest; `kubectl prof delete --expired`
  * removes finished ones once --ttl has passed.
@@ -27,7 +28,8 @@ enum { C_BPF = 1, C_PERFMON = 2, C_SYS_PTRACE = 4, C_SYSLOG = 8, C_SYS_ADMIN = 1
 static const char *const kprof_cap_names[] = { "BPF", "PERFMON", "SYS_PTRACE", "SYSLOG", "SYS_ADMIN" };
 
 /* What each llmtracker -t source needs, measured in a container with every
- * other capability dropped (docs/MEASUREMENTS.md, 2026-12-03). Every run
+ * other capability dropped (docs/MEASUREMENTS.md, containers, capabilities
+ * and seccomp). Every run
  * needs BPF + PERFMON (the `proc` source's maps and programs) and SYS_PTRACE
  * (reading the target's /proc/PID/{maps,exe,root}, generateCommand, the
  * collector's own check); cpu adds SYSLOG for kernel frames (/proc/kallsyms

@@ -92,7 +92,7 @@ def train(d):
 
     # The yardstick: torch.profiler (CUDA activities only) on the same loop,
     # after our windows (it leaves the process slower after it stops:
-    # docs/MEASUREMENTS.md, 2026-12-02: CUPTI kernel recording cost).
+    # docs/MEASUREMENTS.md, CUDA/CUPTI costs on the GPU).
     # YARD_ROUNDS rounds (default 1) of before / during / after, averaged.
     rounds = int(os.environ.get("YARD_ROUNDS", "1"))
     yard = {"before": 0.0, "during": 0.0, "after": 0.0, "rounds": rounds}
@@ -221,7 +221,7 @@ def analyze_window(v, tag, ev, tr):
     what = f"[{tag}] kernels with their launch record: {matched}/{len(kern)}"
     # Without driver records (D), kernels cuBLAS launches through
     # cuLaunchKernel have none (a few percent of this loop's: docs/MEASUREMENTS.md,
-    # 2026-12-02: CUPTI kernel recording cost); F takes those.
+    # CUDA/CUPTI costs on the GPU); F takes those.
     v(matched >= (0.999 if tag[0] in "F" else 0.85) * len(kern), what)
     unpaired = collections.Counter(k[5][:60] for k in kern if k[2] not in launch)
     if unpaired:

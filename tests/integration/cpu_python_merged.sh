@@ -73,7 +73,7 @@ merged_checks() { # NAME PY
 		awk -v v="$root_share" -v p="$py_share" 'BEGIN { exit !(v >= 0.95 * p) }'
 	# An eval-loop call on its way in or out runs no Python frame: it stays
 	# (a few percent of the samples, more on a busy machine: docs/MEASUREMENTS.md,
-	# 2026-12-03: whole native stacks without frame pointers).
+	# CPU stacks and Python samples).
 	check "$name: the eval-loop frames are replaced by the Python frames ($left% left)" \
 		awk -v v="$left" 'BEGIN { exit !(v <= 8) }'
 	# ~1500 samples each at 2999 Hz: a share's sampling error is ~1 point.

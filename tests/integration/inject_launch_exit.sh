@@ -26,7 +26,7 @@ tap_tmpdir W llmt-launch-exit
 
 FAKE_CUPTI_TEARDOWN=1 FAKE_CUPTI_RATE=50000 unshare -m sh -c '
 	mount -t tmpfs none /proc/driver && mkdir /proc/driver/nvidia && echo fake >/proc/driver/nvidia/version &&
-	exec "$0" profile -t cpu --enable-cuda-kernel true -o "$1/p.log" --cupti-dir "$1" -- "$2" "$3" 300' \
+	exec "$0" profile -v 1 -t cpu --enable-cuda-kernel true -o "$1/p.log" --cupti-dir "$1" -- "$2" "$3" 300' \
 	"$COLL" "$W" "$T/fake_cuda_launch" "$T/fake_cupti" >"$W/out" 2>"$W/err"
 grep -E "inject_mgr|command|fake CUPTI" "$W/err" "$W/out" | cut -c1-220 | sed 's/^/# /'
 check "the program kept its output" 'grep -q "^InitializeInjection 1$" "$W/out" && grep -q "^done$" "$W/out"'

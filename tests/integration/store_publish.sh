@@ -31,7 +31,7 @@ while time.time() < end:
     n += 1
 print("iterations", n)
 EOF
-"$PY" "$T/busy.py" 30 > "$T/busy.out" & tp=$!
+"$PY" "$T/busy.py" 300 > "$T/busy.out" & tp=$!
 tap_bg $tp
 wait_until 10 "grep -q python /proc/$tp/comm 2>/dev/null || [ -n \"\$(ls /proc/$tp/map_files 2>/dev/null)\" ]"
 
