@@ -30,6 +30,7 @@ struct py_frame {
 	uint64_t ts;
 	uint32_t line;
 	uint32_t func_off, func_len, file_off, file_len;
+	uint32_t sid;         /* its function's id for the step detector */
 };
 
 struct py_thread {
@@ -149,7 +150,11 @@ static int py_push(struct pass2 *p, struct py_thread *t, uint64_t ts, const stru
 		t->cap = nc;
 	}
 	struct py_frame *f = &t->fr[t->n];
+	int64_t sid = cv_steps_py_name(p->steps, e);
 
+	if (sid < 0)
+		return -1;
+	f->sid = (uint32_t)sid;
 	f->ts = ts;
 	f->line = e->u.py_enter.line;
 	f->func_off = (uint32_t)t->strs.len;
@@ -179,18 +184,17 @@ static int py_pop(struct pass2 *p, struct py_thread *t, uint64_t end_ts, int com
 {
 	const struct cv_host *h = &p->c->hosts[t->host];
 	struct py_frame *f = &t->fr[--t->n];
-	struct evlog_event e, parent;
+	const struct py_frame *up = t->n ? &t->fr[t->n - 1] : NULL;
+	struct evlog_event e;
 
 	py_frame_event(t, f, &e);
 	int32_t track = thread_track(p, h, t->pid, t->tid);
 	uint64_t dur = end_ts > f->ts ? end_ts - f->ts : 0;
 	int rc = spill_event(p, t->log, track, f->ts, dur, 0, &e);
 
-	if (t->n)
-		py_frame_event(t, &t->fr[t->n - 1], &parent);
 	if (rc == 0 && track >= 0 && completed &&
-	    cv_steps_feed_py(p->steps, t->host, (uint32_t)track, f->ts, dur, &e,
-			     t->n ? &parent : NULL, t->n ? parent.ts : 0))
+	    cv_steps_feed_py(p->steps, t->host, (uint32_t)track, f->ts, dur, &e, f->sid,
+			     up ? up->sid : CV_STEPS_TOP, up ? up->ts : 0))
 		rc = -1;
 
 	t->strs.len = f->func_off;

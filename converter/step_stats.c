@@ -615,6 +615,40 @@ static void print_slowest(const struct table *t, FILE *out, int top, uint64_t p5
 	free(idx);
 }
 
+/* Warm-up (the first steps over twice the median) and the time between
+ * steps (evaluation, checkpoints: each gap over half a median step). */
+static void print_phases(const struct table *t, FILE *out, uint64_t p50)
+{
+	uint32_t warm = 0, gaps = 0;
+	uint64_t warm_ns = 0, gap_ns = 0, longest = 0;
+	uint32_t after = 0;
+
+	while (warm < t->n && t->v[warm].end - t->v[warm].start > 2 * p50)
+		warm_ns += t->v[warm].end - t->v[warm].start, warm++;
+	for (uint32_t i = 1; i < t->n; i++) {
+		uint64_t g = t->v[i].start > t->v[i - 1].end ? t->v[i].start - t->v[i - 1].end : 0;
+
+		if (g * 2 <= p50)
+			continue;
+		gaps++;
+		gap_ns += g;
+		if (g > longest) {
+			longest = g;
+			after = t->v[i - 1].num;
+		}
+	}
+	if (warm == 1)
+		fprintf(out, "    warm-up: the first step took %.1fx the median step\n",
+			p50 ? (double)warm_ns / p50 : 0.0);
+	else if (warm)
+		fprintf(out, "    warm-up: the first %u steps took %.1fx the median step\n", warm,
+			p50 ? (double)warm_ns / warm / p50 : 0.0);
+	if (gaps)
+		fprintf(out, "    between steps: %u gap%s, %.3f ms in all (the longest %.3f ms, after "
+			"step %u: evaluation, checkpoints, ...)\n", gaps, gaps > 1 ? "s" : "",
+			gap_ns / 1e6, longest / 1e6, after);
+}
+
 static void print_table(const struct table *t, FILE *out, int top, int several)
 {
 	if (several)
@@ -644,6 +678,7 @@ static void print_table(const struct table *t, FILE *out, int top, int several)
 		"    min %.3f ms, max %.3f ms%s\n", t->n, where, total / 1e6 / t->n, p50 / 1e6,
 		p99 / 1e6, d[0] / 1e6, d[t->n - 1] / 1e6, t->dropped ? " (more steps not counted)" : "");
 	free(d);
+	print_phases(t, out, p50);
 	print_breakdown(t, out, total);
 	print_slowest(t, out, top < 5 ? top : 5, p50);
 }

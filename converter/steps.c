@@ -343,15 +343,16 @@ int cv_steps_feed(struct cv_steps *s, uint32_t host, uint32_t track, uint64_t st
 
 /* ------------------------------------------------------- Python calls */
 
-/* "func\x1ffile:line" interned: a function, told apart from others of its
- * name by where it is defined. */
-static int64_t py_name(struct cv_steps *s, const struct evlog_event *e)
+int64_t cv_steps_py_name(struct cv_steps *s, const struct evlog_event *e)
 {
 	struct evlog_str f = e->u.py_enter.func, file = e->u.py_enter.file;
+	char line[16];
+	int ll = snprintf(line, sizeof(line), ":%u", e->u.py_enter.line);
 
 	s->key.len = 0;
-	if (cv_buf_printf(&s->key, "%.*s\x1f%.*s:%u", (int)f.len, f.ptr ? f.ptr : "",
-			  (int)file.len, file.ptr ? file.ptr : "", e->u.py_enter.line))
+	if ((f.len && cv_buf_append(&s->key, f.ptr, f.len)) || cv_buf_putc(&s->key, '\x1f') ||
+	    (file.len && cv_buf_append(&s->key, file.ptr, file.len)) ||
+	    cv_buf_append(&s->key, line, (size_t)ll))
 		return -1;
 	return cv_strtab_intern(&s->names, s->key.p, s->key.len);
 }
@@ -442,11 +443,9 @@ static int group_add(struct cv_steps *s, struct group *g, uint64_t start, uint64
 }
 
 int cv_steps_feed_py(struct cv_steps *s, uint32_t host, uint32_t track, uint64_t start,
-		     uint64_t dur, const struct evlog_event *e, const struct evlog_event *parent,
+		     uint64_t dur, const struct evlog_event *e, uint32_t name, uint32_t parent,
 		     uint64_t pstart)
 {
-	int64_t name, pname = GROUP_ROOT;
-
 	if (host >= s->n_hosts)
 		return 0;
 	if (is_py_collective(e)) {
@@ -455,11 +454,9 @@ int cv_steps_feed_py(struct cv_steps *s, uint32_t host, uint32_t track, uint64_t
 		if (!c || add_call(s, c, start, start + dur, 0, 0))
 			return -1;
 	}
-	if ((name = py_name(s, e)) < 0 || (parent && (pname = py_name(s, parent)) < 0))
-		return -1;
-	struct group *g = group_of(s, host, track, (uint32_t)pname, e);
+	struct group *g = group_of(s, host, track, parent, e);
 
-	return g ? group_add(s, g, start, start + dur, parent ? pstart : 0, (uint32_t)name) : -1;
+	return g ? group_add(s, g, start, start + dur, parent != CV_STEPS_TOP ? pstart : 0, name) : -1;
 }
 
 /* ------------------------------------------------------------- judging */

@@ -80,10 +80,15 @@ void cv_steps_free(struct cv_steps *s);
  * calls. Returns -1 only when out of memory. */
 int cv_steps_feed(struct cv_steps *s, uint32_t host, uint32_t track, uint64_t start,
 		  uint64_t dur, uint32_t depth, const struct evlog_event *e);
-/* A completed Python call (e: EV_PY_ENTER) made by the call `parent` that
- * started at pstart (parent NULL: at the top of what its thread recorded). */
+/* The id of a Python call's function (e: EV_PY_ENTER), taken once when
+ * the call starts; -1 when out of memory. */
+int64_t cv_steps_py_name(struct cv_steps *s, const struct evlog_event *e);
+/* A completed Python call of function `name` made by a call of function
+ * `parent` that started at pstart (parent CV_STEPS_TOP: at the top of what
+ * its thread recorded). */
+#define CV_STEPS_TOP UINT32_MAX
 int cv_steps_feed_py(struct cv_steps *s, uint32_t host, uint32_t track, uint64_t start,
-		     uint64_t dur, const struct evlog_event *e, const struct evlog_event *parent,
+		     uint64_t dur, const struct evlog_event *e, uint32_t name, uint32_t parent,
 		     uint64_t pstart);
 /* Judge every host's candidates, then relate the ranks' steps. metas: each
  * host's metadata (profile range, processes and their ranks, clocks). */

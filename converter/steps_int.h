@@ -40,7 +40,7 @@ struct group {
 	size_t cap;
 	struct pycall *v;
 };
-#define GROUP_ROOT UINT32_MAX
+#define GROUP_ROOT CV_STEPS_TOP
 
 /* One process's candidate or decided steps. */
 struct cand {

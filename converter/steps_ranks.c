@@ -1,9 +1,11 @@
 /* SPDX-License-Identifier: Apache-2.0 */
 /*
  * The job across ranks (steps.h, conv_job): the processes with steps are
- * the ranks (numbered from their environment, else in the order they
- * started); their steps are numbered by iteration, and at each iteration
- * every rank's arrival at the collectives is compared.
+ * the ranks (where some make collective calls, only those; numbered from
+ * their environment, one process a rank, the one with most steps: a worker
+ * it forked has its environment too; else in the order they started);
+ * their steps are numbered by iteration, and at each iteration every
+ * rank's arrival at the collectives is compared.
  *
  * Numbering: a rank's steps end where its collectives end, at about the
  * same moment on every rank (a blocking collective completes for all at
@@ -88,11 +90,60 @@ static int by_start(const void *a, const void *b)
 	return x->pub.pid < y->pub.pid ? -1 : x->pub.pid > y->pub.pid;
 }
 
-/* The processes with steps (not on a GPU stream), with their ranks. */
+static int has_coll(const struct cv_steps *s, const struct conv_step_set *set)
+{
+	const struct series *x = cv_series_get(s, set->track, SER_COLL, s->coll_name);
+
+	return x && x->n;
+}
+
+/* Keep v[i] for which keep(i) holds; returns the new count. */
+static size_t keep_if(struct rk *v, size_t n, int (*keep)(const struct rk *, const struct rk *))
+{
+	size_t o = 0;
+
+	for (size_t i = 0; i < n; i++)
+		if (keep(&v[i], o ? &v[o - 1] : NULL))
+			v[o++] = v[i];
+	return o;
+}
+
+static int with_rank(const struct rk *r, const struct rk *prev)
+{
+	(void)prev;
+	return r->pub.rank >= 0;
+}
+
+static int with_coll(const struct rk *r, const struct rk *prev)
+{
+	(void)prev;
+	return r->n_coll > 0;
+}
+
+/* One process a rank (by rank, then most steps first): a process forked
+ * from a rank (a DataLoader worker) has its environment too. */
+static int first_of_rank(const struct rk *r, const struct rk *prev)
+{
+	return !prev || prev->pub.rank != r->pub.rank;
+}
+
+static int by_rank_steps(const void *a, const void *b)
+{
+	const struct rk *x = a, *y = b;
+
+	if (x->pub.rank != y->pub.rank)
+		return x->pub.rank < y->pub.rank ? -1 : 1;
+	if (x->set->n != y->set->n)
+		return x->set->n > y->set->n ? -1 : 1;
+	return x->pub.pid < y->pub.pid ? -1 : x->pub.pid > y->pub.pid;
+}
+
+/* The processes with steps (not on a GPU stream), with their ranks: where
+ * some make collective calls, only those. */
 static int gather(struct cv_steps *s, struct conv_host_meta *const *metas, struct rk **out, size_t *n)
 {
 	size_t cap = 0;
-	int any_env = 0;
+	int any_env = 0, any_coll = 0;
 
 	*out = NULL;
 	*n = 0;
@@ -119,14 +170,24 @@ static int gather(struct cv_steps *s, struct conv_host_meta *const *metas, struc
 			k->env_rank = p ? p->rank : -1;
 			k->first_ns = p && p->start_ns ? p->start_ns : UINT64_MAX;
 			k->off = (int64_t)(m->base_realtime_ns - m->base_mono_ns);
-			any_env |= k->env_rank >= 0;
+			k->n_coll = has_coll(s, &c->set); /* counted by collectives() later */
+			any_coll |= k->n_coll > 0;
 		}
 	}
+	if (any_coll)
+		*n = keep_if(*out, *n, with_coll);
+	for (size_t i = 0; i < *n; i++)
+		any_env |= (*out)[i].env_rank >= 0;
 	/* Ranks from the environment; without any, in the order they started. */
 	if (!any_env)
 		qsort(*out, *n, sizeof(**out), by_start);
 	for (size_t i = 0; i < *n; i++)
 		(*out)[i].pub.rank = any_env ? (*out)[i].env_rank : (int32_t)i;
+	if (any_env) {
+		*n = keep_if(*out, *n, with_rank); /* among ranks, a process without one is none */
+		qsort(*out, *n, sizeof(**out), by_rank_steps);
+		*n = keep_if(*out, *n, first_of_rank);
+	}
 	qsort(*out, *n, sizeof(**out), by_rank);
 	return 0;
 }
