@@ -174,6 +174,8 @@ static int gather(struct cv_steps *s, struct conv_host_meta *const *metas, struc
 			any_coll |= k->n_coll > 0;
 		}
 	}
+	if (!*n)
+		return 0;
 	if (any_coll)
 		*n = keep_if(*out, *n, with_coll);
 	for (size_t i = 0; i < *n; i++)
