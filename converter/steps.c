@@ -365,6 +365,8 @@ static int is_py_collective(const struct evlog_event *e)
 		"reduce_scatter", "reduce_scatter_tensor", "_reduce_scatter_base", "broadcast",
 		"reduce", "all_to_all", "all_to_all_single", "barrier", "gather", "scatter",
 		"all_reduce_coalesced", "all_gather_coalesced", "send", "recv",
+		/* DDP's communication hooks: a bucket's collective issued from Python */
+		"allreduce_hook", "fp16_compress_hook", "bf16_compress_hook", "_allreduce_fut",
 	};
 	struct evlog_str f = e->u.py_enter.func, file = e->u.py_enter.file;
 	const char *dot = f.len ? memrchr(f.ptr, '.', f.len) : NULL;
