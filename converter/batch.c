@@ -1,71 +1,87 @@
 /* SPDX-License-Identifier: Apache-2.0 */
 /*
- * llmtracker-convert batch --in DIR --logdir DIR [--lease SEC] [--overwrite] [-q]
+ * llmtracker-convert batch --in DIR --logdir DIR [--lease SEC] [--shard I/N]
+ *                          [--attempts N] [--retry-after SEC] [--overwrite] [-q]
  *
  * Converts every complete, not yet converted profile under DIR into the
  * TensorBoard layout. A profile ("unit") is either an event log directly in
  * DIR, or a subdirectory of DIR holding the logs of one profile (collector
  * log plus the injected library's logs), converted together. Complete means
  * published under its final name: dot-files and *.partial are ignored, and a
- * subdirectory still holding a partial log is left for a later pass. Logs
- * directly in DIR are joined by session id (`profile -o DIR/x.evlog` puts the
- * library's logs beside the collector's): the unit is the main log, whose
- * conversion takes its session's library logs from DIR, and it waits while a
- * partial log of its session (written to within the lease) is there; a
- * library log is a unit of its own only when no main log of its session is
- * in DIR, published or partial. The run
- * is named after the unit (run_names() below): names of different units
- * never share a run.
+ * subdirectory still holding a partial log is left for a later pass. A log
+ * written in segments is published as NAME.1, NAME.2, ... and its last
+ * segment as NAME itself: NAME.<digits> is never a unit, only part of NAME;
+ * segments whose NAME is not there (being written, or a crashed writer's)
+ * count as a partial log of NAME, and are left alone. Logs directly in DIR
+ * are joined by session id (`profile -o DIR/x.evlog` puts the library's
+ * logs beside the collector's): the unit is the main log, whose conversion
+ * takes its session's library logs from DIR, and it waits while a partial
+ * log of its session (written to within the lease) is there; a library log
+ * is a unit of its own only when no main log of its session is in DIR,
+ * published or partial. The run is named after the unit (run_names()
+ * below): names of different units never share a run.
  *
- * Safe to run as N copies at once on one shared (NFS-like) directory; the
- * state lives in <logdir>/.llmtracker-batch/:
- *   <key>.claim   created with O_CREAT|O_EXCL: "host pid unix-time"; its
- *                 mtime is refreshed 4 times per lease while its worker
- *                 converts and publishes (heartbeat)
- *   <key>.taken   a stale claim of the unit was taken over: the outputs its
- *                 worker had published are replaced by the next owner
- *   <key>.done    created after the outputs were published
- *   <key>.failed.<n>  "host pid time error" of failed attempt n; the unit
- *                 is tried again by a later pass, --retry-after seconds
- *                 after the last failure, up to --attempts times in all
- *   <key>.failed  the last error, once the last attempt failed (not
- *                 retried; remove <key>.failed* to retry)
- *   .stage.<key>+<host>.<pid>/  a worker's private conversion output
- * A claim whose mtime is older than the lease, and whose pid is not alive
- * when it is on our host, is stale (crashed or stalled worker): it is
- * renamed away (only one worker wins that rename), judged again, and the
- * unit claimed again as usual. A unit is converted into the worker's stage
- * directory (conv_convert() writes whole files, renamed into place), the
- * files are synced, and each is renamed into the run directory only after
- * checking that the claim is still ours: a worker whose claim was taken over
- * publishes nothing, and no file is ever written in place under its final
- * name.
+ * State lives in <logdir>/.llmtracker-batch/<key>/, a directory per unit
+ * (key: the unit's entry name made safe, its kind and a hash); every file
+ * in it is written once, under a name of its own, and never rewritten:
+ *   done              the outputs are published: "host pid time ok wid"
+ *   failed.<n>        "host pid time error" of failed attempt n; the unit
+ *                     is tried again by a later pass, --retry-after seconds
+ *                     after the last failure, up to --attempts times in all
+ *   failed            the last attempt allowed failed (not retried; remove
+ *                     failed* to retry)
+ *   publishing.<wid>  worker wid began moving outputs into the run: whoever
+ *                     converts the unit next replaces them
+ *   intent.*, lease.* the claim (claim.c)
+ *   .stage.<wid>/     worker wid's private conversion output
+ * (<logdir>/.llmtracker-batch/<key>.done, from earlier versions, also
+ * counts as done.)
+ *
+ * Two ways to share the work:
+ *  - claims (the default): any number of workers on one shared directory
+ *    (local, NFS, or an object store through s3fs/ossfs), each converting
+ *    the units it claims: the claim protocol at the top of claim.c, leases
+ *    of --lease seconds renewed while converting, a worker whose lease runs
+ *    out (crashed or stalled) taken over after it. Suits workers that poll
+ *    a directory as profiles arrive.
+ *  - shards (--shard I/N, or JOB_COMPLETION_INDEX with --shard N or
+ *    LLMT_BATCH_SHARDS=N, as in a Kubernetes Indexed Job): worker I of N
+ *    converts the units whose key hashes to I (SHA-256 of the key, modulo
+ *    N), with no claim at all. Each pass tries every unconverted unit of
+ *    its shard (--attempts and --retry-after are the Job's backoff, not
+ *    ours) and exits 1 when one failed; a pass run again skips what is
+ *    done and replaces what an interrupted one began publishing.
+ *
+ * A unit is converted into the worker's stage directory (conv_convert()
+ * writes whole files, renamed into place), then each file is moved into the
+ * run directory, never replacing a file there unless the unit's earlier
+ * owner began publishing (or --overwrite), and only while our claim holds:
+ * a worker whose lease ran out publishes nothing more, and no file is ever
+ * written in place under its final name.
  */
 #include <dirent.h>
 #include <errno.h>
 #include <fcntl.h>
 #include <getopt.h>
 #include <limits.h>
-#include <pthread.h>
-#include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/file.h>
+#include <sys/random.h>
 #include <sys/stat.h>
-#include <sys/syscall.h>
+#include <sys/vfs.h>
 #include <time.h>
 #include <unistd.h>
 
 #include "convert.h"
 #include "conv_int.h"
+#include "claim.h"
 #include "../eventlog/eventlog.h"
 #include "../common/grow.h"
-#include "../tb_layout/tb_layout.h"
 #include "../common/io.h"
-
-#ifndef RENAME_NOREPLACE
-#define RENAME_NOREPLACE (1 << 0)
-#endif
+#include "../common/sha256.h"
+#include "../tb_layout/tb_layout.h"
 
 #define STATE_DIR ".llmtracker-batch"
 #define MAX_UNITS 100000          /* entries of --in looked at per pass */
@@ -73,6 +89,12 @@
 #define MAX_ATTEMPTS 100
 #define DEFAULT_RETRY_AFTER_S 60  /* since the last failure, before trying again */
 #define RUN_STEM_MAX 160          /* of a run name, before any "-<hash>" */
+#define MAX_SHARDS 100000
+#define UNDECIDED_ROUNDS 3        /* more tries of units whose claim was undecided */
+#define SHARDS_ENV "LLMT_BATCH_SHARDS"
+#define INDEX_ENV "JOB_COMPLETION_INDEX"  /* set by a Kubernetes Indexed Job */
+#define FUSE_MAGIC 0x65735546     /* statfs f_type of FUSE mounts */
+#define LOCAL_PREFIX "llmtracker-batch."  /* our stages' directory in TMPDIR */
 
 /* Extensions of an event log's file name left out of its run name (the
  * last one only): the injected library writes .evlog, the collector's -o
@@ -82,6 +104,7 @@ static const char *const LOG_EXTS[] = { ".evlog", ".log", ".json" };
 struct batch_opts {
 	const char *in, *logdir;
 	unsigned lease_s, attempts, retry_after_s;
+	unsigned shard_i, shard_n;  /* shard_n 0: claims */
 	int overwrite, quiet;
 };
 
@@ -89,14 +112,25 @@ struct unit {
 	char name[NAME_MAX + 1];  /* entry name in --in */
 	char run[TB_NAME_MAX + 1];
 	int is_dir;
+	int again;                /* the claim was undecided: try again */
+};
+
+/* Keys of units done by earlier versions (<key>.done in the state dir). */
+struct legacy_done {
+	char (*keys)[NAME_MAX + 1];
+	size_t n, cap;
 };
 
 struct batch {
 	struct batch_opts o;
 	int statefd;
-	char host[256];
-	unsigned converted, skipped, failed;
+	int localfd;                 /* the stages' directory in TMPDIR, or -1 */
+	char localdir[PATH_MAX];
+	char host[256], wid[WID_MAX + 1];
+	struct legacy_done legacy;
+	unsigned converted, skipped, failed, others;
 };
+
 
 /* ------------------------------------------------------------ discovery */
 
@@ -106,6 +140,31 @@ static int name_ignored(const char *n)
 
 	return n[0] == '.' || (len > 8 && !strcmp(n + len - 8, ".partial")) ||
 	       (len > 4 && !strcmp(n + len - 4, ".tmp"));
+}
+
+/* Length of NAME when n is "NAME.<digits>", a segment of the log NAME;
+ * else 0. */
+static size_t segment_base(const char *n)
+{
+	size_t len = strlen(n), i = len;
+
+	while (i > 0 && n[i - 1] >= '0' && n[i - 1] <= '9')
+		i--;
+	return i < len && i > 1 && n[i - 1] == '.' ? i - 1 : 0;
+}
+
+/* A segment whose NAME is not beside it: its log is still being written,
+ * or its writer died; either way no more than a partial log. */
+static int orphan_segment(int dirfd, const char *n)
+{
+	size_t base = segment_base(n);
+	char name[NAME_MAX + 1];
+	struct stat st;
+
+	if (!base)
+		return 0;
+	snprintf(name, sizeof(name), "%.*s", (int)base, n);
+	return fstatat(dirfd, name, &st, AT_SYMLINK_NOFOLLOW) < 0 && errno == ENOENT;
 }
 
 /* A published event log (its header reads), `name` in dirfd, read through
@@ -172,7 +231,9 @@ static int dir_unit_ready(int dirfd, const char *name)
 			partial = 1;
 		if (name_ignored(e->d_name) || e->d_type == DT_DIR || e->d_type == DT_LNK)
 			continue;
-		if (!logs && is_log_at(fd, e->d_name))
+		if (orphan_segment(fd, e->d_name))
+			partial = 1;
+		else if (!logs && is_log_at(fd, e->d_name))
 			logs = 1;
 	}
 	closedir(d);
@@ -274,8 +335,8 @@ static void session_add(uint8_t (**v)[EVLOG_SESSION_LEN], size_t *n, size_t *cap
 		memcpy((*v)[(*n)++], id, EVLOG_SESSION_LEN);
 }
 
-/* One look at every regular log file directly in --in, partial ones too.
- * A partial whose header cannot be read yet names no session (its writer
+/* One look at every regular log file directly in --in, partial ones (and
+ * segments whose NAME is not there) too. A partial whose header cannot be read yet names no session (its writer
  * writes the header first thing). At most MAX_UNITS files are read. */
 static void flat_scan(const struct batch_opts *o, DIR *d, struct flat_sessions *fs)
 {
@@ -285,9 +346,10 @@ static void flat_scan(const struct batch_opts *o, DIR *d, struct flat_sessions *
 
 	while ((e = readdir(d)) && seen < MAX_UNITS) {
 		struct stat st;
-		int partial = partial_name(e->d_name);
+		int seg = segment_base(e->d_name) > 0;
+		int partial = partial_name(e->d_name) || (seg && orphan_segment(dirfd(d), e->d_name));
 
-		if ((!partial && name_ignored(e->d_name)) ||
+		if ((seg && !partial) || (!partial && name_ignored(e->d_name)) ||
 		    fstatat(dirfd(d), e->d_name, &st, AT_SYMLINK_NOFOLLOW) < 0 || !S_ISREG(st.st_mode))
 			continue;
 		seen++;
@@ -342,6 +404,8 @@ static int list_units(const struct batch_opts *o, struct unit **out, size_t *n)
 		/* never follow links planted in a shared dir */
 		if (fstatat(dirfd(d), e->d_name, &st, AT_SYMLINK_NOFOLLOW) < 0)
 			continue;
+		if (!S_ISDIR(st.st_mode) && segment_base(e->d_name))
+			continue; /* part of its NAME */
 		if (S_ISDIR(st.st_mode) ? !dir_unit_ready(dirfd(d), e->d_name)
 					: !S_ISREG(st.st_mode) || !file_unit_ready(dirfd(d), e->d_name, &fs))
 			continue;
@@ -374,18 +438,10 @@ static int list_units(const struct batch_opts *o, struct unit **out, size_t *n)
 	return 0;
 }
 
-/* ---------------------------------------------------------------- claims */
+/* ---------------------------------------------------------- unit state */
 
-/* Our claim on a unit. The file stays open while we hold it: an open inode
- * cannot be reused, so "the file under the claim name is still this inode"
- * proves the claim is still ours, and the heartbeat refreshes this inode
- * only, never a claim that replaced it. */
-struct claim {
-	int fd;
-	char name[NAME_MAX + 1];
-};
-
-/* State file names: the unit name made safe, plus its kind. */
+/* The unit's state directory name: its entry name made safe, plus its kind
+ * and the hash of the entry name. */
 static void unit_key(const struct unit *u, char *out, size_t outsz)
 {
 	char safe[TB_NAME_MAX + 1];
@@ -394,278 +450,111 @@ static void unit_key(const struct unit *u, char *out, size_t outsz)
 	snprintf(out, outsz, "%s%s-%08x", u->is_dir ? "d-" : "f-", safe, name_hash(u->name));
 }
 
-static int state_exists(struct batch *b, const char *key, const char *ext)
+/* Worker I of N converts the units whose key's SHA-256, its first 8 bytes
+ * read big-endian, is I modulo N: stable across passes, hosts and listing
+ * orders. */
+static int in_shard(const struct batch_opts *o, const char *key)
 {
-	char n[NAME_MAX + 1];
-	struct stat st;
+	uint8_t d[LT_SHA256_LEN];
+	struct lt_sha256 s;
+	uint64_t h = 0;
 
-	snprintf(n, sizeof(n), "%s%s", key, ext);
-	return fstatat(b->statefd, n, &st, AT_SYMLINK_NOFOLLOW) == 0;
+	if (!o->shard_n)
+		return 1;
+	lt_sha256_init(&s);
+	lt_sha256_update(&s, key, strlen(key));
+	lt_sha256_final(&s, d);
+	for (int i = 0; i < 8; i++)
+		h = h << 8 | d[i];
+	return h % o->shard_n == o->shard_i;
 }
 
-/* Has a worker given its verdict on the unit (.done, or .failed after the
- * last attempt)? */
-static int unit_settled(struct batch *b, const char *key)
+static int cmp_key(const void *a, const void *b)
 {
-	return state_exists(b, key, ".done") || state_exists(b, key, ".failed");
+	return strcmp(a, b);
 }
 
-/* Failed attempts so far (<key>.failed.1 ... .failed.<n>), and when the
- * last of them was recorded (0 if none). */
-static unsigned failed_attempts(struct batch *b, const char *key, time_t *last)
+/* <key>.done files of earlier versions, read once per pass. */
+static void legacy_read(struct batch *b)
 {
-	char n[NAME_MAX + 1];
-	struct stat st;
-	unsigned i;
+	int fd = dup(b->statefd);
+	struct dirent *e;
+	DIR *d;
 
-	*last = 0;
-	for (i = 0; i < MAX_ATTEMPTS; i++) {
-		snprintf(n, sizeof(n), "%s.failed.%u", key, i + 1);
-		if (fstatat(b->statefd, n, &st, AT_SYMLINK_NOFOLLOW) < 0)
-			break;
-		*last = st.st_mtim.tv_sec;
+	if (fd < 0 || !(d = fdopendir(fd))) {
+		if (fd >= 0)
+			close(fd);
+		return;
 	}
-	return i;
+	while ((e = readdir(d)) && b->legacy.n < MAX_UNITS) {
+		size_t len = strlen(e->d_name);
+
+		if (len <= 5 || strcmp(e->d_name + len - 5, ".done") ||
+		    lt_grow((void **)&b->legacy.keys, &b->legacy.cap, b->legacy.n + 1,
+			    sizeof(*b->legacy.keys), 64))
+			continue;
+		snprintf(b->legacy.keys[b->legacy.n++], NAME_MAX + 1, "%.*s", (int)(len - 5), e->d_name);
+	}
+	closedir(d);
+	if (b->legacy.n)
+		qsort(b->legacy.keys, b->legacy.n, sizeof(*b->legacy.keys), cmp_key);
 }
 
-/* Not settled, and not failed too recently to try again. */
-static int unit_due(struct batch *b, const char *key)
+static int legacy_done(const struct batch *b, const char *key)
 {
-	time_t last;
-
-	if (unit_settled(b, key))
-		return 0;
-	return !failed_attempts(b, key, &last) ||
-	       time(NULL) - last >= (time_t)b->o.retry_after_s;
+	return b->legacy.n && bsearch(key, b->legacy.keys, b->legacy.n, sizeof(*b->legacy.keys),
+				      cmp_key) != NULL;
 }
 
-/* Create name exclusively with text in it, synced; returns the open fd. */
-static int create_state(struct batch *b, const char *name, const char *text)
+/* When failed attempt n was recorded (its file says; written once), or now
+ * where it cannot be read. */
+static time_t failed_at(struct batch *b, const char *key, unsigned n)
 {
-	int fd = openat(b->statefd, name, O_RDWR | O_CREAT | O_EXCL | O_NOFOLLOW | O_CLOEXEC, 0644);
+	char name[32], buf[512];
+	long long t;
+	ssize_t r = -1;
+	int dfd = openat(b->statefd, key, O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
+	int fd = -1;
 
-	if (fd < 0)
-		return -1;
-	if (lt_write_all(fd, text, strlen(text)) < 0 || fsync(fd) < 0) {
-		int e = errno;
-
-		unlinkat(b->statefd, name, 0);
+	snprintf(name, sizeof(name), "failed.%u", n);
+	if (dfd >= 0 && (fd = openat(dfd, name, O_RDONLY | O_NOFOLLOW | O_NONBLOCK | O_CLOEXEC)) >= 0)
+		r = read(fd, buf, sizeof(buf) - 1);
+	if (fd >= 0)
 		close(fd);
-		errno = e;
-		return -1;
-	}
-	return fd;
-}
-
-static int write_state(struct batch *b, const char *name, const char *text)
-{
-	int fd = create_state(b, name, text);
-
-	if (fd < 0)
-		return -1;
-	close(fd);
-	return 0;
-}
-
-static int pid_alive(long pid)
-{
-	return pid > 0 && (kill((pid_t)pid, 0) == 0 || errno == EPERM);
-}
-
-/* renameat2(RENAME_NOREPLACE), or where the file system lacks it (NFS):
- * link (which never replaces either) and unlink the old name. */
-static int rename_noreplace(int sfd, const char *sname, int dfd, const char *dname)
-{
-	if (syscall(SYS_renameat2, sfd, sname, dfd, dname, RENAME_NOREPLACE) == 0)
-		return 0;
-	if (errno != EINVAL && errno != ENOSYS)
-		return -1;
-	if (linkat(sfd, sname, dfd, dname, 0) < 0)
-		return -1;
-	unlinkat(sfd, sname, 0);
-	return 0;
-}
-
-static int64_t now_ns(void)
-{
-	struct timespec ts;
-
-	clock_gettime(CLOCK_REALTIME, &ts);
-	return (int64_t)ts.tv_sec * 1000000000 + ts.tv_nsec;
-}
-
-/* Is the claim open as fd abandoned? Only a claim not refreshed for the
- * whole lease qualifies, and on our own host only when its pid is gone.
- * st gets the claim's inode as judged. */
-static int claim_stale(struct batch *b, int fd, struct stat *st)
-{
-	char buf[512], host[256];
-	long pid = 0;
-	ssize_t r;
-	int64_t age;
-
-	if (fstat(fd, st) < 0 || (r = pread(fd, buf, sizeof(buf) - 1, 0)) < 0)
-		return 0;
+	if (dfd >= 0)
+		close(dfd);
+	if (r <= 0)
+		return time(NULL);
 	buf[r] = 0;
-	age = now_ns() - ((int64_t)st->st_mtim.tv_sec * 1000000000 + st->st_mtim.tv_nsec);
-	if (age <= (int64_t)b->o.lease_s * 1000000000)
+	return sscanf(buf, "%*s %*d %lld", &t) == 1 ? (time_t)t : time(NULL);
+}
+
+/* Is the unit to be converted by this pass? Not when done; with claims,
+ * not when failed for good, nor failed too recently to try again. */
+static int unit_due(struct batch *b, const char *key, const struct ustate *s)
+{
+	if (s->done || legacy_done(b, key))
 		return 0;
-	if (sscanf(buf, "%255s %ld", host, &pid) == 2 && !strcmp(host, b->host) && pid_alive(pid))
+	if (b->o.shard_n)
+		return 1;
+	if (s->failed)
 		return 0;
-	return 1;
+	return !s->failed_n || time(NULL) - failed_at(b, key, s->failed_n) >= (time_t)b->o.retry_after_s;
 }
 
-/* Remove a stale claim. Renaming it to a name of our own is atomic: of
- * several workers doing this at once, one moves it and the others get
- * ENOENT. What we moved is judged again: if it is not the inode we judged
- * (another worker took over and claimed meanwhile; the inode cannot have
- * been reused while we hold it open), or if its owner refreshed it after
- * all, it goes back. <key>.taken is created first: whichever worker claims
- * the unit next (not necessarily us: the claim name is free for a moment)
- * knows the dead worker's published outputs are to be replaced. */
-static int take_over(struct batch *b, const char *key, const char *cname)
+/* mkdir of the unit's state directory (another worker may make it too). */
+static int unit_dir(struct batch *b, const char *key, char *err, size_t errsz)
 {
-	struct stat st, now, moved, again;
-	char aside[NAME_MAX + 1], taken[NAME_MAX + 1];
-	int fd = openat(b->statefd, cname, O_RDONLY | O_NOFOLLOW | O_CLOEXEC), took = 0;
-
-	if (fd < 0)
+	if (mkdirat(b->statefd, key, 0755) == 0 || errno == EEXIST)
 		return 0;
-	snprintf(aside, sizeof(aside), ".%.180s.stale.%d", cname, (int)getpid());
-	snprintf(taken, sizeof(taken), "%s.taken", key);
-	/* Still the claim we judged under that name? (Another worker may have
-	 * taken it over and claimed since: never move a live claim if we can
-	 * tell.) */
-	if (!claim_stale(b, fd, &st) || fstatat(b->statefd, cname, &now, AT_SYMLINK_NOFOLLOW) < 0 ||
-	    now.st_ino != st.st_ino || now.st_dev != st.st_dev ||
-	    (write_state(b, taken, cname) < 0 && errno != EEXIST) ||
-	    renameat(b->statefd, cname, b->statefd, aside) < 0)
-		goto out;
-	if (fstatat(b->statefd, aside, &moved, AT_SYMLINK_NOFOLLOW) == 0 &&
-	    moved.st_ino == st.st_ino && moved.st_dev == st.st_dev && claim_stale(b, fd, &again)) {
-		took = 1;
-	} else if (rename_noreplace(b->statefd, aside, b->statefd, cname) == 0) {
-		goto out;
-	}
-	/* Not put back (a third worker claimed in between): its owner finds
-	 * its claim gone before publishing and stands down. */
-	unlinkat(b->statefd, aside, 0);
-	if (took && !b->o.quiet)
-		fprintf(stderr, "batch: took over the stale claim %s\n", cname);
-out:
-	close(fd);
-	return took;
-}
-
-/* 1: claimed (cl holds our claim), 0: someone else has it, -1: error. */
-static int claim(struct batch *b, const char *key, struct claim *cl)
-{
-	char text[400];
-
-	snprintf(cl->name, sizeof(cl->name), "%s.claim", key);
-	snprintf(text, sizeof(text), "%s %d %lld\n", b->host, (int)getpid(), (long long)time(NULL));
-	for (int attempt = 0; attempt < 2; attempt++) {
-		cl->fd = create_state(b, cl->name, text);
-		if (cl->fd >= 0)
-			return 1;
-		if (errno != EEXIST)
-			return -1;
-		if (!take_over(b, key, cl->name))
-			return 0;
-	}
-	return 0;
-}
-
-/* Is the file under our claim's name still the one we created? A taker
- * that moved it aside to judge it puts it back at once, so a missing name
- * is looked at again for a while before the claim counts as lost. */
-static int claim_held(struct batch *b, const struct claim *cl)
-{
-	const struct timespec pause = { 0, 20000000 };
-	struct stat mine, now;
-
-	for (int tries = 0; tries < 100; tries++) {
-		if (fstat(cl->fd, &mine) < 0 || mine.st_nlink == 0)
-			return 0;
-		if (fstatat(b->statefd, cl->name, &now, AT_SYMLINK_NOFOLLOW) == 0)
-			return now.st_ino == mine.st_ino && now.st_dev == mine.st_dev;
-		if (errno != ENOENT)
-			return 0;
-		nanosleep(&pause, NULL);
-	}
-	return 0;
-}
-
-/* Remove our claim, only if it is still ours (never another worker's). */
-static void release_claim(struct batch *b, struct claim *cl)
-{
-	if (claim_held(b, cl))
-		unlinkat(b->statefd, cl->name, 0);
-	close(cl->fd);
-	cl->fd = -1;
-}
-
-/* ------------------------------------------------------------- heartbeat */
-
-struct heartbeat {
-	pthread_t th;
-	pthread_mutex_t mu;
-	pthread_cond_t cv;
-	int stop, fd;
-	int64_t period_ns;
-};
-
-/* Keep the claim fresh while converting and publishing, so the lease only
- * runs out when the worker is gone or stalled, however long the conversion
- * takes. Four beats per lease: a late beat or two never lets it lapse. */
-static void *heartbeat_main(void *arg)
-{
-	struct heartbeat *h = arg;
-	struct timespec until;
-	int64_t t;
-
-	pthread_mutex_lock(&h->mu);
-	while (!h->stop) {
-		clock_gettime(CLOCK_MONOTONIC, &until);
-		t = (int64_t)until.tv_nsec + h->period_ns;
-		until.tv_sec += t / 1000000000;
-		until.tv_nsec = t % 1000000000;
-		pthread_cond_timedwait(&h->cv, &h->mu, &until);
-		if (!h->stop)
-			futimens(h->fd, NULL);
-	}
-	pthread_mutex_unlock(&h->mu);
-	return NULL;
-}
-
-static int heartbeat_start(struct heartbeat *h, struct batch *b, const struct claim *cl)
-{
-	pthread_condattr_t ca;
-
-	memset(h, 0, sizeof(*h));
-	pthread_mutex_init(&h->mu, NULL);
-	pthread_condattr_init(&ca);
-	pthread_condattr_setclock(&ca, CLOCK_MONOTONIC);
-	pthread_cond_init(&h->cv, &ca);
-	pthread_condattr_destroy(&ca);
-	h->fd = cl->fd;
-	h->period_ns = (int64_t)b->o.lease_s * 250000000;
-	if (pthread_create(&h->th, NULL, heartbeat_main, h) == 0)
-		return 0;
-	pthread_mutex_destroy(&h->mu);
-	pthread_cond_destroy(&h->cv);
+	snprintf(err, errsz, "cannot create %s/%s/%s: %s", b->o.logdir, STATE_DIR, key, strerror(errno));
 	return -1;
 }
 
-static void heartbeat_stop(struct heartbeat *h)
+/* "host pid time what": the content of the state files we write. */
+static void state_text(const struct batch *b, const char *what, char *out, size_t sz)
 {
-	pthread_mutex_lock(&h->mu);
-	h->stop = 1;
-	pthread_cond_signal(&h->cv);
-	pthread_mutex_unlock(&h->mu);
-	pthread_join(h->th, NULL);
-	pthread_mutex_destroy(&h->mu);
-	pthread_cond_destroy(&h->cv);
+	snprintf(out, sz, "%s %d %lld %s\n", b->host, (int)getpid(), (long long)time(NULL), what);
 }
 
 /* --------------------------------------------------------------- staging */
@@ -693,49 +582,114 @@ static void rm_tree_at(int at, const char *name, int depth)
 	unlinkat(at, name, AT_REMOVEDIR);
 }
 
-/* Remove the staging directories other workers left for this unit (they
- * died, or lost their claim to us). */
-static void stages_clear(struct batch *b, const char *key)
+/* Remove the staging directories other workers left in the unit's state
+ * directory ufd: the unit is ours, so they died or lost it to us. */
+static void stages_clear(struct batch *b, int ufd)
 {
-	char prefix[NAME_MAX + 1];
+	char mine[NAME_MAX + 1];
 	struct dirent *e;
 	DIR *d;
-	int fd = dup(b->statefd);
-	size_t len;
+	int fd = dup(ufd);
 
-	len = (size_t)snprintf(prefix, sizeof(prefix), ".stage.%s+", key);
+	snprintf(mine, sizeof(mine), ".stage.%s", b->wid);
 	if (fd < 0 || !(d = fdopendir(fd))) {
 		if (fd >= 0)
 			close(fd);
 		return;
 	}
-	rewinddir(d);
 	while ((e = readdir(d)))
-		if (!strncmp(e->d_name, prefix, len))
-			rm_tree_at(b->statefd, e->d_name, 0);
+		if (!strncmp(e->d_name, ".stage.", 7) && strcmp(e->d_name, mine))
+			rm_tree_at(ufd, e->d_name, 0);
 	closedir(d);
 }
 
 /* The conversion writes into a private directory of ours; its files move
- * into the run directory only while our claim holds, so a worker that lost
- * its claim (stalled past the lease) never publishes over the worker that
- * took over. Returns the directory's fd, its name in stage. */
-static int stage_open(struct batch *b, const char *key, char *stage, size_t sz,
-		      char *err, size_t errsz)
+ * into the run directory only while the unit is ours, so a worker that
+ * lost its claim (stalled past the lease) never publishes over the worker
+ * that took over. The directory is in the unit's state directory (ufd),
+ * where its files are renamed into the run; on a FUSE mount (an object
+ * store: every directory operation a round trip, every rename a copy on
+ * the server) it is in TMPDIR instead, and its files are copied into the
+ * run once each. Returns the directory's fd, its name in stage; *parent
+ * is the directory it is in. */
+static int stage_open(struct batch *b, int ufd, const char *key, int *parent, char *stage,
+		      size_t sz, char *err, size_t errsz)
 {
-	char host[80];
 	int fd;
 
-	tb_host_filename(b->host, host, sizeof(host));
-	snprintf(stage, sz, ".stage.%.180s+%.40s.%d", key, host, (int)getpid());
-	rm_tree_at(b->statefd, stage, 0); /* a dead process with our pid left it */
-	if (mkdirat(b->statefd, stage, 0700) < 0 ||
-	    (fd = openat(b->statefd, stage, O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC)) < 0) {
-		snprintf(err, errsz, "cannot create %s/%s/%s: %s", b->o.logdir, STATE_DIR, stage,
-			 strerror(errno));
+	*parent = b->localfd >= 0 ? b->localfd : ufd;
+	snprintf(stage, sz, ".stage.%s", b->wid);
+	rm_tree_at(*parent, stage, 0); /* an earlier unit's, if its removal failed */
+	if (mkdirat(*parent, stage, 0700) < 0 ||
+	    (fd = openat(*parent, stage, O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC)) < 0) {
+		if (b->localfd >= 0)
+			snprintf(err, errsz, "cannot create %.700s/%.200s: %s", b->localdir, stage,
+				 strerror(errno));
+		else
+			snprintf(err, errsz, "cannot create %s/%s/%s/%s: %s", b->o.logdir, STATE_DIR,
+				 key, stage, strerror(errno));
 		return -1;
 	}
 	return fd;
+}
+
+/* Remove the stage directories in tmp that workers of our user left when
+ * they were killed: not locked (each worker holds a lock on its own), and
+ * not just made. */
+static void local_sweep(const char *tmp)
+{
+	DIR *d = opendir(tmp);
+	time_t now = time(NULL);
+	struct dirent *e;
+
+	if (!d)
+		return;
+	while ((e = readdir(d))) {
+		struct stat st;
+		int fd;
+
+		if (strncmp(e->d_name, LOCAL_PREFIX, strlen(LOCAL_PREFIX)) ||
+		    fstatat(dirfd(d), e->d_name, &st, AT_SYMLINK_NOFOLLOW) < 0 ||
+		    !S_ISDIR(st.st_mode) || st.st_uid != geteuid() || now - st.st_mtime < 60)
+			continue;
+		fd = openat(dirfd(d), e->d_name, O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
+		if (fd >= 0 && flock(fd, LOCK_EX | LOCK_NB) == 0)
+			rm_tree_at(dirfd(d), e->d_name, 0);
+		if (fd >= 0)
+			close(fd);
+	}
+	closedir(d);
+}
+
+/* A FUSE logdir gets its stages in a directory of ours in TMPDIR, locked
+ * while we live. */
+static int local_stages(struct batch *b)
+{
+	const char *tmp = getenv("TMPDIR");
+	struct statfs sf;
+
+	b->localfd = -1;
+	if (fstatfs(b->statefd, &sf) < 0 || sf.f_type != FUSE_MAGIC)
+		return 0;
+	tmp = tmp && *tmp ? tmp : "/tmp";
+	local_sweep(tmp);
+	snprintf(b->localdir, sizeof(b->localdir), "%s/" LOCAL_PREFIX "XXXXXX", tmp);
+	if (!mkdtemp(b->localdir) ||
+	    (b->localfd = open(b->localdir, O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC)) < 0 ||
+	    flock(b->localfd, LOCK_EX | LOCK_NB) < 0) {
+		fprintf(stderr, "batch: cannot create a staging directory %s: %s\n", b->localdir,
+			strerror(errno));
+		return -1;
+	}
+	return 0;
+}
+
+static void local_stages_free(struct batch *b)
+{
+	if (b->localfd < 0)
+		return;
+	close(b->localfd);
+	rm_tree_at(AT_FDCWD, b->localdir, 0);
 }
 
 /* Files the conversion produced for run, as a list of names (each one's
@@ -745,6 +699,7 @@ static int staged_files(int src, char (**names)[NAME_MAX + 1], size_t *n,
 {
 	int fd = dup(src);
 	struct dirent *e;
+	struct stat st;
 	DIR *d;
 
 	*names = NULL;
@@ -758,7 +713,9 @@ static int staged_files(int src, char (**names)[NAME_MAX + 1], size_t *n,
 	while ((e = readdir(d))) {
 		void *nn;
 
-		if (e->d_name[0] == '.' || e->d_type != DT_REG)
+		/* FUSE mounts may not tell the type in the listing */
+		if (e->d_name[0] == '.' || (e->d_type != DT_REG && (e->d_type != DT_UNKNOWN ||
+		    fstatat(src, e->d_name, &st, AT_SYMLINK_NOFOLLOW) < 0 || !S_ISREG(st.st_mode))))
 			continue;
 		if (!(nn = realloc(*names, (*n + 1) * sizeof(**names)))) {
 			snprintf(err, errsz, "out of memory listing the converted files");
@@ -772,14 +729,98 @@ static int staged_files(int src, char (**names)[NAME_MAX + 1], size_t *n,
 	return 0;
 }
 
-/* Move the staged files of run into the logdir. 0: published, 1: our claim
- * was lost (nothing more published), -1: error in err. Files are renamed
- * whole (never written in place): RENAME_NOREPLACE unless replace. */
-static int publish_staged(struct batch *b, const struct claim *cl, int stagefd, const char *run,
-			  int replace, char *err, size_t errsz)
+/* Is the unit still ours? Always, for a shard's worker. */
+static int owned(struct claim *cl)
 {
-	char rel[TB_NAME_MAX + 64], (*names)[NAME_MAX + 1] = NULL;
-	int src, dst = -1, rc = -1;
+	return !cl || claim_held(cl);
+}
+
+static int give_name(int sfd, const char *from, int dfd, const char *to, int replace)
+{
+	if (replace)
+		return renameat(sfd, from, dfd, to) ? -errno : 0;
+	return lt_rename_noreplace(sfd, from, dfd, to);
+}
+
+/* Copy src/name into dst under a temporary name of ours, then give it its
+ * name: from a stage on another file system. 0 or -errno. */
+static int copy_in(struct batch *b, int src, int dst, const char *name, int replace)
+{
+	char tmp[NAME_MAX + 1];
+	struct stat st;
+	uint64_t copied = 0;
+	int in, out = -1, rc;
+
+	/* cut to fit: our files are copied one after the other */
+	snprintf(tmp, sizeof(tmp), ".%.*s.%s.tmp", (int)(NAME_MAX - 6 - strlen(b->wid)), name, b->wid);
+	if ((in = openat(src, name, O_RDONLY | O_NOFOLLOW | O_CLOEXEC)) < 0)
+		return -errno;
+	if (fstat(in, &st) < 0 ||
+	    (out = openat(dst, tmp, O_WRONLY | O_CREAT | O_EXCL | O_NOFOLLOW | O_CLOEXEC, 0644)) < 0)
+		rc = -errno;
+	else if (!(rc = lt_copy_bounded(out, in, (uint64_t)st.st_size, &copied)) &&
+		 copied != (uint64_t)st.st_size)
+		rc = -EIO;
+	if (!rc && fsync(out) < 0 && errno != EINVAL && errno != ENOTSUP && errno != EROFS)
+		rc = -errno;
+	if (out >= 0 && close(out) < 0 && !rc)
+		rc = -errno; /* an object store uploads on close */
+	close(in);
+	if (!rc)
+		rc = give_name(dst, tmp, dst, name, replace);
+	if (rc && out >= 0)
+		unlinkat(dst, tmp, 0);
+	return rc;
+}
+
+/* Move one staged file into the run directory. 0 or -errno. */
+static int publish_file(struct batch *b, int src, int dst, const char *name, int replace)
+{
+	int rc = give_name(src, name, dst, name, replace);
+
+	return rc == -EXDEV ? copy_in(b, src, dst, name, replace) : rc;
+}
+
+/* Remove the temporaries copy_in() of other workers left in the run
+ * directory (".NAME.<wid>.tmp": they died publishing it). */
+static void run_tidy(struct batch *b, int dst)
+{
+	int fd = dup(dst);
+	struct dirent *e;
+	DIR *d;
+
+	if (fd < 0 || !(d = fdopendir(fd))) {
+		if (fd >= 0)
+			close(fd);
+		return;
+	}
+	while ((e = readdir(d))) {
+		size_t len = strlen(e->d_name);
+		const char *wid;
+
+		if (e->d_name[0] != '.' || len < 6 || strcmp(e->d_name + len - 4, ".tmp"))
+			continue;
+		e->d_name[len - 4] = 0;
+		wid = strrchr(e->d_name, '.');
+		if (wid && wid > e->d_name && strchr(wid, '-') && strcmp(wid + 1, b->wid)) {
+			e->d_name[len - 4] = '.';
+			unlinkat(dst, e->d_name, 0);
+		}
+	}
+	closedir(d);
+}
+
+/* Move the staged files of run into the logdir. 0: published, 1: the unit
+ * is no longer ours (nothing more published), -1: error in err. Before the
+ * first, "publishing.<wid>" tells whoever converts the unit after us (we
+ * may fail or die halfway) that the run's files are the unit's to replace.
+ * Files are renamed whole (never written in place), replacing none unless
+ * replace. */
+static int publish_staged(struct batch *b, struct claim *cl, const char *key, int stagefd,
+			  const char *run, int replace, char *err, size_t errsz)
+{
+	char rel[TB_NAME_MAX + 64], (*names)[NAME_MAX + 1] = NULL, marker[NAME_MAX + 1], text[400];
+	int src, dst = -1, rc = -1, e;
 	size_t n = 0, i = 0;
 
 	snprintf(rel, sizeof(rel), "%s/%s", TB_PLUGIN_DIR, run);
@@ -788,15 +829,23 @@ static int publish_staged(struct batch *b, const struct claim *cl, int stagefd, 
 	if (staged_files(src, &names, &n, err, errsz) < 0 ||
 	    (dst = tb_open_run_dir(b->o.logdir, run, 1, err, errsz)) < 0)
 		goto out;
+	if (replace)
+		run_tidy(b, dst);
+	snprintf(marker, sizeof(marker), "publishing.%s", b->wid);
+	state_text(b, "publishing", text, sizeof(text));
+	if (owned(cl) && ustate_write(b->statefd, key, marker, text) < 0) {
+		snprintf(err, errsz, "cannot create %s/%s/%s/%s: %s", b->o.logdir, STATE_DIR, key,
+			 marker, strerror(errno));
+		goto out;
+	}
 	for (i = 0; i < n; i++) {
-		if (!claim_held(b, cl)) {
+		if (!owned(cl)) {
 			rc = 1;
 			goto out;
 		}
-		if ((replace ? renameat(src, names[i], dst, names[i]) :
-			       rename_noreplace(src, names[i], dst, names[i])) < 0) {
-			snprintf(err, errsz, "%s/%s/%s: %s%s", b->o.logdir, rel, names[i], strerror(errno),
-				 errno == EEXIST ? " (another writer published it; not replacing it)" : "");
+		if ((e = publish_file(b, src, dst, names[i], replace)) < 0) {
+			snprintf(err, errsz, "%s/%s/%s: %s%s", b->o.logdir, rel, names[i], strerror(-e),
+				 e == -EEXIST ? " (another writer published it; not replacing it)" : "");
 			goto out;
 		}
 	}
@@ -839,128 +888,186 @@ static int run_dir_free(struct batch *b, const char *run, char *err, size_t errs
 }
 
 /* Convert a unit into our staging directory, then publish it. Returns as
- * publish_staged(). A unit taken over from a dead worker may have some of
- * its outputs published already: those are replaced (we own the claim). */
+ * publish_staged(). */
 static int convert_unit(struct batch *b, const struct unit *u, const char *key,
-			const struct claim *cl, int replace, char *err, size_t errsz)
+			struct claim *cl, int replace, char *err, size_t errsz)
 {
 	char path[PATH_MAX], stage[NAME_MAX + 1], stagepath[64];
-	const char *run = u->run;
 	const char *inputs[1] = { path };
 	struct conv_request req = { 0 };
-	int stagefd, rc;
+	int ufd, parent, stagefd, rc;
 
 	if (snprintf(path, sizeof(path), "%s/%s", b->o.in, u->name) >= (int)sizeof(path)) {
 		snprintf(err, errsz, "path too long: %s/%s", b->o.in, u->name);
 		return -1;
 	}
-	if (!replace && run_dir_free(b, run, err, errsz) < 0)
+	if (!replace && run_dir_free(b, u->run, err, errsz) < 0)
 		return -1;
-	if ((stagefd = stage_open(b, key, stage, sizeof(stage), err, errsz)) < 0)
+	if ((ufd = openat(b->statefd, key, O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC)) < 0) {
+		snprintf(err, errsz, "cannot open %s/%s/%s: %s", b->o.logdir, STATE_DIR, key,
+			 strerror(errno));
 		return -1;
+	}
+	stages_clear(b, ufd);
+	if ((stagefd = stage_open(b, ufd, key, &parent, stage, sizeof(stage), err, errsz)) < 0) {
+		close(ufd);
+		return -1;
+	}
 	/* Through our own fd: a path under the shared logdir could be swapped. */
 	snprintf(stagepath, sizeof(stagepath), "/proc/self/fd/%d", stagefd);
 	req.inputs = inputs;
 	req.n_inputs = 1;
 	req.logdir = stagepath;
-	req.run = run;
+	req.run = u->run;
 	req.quiet = b->o.quiet;
 	req.caller_says_where = 1; /* stagepath is no place to show */
 	/* A main log brings its session's library logs from --in (list_units
 	 * made them no units of their own); nothing else there. */
 	rc = conv_convert(&req, err, errsz);
 	if (rc == 0)
-		rc = publish_staged(b, cl, stagefd, run, replace, err, errsz);
+		rc = publish_staged(b, cl, key, stagefd, u->run, replace, err, errsz);
 	close(stagefd);
-	rm_tree_at(b->statefd, stage, 0);
+	rm_tree_at(parent, stage, 0);
+	close(ufd);
 	return rc;
 }
 
-static void lost_claim(struct batch *b, const struct unit *u)
-{
-	b->skipped++;
-	fprintf(stderr, "batch: %s: our claim ran out and another worker took it over; "
-		"not publishing (raise --lease if workers stall longer than it)\n", u->name);
-}
-
-/* Record a failed attempt (we hold the claim: no other worker writes these
- * meanwhile) and, after the last one allowed, the verdict. Says which in
- * what (for the message). */
+/* Record a failed attempt (the unit is ours: no other worker writes these
+ * meanwhile) and, with claims, after the last one allowed, the verdict.
+ * Says which in what (for the message). */
 static void record_failure(struct batch *b, const char *key, const char *err, char *what,
 			   size_t whatsz)
 {
-	char n[NAME_MAX + 1], text[1400];
-	time_t last;
-	unsigned tries = failed_attempts(b, key, &last) + 1;
+	char n[32], text[1400];
+	struct ustate s;
+	unsigned tries = 1;
 
-	snprintf(text, sizeof(text), "%s %d %lld %s\n", b->host, (int)getpid(),
-		 (long long)time(NULL), err);
-	snprintf(n, sizeof(n), "%s.failed.%u", key, tries);
-	write_state(b, n, text);
-	if (tries < b->o.attempts) {
-		snprintf(what, whatsz, "attempt %u of %u; tried again by a pass at least %u s from "
-			 "now; details in %s/%s/%s", tries, b->o.attempts, b->o.retry_after_s,
-			 b->o.logdir, STATE_DIR, n);
+	if (ustate_read(b->statefd, key, &s) == 0)
+		tries = s.failed_n + 1;
+	ustate_free(&s);
+	state_text(b, err, text, sizeof(text));
+	for (int i = 0; i < 4; i++, tries++) { /* a record we could not list */
+		snprintf(n, sizeof(n), "failed.%u", tries);
+		if (ustate_write(b->statefd, key, n, text) == 0 || errno != EEXIST)
+			break;
+	}
+	if (b->o.shard_n) {
+		snprintf(what, whatsz, "attempt %u; details in %s/%s/%s/%s", tries, b->o.logdir,
+			 STATE_DIR, key, n);
 		return;
 	}
-	snprintf(n, sizeof(n), "%s.failed", key);
-	write_state(b, n, text);
-	snprintf(what, whatsz, "attempt %u of %u, the last: not tried again (remove %s/%s/%s.failed* "
+	if (tries < b->o.attempts) {
+		snprintf(what, whatsz, "attempt %u of %u; tried again by a pass at least %u s from "
+			 "now; details in %s/%s/%s/%s", tries, b->o.attempts, b->o.retry_after_s,
+			 b->o.logdir, STATE_DIR, key, n);
+		return;
+	}
+	ustate_write(b->statefd, key, "failed", text);
+	snprintf(what, whatsz, "attempt %u of %u, the last: not tried again (remove %s/%s/%s/failed* "
 		 "to retry)", tries, b->o.attempts, b->o.logdir, STATE_DIR, key);
 }
 
-static void process_unit(struct batch *b, const struct unit *u)
+/* Claim the unit (claims), or know it is ours (a shard's). 1: ours, with
+ * *replace set when an earlier owner began publishing; 0: not ours; 2:
+ * undecided, worth another try (claim_take). */
+static int take_unit(struct batch *b, const struct unit *u, const char *key,
+		     const struct ustate *s, struct claim *cl, int *replace)
 {
-	char key[NAME_MAX - 40], n[NAME_MAX + 1], err[1024] = "", what[1024] = "";
-	char text[400], taken_name[NAME_MAX + 1];
-	struct claim cl;
-	struct heartbeat hb;
-	int rc, hb_ok, taken;
+	int r;
 
-	unit_key(u, key, sizeof(key));
-	if (!unit_due(b, key) || claim(b, key, &cl) < 1) {
-		b->skipped++;
-		return;
+	if (b->o.shard_n) {
+		*replace = s->publishing;
+		return 1;
 	}
-	/* Settled or failed by another worker between our check and our claim? */
-	if (!unit_due(b, key)) {
-		release_claim(b, &cl);
-		b->skipped++;
-		return;
-	}
-	taken = state_exists(b, key, ".taken");
-	if (taken)
-		stages_clear(b, key);
-	hb_ok = heartbeat_start(&hb, b, &cl) == 0;
-	rc = convert_unit(b, u, key, &cl, b->o.overwrite || taken, err, sizeof(err));
-	if (rc != 0 && !claim_held(b, &cl))
-		rc = 1;
-	if (rc == 0) {
-		snprintf(n, sizeof(n), "%s.done", key);
-		snprintf(text, sizeof(text), "%s %d %lld ok\n", b->host, (int)getpid(),
-			 (long long)time(NULL));
-		write_state(b, n, text);
-	} else if (rc < 0) {
-		record_failure(b, key, err, what, sizeof(what));
-	}
-	if (rc != 1) {
-		snprintf(taken_name, sizeof(taken_name), "%s.taken", key);
-		unlinkat(b->statefd, taken_name, 0);
-	}
-	if (hb_ok)
-		heartbeat_stop(&hb);
-	release_claim(b, &cl);
+	if (ustate_busy(s, b->wid, claim_now_ms()))
+		return 0;
+	if ((r = claim_take(cl, b->statefd, key, b->wid, (int64_t)b->o.lease_s * 1000)) != 1)
+		return r == 2 ? 2 : 0;
+	*replace = cl->publishing;
+	if (cl->took_from[0] && !b->o.quiet)
+		fprintf(stderr, "batch: %s: took over from worker %s, whose lease ran out\n",
+			u->name, cl->took_from);
+	return 1;
+}
+
+static void report(struct batch *b, const struct unit *u, int rc, const char *err,
+		   const char *what)
+{
 	if (rc == 0) {
 		b->converted++;
 		if (!b->o.quiet)
 			fprintf(stderr, "batch: converted %s into %s/%s/%s/\n", u->name, b->o.logdir,
 				TB_PLUGIN_DIR, u->run);
 	} else if (rc == 1) {
-		lost_claim(b, u);
+		b->skipped++;
+		fprintf(stderr, "batch: %s: our claim ran out and another worker may have taken it "
+			"over; not publishing (raise --lease if workers stall longer than it)\n", u->name);
 	} else {
 		b->failed++;
 		fprintf(stderr, "batch: %s: %s (%s)\n", u->name, err, what);
 	}
+}
+
+/* Convert the unit if it is due and ours. 1: undecided, try again later
+ * in the pass. */
+static int process_unit(struct batch *b, const struct unit *u)
+{
+	char key[NAME_MAX - 40], err[1024] = "", what[1024] = "", text[400];
+	struct claim cl, *clp = b->o.shard_n ? NULL : &cl;
+	struct ustate s;
+	int rc, replace = 0;
+
+	unit_key(u, key, sizeof(key));
+	if (unit_dir(b, key, err, sizeof(err)) < 0 || ustate_read(b->statefd, key, &s) < 0) {
+		if (!err[0])
+			snprintf(err, sizeof(err), "cannot list %s/%s/%s: %s", b->o.logdir, STATE_DIR,
+				 key, strerror(errno));
+		report(b, u, -1, err, "not tried");
+		return 0;
+	}
+	rc = unit_due(b, key, &s) ? take_unit(b, u, key, &s, &cl, &replace) : 0;
+	ustate_free(&s);
+	if (rc != 1) {
+		b->skipped += rc == 0;
+		return rc == 2;
+	}
+	rc = convert_unit(b, u, key, clp, b->o.overwrite || replace, err, sizeof(err));
+	if (rc != 0 && !owned(clp))
+		rc = 1;
+	if (rc == 0) {
+		state_text(b, "ok", text, sizeof(text));
+		ustate_write(b->statefd, key, "done", text);
+		claim_tidy(b->statefd, key, b->wid, 1);
+	} else if (rc < 0) {
+		record_failure(b, key, err, what, sizeof(what));
+	}
+	if (clp)
+		claim_release(clp);
+	report(b, u, rc, err, what);
+	return 0;
+}
+
+/* Units whose contest ended undecided get a few more tries, a moment
+ * apart, before the pass ends. */
+static void retry_undecided(struct batch *b, struct unit *u, size_t n)
+{
+	size_t left = 0;
+
+	for (int round = 0; round < UNDECIDED_ROUNDS; round++) {
+		struct timespec pause = { 0, (50 + rand() % 200) * 1000000L };
+
+		left = 0;
+		for (size_t i = 0; i < n; i++)
+			left += u[i].again;
+		if (!left)
+			return;
+		nanosleep(&pause, NULL);
+		for (size_t i = 0; i < n; i++)
+			if (u[i].again)
+				u[i].again = process_unit(b, &u[i]);
+	}
+	for (size_t i = 0; i < n; i++)
+		b->skipped += u[i].again;
 }
 
 /* ------------------------------------------------------------------- CLI */
@@ -968,11 +1075,18 @@ static void process_unit(struct batch *b, const struct unit *u)
 static void usage(FILE *f)
 {
 	fprintf(f, "usage: llmtracker-convert batch --in DIR --logdir DIR [--lease SEC] "
-		"[--attempts N] [--retry-after SEC] [--overwrite] [-q]\n"
+		"[--shard I/N | --shard N] [--attempts N] [--retry-after SEC] [--overwrite] [-q]\n"
 		"  Converts every complete, unconverted profile in DIR (a log file, or a\n"
-		"  subdirectory holding one profile's logs); safe to run as N copies at once.\n"
-		"  --lease SEC  a claim not refreshed for SEC seconds is taken over (default 600)\n"
-		"  --attempts N conversions of a failing profile before it is given up (default %d)\n"
+		"  subdirectory holding one profile's logs); safe to run as N copies at once,\n"
+		"  on a local disk, NFS or an object store mounted with s3fs/ossfs.\n"
+		"  --lease SEC  a worker that has not renewed its claim for SEC seconds\n"
+		"               (crashed or stalled) is taken over (default 600)\n"
+		"  --shard I/N  convert the profiles of shard I of N only, with no claims\n"
+		"               (profiles are split by a hash of their names); --shard N\n"
+		"               takes I from $" INDEX_ENV " (a Kubernetes Indexed Job),\n"
+		"               as does $" SHARDS_ENV "=N without --shard\n"
+		"  --attempts N conversions of a failing profile before it is given up (default %d;\n"
+		"               not with --shard: each pass tries its failed profiles again)\n"
 		"  --retry-after SEC  a failed profile is tried again by a pass at least SEC\n"
 		"               seconds after its last failure (default %d)\n",
 		DEFAULT_ATTEMPTS, DEFAULT_RETRY_AFTER_S);
@@ -981,21 +1095,57 @@ static void usage(FILE *f)
 #define STR_(x) #x
 #define STR(x) STR_(x)
 
-/* optarg as an unsigned in [lo, hi], or a line saying what was wanted. */
-static int parse_uint(const char *opt, const char *want, unsigned long lo, unsigned long hi,
-		      unsigned *out)
+/* s as an unsigned in [lo, hi], or a line saying what was wanted. */
+static int parse_uint_s(const char *s, const char *opt, const char *want, unsigned long lo,
+			unsigned long hi, unsigned *out)
 {
 	char *end;
 	unsigned long v;
 
 	errno = 0;
-	v = strtoul(optarg, &end, 10);
-	if (errno || *end || !*optarg || *optarg == '-' || v < lo || v > hi) {
-		fprintf(stderr, "batch: %s wants %s, got '%s'\n", opt, want, optarg);
+	v = strtoul(s, &end, 10);
+	if (errno || *end || !*s || *s == '-' || *s == '+' || v < lo || v > hi) {
+		fprintf(stderr, "batch: %s wants %s, got '%s'\n", opt, want, s);
 		return -1;
 	}
 	*out = (unsigned)v;
 	return 0;
+}
+
+static int parse_uint(const char *opt, const char *want, unsigned long lo, unsigned long hi,
+		      unsigned *out)
+{
+	return parse_uint_s(optarg, opt, want, lo, hi, out);
+}
+
+/* "--shard I/N", "--shard N" with I from $JOB_COMPLETION_INDEX, or neither
+ * (spec NULL) with N from $LLMT_BATCH_SHARDS (no sharding without it). */
+static int parse_shard(const char *spec, struct batch_opts *o)
+{
+	const char *want = "a shard count from 1 to " STR(MAX_SHARDS);
+	const char *slash = spec ? strchr(spec, '/') : NULL, *index;
+	char i_s[32];
+
+	if (!spec && !(spec = getenv(SHARDS_ENV)))
+		return 0;
+	if (slash) {
+		snprintf(i_s, sizeof(i_s), "%.*s", (int)(slash - spec), spec);
+		if (parse_uint_s(slash + 1, "--shard I/N", want, 1, MAX_SHARDS, &o->shard_n) < 0 ||
+		    parse_uint_s(i_s, "--shard I/N", "an index I from 0 to N-1", 0, o->shard_n - 1,
+				 &o->shard_i) < 0)
+			return -1;
+		return 0;
+	}
+	if (parse_uint_s(spec, spec == getenv(SHARDS_ENV) ? SHARDS_ENV : "--shard", want, 1,
+			 MAX_SHARDS, &o->shard_n) < 0)
+		return -1;
+	if (!(index = getenv(INDEX_ENV))) {
+		fprintf(stderr, "batch: %u shards but no index: give --shard I/N, or run where $"
+			INDEX_ENV " is set (a Kubernetes Indexed Job)\n", o->shard_n);
+		return -1;
+	}
+	return parse_uint_s(index, INDEX_ENV, "an index from 0 to the shard count - 1", 0,
+			    o->shard_n - 1, &o->shard_i);
 }
 
 static int parse_args(int argc, char **argv, struct batch_opts *o)
@@ -1004,6 +1154,7 @@ static int parse_args(int argc, char **argv, struct batch_opts *o)
 		{ "in", required_argument, NULL, 'i' },
 		{ "logdir", required_argument, NULL, 'l' },
 		{ "lease", required_argument, NULL, 'L' },
+		{ "shard", required_argument, NULL, 'S' },
 		{ "attempts", required_argument, NULL, 'A' },
 		{ "retry-after", required_argument, NULL, 'R' },
 		{ "overwrite", no_argument, NULL, 'w' },
@@ -1012,6 +1163,7 @@ static int parse_args(int argc, char **argv, struct batch_opts *o)
 		{ "help", no_argument, NULL, 'h' },
 		{ 0 },
 	};
+	const char *shard = NULL;
 	int c;
 
 	memset(o, 0, sizeof(*o));
@@ -1023,11 +1175,12 @@ static int parse_args(int argc, char **argv, struct batch_opts *o)
 		switch (c) {
 		case 'i': o->in = optarg; break;
 		case 'l': o->logdir = optarg; break;
+		case 'S': shard = optarg; break;
 		case 'w': o->overwrite = 1; break;
 		case 'q': o->quiet = 1; break;
 		case 'h': usage(stdout); exit(0);
 		case 'L':
-			if (parse_uint("--lease", "a positive number of seconds", 1, UINT_MAX,
+			if (parse_uint("--lease", "a positive number of seconds", 1, 1000000000,
 				       &o->lease_s) < 0)
 				return -1;
 			break;
@@ -1052,7 +1205,7 @@ static int parse_args(int argc, char **argv, struct batch_opts *o)
 		usage(stderr);
 		return -1;
 	}
-	return 0;
+	return parse_shard(shard, o);
 }
 
 static int open_state(struct batch *b)
@@ -1076,30 +1229,69 @@ static int open_state(struct batch *b)
 	return b->statefd < 0 ? -1 : 0;
 }
 
+/* Who we are: "<host>-<pid>-<8 hex>", in the names of our state files
+ * (unique to this process: the random part covers pids reused across
+ * hosts of one name and containers). */
+static unsigned worker_id(struct batch *b)
+{
+	char host[64];
+	unsigned rnd;
+
+	if (gethostname(b->host, sizeof(b->host) - 1) < 0 || !b->host[0])
+		snprintf(b->host, sizeof(b->host), "unknown-host");
+	for (char *p = b->host; *p; p++)
+		if (*p == ' ' || *p == '\n')
+			*p = '_';
+	tb_host_filename(b->host, host, sizeof(host));
+	for (char *p = host; *p; p++)
+		if (*p == '.')
+			*p = '-';
+	if (getrandom(&rnd, sizeof(rnd), 0) != (ssize_t)sizeof(rnd))
+		rnd = (unsigned)time(NULL) ^ ((unsigned)getpid() << 16);
+	snprintf(b->wid, sizeof(b->wid), "%s-%d-%08x", host, (int)getpid(), rnd);
+	return rnd;
+}
+
 int conv_batch_main(int argc, char **argv)
 {
-	struct batch b = { .statefd = -1 };
+	struct batch b = { .statefd = -1, .localfd = -1 };
 	struct unit *units = NULL;
-	size_t n = 0;
+	size_t n = 0, start;
+	unsigned rnd;
 
 	if (parse_args(argc, argv, &b.o) < 0)
 		return 2;
-	if (gethostname(b.host, sizeof(b.host) - 1) < 0 || !b.host[0])
-		snprintf(b.host, sizeof(b.host), "unknown-host");
-	for (char *p = b.host; *p; p++)
-		if (*p == ' ' || *p == '\n')
-			*p = '_';
-	if (open_state(&b) < 0 || list_units(&b.o, &units, &n) < 0) {
+	rnd = worker_id(&b);
+	srand(rnd);
+	if (open_state(&b) < 0 || local_stages(&b) < 0 || list_units(&b.o, &units, &n) < 0) {
 		if (b.statefd >= 0)
 			close(b.statefd);
+		local_stages_free(&b);
 		return 1;
 	}
+	legacy_read(&b);
 	/* Workers start at different places so they rarely contend. */
-	for (size_t i = 0; i < n; i++)
-		process_unit(&b, &units[(i + (size_t)getpid()) % n]);
+	start = n ? rnd % n : 0;
+	for (size_t i = 0; i < n; i++) {
+		struct unit *u = &units[(i + start) % n];
+		char key[NAME_MAX - 40];
+
+		unit_key(u, key, sizeof(key));
+		if (in_shard(&b.o, key))
+			u->again = process_unit(&b, u);
+		else
+			b.others++;
+	}
+	retry_undecided(&b, units, n);
 	free(units);
+	free(b.legacy.keys);
 	close(b.statefd);
-	if (!b.o.quiet)
+	local_stages_free(&b);
+	if (!b.o.quiet && b.o.shard_n)
+		fprintf(stderr, "batch: shard %u/%u: %u converted, %u skipped (done before), %u failed; "
+			"%u profiles are other shards'\n", b.o.shard_i, b.o.shard_n, b.converted,
+			b.skipped, b.failed, b.others);
+	else if (!b.o.quiet)
 		fprintf(stderr, "batch: %u converted, %u skipped (done, failed before or claimed "
 			"by another worker), %u failed\n", b.converted, b.skipped, b.failed);
 	return b.failed ? 1 : 0;

@@ -43,7 +43,7 @@ one_worker() { "$conv" batch --in "$in" --logdir "$dir/one" -q && runs_ok "$dir/
 desc="one worker: six units, six runs, each with its own unit's files only"
 t one_worker
 desc="one worker: no failure recorded"
-t test -z "$(ls "$dir/one/.llmtracker-batch" | grep failed)"
+t test -z "$(find "$dir/one/.llmtracker-batch" -name 'failed*')"
 for w in 1 2; do "$conv" batch --in "$in" --logdir "$dir/two" >"$dir/w$w.log" 2>&1 & done
 wait
 desc="two workers at once: the same six runs, nothing mixed"
@@ -52,7 +52,7 @@ once() {
 	[ "$(cat "$dir"/w*.log | grep -c '^batch: converted ')" -eq 6 ] &&
 	[ "$(cat "$dir"/w*.log | grep '^batch: converted ' | sort -u | wc -l)" -eq 6 ] &&
 	[ "$(grep -c ', 0 failed$' "$dir"/w*.log | awk -F: '{ s += $2 } END { print s }')" -eq 2 ] &&
-	[ "$(ls "$dir/two/.llmtracker-batch" | grep -c '\.done$')" -eq 6 ] || { cat "$dir"/w*.log; false; }
+	[ "$(ls "$dir"/two/.llmtracker-batch/*/done | wc -l)" -eq 6 ] || { cat "$dir"/w*.log; false; }
 }
 desc="two workers at once: each unit converted exactly once, no failure"
 t once
@@ -63,28 +63,29 @@ mkdir -p "$dir/rin" "$dir/r/plugins/profile/busy" "$dir/r/plugins/profile/stuck"
 "$gen" "$dir/rin/busy.log" busy 1 && "$gen" "$dir/rin/stuck.log" stuck 1 || exit 1
 echo other >"$dir/r/plugins/profile/busy/other.txt"; echo other >"$dir/r/plugins/profile/stuck/other.txt"
 st=$dir/r/.llmtracker-batch
+has() { compgen -G "$st/$1" >/dev/null; } # a unit's state file: UNIT-GLOB/NAME
 pass() { "$conv" batch --in "$dir/rin" --logdir "$dir/r" --attempts 2 "$@" >"$dir/p.log" 2>&1; }
-show() { cat "$dir/p.log"; ls "$st"; false; }
+show() { cat "$dir/p.log"; ls -R "$st"; false; }
 first_fail() {
 	! pass --retry-after 0 &&
 	grep -q '^batch: busy.log: .*already holds files.*(attempt 1 of 2; tried again' "$dir/p.log" &&
-	ls "$st" | grep -q '^f-busy.log-.*\.failed\.1$' && grep -q 'already holds files' "$st"/f-busy.log-*.failed.1 &&
-	! ls "$st" | grep -q '\.failed$' || show
+	has 'f-busy.log-*/failed.1' && grep -q 'already holds files' "$st"/f-busy.log-*/failed.1 &&
+	! has '*/failed' || show
 }
 desc="a failing unit: exit 1, one line naming the unit, the reason and the attempt, recorded"
 t first_fail
 too_soon() {
 	pass --retry-after 3600 && grep -q '^batch: 0 converted, 2 skipped' "$dir/p.log" &&
-	! ls "$st" | grep -q '\.failed\.2$' || show
+	! has '*/failed.2' || show
 }
 desc="not tried again before --retry-after has passed"
 t too_soon
 rm "$dir/r/plugins/profile/busy/other.txt"
 retried() {
 	! pass --retry-after 0 && grep -q '^batch: converted busy.log' "$dir/p.log" &&
-	ls "$st" | grep -q '^f-busy.log-.*\.done$' &&
+	has 'f-busy.log-*/done' &&
 	grep -q '^batch: stuck.log: .*(attempt 2 of 2, the last: not tried again' "$dir/p.log" &&
-	ls "$st" | grep -q '^f-stuck.log-.*\.failed$' || show
+	has 'f-stuck.log-*/failed' || show
 }
 desc="tried again by a later pass: converted once its cause is gone; stuck's last attempt fails for good"
 t retried

@@ -1,6 +1,7 @@
 #!/bin/bash
 # deploy/: the manifests parse and agree with each other and with the
-# converter's batch mode; the image's runtime stage installs every shared
+# converter's batch mode (the Indexed Job's pods, started as the kubelet
+# would, convert each profile once); the image's runtime stage installs every shared
 # library the built binaries need (checked against the binaries, via dpkg).
 set -u
 . "$(dirname "$0")/../lib/tap.sh"
@@ -32,6 +33,55 @@ print("manifests consistent: claim", claim)
 PY
 sed 's/^/# /' /tmp/kdf.$$; rm -f /tmp/kdf.$$
 check_rc $rc "manifests parse; Job runs batch --in /data/logs --logdir /data/tb; TensorBoard and Job share the PVC"
+
+# The Indexed Job: N pods, pod I converting shard I of N with no claims.
+python3 - "$D/manifests" <<'PY' > /tmp/kdf.$$ 2>&1; rc=$?
+import sys, yaml
+d = sys.argv[1]
+job, = yaml.safe_load_all(open(d + "/convert-indexed-job.yaml"))
+pvc, = yaml.safe_load_all(open(d + "/results-pvc.yaml"))
+js = job["spec"]; pod = js["template"]["spec"]; c = pod["containers"][0]
+n = js["completions"]
+assert job["kind"] == "Job" and js["completionMode"] == "Indexed", js.get("completionMode")
+assert n > 1 and js["parallelism"] == n, ("completions = parallelism = N", n, js["parallelism"])
+assert c["command"] == ["llmtracker-convert", "batch", "--in", "/data/logs", "--logdir", "/data/tb",
+                        "--shard", "$(JOB_COMPLETION_INDEX)/%d" % n], c["command"]
+env = {e["name"]: e for e in c["env"]}
+assert env["JOB_COMPLETION_INDEX"]["valueFrom"]["fieldRef"]["fieldPath"] == \
+    "metadata.annotations['batch.kubernetes.io/job-completion-index']", env
+# a failed index is retried alone, by one pod at a time
+assert pod["restartPolicy"] == "Never" and js["backoffLimitPerIndex"] >= 1
+assert js["podReplacementPolicy"] == "Failed"
+assert pod["volumes"][0]["persistentVolumeClaim"]["claimName"] == pvc["metadata"]["name"]
+assert c["volumeMounts"][0]["mountPath"] == "/data"
+print("indexed job: %d shards" % n)
+for a in c["command"]:
+    print("ARG " + a)
+PY
+grep -v '^ARG ' /tmp/kdf.$$ | sed 's/^/# /'
+check_rc $rc "Indexed Job: completions = parallelism = N, each pod runs batch --shard \$(JOB_COMPLETION_INDEX)/N on the PVC"
+argv=(); while IFS= read -r a; do argv+=("$a"); done < <(sed -n 's/^ARG //p' /tmp/kdf.$$)
+rm -f /tmp/kdf.$$
+
+# Its pods as the kubelet starts them ($(JOB_COMPLETION_INDEX) expanded,
+# /data the volume) convert each profile once between them.
+conv=$BUILD/bin/llmtracker-convert gen=$BUILD/tests/progs/xplane_genlog
+if [ ${#argv[@]} -ne 8 ] || [ ! -x "$conv" ] || [ ! -x "$gen" ]; then
+	ok "# SKIP the Indexed Job's pods: the manifest did not parse or the converter is not built"
+else
+	tap_tmpdir vol kdf-job
+	mkdir -p "$vol/logs"
+	for i in $(seq 1 12); do "$gen" "$vol/logs/node-$i.log" "node-$i" 1 || exit 1; done
+	n=${argv[7]##*/}
+	for i in $(seq 0 $((n - 1))); do
+		args=("${argv[@]/\$(JOB_COMPLETION_INDEX)/$i}"); args=("${args[@]/#\/data\//$vol/}")
+		JOB_COMPLETION_INDEX=$i "$(dirname "$conv")/${args[0]}" "${args[@]:1}" >"$vol/pod$i.log" 2>&1 || echo "pod $i failed"
+	done >"$vol/failed"
+	conv_all=$(grep -h '^batch: converted' "$vol"/pod*.log | awk '{ print $3 }' | sort)
+	[ ! -s "$vol/failed" ] && [ "$conv_all" = "$(ls "$vol/logs" | sort)" ] && [ "$(ls "$vol/tb/plugins/profile" | wc -l)" = 12 ] &&
+		[ -z "$(find "$vol/tb/.llmtracker-batch" -name 'lease.*' -o -name 'intent.*')" ]
+	check_rc $? "the Indexed Job's $n pods, run as the kubelet would, convert 12 profiles once each, no claims"
+fi
 
 # The seccomp profile for the profiling pod: an allow list with everything
 # else refused, naming what the collector calls (bpf, perf_event_open, the
