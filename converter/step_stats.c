@@ -520,8 +520,10 @@ static void host_parts(const struct table *t, uint32_t i, uint64_t out[X_N])
 		if (k >= 0 && k < set->n)
 			wait = t->rk->x[k].wait_ns;
 	}
-	uint64_t raw[X_N - 1] = { st->h[H_COMPUTE], coll - (wait < coll ? wait : coll),
-				  wait < coll ? wait : coll, st->h[H_INPUT] };
+	/* DDP waits inside backward (compute): what it waited comes out of it */
+	uint64_t over = wait > coll ? wait - coll : 0, comp = st->h[H_COMPUTE];
+	uint64_t raw[X_N - 1] = { comp - (over < comp ? over : comp), coll - (wait < coll ? wait : coll),
+				  (wait < coll ? wait : coll) + (over < comp ? over : comp), st->h[H_INPUT] };
 
 	for (int p = 0; p < X_OTHER; p++) {
 		out[p] = raw[p] < left ? raw[p] : left;

@@ -76,14 +76,17 @@ struct cv_steps *cv_steps_new(uint32_t n_hosts)
 		return NULL;
 	s->n_hosts = n_hosts;
 	s->res = calloc(n_hosts + 1, sizeof(*s->res));
+	int64_t b = cv_strtab_intern(&s->names, "\x1f" "backward", 9);
+
 	c = cv_strtab_intern(&s->names, "\x1f" "collectives", 12);
 	m = cv_strtab_intern(&s->names, "\x1f" "markers", 8);
-	if (!s->res || c < 0 || m < 0) {
+	if (!s->res || c < 0 || m < 0 || b < 0) {
 		cv_steps_free(s);
 		return NULL;
 	}
 	s->coll_name = (uint32_t)c;
 	s->mark_name = (uint32_t)m;
+	s->bwd_name = (uint32_t)b;
 	return s;
 }
 
@@ -116,6 +119,7 @@ void cv_steps_free(struct cv_steps *s)
 	cv_map_free(&s->idx);
 	cv_map_free(&s->gidx);
 	cv_map_free(&s->marked);
+	cv_map_free(&s->ddp);
 	cv_map_free(&s->stream_idx);
 	free(s->streams);
 	cv_buf_free(&s->key);
@@ -160,6 +164,30 @@ const struct series *cv_series_get(const struct cv_steps *s, uint32_t track, int
 	const uint64_t *v = cv_map_get(&s->idx, series_key(track, kind), name);
 
 	return v && *v ? &s->v[*v - 1] : NULL;
+}
+
+/* How many of set's steps hold a call of series x (sorted). */
+static uint32_t steps_holding(const struct series *x, const struct conv_step_set *set)
+{
+	uint32_t n = 0, k = 0;
+
+	for (uint32_t i = 0; x && i < set->n; i++) {
+		while (k < x->n && x->t[2 * k] < set->start[i])
+			k++;
+		n += k < x->n && x->t[2 * k] < set->end[i];
+	}
+	return n;
+}
+
+const struct series *cv_coll_series(const struct cv_steps *s, uint32_t host,
+				    const struct conv_step_set *set)
+{
+	const struct series *x = cv_series_get(s, set->track, SER_COLL, s->coll_name);
+
+	/* a barrier before and after the loop is not the loop's collectives */
+	if (steps_holding(x, set) * 2 < set->n && cv_map_get(&s->ddp, host, set->pid))
+		x = cv_series_get(s, set->track, SER_COLL, s->bwd_name);
+	return x && x->n ? x : NULL;
 }
 
 static struct series *series_of(struct cv_steps *s, uint32_t host, uint32_t track, uint8_t kind,
@@ -380,6 +408,33 @@ static int is_py_collective(const struct evlog_event *e)
 	return 0;
 }
 
+static int file_has(struct evlog_str file, const char *part)
+{
+	return file.len && memmem(file.ptr, file.len, part, strlen(part));
+}
+
+static int bare_is(struct evlog_str f, const char *name)
+{
+	const char *dot = f.len ? memrchr(f.ptr, '.', f.len) : NULL;
+	size_t off = dot ? (size_t)(dot + 1 - f.ptr) : 0;
+
+	return f.len - off == strlen(name) && !memcmp(f.ptr + off, name, f.len - off);
+}
+
+/* autograd's backward (Tensor.backward, torch.autograd.backward). */
+static int is_backward(const struct evlog_event *e)
+{
+	return bare_is(e->u.py_enter.func, "backward") &&
+	       (file_has(e->u.py_enter.file, "torch/_tensor.py") ||
+		file_has(e->u.py_enter.file, "torch/autograd/__init__.py"));
+}
+
+static int is_ddp_forward(const struct evlog_event *e)
+{
+	return bare_is(e->u.py_enter.func, "forward") &&
+	       file_has(e->u.py_enter.file, "nn/parallel/distributed.py");
+}
+
 /* Over budget: the group with the most instances of its caller (a helper
  * called everywhere, a layer's forward) is the least likely loop; then the
  * largest. Freed down to 7/8 of the budget, so that this runs rarely. */
@@ -450,12 +505,15 @@ int cv_steps_feed_py(struct cv_steps *s, uint32_t host, uint32_t track, uint64_t
 {
 	if (host >= s->n_hosts)
 		return 0;
-	if (is_py_collective(e)) {
-		struct series *c = series_of(s, host, track, SER_COLL, s->coll_name, e);
+	if (is_py_collective(e) || is_backward(e)) {
+		struct series *c = series_of(s, host, track, SER_COLL,
+					     is_backward(e) ? s->bwd_name : s->coll_name, e);
 
 		if (!c || add_call(s, c, start, start + dur, 0, 0))
 			return -1;
 	}
+	if (is_ddp_forward(e) && !cv_map_put(&s->ddp, host, e->pid, NULL))
+		return -1;
 	struct group *g = group_of(s, host, track, parent, e);
 
 	return g ? group_add(s, g, start, start + dur, parent != CV_STEPS_TOP ? pstart : 0, name) : -1;

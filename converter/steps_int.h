@@ -77,7 +77,9 @@ struct cv_steps {
 	size_t ng, capg;
 	uint64_t glive;              /* calls held in groups */
 	struct cv_map marked;        /* (host, pid): the process has step markers */
-	uint32_t coll_name, mark_name; /* the series names of collectives and markers */
+	struct cv_map ddp;           /* (host, pid): the process runs DistributedDataParallel */
+	uint32_t coll_name, mark_name, bwd_name; /* series names: collectives, markers,
+						  * autograd's backward calls */
 	struct cv_buf key;           /* scratch for interned names */
 	struct host_res *res;        /* per host */
 	/* the job across ranks (steps_ranks.c) */
@@ -96,6 +98,11 @@ int cv_steps_add_set(struct cv_steps *s, uint32_t h, struct cand *c);
 int cv_steps_marked(const struct cv_steps *s, uint32_t h, uint32_t pid);
 /* The series of (track, kind, name), or NULL. */
 const struct series *cv_series_get(const struct cv_steps *s, uint32_t track, int kind, uint32_t name);
+/* The collective calls of a process's loop thread: its c10d or NCCL calls;
+ * without any, in a DDP process, its backward calls (they hold the
+ * gradients' all-reduce). NULL: none. */
+const struct series *cv_coll_series(const struct cv_steps *s, uint32_t host,
+				    const struct conv_step_set *set);
 /* steps_ranks.c: relate the ranks' steps; frees with cv_ranks_free. */
 int cv_ranks_relate(struct cv_steps *s, struct conv_host_meta *const *metas);
 void cv_ranks_free(struct cv_steps *s);

@@ -15,7 +15,8 @@
  * steps keep their own numbers.
  *
  * Arrival (HTA's straggler metric, without NCCL kernels: the start of the
- * collective call on the rank's own loop thread): at each iteration every
+ * collective call on the rank's own loop thread; in DDP, whose all-reduce
+ * runs in C++ inside backward, the start of backward): at each iteration every
  * rank's k-th collective of the step is compared, and the k whose starts
  * spread the most decides (where the late rank's extra time shows). The
  * latest rank is late by its start less the median of the others'; named
@@ -90,12 +91,6 @@ static int by_start(const void *a, const void *b)
 	return x->pub.pid < y->pub.pid ? -1 : x->pub.pid > y->pub.pid;
 }
 
-static int has_coll(const struct cv_steps *s, const struct conv_step_set *set)
-{
-	const struct series *x = cv_series_get(s, set->track, SER_COLL, s->coll_name);
-
-	return x && x->n;
-}
 
 /* Keep v[i] for which keep(i) holds; returns the new count. */
 static size_t keep_if(struct rk *v, size_t n, int (*keep)(const struct rk *, const struct rk *))
@@ -170,7 +165,7 @@ static int gather(struct cv_steps *s, struct conv_host_meta *const *metas, struc
 			k->env_rank = p ? p->rank : -1;
 			k->first_ns = p && p->start_ns ? p->start_ns : UINT64_MAX;
 			k->off = (int64_t)(m->base_realtime_ns - m->base_mono_ns);
-			k->n_coll = has_coll(s, &c->set); /* counted by collectives() later */
+			k->n_coll = cv_coll_series(s, h, &c->set) != NULL; /* counted by collectives() */
 			any_coll |= k->n_coll > 0;
 		}
 	}
@@ -197,10 +192,10 @@ static int gather(struct cv_steps *s, struct conv_host_meta *const *metas, struc
 /* The rank's collectives, sorted, those inside another dropped. */
 static int collectives(const struct cv_steps *s, struct rk *r)
 {
-	const struct series *x = cv_series_get(s, r->set->track, SER_COLL, s->coll_name);
+	const struct series *x = cv_coll_series(s, r->pub.host, r->set);
 	uint32_t n = 0;
 
-	if (!x || !x->n)
+	if (!x)
 		return 0;
 	if (!(r->coll = malloc((size_t)x->n * 2 * sizeof(*r->coll))))
 		return -1;

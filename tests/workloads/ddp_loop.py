@@ -7,6 +7,8 @@ step detector and the straggler report. Each rank is started by hand
                   x = load_batch(step); loss = loss_fn(model(x), y);
                   loss.backward(); all_reduce of each gradient; opt.step()
           fbu     a loop calling forward(); backward(); update()
+          ddp     the inline body with the model in DistributedDataParallel
+                  (its gradients' all-reduce runs in C++ inside backward)
     --late R:MS:STEPS  rank R sleeps MS ms (in straggle()) before the
                   forward pass of those steps: it reaches the collectives late
 
@@ -104,7 +106,7 @@ RANK, WORLD = int(os.environ["RANK"]), int(os.environ["WORLD_SIZE"])
 torch.set_num_threads(1)
 torch.manual_seed(0)
 dist.init_process_group("gloo", rank=RANK, world_size=WORLD)
-model = Net()
+model = torch.nn.parallel.DistributedDataParallel(Net()) if MODE == "ddp" else Net()
 loss_fn = torch.nn.MSELoss()
 opt = torch.optim.SGD(model.parameters(), lr=0.01)
 late_here = LATE[2] if LATE[0] == RANK else ()
@@ -146,7 +148,7 @@ if MODE == "inline" and LOADER:
         opt.step()
         opt.zero_grad()
         marks.append(time.time_ns())  # the next step starts with __next__
-elif MODE == "inline":
+elif MODE in ("inline", "ddp"):
     for step in range(STEPS):
         marks.append(time.time_ns())
         x, y = load_batch(step)
@@ -154,7 +156,8 @@ elif MODE == "inline":
             straggle(LATE[1])
         loss = loss_fn(model(x), y)
         loss.backward()
-        average_gradients(model, WORLD)
+        if MODE == "inline":
+            average_gradients(model, WORLD)
         opt.step()
         opt.zero_grad()
 elif MODE == "fbu" and LOADER:
