@@ -26,7 +26,7 @@ struct lt_rank {
 int lt_rank_read(const char *proc, int pid, struct lt_rank *r);
 
 /* Write EV_RANK for pid at ts when its environment names a rank, in a
- * chunk of its own (a reader older than 1.5 skips only that chunk). */
+ * chunk of its own (a reader older than 1.6 skips only that chunk). */
 void lt_rank_emit(struct lt_session *s, uint64_t ts, int pid);
 
 #endif

@@ -139,6 +139,7 @@ static struct conv_thread *thread_get(struct cv_core *c, struct cv_host *h, uint
 	t->pid = pid;
 	t->tid = tid;
 	t->name = "";
+	t->own = 0;
 	return proc_get(c, h, pid) ? t : NULL;
 }
 
@@ -283,6 +284,14 @@ int cv_is_ns_tid_marker(const struct evlog_event *e)
 	       !memcmp(e->u.marker.name.ptr, EVLOG_MARKER_NS_TID, n);
 }
 
+int cv_is_own_thread_marker(const struct evlog_event *e)
+{
+	static const size_t n = sizeof(EVLOG_MARKER_OWN_THREAD) - 1;
+
+	return e->type == EV_MARKER && e->u.marker.name.len == n &&
+	       !memcmp(e->u.marker.name.ptr, EVLOG_MARKER_OWN_THREAD, n);
+}
+
 const struct evlog_event *cv_node_tid(const struct cv_host *h, const struct cv_log *l,
 				      const struct evlog_event *e, struct evlog_event *tmp)
 {
@@ -414,6 +423,13 @@ static int meta_event(struct cv_core *c, struct cv_host *h, struct cv_log *l,
 			*slot = e->tid;
 			return 0;
 		}
+		if (cv_is_own_thread_marker(e)) {
+			if (!(t = thread_get(c, h, e->pid, e->tid ? e->tid : e->pid)))
+				return -1;
+			t->own = 1;
+			t->name = EVLOG_OWN_THREAD_NAME;
+			return 0;
+		}
 		return meta_timeline(c, h, l, e);
 	case EV_LIB_CALL:
 		c->n_lib_calls++;
@@ -445,6 +461,15 @@ static int meta_event(struct cv_core *c, struct cv_host *h, struct cv_log *l,
 static int is_target_log(const struct evlog_header *hdr)
 {
 	return hdr->producer.len == 6 && !memcmp(hdr->producer.ptr, "inject", 6);
+}
+
+/* A writer's partial file (".NAME.partial"): a log it has not published. */
+static int unfinished(const char *name)
+{
+	const char *slash = strrchr(name, '/'), *base = slash ? slash + 1 : name;
+	size_t n = strlen(base);
+
+	return base[0] == '.' && n > 9 && !strcmp(base + n - 8, ".partial");
 }
 
 /* Round 0 reads every log but those a target wrote itself (the injected
@@ -520,6 +545,13 @@ static int read_log(struct cv_core *c, struct cv_log *l, int round)
 		cv_buf_printf(&c->in.notes, "%s: skipped %llu corrupt chunks (%llu bytes)\n",
 			      l->name, (unsigned long long)l->rs.chunks_bad,
 			      (unsigned long long)l->rs.bytes_skipped);
+	if (l->chain)
+		cv_buf_printf(&c->in.notes, "%s: read with its %zu earlier segments, each as its "
+			      "successor records it\n", l->name, evlog_chain_count(l->chain) - 1);
+	if (unfinished(l->name))
+		cv_buf_printf(&c->in.notes, "%s: never published (its writer died, or still writes "
+			      "it): read as far as it was written; what its writer held then is "
+			      "lost, counted only as far as its lost-event records go\n", l->name);
 	return 0;
 }
 

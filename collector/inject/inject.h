@@ -18,7 +18,12 @@
  *                           finalize_ms, cuda (0/1), cuda_wait (0/1),
  *                           cuda_init (0/1: with cuda_wait, CUDA's own
  *                           InitializeInjection starts CUPTI, nothing else),
- *                           python (0/1), py_wait_ms, py_hold (pyhook.h)
+ *                           python (0/1), py_wait_ms, py_hold (pyhook.h),
+ *                           fork (0/1: with python=1, a third fd follows, the
+ *                           fork channel: forked children hand their own
+ *                           log and control socket to the collector there,
+ *                           "forked pid=N ppid=N" + SCM_RIGHTS [memfd,
+ *                           socket]; pyhook.c "forks")
  *   lib -> collector  one reply per source asked, CUDA's first:
  *                     "ok src=cuda|python ..." | "err src=cuda|python MESSAGE";
  *                     with cuda_wait=1 and no driver loaded yet, "ok src=cuda
@@ -27,11 +32,16 @@
  *                     src=cuda MESSAGE" unasked; "ok src=cuda launch=1" where
  *                     CUDA loaded this copy first (launch mode) and records
  *                     by it: its reports go to the launch socket
- *   collector -> lib  "stop"
+ *   collector -> lib  "stop [ms=N]" (ms: answer within N ms, whatever CUPTI
+ *                     does: CUPTI's finalize is waited for only that long,
+ *                     and a final flush still running then is given up)
  *   lib -> collector  "stopped kernels=N memcpy=N memset=N api=N dropped=N
- *                      finalized=0|1 kept=0..3 (LI_KEPT_*) [cuda_wait=1]
- *                      [py_enter=N py_exit=N ...]" (what each source started
- *                      says: cuda_wait=1, CUDA never came)
+ *                      finalized=0|1 kept=0..4 (LI_KEPT_*) cut=0|1
+ *                      [cuda_wait=1] [py_enter=N py_exit=N ...]" (what each
+ *                      source started says: cuda_wait=1, CUDA never came;
+ *                      cut=1, the final flush had not ended by the stop's
+ *                      ms: the log holds what came before, CUPTI stays
+ *                      attached recording nothing, and the library loaded)
  * EOF on the socket (the collector died) stops collection the same way; the
  * log then stays as the collector's ".NAME.partial", every chunk readable.
  * The collector publishes the file; nothing the library says names a file.
@@ -94,11 +104,14 @@ struct li_config {
 				* to finish starting before answering */
 	int py_hold;           /* start key py_hold=1: a thread holding the GIL is stopped
 				* by the collector, which installs through llmt_pyhook_held */
+	int fork;              /* start key fork=1: forked children record into logs of
+				* their own, announced on the fork channel */
+	int fork_fd;           /* that channel (the start's third fd), or -1 */
 };
 
 enum { LI_TEARDOWN_AUTO, LI_TEARDOWN_ALWAYS, LI_TEARDOWN_NEVER };
 /* Why CUPTI was left attached (li_stats.kept, the reply's kept=N). */
-enum { LI_KEPT_NO, LI_KEPT_GRAPH, LI_KEPT_ASKED = 3 }; /* 2: after launch callbacks, removed */
+enum { LI_KEPT_NO, LI_KEPT_GRAPH, LI_KEPT_ASKED = 3, LI_KEPT_CUT }; /* 2: after launch callbacks, removed */
 
 struct li_stats {
 	uint64_t kernels, memcpys, memsets, apis, syncs, devices, dropped;
@@ -106,16 +119,23 @@ struct li_stats {
 	uint64_t untimed;      /* work records left out: CUPTI could not time them */
 	int finalized;
 	int kept;              /* CUPTI left attached on purpose: LI_KEPT_* */
+	int cut;               /* the final flush was given up at the stop's deadline */
 	char file[256];
 };
+
+/* entry.c: a forked child's own control channel on `sock` (taken), served
+ * by a new thread as a started one with Python on. 0, or -errno. */
+int li_chan_forked(int sock);
 
 /* cupti.c */
 int li_cupti_start(const struct li_config *cfg, char *msg, size_t msgsz);
 void li_cupti_tick(void);
 /* Stop: disable, flush, finalize at the next API exit (waits up to
- * cfg->finalize_ms) unless `finalize` is 0 (process exit), publish the log. Returns 1 if CUPTI let go of this
- * library's code (it may be unloaded), else 0. */
-int li_cupti_stop(struct li_stats *st, int finalize);
+ * cfg->finalize_ms) unless `finalize` is 0 (process exit), close the log.
+ * ms > 0: return within about ms, giving up the finalize's wait and then
+ * the flush (st->cut). Returns 1 if CUPTI let go of this library's code (it
+ * may be unloaded), else 0. */
+int li_cupti_stop(struct li_stats *st, int finalize, int ms);
 int li_cupti_running(void);
 
 #endif
