@@ -15,7 +15,7 @@ mkdir -p "$T/$c"
 port=$(free_port)
 for r in 0 1; do
 	env $(rank_env $r 2 "$port") timeout 180 nice -n -10 "$LT" profile -t python,cpu \
-		-o "$T/$c/rank$r.evlog" -- "$PY" "$WL" inline "$T/$c/truth$r" --steps 30 --loader \
+		-o "$T/$c/rank$r.evlog" -- "$PY" "$WL" inline "$T/$c/truth$r" --steps 40 --loader \
 		--late 1:60:5,9,13 >"$T/$c/out$r" 2>&1 &
 	eval "pid$r=$!"
 done

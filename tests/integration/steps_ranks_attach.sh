@@ -15,7 +15,7 @@ port=$(free_port)
 pids=()
 for r in 0 1 2 3; do
 	env $(rank_env $r 4 "$port") timeout 180 nice -n -10 "$PY" "$WL" fbu "$T/$c/truth$r" \
-		--steps 30 --late 2:60:5,9,13 --go "$T/$c/go" >"$T/$c/out$r" 2>&1 &
+		--steps 40 --late 2:60:5,9,13 --go "$T/$c/go" >"$T/$c/out$r" 2>&1 &
 	pids+=(-p $!)
 	tap_bg $!
 done

@@ -11,7 +11,7 @@ mkdir -p "$T/$c"
 port=$(free_port)
 for r in 0 1; do
 	env $(rank_env $r 2 "$port") timeout 180 nice -n -10 "$LT" profile -t python,cpu \
-		-o "$T/$c/rank$r.evlog" -- "$PY" "$WL" ddp "$T/$c/truth$r" --steps 30 \
+		-o "$T/$c/rank$r.evlog" -- "$PY" "$WL" ddp "$T/$c/truth$r" --steps 40 \
 		--late 1:60:5,9,13 >"$T/$c/out$r" 2>&1 &
 	eval "pid$r=$!"
 done
