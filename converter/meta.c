@@ -108,6 +108,8 @@ static struct conv_process *proc_get(struct cv_core *c, struct cv_host *h, uint3
 	p->pid = pid;
 	p->name = "";
 	p->cmdline = "";
+	p->rank = -1;
+	p->label = "";
 	(void)c;
 	return p;
 }
@@ -391,8 +393,16 @@ static int meta_event(struct cv_core *c, struct cv_host *h, struct cv_log *l,
 	case EV_PROCESS:
 		if (!(p = proc_get(c, h, e->pid)))
 			return -1;
+		if (!p->start_ns || e->ts + (uint64_t)l->clock_off < p->start_ns)
+			p->start_ns = e->ts + (uint64_t)l->clock_off;
 		return set_name(c, &p->name, e->u.process.name) ||
 		       set_name(c, &p->cmdline, e->u.process.cmdline) ? -1 : 0;
+	case EV_RANK:
+		if (!(p = proc_get(c, h, e->pid)))
+			return -1;
+		if (e->u.rank.rank >= 0 && e->u.rank.rank <= INT32_MAX)
+			p->rank = (int32_t)e->u.rank.rank;
+		return 0;
 	case EV_THREAD:
 		if (!(t = thread_get(c, h, e->pid, e->tid ? e->tid : e->pid)))
 			return -1;

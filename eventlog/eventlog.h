@@ -41,7 +41,7 @@ extern "C" {
 #endif
 
 #define EVLOG_VERSION_MAJOR 1
-#define EVLOG_VERSION_MINOR 5
+#define EVLOG_VERSION_MINOR 6
 
 /* Error codes (negated when returned). */
 enum evlog_err {

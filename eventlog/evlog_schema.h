@@ -108,6 +108,13 @@
  * digits); that segment's own first event names the one before it, back to
  * the first, so the last segment vouches for them all. */
 #define EVLOG_FIELDS_segment(F, m) F(m, STR, name) F(m, U64, size) F(m, STR, digest)
+/* A process's place in a distributed job, from its environment when the
+ * collector began following it (collector/rank.c): rank, local_rank and
+ * world_size (-1 where not set), and source, the variable the rank came
+ * from ("RANK", "OMPI_COMM_WORLD_RANK", "PMI_RANK", "SLURM_PROCID"; "" when
+ * only LOCAL_RANK was set). One per process image (fork, exec, attach). */
+#define EVLOG_FIELDS_rank(F, m) \
+	F(m, I64, rank) F(m, I64, local_rank) F(m, I64, world_size) F(m, STR, source)
 
 /*
  * T(NAME, number, member, track, dur, corr): enum EV_<NAME> = number, union
@@ -141,10 +148,11 @@
 	T(GPU_SYNC, 21, gpu_sync, THREAD, dur, correlation_id) /* 1.3 */ \
 	T(CUPTI_OVERHEAD, 22, cupti_overhead, THREAD, dur, _)  /* 1.3 */ \
 	T(LIB_LOG, 23, lib_log, META, _, _)               /* 1.4: a library log published */ \
-	T(SEGMENT, 24, segment, META, _, _)               /* 1.5: the segment before this one */
+	T(SEGMENT, 24, segment, META, _, _)               /* 1.5: the segment before this one */ \
+	T(RANK, 25, rank, META, _, _)                     /* 1.6: a process's rank */
 
 /* The largest type number (the type byte keeps 6 bits; spill records 5). */
-#define EVLOG_TYPE_MAX_NUM 24
+#define EVLOG_TYPE_MAX_NUM 25
 
 /* ------------------------------------------------------- kind properties */
 
