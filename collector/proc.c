@@ -14,6 +14,7 @@
 #include "bpf/proc.skel.h"
 #include "../bpf/proc.h"
 #include "profile.h"
+#include "rank.h"
 #include "targets.h"
 
 _Static_assert(LT_EVSRC_PROC == EVSRC_PROC, "bpf/proc.h source numbers follow eventlog.h");
@@ -99,6 +100,7 @@ static void on_exec(struct lt_session *s, const struct lt_rec_exec *r)
 	ev.u.process.exe = evlog_s(exe);
 	ev.u.process.is_exec = 1;
 	lt_session_emit(s, &ev);
+	lt_rank_emit(s, r->h.ts, r->h.pid);
 	emit_thread(s, r->h.ts, r->h.pid, r->h.tid, comm, false);
 	LT_INFO(2, "pid %u exec %s", r->h.pid, file);
 	if (r->old_tid != r->h.pid) /* exec'd by another thread than the leader */

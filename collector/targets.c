@@ -10,6 +10,7 @@
 
 #include <bpf/bpf.h>
 
+#include "rank.h"
 #include "targets.h"
 #include "clock.h"
 
@@ -168,7 +169,10 @@ int lt_targets_emit_process(struct lt_session *s, uint64_t ts, int pid, int tid,
 	ev.u.process.cmdline = evlog_s(cmdline);
 	ev.u.process.exe = evlog_s(exe);
 	ev.u.process.is_exec = is_exec;
-	return lt_session_emit(s, &ev);
+	int rc = lt_session_emit(s, &ev);
+
+	lt_rank_emit(s, ts, pid);
+	return rc;
 }
 
 static int emit_thread(struct lt_session *s, uint64_t ts, int pid, int tid, const char *name)

@@ -418,6 +418,16 @@ int lt_tf_maps_open(const char *proc, int pid)
 	return fd >= 0 ? fd : -errno;
 }
 
+int lt_tf_environ_open(const char *proc, int pid)
+{
+	char p[256];
+	int fd;
+
+	snprintf(p, sizeof(p), "%s/%d/environ", proc, pid);
+	fd = open(p, TF_READ_FLAGS);
+	return fd >= 0 ? fd : -errno;
+}
+
 /* The kernel prints a mapped file's path with '\n' as "\012" (and nothing
  * else escaped, so a name holding "\012" itself reads the same: the
  * (device, inode) check tells them apart). */

@@ -121,5 +121,8 @@ int lt_tf_map_parse(const char *line, struct lt_tf_map *m);
 
 /* Open PROC/PID/maps (procfs on the node, not a target's file). */
 int lt_tf_maps_open(const char *proc, int pid);
+/* Open PROC/PID/environ (procfs on the node: the environment the process
+ * image started with, as the kernel keeps it). fd or -errno. */
+int lt_tf_environ_open(const char *proc, int pid);
 
 #endif

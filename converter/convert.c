@@ -465,9 +465,11 @@ out:
 
 static void summary_usage(FILE *f)
 {
-	fprintf(f, "usage: llmtracker-convert summary [-n TOP] [--cupti-dir DIR] LOG|DIR ...\n"
-		   "  Prints top-N tables per source: GPU kernels, copies, library calls,\n"
-		   "  system calls, Python functions, hottest CPU and Python stacks.\n");
+	fprintf(f, "usage: llmtracker-convert summary [-n TOP] [--json] [--cupti-dir DIR] LOG|DIR ...\n"
+		   "  Prints the steps and top-N tables per source: GPU kernels, copies,\n"
+		   "  library calls, system calls, Python functions, hottest CPU and Python\n"
+		   "  stacks; then the ranks of a distributed job and its stragglers.\n"
+		   "  --json: the steps, ranks and stragglers as one JSON object instead.\n");
 }
 
 int conv_summary_main(int argc, char **argv)
@@ -477,7 +479,7 @@ int conv_summary_main(int argc, char **argv)
 	const char **inputs = calloc((size_t)argc + 1, sizeof(*inputs));
 	struct sinks s = { .n = 0 };
 	char err[1024] = "";
-	int top = 15, rc = 1;
+	int top = 15, rc = 1, json = 0;
 
 	if (!inputs)
 		return 1;
@@ -489,6 +491,8 @@ int conv_summary_main(int argc, char **argv)
 			return 0;
 		} else if (!strcmp(argv[i], "-n") && i + 1 < argc) {
 			top = atoi(argv[++i]);
+		} else if (!strcmp(argv[i], "--json")) {
+			json = 1;
 		} else if (!strcmp(argv[i], "--cupti-dir") && i + 1 < argc) {
 			req.cupti_dir = argv[++i];
 		} else if (argv[i][0] == '-' && argv[i][1]) {
@@ -508,7 +512,7 @@ int conv_summary_main(int argc, char **argv)
 	req.inputs = inputs;
 	c.progress = cv_progress_mode(1);
 	if (load(&c, &req, err, sizeof(err)) == 0) {
-		struct conv_sink *k = summary_new(stdout, top);
+		struct conv_sink *k = summary_new(stdout, top, json);
 
 		if (!k)
 			snprintf(err, sizeof(err), "out of memory");

@@ -31,6 +31,7 @@ struct py_frame {
 	uint64_t ts;
 	uint32_t line;
 	uint32_t func_off, func_len, file_off, file_len;
+	uint32_t sid;         /* its function's id for the step detector */
 };
 
 struct py_thread {
@@ -150,7 +151,11 @@ static int py_push(struct pass2 *p, struct py_thread *t, uint64_t ts, const stru
 		t->cap = nc;
 	}
 	struct py_frame *f = &t->fr[t->n];
+	int64_t sid = cv_steps_py_name(p->steps, e);
 
+	if (sid < 0)
+		return -1;
+	f->sid = (uint32_t)sid;
 	f->ts = ts;
 	f->line = e->u.py_enter.line;
 	f->func_off = (uint32_t)t->strs.len;
@@ -165,21 +170,32 @@ static int py_push(struct pass2 *p, struct py_thread *t, uint64_t ts, const stru
 	return 0;
 }
 
-/* Close the innermost open frame at end_ts as one complete record. */
-static int py_pop(struct pass2 *p, struct py_thread *t, uint64_t end_ts)
+/* The event of open frame f of t (strings in t->strs). */
+static void py_frame_event(const struct py_thread *t, const struct py_frame *f, struct evlog_event *e)
+{
+	*e = (struct evlog_event){ .type = EV_PY_ENTER, .ts = f->ts, .pid = t->pid, .tid = t->tid };
+	e->u.py_enter.func = (struct evlog_str){ .ptr = t->strs.p + f->func_off, .len = f->func_len };
+	e->u.py_enter.file = (struct evlog_str){ .ptr = t->strs.p + f->file_off, .len = f->file_len };
+	e->u.py_enter.line = f->line;
+}
+
+/* Close the innermost open frame at end_ts as one complete record; a call
+ * that completed (not cut by the end of the logs) is a step candidate. */
+static int py_pop(struct pass2 *p, struct py_thread *t, uint64_t end_ts, int completed)
 {
 	const struct cv_host *h = &p->c->hosts[t->host];
 	struct py_frame *f = &t->fr[--t->n];
-	struct evlog_event e = { .type = EV_PY_ENTER, .ts = f->ts, .pid = t->pid, .tid = t->tid };
+	const struct py_frame *up = t->n ? &t->fr[t->n - 1] : NULL;
+	struct evlog_event e;
 
-	e.u.py_enter.func = (struct evlog_str){ .ptr = t->strs.p + f->func_off, .len = f->func_len };
-	e.u.py_enter.file = (struct evlog_str){ .ptr = t->strs.p + f->file_off, .len = f->file_len };
-	e.u.py_enter.line = f->line;
+	py_frame_event(t, f, &e);
 	int32_t track = thread_track(p, h, t->pid, t->tid);
 	uint64_t dur = end_ts > f->ts ? end_ts - f->ts : 0;
 	int rc = spill_event(p, t->log, track, f->ts, dur, 0, &e);
 
-	if (rc == 0 && track >= 0 && cv_steps_feed(p->steps, t->host, (uint32_t)track, f->ts, dur, t->n, &e))
+	if (rc == 0 && track >= 0 && completed &&
+	    cv_steps_feed_py(p->steps, t->host, (uint32_t)track, f->ts, dur, &e, f->sid,
+			     up ? up->sid : CV_STEPS_TOP, up ? up->ts : 0))
 		rc = -1;
 
 	t->strs.len = f->func_off;
@@ -192,7 +208,7 @@ static int py_exit(struct pass2 *p, struct py_thread *t, uint64_t ts)
 		p->c->st.py_unmatched_exit++;
 		return 0;
 	}
-	return py_pop(p, t, ts);
+	return py_pop(p, t, ts, 1);
 }
 
 /* Frames still open when the logs end are closed at their host's end. */
@@ -205,7 +221,7 @@ static int py_close_all(struct pass2 *p)
 
 		while (t->n) {
 			p->c->st.py_unclosed++;
-			if (py_pop(p, t, p->c->hosts[t->host].max_ts))
+			if (py_pop(p, t, p->c->hosts[t->host].max_ts, 0))
 				return -1;
 		}
 	}
@@ -427,7 +443,8 @@ struct emitter {
 	uint64_t *ends;       /* open parents' end times on the current track */
 	size_t n_ends, cap_ends;
 	int merged;           /* the current record is a uprobe call paired with CUPTI's */
-	uint32_t step_next;   /* detected steps of the current host already sent */
+	uint32_t set_next;    /* the host's step set due next */
+	uint32_t step_next;   /* its steps already sent */
 };
 
 static int sink_fail(struct cv_core *c, struct conv_sink *s)
@@ -461,6 +478,7 @@ static int goto_host(struct emitter *em, int32_t h)
 		if (em->host >= 0 && host_end(em))
 			return -1;
 		em->host++;
+		em->set_next = 0;
 		em->step_next = 0;
 		if (em->host < (int32_t)em->c->n_hosts && em->host <= h && host_begin(em, (uint32_t)em->host))
 			return -1;
@@ -593,25 +611,22 @@ static int send(struct emitter *em, const struct conv_item *it)
 
 /* Detected steps join their driving thread's track: those starting at or
  * before `upto` (before the record starting there: a step is its parent). */
-static int send_steps(struct emitter *em, uint64_t upto)
+static int send_steps(struct emitter *em, const struct conv_step_set *st, uint64_t upto)
 {
-	const struct conv_steps *st = em->host >= 0 ? em->c->hosts[em->host].meta.steps : NULL;
 	char name[48];
 
-	if (!st || st->from_markers)
-		return 0;
 	for (; em->step_next < st->n && st->start[em->step_next] <= upto; em->step_next++) {
-		uint32_t i = em->step_next;
+		uint32_t i = em->step_next, num = st->first + i;
 		struct evlog_event e = { .type = EV_MARKER, .ts = st->start[i], .pid = st->pid,
 					 .tid = st->tid };
 		struct conv_item it = { .track = st->on_stream ? CONV_TRACK_STREAM : CONV_TRACK_THREAD,
 					.pid = st->pid, .tid = st->tid, .device = st->device,
 					.stream = st->stream, .start_ns = st->start[i],
-					.category = "step", .name = name, .step = i + 1, .ev = &e };
-		int n = snprintf(name, sizeof(name), "ProfilerStep#%u", i);
+					.category = "step", .name = name, .step = num + 1, .ev = &e };
+		int n = snprintf(name, sizeof(name), "ProfilerStep#%u", num);
 
 		e.u.marker.name = (struct evlog_str){ .ptr = name, .len = (uint32_t)n };
-		e.u.marker.value = i;
+		e.u.marker.value = num;
 		e.u.marker.dur = st->end[i] - st->start[i];
 		it.dur_ns = nest(em, st->track, it.start_ns, e.u.marker.dur);
 		if (send(em, &it))
@@ -620,16 +635,27 @@ static int send_steps(struct emitter *em, uint64_t upto)
 	return 0;
 }
 
-/* Before a record of track `track` starting at `start`: the steps due. */
+/* Before a record of track `track` starting at `start`: the steps due (the
+ * sets lie on the host's tracks in their order; markers are records). */
 static int steps_before(struct emitter *em, uint32_t track, uint64_t start)
 {
 	const struct conv_steps *st = em->host >= 0 ? em->c->hosts[em->host].meta.steps : NULL;
 
-	if (!st || !st->n)
-		return 0;
-	if (track == st->track)
-		return send_steps(em, start);
-	return track > st->track ? send_steps(em, UINT64_MAX) : 0;
+	while (st && em->set_next < st->n_sets) {
+		const struct conv_step_set *set = &st->sets[em->set_next];
+
+		if (!set->from_markers) {
+			if (track < set->track)
+				return 0;
+			if (send_steps(em, set, track == set->track ? start : UINT64_MAX))
+				return -1;
+			if (track == set->track)
+				return 0;
+		}
+		em->set_next++;
+		em->step_next = 0;
+	}
+	return 0;
 }
 
 static int emit_rec(void *ctx, const struct cv_rec *r, uint64_t corr)
@@ -713,22 +739,52 @@ static size_t run_bytes(void)
 	return (size_t)(mb > 0 && mb < 65536 ? mb : RUN_MB_DEFAULT) << 20;
 }
 
+/* A rank's processes are named by it ("rank 0 (pid 123)"); ranks the
+ * detector numbered in the order they started are written back. */
+static int name_ranks(struct cv_core *c, const struct conv_job *job)
+{
+	char buf[64];
+
+	for (uint32_t r = 0; job && r < job->n_ranks; r++) {
+		struct cv_host *h = &c->hosts[job->ranks[r].host];
+		const uint64_t *i = cv_map_get(&h->procs, job->ranks[r].pid, 0);
+
+		if (i)
+			h->proc_v[*i - 1].rank = job->ranks[r].rank;
+	}
+	for (size_t hi = 0; hi < c->n_hosts; hi++)
+		for (size_t i = 0; i < c->hosts[hi].n_proc; i++) {
+			struct conv_process *p = &c->hosts[hi].proc_v[i];
+			int n;
+
+			if (p->rank < 0)
+				continue;
+			n = snprintf(buf, sizeof(buf), "rank %d (pid %u)", p->rank, p->pid);
+			if (!(p->label = cv_arena_strndup(&c->arena, buf, (size_t)n)))
+				return -1;
+		}
+	return 0;
+}
+
 /* Judge the step candidates gathered while reading; sinks see the result
  * in their host's metadata. */
 static int find_steps(struct cv_core *c, struct cv_steps *st)
 {
-	uint64_t *prof = calloc(c->n_hosts + 1, sizeof(*prof));
+	struct conv_host_meta **metas = calloc(c->n_hosts + 1, sizeof(*metas));
 	int rc = -1;
 
-	if (prof) {
+	if (metas) {
 		for (size_t i = 0; i < c->n_hosts; i++)
-			prof[i] = c->hosts[i].max_ts > c->hosts[i].min_ts
-					  ? c->hosts[i].max_ts - c->hosts[i].min_ts : 0;
-		rc = cv_steps_detect(st, prof);
+			metas[i] = &c->hosts[i].meta;
+		rc = cv_steps_detect(st, metas);
 	}
-	free(prof);
-	for (size_t i = 0; rc == 0 && i < c->n_hosts; i++)
+	free(metas);
+	for (size_t i = 0; rc == 0 && i < c->n_hosts; i++) {
 		c->hosts[i].meta.steps = cv_steps_of(st, (uint32_t)i);
+		c->hosts[i].meta.job = cv_steps_job(st);
+	}
+	if (rc == 0)
+		rc = name_ranks(c, cv_steps_job(st));
 	if (rc)
 		snprintf(c->err, sizeof(c->err), "out of memory");
 	return rc;
@@ -797,6 +853,8 @@ out:
 	cv_spill_free(p.sp);
 	for (size_t i = 0; i < c->n_hosts; i++)
 		c->hosts[i].meta.steps = NULL; /* they live in p.steps */
+	for (size_t i = 0; i < c->n_hosts; i++)
+		c->hosts[i].meta.job = NULL;
 	cv_steps_free(p.steps);
 	cv_map_free(&p.stack_cache);
 	return rc;

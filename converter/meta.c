@@ -108,6 +108,8 @@ static struct conv_process *proc_get(struct cv_core *c, struct cv_host *h, uint3
 	p->pid = pid;
 	p->name = "";
 	p->cmdline = "";
+	p->rank = -1;
+	p->label = "";
 	(void)c;
 	return p;
 }
@@ -391,8 +393,16 @@ static int meta_event(struct cv_core *c, struct cv_host *h, struct cv_log *l,
 	case EV_PROCESS:
 		if (!(p = proc_get(c, h, e->pid)))
 			return -1;
+		if (!p->start_ns || e->ts + (uint64_t)l->clock_off < p->start_ns)
+			p->start_ns = e->ts + (uint64_t)l->clock_off;
 		return set_name(c, &p->name, e->u.process.name) ||
 		       set_name(c, &p->cmdline, e->u.process.cmdline) ? -1 : 0;
+	case EV_RANK:
+		if (!(p = proc_get(c, h, e->pid)))
+			return -1;
+		if (e->u.rank.rank >= 0 && e->u.rank.rank <= INT32_MAX)
+			p->rank = (int32_t)e->u.rank.rank;
+		return 0;
 	case EV_THREAD:
 		if (!(t = thread_get(c, h, e->pid, e->tid ? e->tid : e->pid)))
 			return -1;
@@ -435,6 +445,15 @@ static int meta_event(struct cv_core *c, struct cv_host *h, struct cv_log *l,
 static int is_target_log(const struct evlog_header *hdr)
 {
 	return hdr->producer.len == 6 && !memcmp(hdr->producer.ptr, "inject", 6);
+}
+
+/* A writer's partial file (".NAME.partial"): a log it has not published. */
+static int unfinished(const char *name)
+{
+	const char *slash = strrchr(name, '/'), *base = slash ? slash + 1 : name;
+	size_t n = strlen(base);
+
+	return base[0] == '.' && n > 9 && !strcmp(base + n - 8, ".partial");
 }
 
 /* Round 0 reads every log but those a target wrote itself (the injected
@@ -510,6 +529,13 @@ static int read_log(struct cv_core *c, struct cv_log *l, int round)
 		cv_buf_printf(&c->in.notes, "%s: skipped %llu corrupt chunks (%llu bytes)\n",
 			      l->name, (unsigned long long)l->rs.chunks_bad,
 			      (unsigned long long)l->rs.bytes_skipped);
+	if (l->chain)
+		cv_buf_printf(&c->in.notes, "%s: read with its %zu earlier segments, each as its "
+			      "successor records it\n", l->name, evlog_chain_count(l->chain) - 1);
+	if (unfinished(l->name))
+		cv_buf_printf(&c->in.notes, "%s: never published (its writer died, or still writes "
+			      "it): read as far as it was written; what its writer held then is "
+			      "lost, counted only as far as its lost-event records go\n", l->name);
 	return 0;
 }
 

@@ -43,6 +43,11 @@ struct conv_process {
 	uint32_t pid;
 	const char *name;        /* comm or exe basename, never NULL */
 	const char *cmdline;     /* may be "" */
+	int32_t rank;            /* its rank in a distributed job (its environment, else
+				  * the order the ranks started), -1: none */
+	uint64_t start_ns;       /* when it started or exec'd (mono), 0: before the profile */
+	const char *label;       /* "rank R (pid P)" where rank >= 0, else "": the name
+				  * outputs give it */
 };
 
 struct conv_gpu {
@@ -53,6 +58,7 @@ struct conv_gpu {
 };
 
 struct conv_steps; /* steps.h */
+struct conv_job;
 
 struct conv_host_meta {
 	const char *host;        /* as logged (':' not yet replaced) */
@@ -71,6 +77,9 @@ struct conv_host_meta {
 	 * (then sent as items with category "step" on the driving thread), or
 	 * none, with the evidence in words. NULL when not looked for. */
 	const struct conv_steps *steps;
+	/* The job's ranks, their steps by iteration and the stragglers, the
+	 * same for every host (NULL: fewer than two ranks with steps). */
+	const struct conv_job *job;
 };
 
 /* A run of short calls folded into one item (fold.h): the item's name says

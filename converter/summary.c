@@ -15,7 +15,9 @@
 #include "summary.h"
 #include "cv_util.h"
 #include "step_stats.h"
+#include "steps.h"
 
+#include <json-c/json.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/ioctl.h>
@@ -45,6 +47,8 @@ struct sm {
 	struct conv_sink sink;
 	FILE *out;
 	int top;
+	int json;                 /* one JSON object at the end, no tables */
+	struct json_object *root, *hosts;
 	const struct conv_host_meta *meta;
 	struct cv_strtab keys;      /* "category\x1fname" */
 	struct agg *v;
@@ -88,7 +92,10 @@ static int sm_begin(void *ctx, const struct conv_host_meta *m)
 	struct sm *s = ctx;
 
 	s->meta = m;
-	step_stats_begin(s->steps, m);
+	if (step_stats_begin(s->steps, m)) {
+		snprintf(s->sink.err, sizeof(s->sink.err), "out of memory");
+		return -1;
+	}
 	memset(&s->track, 0, sizeof(s->track));
 	s->track_seq = 0;
 	s->depth = 0;
@@ -401,13 +408,46 @@ static void print_counted(struct sm *s, const char *title, cat_pred pred, struct
 	}
 }
 
+/* --json: the host in "hosts"; after the last one, the whole object. */
+static int json_host(struct sm *s)
+{
+	const struct conv_host_meta *m = s->meta;
+	struct json_object *h = json_object_new_object();
+	const struct conv_steps *st = m->steps;
+
+	if (!h || json_object_array_add(s->hosts, h)) {
+		json_object_put(h);
+		return -1;
+	}
+	json_object_object_add(h, "host", json_object_new_string(m->host));
+	json_object_object_add(h, "profiled_s", json_object_new_double((m->stop_ns - m->start_ns) / 1e9));
+	json_object_object_add(h, "processes", json_object_new_int64(m->n_processes));
+	json_object_object_add(h, "steps", json_object_new_string(st ? st->evidence : "not looked for"));
+	if (m->host_index + 1 < m->n_hosts)
+		return 0;
+	if (step_stats_json(s->steps, s->root))
+		return -1;
+	const char *text = json_object_to_json_string_ext(s->root, JSON_C_TO_STRING_PRETTY |
+							  JSON_C_TO_STRING_NOSLASHESCAPE);
+
+	return text && fprintf(s->out, "%s\n", text) >= 0 ? 0 : -1;
+}
+
 static int sm_end(void *ctx)
 {
 	struct sm *s = ctx;
 	const struct conv_host_meta *m = s->meta;
-	struct row *rows = malloc((s->keys.n ? s->keys.n : 1) * sizeof(*rows));
+	struct row *rows;
 
 	close_until(s, UINT64_MAX);
+	step_stats_end(s->steps);
+	if (s->json) {
+		if (json_host(s) == 0)
+			return 0;
+		snprintf(s->sink.err, sizeof(s->sink.err), "out of memory");
+		return -1;
+	}
+	rows = malloc((s->keys.n ? s->keys.n : 1) * sizeof(*rows));
 	if (!rows) {
 		snprintf(s->sink.err, sizeof(s->sink.err), "out of memory");
 		return -1;
@@ -425,6 +465,8 @@ static int sm_end(void *ctx)
 	print_counted(s, "CPU samples: hottest stacks", is_cpustack, rows, 1);
 	print_counted(s, "Python samples: hottest functions (leaf)", is_pyleaf, rows, 0);
 	print_counted(s, "Python samples: hottest stacks", is_pystack, rows, 1);
+	if (m->host_index + 1 == m->n_hosts)
+		step_stats_print_job(s->steps, s->out);
 	fputc('\n', s->out);
 	free(rows);
 	return 0;
@@ -450,7 +492,7 @@ static int term_width(FILE *out)
 	return w < 80 ? 80 : w;
 }
 
-struct conv_sink *summary_new(FILE *out, int top_n)
+struct conv_sink *summary_new(FILE *out, int top_n, int json)
 {
 	struct sm *s = calloc(1, sizeof(*s));
 
@@ -458,6 +500,15 @@ struct conv_sink *summary_new(FILE *out, int top_n)
 		free(s);
 		return NULL;
 	}
+	if (json && (!(s->root = json_object_new_object()) || !(s->hosts = json_object_new_array()))) {
+		json_object_put(s->root);
+		step_stats_free(s->steps);
+		free(s);
+		return NULL;
+	}
+	if (json)
+		json_object_object_add(s->root, "hosts", s->hosts);
+	s->json = json;
 	s->out = out;
 	s->top = top_n > 0 ? top_n : 15;
 	s->width = term_width(out);
@@ -478,6 +529,7 @@ void summary_free(struct conv_sink *s)
 
 	cv_strtab_free(&m->keys);
 	step_stats_free(m->steps);
+	json_object_put(m->root);
 	free(m->stk);
 	free(m->v);
 	free(m);

@@ -40,7 +40,9 @@ const struct evlog_event *trace_gpu_props(const struct conv_host_meta *m, uint32
 void trace_process_name(const struct conv_host_meta *m, const struct conv_process *p,
 			int with_host, char *buf, size_t n)
 {
-	if (*p->name)
+	if (*p->label) /* a rank's process: "rank R (pid P) comm" */
+		snprintf(buf, n, "%s%s%s", p->label, *p->name ? " " : "", p->name);
+	else if (*p->name)
 		snprintf(buf, n, "%s", p->name);
 	else
 		snprintf(buf, n, "pid %u", p->pid);

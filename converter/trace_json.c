@@ -31,6 +31,7 @@ struct tj {
 	char pt[64];
 	char *devprops;             /* deviceProperties entries, JSON text */
 	size_t dp_len, dp_cap;
+	uint64_t steps_pid;         /* the process whose Steps track was named last */
 	struct trace_json_stats st;
 };
 
@@ -154,7 +155,8 @@ static int name_processes(struct tj *t)
 		trace_process_name(m, p, !t->logdir_mode, buf, sizeof(buf));
 		if (meta_ev(t, "process_name", pid, 0, "name", buf, 0) ||
 		    meta_ev(t, "process_labels", pid, 0, "labels", "CPU", 0) ||
-		    meta_ev(t, "process_sort_index", pid, 0, "sort_index", NULL, t->pid_base + p->pid))
+		    meta_ev(t, "process_sort_index", pid, 0, "sort_index", NULL,
+			    t->pid_base + (p->rank >= 0 ? (uint64_t)p->rank : p->pid)))
 			return -1;
 	}
 	for (uint32_t i = 0; i < m->n_threads; i++) {
@@ -228,6 +230,7 @@ static int tj_begin_host(void *ctx, const struct conv_host_meta *m)
 	struct tj *t = ctx;
 
 	t->meta = m;
+	t->steps_pid = UINT64_MAX;
 	if (t->logdir_mode) {
 		if (t->run_dir < 0) {
 			char runbuf[64];
@@ -473,9 +476,12 @@ static int tj_item(void *ctx, const struct conv_item *it)
 	} else if (trace_on_steps(it)) {
 		pid = t->pid_base + it->pid;
 		tid = TRACE_STEPS_TID;
-		if (it->step == 1 && (meta_ev(t, "thread_name", pid, tid, "name", "Steps", 0) ||
-				      meta_ev(t, "thread_sort_index", pid, tid, "sort_index", NULL, 0)))
+		/* a process's steps come in one run (one track) */
+		if (pid != t->steps_pid &&
+		    (meta_ev(t, "thread_name", pid, tid, "name", "Steps", 0) ||
+		     meta_ev(t, "thread_sort_index", pid, tid, "sort_index", NULL, 0)))
 			goto err;
+		t->steps_pid = pid;
 	} else {
 		pid = t->pid_base + it->pid;
 		tid = it->tid;

@@ -456,7 +456,7 @@ static int64_t safe_line_id(int64_t id)
  * processes by pid (meta.c), and a host may have hundreds of thousands of
  * threads, one line each. */
 static const char *thread_name(const struct conv_host_meta *m, uint32_t pid, uint32_t tid,
-			       const char **proc)
+			       const struct conv_process **proc)
 {
 	const char *name = NULL;
 	size_t lo = 0, hi = m->n_threads;
@@ -479,7 +479,7 @@ static const char *thread_name(const struct conv_host_meta *m, uint32_t pid, uin
 		size_t mid = lo + (hi - lo) / 2;
 
 		if (m->processes[mid].pid == pid) {
-			*proc = m->processes[mid].name;
+			*proc = &m->processes[mid];
 			break;
 		}
 		if (m->processes[mid].pid < pid)
@@ -493,14 +493,19 @@ static const char *thread_name(const struct conv_host_meta *m, uint32_t pid, uin
 static int line_names(struct xsink *x, struct xline *l)
 {
 	char buf[512];
-	const char *proc, *tn;
+	const struct conv_process *proc;
+	const char *tn;
 
 	if (l->kind == CONV_TRACK_THREAD) {
 		tn = thread_name(x->meta, l->a, l->b, &proc);
 		snprintf(buf, sizeof(buf), "%s", tn && *tn ? tn : "thread");
 		l->name = strdup(buf);
-		snprintf(buf, sizeof(buf), "%s %u (%s %u)", tn && *tn ? tn : "thread", l->b,
-			 proc && *proc ? proc : "pid", l->a);
+		if (proc && *proc->label) /* "MainThread 7 of rank 0 (pid 7)" */
+			snprintf(buf, sizeof(buf), "%s %u of %s", tn && *tn ? tn : "thread", l->b,
+				 proc->label);
+		else
+			snprintf(buf, sizeof(buf), "%s %u (%s %u)", tn && *tn ? tn : "thread", l->b,
+				 proc && *proc->name ? proc->name : "pid", l->a);
 		l->display_name = strdup(buf);
 	} else {
 		/* Completed at assembly, once the stream's activity kinds are known. */

@@ -36,7 +36,7 @@ done
 check "noloop: summary says no steps found" grep -q '^Steps: no steps found' "$T/noloop.sum"
 "$CONV" summary "$T/train.evlog" >"$T/train.sum" 2>/dev/null
 check "train: summary names the evidence and the step statistics" \
-	"grep -q '^Steps: Python function train_step' '$T/train.sum' &&
+	"grep -q '^Steps: Python loop in main on thread .*iterations of \\[.*train_step' '$T/train.sum' &&
 	 grep -q '^  30 steps on thread .*mean .*p50 .*p99' '$T/train.sum'"
 
 for m in train graph variable noloop; do

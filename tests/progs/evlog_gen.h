@@ -249,6 +249,10 @@ static inline void evgen_fields(struct evgen *g, struct evlog_event *e)
 		u->cupti_overhead.dur = R64(); u->cupti_overhead.kind = R32();
 		u->cupti_overhead.object_kind = R8();
 		break;
+	case EV_RANK:
+		u->rank.rank = (int64_t)R64(); u->rank.local_rank = (int64_t)R64();
+		u->rank.world_size = (int64_t)R64(); u->rank.source = evgen_str(g, 0);
+		break;
 #endif
 	}
 }

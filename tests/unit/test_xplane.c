@@ -48,7 +48,7 @@ static int teardown(void **state)
 
 static struct evlog_event gpu_dev, api, kern, copy, mset, sys;
 static const uint32_t streams[] = { 7, 14 };
-static const struct conv_process procs[] = { { 100, "python3", "python3 train.py" } };
+static const struct conv_process procs[] = { { 100, "python3", "python3 train.py", -1, 0, "" } };
 static const struct conv_thread threads[] = { { 100, 100, "python3" }, { 100, 101, "loader" } };
 static struct conv_gpu gpus[] = { { 0, &gpu_dev, 2, streams } };
 
