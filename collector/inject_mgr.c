@@ -1620,7 +1620,7 @@ void lt_im_stop(struct lt_im *im)
 	}
 	im->tot.py_later = atomic_load(&im->py_later);
 	if (im->n)
-		im_log(im, 0, 'I', "the injected libraries of %d process(es) stopped in %llu ms", im->n,
+		im_log(im, 0, 'D', "the injected libraries of %d process(es) stopped in %llu ms", im->n,
 		       (unsigned long long)(lt_mono_ms() - t0));
 	im->n = 0;
 	im->stopped = 1;
