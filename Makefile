@@ -264,8 +264,8 @@ PROG_LIBS_cuda_calls := -L$(CUDA_HOME)/lib64 -Wl,-rpath,$(CUDA_HOME)/lib64 -lcud
 PROG_LIBS_cuda_early := -L$(CUDA_HOME)/lib64 -Wl,-rpath,$(CUDA_HOME)/lib64 -lcudart
 PROG_LIBS_cuda_early_dl := -ldl
 PROG_LIBS_inject_cudart := -L$(CUDA_HOME)/lib64 -Wl,-rpath,$(CUDA_HOME)/lib64 -lcudart
-INJECT_TOOL_SRC := collector/injector.c collector/inject_latch.c collector/cgroup_join.c collector/elfsym.c collector/inject_mgr.c collector/launch.c collector/runas.c collector/inject_ctl.c collector/inject_log.c collector/inject_gate.c collector/tfile.c collector/nodename.c
-PROG_LIBS_inject_tool := $(INJECT_TOOL_SRC) eventlog/session.c common/io.c common/digest.c -lelf -lnettle
+INJECT_TOOL_SRC := collector/injector.c collector/inject_latch.c collector/cgroup_join.c collector/elfsym.c collector/inject_mgr.c collector/inject_exec.c collector/launch.c collector/runas.c collector/inject_ctl.c collector/inject_log.c collector/inject_gate.c collector/tfile.c collector/nodename.c
+PROG_LIBS_inject_tool := $(INJECT_TOOL_SRC) $(EVLOG_SRC) -lelf $(LIBS_EVLOG)
 PROG_LIBS_inject_logdump := -static $(PROG_EVLOG)
 PROG_LIBS_inject_rawzstd := -lzstd -ldl
 $(BUILD)/tests/progs/inject_rawzstd: collector/inject/zstd_shim.c

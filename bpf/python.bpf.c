@@ -17,6 +17,15 @@
 
 char LICENSE[] SEC("license") = "GPL";
 
+/* The tgid of each target that exec'd, for the collector's exec catcher
+ * (collector/python.c): a ring of its own, heard by a thread that does
+ * nothing else, so a new interpreter is held before its program starts
+ * even while the main loop is busy. */
+struct {
+	__uint(type, BPF_MAP_TYPE_RINGBUF);
+	__uint(max_entries, 64 * 1024);
+} py_execs SEC(".maps");
+
 SEC("usdt")
 int BPF_USDT(py_entry, const char *file, const char *func, int line)
 {
@@ -57,8 +66,10 @@ int BPF_USDT(py_return, const char *file, const char *func, int line)
 	return 0;
 }
 
-/* A target replaced its image: tell the collector to look for probes in
- * the new one (a launcher shell or wrapper exec'ing python). */
+/* A target replaced its image: tell the exec catcher at once (the hook
+ * goes in before the new interpreter reaches its program, milliseconds
+ * away), and the source (probes to look for in the new image: a launcher
+ * shell or wrapper exec'ing python). */
 SEC("tp_btf/sched_process_exec")
 int BPF_PROG(py_exec, struct task_struct *p, pid_t old_pid, struct linux_binprm *bprm)
 {
@@ -67,6 +78,8 @@ int BPF_PROG(py_exec, struct task_struct *p, pid_t old_pid, struct linux_binprm 
 
 	if (!lt_is_target(id >> 32))
 		return 0;
+	__u32 tgid = id >> 32;
+	bpf_ringbuf_output(&py_execs, &tgid, sizeof(tgid), BPF_RB_FORCE_WAKEUP);
 	r = lt_reserve(sizeof(*r), LT_REC_PY_EXEC, LT_PY_LOST_SLOT, id, bpf_ktime_get_ns());
 	if (r)
 		bpf_ringbuf_submit(r, 0);

@@ -16,8 +16,8 @@
 
 #include <stddef.h>
 
-/* The most fds one message carries (one log per source). */
-#define LT_ICTL_MAX_FDS 2
+/* The most fds one message carries (one log per source, the fork channel). */
+#define LT_ICTL_MAX_FDS 3
 
 /* Send `msg` with nfds fds (never blocks). 0 or -errno. */
 int lt_ictl_send(int sock, const char *msg, const int *fds, int nfds);

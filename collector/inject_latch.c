@@ -32,10 +32,10 @@
 #include <unistd.h>
 
 #ifndef __x86_64__
-int lt_latch_thread(int pid, const struct lt_inj_latch *spec, int *tid, const char **where,
-		    char *err, size_t errsz)
+int lt_latch_thread_from(int pid, int adopt, const struct lt_inj_latch *spec, int *tid, const char **where,
+			 char *err, size_t errsz)
 {
-	(void)spec; (void)tid; (void)where;
+	(void)adopt; (void)spec; (void)tid; (void)where;
 	snprintf(err, errsz, "process %d: stopping a busy thread is supported on x86-64 only", pid);
 	return -ENOSYS;
 }
@@ -67,6 +67,7 @@ struct latch_thr {
 
 struct latch {
 	int pid;
+	int adopt;                  /* a thread traced and stopped already (0: none) */
 	struct latch_site site[LATCH_MAX_SITES];
 	int n_sites;
 	struct latch_thr *thr;
@@ -309,6 +310,13 @@ static int latch_seize_new(struct latch *l, int *tids)
 	for (int i = 0; i < n; i++) {
 		if (latch_thr(l, tids[i]))
 			continue;
+		if (tids[i] == l->adopt) { /* ours and stopped: only our options change */
+			if (ptrace(PTRACE_SETOPTIONS, tids[i], NULL, (void *)(long)LATCH_OPTS))
+				return latch_fail(l, -ESRCH, "process %d exited during injection", l->pid);
+			l->thr[l->n_thr++] = (struct latch_thr){ .tid = tids[i], .stopped = true };
+			added = 1;
+			continue;
+		}
 		if (l->n_thr >= LATCH_MAX_THREADS) /* threads come and go faster than we look */
 			return latch_fail(l, -E2BIG, "process %d: more than %d threads seen: not injected",
 					  l->pid, LATCH_MAX_THREADS);
@@ -691,10 +699,10 @@ static int latch_rounds(struct latch *l, int wait_ms, int *tid, const char **whe
 	}
 }
 
-int lt_latch_thread(int pid, const struct lt_inj_latch *spec, int *tid, const char **where,
-		    char *err, size_t errsz)
+int lt_latch_thread_from(int pid, int adopt, const struct lt_inj_latch *spec, int *tid, const char **where,
+			 char *err, size_t errsz)
 {
-	struct latch l = { .pid = pid, .mem_fd = -1, .guard_fd = -1, .err = err, .errsz = errsz };
+	struct latch l = { .pid = pid, .adopt = adopt, .mem_fd = -1, .guard_fd = -1, .err = err, .errsz = errsz };
 	char path[64];
 	int rc;
 
@@ -740,3 +748,9 @@ int lt_latch_thread(int pid, const struct lt_inj_latch *spec, int *tid, const ch
 }
 
 #endif /* __x86_64__ */
+
+int lt_latch_thread(int pid, const struct lt_inj_latch *spec, int *tid, const char **where,
+		    char *err, size_t errsz)
+{
+	return lt_latch_thread_from(pid, 0, spec, tid, where, err, errsz);
+}

@@ -66,4 +66,10 @@ struct lt_inj_latch {
 int lt_latch_thread(int pid, const struct lt_inj_latch *spec, int *tid, const char **where,
 		    char *err, size_t errsz);
 
+/* The same, with `adopt` a thread of pid the calling thread already traces
+ * and holds stopped (inject_exec.h): taken as seized and stopped, never
+ * seized again; let go like the others (0: none). */
+int lt_latch_thread_from(int pid, int adopt, const struct lt_inj_latch *spec, int *tid, const char **where,
+			 char *err, size_t errsz);
+
 #endif

@@ -1,6 +1,7 @@
 // SPDX-License-Identifier: Apache-2.0
 #include "inject_log.h"
 #include "../common/io.h"
+#include "../eventlog/eventlog.h"
 #include "../eventlog/evlog_format.h"
 
 #include <errno.h>
@@ -149,6 +150,39 @@ static void ilog_close(struct lt_ilog *l)
 	l->live = 0;
 }
 
+/* The staging file re-encoded into `out`, pid_from's events as pid_to's:
+ * every event the reader takes (a torn last chunk is not). */
+static int ilog_recode(int out, const struct lt_ilog *l, uint64_t *copied)
+{
+	struct evlog_reader *r = NULL;
+	struct evlog_writer *w = NULL;
+	const struct evlog_event *e;
+	struct stat sb;
+	char msg[256];
+	int in = fcntl(l->rfd, F_DUPFD_CLOEXEC, 0); /* the reader preads: offsets are its own */
+	if (in < 0)
+		return -errno;
+	if (evlog_reader_open_fd(&r, in, l->name, msg, sizeof(msg)))
+		return -EIO;
+	struct evlog_header h = *evlog_reader_header(r);
+	int o = fcntl(out, F_DUPFD_CLOEXEC, 0), rc = 0;
+	if (o < 0 || evlog_writer_open_fd(&w, o, l->copy, &h, NULL, msg, sizeof(msg)))
+		rc = -EIO;
+	while (!rc && evlog_next(r, &e) == 0) {
+		struct evlog_event ev = *e;
+		if (ev.pid == l->pid_from)
+			ev.pid = l->pid_to;
+		rc = evlog_write(w, &ev) ? -EIO : 0;
+	}
+	if (w && evlog_writer_close(w) && !rc)
+		rc = -EIO;
+	evlog_reader_close(r);
+	if (!rc && fstat(out, &sb))
+		rc = -errno;
+	*copied = rc ? 0 : (uint64_t)sb.st_size;
+	return rc;
+}
+
 /* The copy: ours, 0644 whatever the umask, `max` bytes of the staging file
  * at most, on disk before it gets a name. fd, or -errno with err set. */
 static int ilog_copy(struct lt_ilog *l, int dirfd, uint64_t max, char *err, size_t errsz)
@@ -159,7 +193,7 @@ static int ilog_copy(struct lt_ilog *l, int dirfd, uint64_t max, char *err, size
 	if (!rc && fchmod(fd, 0644))
 		rc = -errno;
 	if (!rc)
-		rc = lt_copy_bounded(fd, l->rfd, max, &copied);
+		rc = l->pid_from ? ilog_recode(fd, l, &copied) : lt_copy_bounded(fd, l->rfd, max, &copied);
 	if (!rc && fsync(fd))
 		rc = -errno;
 	if (!rc) {
@@ -220,6 +254,36 @@ int lt_ilog_publish(struct lt_ilog *l, int dirfd, char *err, size_t errsz)
 		unlinkat(dirfd, l->partial, 0);
 	ilog_close(l);
 	return 1;
+}
+
+int lt_ilog_feed(int dst, int src, uint64_t *off)
+{
+	struct stat sb;
+	char buf[65536];
+	if (fstat(src, &sb))
+		return -errno;
+	uint64_t end = (uint64_t)sb.st_size < LT_ILOG_MAX_BYTES ? (uint64_t)sb.st_size : LT_ILOG_MAX_BYTES;
+	while (*off < end) {
+		off_t o = (off_t)*off;
+		size_t want = end - *off < (1u << 30) ? (size_t)(end - *off) : (1u << 30);
+		ssize_t r = copy_file_range(src, &o, dst, NULL, want, 0);
+		if (r < 0 && errno != EINTR) { /* not between these file systems: the plain way */
+			r = pread(src, buf, want < sizeof(buf) ? want : sizeof(buf), (off_t)*off);
+			if (r > 0 && lt_write_all(dst, buf, (size_t)r))
+				return -errno;
+		}
+		if (r < 0 && errno == EINTR)
+			continue;
+		if (r < 0)
+			return -errno;
+		if (r == 0)
+			break;
+		*off += (uint64_t)r;
+	}
+	uint64_t done = *off & ~(uint64_t)4095;
+	if (done) /* what is copied need not stay in the child's memory */
+		fallocate(src, FALLOC_FL_PUNCH_HOLE | FALLOC_FL_KEEP_SIZE, 0, (off_t)done);
+	return 0;
 }
 
 void lt_ilog_keep(struct lt_ilog *l)

@@ -46,6 +46,8 @@ struct lt_ilog {
 	int capped;            /* published: cut at LT_ILOG_MAX_BYTES */
 	char digest[8 + LT_SHA256_HEX]; /* published: "sha256:HEX" of NAME */
 	int tail_fd;           /* lt_ilog_events_so_far's own read fd (>= 3; 0: none) */
+	uint32_t pid_from, pid_to; /* publish with every event of pid_from as pid_to's (a fork
+				    * in a container wrote its own pid there, not the node's); 0: as is */
 	uint64_t tail_off;     /* ... the next chunk header's offset */
 	uint64_t tail_events;  /* ... and the events of the chunks before it */
 };
@@ -71,6 +73,12 @@ void lt_ilog_tail_close(struct lt_ilog *l);
  * 0 dropped (empty: the library wrote no header), -errno: nothing published,
  * the staging file kept as ".NAME.partial" (err says why). */
 int lt_ilog_publish(struct lt_ilog *l, int dirfd, char *err, size_t errsz);
+
+/* A forked child's log comes in a memfd of its own (inject_mgr.c "forks"):
+ * append what `src` holds past *off (up to LT_ILOG_MAX_BYTES in all) to the
+ * staging file through `dst` (lt_ilog_create's fd, kept by the collector),
+ * then free what was copied in src (its pages, punched out). 0 or -errno. */
+int lt_ilog_feed(int dst, int src, uint64_t *off);
 
 /* The library may still write it: leave ".NAME.partial" as it is. */
 void lt_ilog_keep(struct lt_ilog *l);

@@ -9,6 +9,7 @@
 #include "launch.h"
 #include "nodename.h"
 #include "injector.h"
+#include "inject_exec.h"
 #include "inject_latch.h"
 #include "inject_ctl.h"
 #include "inject_log.h"
@@ -27,8 +28,10 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/resource.h>
 #include <sys/socket.h>
 #include <sys/stat.h>
+#include <sys/un.h>
 #include <sys/syscall.h>
 #include <time.h>
 #include <unistd.h>
@@ -101,6 +104,10 @@ static const struct lt_inj_latch py_latch = { "python", py_latch_syms, 1000, 0 }
  * PY_START_WAIT_MS, then gets the hook as any other process.
  */
 #define PY_START_WAIT_MS 3000
+/* Held from its exec on (inject_exec.h): how long the loader may take to
+ * map the interpreter, and how long an image that runs none (a shell,
+ * env) is followed for the exec of one. */
+#define PY_MAP_WAIT_MS 5000
 static const char *const py_start_syms[] = { "Py_RunMain", NULL };
 static const struct lt_inj_latch py_latch_start = { "python", py_start_syms, PY_START_WAIT_MS, 1 };
 
@@ -114,6 +121,10 @@ struct im_target {
 	int sock;
 	struct lt_inj inj;
 	struct lt_ilog log[F_N];        /* the files made for its library */
+	int forked;                     /* a hooked process's fork, announced on the fork
+					 * channel: its log comes in its memfd (fields below) */
+	int fork_src, fork_dst;         /* that memfd, and our fd of its staging file */
+	uint64_t fork_off;              /* what of the memfd is copied */
 };
 
 /* One target's stop, heard with the others. */
@@ -143,6 +154,7 @@ struct im_job {
 	atomic_int fresh;               /* just exec'd: the Python hook at Py_RunMain first */
 	int now;                        /* given by -p: CUDA at once, not once it is loaded */
 	atomic_int asks, py_asks;       /* requests so far, those for Python */
+	atomic_int armed;               /* the launched command is held for its exec (or will not be) */
 	atomic_int done;
 	pthread_t th;
 };
@@ -167,6 +179,10 @@ struct lt_im {
 	atomic_int stopping;
 	int stopped;
 	atomic_int py_later;
+	int fork_sock[2];               /* the fork channel: ours (SO_PASSCRED), the libraries' */
+	pthread_t fork_th;              /* hears it and copies the children's logs */
+	int fork_th_on;
+	atomic_int fork_stop;
 	struct lt_im_totals tot;
 	struct lt_im_so_far so_far;     /* lt_im_so_far's last reading */
 };
@@ -198,6 +214,10 @@ static void im_published(const struct lt_im *im, unsigned feature, int pid, cons
 	if (im->o.published)
 		im->o.published(feature, pid, name, size, digest);
 }
+
+static int fork_no_exec(int pid);
+static void fork_channel_open(struct lt_im *im);
+static int fork_inherits(struct lt_im *im, int pid);
 
 /* ------------------------------------------------------------ set-up */
 
@@ -266,6 +286,7 @@ struct lt_im *lt_im_new(const struct lt_im_opts *o)
 		return NULL;
 	im->o = *o;
 	im->child_sock = im->dirfd = -1;
+	im->fork_sock[0] = im->fork_sock[1] = -1;
 	pthread_mutex_init(&im->mu, NULL);
 	for (int i = 0; i < IM_MAX; i++)
 		im->t[i].sock = -1;
@@ -299,6 +320,8 @@ struct lt_im *lt_im_new(const struct lt_im_opts *o)
 	} else if ((o->features & LT_IM_CUDA) && !(im->usable & LT_IM_CUDA)) {
 		im_log(im, LT_IM_CUDA, 'W', "--enable-cuda-kernel: %s", im->why_not[F_CUDA]);
 	}
+	if (im->dirfd >= 0)
+		fork_channel_open(im);
 	return im;
 }
 
@@ -363,7 +386,7 @@ static int send_start(struct lt_im *im, struct im_target *t, unsigned feats, int
 		      int py_wait_ms, int py_hold, char *err, size_t errsz)
 {
 	char msg[1400];
-	int fds[F_N], nfds = 0, rc = 0;
+	int fds[F_N + 1], nfds = 0, rc = 0;
 	for (int f = 0; f < F_N && !rc; f++) {
 		if (!(feats & f_bit[f]))
 			continue;
@@ -381,8 +404,11 @@ static int send_start(struct lt_im *im, struct im_target *t, unsigned feats, int
 				      !!im->o.api_records, im->o.finalize_ms, cuda_wait ? " cuda_wait=1" : "",
 				      cuda_wait && cuda_init ? " cuda_init=1" : "");
 	if (feats & LT_IM_PYTHON)
-		n += (size_t)snprintf(msg + n, sizeof(msg) - n, " py_wait_ms=%d%s", py_wait_ms,
-				      py_hold ? " py_hold=1" : "");
+		n += (size_t)snprintf(msg + n, sizeof(msg) - n, " py_wait_ms=%d%s%s", py_wait_ms,
+				      py_hold ? " py_hold=1" : "", im->fork_sock[1] >= 0 ? " fork=1" : "");
+	int ff = (feats & LT_IM_PYTHON) && im->fork_sock[1] >= 0 && !rc ? fcntl(im->fork_sock[1], F_DUPFD_CLOEXEC, 0) : -1;
+	if (ff >= 0)
+		fds[nfds++] = ff; /* closed below with the others */
 	if ((feats & LT_IM_CUDA) && im->o.start_extra && n < sizeof(msg))
 		snprintf(msg + n, sizeof(msg) - n, " %.256s", im->o.start_extra);
 	t->asked = feats;
@@ -450,9 +476,12 @@ static int undo_target(struct lt_im *im, struct im_target *t, int running, char 
 	return u;
 }
 
-/* Has the library that was loaded into t gone with an exec since? */
+/* Has the library that was loaded into t gone with an exec since? (A
+ * fork's came with the fork: gone once it exec'd.) */
 static int target_gone_image(const struct im_target *t)
 {
+	if (t->forked)
+		return !fork_no_exec(t->pid);
 	return t->launched || !lt_inj_present(&t->inj);
 }
 
@@ -463,6 +492,212 @@ static struct im_target *find_target(struct lt_im *im, int pid)
 		if (im->t[i].pid == pid && !im->t[i].launched && !target_gone_image(&im->t[i]))
 			return &im->t[i];
 	return NULL;
+}
+
+/* ------------------------------------------------------------ forks
+ *
+ * A hooked process's forked child records into a log of its own, which it
+ * makes in memory (a memfd) at its first call and hands over on the fork
+ * channel, with a control socket of its own (collector/inject/pyhook.c
+ * "forks"). The channel is one socket pair per profile: our end with
+ * SO_PASSCRED (the kernel tells who sent each message, its pid as we see
+ * it), the other end given to every hooked process with its start and
+ * inherited by its forks. A thread of ours hears it, makes each child a
+ * target (its socket stops it like any library; it is never injected nor
+ * unloaded: its library is its parent's copy), and copies each child's
+ * memfd into the child's staging file as it grows, freeing the copied
+ * pages. What comes is the target's: checked (a memfd, an AF_UNIX
+ * SOCK_SEQPACKET socket, the sender named by the kernel), bounded (IM_MAX
+ * targets, LT_ILOG_MAX_BYTES a log, FORK_MSGS messages a round). */
+#define FORK_TICK_MS 100
+#define FORK_MSGS 64
+
+static int fork_memfd(int fd)
+{
+	struct stat sb; /* an unlinked shmem file: not a file of the node's */
+	return !fstat(fd, &sb) && S_ISREG(sb.st_mode) && sb.st_nlink == 0 && fcntl(fd, F_GET_SEALS) >= 0;
+}
+
+static int fork_socket(int fd)
+{
+	int type = 0, dom = 0;
+	socklen_t l = sizeof(type), m = sizeof(dom);
+	return !getsockopt(fd, SOL_SOCKET, SO_TYPE, &type, &l) && type == SOCK_SEQPACKET &&
+	       !getsockopt(fd, SOL_SOCKET, SO_DOMAIN, &dom, &m) && dom == AF_UNIX;
+}
+
+static void fork_close(int *fds, int n)
+{
+	while (n > 0)
+		close(fds[--n]);
+}
+
+/* One announced fork: a target of its own. Takes the fds. */
+static void fork_take(struct lt_im *im, int pid, const char *text, int *fds, int nfds)
+{
+	char err[512];
+	if (pid <= 0 || nfds != 2 || strncmp(text, "forked ", 7) || !fork_memfd(fds[0]) || !fork_socket(fds[1])) {
+		im_log(im, LT_IM_PYTHON, 'D', "python: a message on the fork channel from pid %d was not a "
+		       "fork's announcement: ignored", pid);
+		return fork_close(fds, nfds);
+	}
+	pthread_mutex_lock(&im->mu);
+	int known = find_target(im, pid) != NULL;
+	pthread_mutex_unlock(&im->mu);
+	if (known)
+		return fork_close(fds, nfds);
+	struct im_target t = { .pid = pid, .forked = 1, .asked = LT_IM_PYTHON, .on = LT_IM_PYTHON,
+			       .sock = fds[1], .inj = { .sock = -1 }, .fork_src = fds[0] };
+	t.fork_dst = lt_ilog_create(&t.log[F_PY], im->dirfd, f_prefix[F_PY], im->host, pid, err, sizeof(err));
+	unsigned long long ns_pid = lt_ictl_field(text, "pid");
+	if (t.fork_dst >= 0 && ns_pid && ns_pid != (unsigned long long)pid) { /* in a container: its own pid */
+		t.log[F_PY].pid_from = (uint32_t)ns_pid;
+		t.log[F_PY].pid_to = (uint32_t)pid;
+	}
+	if (t.fork_dst < 0 || !keep_target(im, &t)) {
+		const char *why = t.fork_dst < 0 ? err : "too many processes with the library";
+		im_log(im, LT_IM_PYTHON, 'W', "python: pid %d (forked): its calls are not recorded: %s", pid, why);
+		im_unseen(im, LT_IM_PYTHON, pid, why);
+		if (t.fork_dst >= 0) {
+			close(t.fork_dst);
+			lt_ilog_drop(&t.log[F_PY], im->dirfd);
+		}
+		return fork_close(fds, nfds);
+	}
+	atomic_fetch_add(&im->py_later, 1);
+	im_log(im, LT_IM_PYTHON, 'I', "python: pid %d: tracing functions through the profile hook it inherited "
+	       "at its fork, log %s, in %s", pid, t.log[F_PY].name, im->dir);
+}
+
+/* Every announcement waiting on the channel (a bounded round). */
+static void fork_hear(struct lt_im *im)
+{
+	for (int k = 0; k < FORK_MSGS; k++) {
+		char buf[256], cbuf[CMSG_SPACE(sizeof(int) * 4) + CMSG_SPACE(sizeof(struct ucred))];
+		struct iovec iov = { buf, sizeof(buf) - 1 };
+		struct msghdr mh = { .msg_iov = &iov, .msg_iovlen = 1, .msg_control = cbuf,
+				     .msg_controllen = sizeof(cbuf) };
+		int fds[4], nfds = 0, pid = 0;
+		ssize_t n = recvmsg(im->fork_sock[0], &mh, MSG_DONTWAIT | MSG_CMSG_CLOEXEC);
+		if (n < 0 && errno == EINTR)
+			continue;
+		if (n < 0)
+			return;
+		for (struct cmsghdr *cm = CMSG_FIRSTHDR(&mh); cm; cm = CMSG_NXTHDR(&mh, cm)) {
+			if (cm->cmsg_level != SOL_SOCKET)
+				continue;
+			if (cm->cmsg_type == SCM_CREDENTIALS && cm->cmsg_len >= CMSG_LEN(sizeof(struct ucred))) {
+				struct ucred cr;
+				memcpy(&cr, CMSG_DATA(cm), sizeof(cr));
+				pid = cr.pid;
+			} else if (cm->cmsg_type == SCM_RIGHTS) {
+				size_t c = (cm->cmsg_len - CMSG_LEN(0)) / sizeof(int);
+				for (size_t i = 0; i < c; i++) {
+					int fd;
+					memcpy(&fd, CMSG_DATA(cm) + i * sizeof(int), sizeof(int));
+					if (nfds < 4)
+						fds[nfds++] = fd;
+					else
+						close(fd);
+				}
+			}
+		}
+		buf[n > 0 ? n : 0] = 0;
+		if (mh.msg_flags & MSG_CTRUNC)
+			pid = 0; /* fds lost on the way: not taken */
+		fork_take(im, pid, buf, fds, nfds);
+	}
+}
+
+/* Each fork's memfd into its staging file, so far (under im->mu). */
+static void fork_feed(struct im_target *t)
+{
+	if (t->forked && t->fork_src >= 0 && t->fork_dst >= 0)
+		lt_ilog_feed(t->fork_dst, t->fork_src, &t->fork_off);
+}
+
+/* The last of it, once its library stopped or it is gone; fds closed. */
+static void fork_done(struct im_target *t)
+{
+	if (!t->forked)
+		return;
+	fork_feed(t);
+	if (t->fork_src >= 0)
+		close(t->fork_src);
+	if (t->fork_dst >= 0)
+		close(t->fork_dst);
+	t->fork_src = t->fork_dst = -1;
+}
+
+static void *fork_main(void *arg)
+{
+	struct lt_im *im = arg;
+	while (!atomic_load(&im->fork_stop)) {
+		struct pollfd p = { im->fork_sock[0], POLLIN, 0 };
+		poll(&p, 1, FORK_TICK_MS);
+		fork_hear(im);
+		pthread_mutex_lock(&im->mu);
+		for (int i = 0; i < im->n; i++)
+			fork_feed(&im->t[i]);
+		pthread_mutex_unlock(&im->mu);
+	}
+	fork_hear(im); /* forks announced up to the end are stopped with the rest */
+	return NULL;
+}
+
+/* The channel and its thread, where Python's forks are followed. */
+static void fork_channel_open(struct lt_im *im)
+{
+	int on = 1;
+	if (!im->o.follow_forks || !(im->usable & LT_IM_PYTHON) ||
+	    socketpair(AF_UNIX, SOCK_SEQPACKET | SOCK_CLOEXEC, 0, im->fork_sock))
+		return;
+	if (setsockopt(im->fork_sock[0], SOL_SOCKET, SO_PASSCRED, &on, sizeof(on)) ||
+	    pthread_create(&im->fork_th, NULL, fork_main, im)) {
+		close(im->fork_sock[0]);
+		close(im->fork_sock[1]);
+		im->fork_sock[0] = im->fork_sock[1] = -1;
+		return;
+	}
+	im->fork_th_on = 1;
+}
+
+static void fork_channel_stop(struct lt_im *im)
+{
+	atomic_store(&im->fork_stop, 1);
+	if (im->fork_th_on)
+		pthread_join(im->fork_th, NULL);
+	im->fork_th_on = 0;
+}
+
+int lt_im_follows_forks(struct lt_im *im, int pid)
+{
+	return im && fork_inherits(im, pid);
+}
+
+/* Is `pid`, forked since the profile began, the child of a process whose
+ * hook follows its forks? Then it announces itself, or, exec'd, is held
+ * from that exec (its own request): never injected as it runs. */
+static int fork_inherits(struct lt_im *im, int pid)
+{
+	char path[64], buf[512];
+	int ppid = 0;
+	if (im->fork_sock[0] < 0)
+		return 0;
+	snprintf(path, sizeof(path), "/proc/%d/stat", pid);
+	FILE *f = fopen(path, "re");
+	size_t n = f ? fread(buf, 1, sizeof(buf) - 1, f) : 0;
+	if (f)
+		fclose(f);
+	buf[n] = 0;
+	const char *p = strrchr(buf, ')');
+	if (!p || sscanf(p + 1, " %*c %d", &ppid) != 1)
+		return 0;
+	pthread_mutex_lock(&im->mu);
+	struct im_target *t = find_target(im, ppid);
+	int yes = t && (t->on & LT_IM_PYTHON);
+	pthread_mutex_unlock(&im->mu);
+	return yes;
 }
 
 /* ------------------------------------------------------------ one start */
@@ -479,6 +714,7 @@ struct im_start {
 	int held;                       /* loaded from a thread held at Py_RunMain */
 	int by_path;                    /* loaded by its path: CUDA's load gets this copy */
 	int installed;                  /* the hook went on there */
+	int adopt;                      /* HOW_HELD: its main thread, held from its exec (inject_exec.h) */
 	char rep[F_N][1024];
 	char err[512];
 };
@@ -510,7 +746,7 @@ static void on_held(struct lt_inj *inj, void *arg)
 static int inject_start(struct im_start *st, int pid, int how)
 {
 	struct lt_im *im = st->im;
-	const struct lt_inj_hold hold = { on_held, st };
+	const struct lt_inj_hold hold = { on_held, st, st->adopt };
 	st->t = (struct im_target){ .pid = pid, .sock = -1, .inj = { .sock = -1 } };
 	st->t.given = st->given;
 	st->held = how == HOW_HELD;
@@ -777,14 +1013,15 @@ static int attach_cuda(struct lt_im *im, int pid, int later, char *why, size_t w
  * only. -errno when the library did not go in (st->err); else 0, and what
  * started in *on. */
 static int attach_py(struct lt_im *im, struct im_start *st, int pid, int how, int wait_ms, int with_cuda,
-		     int cuda_wanted, int given, unsigned *on)
+		     int cuda_wanted, int given, int adopt, unsigned *on)
 {
 	int covered = cuda_wanted && launch_covered(im, pid);
 	int by_path = covered && lt_tf_same_view(pid, true) == 1;
 	if (covered) /* CUDA with the hook only where CUDA's load gets this copy */
 		with_cuda = by_path && !(fork_no_exec(pid) && cuda_mapped(pid, 1));
 	*st = (struct im_start){ .im = im, .feats = LT_IM_PYTHON | (with_cuda ? LT_IM_CUDA : 0),
-				 .cuda_wait = 1, .py_wait_ms = wait_ms, .given = given, .by_path = by_path };
+				 .cuda_wait = 1, .py_wait_ms = wait_ms, .given = given, .by_path = by_path,
+				 .adopt = adopt };
 	*on = 0;
 	int rc = inject_start(st, pid, how);
 	if (rc)
@@ -822,7 +1059,7 @@ int lt_im_attach(struct lt_im *im, int pid, unsigned feature, int wait_ms, char 
 		return attach_cuda(im, pid, 0, err, sizeof(err));
 	struct im_start st;
 	int cuda = !!(im->usable & LT_IM_CUDA);
-	int rc = attach_py(im, &st, pid, HOW_BUSY, wait_ms, cuda, cuda, 1, &on);
+	int rc = attach_py(im, &st, pid, HOW_BUSY, wait_ms, cuda, cuda, 1, 0, &on);
 	if (rc)
 		return snprintf(msg, msgsz, "%s", st.err), rc;
 	py_said(&st, msg, msgsz);
@@ -845,6 +1082,41 @@ static int job_sleep(struct lt_im *im, int ms)
 	return !atomic_load(&im->stopping);
 }
 
+/* A process that execs an interpreter (the launched command, seized
+ * before its execve; or one that has just exec'd): held from its exec
+ * until the interpreter is mapped, then stopped at Py_RunMain, where the
+ * library goes in and the hook on before the program's first instruction.
+ * -EAGAIN/-ETIMEDOUT: not at Py_RunMain (it was past it, or never comes);
+ * -ENOEXEC: no interpreter in this image (a later exec is asked anew). */
+static int job_hold(struct im_job *j, struct im_start *st, int with_cuda, int cuda_wanted, unsigned *on)
+{
+	struct lt_xc x;
+	char err[512];
+	int pre = lt_launch_is_own_fork(j->pid); /* the launched command, stopped before its execve */
+	int rc = lt_xc_seize(&x, j->pid, pre, err, sizeof(err));
+	atomic_store(&j->armed, 1);
+	if (!rc)
+		rc = lt_xc_run_to(&x, py_latch_start.object, py_start_syms[0], PY_MAP_WAIT_MS, err, sizeof(err));
+	if (rc) {
+		snprintf(st->err, sizeof(st->err), "%s", err);
+		return rc == -ESRCH || rc == -ENOEXEC ? rc : -EAGAIN;
+	}
+	rc = attach_py(j->im, st, j->pid, HOW_HELD, PY_LATER_WAIT_MS, with_cuda, cuda_wanted, 0, x.pid, on);
+	lt_xc_release(&x); /* where the injector did not take it over */
+	return rc == -ENOENT ? -EAGAIN : rc;
+}
+
+/* The hold, from a thread first in line for a CPU while it holds it: the
+ * process races to its program's start (a privilege: else as it is). */
+#define JOB_CATCH_NICE (-10)
+static int job_at_start(struct im_job *j, struct im_start *st, int with_cuda, int cuda_wanted, unsigned *on)
+{
+	setpriority(PRIO_PROCESS, (id_t)gettid(), JOB_CATCH_NICE);
+	int rc = job_hold(j, st, with_cuda, cuda_wanted, on);
+	setpriority(PRIO_PROCESS, (id_t)gettid(), 0);
+	return rc;
+}
+
 /* The Python hook (and CUDA with it, `with_cuda`) into a process that is
  * starting or was followed: as soon as it can take the library (libc, and
  * a thread asleep in a system call or stopped at a CPython entry; just
@@ -858,27 +1130,30 @@ static int job_python(struct im_job *j, int with_cuda, int cuda_wanted)
 	uint64_t end = lt_mono_ms() + PY_LATER_MS;
 	int rc = -ETIMEDOUT;
 	unsigned on = 0;
+	pthread_mutex_lock(&im->mu);
+	struct im_target *in = find_target(im, j->pid);
+	int done = in && (in->asked & LT_IM_PYTHON);
+	pthread_mutex_unlock(&im->mu);
+	if (done) /* its exec, heard while this thread held it for that very exec */
+		return 1;
 	while (!atomic_load(&im->stopping) && lt_mono_ms() < end && proc_alive(j->pid)) {
-		int at_start = atomic_load(&j->fresh);
-		if (at_start && lt_launch_is_own_fork(j->pid)) { /* a launched command before its exec */
-			usleep(500);
-			continue;
+		if (atomic_load(&j->fresh)) {
+			rc = job_at_start(j, &st, with_cuda, cuda_wanted, &on);
+			if (rc == -EAGAIN || rc == -ETIMEDOUT) { /* not at Py_RunMain: any thread, any time */
+				atomic_store(&j->fresh, 0);
+				im_log(im, LT_IM_PYTHON, 'D', "python: pid %d: not held at its start (%s); the hook "
+				       "goes in where it runs", j->pid, st.err);
+			}
+			if (rc == -EAGAIN || rc == -ETIMEDOUT)
+				continue;
+			break;
 		}
 		if (!libc_mapped(j->pid)) {
-			usleep(at_start ? 500 : 2000);
+			usleep(2000);
 			continue;
 		}
 		/* CUDA's environment is looked at now: a launched command has exec'd */
-		rc = attach_py(im, &st, j->pid, at_start ? HOW_HELD : HOW_BUSY, PY_LATER_WAIT_MS,
-			       with_cuda, cuda_wanted, 0, &on);
-		if (at_start && rc == -ENOENT) { /* the interpreter is not mapped yet */
-			usleep(500);
-			continue;
-		}
-		if (at_start && rc == -EAGAIN) { /* not at Py_RunMain: any thread, any time */
-			atomic_store(&j->fresh, 0);
-			continue;
-		}
+		rc = attach_py(im, &st, j->pid, HOW_BUSY, PY_LATER_WAIT_MS, with_cuda, cuda_wanted, 0, 0, &on);
 		if (rc != -EAGAIN)
 			break;
 	}
@@ -887,6 +1162,8 @@ static int job_python(struct im_job *j, int with_cuda, int cuda_wanted)
 		py_said(&st, msg, sizeof(msg));
 		im_log(im, LT_IM_PYTHON, 'I', "python: pid %d: tracing functions through the injected profile "
 		       "hook: %s, in %s", j->pid, msg, im->dir);
+	} else if (rc == -ENOEXEC) {
+		im_log(im, LT_IM_PYTHON, 'D', "python: pid %d: %s", j->pid, st.err);
 	} else if (proc_alive(j->pid) && !atomic_load(&im->stopping)) {
 		if (rc)
 			snprintf(msg, sizeof(msg), "%s", rc == -ETIMEDOUT ? "timed out" : st.err);
@@ -1012,6 +1289,11 @@ int lt_im_attach_later(struct lt_im *im, int pid, unsigned feature, unsigned fla
 		return 0;
 	if (atomic_load(&im->stopping))
 		return -ECANCELED;
+	if ((feature & LT_IM_PYTHON) && (flags & LT_IM_FORKED) && fork_inherits(im, pid)) {
+		feature &= ~LT_IM_PYTHON; /* it announces itself (forks, above) */
+		if (!feature || !(im->usable & feature))
+			return 0;
+	}
 	/* The Python hook's start carries CUDA too wherever the profile asks
 	 * for both: one start per process. */
 	unsigned want = feature | (feature & LT_IM_PYTHON ? im->usable & LT_IM_CUDA : 0);
@@ -1055,6 +1337,21 @@ int lt_im_attach_later(struct lt_im *im, int pid, unsigned feature, unsigned fla
 	}
 	pthread_mutex_unlock(&im->mu);
 	return rc;
+}
+
+void lt_im_before_exec(struct lt_im *im, int pid, int ms)
+{
+	struct im_job *j = NULL;
+	if (!im)
+		return;
+	pthread_mutex_lock(&im->mu);
+	for (int i = 0; i < IM_MAX && !j; i++)
+		if (im->jobs[i].used && im->jobs[i].pid == pid && !atomic_load(&im->jobs[i].done))
+			j = &im->jobs[i];
+	pthread_mutex_unlock(&im->mu); /* a job slot is freed only under mu, by a later attach */
+	for (uint64_t end = lt_mono_ms() + (uint64_t)ms; j && lt_mono_ms() < end; usleep(200))
+		if (atomic_load(&j->armed) || atomic_load(&j->done))
+			break;
 }
 
 static void jobs_join_all(struct lt_im *im)
@@ -1423,6 +1720,30 @@ static void stop_hear_all(struct lt_im *im, struct im_stop *st)
 	}
 }
 
+/* The events in a log the library wrote, from its chunks' headers. */
+static uint64_t log_events(struct lt_ilog *l)
+{
+	uint64_t a, b = lt_ilog_events_so_far(l);
+	do
+		a = b;
+	while ((b = lt_ilog_events_so_far(l)) != a);
+	return b;
+}
+
+/* A hooked process's Python events: its "stopped" reply's counts, or,
+ * gone without one (a fork ended by os._exit), what its log holds. */
+static void py_count(struct lt_im *im, struct im_target *t, const char *reply)
+{
+	uint64_t n = reply && strstr(reply, "py_enter=") ?
+		     lt_ictl_field(reply, "py_enter") + lt_ictl_field(reply, "py_exit") : log_events(&t->log[F_PY]);
+	pthread_mutex_lock(&im->mu); /* the launch's stop counts too */
+	im->tot.py_events += n;
+	if (n && im->tot.py_procs < (int)(sizeof(im->tot.py_pids) / sizeof(im->tot.py_pids[0])))
+		im->tot.py_pids[im->tot.py_procs] = t->pid;
+	im->tot.py_procs += n > 0;
+	pthread_mutex_unlock(&im->mu);
+}
+
 /* What a target's stop reply says, logged and counted; its logs published
  * where the library is done with them. Returns 1 where CUDA kernel
  * profiling had started in a process of the launched command. */
@@ -1437,11 +1758,12 @@ static int stop_said(struct lt_im *im, struct im_stop *st)
 	/* (CUDA's own start is counted on the launch socket: t->on lost CUDA, launch=1) */
 	if (rc > 0 && (t->on & LT_IM_CUDA) && lt_ictl_field(reply, "cuda_wait"))
 		cuda_never_came(im, t);
+	if (rc != -ETIMEDOUT || !proc_running(t->pid))
+		fork_done(t); /* a fork's memfd: all of it, now that it is done */
+	if (t->on & LT_IM_PYTHON)
+		py_count(im, t, rc > 0 ? reply : NULL);
 	if (rc > 0 && (t->on & LT_IM_PYTHON)) {
 		const char *py = strstr(lt_ictl_text(reply), "py_enter="); /* past CUDA's part */
-		pthread_mutex_lock(&im->mu); /* the launch's stop counts too */
-		im->tot.py_events += lt_ictl_field(reply, "py_enter") + lt_ictl_field(reply, "py_exit");
-		pthread_mutex_unlock(&im->mu);
 		im_log(im, LT_IM_PYTHON, 'D', "python: pid %d: hook %s, log %s/%s", t->pid,
 		       py ? py : lt_ictl_text(reply), im->dir, t->log[F_PY].name);
 	}
@@ -1449,8 +1771,8 @@ static int stop_said(struct lt_im *im, struct im_stop *st)
 	if (rc == 0 && (t->asked & LT_IM_CUDA))
 		im_log(im, LT_IM_CUDA, 'W', "pid %d: the injected library is gone (process exited?)", t->pid);
 	if (rc == 0 && (t->on & LT_IM_PYTHON))
-		im_log(im, LT_IM_PYTHON, 'D', "python: pid %d: the hook library is gone (process exited; its "
-		       "log was published at exit)", t->pid);
+		im_log(im, LT_IM_PYTHON, 'D', "python: pid %d: the hook library is gone (the process exited; "
+		       "its log holds what it wrote)", t->pid);
 	/* Published once the library is done with them: it said "stopped", or
 	 * it is gone (EOF: the process or its control thread ended). */
 	publish_logs(im, t, rc != -ETIMEDOUT || !proc_running(t->pid));
@@ -1602,7 +1924,8 @@ void lt_im_stop(struct lt_im *im)
 	if (!im || im->stopped)
 		return;
 	uint64_t t0 = lt_mono_ms();
-	jobs_join_all(im); /* no target is added from here on */
+	jobs_join_all(im);
+	fork_channel_stop(im); /* no target is added from here on */
 	memset(&im->tot, 0, sizeof(im->tot));
 	int launched = -1;
 	for (int i = 0; i < im->n; i++) {
@@ -1661,6 +1984,13 @@ void lt_im_free(struct lt_im *im)
 	for (int i = 0; i < IM_MAX; i++)
 		for (int f = 0; f < F_N; f++)
 			lt_ilog_tail_close(&im->t[i].log[f]);
+	fork_channel_stop(im);
+	for (int i = 0; i < IM_MAX; i++)
+		if (im->t[i].forked)
+			fork_done(&im->t[i]);
+	for (int k = 0; k < 2; k++)
+		if (im->fork_sock[k] >= 0)
+			close(im->fork_sock[k]);
 	if (im->child_sock >= 0)
 		close(im->child_sock);
 	if (im->t[0].sock >= 0) /* a launch that never started */

@@ -48,6 +48,8 @@ struct lt_im_opts {
 	const char *start_extra;  /* "KEY=VALUE ..." appended to the start message
 				   * (inject.h), e.g. $LLMT_CUPTI_START */
 	int skip_driver_check;    /* CUDA even without a GPU driver on the node (tests) */
+	int follow_forks;         /* Python: a hooked process's forked children record
+				   * into logs of their own (inject_mgr.c "forks") */
 	/* 'I', 'W', 'E' lines, or 'D' (details: shown under -v only), tagged with
 	 * the feature they concern; NULL: stderr */
 	void (*log)(unsigned feature, char level, const char *msg);
@@ -103,7 +105,18 @@ int lt_im_ready(int pid);
 #define LT_IM_FRESH 1u  /* it has just exec'd: the Python hook goes in at Py_RunMain,
 			 * before the program's first instruction */
 #define LT_IM_NOW 2u    /* given by -p: CUDA at once, as lt_im_attach does */
+#define LT_IM_FORKED 4u /* forked by a target since the profile began: where its parent's
+			 * hook follows forks, it records by itself (Python not asked) */
 int lt_im_attach_later(struct lt_im *im, int pid, unsigned feature, unsigned flags);
+
+/* Is `pid` (forked since the profile began) the child of a process whose
+ * hook follows its forks? It then records by itself from its first call. */
+int lt_im_follows_forks(struct lt_im *im, int pid);
+
+/* The launched command `pid`, stopped before its execve, is about to be
+ * let go: wait (up to ms) until a thread of ours holds it for its exec
+ * (inject_exec.h), where the Python hook is asked for it. */
+void lt_im_before_exec(struct lt_im *im, int pid, int ms);
 
 /* Stop every library (the waiting threads end first: nothing is added
  * after), publish the logs, unload. Every target is asked at once and
@@ -121,6 +134,8 @@ struct lt_im_totals {
 	int targets, finalized, unloaded;
 	unsigned long long py_events;   /* Python calls and returns the hooks wrote */
 	int py_later;                   /* hooks started by lt_im_attach_later */
+	int py_procs;                   /* processes whose hook wrote any */
+	int py_pids[8];                 /* the first of them */
 };
 void lt_im_totals(const struct lt_im *im, struct lt_im_totals *t);
 

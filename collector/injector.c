@@ -460,11 +460,11 @@ static int find_sys_insn(struct inj_thread *t, uint64_t syscall_fn)
 
 /* A busy process: stop a thread at a function entry (inject_latch.h) and
  * take it over as it stands there. */
-static int seize_latched(struct inj_thread *t, int pid, const struct lt_inj_latch *latch,
+static int seize_latched(struct inj_thread *t, int pid, const struct lt_inj_latch *latch, int adopt,
 			 uint64_t syscall_fn, char *err, size_t errsz)
 {
 	const char *where = NULL;
-	int tid = 0, rc = lt_latch_thread(pid, latch, &tid, &where, err, errsz);
+	int tid = 0, rc = lt_latch_thread_from(pid, adopt, latch, &tid, &where, err, errsz);
 	if (rc)
 		return rc;
 	memset(t, 0, sizeof(*t));
@@ -486,14 +486,14 @@ static int seize_latched(struct inj_thread *t, int pid, const struct lt_inj_latc
 
 /* Stop one thread of `pid` at a system call boundary; a busy process
  * (none asleep) at a latch, when the caller named one. */
-static int seize_one(struct inj_thread *t, int pid, const struct lt_inj_latch *latch,
+static int seize_one(struct inj_thread *t, int pid, const struct lt_inj_latch *latch, int adopt,
 		     uint64_t syscall_fn, char *err, size_t errsz)
 {
 	int tids[512];
 	char why_latch[512] = "";
 	uint64_t end = lt_mono_ms() + 3000;
 	if (latch && latch->freeze_first) /* a starting process: that entry only */
-		return seize_latched(t, pid, latch, syscall_fn, err, errsz);
+		return seize_latched(t, pid, latch, adopt, syscall_fn, err, errsz);
 	while (lt_mono_ms() < end) {
 		int n = list_tids(pid, tids, 512);
 		if (n < 0)
@@ -517,7 +517,7 @@ static int seize_one(struct inj_thread *t, int pid, const struct lt_inj_latch *l
 				return fail(err, errsz, -ESRCH, "process %d exited during injection", pid);
 		}
 		if (latch && !why_latch[0]) {
-			int rc = seize_latched(t, pid, latch, syscall_fn, why_latch, sizeof(why_latch));
+			int rc = seize_latched(t, pid, latch, 0, syscall_fn, why_latch, sizeof(why_latch));
 			if (rc == 0)
 				return 0;
 			if (rc != -EAGAIN && rc != -ENOENT)
@@ -1499,7 +1499,8 @@ static int lt_inj_load_with(struct lt_inj *inj, int pid, const char *lib_path, u
 	snprintf(proc, sizeof(proc), "/proc/%d", pid);
 	if (pid <= 0 || access(proc, F_OK))
 		return fail(err, errsz, -ESRCH, "process %d not found", pid);
-	int rc = lt_inj_gate(pid, 0, err, errsz);
+	int adopt = hold ? hold->tid : 0;
+	int rc = lt_inj_gate(pid, adopt, err, errsz);
 	if (rc)
 		return rc;
 	void *lib = NULL;
@@ -1511,7 +1512,7 @@ static int lt_inj_load_with(struct lt_inj *inj, int pid, const char *lib_path, u
 			      .by_path = flags & LT_INJ_BY_PATH ? lib_path : NULL };
 	rc = resolve_libc(pid, &c.fn, err, errsz);
 	if (!rc)
-		rc = seize_one(&c.t, pid, latch, c.fn.syscall, err, errsz);
+		rc = seize_one(&c.t, pid, latch, adopt, c.fn.syscall, err, errsz);
 	/* Again with a thread in hand: stopped or traced meanwhile? */
 	bool gated = false;
 	if (!rc && (rc = lt_inj_gate(pid, c.t.tid, err, errsz))) {
@@ -1576,7 +1577,7 @@ int lt_inj_unload(struct lt_inj *inj, char *err, size_t errsz)
 	char why[256];
 	if (resolve_libc(inj->pid, &fn, why, sizeof(why)))
 		memset(&fn, 0, sizeof(fn)); /* calls take the older way */
-	int rc = seize_one(&t, inj->pid, inj->latch, 0, err, errsz);
+	int rc = seize_one(&t, inj->pid, inj->latch, 0, 0, err, errsz);
 	if (rc && rc != -EPERM && pid_exiting(inj->pid))
 		return fail(err, errsz, -ESRCH, "process %d exited during unloading", inj->pid);
 	if (rc)

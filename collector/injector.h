@@ -78,6 +78,9 @@ struct lt_inj {
 struct lt_inj_hold {
 	void (*fn)(struct lt_inj *inj, void *arg);
 	void *arg;
+	int tid;               /* a thread of the process the caller traces and holds
+				* stopped (inject_exec.h), for the latch to take as it
+				* is; 0: none */
 };
 
 /* Load `lib_path` (a file here) into process `pid` and call its

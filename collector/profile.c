@@ -335,7 +335,7 @@ static struct lt_im *im_open(const struct lt_options *o)
 		.features = (o->cuda_kernel ? LT_IM_CUDA : 0) |
 			    (o->types & LT_T_PYTHON && o->python_method != LT_PYM_USDT ? LT_IM_PYTHON : 0),
 		.log_dir = o->cupti_dir, .output = o->output, .session = o->session,
-		.api_records = o->cuda_api_records,
+		.api_records = o->cuda_api_records, .follow_forks = o->follow_children,
 		/* Recording options for measurements (see inject.h), e.g. "runtime=1 driver=1" (diagnosis). */
 		.start_extra = getenv("LLMT_CUPTI_START"),
 		.log = im_log, .unseen = im_unseen, .kept = im_kept, .published = im_published,
@@ -461,8 +461,8 @@ fail:
 	lt_im_stop(im);
 	im_session = NULL;
 	s.inject = NULL;
+	lt_session_free(&s); /* detaches whatever started (threads that use im too), removes the partial log */
 	lt_im_free(im);
-	lt_session_free(&s); /* detaches whatever started, removes the partial log */
 	lt_launch_abort(&l);
 	return 1;
 }

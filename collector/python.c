@@ -23,10 +23,14 @@
 #include <gelf.h>
 #include <libelf.h>
 #include <limits.h>
+#include <pthread.h>
+#include <stdatomic.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/resource.h>
 #include <sys/stat.h>
+#include <time.h>
 #include <unistd.h>
 
 #include <bpf/libbpf.h>
@@ -34,6 +38,7 @@
 #include "bpf/python.skel.h"
 #include "bpf/python.h"
 #include "linkclose.h"
+#include "inject_gate.h"
 #include "inject_mgr.h"
 #include "session.h"
 #include "launch.h"
@@ -53,6 +58,9 @@ struct py_target {
 	int explained;              /* said why it cannot be traced */
 	int hooked;                 /* traced by the injected hook */
 	int launched;               /* the command `profile -- CMD` started */
+	int await_exec;             /* followed, exec'd already: its exec record comes */
+	uint64_t usdt_events;       /* calls and returns its USDT probes gave */
+	int forked_new;             /* forked by a target since we started */
 };
 
 struct py_state {
@@ -61,6 +69,13 @@ struct py_state {
 	size_t n, cap;
 	unsigned n_traced, n_untraced;
 	int hook_failed;            /* the hook cannot work here at all (said once) */
+	struct py_target *last;     /* py_handle's last target (USDT events come in runs) */
+	unsigned long long t0_ticks; /* the source's start, in /proc's start-time ticks */
+	struct lt_im *im;           /* the exec catcher's manager (outlives it) */
+	struct ring_buffer *catch_rb;
+	pthread_t catch_th;
+	int catch_on;
+	atomic_int catch_stop;
 	struct lt_session *s;       /* for what could not be seen (lt_session_unseen) */
 };
 
@@ -268,9 +283,35 @@ static void py_interp_close(struct py_interp *in)
 }
 
 /* Candidate c (path set, fd open or not) against the best so far. */
+/* py_read_probes, once per file (device and inode): every worker of a job
+ * maps the same interpreter, and reading its notes and symbols took tens
+ * of milliseconds each time, which a new process's hold waited behind. */
+#define PY_PROBE_CACHE 32
+static int py_read_probes_cached(int fd, struct py_probes *p)
+{
+	static struct { dev_t dev; ino_t ino; int rc; struct py_probes p; } cache[PY_PROBE_CACHE];
+	static unsigned next;
+	struct stat sb;
+
+	if (fstat(fd, &sb))
+		return py_read_probes(fd, p);
+	for (unsigned i = 0; i < PY_PROBE_CACHE; i++)
+		if (cache[i].ino == sb.st_ino && cache[i].dev == sb.st_dev && cache[i].ino) {
+			*p = cache[i].p;
+			return cache[i].rc;
+		}
+	int rc = py_read_probes(fd, p);
+	unsigned k = next++ % PY_PROBE_CACHE;
+	cache[k].dev = sb.st_dev;
+	cache[k].ino = sb.st_ino;
+	cache[k].rc = rc;
+	cache[k].p = *p;
+	return rc;
+}
+
 static int py_consider(struct py_interp *c, struct py_interp *best)
 {
-	if (c->fd < 0 || py_read_probes(c->fd, &c->probes) != 0) {
+	if (c->fd < 0 || py_read_probes_cached(c->fd, &c->probes) != 0) {
 		py_interp_close(c);
 		return 0;
 	}
@@ -414,6 +455,7 @@ static struct py_target *py_slot(struct py_state *st, int pid)
 		st->t = p;
 		st->cap = cap;
 	}
+	st->last = NULL; /* st->t may move */
 	t = &st->t[st->n++];
 	memset(t, 0, sizeof(*t));
 	t->pid = pid;
@@ -575,8 +617,8 @@ static int py_resolve(struct lt_session *s, int pid, struct py_interp *in)
 			py_try(root_fd, exe, in);
 		if (root_fd >= 0)
 			close(root_fd);
-		if (in->probes.has_entry)
-			return 0;
+		if (in->probes.has_entry || (in->path[0] && py_is_candidate(in->path)))
+			return 0; /* the hook is held for its exec; the probes are armed */
 		py_interp_close(in); /* not Python (yet): wait for the exec */
 		py_interp_init(in);
 		return 0;
@@ -603,6 +645,28 @@ static int py_given(const struct lt_session *s, int pid)
 	return 0;
 }
 
+/* Would the hook be refused (traced by a debugger or strace, stopped)?
+ * A process a thread of ours holds (the hook going in) is not. */
+static int py_hook_refused(int pid, char *why, size_t whysz)
+{
+	char path[64], buf[2048], task[64];
+	const char *p;
+	ssize_t n;
+	int fd;
+
+	if (!lt_inj_gate(pid, 0, why, whysz))
+		return 0;
+	snprintf(path, sizeof(path), "/proc/%d/status", pid);
+	if ((fd = open(path, O_RDONLY | O_CLOEXEC)) < 0)
+		return 1;
+	n = read(fd, buf, sizeof(buf) - 1);
+	close(fd);
+	buf[n > 0 ? n : 0] = 0;
+	p = strstr(buf, "\nTracerPid:");
+	snprintf(task, sizeof(task), "/proc/self/task/%d", p ? atoi(p + 11) : 0);
+	return !p || atoi(p + 11) <= 0 || access(task, F_OK) != 0;
+}
+
 /* Inject the profile hook: 0 when it runs, 1 when it goes in later (from
  * a collector thread: a process still starting, or not given by -p), or
  * -errno with the reason in msg. */
@@ -620,7 +684,8 @@ static int py_try_hook(struct lt_session *s, struct py_state *st, struct py_targ
 		return -ENOTSUP;
 	}
 	if (later) {
-		int rc = lt_im_attach_later(s->inject, t->pid, LT_IM_PYTHON, fresh ? LT_IM_FRESH : 0);
+		int rc = lt_im_attach_later(s->inject, t->pid, LT_IM_PYTHON,
+					    fresh ? LT_IM_FRESH : t->forked_new ? LT_IM_FORKED : 0);
 		if (rc)
 			return snprintf(msg, msgsz, "%s", rc == -E2BIG ? "too many processes waiting" :
 					rc == -ECANCELED ? "the profile ended before the hook could go in" :
@@ -689,13 +754,13 @@ static void py_use_usdt(struct lt_session *s, struct py_state *st, struct py_tar
 
 /*
  * The cheapest exact method (--python-method auto; costs in
- * docs/MEASUREMENTS.md, the Python hook): the injected hook where it can go in now (a running
- * process given by -p) or exactly from the start (the launched command, held
- * at Py_RunMain until it is in); a process that appears later (exec'd, a
- * followed child) keeps the USDT probes when its interpreter has them, armed
- * before its first Python instruction, and gets the hook later otherwise. A hook refused (an
+ * docs/MEASUREMENTS.md, the Python hook): the injected hook, at once for a running process
+ * given by -p, exactly from the start for a process that execs an
+ * interpreter (the launched command, a spawned worker: held from its exec
+ * to Py_RunMain), inherited by forks (which record into logs of their own
+ * from their first call), and later for the rest. A hook refused (an
  * unsupported version, no thread could be stopped safely, ...) falls back
- * to the probes, in one line saying why.
+ * to the probes where the interpreter has them, in one line saying why.
  */
 static void py_add_resolved(struct lt_session *s, struct py_state *st, struct py_target *t,
 			    const struct py_interp *in, int forced, int starting)
@@ -720,14 +785,20 @@ static void py_add_resolved(struct lt_session *s, struct py_state *st, struct py
 		LT_WARN("python: pid %d: %s=%s cannot be read as an ELF file (%s); the interpreter is "
 			"found in the process instead", pid, PY_ENV_PATH, in->path,
 			in->why[0] ? in->why : "not an ELF file");
-	/* auto: the hook where it is exact, a running -p target or the launched
-	 * command (held at Py_RunMain); probes for the processes that appear
-	 * later (followed children) where the interpreter has them. */
-	if (method == LT_PYM_USDT || (method == LT_PYM_AUTO && usdt && !now && !t->launched)) {
+	/* auto: the hook, exact everywhere now (held at Py_RunMain from an
+	 * exec on, inherited by forks); the probes where it cannot go in. */
+	if (method == LT_PYM_USDT) {
 		if (usdt)
 			py_use_usdt(s, st, t, in, NULL);
 		else
 			t->explained = 1, py_explain(st, pid, in, forced);
+		return;
+	}
+	/* A process the hook would be refused (traced by a debugger or
+	 * strace, stopped) takes the probes at once: a refusal heard later,
+	 * from the hook's thread, could not fall back. */
+	if (method == LT_PYM_AUTO && usdt && !t->launched && py_hook_refused(pid, msg, sizeof(msg))) {
+		py_use_usdt(s, st, t, in, msg);
 		return;
 	}
 	rc = py_try_hook(s, st, t, !now, starting, msg, sizeof(msg));
@@ -751,15 +822,67 @@ static void py_add_resolved(struct lt_session *s, struct py_state *st, struct py
 		pid, msg, usdt || method != LT_PYM_AUTO ? "" : " (and the interpreter has no USDT probes)");
 }
 
+/* Now, in /proc/PID/stat's start-time unit (clock ticks since boot). */
+static unsigned long long py_now_ticks(void)
+{
+	struct timespec ts;
+
+	clock_gettime(CLOCK_BOOTTIME, &ts);
+	return (unsigned long long)ts.tv_sec * (unsigned long long)sysconf(_SC_CLK_TCK) +
+	       (unsigned long long)ts.tv_nsec * (unsigned long long)sysconf(_SC_CLK_TCK) / 1000000000ull;
+}
+
+/* A process forked since we started: 1, or 2 when it has exec'd already:
+ * BPF saw its exec (it was a target from its fork on), and that record is
+ * where the hook goes in, held from the exec (a spawned worker). Flags and
+ * start time from /proc/PID/stat: PF_FORKNOEXEC, started after us. */
+#define PY_PF_FORKNOEXEC 0x40
+static int py_new_child(const struct py_state *st, int pid)
+{
+	char path[64], buf[1024];
+	unsigned long flags = 0;
+	unsigned long long start = 0;
+	FILE *f;
+	size_t n;
+	const char *p;
+
+	snprintf(path, sizeof(path), "/proc/%d/stat", pid);
+	if (!(f = fopen(path, "re")))
+		return 0;
+	n = fread(buf, 1, sizeof(buf) - 1, f);
+	fclose(f);
+	buf[n] = 0;
+	/* after the comm: state ppid pgrp session tty_nr tpgid flags ... (19 more) starttime */
+	p = strrchr(buf, ')');
+	if (!p || sscanf(p + 1, " %*c %*d %*d %*d %*d %*d %lu %*u %*u %*u %*u %*u %*u %*d %*d %*d %*d %*d %*d %llu",
+			 &flags, &start) != 2)
+		return 0;
+	return start < st->t0_ticks ? 0 : flags & PY_PF_FORKNOEXEC ? 1 : 2;
+}
+
 static int py_add_target_at(struct lt_session *s, void *state, int pid, int starting)
 {
 	struct py_state *st = state;
-	struct py_target *t = py_slot(st, pid);
+	struct py_target *t = py_find(st, pid);
 	struct py_interp in;
 	int forced;
 
-	if (!t)
+	int new_child = !t && !starting && !py_given(s, pid) && !lt_launch_is_own_fork(pid) ? py_new_child(st, pid) : 0;
+	if (new_child == 2) {
+		if ((t = py_slot(st, pid)))
+			t->await_exec = 1; /* py_on_exec takes it from there */
+		return t ? 0 : -ENOMEM;
+	}
+	if (t && t->await_exec && !starting)
+		return 0;
+	if (!t && !(t = py_slot(st, pid)))
 		return -ENOMEM;
+	t->await_exec = 0;
+	t->forked_new |= new_child == 1;
+	if (new_child == 1 && py_method(s) != LT_PYM_USDT && lt_im_follows_forks(s->inject, pid)) {
+		t->hooked = 1; /* its parent's hook, inherited: it records by itself */
+		return 0;
+	}
 	if (lt_launch_is_own_fork(pid)) /* a launched command before its exec */
 		starting = t->launched = 1;
 	forced = py_resolve(s, pid, &in);
@@ -793,8 +916,28 @@ static void py_on_exec(struct lt_session *s, struct py_state *st, int pid)
 		py_detach(t);
 		st->n_traced--;
 	}
-	/* Just exec'd: its libraries are not mapped yet, a hook goes in later. */
+	/* Just exec'd: a new image, held from its exec for the hook, at once
+	 * (what follows reads its files, for milliseconds the new interpreter
+	 * would spend starting unheld). */
+	if (t)
+		t->hooked = t->explained = 0;
+	if (py_method(s) != LT_PYM_USDT && !st->hook_failed && lt_im_usable(s->inject, LT_IM_PYTHON, NULL) &&
+	    !py_hook_refused(pid, NULL, 0))
+		lt_im_attach_later(s->inject, pid, LT_IM_PYTHON, LT_IM_FRESH);
 	py_add_target_at(s, st, pid, 1);
+}
+
+/* The launched command is let go next: the hook's thread holds it for its
+ * exec first (inject_exec.h), so the hold at Py_RunMain cannot come late. */
+#define PY_ARM_WAIT_MS 2000
+static int py_prepare_exec(struct lt_session *s, void *state, int pid, const char *path)
+{
+	struct py_target *t = py_find(state, pid);
+
+	(void)path;
+	if (t && t->hooked)
+		lt_im_before_exec(s->inject, pid, PY_ARM_WAIT_MS);
+	return 0;
 }
 
 /* ------------------------------------------------------------- records */
@@ -805,10 +948,21 @@ static struct evlog_str py_str(const char *s, size_t max)
 	return r;
 }
 
+/* One USDT event of `pid`, counted for the summary's line. */
+static void py_usdt_count(struct py_state *st, int pid)
+{
+	if (!st->last || st->last->pid != pid)
+		st->last = py_find(st, pid);
+	if (st->last)
+		st->last->usdt_events++;
+}
+
 static int py_handle(struct lt_session *s, void *state, const struct lt_rec_hdr *rec, size_t size)
 {
 	struct evlog_event ev = { .ts = rec->ts, .pid = rec->pid, .tid = rec->tid };
 
+	if (rec->kind == LT_REC_PY_ENTER || rec->kind == LT_REC_PY_EXIT)
+		py_usdt_count(state, rec->pid);
 	if (rec->kind == LT_REC_PY_ENTER && size >= sizeof(struct lt_rec_py_enter)) {
 		const struct lt_rec_py_enter *r = (const void *)rec;
 
@@ -834,6 +988,69 @@ static int py_handle(struct lt_session *s, void *state, const struct lt_rec_hdr 
 
 /* ------------------------------------------------------------ lifetime */
 
+/* ------------------------------------------------------------ exec catcher
+ *
+ * A target that execs an interpreter is held from its exec to Py_RunMain
+ * for the hook (inject_mgr.h LT_IM_FRESH). The main loop hears the exec
+ * too, but may be busy (records, a file's symbols) for longer than an
+ * interpreter takes to start (under load it came 120 ms late, after the
+ * program had started): this thread hears the py_execs ring only, at a
+ * raised priority, and asks at once. The main loop's request for the same
+ * exec joins it (the manager merges them). */
+#define PY_CATCH_NICE (-10)
+
+static int py_catch_one(void *ctx, void *data, size_t len)
+{
+	struct py_state *st = ctx;
+	char link[64], exe[PATH_MAX];
+	uint32_t pid;
+	ssize_t n;
+
+	if (len < sizeof(pid))
+		return 0;
+	memcpy(&pid, data, sizeof(pid));
+	snprintf(link, sizeof(link), "/proc/%u/exe", pid);
+	n = readlink(link, exe, sizeof(exe) - 1);
+	if (n <= 0)
+		return 0;
+	exe[n] = 0;
+	/* Python by its name (anything else: the main loop looks); one the
+	 * hook would be refused (traced, stopped) takes the probes there. */
+	if (py_is_candidate(exe) && !py_hook_refused((int)pid, NULL, 0))
+		lt_im_attach_later(st->im, (int)pid, LT_IM_PYTHON, LT_IM_FRESH);
+	return 0;
+}
+
+static void *py_catcher(void *arg)
+{
+	struct py_state *st = arg;
+
+	setpriority(PRIO_PROCESS, (id_t)gettid(), PY_CATCH_NICE); /* a privilege: else as it is */
+	while (!atomic_load(&st->catch_stop))
+		ring_buffer__poll(st->catch_rb, 100);
+	return NULL;
+}
+
+static void py_catch_start(struct lt_session *s, struct py_state *st)
+{
+	if (py_method(s) == LT_PYM_USDT || !lt_im_usable(s->inject, LT_IM_PYTHON, NULL))
+		return;
+	st->im = s->inject;
+	st->catch_rb = ring_buffer__new(bpf_map__fd(st->skel->maps.py_execs), py_catch_one, st, NULL);
+	if (st->catch_rb && !pthread_create(&st->catch_th, NULL, py_catcher, st))
+		st->catch_on = 1;
+}
+
+static void py_catch_stop(struct py_state *st)
+{
+	atomic_store(&st->catch_stop, 1);
+	if (st->catch_on)
+		pthread_join(st->catch_th, NULL);
+	st->catch_on = 0;
+	ring_buffer__free(st->catch_rb);
+	st->catch_rb = NULL;
+}
+
 static int py_start(struct lt_session *s, void **state)
 {
 	struct py_state *st = calloc(1, sizeof(*st));
@@ -843,6 +1060,7 @@ static int py_start(struct lt_session *s, void **state)
 	if (!st)
 		return lt_session_errorf(s, "python: out of memory"), -ENOMEM;
 	st->s = s;
+	st->t0_ticks = py_now_ticks();
 	st->skel = python_bpf__open();
 	if (!st->skel)
 		return err = -errno, lt_session_errorf(s, "python: cannot open the BPF object: %s",
@@ -858,7 +1076,35 @@ static int py_start(struct lt_session *s, void **state)
 		err = -errno;
 		return lt_session_errorf(s, "python: cannot watch exec: %s", strerror(-err)), err;
 	}
+	py_catch_start(s, st);
 	return 0;
+}
+
+/* The processes whose calls were recorded (hook logs with events, USDT
+ * probes that fired), under the summary's python row and, with those
+ * missed and why, in a line. */
+static void py_recorded_line(struct lt_session *s, const struct py_state *st, const struct lt_im_totals *tot)
+{
+	char pids[128] = "", missed[1024];
+	size_t len = 0;
+	unsigned n = 0;
+
+	for (int i = 0; i < tot->py_procs; i++, n++)
+		if (i < (int)(sizeof(tot->py_pids) / sizeof(tot->py_pids[0])) && len < sizeof(pids))
+			len += (size_t)snprintf(pids + len, sizeof(pids) - len, "%s%d", len ? ", " : "", tot->py_pids[i]);
+	for (size_t i = 0; i < st->n; i++) {
+		if (!st->t[i].usdt_events)
+			continue;
+		if (n++ < 8 && len < sizeof(pids))
+			len += (size_t)snprintf(pids + len, sizeof(pids) - len, "%s%d", len ? ", " : "", st->t[i].pid);
+	}
+	unsigned m = lt_session_unseen_text(s, "python", missed, sizeof(missed));
+	if (n)
+		lt_session_note(s, "python", "calls recorded in %u process%s (pid %s%s)", n, n == 1 ? "" : "es",
+				pids, n > 8 ? ", ..." : "");
+	if (n || m)
+		LT_INFO(1, "python: calls recorded in %u process(es)%s%s%s; %u missed%s%s", n, n ? " (pid " : "",
+			pids, n ? (n > 8 ? ", ...)" : ")") : "", m, m ? ": " : "", missed);
 }
 
 static int py_finish(struct lt_session *s, void *state)
@@ -892,9 +1138,7 @@ static int py_finish(struct lt_session *s, void *state)
 	if (n)
 		LT_INFO(1, "python: %u process(es) ran no Python interpreter, nothing to trace there (pid %s%s)",
 			n, pids, n > 8 ? ", ..." : "");
-	if (st->n_traced || st->n_untraced)
-		LT_INFO(1, "python: functions traced in %u process(es), %u could not be traced",
-			st->n_traced, st->n_untraced);
+	py_recorded_line(s, st, &tot);
 	return 0;
 }
 
@@ -907,6 +1151,7 @@ static void py_quiesce(struct lt_session *s, void *state)
 	(void)s;
 	if (!st)
 		return;
+	py_catch_stop(st);
 	for (size_t i = 0; i < st->n; i++)
 		py_detach(&st->t[i]);
 	lt_close_drain(); /* lowered before we say we are done, not at our exit */
@@ -932,6 +1177,7 @@ const struct lt_source lt_source_python = {
 	.kind_hi = 79,
 	.start = py_start,
 	.add_target = py_add_target,
+	.prepare_exec = py_prepare_exec,
 	.handle = py_handle,
 	.quiesce = py_quiesce,
 	.finish = py_finish,

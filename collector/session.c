@@ -54,6 +54,7 @@ struct lt_slot {
 	uint64_t events; /* events its records produced (not the records: some only steer it) */
 	uint64_t lost;   /* lost outside the ring buffer (lt_session_add_lost) */
 	char not_recorded[200]; /* why (some of) it was not recorded under -t all: the first reason */
+	char note[200];         /* lt_session_note: shown under its row */
 };
 
 /* What a source could not see, one reason with the processes it held for. */
@@ -178,6 +179,45 @@ void lt_session_unseen(struct lt_session *s, const char *source, int pid, const 
 	else if (u->n++ < LT_UNSEEN_PIDS)
 		u->pids[u->n - 1] = pid;
 	pthread_mutex_unlock(&unseen_mu);
+}
+
+void lt_session_note(struct lt_session *s, const char *source, const char *fmt, ...)
+{
+	struct lt_priv *p = P(s);
+	va_list ap;
+
+	for (size_t i = 0; p && i < LT_N_SOURCES; i++) {
+		if (strcmp(p->slots[i].src->name, source))
+			continue;
+		va_start(ap, fmt);
+		vsnprintf(p->slots[i].note, sizeof(p->slots[i].note), fmt, ap);
+		va_end(ap);
+	}
+}
+
+unsigned lt_session_unseen_text(struct lt_session *s, const char *source, char *buf, size_t n)
+{
+	struct lt_priv *p = P(s);
+	unsigned count = 0;
+	size_t len = 0;
+
+	if (n)
+		buf[0] = 0;
+	if (!p)
+		return 0;
+	pthread_mutex_lock(&unseen_mu);
+	for (unsigned i = 0; i < p->n_unseen; i++) {
+		const struct lt_unseen *u = &p->unseen[i];
+
+		if (strcmp(u->src, source))
+			continue;
+		count += u->n;
+		for (unsigned k = 0; k < u->n && k < LT_UNSEEN_PIDS && len < n; k++)
+			len += (size_t)snprintf(buf + len, n - len, "%spid %d (%s)", len ? ", " : "", u->pids[k],
+						u->why);
+	}
+	pthread_mutex_unlock(&unseen_mu);
+	return count;
 }
 
 /* Under a row: each reason, how many processes, which. */
@@ -964,6 +1004,8 @@ void lt_session_summary(struct lt_session *s, double seconds, const char *extra)
 				(p->slots[i].events ? "  partly not recorded: " : "  not recorded: ") :
 			!p->slots[i].events && !any_unseen ? "  recorded nothing" : "",
 			p->slots[i].not_recorded);
+		if (p->slots[i].note[0])
+			fprintf(stderr, "    %s\n", p->slots[i].note);
 		summary_unseen(p, src->name);
 	}
 	if (p->unseen_dropped)

@@ -195,6 +195,16 @@ void lt_session_not_recorded(struct lt_session *s, const char *source, const cha
 void lt_session_unseen(struct lt_session *s, const char *source, int pid, const char *fmt, ...)
 	__attribute__((format(printf, 4, 5)));
 
+/* What `source` recorded in which processes (a short line, the last one
+ * given): the summary shows it under the source's row, before what it
+ * could not see. */
+void lt_session_note(struct lt_session *s, const char *source, const char *fmt, ...)
+	__attribute__((format(printf, 3, 4)));
+
+/* The processes `source` could not see so far, as "pid N (why), ..." into
+ * buf (cut at n); returns how many. */
+unsigned lt_session_unseen_text(struct lt_session *s, const char *source, char *buf, size_t n);
+
 /* A process left with the injected library loaded at the end (`comm`: its
  * name, printable), and why: the summary names each. Any thread may call it. */
 void lt_session_kept(struct lt_session *s, int pid, const char *comm, const char *why);

@@ -203,6 +203,8 @@ struct cv_core {
 int cv_pass1(struct cv_core *c);
 /* Is e the collector's EVLOG_MARKER_NS_TID marker (metadata, not shown)? */
 int cv_is_ns_tid_marker(const struct evlog_event *e);
+/* Is e an EVLOG_MARKER_OWN_THREAD marker (metadata, not shown)? */
+int cv_is_own_thread_marker(const struct evlog_event *e);
 /* e with its tid as the node numbers it: events of a log a target wrote in
  * another pid namespace carry that namespace's tids (CUPTI's, gettid()),
  * mapped through the collector's EVLOG_MARKER_NS_TID markers (read before

@@ -139,6 +139,7 @@ static struct conv_thread *thread_get(struct cv_core *c, struct cv_host *h, uint
 	t->pid = pid;
 	t->tid = tid;
 	t->name = "";
+	t->own = 0;
 	return proc_get(c, h, pid) ? t : NULL;
 }
 
@@ -283,6 +284,14 @@ int cv_is_ns_tid_marker(const struct evlog_event *e)
 	       !memcmp(e->u.marker.name.ptr, EVLOG_MARKER_NS_TID, n);
 }
 
+int cv_is_own_thread_marker(const struct evlog_event *e)
+{
+	static const size_t n = sizeof(EVLOG_MARKER_OWN_THREAD) - 1;
+
+	return e->type == EV_MARKER && e->u.marker.name.len == n &&
+	       !memcmp(e->u.marker.name.ptr, EVLOG_MARKER_OWN_THREAD, n);
+}
+
 const struct evlog_event *cv_node_tid(const struct cv_host *h, const struct cv_log *l,
 				      const struct evlog_event *e, struct evlog_event *tmp)
 {
@@ -412,6 +421,13 @@ static int meta_event(struct cv_core *c, struct cv_host *h, struct cv_log *l,
 			if (!(slot = cv_map_put(&h->ns_tids, e->pid, (uint32_t)e->u.marker.value, NULL)))
 				return -1;
 			*slot = e->tid;
+			return 0;
+		}
+		if (cv_is_own_thread_marker(e)) {
+			if (!(t = thread_get(c, h, e->pid, e->tid ? e->tid : e->pid)))
+				return -1;
+			t->own = 1;
+			t->name = EVLOG_OWN_THREAD_NAME;
 			return 0;
 		}
 		return meta_timeline(c, h, l, e);

@@ -60,6 +60,8 @@ struct sm {
 	struct frame *stk;
 	size_t depth, stk_cap;
 	int width;                /* terminal columns a row may take */
+	uint32_t own_pid, own_tid; /* the thread own_thread last looked up ... */
+	int own;                  /* ... is the profiler's own */
 };
 
 static int is_py(const char *c) { return !strcmp(c, "python_function"); }
@@ -87,11 +89,29 @@ static void enter_track(struct sm *s, const struct conv_item *it)
 	s->track_seq++;
 }
 
+/* A thread of the profiler's own in a target (EVLOG_MARKER_OWN_THREAD):
+ * its time is not the job's, in no table. */
+static int own_thread(struct sm *s, const struct conv_item *it)
+{
+	if (it->track != CONV_TRACK_THREAD)
+		return 0;
+	if (it->pid != s->own_pid || it->tid != s->own_tid) {
+		s->own_pid = it->pid;
+		s->own_tid = it->tid;
+		s->own = 0;
+		for (uint32_t i = 0; i < s->meta->n_threads && !s->own; i++)
+			s->own = s->meta->threads[i].own && s->meta->threads[i].pid == it->pid &&
+				 s->meta->threads[i].tid == it->tid;
+	}
+	return s->own;
+}
+
 static int sm_begin(void *ctx, const struct conv_host_meta *m)
 {
 	struct sm *s = ctx;
 
 	s->meta = m;
+	s->own_pid = s->own_tid = UINT32_MAX;
 	if (step_stats_begin(s->steps, m)) {
 		snprintf(s->sink.err, sizeof(s->sink.err), "out of memory");
 		return -1;
@@ -200,6 +220,8 @@ static int sm_item(void *ctx, const struct conv_item *it)
 	int rc;
 
 	s->items++;
+	if (own_thread(s, it))
+		return 0;
 	if (step_stats_item(s->steps, it)) {
 		rc = -1;
 	} else if (it->step) {

@@ -220,6 +220,14 @@ static inline void evlog_set_corr(struct evlog_event *e, uint64_t v)
  * (CUPTI, Python hook) to the node's with them, and shows no such marker. */
 #define EVLOG_MARKER_NS_TID "llmtracker.ns_tid"
 
+/* EV_MARKER naming a thread of the profiler's own in a target (the injected
+ * library's control thread, named LT_OWN_THREAD_NAME): pid and tid are the
+ * thread's (the log's view, mapped like its other tids). Written by the
+ * injected library into its log; the converter shows that thread under
+ * that name and leaves it out of the summary's tables. */
+#define EVLOG_MARKER_OWN_THREAD "llmtracker.own_thread"
+#define EVLOG_OWN_THREAD_NAME "llmtracker"
+
 /* EV_MARKER written by the injected CUPTI library when it switched kernel
  * recording on: ts before, ts + dur after. Calls made before ts queued no
  * recorded work; the converter pairs uprobe launch calls with recorded

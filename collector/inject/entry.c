@@ -19,6 +19,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/prctl.h>
 #include <sys/socket.h>
 #include <time.h>
 #include <unistd.h>
@@ -49,6 +50,7 @@ struct li_chan {
 	 * process has loaded CUDA); the Python hook. */
 	int cuda_on, cuda_wait, py_on;
 	int stop_ms;            /* the stop's ms= (0: none) */
+	int forked;             /* a forked child's own channel: started by the fork */
 };
 static struct li_chan li_att = { .sock = -1 }, li_lch = { .sock = -1 };
 static pthread_mutex_t li_cuda_mu = PTHREAD_MUTEX_INITIALIZER;
@@ -70,7 +72,7 @@ static void cfg_defaults(struct li_config *c)
 {
 	memset(c, 0, sizeof(*c));
 	c->pid = (uint32_t)getpid();
-	c->cupti_fd = c->py_fd = -1;
+	c->cupti_fd = c->py_fd = c->fork_fd = -1;
 	c->driver = 0;
 	c->runtime = 1;
 	c->finalize_ms = 3000;
@@ -116,10 +118,12 @@ static void cfg_parse(struct li_config *c, char *msg)
 			c->py_wait_ms = atoi(eq);
 		else if (!strcmp(tok, "py_hold"))
 			c->py_hold = atoi(eq) == 1;
+		else if (!strcmp(tok, "fork"))
+			c->fork = atoi(eq) == 1;
 	}
 }
 
-#define LI_MAX_FDS 2 /* one log file per source */
+#define LI_MAX_FDS 3 /* one log file per source, the fork channel */
 
 /* Receive one message and the fds that came with it (up to LI_MAX_FDS; the
  * kernel drops any beyond; fds is NULL: none kept). 0 on EOF/error. */
@@ -158,6 +162,7 @@ static void take_log_fds(struct li_config *c, int *fds, int nfds)
 	int k = 0;
 	c->cupti_fd = c->cuda && k < nfds ? fds[k++] : -1;
 	c->py_fd = c->python && k < nfds ? fds[k++] : -1;
+	c->fork_fd = c->python && c->fork && k < nfds ? fds[k++] : -1;
 	while (k < nfds)
 		close(fds[k++]);
 }
@@ -175,7 +180,9 @@ static void close_log_fds(struct li_chan *ch)
 	pthread_mutex_unlock(&li_cuda_mu);
 	if (c->py_fd >= 0)
 		close(c->py_fd);
-	c->py_fd = -1;
+	if (c->fork_fd >= 0)
+		close(c->fork_fd);
+	c->py_fd = c->fork_fd = -1;
 }
 
 static void li_exit_at_exit(void);
@@ -360,9 +367,12 @@ static void *worker(void *arg)
 	struct li_chan *ch = arg;
 	char buf[LI_MSG_MAX];
 	int rc = ch->early_rc;
+	prctl(PR_SET_NAME, EVLOG_OWN_THREAD_NAME); /* not the target's name: the profiler's thread */
 	if (ch->early) {
 		ch->cuda_on = !rc;
 		send_msg(ch, ch->early_msg);
+	} else if (ch->forked) {
+		rc = 0; /* started by the fork: stop is all it waits for */
 	} else {
 		int fds[LI_MAX_FDS], nfds = 0;
 		if (!recv_msg(ch, buf, sizeof(buf), fds, &nfds) || strncmp(buf, "start", 5)) {
@@ -375,6 +385,8 @@ static void *worker(void *arg)
 		rc = start_sources(ch);
 		close_log_fds(ch);
 	}
+	if (ch->py_on)
+		li_pyhook_mark_own();
 	wait_stop(ch);
 	if (rc == 0)
 		stop_and_report(ch);
@@ -403,7 +415,8 @@ static int start_worker(struct li_chan *ch)
 /* A forked child inherits the attach channel but not its thread: CUDA it
  * may initialize itself (a worker forked before its parent's CUDA) never
  * starts under the parent's start, into the parent's log; launch mode's
- * own start is what it gets then. */
+ * own start is what it gets then. The parent's socket is closed; a child
+ * that records Python calls gets a channel of its own (li_chan_forked). */
 static void atfork_child(void)
 {
 	pthread_mutex_init(&li_cuda_mu, NULL);
@@ -411,6 +424,31 @@ static void atfork_child(void)
 	if (li_att.cfg.cupti_fd >= 0)
 		close(li_att.cfg.cupti_fd);
 	li_att.cfg.cupti_fd = -1;
+	if (li_att.sock >= 0) /* the parent's: its end is the parent's alone */
+		close(li_att.sock);
+	li_att.sock = -1;
+	li_att.cuda_on = li_att.py_on = li_att.forked = 0;
+	atomic_store(&li_att.state, LI_IDLE);
+	atomic_store(&li_unloadable, 1);
+}
+
+int li_chan_forked(int sock)
+{
+	if (atomic_load(&li_att.state) != LI_IDLE) {
+		close(sock);
+		return -EBUSY;
+	}
+	li_att.sock = sock;
+	li_att.forked = li_att.py_on = 1;
+	li_att.cuda_on = li_att.cuda_wait = 0;
+	li_att.cfg.pid = (uint32_t)getpid();
+	int rc = start_worker(&li_att);
+	if (rc) {
+		close(sock);
+		li_att.sock = -1;
+		li_att.forked = li_att.py_on = 0;
+	}
+	return rc;
 }
 
 /* Called by the injector on a borrowed thread: start the control thread. */
@@ -429,7 +467,7 @@ LI_API int llmt_inject_attach(int sock, uint64_t token)
 		atfork_set = pthread_atfork(NULL, NULL, atfork_child) == 0;
 	li_att_token = token;
 	li_att.sock = sock;
-	li_att.cuda_on = li_att.cuda_wait = li_att.py_on = 0;
+	li_att.cuda_on = li_att.cuda_wait = li_att.py_on = li_att.forked = 0;
 	cfg_defaults(&li_att.cfg);
 	int rc = start_worker(&li_att);
 	if (rc) {

@@ -18,7 +18,12 @@
  *                           finalize_ms, cuda (0/1), cuda_wait (0/1),
  *                           cuda_init (0/1: with cuda_wait, CUDA's own
  *                           InitializeInjection starts CUPTI, nothing else),
- *                           python (0/1), py_wait_ms, py_hold (pyhook.h)
+ *                           python (0/1), py_wait_ms, py_hold (pyhook.h),
+ *                           fork (0/1: with python=1, a third fd follows, the
+ *                           fork channel: forked children hand their own
+ *                           log and control socket to the collector there,
+ *                           "forked pid=N ppid=N" + SCM_RIGHTS [memfd,
+ *                           socket]; pyhook.c "forks")
  *   lib -> collector  one reply per source asked, CUDA's first:
  *                     "ok src=cuda|python ..." | "err src=cuda|python MESSAGE";
  *                     with cuda_wait=1 and no driver loaded yet, "ok src=cuda
@@ -99,6 +104,9 @@ struct li_config {
 				* to finish starting before answering */
 	int py_hold;           /* start key py_hold=1: a thread holding the GIL is stopped
 				* by the collector, which installs through llmt_pyhook_held */
+	int fork;              /* start key fork=1: forked children record into logs of
+				* their own, announced on the fork channel */
+	int fork_fd;           /* that channel (the start's third fd), or -1 */
 };
 
 enum { LI_TEARDOWN_AUTO, LI_TEARDOWN_ALWAYS, LI_TEARDOWN_NEVER };
@@ -114,6 +122,10 @@ struct li_stats {
 	int cut;               /* the final flush was given up at the stop's deadline */
 	char file[256];
 };
+
+/* entry.c: a forked child's own control channel on `sock` (taken), served
+ * by a new thread as a started one with Python on. 0, or -errno. */
+int li_chan_forked(int sock);
 
 /* cupti.c */
 int li_cupti_start(const struct li_config *cfg, char *msg, size_t msgsz);

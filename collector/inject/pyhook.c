@@ -37,11 +37,14 @@
 #include <errno.h>
 #include <fcntl.h>
 #include <pthread.h>
+#include <signal.h>
 #include <stdatomic.h>
 #include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/mman.h>
+#include <sys/socket.h>
 #include <time.h>
 #include <unistd.h>
 #include <sys/uio.h>
@@ -81,6 +84,7 @@ static struct {
 	void *(*PyThreadState_Get)(void);
 	/* 3.12+: sys.monitoring (PEP 669), called through its Python API */
 	void *(*PyObject_CallFunction)(void *, const char *, ...);
+	void *(*PyObject_Call)(void *, void *, void *);
 	void *PyCFunction_Type;
 	void *none;
 	int major, minor;
@@ -94,6 +98,7 @@ struct pyh_methoddef {
 	const char *doc;
 };
 #define PYH_METH_VARARGS 1
+#define PYH_METH_KEYWORDS 2
 #define PYH_METH_FASTCALL 0x80
 
 /* One code object seen: its names, interned for the hot path. */
@@ -134,6 +139,17 @@ static uint64_t n_inline; /* events a caller encoded itself: the ring was full *
 static unsigned n_threads, n_busy;
 static int log_fd = -1;             /* the writer's fd (closed in forked children) */
 static int log_failed;              /* the last flush of the log failed */
+/* py_hold=1: the collector installs on the held thread (li_pyhook_held);
+ * a tick installs only if that never came by then (the collector gave up),
+ * never while it may still come: taking the GIL there would wait for the
+ * held thread and leave the program's first calls unrecorded. */
+#define HOLD_GRACE_NS (15ull * 1000000000ull)
+static uint64_t hold_until;
+/* Forks: a child of ours records into a log of its own (see "forks"). */
+enum { FORK_NONE, FORK_BEGIN, FORK_STARTING, FORK_RUNNING };
+static atomic_int fork_state;
+static int fork_fd = -1;            /* the collector's fork channel (start key fork=1) */
+static void child_begin(void);
 
 /* ------------------------------------------------------------ resolving */
 
@@ -215,8 +231,10 @@ static int resolve(char *msg, size_t msgsz)
 	    NEED(PyCFunction_NewEx, "PyCFunction_NewEx") || NEED(PyTuple_GetItem, "PyTuple_GetItem") ||
 	    NEED(PyThreadState_Get, "PyThreadState_Get") || !(api.none = sym("_Py_NoneStruct")))
 		api.PySys_GetObject = NULL; /* new threads are then covered at ticks only */
+	api.PyCFunction_Type = sym("PyCFunction_Type");
+	*(void **)&api.PyObject_Call = sym("PyObject_Call"); /* optional: the exit flush */
 	if (api.minor < 12 || !api.PySys_GetObject || NEED(PyObject_CallFunction, "PyObject_CallFunction") ||
-	    !(api.PyCFunction_Type = sym("PyCFunction_Type")))
+	    !api.PyCFunction_Type)
 		api.PyObject_CallFunction = NULL; /* no sys.monitoring: the profile function */
 	return 0;
 }
@@ -488,6 +506,8 @@ static struct pyh_tls *tls_get(void)
 /* One call entered (enter=1) or left by `code`, on this thread. */
 static void record(void *code, int enter)
 {
+	if (atomic_load_explicit(&fork_state, memory_order_relaxed) == FORK_BEGIN)
+		child_begin();
 	struct pyh_tls *t = tls_get();
 	if (!enter && !t->depth)
 		return; /* entered before we started watching */
@@ -749,6 +769,86 @@ static int thread_hook_remove(void)
 	return 1;
 }
 
+/* ------------------------------------------------------------ os._exit
+ *
+ * os._exit ends a process without atexit handlers or library destructors,
+ * and every multiprocessing and DataLoader worker ends that way: what the
+ * ring and the writer still held was lost. Where posix._exit is the
+ * builtin, a builtin of ours takes its place (and os._exit's), under the
+ * GIL, that writes both out and calls the original; at stop the original
+ * goes back wherever ours still is. */
+static void *exit_orig, *exit_obj;
+
+static void flush_now(void)
+{
+	pthread_mutex_lock(&lock);
+	ring_drain_locked();
+	if (wr)
+		evlog_writer_flush(wr);
+	pthread_mutex_unlock(&lock);
+}
+
+static void *exit_wrap(void *self, void *args, void *kw)
+{
+	(void)self;
+	flush_now();
+	return api.PyObject_Call(exit_orig, args, kw);
+}
+
+static struct pyh_methoddef exit_def = {
+	"_exit", (void *(*)(void *, void *))(void (*)(void))exit_wrap, PYH_METH_VARARGS | PYH_METH_KEYWORDS, NULL,
+};
+
+/* Under the GIL: sys.modules[mod]._exit = to, where it is `from`. */
+static void exit_swap(const char *mod, void *from, void *to)
+{
+	void *mods = api.PySys_GetObject("modules");
+	void *m = mods ? api.PyDict_GetItemString(mods, mod) : NULL;
+	void *cur = m ? api.PyObject_GetAttrString(m, "_exit") : NULL;
+	if (cur && cur == from)
+		api.PyObject_SetAttrString(m, "_exit", to);
+	if (cur)
+		api.Py_DecRef(cur);
+	api.PyErr_Clear();
+}
+
+static void exit_hook_install(void)
+{
+	if (exit_obj || !api.PyObject_Call || !api.PySys_GetObject || !api.PyCFunction_Type)
+		return;
+	void *mods = api.PySys_GetObject("modules");
+	void *posix = mods ? api.PyDict_GetItemString(mods, "posix") : NULL;
+	void *orig = posix ? api.PyObject_GetAttrString(posix, "_exit") : NULL;
+	void *name = posix ? api.PyObject_GetAttrString(posix, "__name__") : NULL;
+	if (orig && ((void **)orig)[1] == api.PyCFunction_Type) /* ob_type: never the program's code */
+		exit_obj = api.PyCFunction_NewEx(&exit_def, NULL, name);
+	if (exit_obj) {
+		exit_orig = orig;
+		exit_swap("posix", orig, exit_obj);
+		exit_swap("os", orig, exit_obj);
+	} else if (orig) {
+		api.Py_DecRef(orig);
+	}
+	if (name)
+		api.Py_DecRef(name);
+	api.PyErr_Clear();
+}
+
+/* Under the GIL: the original back. 1 if no one else holds ours. */
+static int exit_hook_remove(void)
+{
+	if (!exit_obj)
+		return 1;
+	exit_swap("posix", exit_obj, exit_orig);
+	exit_swap("os", exit_obj, exit_orig);
+	if (*(ssize_t *)exit_obj != 1)
+		return 0; /* `from os import _exit` while traced: we stay, and so does the original */
+	api.Py_DecRef(exit_obj);
+	api.Py_DecRef(exit_orig);
+	exit_obj = exit_orig = NULL;
+	return 1;
+}
+
 /* How far past a thread state its profile function may be looked for. */
 #define SLOT_SCAN 1024
 
@@ -866,6 +966,7 @@ static int install(int self_too, char *msg, size_t msgsz)
 		via_mon = 1;
 		n_threads = count_thread_states();
 		installed = 1;
+		exit_hook_install();
 		api.PyGILState_Release(st);
 		return 0;
 	}
@@ -881,6 +982,7 @@ static int install(int self_too, char *msg, size_t msgsz)
 			thread_hook_install();
 		cover_threads(self_too);
 		installed = 1;
+		exit_hook_install();
 	}
 	api.PyGILState_Release(st);
 	if (rc)
@@ -904,27 +1006,41 @@ static int count_tasks(void)
 
 /* ------------------------------------------------------------ log */
 
-/* Only the file the collector made for us (no directory, no path); the
- * collector publishes it. Our own copy of the fd: entry.c closes its. */
-static int open_log(char *msg, size_t msgsz)
+/* The writer on fd (taken in every case): the collector's file, or a
+ * forked child's memfd (`what` says which in the header's options). */
+static int writer_open(int fd, const char *what, char *err, size_t errsz)
 {
-	char err[256], cmd[64], opts[64];
+	char cmd[64], opts[96];
 	snprintf(cmd, sizeof(cmd), "pid=%u", (unsigned)getpid());
-	snprintf(opts, sizeof(opts), "pyhook cpython=%d.%d", api.major, api.minor);
+	snprintf(opts, sizeof(opts), "pyhook cpython=%d.%d%s", api.major, api.minor, what);
 	struct evlog_header h = {
 		.host = evlog_s(cfg.host), .producer = evlog_s("inject"),
 		.cmdline = evlog_s(cmd), .options = evlog_s(opts),
 		.producer_pid = (uint32_t)getpid(),
 	};
 	memcpy(h.session, cfg.session, sizeof(h.session));
-	int fd = cfg.py_fd >= 0 ? fcntl(cfg.py_fd, F_DUPFD_CLOEXEC, 0) : -1;
 	if (fd < 0)
-		snprintf(err, sizeof(err), "no log file came from the collector");
-	if (fd < 0 || evlog_writer_open_fd(&wr, fd, "the collector's log file", &h, NULL, err, sizeof(err))) {
+		return snprintf(err, errsz, "no log file came from the collector"), -EIO;
+	struct evlog_writer *w = NULL;
+	if (evlog_writer_open_fd(&w, fd, "the collector's log file", &h, NULL, err, errsz))
+		return -EIO;
+	pthread_mutex_lock(&lock);
+	wr = w;
+	log_fd = fd;
+	pthread_mutex_unlock(&lock);
+	return 0;
+}
+
+/* Only the file the collector made for us (no directory, no path); the
+ * collector publishes it. Our own copy of the fd: entry.c closes its. */
+static int open_log(char *msg, size_t msgsz)
+{
+	char err[256];
+	int fd = cfg.py_fd >= 0 ? fcntl(cfg.py_fd, F_DUPFD_CLOEXEC, 0) : -1;
+	if (writer_open(fd, "", err, sizeof(err))) {
 		snprintf(msg, msgsz, "err Python function tracing cannot start: cannot create its log: %s", err);
 		return -EIO;
 	}
-	log_fd = fd;
 	return 0;
 }
 
@@ -938,22 +1054,90 @@ static void close_log(void)
 	pthread_mutex_unlock(&lock);
 }
 
-/* ------------------------------------------------------------ control */
-
-/* A forked child (multiprocessing, DataLoader workers) inherits the hook but
- * not the control thread, and its writer shares the parent's file: it
- * records nothing, its inherited callback returns at once, and it keeps no
- * fd of the collector's file. */
+/* ------------------------------------------------------------ forks
+ *
+ * A forked child (multiprocessing, DataLoader workers) inherits the hook
+ * (the profile function on the forking thread, the monitoring tool), the
+ * ring, the writer and the parent's file, but not the control thread. It
+ * must never write the parent's file and must lose none of its own calls,
+ * from the first one after the fork: it goes on recording into the ring
+ * (the parent's records there dropped) and, at its first call, makes a log
+ * of its own in memory (a memfd) and hands it, with one end of a new
+ * control socket, to the collector on the fork channel (start key fork=1:
+ * a socket the collector gave with the start, inherited by every fork).
+ * A control thread of the child's own then drains the ring and answers
+ * "stop" like any started library; the collector copies the memfd into a
+ * log file of the child's as it grows (inject_mgr.c). Nothing waits for the
+ * collector: a send that fails (collector gone, channel full) leaves the
+ * child recording nothing. Without fork=1 a child records nothing. */
 static void atfork_child(void)
 {
-	atomic_store(&running, 0);
 	pthread_mutex_init(&lock, NULL);
-	wr = NULL;
+	wr = NULL; /* the parent's, caught in any state: never touched again */
 	if (log_fd >= 0)
 		close(log_fd);
 	log_fd = -1;
-	installed = pending = 0;
+	int follow = atomic_load(&running) && installed && fork_fd >= 0;
+	atomic_store(&fork_state, follow ? FORK_BEGIN : FORK_NONE);
+	if (!follow) {
+		atomic_store(&running, 0);
+		installed = pending = 0;
+		return;
+	}
+	ring_reset();              /* slots the parent's threads held are theirs */
+	atomic_fetch_add(&gen, 1); /* this thread's tid, and depth from here on */
+	n_enter = n_exit = n_dropped = n_inline = 0;
 }
+
+/* "forked" + the memfd and a control socket's end, on the fork channel;
+ * never blocks. */
+static int child_announce(int mfd, int sock)
+{
+	char msg[64], cbuf[CMSG_SPACE(2 * sizeof(int))];
+	int fds[2] = { mfd, sock };
+	snprintf(msg, sizeof(msg), "forked pid=%d ppid=%d", (int)getpid(), (int)getppid());
+	struct iovec iov = { msg, strlen(msg) };
+	struct msghdr mh = { .msg_iov = &iov, .msg_iovlen = 1, .msg_control = cbuf, .msg_controllen = sizeof(cbuf) };
+	struct cmsghdr *cm = CMSG_FIRSTHDR(&mh);
+	cm->cmsg_level = SOL_SOCKET;
+	cm->cmsg_type = SCM_RIGHTS;
+	cm->cmsg_len = CMSG_LEN(sizeof(fds));
+	memcpy(CMSG_DATA(cm), fds, sizeof(fds));
+	return sendmsg(fork_fd, &mh, MSG_DONTWAIT | MSG_NOSIGNAL) < 0 ? -errno : 0;
+}
+
+/* The child's first call (under the GIL): its own log and channel. */
+static void child_begin(void)
+{
+	int want = FORK_BEGIN, sv[2] = { -1, -1 };
+	char err[256];
+	if (!atomic_compare_exchange_strong(&fork_state, &want, FORK_STARTING))
+		return;
+	cfg.pid = (uint32_t)getpid();
+	int mfd = memfd_create("llmtracker-python", MFD_CLOEXEC);
+	int ok = mfd >= 0 && !socketpair(AF_UNIX, SOCK_SEQPACKET | SOCK_CLOEXEC, 0, sv) &&
+		 !writer_open(fcntl(mfd, F_DUPFD_CLOEXEC, 0), " forked", err, sizeof(err)) &&
+		 !child_announce(mfd, sv[1]);
+	if (mfd >= 0)
+		close(mfd);
+	if (sv[1] >= 0)
+		close(sv[1]);
+	if (ok && !li_chan_forked(sv[0])) {
+		atomic_store(&fork_state, FORK_RUNNING);
+		return;
+	}
+	atomic_store(&running, 0); /* nowhere to record to: nothing is recorded */
+	pthread_mutex_lock(&lock);
+	evlog_writer_abort(wr);
+	wr = NULL;
+	log_fd = -1;
+	pthread_mutex_unlock(&lock);
+	if (sv[0] >= 0 && !ok)
+		close(sv[0]);
+	atomic_store(&fork_state, FORK_NONE);
+}
+
+/* ------------------------------------------------------------ control */
 
 /* Launch: the interpreter may still be starting; catch its end quickly. */
 static int wait_initialized(int ms)
@@ -973,6 +1157,10 @@ int li_pyhook_start(const struct li_config *c, char *msg, size_t msgsz)
 	if (!atfork_set)
 		atfork_set = pthread_atfork(NULL, NULL, atfork_child) == 0;
 	cfg = *c;
+	if (fork_fd >= 0)
+		close(fork_fd);
+	fork_fd = c->fork && c->fork_fd >= 0 ? fcntl(c->fork_fd, F_DUPFD_CLOEXEC, 0) : -1;
+	atomic_store(&fork_state, FORK_NONE);
 	n_enter = n_exit = n_dropped = n_inline = 0;
 	n_threads = n_busy = 0;
 	installed = pending = removed = via_mon = 0;
@@ -983,6 +1171,7 @@ int li_pyhook_start(const struct li_config *c, char *msg, size_t msgsz)
 	ring_reset(); /* without a ring every event is written at once */
 	if (c->py_hold) { /* installed by li_pyhook_held, else by a tick */
 		pending = 1;
+		hold_until = mono_ns() + HOLD_GRACE_NS;
 		snprintf(msg, msgsz, "ok cpython=%d.%d pending=1 held=1", api.major, api.minor);
 		return 0;
 	}
@@ -1020,6 +1209,19 @@ int li_pyhook_held(void)
 	return rc;
 }
 
+void li_pyhook_mark_own(void)
+{
+	struct evlog_event ev = { .type = EV_MARKER, .ts = mono_ns(), .pid = cfg.pid,
+				  .tid = (uint32_t)gettid() };
+	if (cfg.pid != (uint32_t)getpid() && ev.tid == (uint32_t)getpid())
+		ev.tid = cfg.pid; /* as tls_get maps it */
+	ev.u.marker.name = evlog_s(EVLOG_MARKER_OWN_THREAD);
+	pthread_mutex_lock(&lock);
+	if (wr)
+		evlog_write(wr, &ev);
+	pthread_mutex_unlock(&lock);
+}
+
 int li_pyhook_running(void)
 {
 	return wr != NULL;
@@ -1029,7 +1231,7 @@ void li_pyhook_tick(void)
 {
 	if (!wr)
 		return;
-	if (pending && api.Py_IsInitialized()) {
+	if (pending && api.Py_IsInitialized() && !(cfg.py_hold && mono_ns() < hold_until)) {
 		char m[256];
 		pending = 0;
 		install(0, m, sizeof(m)); /* on failure the log stays empty; stop says so */
@@ -1075,12 +1277,17 @@ int li_pyhook_stop(int at_exit, char *msg, size_t msgsz)
 		return 1;
 	}
 	atomic_store(&running, 0);
+	atomic_store(&fork_state, FORK_NONE);
+	if (fork_fd >= 0)
+		close(fork_fd); /* children forked from here on record nothing */
+	fork_fd = -1;
 	if (installed && !at_exit && !gil_take(&st)) {
+		int exit_gone = exit_hook_remove();
 		if (via_mon) {
-			removed = mon_remove();
+			removed = mon_remove() && exit_gone;
 		} else {
 			int all = uncover_threads(); /* first: threads may hold our hook object */
-			removed = thread_hook_remove() && all && !mon_stuck;
+			removed = thread_hook_remove() && all && !mon_stuck && exit_gone;
 		}
 		if (removed) {
 			ring_drain(); /* its events point into the cache */

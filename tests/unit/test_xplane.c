@@ -49,7 +49,7 @@ static int teardown(void **state)
 static struct evlog_event gpu_dev, api, kern, copy, mset, sys;
 static const uint32_t streams[] = { 7, 14 };
 static const struct conv_process procs[] = { { 100, "python3", "python3 train.py", -1, 0, "" } };
-static const struct conv_thread threads[] = { { 100, 100, "python3" }, { 100, 101, "loader" } };
+static const struct conv_thread threads[] = { { 100, 100, "python3", 0 }, { 100, 101, "loader", 0 } };
 static struct conv_gpu gpus[] = { { 0, &gpu_dev, 2, streams } };
 
 static struct conv_host_meta meta(void)
@@ -405,7 +405,7 @@ static void test_invalid_utf8(void **state)
 	char path[512], cmd[1200], err[256];
 	const char *root = getenv("LLMT_ROOT") ? getenv("LLMT_ROOT") : ".";
 	struct conv_host_meta m = meta();
-	struct conv_thread bad_threads[] = { { 100, 100, "py\xff\xfe" }, { 100, 101, "ok" } };
+	struct conv_thread bad_threads[] = { { 100, 100, "py\xff\xfe", 0 }, { 100, 101, "ok", 0 } };
 	struct conv_item it = thr(100, 1000, 100, "fn_\xc3(");
 	struct conv_sink *s;
 
