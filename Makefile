@@ -34,12 +34,14 @@ CFLAGS    += $(shell $(CC) -mmemset-strategy=$(STRINGOP) -E -x c /dev/null >/dev
 endif
 
 # Shared libraries each binary links.
-LIBS_EVLOG     := -lzstd -ldeflate
+LIBS_EVLOG     := -lzstd -ldeflate -lnettle
 LIBS_COLLECTOR := -lbpf -lelf -ldw -lz -ljson-c -lpthread $(LIBS_EVLOG)
 LIBS_CONVERTER := -lprotobuf-c -larchive -ljson-c -lz -lisal -lm -lstdc++ $(LIBS_EVLOG)
 
 # ------------------------------------------------------------------ sources
 EVLOG_SRC     := $(wildcard eventlog/*.c) $(wildcard common/*.c)
+# The injected library takes the log writer only: it needs nothing but glibc.
+INJECT_EVLOG_SRC := $(filter-out common/digest.c,$(EVLOG_SRC))
 BPF_SRC       := $(wildcard bpf/*.bpf.c)
 COLL_SRC      := $(filter-out collector/main.c,$(wildcard collector/*.c))
 INJECT_SRC    := $(wildcard collector/inject/*.c)
@@ -143,7 +145,7 @@ $(BUILD)/obj/gen/%.o: $(BUILD)/gen/%.c
 # never sanitized: it is loaded into programs that carry no sanitizer runtime.
 $(BUILD)/pic/%.o: %.c | $(GENERATED)
 	@mkdir -p $(@D)
-	$(CC) $(filter-out -fsanitize% -fno-sanitize%,$(CFLAGS)) -fPIC -fvisibility=hidden \
+	$(CC) $(filter-out -fsanitize% -fno-sanitize%,$(CFLAGS)) -fPIC -fvisibility=hidden -DLT_NO_DIGEST \
 		-I$(CUDA_HOME)/include -MMD -MP -c $< -o $@
 
 $(EVLOG_A): $(call obj,$(EVLOG_SRC))
@@ -208,7 +210,7 @@ $(BIN_KUBE): $(call obj,$(KUBECTL_SRC))
 	@mkdir -p $(@D)
 	$(CC) $(LDFLAGS) -o $@ $^ -ljson-c
 
-$(INJECT_SO): $(patsubst %.c,$(BUILD)/pic/%.o,$(INJECT_SRC) $(EVLOG_SRC))
+$(INJECT_SO): $(patsubst %.c,$(BUILD)/pic/%.o,$(INJECT_SRC) $(INJECT_EVLOG_SRC))
 	@mkdir -p $(@D)
 	$(CC) $(filter-out -fsanitize% -fno-sanitize%,$(LDFLAGS)) -shared -Wl,--no-undefined \
 		-Wl,--exclude-libs,ALL -Wl,-soname,$(INJECT_SONAME) -o $@ $^ \
@@ -222,7 +224,7 @@ $(BUILD)/share/llmtracker/%.json: examples/%.json
 static: $(BUILD)/bin/llmtracker-static
 $(BUILD)/bin/llmtracker-static: $(call obj,collector/main.c) $(COLL_A) $(EVLOG_A)
 	@mkdir -p $(@D)
-	$(CC) -static $(LDFLAGS) -o $@ $^ -lbpf -ldw -lelf -lz -ljson-c -lzstd -ldeflate -llzma -lbz2 \
+	$(CC) -static $(LDFLAGS) -o $@ $^ -lbpf -ldw -lelf -lz -ljson-c -lzstd -ldeflate -lnettle -llzma -lbz2 \
 		-Wl,-u,__cxa_demangle -lstdc++ -lm -lpthread
 
 # -------------------------------------------------------------------- tests
@@ -267,12 +269,12 @@ PROG_LIBS_inject_tool := $(INJECT_TOOL_SRC) $(EVLOG_SRC) -lelf $(LIBS_EVLOG)
 PROG_LIBS_inject_logdump := -static $(PROG_EVLOG)
 PROG_LIBS_inject_rawzstd := -lzstd -ldl
 $(BUILD)/tests/progs/inject_rawzstd: collector/inject/zstd_shim.c
-$(BUILD)/tests/progs/inject_tool: $(INJECT_TOOL_SRC) $(INJECT_TOOL_SRC:.c=.h) eventlog/session.c common/io.c common/sha256.c
+$(BUILD)/tests/progs/inject_tool: $(INJECT_TOOL_SRC) $(INJECT_TOOL_SRC:.c=.h) eventlog/session.c common/io.c common/digest.c
 # The same tool linked static, for the GPU host's newer C library
 # (tests/gpu/cupti_attach.sh prepare).
-$(BUILD)/tests/progs/inject_tool-static: tests/progs/inject_tool.c $(INJECT_TOOL_SRC) eventlog/session.c common/io.c common/sha256.c
+$(BUILD)/tests/progs/inject_tool-static: tests/progs/inject_tool.c $(INJECT_TOOL_SRC) eventlog/session.c common/io.c common/digest.c
 	@mkdir -p $(@D)
-	$(CC) -O2 -static -D_GNU_SOURCE -I. -o $@ $(filter %.c,$^) -lelf -lz -lzstd
+	$(CC) -O2 -static -D_GNU_SOURCE -I. -o $@ $(filter %.c,$^) -lelf -lz -lzstd -lnettle
 PROG_LIBS_cuda_logcount := -static $(PROG_EVLOG)
 PROG_LIBS_pys_folded := -static $(PROG_EVLOG)
 # A stand-in libcupti.so.13 (shared object) and the app that loads it.

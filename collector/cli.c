@@ -38,7 +38,8 @@ void lt_cli_usage(FILE *f)
 		"                          [--cpu-buffer-size MB] [--probe-file FILE] [--max-probes N]\n"
 		"                          [--enable-cuda-kernel true] [--cuda-api-records true]\n"
 		"                          [--cupti-dir DIR] [--freq HZ] [--cpu-stack-bytes N] [--no-children]\n"
-		"                          [--python-method auto|hook|usdt] [[--user USER[:GROUP]] -- CMD ARGS ...]\n"
+		"                          [--python-method auto|hook|usdt] [--segment-mb MB] [--segment-seconds SEC]\n"
+		"                          [[--user USER[:GROUP]] -- CMD ARGS ...]\n"
 		"       llmtracker export -i FILE [-i FILE ...] [--cupti-dir DIR] {-o OUT.json[.gz] | --logdir DIR [--run NAME]}\n"
 		"       llmtracker generateCommand [--container-id ID | --pod-uid UID]\n"
 		"       llmtracker generateProbe -p PID [-o FILE] [--force]\n"
@@ -46,6 +47,11 @@ void lt_cli_usage(FILE *f)
 		"  -p PID               process to profile (repeat for several); its descendants are followed\n"
 		"  -t TYPES             comma list of python, cuda, syscall, cpu, pysample, or all\n"
 		"  -o FILE              event log to write (binary whatever the extension; default %s)\n"
+		"  --segment-mb MB      the log is published in segments, FILE.1, FILE.2 ... and FILE\n"
+		"                       last, each once complete: a segment ends past MB (default %g)...\n"
+		"  --segment-seconds SEC ... or SEC seconds old (default %g); a crash loses at most\n"
+		"                       the open one. Up to two segments wait in memory for a slow\n"
+		"                       store; what does not fit is dropped and counted as lost\n"
 		"  -d SEC               stop after SEC seconds (default: when every target exited, or on a signal)\n"
 		"  --delay SEC          wait SEC seconds before attaching (with -- CMD, the command runs meanwhile)\n"
 		"  -v N                 log level (glog-style lines on stderr)\n"
@@ -85,7 +91,8 @@ void lt_cli_usage(FILE *f)
 		"  generateCommand      list GPU (and Python) processes and print a profile command\n"
 		"  generateProbe        write a probe file for the CUDA libraries PID has loaded\n"
 		"  --version            print the version\n",
-		LT_DEFAULT_OUTPUT, LT_DEFAULT_CPU_BUFFER_MB, LT_MAX_PROBES, LT_DEFAULT_FREQ_HZ,
+		LT_DEFAULT_OUTPUT, (double)LT_DEFAULT_SEGMENT_MB, (double)LT_DEFAULT_SEGMENT_S,
+		LT_DEFAULT_CPU_BUFFER_MB, LT_MAX_PROBES, LT_DEFAULT_FREQ_HZ,
 		LT_DEFAULT_CPU_STACK_BYTES, LT_CPU_STACK_MAX);
 }
 
@@ -137,8 +144,8 @@ const char *lt_cli_types_str(unsigned types, char *buf, size_t sz)
 	return buf;
 }
 
-static int parse_double(const char *flag, const char *v, double lo, double hi, double *out,
-			char *err, size_t errsz)
+static int parse_number(const char *flag, const char *v, double lo, double hi, const char *unit,
+			double *out, char *err, size_t errsz)
 {
 	char *end;
 	double d;
@@ -146,11 +153,17 @@ static int parse_double(const char *flag, const char *v, double lo, double hi, d
 	errno = 0;
 	d = strtod(v, &end);
 	if (errno || end == v || *end || !isfinite(d) || d < lo || d > hi) {
-		snprintf(err, errsz, "%s %s: expected a number of seconds from %g to %g", flag, v, lo, hi);
+		snprintf(err, errsz, "%s %s: expected a number of %s from %g to %g", flag, v, unit, lo, hi);
 		return -1;
 	}
 	*out = d;
 	return 0;
+}
+
+static int parse_double(const char *flag, const char *v, double lo, double hi, double *out,
+			char *err, size_t errsz)
+{
+	return parse_number(flag, v, lo, hi, "seconds", out, err, errsz);
 }
 
 static int parse_uint(const char *flag, const char *v, unsigned long lo, unsigned long hi,
@@ -197,7 +210,7 @@ static int parse_py_method(const char *v, int *out, char *err, size_t errsz)
 }
 
 enum { OPT_DELAY = 256, OPT_CPUBUF, OPT_PROBE, OPT_CUDAK, OPT_CUPTI, OPT_FREQ, OPT_NOCHILD,
-       OPT_MAXPROBES, OPT_PYMETHOD, OPT_STACKBYTES, OPT_CUDAAPI, OPT_USER };
+       OPT_MAXPROBES, OPT_PYMETHOD, OPT_STACKBYTES, OPT_CUDAAPI, OPT_USER, OPT_SEGMB, OPT_SEGS };
 
 static const struct option long_opts[] = {
 	{ "pid", required_argument, NULL, 'p' },
@@ -218,6 +231,8 @@ static const struct option long_opts[] = {
 	{ "no-children", no_argument, NULL, OPT_NOCHILD },
 	{ "python-method", required_argument, NULL, OPT_PYMETHOD },
 	{ "user", required_argument, NULL, OPT_USER },
+	{ "segment-mb", required_argument, NULL, OPT_SEGMB },
+	{ "segment-seconds", required_argument, NULL, OPT_SEGS },
 	{ "help", no_argument, NULL, 'h' },
 	{ 0 },
 };
@@ -260,6 +275,11 @@ static int parse_one(struct lt_options *o, int c, const char *v, bool *have_t, c
 		return parse_double("-d", v, 0, 1e7, &o->duration_s, err, errsz);
 	case OPT_DELAY:
 		return parse_double("--delay", v, 0, 1e7, &o->delay_s, err, errsz);
+	case OPT_SEGMB:
+		return parse_number("--segment-mb", v, LT_SEGMENT_MB_MIN, LT_SEGMENT_MB_MAX, "MiB",
+				    &o->segment_mb, err, errsz);
+	case OPT_SEGS:
+		return parse_double("--segment-seconds", v, 1, 86400, &o->segment_s, err, errsz);
 	case 'q':
 		o->quiet = true;
 		return 0;
@@ -326,6 +346,8 @@ int lt_cli_parse_profile(int argc, char **argv, struct lt_options *o, char *err,
 
 	memset(o, 0, sizeof(*o));
 	o->output = LT_DEFAULT_OUTPUT;
+	o->segment_mb = LT_DEFAULT_SEGMENT_MB;
+	o->segment_s = LT_DEFAULT_SEGMENT_S;
 	o->cpu_buffer_mb = LT_DEFAULT_CPU_BUFFER_MB;
 	o->freq_hz = LT_DEFAULT_FREQ_HZ;
 	o->cpu_stack_bytes = LT_DEFAULT_CPU_STACK_BYTES;

@@ -11,6 +11,14 @@
 #define LT_DEFAULT_CPU_BUFFER_MB 20
 #define LT_DEFAULT_FREQ_HZ 99
 #define LT_DEFAULT_CPU_STACK_BYTES 16384
+/* The event log's segments (--segment-mb, --segment-seconds). 20 MiB: s3fs
+ * renames an object larger than its multipart_threshold (25 MiB unless set)
+ * by multipart copy, which not every S3-compatible server has (the tests'
+ * does not: EIO); below it, a rename is one server-side copy. */
+#define LT_DEFAULT_SEGMENT_MB 20
+#define LT_DEFAULT_SEGMENT_S 60
+#define LT_SEGMENT_MB_MIN 0.0625
+#define LT_SEGMENT_MB_MAX 4096
 
 /* Where lt_log() writes (stderr unless a command prints its result as log lines). */
 extern int lt_log_fd;

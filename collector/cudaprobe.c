@@ -743,17 +743,9 @@ static const struct cp_seen *find_seen(const struct cp_state *st, int pid, uint6
 	return NULL;
 }
 
-static bool have_seen(const struct cp_state *st, int pid, uint64_t dev, uint64_t ino)
-{
-	for (size_t i = 0; i < st->n_seen; i++)
-		if (st->seen[i].pid == pid && st->seen[i].dev == dev && st->seen[i].ino == ino)
-			return true;
-	return false;
-}
-
 static bool seen_file(struct cp_state *st, int pid, uint64_t dev, uint64_t ino)
 {
-	if (have_seen(st, pid, dev, ino))
+	if (find_seen(st, pid, dev, ino))
 		return true;
 	if (!lt_grow((void **)&st->seen, &st->cap_seen, st->n_seen + 1, sizeof(*st->seen), 64))
 		st->seen[st->n_seen++] = (struct cp_seen){ pid, st->cur_start, dev, ino, lt_now_ns() };
@@ -888,7 +880,7 @@ static void arm_found(void *arg, const struct lt_lf_file *f)
 
 	pls = calloc(a->st->pf->n_libs ? a->st->pf->n_libs : 1, sizeof(*pls));
 	size_t n = pls ? matching_libs(a->st, f->path, f->soname, pls) : 0;
-	if (n && !have_seen(a->st, a->pid, f->dev, f->ino) &&
+	if (n && !find_seen(a->st, a->pid, f->dev, f->ino) &&
 	    attach_file(a->s, a->st, a->pid, f->fd, f->path, f->dev, f->ino, pls, n, !f->needed))
 		seen_file(a->st, a->pid, f->dev, f->ino);
 	free(pls);
@@ -959,7 +951,7 @@ static void cp_drop_target(struct lt_session *s, void *state, int pid)
 	forget_earlier(state, pid, UINT64_MAX);
 }
 
-/* A launched command, stopped before its execve of path: arm what it will
+/* A launched command, held before its execve of path: arm what it will
  * load, so its first call is recorded. It inherits our environment. */
 static int cp_prepare_exec(struct lt_session *s, void *state, int pid, const char *path)
 {

@@ -21,7 +21,9 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/prctl.h>
 #include <sys/ptrace.h>
+#include <sys/socket.h>
 #include <sys/syscall.h>
 #include <sys/uio.h>
 #include <sys/user.h>
@@ -71,7 +73,7 @@ struct latch {
 	struct latch_thr *thr;
 	int n_thr;
 	int mem_fd;                 /* /proc/PID/mem: the address space as seized */
-	int guard_pid, guard_fd;    /* the guardian and our end of its pipe */
+	int guard_pid, guard_fd;    /* the guardian and our end of its socket */
 	bool patched, execd, group_stop;
 	char *err;
 	size_t errsz;
@@ -368,8 +370,17 @@ static void latch_resume_world(struct latch *l)
 			l->thr[i].stopped = false;
 }
 
-/* While the threads run: pass signals on at once, follow forks. */
-static void latch_service(struct latch *l)
+/* The guardian ended (its end of our socket closed): nothing would put the
+ * bytes back if we died too, so the latch is given up at once. */
+static bool latch_guard_lost(const struct latch *l)
+{
+	struct pollfd pfd = { l->guard_fd, POLLIN, 0 };
+	return l->guard_pid > 0 && poll(&pfd, 1, 0) > 0;
+}
+
+/* While the threads run: pass signals on at once, follow forks. -ECHILD
+ * when the guardian is gone. */
+static int latch_service(struct latch *l)
 {
 	for (int i = 0; i < l->n_thr; i++) {
 		struct latch_thr *t = &l->thr[i];
@@ -378,6 +389,11 @@ static void latch_service(struct latch *l)
 		    latch_status(l, t, st) && !ptrace(PTRACE_CONT, t->tid, NULL, NULL))
 			t->stopped = false; /* a stale interrupt stop */
 	}
+	if (latch_guard_lost(l))
+		return latch_fail(l, -ECHILD, "process %d: the injection's guardian ended (killed?) while "
+				  "its text was patched: the bytes were put back at once, nothing injected",
+				  l->pid);
+	return 0;
 }
 
 /* Let every stopped thread but `keep` go (they are all stopped here). */
@@ -468,12 +484,14 @@ static void latch_guard_fds(int a, int b, int c)
 
 /* Out of the collector's reach: a session and process group of its own
  * (a group SIGKILL, Ctrl-C or Ctrl-\ of the collector's group, a pod's
- * group kill do not reach it) and every catchable signal ignored. */
+ * group kill do not reach it), a name of its own (`killall llmtracker`
+ * does not) and every catchable signal ignored. */
 static void latch_guard_detach(void)
 {
 	struct sigaction sa = { .sa_handler = SIG_IGN };
 
 	setsid();
+	prctl(PR_SET_NAME, "llmt-guardian"); /* a kill of the collector by name misses it */
 	for (int sig = 1; sig < 32; sig++)
 		if (sig != SIGKILL && sig != SIGSTOP && sig != SIGCHLD)
 			sigaction(sig, &sa, NULL);
@@ -481,7 +499,7 @@ static void latch_guard_detach(void)
 
 /* The collector's word, or its end. Past the deadline with neither, the
  * collector is stopped or frozen with threads spinning on its patch: it is
- * ended (the kernel then lets its tracees go) and its pipe closes. */
+ * ended (the kernel then lets its tracees go) and its socket closes. */
 static char latch_guard_wait(int rd, int collector, uint64_t deadline_ms)
 {
 	char c = 0;
@@ -508,9 +526,11 @@ static char latch_guard_wait(int rd, int collector, uint64_t deadline_ms)
 }
 
 /* The guardian's whole life, after fork: async-signal-safe calls only.
- * 'd' on the pipe: the collector restored the bytes itself. EOF: it died
+ * 'd' on the socket: the collector restored the bytes itself. EOF: it died
  * mid-way; stop the threads (the kernel let them run), put the bytes back
- * where they are still ours, let the threads go. */
+ * where they are still ours, let the threads go. The collector watches it
+ * the same way: if the guardian ends first, the collector puts the bytes
+ * back at once (latch_service). */
 static void latch_guard_main(const struct latch *l, int rd, int ready, int task_fd, int collector,
 			     uint64_t deadline_ms)
 {
@@ -549,7 +569,8 @@ static int latch_guard_start(struct latch *l, int wait_ms)
 	pid_t self = getpid();
 	snprintf(path, sizeof(path), "/proc/%d/task", l->pid);
 	int task_fd = open(path, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
-	if (task_fd < 0 || pipe2(p, O_CLOEXEC) || pipe2(r, O_CLOEXEC)) {
+	/* (a socket: our word to a guardian that died raises no SIGPIPE) */
+	if (task_fd < 0 || socketpair(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0, p) || pipe2(r, O_CLOEXEC)) {
 		if (task_fd >= 0)
 			close(task_fd);
 		return latch_fail(l, -errno, "process %d: cannot set up the injection's guardian: %s",
@@ -585,7 +606,7 @@ static void latch_guard_done(struct latch *l)
 {
 	if (l->guard_pid <= 0)
 		return;
-	(void)!write(l->guard_fd, "d", 1);
+	(void)!send(l->guard_fd, "d", 1, MSG_NOSIGNAL);
 	close(l->guard_fd);
 	waitpid(l->guard_pid, NULL, __WNOTHREAD);
 	l->guard_pid = 0;
@@ -660,13 +681,13 @@ static int latch_rounds(struct latch *l, int wait_ms, int *tid, const char **whe
 	uint64_t end = lt_mono_ms() + (uint64_t)wait_ms;
 	long run_us = 1000 + latch_test_stall_us();
 	for (;;) {
+		int rc = 0;
 		latch_resume_world(l);
-		for (long slept = 0; slept < run_us; slept += 500) {
+		for (long slept = 0; slept < run_us && !rc; slept += 500) {
 			latch_nap_us(500);
-			latch_service(l);
+			rc = latch_service(l);
 		}
-		int rc = latch_stop_world(l);
-		if (rc)
+		if (rc || (rc = latch_stop_world(l)))
 			return rc;
 		if ((*tid = latch_find_spinner(l, where)))
 			return 0;

@@ -26,11 +26,14 @@
  * notices the collector's end on a pipe, stops the threads, puts the bytes
  * back where they are still ours and lets the threads go: the spinners
  * resume the original call. The guardian shares nothing that ends the
- * collector: a session of its own, every catchable signal ignored, the
- * target's cgroups; and it ends a collector that is still mid-latch
- * wait_ms + 5 s on (stopped, frozen). Only a kill aimed at the guardian
- * itself within the window would leave a thread reaching the patch
- * spinning; it never crashes.
+ * collector: a session of its own, a name of its own, every catchable
+ * signal ignored, the target's cgroups; and it ends a collector that is
+ * still mid-latch wait_ms + 5 s on (stopped, frozen). The collector watches
+ * the guardian the same way (its socket's end): a guardian killed alone
+ * makes the collector put the bytes back at once and give the attempt up.
+ * Only both killed within the same instant of the window (before either
+ * sees the other's end) would leave a thread reaching the patch spinning;
+ * it never crashes.
  *
  * A process that forks while patched: the child (traced from birth through
  * PTRACE_O_TRACEFORK) gets its copy of the bytes restored before it runs.
@@ -58,7 +61,8 @@ struct lt_inj_latch {
  * patches are gone and every other thread runs untraced; *where names the
  * function. Negative errno with one line in err otherwise: -EAGAIN (no
  * thread came by within wait_ms), -ENOENT (no such function to patch),
- * -ESRCH (exited), -EPERM (no ptrace rights); the process as found. */
+ * -ESRCH (exited), -EPERM (no ptrace rights), -ECHILD (the guardian
+ * ended); the process as found. */
 int lt_latch_thread(int pid, const struct lt_inj_latch *spec, int *tid, const char **where,
 		    char *err, size_t errsz);
 

@@ -27,7 +27,7 @@
 #include <stdint.h>
 #include <sys/types.h>
 
-#include "../common/sha256.h"
+#include "../common/digest.h"
 
 /* The most of a staging file published: a target can make its file as
  * large (or sparse) as it likes; a real log this large is cut there, said

@@ -41,13 +41,19 @@
 
 /*
  * How long the stop waits for a library's "stopped", every target asked at
- * once and each on its own clock: the Python hook needs the GIL once to come
+ * once and each on its own clock, so that the collector exits within 2 s of
+ * -d whatever the targets do: the Python hook needs the GIL once to come
  * off, which a thread running Python lets go every few milliseconds (one in
- * a long C call never does: that target is left as it runs); CUDA waits
- * finalize_ms for an API exit to finalize CUPTI at, then flushes.
+ * a long C call never does: that target is left as it runs); CUDA's final
+ * flush and finalize are told to answer STOP_SLACK_MS sooner ("stop ms="):
+ * a flush still running then is given up (the log holds what came before),
+ * a finalize still waiting for an API exit happens at the process's next
+ * call (the library stays loaded for it).
  */
 #define STOP_PY_MS 1000
-#define STOP_CUDA_MS 2000
+#define STOP_CUDA_MS 1500
+#define STOP_SLACK_MS 200
+
 /* Messages a library may send unasked before its "stopped" (CUDA started
  * late): more, and it is not going to answer. */
 #define STOP_MAX_OTHER 64
@@ -1445,6 +1451,9 @@ static const char *kept_why(unsigned long long kept)
 		       "profile of this process reuses it" KEPT_COST;
 	case LI_KEPT_ASKED:
 		return "stays attached, recording nothing, as asked (teardown=never)" KEPT_COST;
+	case LI_KEPT_CUT:
+		return "stays attached, recording nothing: its final flush had not ended by the stop's "
+		       "deadline, and what it still held is lost" KEPT_COST;
 	default:
 		return "still attached (no CUDA call to detach at); it detaches at the process's "
 		       "next CUDA call";
@@ -1528,6 +1537,14 @@ static void record_launched(struct lt_im *im, int pid, const char *reply)
 		im_published(im, LT_IM_CUDA, pid, name, size, digest);
 }
 
+/* "stop", with the time the library has to answer (CUDA's part: inject.h). */
+static int send_stop(int sock)
+{
+	char msg[32];
+	snprintf(msg, sizeof(msg), "stop ms=%d", STOP_CUDA_MS - STOP_SLACK_MS);
+	return lt_ictl_send(sock, msg, NULL, 0);
+}
+
 /* Launch mode: every CUDA process of the launched tree may have reported
  * on the shared socket ("ok"/"err" at its CUDA start, "stopped" at exit).
  * Stop those still running, one "stop" each. Returns how many started. */
@@ -1537,7 +1554,7 @@ static int stop_launched(struct lt_im *im, struct im_target *t)
 	char reply[1024];
 	for (int round = 0; round < 2; round++) {
 		/* One deadline per round, however much the processes say. */
-		long long end = (long long)lt_mono_ms() + (round ? im->o.finalize_ms + STOP_CUDA_MS : 0);
+		long long end = (long long)lt_mono_ms() + (round ? STOP_CUDA_MS : 0);
 		for (int k = 0; k < 4 * IM_MAX; k++) {
 			long long left = end - (long long)lt_mono_ms();
 			int rc = lt_ictl_recv(t->sock, reply, sizeof(reply), left > 0 ? (int)left : 0);
@@ -1563,7 +1580,7 @@ static int stop_launched(struct lt_im *im, struct im_target *t)
 		if (round)
 			break;
 		for (int i = 0; i < n; i++)
-			if (proc_running(pids[i]) && lt_ictl_send(t->sock, "stop", NULL, 0) == 0)
+			if (proc_running(pids[i]) && send_stop(t->sock) == 0)
 				asked++;
 		if (!asked)
 			break;
@@ -1600,9 +1617,9 @@ static void publish_logs(struct lt_im *im, struct im_target *t, int done)
 
 /* ------------------------------------------------------------ stop, all at once */
 
-static int stop_bound_ms(const struct lt_im *im, const struct im_target *t)
+static int stop_bound_ms(const struct im_target *t)
 {
-	return t->asked & LT_IM_CUDA ? im->o.finalize_ms + STOP_CUDA_MS : STOP_PY_MS;
+	return t->asked & LT_IM_CUDA ? STOP_CUDA_MS : STOP_PY_MS;
 }
 
 /* The process's name (/proc/PID/comm), printable, "?" when gone. */
@@ -1643,10 +1660,10 @@ static void stop_ask_all(struct lt_im *im, struct im_stop *st)
 		st[i] = (struct im_stop){ .im = im, .t = t, .rc = 0 };
 		if (t->launched || t->sock < 0)
 			continue;
-		st[i].bound_ms = stop_bound_ms(im, t);
+		st[i].bound_ms = stop_bound_ms(t);
 		st[i].end = now + (uint64_t)st[i].bound_ms;
 		st[i].rc = STOP_WAITING;
-		lt_ictl_send(t->sock, "stop", NULL, 0); /* a library gone: EOF below */
+		send_stop(t->sock); /* a library gone: EOF below */
 	}
 }
 
@@ -1762,7 +1779,8 @@ static int stop_said(struct lt_im *im, struct im_stop *st)
 	return started;
 }
 
-/* A library that did not answer in time is left loaded and untouched:
+/* A library that did not answer in time (or whose CUPTI flush was given
+ * up: cut=1, CUPTI still holds its callbacks) is left loaded and untouched:
  * its control thread may still wait for the GIL to take its hook off (it
  * does once it has it), so its fini would refuse the unload, and the
  * injector would have stopped the process's threads for nothing. Our end
@@ -1779,6 +1797,9 @@ static void leave_loaded(struct lt_im *im, struct im_stop *st)
 	if (st->rc == -ETIMEDOUT)
 		snprintf(why, sizeof(why), "did not answer within %d ms%s", st->bound_ms,
 			 t->on & LT_IM_PYTHON ? " (holding the GIL?)" : "");
+	else if (st->rc > 0)
+		snprintf(why, sizeof(why), "gave up CUPTI's final flush after %d ms (its log holds what "
+			 "came before; what CUPTI still held is lost)", STOP_CUDA_MS - STOP_SLACK_MS);
 	else
 		snprintf(why, sizeof(why), "%s", st->bound_ms ? "closed its channel without answering"
 							  : "had no channel to be asked to stop");
@@ -1786,6 +1807,12 @@ static void leave_loaded(struct lt_im *im, struct im_stop *st)
 	       "loaded, not unloaded: it %s; the process runs on, never stopped, no longer recorded",
 	       t->asked & LT_IM_CUDA ? "" : "python: ", t->pid, why);
 	say_kept(im, t, why);
+}
+
+/* Its "stopped" says CUPTI's final flush was given up (cut=1). */
+static int flush_cut(const struct im_stop *st)
+{
+	return st->rc > 0 && lt_ictl_field(st->reply, "cut") == 1;
 }
 
 static void *unload_main(void *arg)
@@ -1828,7 +1855,7 @@ static void unload_answered(struct lt_im *im, struct im_stop *st)
 {
 	for (int i = 0; i < im->n; i++) {
 		struct im_target *t = st[i].t;
-		if (t->launched || !t->inj.loaded || st[i].rc <= 0)
+		if (t->launched || !t->inj.loaded || st[i].rc <= 0 || flush_cut(&st[i]))
 			continue;
 		st[i].unload_ran = 1;
 		st[i].threaded = pthread_create(&st[i].th, NULL, unload_main, &st[i]) == 0;
@@ -1843,7 +1870,7 @@ static void unload_answered(struct lt_im *im, struct im_stop *st)
 			continue;
 		if (st[i].unload_ran)
 			unload_said(im, &st[i]);
-		else if (st[i].rc <= 0)
+		else if (st[i].rc <= 0 || flush_cut(&st[i]))
 			leave_loaded(im, &st[i]);
 		if (t->sock >= 0)
 			close(t->sock);
@@ -1896,6 +1923,7 @@ void lt_im_stop(struct lt_im *im)
 {
 	if (!im || im->stopped)
 		return;
+	uint64_t t0 = lt_mono_ms();
 	jobs_join_all(im);
 	fork_channel_stop(im); /* no target is added from here on */
 	memset(&im->tot, 0, sizeof(im->tot));
@@ -1914,6 +1942,9 @@ void lt_im_stop(struct lt_im *im)
 		im_unseen(im, LT_IM_CUDA, launched, "no process of the launched command initialized CUDA");
 	}
 	im->tot.py_later = atomic_load(&im->py_later);
+	if (im->n)
+		im_log(im, 0, 'I', "the injected libraries of %d process(es) stopped in %llu ms", im->n,
+		       (unsigned long long)(lt_mono_ms() - t0));
 	im->n = 0;
 	im->stopped = 1;
 }

@@ -121,7 +121,7 @@ void lt_im_before_exec(struct lt_im *im, int pid, int ms);
 /* Stop every library (the waiting threads end first: nothing is added
  * after), publish the logs, unload. Every target is asked at once and
  * waited for at once, each within its own bound (the Python hook: 1 s;
- * CUDA: finalize_ms + 2 s, CUPTI's finalize waiting that long by design);
+ * CUDA: 1.5 s, the library told to answer by then whatever CUPTI does);
  * the unloads then run at once too, only in targets that answered. A
  * target that did not answer keeps the library, untouched (never stopped
  * by ptrace), named through opts.kept. Once; later calls do nothing. */

@@ -98,6 +98,7 @@ struct libc_fns {
 	uint64_t dlopen, dlsym, dlclose, dlerror;
 	uint64_t syscall;               /* syscall(), for a `syscall` instruction */
 	uint64_t sigret;                /* __restore_rt: `mov $15,%rax; syscall`, or 0 */
+	uint64_t errno_loc;             /* __errno_location(), or 0 */
 };
 
 /* One seized thread and everything needed to put it back as it was. */
@@ -120,6 +121,8 @@ struct inj_thread {
 	uint64_t sigret;                /* libc's `mov $15,%rax; syscall` (__restore_rt) */
 	uint64_t code;                  /* our page holding the call trampoline, or 0 */
 	bool abandoned;                 /* let go mid-call: it puts itself back */
+	uint64_t errno_at;              /* its errno (0: not known), put back at the end: */
+	uint32_t errno_was;             /* a call of ours that fails (or dlopen) sets it */
 };
 
 static void compute_resume(struct inj_thread *t);
@@ -792,16 +795,16 @@ static void frame_fp(const struct inj_thread *t, uint8_t *out, size_t fplen)
 	memcpy(out + t->fp_len, &m2, 4);
 }
 
-/* Read or write the target's memory through /proc/PID/mem (what the
- * collector's seccomp profile allows). Bytes done, or -errno. */
-static ssize_t mem_io(const struct inj_thread *t, bool write, void *buf, size_t len, uint64_t addr)
+/* Write the target's memory through /proc/PID/mem (what the collector's
+ * seccomp profile allows). Bytes written, or -errno. */
+static ssize_t mem_write(const struct inj_thread *t, const void *buf, size_t len, uint64_t addr)
 {
 	char path[64];
 	snprintf(path, sizeof(path), "/proc/%d/mem", t->pid);
-	int fd = open(path, (write ? O_RDWR : O_RDONLY) | O_CLOEXEC);
+	int fd = open(path, O_RDWR | O_CLOEXEC);
 	if (fd < 0)
 		return -errno;
-	ssize_t n = write ? pwrite(fd, buf, len, (off_t)addr) : pread(fd, buf, len, (off_t)addr);
+	ssize_t n = pwrite(fd, buf, len, (off_t)addr);
 	int e = errno;
 	close(fd);
 	return n < 0 ? -e : n;
@@ -829,7 +832,7 @@ static int write_frame(struct inj_thread *t, uint64_t ret, uint64_t *sp)
 	memcpy(buf, &ret, 8);
 	memcpy(buf + 8, &u, sizeof(u));
 	frame_fp(t, buf + (fpa - s), fplen);
-	ssize_t w = mem_io(t, true, buf, len, s);
+	ssize_t w = mem_write(t, buf, len, s);
 	free(buf);
 	if (w != (ssize_t)len)
 		return w < 0 ? (int)w : -EFAULT;
@@ -930,17 +933,35 @@ static int fail_open_call(struct inj_thread *t, uint64_t fn, const uint64_t a[6]
 	return 0;
 }
 
+/* The thread's errno as it was (its address from __errno_location, on the
+ * thread itself): libc's syscall() sets it when a call of ours fails, and
+ * dlopen may, where the program may look at it after its own call. */
+static void save_errno(struct inj_thread *t, const struct libc_fns *fn)
+{
+	uint64_t at = 0, v = 0;
+	char err[128];
+	t->errno_at = 0;
+	if (fn->errno_loc && !remote_call(t, fn->errno_loc, 0, 0, 0, &at, err, sizeof(err)) && at &&
+	    !peek(t, at, &v)) {
+		t->errno_at = at;
+		t->errno_was = (uint32_t)v;
+	}
+}
+
 /* Set up the thread for calls that fail open: where it goes on, its mask,
  * libc's syscall() and __restore_rt, a page for the trampoline. Without
- * them (another libc, no XSAVE layout) calls take the older way. */
+ * them (another libc, no XSAVE layout) calls take the older way. Its errno
+ * is noted (after the page's mmap, which leaves it alone unless it fails). */
 static void begin_calls(struct inj_thread *t, const struct libc_fns *fn)
 {
 	t->syscall_fn = fn->syscall;
 	t->sigret = fn->sigret;
 	t->code = 0;
+	t->errno_at = 0;
 	if (!t->syscall_fn || !t->sigret || !frame_fp_len(t) || read_sigmask(t) ||
 	    ptrace(PTRACE_SETOPTIONS, t->tid, NULL, (void *)(long)PTRACE_O_TRACESYSGOOD)) {
 		t->sigret = 0;
+		save_errno(t, fn);
 		return;
 	}
 	int64_t r = 0;
@@ -952,6 +973,7 @@ static void begin_calls(struct inj_thread *t, const struct libc_fns *fn)
 		return;
 	}
 	t->code = (uint64_t)r;
+	save_errno(t, fn);
 }
 
 static void end_calls(struct inj_thread *t)
@@ -961,6 +983,9 @@ static void end_calls(struct inj_thread *t)
 	t->code = 0; /* its own unmapping returns through __restore_rt */
 	if (code && !t->gone && !t->abandoned)
 		remote_syscall(t, SYS_munmap, code, CODE_SIZE, 0, 0, 0, 0, &r);
+	if (t->errno_at && !t->gone && !t->abandoned)
+		poke_bytes(t, t->errno_at, &t->errno_was, sizeof(t->errno_was));
+	t->errno_at = 0;
 }
 
 /* ------------------------------------------------------------ symbols */
@@ -1105,12 +1130,14 @@ static int find_libc(int pid, struct target_lib *lib)
 static int resolve_libc_fd(int pid, const struct target_lib *lib, int fd, struct libc_fns *fn,
 			   char *err, size_t errsz)
 {
-	static const char *const names[5][2] = {
+	static const char *const names[6][2] = {
 		{ "dlopen", "__libc_dlopen_mode" }, { "dlsym", "__libc_dlsym" },
 		{ "dlclose", "__libc_dlclose" }, { "dlerror", NULL }, { "syscall", NULL },
+		{ "__errno_location", NULL },
 	};
-	uint64_t *out[5] = { &fn->dlopen, &fn->dlsym, &fn->dlclose, &fn->dlerror, &fn->syscall };
-	for (int i = 0; i < 5; i++) {
+	uint64_t *out[6] = { &fn->dlopen, &fn->dlsym, &fn->dlclose, &fn->dlerror, &fn->syscall,
+			     &fn->errno_loc };
+	for (int i = 0; i < 6; i++) {
 		uint64_t v = 0, first = 0;
 		*out[i] = 0;
 		for (int j = 0; j < 2 && names[i][j] && !*out[i]; j++)

@@ -8,6 +8,7 @@
 #include <string.h>
 #include <poll.h>
 #include <sys/signalfd.h>
+#include <sys/socket.h>
 #include <sys/stat.h>
 #include <sys/syscall.h>
 #include <sys/wait.h>
@@ -48,7 +49,7 @@ static int resolve(const char *cmd, char *out, size_t sz)
 
 /* What the keeper tells the collector, one write each (< PIPE_BUF). */
 struct keeper_msg {
-	char kind;          /* 'S': stopped before its execve; 'X': ended */
+	char kind;          /* 'S': ready, waiting before its execve; 'X': ended */
 	pid_t pid;
 	int status;         /* wait status, for 'X' */
 	char why[240];      /* 'X' before 'S': why it could not start, if it said */
@@ -78,15 +79,20 @@ static void command_fail(int efd, const char *why)
 }
 
 /*
- * The command, forked by the keeper: as the user it runs as, stopped until
- * the collector has attached, then execve. Its exec pipe (close-on-exec)
- * tells the keeper that the execve happened. No system call between the
- * stop and the execve: the profile's first event is the execve.
+ * The command, forked by the keeper: as the user it runs as, it says it is
+ * ready (the 'S' report, on the keeper's pipe to the collector) and waits
+ * in a read of its release socket, whose other end only the collector
+ * holds: a byte lets it exec, end of file (the collector gone, however it
+ * ended, whatever became of the keeper) ends it before its execve. So
+ * nothing can leave it waiting. Its exec pipe (close-on-exec) tells the keeper
+ * that the execve happened. No system call between the wait and the
+ * execve: the profile's first event is the execve.
  */
 static void command_main(const char *path, char *const argv[], const struct lt_runas *as, int efd,
-			 const sigset_t *mask)
+			 int wfd, int rfd, const sigset_t *mask)
 {
-	char why[240];
+	char why[240], go = 0;
+	ssize_t n;
 
 	sigprocmask(SIG_SETMASK, mask, NULL); /* the collector's own */
 	if (as && lt_runas_apply(as, why, sizeof(why)))
@@ -96,7 +102,12 @@ static void command_main(const char *path, char *const argv[], const struct lt_r
 			 strerror(errno));
 		command_fail(efd, why);
 	}
-	raise(SIGSTOP); /* wait, stopped, until the collector has attached */
+	keeper_say(wfd, 'S', getpid(), 0, NULL);
+	do /* wait until the collector has attached */
+		n = read(rfd, &go, 1);
+	while (n < 0 && errno == EINTR);
+	if (n != 1)
+		command_fail(efd, "the collector ended before it let the command run");
 	execv(path, argv);
 	fprintf(stderr, "llmtracker: cannot run %s: %s\n", path, strerror(errno));
 	_exit(127);
@@ -109,7 +120,7 @@ struct keeper {
 	int exec_fd;        /* the command's exec pipe, -1 at its end */
 	int chld_fd;        /* SIGCHLD (signalfd) */
 	int collector_fd;   /* pidfd of the collector; -1: poll getppid() */
-	bool said_stop, exec_done;
+	bool exec_done;
 	char why[240];      /* what the command said before it ended */
 	size_t why_len;
 };
@@ -138,7 +149,7 @@ static void keeper_read_exec(struct keeper *k, bool block)
 	k->exec_done = k->why_len == 0;
 }
 
-/* Collect the command's stop and end. True once it has ended (reported). */
+/* Collect the command's end. True once it has ended (reported). */
 static bool keeper_reap(struct keeper *k)
 {
 	struct signalfd_siginfo si;
@@ -147,17 +158,11 @@ static bool keeper_reap(struct keeper *k)
 
 	while (read(k->chld_fd, &si, sizeof(si)) == (ssize_t)sizeof(si))
 		;
-	while ((r = waitpid(k->cmd, &st, WUNTRACED | WNOHANG)) > 0 || (r < 0 && errno == EINTR)) {
+	while ((r = waitpid(k->cmd, &st, WNOHANG)) > 0 || (r < 0 && errno == EINTR)) {
 		if (r < 0)
 			continue;
-		if (WIFSTOPPED(st)) {
-			if (!k->said_stop)
-				keeper_say(k->report_fd, 'S', k->cmd, st, NULL);
-			k->said_stop = true;
-			continue;
-		}
 		keeper_read_exec(k, true);
-		keeper_say(k->report_fd, 'X', k->cmd, st, k->said_stop ? NULL : k->why);
+		keeper_say(k->report_fd, 'X', k->cmd, st, k->why);
 		return true;
 	}
 	return r < 0; /* no such child: nothing left to wait for */
@@ -171,8 +176,9 @@ static bool collector_gone(const struct keeper *k, const struct pollfd *pfd)
 /*
  * The collector is gone (killed, or ended while the command still runs): a
  * command that has not exec'd never started its real work and nobody will
- * release it, so it is killed; one that has exec'd is the user's job and
- * goes on (its parent becomes init). Either way the keeper ends.
+ * release it, so it is killed (it would end by itself at its release
+ * socket's end of file); one that has exec'd is the user's job and goes on
+ * (its parent becomes init). Either way the keeper ends.
  */
 static void keeper_orphaned(struct keeper *k)
 {
@@ -244,17 +250,19 @@ static void keeper_fds(int *wfd, int *efd)
  * tracee's ptrace stops in any wait on it, so the parent's wait took the
  * stops the injector waited for (the command was left stopped at a trap and
  * read as ended, 0x57f or 0xb7f). The keeper waits for the command and
- * reports its stop and its end through a pipe; it holds none of our files,
+ * reports its end through a pipe (the command itself says there that it
+ * is ready, before it waits for its release); it holds none of our files,
  * and it ends with the collector (keeper_orphaned() says what then
  * becomes of the command).
  */
 static void keeper_main(const char *path, char *const argv[], const struct lt_runas *as, int wfd,
-			pid_t collector)
+			const int rel[2], pid_t collector)
 {
 	struct keeper k = { .collector = collector, .exec_fd = -1 };
 	sigset_t chld, old;
 	int ep[2];
 
+	close(rel[1]); /* the collector's alone */
 	sigemptyset(&chld);
 	sigaddset(&chld, SIGCHLD);
 	sigprocmask(SIG_BLOCK, &chld, &old); /* none lost before the signalfd */
@@ -262,13 +270,13 @@ static void keeper_main(const char *path, char *const argv[], const struct lt_ru
 		_exit(126);
 	k.cmd = fork();
 	if (k.cmd == 0) {
-		close(wfd);
 		close(ep[0]);
-		command_main(path, argv, as, ep[1], &old);
+		command_main(path, argv, as, ep[1], wfd, rel[0], &old);
 	}
 	if (k.cmd < 0)
 		_exit(126);
 	close(ep[1]);
+	close(rel[0]);
 	/* After the fork: the command keeps our signal dispositions. While the
 	 * collector lives, the keeper outlives a terminal's Ctrl-C or a kill of
 	 * the process group, to report; it ends with the collector. */
@@ -303,6 +311,13 @@ static int keeper_read(struct lt_launch *l, struct keeper_msg *m)
 	return n < 0 && errno == EAGAIN ? -EAGAIN : 0;
 }
 
+static void release_close(struct lt_launch *l)
+{
+	if (l->release_fd > 0)
+		close(l->release_fd);
+	l->release_fd = -1;
+}
+
 static void keeper_close(struct lt_launch *l)
 {
 	if (l->keeper_fd > 0)
@@ -320,33 +335,39 @@ int lt_launch_start(struct lt_launch *l, char *const argv[], const struct lt_run
 	pid_t collector = getpid();
 	char *path = l->path;
 	struct keeper_msg m;
-	int p[2];
+	int p[2], rel[2];
 
 	memset(l, 0, sizeof(*l));
-	l->keeper_fd = -1;
+	l->keeper_fd = l->release_fd = -1;
 	if (resolve(argv[0], path, sizeof(l->path))) {
 		snprintf(err, errsz, "cannot run '%s': no such executable file (searched PATH)", argv[0]);
 		return -1;
 	}
-	if (pipe2(p, O_CLOEXEC)) {
+	/* (the release's end a socket: sent to without SIGPIPE) */
+	if (pipe2(p, O_CLOEXEC) ||
+	    (socketpair(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0, rel) && (close(p[0]), close(p[1]), 1))) {
 		snprintf(err, errsz, "cannot start '%s': pipe: %s", argv[0], strerror(errno));
 		return -1;
 	}
 	l->keeper = fork();
 	if (l->keeper == 0) {
 		close(p[0]);
-		keeper_main(path, argv, as, p[1], collector);
+		keeper_main(path, argv, as, p[1], rel, collector);
 	}
 	close(p[1]);
+	close(rel[0]);
 	l->keeper_fd = p[0];
+	l->release_fd = rel[1];
 	if (l->keeper < 0) {
 		snprintf(err, errsz, "cannot start '%s': fork: %s", argv[0], strerror(errno));
 		l->keeper = 0;
+		release_close(l);
 		keeper_close(l);
 		return -1;
 	}
 	if (keeper_read(l, &m) != 1) {
 		snprintf(err, errsz, "cannot start '%s': fork failed", argv[0]);
+		release_close(l);
 		keeper_close(l);
 		return -1;
 	}
@@ -359,6 +380,7 @@ int lt_launch_start(struct lt_launch *l, char *const argv[], const struct lt_run
 			snprintf(err, errsz, "cannot start '%s': it ended before it could be attached", argv[0]);
 		l->reaped = true;
 		l->status = m.status;
+		release_close(l);
 		keeper_close(l);
 		return -1;
 	}
@@ -368,10 +390,16 @@ int lt_launch_start(struct lt_launch *l, char *const argv[], const struct lt_run
 
 int lt_launch_release(struct lt_launch *l)
 {
+	ssize_t n;
+
 	if (!l->pid || l->released)
 		return 0;
 	l->released = true;
-	return kill(l->pid, SIGCONT) ? -errno : 0;
+	do
+		n = send(l->release_fd, "g", 1, MSG_NOSIGNAL);
+	while (n < 0 && errno == EINTR);
+	release_close(l);
+	return n == 1 ? 0 : -EPIPE; /* EPIPE: it is gone */
 }
 
 bool lt_launch_reap(struct lt_launch *l, bool block)
@@ -400,13 +428,16 @@ void lt_launch_abort(struct lt_launch *l)
 	if (!l->pid || l->reaped || l->released)
 		return;
 	kill(l->pid, SIGKILL);
+	release_close(l);
 	lt_launch_reap(l, true);
 }
 
 const char *lt_launch_status_str(const struct lt_launch *l, char *buf, size_t sz)
 {
-	if (!l->reaped || l->status < 0)
+	if (!l->reaped)
 		snprintf(buf, sz, "still running (pid %d), no longer profiled", (int)l->pid);
+	else if (l->status < 0)
+		snprintf(buf, sz, "status unknown (its keeper process was killed)");
 	else if (WIFEXITED(l->status))
 		snprintf(buf, sz, "exited with status %d", WEXITSTATUS(l->status));
 	else if (WIFSIGNALED(l->status))

@@ -226,6 +226,7 @@ static const char *poll_until(struct lt_session *s, struct lt_launch *l, struct 
 		}
 		evlog_writer_tick(s->log);
 		now = lt_now_ns();
+		lt_session_store_tick(s, now >= next_clock);
 		if (now >= end)
 			return "duration reached";
 		if (now >= next_clock) {

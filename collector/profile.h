@@ -19,6 +19,10 @@ int lt_session_create_maps(struct lt_session *s);
 int lt_session_start_sources(struct lt_session *s);
 /* Poll the ring buffer up to timeout_ms; <0 only on a hard error. */
 int lt_session_poll(struct lt_session *s, int timeout_ms);
+/* The output store, from the main loop: a failed store stops the profile,
+ * a stall is said (once, and when it ends); count_lost: write the events
+ * the store could not take as EV_LOST. */
+void lt_session_store_tick(struct lt_session *s, bool count_lost);
 /* Write an EV_CLOCK anchor now. */
 int lt_session_emit_clock(struct lt_session *s);
 /* Tell the started sources about a target (after exec too); the map is not touched. */
@@ -27,7 +31,8 @@ void lt_session_notify_target(struct lt_session *s, int pid);
 void lt_session_finish(struct lt_session *s);
 /* Detach every source (safe on every exit path, idempotent), free the maps. */
 void lt_session_stop(struct lt_session *s);
-/* Publish the log (rename into place). 0 or -1 with s->err set. */
+/* Publish the log (its last segment) and wait for the store writer
+ * (LT_STORE_WAIT_S at most). 0 or -1 with s->err set. */
 int lt_session_close_log(struct lt_session *s);
 /* Discard an unfinished log (error before anything was profiled). */
 void lt_session_abort_log(struct lt_session *s);

@@ -25,6 +25,7 @@
 #include "bpf/common.h"
 #include "bpf/pysample.h"
 #include "profile.h"
+#include "store.h"
 #include "targets.h"
 
 /* Every source, in start order (and the order each is given a target).
@@ -86,6 +87,13 @@ struct lt_priv {
 	uint64_t lost[LT_LOST_SLOTS];
 	struct evlog_writer_stats wstats;
 	bool have_wstats;
+	/* The output store (store.h): its writer process, how it ended, the
+	 * drops already counted in the log (EV_LOST), by source. */
+	struct lt_store *store;
+	struct lt_store_state store_end;
+	int store_rc;                     /* lt_store_close's: 0 done, 1 left writing, -1 failed */
+	bool store_closed, stall_warned;
+	uint64_t store_lost_logged[EVSRC_MAX + 1];
 	bool published;         /* the log is under its name (else only the partial) */
 	struct lt_watch {                 /* fds polled beside the ring buffer */
 		int fd;
@@ -284,6 +292,10 @@ void lt_session_init(struct lt_session *s, const struct lt_options *opt)
 
 	memset(s, 0, sizeof(*s));
 	s->opt = *opt;
+	if (s->opt.segment_mb <= 0)
+		s->opt.segment_mb = LT_DEFAULT_SEGMENT_MB;
+	if (s->opt.segment_s <= 0)
+		s->opt.segment_s = LT_DEFAULT_SEGMENT_S;
 	s->targets_fd = s->events_fd = s->lost_fd = -1;
 	s->pys_procs_fd = s->pys_threads_fd = -1;
 	p = calloc(1, sizeof(*p));
@@ -323,6 +335,24 @@ static void options_str(const struct lt_options *o, char *buf, size_t sz)
 		n += snprintf(buf + n, sz - n, "%s%d", i ? "," : "", o->pids[i]);
 }
 
+static uint64_t segment_bytes(const struct lt_options *o)
+{
+	return (uint64_t)(o->segment_mb * 1048576.0);
+}
+
+/* Wait for the store writer to finish (LT_STORE_WAIT_S at most): the
+ * log's end is published, or it is left to do so alone. */
+static void close_store(struct lt_session *s)
+{
+	struct lt_priv *p = P(s);
+
+	if (!p->store)
+		return;
+	p->store_rc = lt_store_close(p->store, LT_STORE_WAIT_S, &p->store_end);
+	p->store = NULL;
+	p->store_closed = true;
+}
+
 int lt_session_open_log(struct lt_session *s, const char *cmdline)
 {
 	char host[256] = "", boot[64], opts[2048], msg[512];
@@ -342,12 +372,24 @@ int lt_session_open_log(struct lt_session *s, const char *cmdline)
 	h.options = evlog_s(opts);
 	h.producer_pid = getpid();
 	memcpy(h.session, s->opt.session, sizeof(h.session));
-	rc = evlog_writer_open(&s->log, s->opt.output, &h, NULL, msg, sizeof(msg));
+	rc = lt_store_open(&P(s)->store, s->opt.output, 2 * segment_bytes(&s->opt), msg, sizeof(msg));
 	if (rc == -EVLOG_EEXIST)
 		return lt_session_errorf(s, "output %s already exists: choose another -o or remove it (never overwritten)",
 					 s->opt.output);
 	if (rc)
 		return lt_session_errorf(s, "cannot create the event log %s: %s", s->opt.output, msg);
+	const char *slash = strrchr(s->opt.output, '/');
+	struct evlog_writer_opts wo = { .segment_bytes = segment_bytes(&s->opt),
+					.segment_ns = (uint64_t)(s->opt.segment_s * 1e9) };
+
+	rc = evlog_writer_open_sink(&s->log, slash ? slash + 1 : s->opt.output, &lt_store_sink,
+				    P(s)->store, &h, &wo, msg, sizeof(msg));
+	if (rc) {
+		close_store(s);
+		return lt_session_errorf(s, "cannot create the event log %s: %s", s->opt.output, msg);
+	}
+	LT_INFO(1, "the event log is written by process %d (segments of %.0f MiB or %.0f s)",
+		(int)lt_store_pid(P(s)->store), segment_bytes(&s->opt) / 1048576.0, s->opt.segment_s);
 	return 0;
 }
 
@@ -386,16 +428,27 @@ int lt_session_close_log(struct lt_session *s)
 
 	if (!s->log)
 		return 0;
+	char msg[512];
+
 	evlog_writer_flush(s->log);
 	evlog_writer_stats(s->log, &P(s)->wstats);
 	P(s)->have_wstats = true;
-	char why[512];
-
-	rc = evlog_writer_close_msg(s->log, why, sizeof(why));
+	rc = evlog_writer_close_msg(s->log, msg, sizeof(msg));
 	s->log = NULL;
-	P(s)->published = rc == 0;
+	close_store(s);
 	if (rc)
-		return lt_session_errorf(s, "cannot publish the event log %s: %s", s->opt.output, why);
+		return lt_session_errorf(s, "cannot publish the event log %s: %s", s->opt.output, msg);
+	if (P(s)->store_rc < 0)
+		return lt_session_errorf(s, "cannot publish the event log %s: %s", s->opt.output,
+					 P(s)->store_end.msg);
+	if (P(s)->store_rc > 0)
+		return lt_session_errorf(s, "the event log %s is not published yet: the output store "
+					 "has not answered for %.0f s, %.1f MiB not written; the "
+					 "store writer process goes on for up to %d s and publishes "
+					 "it if the store answers", s->opt.output,
+					 P(s)->store_end.busy_ns / 1e9,
+					 P(s)->store_end.queued / 1048576.0, LT_STORE_LINGER_S);
+	P(s)->published = true;
 	return 0;
 }
 
@@ -404,6 +457,91 @@ void lt_session_abort_log(struct lt_session *s)
 	if (s->log)
 		evlog_writer_abort(s->log);
 	s->log = NULL;
+	close_store(s);
+}
+
+/* The source whose row counts a dropped event of this type. */
+static uint32_t type_evsrc(uint32_t type)
+{
+	switch (type) {
+	case EV_SYSCALL: return EVSRC_SYSCALL;
+	case EV_CPU_SAMPLE: return EVSRC_CPU;
+	case EV_PY_ENTER: case EV_PY_EXIT: return EVSRC_PYTHON;
+	case EV_PY_SAMPLE: return EVSRC_PYSAMPLE;
+	case EV_LIB_CALL: return EVSRC_CUDA_LIB;
+	case EV_GPU_KERNEL: case EV_GPU_MEMCPY: case EV_GPU_MEMSET: case EV_GPU_API:
+	case EV_GPU_DEVICE: case EV_GPU_SYNC: case EV_CUPTI_OVERHEAD: return EVSRC_CUPTI;
+	case EV_PROCESS: case EV_PROCESS_EXIT: case EV_THREAD: case EV_THREAD_EXIT: return EVSRC_PROC;
+	default: return EVSRC_OTHER;
+	}
+}
+
+/* Events the store could not take, by source. */
+static void dropped_by_src(const struct evlog_writer_stats *ws, uint64_t out[EVSRC_MAX + 1])
+{
+	memset(out, 0, sizeof(uint64_t) * (EVSRC_MAX + 1));
+	for (uint32_t t = 0; t <= EV_TYPE_MAX; t++)
+		out[type_evsrc(t)] += ws->dropped_by_type[t];
+}
+
+/* The drops not yet in the log, as EV_LOST in a chunk the store keeps
+ * (without it, the log would not say what it lacks). */
+static int emit_lost(struct lt_session *s);
+
+/* with_bpf: the BPF sources' losses too (the profile's end). */
+static void emit_store_lost(struct lt_session *s, bool with_bpf)
+{
+	struct lt_priv *p = P(s);
+	struct evlog_writer_stats ws;
+	uint64_t dropped[EVSRC_MAX + 1];
+	bool any = false;
+
+	if (!s->log || !p->store)
+		return;
+	evlog_writer_flush(s->log); /* what is in the chunk now is dropped or kept first */
+	if (with_bpf)
+		any = emit_lost(s) > 0;
+	evlog_writer_stats(s->log, &ws);
+	dropped_by_src(&ws, dropped);
+	for (uint32_t k = 0; k <= EVSRC_MAX; k++) {
+		struct evlog_event ev = { .type = EV_LOST, .ts = lt_now_ns() };
+
+		if (dropped[k] == p->store_lost_logged[k])
+			continue;
+		ev.u.lost.source = k;
+		ev.u.lost.count = dropped[k] - p->store_lost_logged[k];
+		if (lt_session_emit(s, &ev) == 0)
+			any = true;
+		p->store_lost_logged[k] = dropped[k];
+	}
+	if (any)
+		evlog_writer_flush_keep(s->log);
+}
+
+void lt_session_store_tick(struct lt_session *s, bool count_lost)
+{
+	struct lt_priv *p = P(s);
+	struct lt_store_state st;
+
+	if (!p->store)
+		return;
+	lt_store_state(p->store, &st);
+	if (st.failed && !s->stopping) {
+		LT_ERR("cannot write the event log %s: %s; stopping", s->opt.output, st.msg);
+		s->stopping = 1;
+	}
+	if (!p->stall_warned && st.busy_ns >= 2000000000ull) {
+		LT_WARN("the output store has not answered for %.0f s: the log waits in memory (up to "
+			"%.0f MiB), then events are dropped and counted as lost", st.busy_ns / 1e9,
+			st.cap / 1048576.0);
+		p->stall_warned = true;
+	} else if (p->stall_warned && !st.busy_ns) {
+		LT_WARN("the output store answers again (its longest call took %.1f s)",
+			st.longest_ns / 1e9);
+		p->stall_warned = false;
+	}
+	if (count_lost)
+		emit_store_lost(s, false);
 }
 
 /* ------------------------------------------------------------ shared maps */
@@ -698,8 +836,11 @@ static void read_lost(struct lt_session *s)
 	free(v);
 }
 
-static void emit_lost(struct lt_session *s)
+/* The BPF sources' losses (the profile's end): how many records. */
+static int emit_lost(struct lt_session *s)
 {
+	int n = 0;
+
 	read_lost(s);
 	for (uint32_t k = 0; k < LT_LOST_SLOTS; k++) {
 		struct evlog_event ev = { .type = EV_LOST, .ts = lt_now_ns() };
@@ -708,8 +849,9 @@ static void emit_lost(struct lt_session *s)
 			continue;
 		ev.u.lost.source = k;
 		ev.u.lost.count = P(s)->lost[k];
-		lt_session_emit(s, &ev);
+		n += lt_session_emit(s, &ev) == 0;
 	}
+	return n;
 }
 
 void lt_session_finish(struct lt_session *s)
@@ -755,8 +897,11 @@ void lt_session_stop(struct lt_session *s)
 		sl->attempted = sl->started = false;
 		sl->state = NULL;
 	}
-	if (s->log)
-		emit_lost(s);
+	if (s->log) {
+		if (P(s)->store)
+			lt_store_final(P(s)->store);
+		emit_store_lost(s, true);
+	}
 	ring_buffer__free(s->rb);
 	s->rb = NULL;
 	if (s->targets_fd >= 0)
@@ -801,18 +946,44 @@ int lt_session_status(struct lt_session *s, char *buf, size_t n)
 						!strcmp(name, "python") ? lib.python_events : 0)));
 		first = false;
 	}
+	struct lt_store_state st = { 0 };
+
+	if (p->store)
+		lt_store_state(p->store, &st);
+	lost += ws.dropped_events;
 	if (k < n)
 		k += (size_t)snprintf(buf + k, n - k, "), %.1f MB written, %llu lost",
-				      (ws.file_bytes + lib.bytes) / 1e6, (unsigned long long)lost);
+				      st.written / 1e6 + lib.bytes / 1e6, (unsigned long long)lost);
+	if (k < n && st.busy_ns >= 1000000000ull)
+		k += (size_t)snprintf(buf + k, n - k, " (the output store has not answered for %.0f s: "
+				      "%.1f MB waiting)", st.busy_ns / 1e9, st.queued / 1e6);
 	return k < n ? 0 : -1;
+}
+
+/* The store's part of the summary: a stall, and what it cost. */
+static void summary_store(struct lt_session *s)
+{
+	struct lt_priv *p = P(s);
+	const struct lt_store_state *st = &p->store_end;
+	double mib = (p->wstats.dropped_bytes + (p->store_rc > 0 ? st->queued : 0)) / 1048576.0;
+
+	if (!p->store_closed || (!p->wstats.dropped_events && p->store_rc <= 0 &&
+				 st->longest_ns < 5000000000ull))
+		return;
+	fprintf(stderr, "llmtracker: the output store stalled for %.1f s; %.1f MiB not written "
+		"(%llu events dropped, counted as lost)\n", st->longest_ns / 1e9, mib,
+		(unsigned long long)p->wstats.dropped_events);
 }
 
 void lt_session_summary(struct lt_session *s, double seconds, const char *extra)
 {
 	struct lt_priv *p = P(s);
+	uint64_t dropped[EVSRC_MAX + 1];
 
 	fprintf(stderr, "llmtracker: profiled %.1f s%s%s\n", seconds, extra && *extra ? "; " : "",
 		extra ? extra : "");
+	dropped_by_src(&p->wstats, dropped);
+	summary_store(s);
 	fprintf(stderr, "  %-10s %12s %10s\n", "source", "events", "lost");
 	for (size_t i = 0; i < LT_N_SOURCES; i++) {
 		const struct lt_source *src = p->slots[i].src;
@@ -827,7 +998,8 @@ void lt_session_summary(struct lt_session *s, double seconds, const char *extra)
 		fprintf(stderr, "  %-10s %12llu %10llu%s%s\n", src->name,
 			(unsigned long long)p->slots[i].events,
 			(unsigned long long)((src->evsrc < LT_LOST_SLOTS ? p->lost[src->evsrc] : 0) +
-					     p->slots[i].lost),
+					     p->slots[i].lost +
+					     (src->evsrc <= EVSRC_MAX ? dropped[src->evsrc] : 0)),
 			p->slots[i].not_recorded[0] ?
 				(p->slots[i].events ? "  partly not recorded: " : "  not recorded: ") :
 			!p->slots[i].events && !any_unseen ? "  recorded nothing" : "",
@@ -842,12 +1014,14 @@ void lt_session_summary(struct lt_session *s, double seconds, const char *extra)
 	summary_kept(p);
 	/* "wrote" only for a log that is there under its name. */
 	if (p->have_wstats && p->published)
-		fprintf(stderr, "  wrote %s: %llu bytes, %llu events in %llu chunks\n", s->opt.output,
-			(unsigned long long)p->wstats.file_bytes, (unsigned long long)p->wstats.events,
-			(unsigned long long)p->wstats.chunks);
+		fprintf(stderr, "  wrote %s: %llu bytes, %llu events in %llu chunks, %u segment%s\n",
+			s->opt.output, (unsigned long long)p->wstats.file_bytes,
+			(unsigned long long)(p->wstats.events - p->wstats.dropped_events),
+			(unsigned long long)p->wstats.chunks, p->wstats.segments,
+			p->wstats.segments == 1 ? "" : "s");
 	else if (p->have_wstats)
-		fprintf(stderr, "  NOT published: %s; its partial file keeps %llu bytes (see above)\n",
-			s->opt.output, (unsigned long long)p->wstats.file_bytes);
+		fprintf(stderr, "  NOT published: %s; its partial file keeps what was written (see above)\n",
+			s->opt.output);
 	if (p->write_errors)
 		fprintf(stderr, "  %llu events could not be written\n", (unsigned long long)p->write_errors);
 }

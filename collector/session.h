@@ -55,6 +55,8 @@ struct lt_options {
 	unsigned types;              /* enum lt_type_bit */
 	bool types_all;              /* -t all: unavailable sources warn, not fail */
 	const char *output;          /* -o */
+	double segment_mb;           /* --segment-mb: a segment of the log ends past this size... */
+	double segment_s;            /* --segment-seconds: ... or this age */
 	double duration_s;           /* -d; 0 = until targets exit or a signal */
 	double delay_s;              /* --delay */
 	int verbosity;               /* -v */
@@ -99,7 +101,7 @@ struct lt_source {
 	 * its leader exec'd (the old leader task, which links are bound to, is
 	 * gone). add_target follows. May be NULL. */
 	void (*drop_target)(struct lt_session *s, void *state, int pid);
-	/* A launched target (already added), stopped before its execve of
+	/* A launched target (already added), held before its execve of
 	 * `path`: arm what can be armed before it runs. May be NULL. */
 	int (*prepare_exec)(struct lt_session *s, void *state, int pid, const char *path);
 	/* One ring-buffer record of this source's kinds. */
@@ -160,7 +162,7 @@ int lt_session_add_target(struct lt_session *s, int pid);
 /* pid's leader thread changed at an exec: tell the sources (drop_target). */
 void lt_session_drop_target(struct lt_session *s, int pid);
 
-/* pid (a target, stopped before it execs path) is about to run: tell the sources. */
+/* pid (a target, held before it execs path) is about to run: tell the sources. */
 void lt_session_prepare_exec(struct lt_session *s, int pid, const char *path);
 
 /* Poll fd in the session's loop beside the ring buffer; ready(s, arg) runs

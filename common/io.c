@@ -1,6 +1,7 @@
 // SPDX-License-Identifier: Apache-2.0
 #include <errno.h>
 #include <fcntl.h>
+#include <pthread.h>
 #include <stdio.h>
 #include <sys/stat.h>
 #include <unistd.h>
@@ -100,26 +101,85 @@ static int rename_if_free(int sfd, const char *from, int dfd, const char *to)
 	return renameat(sfd, from, dfd, to) ? -errno : 0;
 }
 
+/* What each file system seen so far lacks, by st_dev: trying rename flags
+ * and link again costs an object-store mount 8 requests a file (a failed
+ * call still makes the kernel look the name up, 4 requests on s3fs). Only
+ * "no such operation" answers are kept (not EPERM, which may be a refusal
+ * of this one file). A device number reused by a later mount in the same
+ * process at worst makes it use a weaker way. */
+enum { PUB_RENAME2, PUB_LINK, PUB_LOOK };
+#define PUB_MEMO 16
+static struct { dev_t dev; int way; } pub_memo[PUB_MEMO];
+static int pub_memo_n;
+static pthread_mutex_t pub_memo_mu = PTHREAD_MUTEX_INITIALIZER;
+
+static int pub_way(int dfd, dev_t *dev)
+{
+	struct stat st;
+	int way = PUB_RENAME2;
+
+	*dev = 0;
+	if (fstat(dfd, &st))
+		return way;
+	*dev = st.st_dev;
+	pthread_mutex_lock(&pub_memo_mu);
+	for (int i = 0; i < pub_memo_n; i++)
+		if (pub_memo[i].dev == st.st_dev)
+			way = pub_memo[i].way;
+	pthread_mutex_unlock(&pub_memo_mu);
+	return way;
+}
+
+static void pub_lacks(dev_t dev, int way)
+{
+	int i;
+
+	pthread_mutex_lock(&pub_memo_mu);
+	for (i = 0; i < pub_memo_n && pub_memo[i].dev != dev; i++)
+		;
+	if (i < PUB_MEMO) {
+		pub_memo[i].dev = dev;
+		pub_memo[i].way = way;
+		pub_memo_n += i == pub_memo_n;
+	}
+	pthread_mutex_unlock(&pub_memo_mu);
+}
+
+static int missing(int e)
+{
+	return e == EINVAL || e == ENOSYS || e == EOPNOTSUPP;
+}
+
 /* By capability, strongest first. Local file systems (ext4, xfs, btrfs,
  * tmpfs) take RENAME_NOREPLACE: one atomic step. NFS (v3 and v4) takes no
  * rename flags (EINVAL) but link is atomic on the server and never replaces
  * (EEXIST), and rename is atomic: link, then unlink the old name. FUSE
  * mounts without rename2 give EINVAL; s3fs/ossfs then give EOPNOTSUPP for
  * link and EPERM is what the kernel returns for file systems that have no
- * link at all: rename_if_free. The kernel remembers a FUSE server's missing
- * rename2, so the first try costs one round trip once per mount. */
+ * link at all: rename_if_free. What a file system lacks is remembered. */
 int lt_rename_noreplace(int sfd, const char *from, int dfd, const char *to)
 {
-	if (renameat2(sfd, from, dfd, to, RENAME_NOREPLACE) == 0)
-		return 0;
-	if (!unsupported(errno))
-		return -errno;
-	if (linkat(sfd, from, dfd, to, 0) == 0) {
-		unlinkat(sfd, from, 0);
-		return 0;
+	dev_t dev;
+	int way = pub_way(dfd, &dev);
+
+	if (way == PUB_RENAME2) {
+		if (renameat2(sfd, from, dfd, to, RENAME_NOREPLACE) == 0)
+			return 0;
+		if (!unsupported(errno))
+			return -errno;
+		if (missing(errno) && dev)
+			pub_lacks(dev, PUB_LINK);
 	}
-	if (!unsupported(errno))
-		return -errno;
+	if (way <= PUB_LINK) {
+		if (linkat(sfd, from, dfd, to, 0) == 0) {
+			unlinkat(sfd, from, 0);
+			return 0;
+		}
+		if (!unsupported(errno))
+			return -errno;
+		if (missing(errno) && dev)
+			pub_lacks(dev, PUB_LOOK);
+	}
 	return rename_if_free(sfd, from, dfd, to);
 }
 

@@ -80,7 +80,7 @@
 #include "../eventlog/eventlog.h"
 #include "../common/grow.h"
 #include "../common/io.h"
-#include "../common/sha256.h"
+#include "../common/digest.h"
 #include "../tb_layout/tb_layout.h"
 
 #define STATE_DIR ".llmtracker-batch"

@@ -31,6 +31,8 @@ struct cv_log {
 	int named;          /* the input named this very file (no directory, no archive) */
 	uint32_t ns_pid;    /* written by a target in another pid namespace, whose pid
 			     * there this is: its tids are mapped (cv_node_tid) */
+	struct evlog_chain *chain; /* a log in segments: its files, this one last, found
+			     * and checked when it was added (NULL: a log of one file) */
 	struct evlog_reader_stats rs;
 };
 
@@ -66,10 +68,13 @@ void cv_inputs_free(struct cv_inputs *in);
  * filled (a regular file or a directory), or -1 with *why a one-line
  * reason. */
 int cv_open_input(int dirfd, const char *name, int follow, struct stat *st, const char **why);
-/* A reader on a log found by the inputs, through its fd. 0, or -1 with msg. */
+/* A reader on a log found by the inputs, through its fd (its segments'
+ * too). 0, or -1 with msg. */
 int cv_log_reader(const struct cv_log *l, struct evlog_reader **r, char *msg, size_t msgsz);
 /* Add a log to the inputs, which own fd from then on (closed on failure). */
 int cv_inputs_push(struct cv_inputs *in, const char *name, const char *path, int fd);
+/* Close and free what one log holds. */
+void cv_log_free(struct cv_log *l);
 /* Close and forget logs [from, n) (and unlink them when they are
  * extracted archive members). */
 void cv_inputs_drop_from(struct cv_inputs *in, size_t from, int unlink_them);
@@ -104,8 +109,8 @@ struct cv_liblogs {
 	struct cv_liblog *v;
 	size_t n, cap;
 };
-/* Add the records of the main log at path, of `session`. 0 or -1 (memory). */
-int cv_liblogs_read(struct cv_liblogs *v, const char *path, const uint8_t *session);
+/* Add the records of the main log l, of `session`. 0 or -1 (memory). */
+int cv_liblogs_read(struct cv_liblogs *v, const struct cv_log *l, const uint8_t *session);
 /* NULL when the library log at path (shown as `shown`, whose base name is
  * its file name) is one that a main log of `session` records; else why not. */
 const char *cv_liblogs_check(const struct cv_liblogs *v, const uint8_t *session, const char *shown,

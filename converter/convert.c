@@ -6,8 +6,10 @@
  */
 #include "convert.h"
 #include "conv_int.h"
+#include "fold.h"
 #include "folded.h"
 #include "launchpair.h"
+#include "perfetto.h"
 #include "summary.h"
 #include "trace_json.h"
 #include "xplane.h"
@@ -21,13 +23,16 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
-/* -o: trace JSON + folded; --logdir: trace JSON + XPlane + folded; both
- * may be given at once. summary: one. */
-#define MAX_SINKS 6
+/* -o: trace JSON and/or Perfetto trace + folded; --logdir: trace JSON +
+ * XPlane + folded; both may be given at once. summary: one. */
+#define MAX_SINKS 8
 
+/* Each sink as the core sees it (v, maybe a budget's filter) and the
+ * writer behind it (for its figures). */
 struct sinks {
-	struct conv_sink *v[MAX_SINKS];
+	struct conv_sink *v[MAX_SINKS], *writer[MAX_SINKS];
 	void (*free_fn[MAX_SINKS])(struct conv_sink *);
+	void (*writer_free[MAX_SINKS])(struct conv_sink *);
 	int n;
 };
 
@@ -39,9 +44,33 @@ static int sinks_add(struct sinks *s, struct conv_sink *k, void (*f)(struct conv
 		snprintf(err, errsz, "too many outputs at once (at most %d)", MAX_SINKS);
 		return -1;
 	}
-	s->v[s->n] = k;
-	s->free_fn[s->n] = f;
+	s->v[s->n] = s->writer[s->n] = k;
+	s->free_fn[s->n] = s->writer_free[s->n] = f;
 	s->n++;
+	return 0;
+}
+
+/* A trace writer, behind a filter that keeps it within the budget. */
+static int sinks_add_trace(struct sinks *s, struct conv_sink *k, void (*f)(struct conv_sink *),
+			   uint64_t budget, const struct fold_model *m, char *err, size_t errsz)
+{
+	struct conv_sink *outer;
+
+	if (budget == UINT64_MAX)
+		return sinks_add(s, k, f, err, errsz);
+	if (!budget)
+		budget = CONV_TRACE_BUDGET_DEFAULT;
+	if (m == &fold_model_perfetto)
+		budget *= PERFETTO_BUDGET_FACTOR;
+	if (!(outer = fold_new(k, f, budget, m))) {
+		f(k);
+		snprintf(err, errsz, "out of memory");
+		return -1;
+	}
+	if (sinks_add(s, outer, fold_free, err, errsz))
+		return -1;
+	s->writer[s->n - 1] = k;
+	s->writer_free[s->n - 1] = f;
 	return 0;
 }
 
@@ -118,19 +147,30 @@ static int open_dir(const char *file, char *err, size_t errsz)
 	return fd;
 }
 
-/* -o's file name without its directory and .json[.gz]: the folded files' stem. */
-static void json_stem(const char *out, char *stem, size_t n)
+/* -o's file name without its directory and extension: the folded files' stem. */
+static void out_stem(const char *out, char *stem, size_t n)
 {
+	static const char *const ext[] = { ".json.gz", ".json", ".pftrace", ".perfetto-trace" };
 	const char *b = strrchr(out, '/');
 	size_t len;
 
 	b = b ? b + 1 : out;
 	len = strlen(b);
-	if (len > 8 && !strcmp(b + len - 8, ".json.gz"))
-		len -= 8;
-	else if (len > 5 && !strcmp(b + len - 5, ".json"))
-		len -= 5;
+	for (size_t i = 0; i < sizeof(ext) / sizeof(ext[0]); i++) {
+		size_t e = strlen(ext[i]);
+
+		if (len > e && !strcmp(b + len - e, ext[i])) {
+			len -= e;
+			break;
+		}
+	}
 	snprintf(stem, n, "%.*s", (int)len, b);
+}
+
+/* The -o file the folded stacks go beside: the JSON's, else the Perfetto one's. */
+static const char *first_out(const struct conv_request *req)
+{
+	return req->json_out ? req->json_out : req->pftrace_out;
 }
 
 /* Without --force, the folded files a -o trace would get must be free, as
@@ -158,9 +198,19 @@ static int make_sinks(struct sinks *s, const struct cv_core *c, const struct con
 	if (req->json_out) {
 		if (!(k = trace_json_new_file(req->json_out, req->overwrite, err, errsz)))
 			return -1;
-		if (sinks_add(s, k, trace_json_free, err, errsz))
+		if (sinks_add_trace(s, k, trace_json_free, req->trace_budget, &fold_model_json, err,
+				    errsz))
 			return -1;
-		if ((dirfd = open_dir(req->json_out, err, errsz)) < 0)
+	}
+	if (req->pftrace_out) {
+		if (!(k = perfetto_new_file(req->pftrace_out, req->overwrite, err, errsz)))
+			return -1;
+		if (sinks_add_trace(s, k, perfetto_free, req->trace_budget, &fold_model_perfetto, err,
+				    errsz))
+			return -1;
+	}
+	if (first_out(req)) {
+		if ((dirfd = open_dir(first_out(req), err, errsz)) < 0)
 			return -1;
 		k = folded_new(dirfd, req->overwrite, stem, c->n_hosts, err, errsz);
 		close(dirfd);
@@ -168,13 +218,14 @@ static int make_sinks(struct sinks *s, const struct cv_core *c, const struct con
 			return -1;
 		if (sinks_add(s, k, folded_free, err, errsz))
 			return -1;
-		if (!req->overwrite && folded_free_check(c, k, req->json_out, err, errsz))
+		if (!req->overwrite && folded_free_check(c, k, first_out(req), err, errsz))
 			return -1;
 	}
 	if (req->logdir) {
 		if (!(k = trace_json_new_logdir(req->logdir, run, req->overwrite, err, errsz)))
 			return -1;
-		if (sinks_add(s, k, trace_json_free, err, errsz))
+		if (sinks_add_trace(s, k, trace_json_free, req->trace_budget, &fold_model_json, err,
+				    errsz))
 			return -1;
 		if (!(k = xplane_sink_new_logdir(req->logdir, run, req->overwrite, err, errsz)))
 			return -1;
@@ -199,6 +250,10 @@ static void clean_stale(const struct conv_request *req)
 	int n = 0, fd;
 
 	if (req->json_out && (fd = open_dir(req->json_out, NULL, 0)) >= 0) {
+		n += tb_clean_stale(fd);
+		close(fd);
+	}
+	if (req->pftrace_out && (fd = open_dir(req->pftrace_out, NULL, 0)) >= 0) {
 		n += tb_clean_stale(fd);
 		close(fd);
 	}
@@ -229,12 +284,13 @@ static void final_line(struct cv_core *c, const struct sinks *s)
 	for (int i = 0; i <= EVSRC_MAX; i++)
 		lost += st->lost[i];
 	for (int i = 0; i < s->n; i++)
-		if (s->free_fn[i] == trace_json_free) {
+		if (s->writer_free[i] == trace_json_free) {
 			struct trace_json_stats one;
 
-			trace_json_stats(s->v[i], &one);
+			trace_json_stats(s->writer[i], &one);
 			js.events += one.events;
 			js.bytes_file += one.bytes_file;
+			js.bytes_json += one.bytes_json;
 		}
 	fprintf(stderr, "converted %llu events from %zu logs (written %llu, dropped %llu",
 		(unsigned long long)st->read, c->in.n, (unsigned long long)(st->read - dropped),
@@ -272,9 +328,27 @@ static void final_line(struct cv_core *c, const struct sinks *s)
 			(unsigned long long)st->chunks_bad, (unsigned long long)st->truncated_logs);
 	if (c->in.skipped)
 		fprintf(stderr, "; %llu inputs skipped", (unsigned long long)c->in.skipped);
-	if (js.events)
+	if (js.events) {
 		fprintf(stderr, "; %llu trace events, %llu bytes", (unsigned long long)js.events,
 			(unsigned long long)js.bytes_file);
+		if (js.bytes_json != js.bytes_file)
+			fprintf(stderr, " (%llu uncompressed)", (unsigned long long)js.bytes_json);
+	}
+	for (int i = 0; i < s->n; i++)
+		if (s->writer_free[i] == perfetto_free) {
+			struct perfetto_stats ps;
+
+			perfetto_stats(s->writer[i], &ps);
+			fprintf(stderr, "; Perfetto: %llu slices, %llu instants, %llu bytes",
+				(unsigned long long)ps.slices, (unsigned long long)ps.instants,
+				(unsigned long long)ps.bytes);
+			if (ps.reordered)
+				fprintf(stderr, " (%llu out-of-order items moved to their track's time)",
+					(unsigned long long)ps.reordered);
+		}
+	for (int i = 0; i < s->n; i++)
+		if (s->free_fn[i] == fold_free)
+			fold_report(s->v[i], stderr);
 	fputs("\n", stderr);
 	cv_lp_print(c, stderr);
 }
@@ -332,8 +406,8 @@ int conv_convert(const struct conv_request *req, char *err, size_t errsz)
 	memset(&c, 0, sizeof(c));
 	c.progress = cv_progress_mode(req->progress);
 	*err = 0;
-	if (!req->json_out && !req->logdir) {
-		snprintf(err, errsz, "no output: give -o OUT.json[.gz] or --logdir DIR");
+	if (!req->json_out && !req->pftrace_out && !req->logdir) {
+		snprintf(err, errsz, "no output: give -o OUT.pftrace, -o OUT.json[.gz] or --logdir DIR");
 		return -1;
 	}
 	if (run && tb_run_name_check(run, err, errsz))
@@ -342,10 +416,13 @@ int conv_convert(const struct conv_request *req, char *err, size_t errsz)
 	 * at the end would be wasted. (Publishing checks again, atomically.) */
 	struct stat sb;
 
-	if (req->json_out && !req->overwrite && lstat(req->json_out, &sb) == 0) {
-		snprintf(err, errsz, "%s already exists; pass --force to replace it", req->json_out);
-		return -1;
-	}
+	const char *outs[2] = { req->json_out, req->pftrace_out };
+
+	for (int i = 0; i < 2; i++)
+		if (outs[i] && !req->overwrite && lstat(outs[i], &sb) == 0) {
+			snprintf(err, errsz, "%s already exists; pass --force to replace it", outs[i]);
+			return -1;
+		}
 	if (load(&c, req, err, errsz))
 		goto out;
 	if (!run) {
@@ -361,8 +438,8 @@ int conv_convert(const struct conv_request *req, char *err, size_t errsz)
 		close(fd);
 	made_run_dir = req->logdir && fd < 0;
 	*err = 0;
-	if (req->json_out)
-		json_stem(req->json_out, stem, sizeof(stem));
+	if (first_out(req))
+		out_stem(first_out(req), stem, sizeof(stem));
 	if (make_sinks(&s, &c, req, run, stem, err, errsz)) {
 		sinks_finish(&s, 0, err, errsz);
 		goto out;
@@ -374,6 +451,8 @@ int conv_convert(const struct conv_request *req, char *err, size_t errsz)
 		fprintf(stderr, "wrote %s/plugins/profile/%s/\n", req->logdir, run);
 	if (rc == 0 && !req->quiet && !req->caller_says_where && req->json_out)
 		fprintf(stderr, "wrote %s\n", req->json_out);
+	if (rc == 0 && !req->quiet && !req->caller_says_where && req->pftrace_out)
+		fprintf(stderr, "wrote %s\n", req->pftrace_out);
 out:
 	sinks_free(&s);
 	if (rc && made_run_dir)

@@ -5,6 +5,7 @@
 
 #include <signal.h>
 #include <stddef.h>
+#include <stdint.h>
 
 /* Set (to the signal) by the caller's SIGINT/SIGTERM handler: the conversion
  * then stops at its next progress point, removes its temporaries and
@@ -16,8 +17,11 @@ struct conv_request {
 	int n_inputs;
 	const char *cupti_dir;      /* extra directory of logs (the inject library's) or NULL */
 	const char *json_out;       /* -o: .json or .json.gz, or NULL */
+	const char *pftrace_out;    /* -o: .pftrace or .perfetto-trace (Perfetto's protobuf), or NULL */
 	const char *logdir;         /* --logdir: TensorBoard layout root, or NULL */
 	const char *run;            /* --run, or NULL: the profile's start time */
+	uint64_t trace_budget;      /* bytes a trace (JSON, Perfetto) may take: 0 the default
+				     * (fold.h), UINT64_MAX none; past it short calls fold */
 	int overwrite;              /* replace existing outputs */
 	int progress;               /* progress: a bar on a terminal, else plain lines */
 	int quiet;                  /* no final line */

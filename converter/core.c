@@ -8,6 +8,7 @@
 #include "conv_int.h"
 #include "dedup.h"
 #include "launchpair.h"
+#include "sizes.h"
 #include "spill.h"
 #include "steps.h"
 
@@ -733,6 +734,32 @@ static int find_steps(struct cv_core *c, struct cv_steps *st)
 	return rc;
 }
 
+/* Sinks that plan (a size budget) learn what is coming: one pass over the
+ * records before the one that writes them. */
+static int plan_sinks(struct cv_core *c, struct cv_spill *sp, struct conv_sink *const *sinks,
+		      int n_sinks)
+{
+	struct conv_sizes *sz = NULL;
+	int rc = 0;
+
+	for (int i = 0; i < n_sinks && rc == 0; i++) {
+		if (!sinks[i]->plan)
+			continue;
+		if (!sz) {
+			if (!(sz = malloc(sizeof(*sz)))) {
+				snprintf(c->err, sizeof(c->err), "out of memory");
+				return -1;
+			}
+			if (cv_sizes_scan(c, sp, sz))
+				rc = -1;
+		}
+		if (rc == 0 && sinks[i]->plan(sinks[i]->ctx, sz))
+			rc = sink_fail(c, sinks[i]);
+	}
+	free(sz);
+	return rc;
+}
+
 int cv_pass2(struct cv_core *c, struct conv_sink *const *sinks, int n_sinks)
 {
 	struct pass2 p = { .c = c };
@@ -760,7 +787,7 @@ int cv_pass2(struct cv_core *c, struct conv_sink *const *sinks, int n_sinks)
 		goto out;
 	py_free(&p);
 	cv_buf_free(&p.fold);
-	if (find_steps(c, p.steps))
+	if (find_steps(c, p.steps) || plan_sinks(c, p.sp, sinks, n_sinks))
 		goto out;
 	rc = emit_all(c, p.sp, sinks, n_sinks);
 out:

@@ -5,7 +5,11 @@
  * event-log magic, so a directory such as /tmp (a usual --cupti-dir) may
  * hold anything else; what is skipped is said. The same file reached twice
  * (-i /tmp/data.json --cupti-dir /tmp) is read once. Which of the logs found
- * belong to the profiles given is sessions.c's choice.
+ * belong to the profiles given is sessions.c's choice. A log in segments
+ * (schemas/eventlog.md 5.2) is taken whole from the file found last, its
+ * earlier segments looked up beside it (among the inputs, an archive's
+ * members too, else in its directory) and checked against their records;
+ * each segment found on its own is then part of it, not another log.
  *
  * Every input is opened once, without following a symlink in its last
  * component and without blocking, checked on the fd to be a regular file
@@ -94,6 +98,8 @@ int cv_open_input(int dirfd, const char *name, int follow, struct stat *st, cons
 
 int cv_log_reader(const struct cv_log *l, struct evlog_reader **r, char *msg, size_t msgsz)
 {
+	if (l->chain)
+		return evlog_reader_open_chain(r, l->chain, msg, msgsz) ? -1 : 0;
 	int fd = fcntl(l->fd, F_DUPFD_CLOEXEC, 0);
 
 	if (fd < 0) {
@@ -132,17 +138,32 @@ int cv_inputs_push(struct cv_inputs *in, const char *name, const char *path, int
 	return 0;
 }
 
+void cv_log_free(struct cv_log *l)
+{
+	close(l->fd);
+	evlog_chain_close(l->chain);
+	free(l->name);
+	free(l->path);
+	l->chain = NULL;
+}
+
 void cv_inputs_drop_from(struct cv_inputs *in, size_t from, int unlink_them)
 {
 	while (in->n > from) {
 		struct cv_log *l = &in->logs[--in->n];
 
-		close(l->fd);
 		if (unlink_them)
 			unlink(l->path);
-		free(l->name);
-		free(l->path);
+		cv_log_free(l);
 	}
+}
+
+/* Forget log i, keeping the order of the rest. */
+static void drop_at(struct cv_inputs *in, size_t i)
+{
+	cv_log_free(&in->logs[i]);
+	memmove(&in->logs[i], &in->logs[i + 1], (in->n - i - 1) * sizeof(in->logs[0]));
+	in->n--;
 }
 
 /* Already taken (same device and inode)? */
@@ -306,12 +327,186 @@ static int add_at(struct cv_inputs *in, int dirfd, const char *name, const char 
 	return rc;
 }
 
+/* ------------------------------------------------------------- segments */
+
+/* Where log l's segments are looked for. */
+struct seg_lookup {
+	const struct cv_inputs *in;
+	const struct cv_log *l;
+	int dirfd;              /* l's directory (-1: an archive member's, or none) */
+};
+
+/* A segment named `name` beside l: one of the inputs of that name (an
+ * archive's members are found so, whatever their order), else the file in
+ * l's directory. Checked by the chain against its record. */
+static int seg_lookup(void *ctx, const char *name)
+{
+	const struct seg_lookup *sl = ctx;
+	/* its directory, or the archive it is a member of: "a.tar!dir/" */
+	const char *slash = strrchr(sl->l->name, '/'), *bang = strrchr(sl->l->name, '!');
+	if (bang && (!slash || bang > slash))
+		slash = bang;
+	size_t dlen = slash ? (size_t)(slash - sl->l->name) + 1 : 0, nlen = strlen(name);
+
+	for (size_t i = 0; i < sl->in->n; i++) {
+		const char *o = sl->in->logs[i].name;
+
+		if (strlen(o) == dlen + nlen && !strncmp(o, sl->l->name, dlen) && !strcmp(o + dlen, name)) {
+			int fd = fcntl(sl->in->logs[i].fd, F_DUPFD_CLOEXEC, 0);
+			return fd < 0 ? -errno : fd;
+		}
+	}
+	return sl->dirfd < 0 ? -ENOENT : evlog_chain_lookup_at((void *)&sl->dirfd, name);
+}
+
+/* Does log a's chain hold log b's file (other than a's own)? */
+static int covers(const struct cv_log *a, const struct cv_log *b)
+{
+	struct stat sb, sc;
+
+	if (!a->chain || fstat(b->fd, &sb))
+		return 0;
+	for (size_t k = 0; k + 1 < evlog_chain_count(a->chain); k++)
+		if (!fstat(evlog_chain_fd(a->chain, k), &sc) && sc.st_dev == sb.st_dev &&
+		    sc.st_ino == sb.st_ino)
+			return 1;
+	return 0;
+}
+
+/* Log i's earlier segments: found and checked, or the conversion stops
+ * with the message naming the missing or altered one. */
+static int resolve_chain(struct cv_inputs *in, size_t i, char *err, size_t errsz)
+{
+	struct cv_log *l = &in->logs[i];
+	struct seg_lookup sl = { .in = in, .l = l, .dirfd = -1 };
+	struct evlog_chain *c;
+	char msg[1024];
+
+	if (!strcmp(l->name, l->path)) { /* not an archive member */
+		char *copy = strdup(l->path);
+		const char *slash = copy ? strrchr(copy, '/') : NULL;
+
+		if (copy && slash)
+			copy[slash - copy + (slash == copy)] = 0;
+		sl.dirfd = open(copy && slash ? copy : ".", O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+		free(copy);
+	}
+	int fd = fcntl(l->fd, F_DUPFD_CLOEXEC, 0);
+	int rc = fd < 0 ? -1 : evlog_chain_open(&c, fd, l->name, seg_lookup, &sl, msg, sizeof(msg));
+
+	if (sl.dirfd >= 0)
+		close(sl.dirfd);
+	if (rc == -EVLOG_ESEGMENT) {
+		snprintf(err, errsz, "%s", msg);
+		return -1;
+	}
+	if (rc) /* not readable as a log: pass 1 says why */
+		return 0;
+	if (evlog_chain_count(c) > 1)
+		l->chain = c;
+	else
+		evlog_chain_close(c);
+	return 0;
+}
+
+/* The logs added from `from` on, in segments: each segment found on its
+ * own belongs to the log its chain ends in. What the user named stands:
+ * a log found beside it or in --cupti-dir never replaces it; of two
+ * inputs, the longer chain is kept (a dead collector's partial file over
+ * its published segments), named if either was. */
+/* A log's segment number (its header's; 0 for a first or only file). */
+static uint32_t seg_no(const struct cv_log *l)
+{
+	struct evlog_reader *r;
+	char msg[256];
+	int fd = fcntl(l->fd, F_DUPFD_CLOEXEC, 0);
+
+	if (fd < 0 || evlog_reader_open_fd(&r, fd, l->name, msg, sizeof(msg)))
+		return 0;
+	uint32_t k = evlog_reader_header(r)->segment;
+
+	evlog_reader_close(r);
+	return k;
+}
+
+struct by_seg {
+	size_t i;
+	uint32_t seg;
+};
+
+static int cmp_seg_desc(const void *a, const void *b)
+{
+	const struct by_seg *x = a, *y = b;
+
+	return x->seg != y->seg ? (x->seg < y->seg ? 1 : -1) : (x->i > y->i) - (x->i < y->i);
+}
+
+/* Chains from the latest segment found down, each segment checked once:
+ * one that a chain already holds is not followed again. */
+static int resolve_chains(struct cv_inputs *in, size_t from, char *err, size_t errsz)
+{
+	size_t n = in->n - from;
+	struct by_seg *o = calloc(n ? n : 1, sizeof(*o));
+
+	if (!o) {
+		snprintf(err, errsz, "out of memory");
+		return -1;
+	}
+	for (size_t k = 0; k < n; k++)
+		o[k] = (struct by_seg){ from + k, seg_no(&in->logs[from + k]) };
+	qsort(o, n, sizeof(*o), cmp_seg_desc);
+	int rc = 0;
+
+	for (size_t k = 0; k < n && !rc; k++) {
+		int held = 0;
+
+		for (size_t j = 0; j < in->n && !held && o[k].seg; j++)
+			held = covers(&in->logs[j], &in->logs[o[k].i]);
+		if (!held)
+			rc = resolve_chain(in, o[k].i, err, errsz);
+	}
+	free(o);
+	return rc;
+}
+
+static int take_chains(struct cv_inputs *in, size_t from, char *err, size_t errsz)
+{
+	if (resolve_chains(in, from, err, errsz))
+		return -1;
+	for (size_t i = from; i < in->n;) {
+		struct cv_log *l = &in->logs[i];
+		int drop_new = 0;
+
+		for (size_t j = 0; j < in->n && !drop_new; j++) {
+			if (j == i || !(covers(&in->logs[j], l) || covers(l, &in->logs[j])))
+				continue;
+			if (l->origin != CV_FROM_INPUT || covers(&in->logs[j], l)) {
+				in->logs[j].named |= l->named && covers(&in->logs[j], l);
+				drop_new = 1;
+			} else {
+				l->named |= in->logs[j].named;
+				drop_at(in, j);
+				i -= j < i;
+				l = &in->logs[i];
+				j = (size_t)-1; /* look again from the start */
+			}
+		}
+		if (drop_new)
+			drop_at(in, i);
+		else
+			i++;
+	}
+	return 0;
+}
+
 int cv_inputs_add(struct cv_inputs *in, const char *path, int origin, char *err, size_t errsz)
 {
 	uint64_t before = in->skipped;
+	size_t from = in->n;
 
 	*err = 0;
-	if (add_at(in, AT_FDCWD, path, path, 0, origin, err, errsz))
+	if (add_at(in, AT_FDCWD, path, path, 0, origin, err, errsz) ||
+	    take_chains(in, from, err, errsz))
 		return -1;
 	if (origin == CV_FROM_CUPTI && in->skipped > before)
 		cv_buf_printf(&in->notes, "%s: ignored %llu files that are not event logs\n", path,

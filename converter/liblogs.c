@@ -9,7 +9,7 @@
  */
 #include "conv_int.h"
 #include "../common/grow.h"
-#include "../common/sha256.h"
+#include "../common/digest.h"
 
 #include <errno.h>
 #include <fcntl.h>
@@ -50,14 +50,14 @@ static int liblog_take(struct cv_liblogs *v, const uint8_t *session, const struc
 	return 0;
 }
 
-int cv_liblogs_read(struct cv_liblogs *v, const char *path, const uint8_t *session)
+int cv_liblogs_read(struct cv_liblogs *v, const struct cv_log *l, const uint8_t *session)
 {
 	struct evlog_reader *r;
 	const struct evlog_event *ev;
 	char msg[256];
 	int rc;
 
-	if (evlog_reader_open(&r, path, msg, sizeof(msg)))
+	if (cv_log_reader(l, &r, msg, sizeof(msg)))
 		return 0; /* unreadable: pass 1 says why */
 	while ((rc = evlog_next(r, &ev)) == 0)
 		if (ev->type == EV_LIB_LOG && liblog_take(v, session, ev)) {

@@ -3,8 +3,10 @@
  * folded stacks, summaries. See docs/CONTRACT.md §3 and docs/ARCHITECTURE.md. */
 #include "lt_version.h"
 #include "convert.h"
+#include "perfetto.h"
 #include "../eventlog/eventlog.h"
 
+#include <errno.h>
 #include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -16,7 +18,8 @@ static void usage(FILE *f)
 {
 	fprintf(f,
 		"usage: llmtracker-convert [-i] LOG [[-i] LOG ...] [--cupti-dir DIR]\n"
-		"                          [-o OUT.json | -o OUT.json.gz] [--logdir DIR [--run NAME]]\n"
+		"                          [-o OUT.pftrace] [-o OUT.json | -o OUT.json.gz]\n"
+		"                          [--logdir DIR [--run NAME]] [--max-trace-mb N]\n"
 		"       llmtracker-convert batch --in DIR --logdir DIR\n"
 		"       llmtracker-convert pack --logdir DIR --run NAME -o FILE.tar.zst\n"
 		"       llmtracker-convert summary [-n TOP] LOG ...\n"
@@ -26,11 +29,17 @@ static void usage(FILE *f)
 		"                  a profile's log brings the injected library's logs of its\n"
 		"                  session from its directory (logs of other profiles are left out)\n"
 		"  --cupti-dir DIR also take those logs from DIR (where profile --cupti-dir put them)\n"
-		"  -o OUT          Perfetto / chrome://tracing JSON (.json, or gzip'ed .json.gz);\n"
-		"                  OUT.cpu.folded / OUT.python.folded go beside it (.json[.gz] cut off)\n"
+		"  -o OUT          by its name: .pftrace (or .perfetto-trace) Perfetto's own\n"
+		"                  protobuf trace (ui.perfetto.dev: Open trace file); .json or\n"
+		"                  gzip'ed .json.gz the trace JSON (Perfetto, chrome://tracing);\n"
+		"                  one of each may be given; OUT.cpu.folded / OUT.python.folded\n"
+		"                  go beside the first (its extension cut off)\n"
 		"  --logdir DIR    TensorBoard layout: DIR/plugins/profile/<run>/<host>.xplane.pb\n"
 		"                  and <host>.trace.json.gz\n"
 		"  --run NAME      run name (default: the profile's start time)\n"
+		"  --max-trace-mb N  keep a trace JSON under N MB (10^6 bytes; default 100) and a\n"
+		"                  Perfetto trace under 5N MB; 0: no limit. Past it the shortest\n"
+		"                  calls fold, each run of them into a slice \"N calls folded, X us\"\n"
 		"  --force         replace existing output files (-o, --logdir)\n"
 		"  -q              quiet: no notes on skipped input, no closing line\n"
 		"  --no-progress   no progress bar (it is only shown when stderr is a terminal)\n"
@@ -107,6 +116,38 @@ static int need_arg(int i, int argc, const char *opt)
 	return -1;
 }
 
+/* --max-trace-mb N: N * 10^6 bytes, 0 none. */
+static int parse_mb(const char *v, uint64_t *out)
+{
+	char *end;
+	unsigned long long n;
+
+	errno = 0;
+	n = strtoull(v, &end, 10);
+	if (errno || end == v || *end || *v == '-' || n > 1000000000ull) {
+		fprintf(stderr, "llmtracker-convert: --max-trace-mb %s: give a whole number of MB "
+			"(0: no limit)\n", v);
+		return -1;
+	}
+	*out = n ? n * 1000000ull : UINT64_MAX;
+	return 0;
+}
+
+/* -o: the kind of trace by the name, one of each kind at most. */
+static int set_out(struct conv_request *req, const char *v)
+{
+	int pf = perfetto_path(v);
+	const char **slot = pf ? &req->pftrace_out : &req->json_out;
+
+	if (*slot) {
+		fprintf(stderr, "llmtracker-convert: -o %s: a %s trace is already asked for (-o %s)\n",
+			v, pf ? "Perfetto" : "JSON", *slot);
+		return -1;
+	}
+	*slot = v;
+	return 0;
+}
+
 int main(int argc, char **argv)
 {
 	struct conv_request req = { 0 };
@@ -150,14 +191,23 @@ int main(int argc, char **argv)
 
 			if (!strcmp(a, "-i"))
 				inputs[req.n_inputs++] = v;
-			else if (!strcmp(a, "-o"))
-				req.json_out = v;
+			else if (!strcmp(a, "-o")) {
+				if (set_out(&req, v)) {
+					free(inputs);
+					return 2;
+				}
+			}
 			else if (!strcmp(a, "--cupti-dir"))
 				req.cupti_dir = v;
 			else if (!strcmp(a, "--logdir"))
 				req.logdir = v;
 			else
 				req.run = v;
+		} else if (!strcmp(a, "--max-trace-mb")) {
+			if (need_arg(i, argc, a) || parse_mb(argv[++i], &req.trace_budget)) {
+				free(inputs);
+				return 2;
+			}
 		} else if (!strcmp(a, "--force") || !strcmp(a, "--overwrite")) {
 			req.overwrite = 1;
 		} else if (!strcmp(a, "-q")) {

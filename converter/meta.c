@@ -453,6 +453,15 @@ static int is_target_log(const struct evlog_header *hdr)
 	return hdr->producer.len == 6 && !memcmp(hdr->producer.ptr, "inject", 6);
 }
 
+/* A writer's partial file (".NAME.partial"): a log it has not published. */
+static int unfinished(const char *name)
+{
+	const char *slash = strrchr(name, '/'), *base = slash ? slash + 1 : name;
+	size_t n = strlen(base);
+
+	return base[0] == '.' && n > 9 && !strcmp(base + n - 8, ".partial");
+}
+
 /* Round 0 reads every log but those a target wrote itself (the injected
  * library's), round 1 those: by then the collector's EVLOG_MARKER_NS_TID
  * markers are known. Hosts are numbered in input order all the same. */
@@ -526,6 +535,13 @@ static int read_log(struct cv_core *c, struct cv_log *l, int round)
 		cv_buf_printf(&c->in.notes, "%s: skipped %llu corrupt chunks (%llu bytes)\n",
 			      l->name, (unsigned long long)l->rs.chunks_bad,
 			      (unsigned long long)l->rs.bytes_skipped);
+	if (l->chain)
+		cv_buf_printf(&c->in.notes, "%s: read with its %zu earlier segments, each as its "
+			      "successor records it\n", l->name, evlog_chain_count(l->chain) - 1);
+	if (unfinished(l->name))
+		cv_buf_printf(&c->in.notes, "%s: never published (its writer died, or still writes "
+			      "it): read as far as it was written; what its writer held then is "
+			      "lost, counted only as far as its lost-event records go\n", l->name);
 	return 0;
 }
 

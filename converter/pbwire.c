@@ -9,9 +9,9 @@
 
 /* ------------------------------------------------------------------ UTF-8 */
 
-static int utf8_valid(const char *s)
+int pbw_utf8_valid(const char *s, size_t len)
 {
-	const unsigned char *p = (const unsigned char *)s, *end = p + strlen(s);
+	const unsigned char *p = (const unsigned char *)s, *end = p + len;
 	size_t n;
 
 	while (p < end) {
@@ -59,7 +59,7 @@ char *pbw_utf8_dup(const char *s)
 const char *pbw_utf8_ok(const char *s, char **owned)
 {
 	*owned = NULL;
-	if (!s || utf8_valid(s))
+	if (!s || pbw_utf8_valid(s, strlen(s)))
 		return s;
 	*owned = pbw_utf8_dup(s);
 	return *owned ? *owned : "";
@@ -200,4 +200,88 @@ struct pbw *pbw_new(int fd)
 		w->failed = 0;
 	}
 	return w;
+}
+
+/* ------------------------------------------------------------- in memory */
+
+int pbm_grow(struct pbm *m, size_t n)
+{
+	size_t nc = m->cap ? m->cap : 256;
+	uint8_t *np;
+
+	if (m->oom)
+		return -1;
+	while (nc < m->len + n)
+		nc *= 2;
+	if (!(np = realloc(m->p, nc))) {
+		m->oom = 1;
+		return -1;
+	}
+	m->p = np;
+	m->cap = nc;
+	return 0;
+}
+
+void pbm_free(struct pbm *m)
+{
+	free(m->p);
+	memset(m, 0, sizeof(*m));
+}
+
+void pbm_fixed64(struct pbm *m, unsigned field, uint64_t v)
+{
+	pbm_tag(m, field, PB_I64);
+	if (pbm_room(m, 8))
+		return;
+	for (int i = 0; i < 8; i++)
+		m->p[m->len++] = (uint8_t)(v >> (8 * i));
+}
+
+void pbm_double(struct pbm *m, unsigned field, double v)
+{
+	uint64_t u;
+
+	memcpy(&u, &v, sizeof(u));
+	pbm_fixed64(m, field, u);
+}
+
+void pbm_bytes(struct pbm *m, unsigned field, const void *p, size_t n)
+{
+	pbm_tag(m, field, PB_LEN);
+	pbm_varint(m, n);
+	if (n && !pbm_room(m, n)) {
+		memcpy(m->p + m->len, p, n);
+		m->len += n;
+	}
+}
+
+/* The repair as pbw_utf8_dup's, for a string with a length (it may hold NULs). */
+void pbm_str(struct pbm *m, unsigned field, const char *s, size_t n)
+{
+	const unsigned char *p = (const unsigned char *)s, *end = p + n;
+	size_t bad = 0, k;
+
+	if (pbw_utf8_valid(s, n)) {
+		pbm_bytes(m, field, s, n);
+		return;
+	}
+	for (const unsigned char *q = p; q < end; q += k ? k : 1)
+		if (!(k = *q < 0x80 ? 1 : lt_utf8_seq(q, (size_t)(end - q))))
+			bad++;
+	pbm_tag(m, field, PB_LEN);
+	pbm_varint(m, n + 2 * bad);
+	if (pbm_room(m, n + 2 * bad))
+		return;
+	while (p < end) {
+		k = *p < 0x80 ? 1 : lt_utf8_seq(p, (size_t)(end - p));
+		if (k) {
+			memcpy(m->p + m->len, p, k);
+			m->len += k;
+			p += k;
+		} else {
+			memcpy(m->p + m->len, "\xef\xbf\xbd", 3);
+			m->len += 3;
+			p++;
+		}
+	}
 }

@@ -197,7 +197,7 @@ static int read_records(struct select *st)
 			continue;
 		if (sessions_add(&st->vouched, h->session) ||
 		    (has_lib_of(st, h->session) &&
-		     cv_liblogs_read(&st->libs, st->in->logs[i].path, h->session)))
+		     cv_liblogs_read(&st->libs, &st->in->logs[i], h->session)))
 			return -1;
 	}
 	return 0;
@@ -298,9 +298,7 @@ static void compact(struct cv_inputs *in, const unsigned char *keep, unsigned ch
 
 	for (size_t i = 0; i < in->n; i++) {
 		if (!keep[i]) {
-			close(in->logs[i].fd);
-			free(in->logs[i].name);
-			free(in->logs[i].path);
+			cv_log_free(&in->logs[i]);
 			continue;
 		}
 		old_join[w] = old_join[i];

@@ -17,6 +17,10 @@
  *
  * Timestamps are CLOCK_MONOTONIC ns of the host, already aligned across
  * logs; meta->base_mono_ns/base_realtime_ns map them to wall time.
+ *
+ * A sink with a plan() is told, before the first host, what the items to
+ * come are like (struct conv_sizes: a pass over them that writes nothing),
+ * for a size budget (fold.h).
  */
 #ifndef LLMT_CONV_SINK_H
 #define LLMT_CONV_SINK_H
@@ -71,6 +75,20 @@ struct conv_host_meta {
 	const struct conv_steps *steps;
 };
 
+/* A run of short calls folded into one item (fold.h): the item's name says
+ * how many and how long; these are its details. */
+#define CONV_FOLD_TOP 5
+struct conv_fold {
+	uint64_t calls;           /* every call folded, nested ones included */
+	uint64_t top_calls;       /* those directly under the parent */
+	uint64_t busy_ns;         /* the top-level calls' summed durations */
+	uint32_t n_top;
+	struct {
+		const char *name;
+		uint64_t calls, ns;   /* calls of this name (any depth), their summed durations */
+	} top[CONV_FOLD_TOP];     /* most calls first */
+};
+
 /* One timeline item. `ev` is the original event (pointers valid during the
  * call); the fields before it are what the core derived from it. */
 struct conv_item {
@@ -84,12 +102,49 @@ struct conv_item {
 	int flow_start;           /* 1 on the launch (flow "s"), 0 on the GPU side ("f") */
 	const char *stack_folded; /* CPU/Python samples: "root;...;leaf", else NULL */
 	uint32_t step;            /* steps (markers or detected): step number + 1, else 0 */
+	const struct conv_fold *fold; /* != NULL: short calls folded (category "folded") */
 	const struct evlog_event *ev;
 };
+
+/* Items by duration, in buckets of an eighth of a power of two
+ * (conv_size_bucket): those a size budget may fold (calls on a thread
+ * without a flow: Python functions, system calls, library calls) apart from
+ * the rest, with the string bytes each brings (names, files, stacks,
+ * arguments), and how many runs of sibling calls folding all those of
+ * buckets below k would leave (each run becomes one item). */
+#define CONV_SIZE_BUCKETS 513
+struct conv_sizes {
+	uint64_t n[CONV_SIZE_BUCKETS], str[CONV_SIZE_BUCKETS]; /* foldable */
+	int64_t runs_d[CONV_SIZE_BUCKETS + 1]; /* runs(k) = runs_d[0] + ... + runs_d[k] */
+	uint64_t n_other, str_other, flows;    /* never folded; items with a flow */
+	uint64_t tracks;
+};
+
+static inline unsigned conv_size_bucket(uint64_t d)
+{
+	if (!d)
+		return 0;
+	unsigned e = 63u - (unsigned)__builtin_clzll(d);
+	unsigned s = (unsigned)(e >= 3 ? d >> (e - 3) : d << (3 - e)) & 7u;
+
+	return 1 + 8 * e + s;
+}
+
+/* The shortest duration in bucket b (0 for b == 0; an empty bucket of the
+ * first few shares its neighbour's). */
+static inline uint64_t conv_size_lower(unsigned b)
+{
+	if (!b)
+		return 0;
+	unsigned e = (b - 1) / 8, s = (b - 1) % 8;
+
+	return e >= 3 ? (uint64_t)(8 + s) << (e - 3) : (uint64_t)(8 + s) >> (3 - e);
+}
 
 struct conv_sink {
 	const char *name;
 	void *ctx;
+	int (*plan)(void *ctx, const struct conv_sizes *sz); /* optional, see above */
 	int (*begin_host)(void *ctx, const struct conv_host_meta *meta);
 	int (*item)(void *ctx, const struct conv_item *it);
 	int (*end_host)(void *ctx);

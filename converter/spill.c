@@ -786,6 +786,8 @@ static void heap_down(struct cv_spill *s, uint32_t i)
 	}
 }
 
+static int merge_start(struct cv_spill *s, char *err, size_t errsz);
+
 int cv_spill_finish(struct cv_spill *s, char *err, size_t errsz)
 {
 	/* keys are refreshed before every sort (see write_run / below) */
@@ -828,18 +830,31 @@ int cv_spill_finish(struct cv_spill *s, char *err, size_t errsz)
 
 	per = per > 8 * SPILL_BLOCK ? 8 * SPILL_BLOCK : per < 2 * SPILL_BLOCK ? 2 * SPILL_BLOCK : per;
 	for (uint32_t i = 0; i < s->n_runs; i++) {
-		int r;
-
-		s->rd[i].fd = s->fd;
-		s->rd[i].unz = &s->unz;
-		s->rd[i].off = s->runs[i].off;
-		s->rd[i].left = s->runs[i].len;
 		s->rd[i].cap = per;
 		if (!(s->rd[i].buf = malloc(per))) {
 			snprintf(err, errsz, "out of memory");
 			return -1;
 		}
-		if ((r = read_rec(&s->rd[i], err, errsz)) < 0)
+	}
+	return merge_start(s, err, errsz);
+}
+
+/* Every run read from its start, the first records in the heap. */
+static int merge_start(struct cv_spill *s, char *err, size_t errsz)
+{
+	s->n_heap = 0;
+	for (uint32_t i = 0; i < s->n_runs; i++) {
+		struct run_reader *rd = &s->rd[i];
+		int r;
+
+		rd->fd = s->fd;
+		rd->unz = &s->unz;
+		rd->off = s->runs[i].off;
+		rd->left = s->runs[i].len;
+		rd->pos = rd->end = 0;
+		rd->track = 0;
+		rd->start = 0;
+		if ((r = read_rec(rd, err, errsz)) < 0)
 			return -1;
 		if (r)
 			s->heap[s->n_heap++] = i;
@@ -848,6 +863,15 @@ int cv_spill_finish(struct cv_spill *s, char *err, size_t errsz)
 		heap_down(s, i);
 	s->first_pop = 1;
 	return 0;
+}
+
+int cv_spill_rewind(struct cv_spill *s, char *err, size_t errsz)
+{
+	if (s->in_memory) {
+		s->mem_pos = 0;
+		return 0;
+	}
+	return merge_start(s, err, errsz);
 }
 
 int cv_spill_next(struct cv_spill *s, const struct cv_rec **out, char *err, size_t errsz)

@@ -52,6 +52,8 @@ struct cv_spill *cv_spill_new(size_t run_bytes, uint32_t n_tracks, const char *t
 struct cv_rec *cv_spill_reserve(struct cv_spill *s, size_t len, char *err, size_t errsz);
 /* Finish writing; then iterate in sorted order. */
 int cv_spill_finish(struct cv_spill *s, char *err, size_t errsz);
+/* Iterate again from the first record (after cv_spill_finish). */
+int cv_spill_rewind(struct cv_spill *s, char *err, size_t errsz);
 /* Next record in order: 1 and *r set, 0 at the end, -1 on error. */
 int cv_spill_next(struct cv_spill *s, const struct cv_rec **r, char *err, size_t errsz);
 uint32_t cv_spill_runs(const struct cv_spill *s);

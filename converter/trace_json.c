@@ -1,19 +1,13 @@
 /* SPDX-License-Identifier: Apache-2.0 */
 #include "trace_json.h"
 #include "jsonw.h"
+#include "trace_ids.h"
 #include "../tb_layout/tb_layout.h"
 
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <unistd.h>
-
-#define HOST_PID_STRIDE 10000000u   /* > pid_max (4194304): hosts never share pids */
-#define GPU_PID_CLASH_BASE 4200000u /* GPU pid when a process has the device's number */
-/* Detected steps get a track of their own in the driving process, "Steps",
- * above every Linux tid (PID_MAX_LIMIT is 2^22) and sorted first. */
-#define STEPS_TID 4300000u
-#define GPU_SORT_BASE 5000000u      /* as Kineto: GPUs sort after processes */
 
 struct tj {
 	struct conv_sink sink;      /* first: the sink is the object */
@@ -125,29 +119,12 @@ static int write_tail(struct tj *t)
 
 /* ------------------------------------------------------------- metadata */
 
-static const struct conv_process *find_proc(const struct conv_host_meta *m, uint32_t pid)
-{
-	size_t lo = 0, hi = m->n_processes;
-
-	while (lo < hi) {
-		size_t mid = (lo + hi) / 2;
-
-		if (m->processes[mid].pid == pid)
-			return &m->processes[mid];
-		if (m->processes[mid].pid < pid)
-			lo = mid + 1;
-		else
-			hi = mid;
-	}
-	return NULL;
-}
-
 static uint64_t gpu_pid_of(const struct tj *t, uint32_t device)
 {
 	for (uint32_t i = 0; i < t->meta->n_gpus; i++)
 		if (t->meta->gpus[i].device == device)
 			return t->pid_base + t->gpu_pid[i];
-	return t->pid_base + GPU_PID_CLASH_BASE + device;
+	return t->pid_base + TRACE_GPU_PID_CLASH_BASE + device;
 }
 
 static int meta_ev(struct tj *t, const char *what, uint64_t pid, uint64_t tid, const char *key,
@@ -174,12 +151,7 @@ static int name_processes(struct tj *t)
 		const struct conv_process *p = &m->processes[i];
 		uint64_t pid = t->pid_base + p->pid;
 
-		if (*p->name)
-			snprintf(buf, sizeof(buf), "%s", p->name);
-		else
-			snprintf(buf, sizeof(buf), "pid %u", p->pid);
-		if (m->n_hosts > 1 && !t->logdir_mode)
-			snprintf(buf + strlen(buf), sizeof(buf) - strlen(buf), " @%s", m->host);
+		trace_process_name(m, p, !t->logdir_mode, buf, sizeof(buf));
 		if (meta_ev(t, "process_name", pid, 0, "name", buf, 0) ||
 		    meta_ev(t, "process_labels", pid, 0, "labels", "CPU", 0) ||
 		    meta_ev(t, "process_sort_index", pid, 0, "sort_index", NULL, t->pid_base + p->pid))
@@ -187,7 +159,7 @@ static int name_processes(struct tj *t)
 	}
 	for (uint32_t i = 0; i < m->n_threads; i++) {
 		const struct conv_thread *th = &m->threads[i];
-		const struct conv_process *p = find_proc(m, th->pid);
+		const struct conv_process *p = trace_find_proc(m, th->pid);
 		const char *n = *th->name ? th->name : p && *p->name ? p->name : "";
 
 		if (*n)
@@ -213,22 +185,15 @@ static int name_gpus(struct tj *t)
 		return -1;
 	for (uint32_t i = 0; i < m->n_gpus; i++) {
 		const struct conv_gpu *g = &m->gpus[i];
-		/* Kineto's convention: the GPU's pid is its number. */
-		t->gpu_pid[i] = find_proc(m, g->device) ? GPU_PID_CLASH_BASE + g->device : g->device;
+		t->gpu_pid[i] = trace_gpu_pid(m, g->device);
 		uint64_t pid = t->pid_base + t->gpu_pid[i];
-		int nl = g->props ? (int)(g->props->u.gpu_device.name.len < 200
-						 ? g->props->u.gpu_device.name.len : 200) : 0;
 
-		if (nl)
-			snprintf(buf, sizeof(buf), "GPU %u (%.*s)", g->device, nl,
-				 g->props->u.gpu_device.name.ptr);
-		else
-			snprintf(buf, sizeof(buf), "GPU %u", g->device);
+		trace_gpu_name(g, buf, sizeof(buf));
 		snprintf(lab, sizeof(lab), "GPU %u", g->device);
 		if (meta_ev(t, "process_name", pid, 0, "name", buf, 0) ||
 		    meta_ev(t, "process_labels", pid, 0, "labels", lab, 0) ||
 		    meta_ev(t, "process_sort_index", pid, 0, "sort_index", NULL,
-			    GPU_SORT_BASE + g->device) || add_devprops(t, g))
+			    TRACE_GPU_SORT_BASE + g->device) || add_devprops(t, g))
 			return -1;
 		for (uint32_t s = 0; s < g->n_streams; s++) {
 			snprintf(buf, sizeof(buf), "stream %u", g->streams[s]);
@@ -282,7 +247,7 @@ static int tj_begin_host(void *ctx, const struct conv_host_meta *m)
 			return -1;
 		t->pid_base = 0;
 	} else {
-		t->pid_base = m->n_hosts > 1 ? (uint64_t)m->host_index * HOST_PID_STRIDE : 0;
+		t->pid_base = trace_pid_base(m, 1);
 	}
 	/* Unsigned arithmetic: wraps (defined) instead of overflowing on corrupt clocks. */
 	t->off = (int64_t)(m->base_realtime_ns - m->run_base_realtime_ns - m->base_mono_ns);
@@ -440,31 +405,27 @@ static inline __attribute__((always_inline)) int arg_key(struct tj *t, const cha
 	return 0;
 }
 
-static inline __attribute__((always_inline)) int arg_u64(struct tj *t, const char *k, uint64_t v)
+static inline __attribute__((always_inline)) int args_u64(struct tj *t, const char *k, uint64_t v)
 {
-	struct cv_out *o = &t->cur;
-
-	return arg_key(t, k) ||
-	       cv_json_u64(o, v);
+	return arg_key(t, k) || cv_json_u64(&t->cur, v);
 }
 
-static inline __attribute__((always_inline)) int arg_i64(struct tj *t, const char *k, int64_t v)
+static inline __attribute__((always_inline)) int args_i64(struct tj *t, const char *k, int64_t v)
 {
-	struct cv_out *o = &t->cur;
-
-	return arg_key(t, k) ||
-	       cv_json_i64(o, v);
+	return arg_key(t, k) || cv_json_i64(&t->cur, v);
 }
 
-static inline __attribute__((always_inline)) int arg_str(struct tj *t, const char *k, const char *s, size_t n)
+static inline __attribute__((always_inline)) int args_dbl(struct tj *t, const char *k, double v)
 {
-	struct cv_out *o = &t->cur;
-
-	return arg_key(t, k) ||
-	       cv_json_str(o, s ? s : "", s ? n : 0);
+	return arg_key(t, k) || cv_json_double(&t->cur, v);
 }
 
-static inline __attribute__((always_inline)) int arg_dim3(struct tj *t, const char *k, const uint32_t *v)
+static inline __attribute__((always_inline)) int args_str(struct tj *t, const char *k, const char *s, size_t n)
+{
+	return arg_key(t, k) || cv_json_str(&t->cur, s ? s : "", s ? n : 0);
+}
+
+static inline __attribute__((always_inline)) int args_dim3(struct tj *t, const char *k, const uint32_t *v)
 {
 	struct cv_out *o = &t->cur;
 
@@ -473,149 +434,19 @@ static inline __attribute__((always_inline)) int arg_dim3(struct tj *t, const ch
 	       CV_OUT_LIT(o, ",") || cv_json_u64(o, v[2]) || CV_OUT_LIT(o, "]");
 }
 
-/* Syscalls whose first argument is a file descriptor and third a size. */
-static int fd_syscall(const char *n, int *has_size)
+static inline __attribute__((always_inline)) int args_py(struct tj *t, const char *file, size_t n,
+							  uint32_t line)
 {
-	static const char *const sized[] = { "read", "write", "pread64", "pwrite64", "recvfrom",
-					     "sendto", NULL };
-	static const char *const fd[] = { "readv", "writev", "close", "fsync", "fdatasync", "ioctl",
-					  "fstat", "lseek", "recvmsg", "sendmsg", "epoll_wait",
-					  "epoll_pwait", "getdents64", "sendfile", NULL };
-
-	/* One system call item in a few: compare the first byte before the rest. */
-	for (int i = 0; sized[i]; i++)
-		if (n[0] == sized[i][0] && !strcmp(n, sized[i]))
-			return *has_size = 1;
-	*has_size = 0;
-	for (int i = 0; fd[i]; i++)
-		if (n[0] == fd[i][0] && !strcmp(n, fd[i]))
-			return 1;
-	return 0;
+	return args_str(t, "file", file, n) || args_u64(t, "line", line);
 }
 
-static const struct evlog_event *gpu_props_of(const struct tj *t, uint32_t device)
+static inline const struct evlog_event *args_props(const struct tj *t, uint32_t device)
 {
-	for (uint32_t i = 0; i < t->meta->n_gpus; i++)
-		if (t->meta->gpus[i].device == device)
-			return t->meta->gpus[i].props;
-	return NULL;
+	return trace_gpu_props(t->meta, device);
 }
 
-static int kernel_args(struct tj *t, const struct evlog_event *e)
-{
-	struct cv_out *o = &t->cur;
-	const struct evlog_event *p = gpu_props_of(t, e->u.gpu_kernel.device);
-	uint64_t blocks = (uint64_t)e->u.gpu_kernel.grid[0] * e->u.gpu_kernel.grid[1] *
-			  e->u.gpu_kernel.grid[2];
-
-	if (arg_u64(t, "device", e->u.gpu_kernel.device) ||
-	    arg_u64(t, "context", e->u.gpu_kernel.context) ||
-	    arg_u64(t, "stream", e->u.gpu_kernel.stream) ||
-	    arg_u64(t, "correlation", e->u.gpu_kernel.correlation_id) ||
-	    arg_u64(t, "registers per thread", e->u.gpu_kernel.registers) ||
-	    arg_u64(t, "shared memory",
-		    (uint64_t)e->u.gpu_kernel.static_smem + e->u.gpu_kernel.dynamic_smem) ||
-	    arg_dim3(t, "grid", e->u.gpu_kernel.grid) || arg_dim3(t, "block", e->u.gpu_kernel.block))
-		return -1;
-	if (p && p->u.gpu_device.sm_count &&
-	    (arg_key(t, "blocks per SM") ||
-	     cv_json_double(o, (double)blocks / p->u.gpu_device.sm_count)))
-		return -1;
-	if (e->u.gpu_kernel.graph_id && arg_u64(t, "graph id", e->u.gpu_kernel.graph_id))
-		return -1;
-	return 0;
-}
-
-static int copy_args(struct tj *t, uint32_t dev, uint32_t ctx, uint32_t stream, uint64_t corr,
-		     uint64_t bytes, uint64_t dur)
-{
-	struct cv_out *o = &t->cur;
-
-	if (arg_u64(t, "device", dev) || arg_u64(t, "context", ctx) ||
-	    arg_u64(t, "stream", stream) || arg_u64(t, "correlation", corr) ||
-	    arg_u64(t, "bytes", bytes))
-		return -1;
-	/* bytes per ns = GB/s */
-	return dur && (arg_key(t, "memory bandwidth (GB/s)") ||
-		       cv_json_double(o, (double)bytes / (double)dur));
-}
-
-/* As Kineto writes them: the kind's name, the stream (-1: none, a context
- * synchronization), the correlation id, the context, and the event waited on. */
-static int sync_args(struct tj *t, const struct conv_item *it)
-{
-	const struct evlog_event *e = it->ev;
-	uint8_t k = e->u.gpu_sync.kind;
-
-	if (arg_str(t, "cuda_sync_kind", it->name, strlen(it->name)) ||
-	    arg_i64(t, "stream", (int32_t)e->u.gpu_sync.stream) ||
-	    arg_u64(t, "correlation", e->u.gpu_sync.correlation_id) ||
-	    arg_u64(t, "context", e->u.gpu_sync.context))
-		return -1;
-	return (k == 1 || k == 2) && e->u.gpu_sync.cuda_event != UINT32_MAX &&
-	       arg_u64(t, "wait_on_cuda_event_id", e->u.gpu_sync.cuda_event);
-}
-
-static int item_args(struct tj *t, const struct conv_item *it)
-{
-	const struct evlog_event *e = it->ev;
-	int has_size;
-
-	switch (e->type) {
-	case EV_SYSCALL:
-		if (arg_i64(t, "ret", e->u.syscall.ret))
-			return -1;
-		if (fd_syscall(it->name, &has_size) &&
-		    (arg_u64(t, "fd", e->u.syscall.arg0) ||
-		     (has_size && arg_u64(t, "size", e->u.syscall.arg2))))
-			return -1;
-		return 0;
-	case EV_PY_ENTER:
-		return arg_str(t, "file", e->u.py_enter.file.ptr, e->u.py_enter.file.len) ||
-		       arg_u64(t, "line", e->u.py_enter.line);
-	case EV_CPU_SAMPLE:
-		return arg_u64(t, "cpu", e->u.cpu_sample.cpu) ||
-		       arg_str(t, "stack", it->stack_folded, strlen(it->stack_folded));
-	case EV_PY_SAMPLE:
-		return arg_str(t, "stack", it->stack_folded, strlen(it->stack_folded));
-	case EV_LIB_CALL:
-		if (arg_str(t, "library", e->u.lib_call.lib.ptr, e->u.lib_call.lib.len) ||
-		    arg_i64(t, "ret", (int64_t)e->u.lib_call.ret) ||
-		    arg_u64(t, "depth", e->u.lib_call.depth))
-			return -1;
-		if (e->u.lib_call.correlation_id &&
-		    arg_u64(t, "correlation", e->u.lib_call.correlation_id))
-			return -1;
-		return e->u.lib_call.detail.len &&
-		       arg_str(t, "args", e->u.lib_call.detail.ptr, e->u.lib_call.detail.len);
-	case EV_GPU_API:
-		return arg_u64(t, "cbid", e->u.gpu_api.cbid) ||
-		       arg_u64(t, "correlation", e->u.gpu_api.correlation_id) ||
-		       arg_i64(t, "ret", e->u.gpu_api.ret);
-	case EV_GPU_KERNEL:
-		return kernel_args(t, e);
-	case EV_GPU_MEMCPY:
-		return copy_args(t, e->u.gpu_memcpy.device, e->u.gpu_memcpy.context,
-				 e->u.gpu_memcpy.stream, e->u.gpu_memcpy.correlation_id,
-				 e->u.gpu_memcpy.bytes, it->dur_ns) ||
-		       arg_u64(t, "kind", e->u.gpu_memcpy.copy_kind);
-	case EV_GPU_MEMSET:
-		return copy_args(t, e->u.gpu_memset.device, e->u.gpu_memset.context,
-				 e->u.gpu_memset.stream, e->u.gpu_memset.correlation_id,
-				 e->u.gpu_memset.bytes, it->dur_ns) ||
-		       arg_u64(t, "value", e->u.gpu_memset.value);
-	case EV_GPU_SYNC:
-		return sync_args(t, it);
-	case EV_MARKER:
-		if (it->step && arg_u64(t, "step", it->step - 1))
-			return -1;
-		return (e->u.marker.text.len &&
-			arg_str(t, "text", e->u.marker.text.ptr, e->u.marker.text.len)) ||
-		       arg_u64(t, "value", e->u.marker.value);
-	default:
-		return 0;
-	}
-}
+#define ARGS_CTX struct tj
+#include "item_args.h"
 
 static int flow(struct tj *t, const struct conv_item *it, uint64_t pid, uint64_t tid)
 {
@@ -639,9 +470,9 @@ static int tj_item(void *ctx, const struct conv_item *it)
 	if (it->track == CONV_TRACK_STREAM) {
 		pid = gpu_pid_of(t, it->device);
 		tid = it->stream;
-	} else if (it->step && !strcmp(it->category, "step")) {
+	} else if (trace_on_steps(it)) {
 		pid = t->pid_base + it->pid;
-		tid = STEPS_TID;
+		tid = TRACE_STEPS_TID;
 		if (it->step == 1 && (meta_ev(t, "thread_name", pid, tid, "name", "Steps", 0) ||
 				      meta_ev(t, "thread_sort_index", pid, tid, "sort_index", NULL, 0)))
 			goto err;
@@ -701,7 +532,7 @@ struct conv_sink *trace_json_new_file(const char *path, int overwrite, char *err
 	t->gz = ends_with(path, ".gz");
 	t->overwrite = overwrite;
 	if (!ends_with(path, ".json") && !ends_with(path, ".json.gz")) {
-		snprintf(err, errsz, "output %s: name it .json or .json.gz", path);
+		snprintf(err, errsz, "output %s: name it .json or .json.gz (or .pftrace: Perfetto's own format)", path);
 		free(t);
 		return NULL;
 	}

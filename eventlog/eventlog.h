@@ -10,12 +10,18 @@
  *   flush interval, is compressed with zstd, checksummed and appended. The
  *   file is written as "<dir>/.<name>.partial" and renamed to its final name
  *   by evlog_writer_close(); a crash leaves the partial file, from which the
- *   reader recovers every flushed chunk.
+ *   reader recovers every flushed chunk. With segment bounds the log is a
+ *   series of files, each published once complete: "<name>.1", "<name>.2" ...
+ *   and the last as "<name>" (schemas/eventlog.md 5.2). The bytes can also go
+ *   to a sink of the caller's (evlog_writer_open_sink), which may drop chunks.
  *
  * Reader: evlog_reader_open() -> evlog_next() ... -> evlog_reader_close().
  *   Events come back in file order. Pointers inside a returned event (strings,
  *   stacks, args) stay valid until the next evlog_next() call. A corrupt or
  *   torn chunk is skipped and counted; reading goes on at the next good one.
+ *   A segment of a log is read with the segments before it, in order, as one
+ *   log (evlog_chain_open); each is checked against the record the next one
+ *   keeps of it.
  *
  * Errors are values: functions return 0 or a negative EVLOG_E* code, and the
  * handle keeps a human-readable message (evlog_*_error()).
@@ -35,7 +41,7 @@ extern "C" {
 #endif
 
 #define EVLOG_VERSION_MAJOR 1
-#define EVLOG_VERSION_MINOR 4
+#define EVLOG_VERSION_MINOR 5
 
 /* Error codes (negated when returned). */
 enum evlog_err {
@@ -48,6 +54,7 @@ enum evlog_err {
 	EVLOG_EINVAL = 6,   /* bad argument (unknown type, oversize string...) */
 	EVLOG_EEXIST = 7,   /* final path already exists (never clobbered) */
 	EVLOG_END = 8,      /* evlog_next(): no more events (returned as -EVLOG_END) */
+	EVLOG_ESEGMENT = 9, /* a segment of the log is missing, or not what the next one records */
 };
 
 /* Event types: EV_<NAME> = number, from EVLOG_TYPES (evlog_schema.h). Values
@@ -254,6 +261,10 @@ struct evlog_header {
 	 * the collector's log and in every log of the libraries it injected
 	 * (format 1.2). All zero: none (logs of 1.0/1.1 writers, test logs). */
 	uint8_t session[EVLOG_SESSION_LEN];
+	/* Its place in a log written in segments (format 1.5): 2, 3 ... for the
+	 * second segment on, whose first event records the one before it
+	 * (EV_SEGMENT); 0 for a log's first or only file. Set by the writer. */
+	uint32_t segment;
 };
 
 /* ---------------------------------------------------------------- writer */
@@ -267,6 +278,37 @@ struct evlog_writer_opts {
 	int overwrite;             /* replace an existing final file (default: refuse, EVLOG_EEXIST) */
 	int row_chunks;            /* write format 1.0 row chunks, for 1.0 readers (default: 1.1
 				    * column chunks, about a quarter smaller; 1.0 readers skip them) */
+	/* A segment ends after the first chunk that takes it to segment_bytes,
+	 * or that finds it segment_ns old (and holding events): the next chunk
+	 * starts the next one. 0: no bound (a log of one file, unless the other
+	 * bound is set). Not for evlog_writer_open_fd. */
+	uint64_t segment_bytes;
+	uint64_t segment_ns;
+};
+
+/* Where a writer's bytes go, segment by segment (evlog_writer_open_sink).
+ * Each function returns 0, or a negative EVLOG_E* code with the sink's
+ * message in err (the writer stops there: later calls fail). */
+struct evlog_put {
+	uint32_t events;           /* events in these bytes (0: a file header) */
+	const uint32_t *by_type;   /* how many of each type, [EV_TYPE_MAX + 1] */
+	int keep;                  /* a file header, a segment record, or a chunk the
+				    * caller asked to keep (evlog_writer_flush_keep):
+				    * the log is unreadable without it, never dropped */
+};
+struct evlog_sink {
+	/* Segment seg (1, 2 ...) starts; its bytes follow. Segment 1 starts
+	 * before the writer's open returns. */
+	int (*begin)(void *ctx, uint32_t seg, char *err, size_t errsz);
+	/* The next bytes of segment seg: its file header, or one whole chunk.
+	 * 1: dropped (not keep: the writer counts its events as dropped and the
+	 * segment goes on without it). */
+	int (*put)(void *ctx, uint32_t seg, const void *p, size_t n, const struct evlog_put *pi,
+		   char *err, size_t errsz);
+	/* Segment seg is complete; last: it ends the log. */
+	int (*end)(void *ctx, uint32_t seg, int last, char *err, size_t errsz);
+	/* The log is abandoned (evlog_writer_abort): drop the open segment. */
+	void (*abort)(void *ctx);
 };
 
 /*
@@ -291,6 +333,21 @@ int evlog_writer_open_fd(struct evlog_writer **out, int fd, const char *label,
 			 const struct evlog_header *hdr,
 			 const struct evlog_writer_opts *opts, char *msg, size_t msgsz);
 
+/*
+ * Open a writer whose bytes go to `sink` (with ctx), in segments when opts
+ * bound them; `name` is the log's final file name, from which the segments'
+ * names are made (segment k is published as "<name>.k", the last as
+ * "<name>": evlog_segment_name()). On error *out is NULL, msg says why.
+ */
+int evlog_writer_open_sink(struct evlog_writer **out, const char *name,
+			   const struct evlog_sink *sink, void *ctx,
+			   const struct evlog_header *hdr,
+			   const struct evlog_writer_opts *opts, char *msg, size_t msgsz);
+
+/* The file name segment `seg` of log `name` is published under when it is
+ * not the last ("<name>.<seg>"), into out (size outsz). */
+void evlog_segment_name(const char *name, uint32_t seg, char *out, size_t outsz);
+
 /* Append one event. Cheap: encodes into the current chunk; may flush. */
 int evlog_write(struct evlog_writer *w, const struct evlog_event *ev);
 
@@ -300,6 +357,9 @@ int evlog_writer_tick(struct evlog_writer *w);
 
 /* Flush the current chunk now (if non-empty) and fsync-free write it out. */
 int evlog_writer_flush(struct evlog_writer *w);
+/* The same, marked keep for the sink (it is never dropped): for a few
+ * small records the log must not lose (the count of dropped events). */
+int evlog_writer_flush_keep(struct evlog_writer *w);
 
 /* Flush, then rename the partial file to its final path. Frees w. */
 int evlog_writer_close(struct evlog_writer *w);
@@ -307,23 +367,48 @@ int evlog_writer_close(struct evlog_writer *w);
  * failed flush or publish the partial file is kept, never removed. */
 int evlog_writer_close_msg(struct evlog_writer *w, char *msg, size_t msgsz);
 
-/* Discard: remove the partial file, free w. For error paths. */
+/* Discard: remove the partial file (segments already published stay), free
+ * w. For error paths. */
 void evlog_writer_abort(struct evlog_writer *w);
 
 const char *evlog_writer_error(const struct evlog_writer *w);
+/* evlog_writer_open's partial file as given (the open segment's); others: their label. */
 const char *evlog_writer_partial_path(const struct evlog_writer *w);
 
 struct evlog_writer_stats {
-	uint64_t events, chunks, raw_bytes, file_bytes;
+	uint64_t events, chunks, raw_bytes, file_bytes; /* file_bytes: all segments' */
 	uint64_t events_by_type[EV_TYPE_MAX + 1];
+	uint32_t segments;        /* begun so far */
+	/* Chunks the sink dropped, their events (also in events) and bytes. */
+	uint64_t dropped_chunks, dropped_events, dropped_bytes;
+	uint64_t dropped_by_type[EV_TYPE_MAX + 1];
 };
 void evlog_writer_stats(const struct evlog_writer *w, struct evlog_writer_stats *st);
+
+/* The files of a log in a directory, the sink evlog_writer_open() writes
+ * through (eventlog/files.c, schemas/eventlog.md 5): each segment written
+ * into "<dir>/.<name>.partial", closed once and published whole, never over
+ * a file. Usable on its own: the collector's store writer process gets the
+ * bytes from the collector and writes them through evlog_files_sink.
+ * evlog_files_open() checks the directory and that <name> does not exist,
+ * nor <name>.1 for a log in segments (unless overwrite); the first begin()
+ * creates the file. */
+enum { EVLOG_FILES_OVERWRITE = 1, EVLOG_FILES_SEGMENTS = 2 };
+struct evlog_files;
+int evlog_files_open(struct evlog_files **out, const char *path, int flags, char *msg,
+		     size_t msgsz);
+extern const struct evlog_sink evlog_files_sink; /* ctx: the struct evlog_files */
+const char *evlog_files_dir(const struct evlog_files *f);     /* "dir/" as given, or "" */
+const char *evlog_files_partial(const struct evlog_files *f); /* the partial file's name */
+/* Free; an open segment's file is closed and kept. */
+void evlog_files_close(struct evlog_files *f);
 
 /* ---------------------------------------------------------------- reader */
 
 struct evlog_reader;
 
-/* Open a log from a file path (partial files included). */
+/* Open a log from a file path (partial files included). A segment of a log
+ * is read with the segments before it, found beside it (evlog_chain_open). */
 int evlog_reader_open(struct evlog_reader **out, const char *path, char *msg, size_t msgsz);
 /* Open a log from a file already opened (and checked) by the caller, read
  * through that fd only: nothing is looked up by name again. The reader owns
@@ -331,6 +416,34 @@ int evlog_reader_open(struct evlog_reader **out, const char *path, char *msg, si
  * name is only shown in messages. */
 int evlog_reader_open_fd(struct evlog_reader **out, int fd, const char *name, char *msg,
 			 size_t msgsz);
+/*
+ * The files of a log written in segments (schemas/eventlog.md 5.2), oldest
+ * first, the last being the file given. A file whose header says it is
+ * segment k >= 2 starts with the record (EV_SEGMENT) of segment k - 1: its
+ * name, size and SHA-256. evlog_chain_open() opens that file through
+ * lookup(ctx, name) (an fd of it, or -errno), checks it is a regular file
+ * of that size and digest and its header says k - 1, and so on back to the
+ * first. A missing or altered segment fails the open with EVLOG_ESEGMENT and
+ * a message naming it and the file that records it. Takes fd; `shown` names
+ * the file given in messages (the others are shown as `shown`'s directory
+ * part and their names). A log of one file is a chain of one.
+ */
+struct evlog_chain;
+int evlog_chain_open(struct evlog_chain **out, int fd, const char *shown,
+		     int (*lookup)(void *ctx, const char *name), void *ctx,
+		     char *msg, size_t msgsz);
+/* lookup for evlog_chain_open: ctx points to a directory fd; the name is
+ * opened there without following a symlink or blocking. */
+int evlog_chain_lookup_at(void *dirfd_ptr, const char *name);
+size_t evlog_chain_count(const struct evlog_chain *c);
+int evlog_chain_fd(const struct evlog_chain *c, size_t i);           /* 0: the oldest */
+const char *evlog_chain_name(const struct evlog_chain *c, size_t i); /* as shown */
+void evlog_chain_close(struct evlog_chain *c);
+/* Read the chain's files in order as one log (their fds are duplicated:
+ * the chain may be closed after). The header is the first file's. */
+int evlog_reader_open_chain(struct evlog_reader **out, const struct evlog_chain *c, char *msg,
+			    size_t msgsz);
+
 /* Open a log held in memory (archives, fuzzing). The buffer must outlive the reader. */
 int evlog_reader_open_mem(struct evlog_reader **out, const void *buf, size_t len,
 			  const char *name, char *msg, size_t msgsz);

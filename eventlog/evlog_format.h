@@ -34,6 +34,7 @@ enum evf_tag {
 	EVF_TAG_REALTIME_NS = 8,  /* u64 */
 	EVF_TAG_PRODUCER_PID = 9, /* u32 */
 	EVF_TAG_SESSION = 10,     /* 16 bytes (1.2): the profile's id, shared by all its logs */
+	EVF_TAG_SEGMENT = 11,     /* u32 (1.5): the file's segment number, from 2 on */
 };
 
 /* ----------------------------------------------------------- chunk header */

@@ -102,6 +102,12 @@
  * ("sha256:" and 64 hex digits). The converter joins a library log to this
  * profile only when one of these names it (converter/sessions.c). */
 #define EVLOG_FIELDS_lib_log(F, m) F(m, STR, name) F(m, U64, size) F(m, STR, digest)
+/* The segment of this log published before the one it opens (schemas/eventlog.md
+ * 5.2): the first event of every segment but the first. Its file name in the
+ * log's directory, its size in bytes and its digest ("sha256:" and 64 hex
+ * digits); that segment's own first event names the one before it, back to
+ * the first, so the last segment vouches for them all. */
+#define EVLOG_FIELDS_segment(F, m) F(m, STR, name) F(m, U64, size) F(m, STR, digest)
 
 /*
  * T(NAME, number, member, track, dur, corr): enum EV_<NAME> = number, union
@@ -134,10 +140,11 @@
 	T(CLOCK, 19, clock, META, _, _)                   /* a MONOTONIC <-> REALTIME anchor */ \
 	T(GPU_SYNC, 21, gpu_sync, THREAD, dur, correlation_id) /* 1.3 */ \
 	T(CUPTI_OVERHEAD, 22, cupti_overhead, THREAD, dur, _)  /* 1.3 */ \
-	T(LIB_LOG, 23, lib_log, META, _, _)               /* 1.4: a library log published */
+	T(LIB_LOG, 23, lib_log, META, _, _)               /* 1.4: a library log published */ \
+	T(SEGMENT, 24, segment, META, _, _)               /* 1.5: the segment before this one */
 
 /* The largest type number (the type byte keeps 6 bits; spill records 5). */
-#define EVLOG_TYPE_MAX_NUM 23
+#define EVLOG_TYPE_MAX_NUM 24
 
 /* ------------------------------------------------------- kind properties */
 

@@ -73,6 +73,7 @@ const char *evlog_strerror(int err)
 	case EVLOG_EINVAL: return "invalid argument";
 	case EVLOG_EEXIST: return "output already exists";
 	case EVLOG_END: return "end of log";
+	case EVLOG_ESEGMENT: return "a segment of the log is missing or altered";
 	default: return "unknown error";
 	}
 }

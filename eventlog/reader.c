@@ -11,6 +11,10 @@
  * on a shared directory, a writer cutting a torn chunk after ENOSPC) kills
  * the reader with SIGBUS. pread() sees a short read instead, and the reader
  * stops cleanly at that point ("file shrank").
+ *
+ * A log in segments is read file after file (evlog_reader_open_chain): the
+ * header is the first file's, each later file's header is checked and
+ * skipped, and the counts run on over all of them.
  */
 #include "eventlog/eventlog.h"
 #include "eventlog/evlog_columns.h"
@@ -48,7 +52,10 @@ struct evlog_reader {
 	int io_err;             /* a read failed: evlog_next reports it once */
 	uint8_t *hbuf, *cbuf, *sbuf; /* file mode: header, payload, scan window */
 	size_t hbuf_cap, cbuf_cap, sbuf_cap;
-	char *name;
+	char *name;             /* the file being read, in messages */
+	int *next_fd;           /* a chain's files after it (evlog_reader_open_chain) */
+	char **next_name;
+	size_t n_next, i_next;
 	struct evlog_header hdr;
 	char *hdr_strs[6];
 
@@ -177,6 +184,10 @@ static int evr_tlv(struct evlog_reader *r, uint16_t tag, const uint8_t *v, uint3
 		if (len != EVLOG_SESSION_LEN)
 			return -EVLOG_EHEADER;
 		memcpy(h->session, v, EVLOG_SESSION_LEN);
+	} else if (tag == EVF_TAG_SEGMENT) {
+		if (len != 4)
+			return -EVLOG_EHEADER;
+		h->segment = evf_get32(v);
 	}
 	return 0; /* unknown tags: skipped (forward compatible) */
 }
@@ -187,7 +198,9 @@ static int evr_header_lost(struct evlog_reader *r, char *msg, size_t msgsz)
 	return evf_msg(msg, msgsz, r->io_err ? r->io_err : EVLOG_EHEADER, "%s", r->err);
 }
 
-static int evr_header(struct evlog_reader *r, char *msg, size_t msgsz)
+/* The file header at offset 0: checked, and its fields taken when parse
+ * (a chain's later files are only checked). r->pos is set after it. */
+static int evr_header(struct evlog_reader *r, int parse, char *msg, size_t msgsz)
 {
 	const char *n = r->name;
 	if (r->len == 0)
@@ -219,8 +232,10 @@ static int evr_header(struct evlog_reader *r, char *msg, size_t msgsz)
 	const uint8_t *end = p + blen;
 	if (libdeflate_crc32(0, p, blen) != crc)
 		return evf_msg(msg, msgsz, EVLOG_EHEADER, "%s: file header checksum mismatch", n);
-	r->hdr.version_major = major;
-	r->hdr.version_minor = minor;
+	if (parse) {
+		r->hdr.version_major = major;
+		r->hdr.version_minor = minor;
+	}
 	while (p < end) {
 		if (end - p < 6)
 			return evf_msg(msg, msgsz, EVLOG_EHEADER, "%s: header field cut short", n);
@@ -229,7 +244,7 @@ static int evr_header(struct evlog_reader *r, char *msg, size_t msgsz)
 		if (len > (size_t)(end - p) - 6)
 			return evf_msg(msg, msgsz, EVLOG_EHEADER, "%s: header field %u overruns the "
 				       "header", n, tag);
-		int rc = evr_tlv(r, tag, p + 6, len);
+		int rc = parse ? evr_tlv(r, tag, p + 6, len) : 0;
 		if (rc)
 			return evf_msg(msg, msgsz, -rc, "%s: header field %u: %s", n, tag,
 				       evlog_strerror(rc));
@@ -253,7 +268,7 @@ static int evr_init(struct evlog_reader *r, const char *name, char *msg, size_t 
 	if (!r->name || !r->dctx)
 		return evf_msg(msg, msgsz, EVLOG_ENOMEM, "out of memory opening %s",
 			       name ? name : "(memory)");
-	return evr_header(r, msg, msgsz);
+	return evr_header(r, 1, msg, msgsz);
 }
 
 int evlog_reader_open_mem(struct evlog_reader **out, const void *buf, size_t len,
@@ -314,6 +329,78 @@ int evlog_reader_open_fd(struct evlog_reader **out, int fd, const char *name, ch
 	return 0;
 }
 
+int evlog_reader_open_chain(struct evlog_reader **out, const struct evlog_chain *c, char *msg,
+			    size_t msgsz)
+{
+	size_t n = evlog_chain_count(c);
+	if (!out || !n)
+		return evf_msg(msg, msgsz, EVLOG_EINVAL, "evlog_reader_open_chain: bad arguments");
+	*out = NULL;
+	int fd = fcntl(evlog_chain_fd(c, 0), F_DUPFD_CLOEXEC, 0);
+	if (fd < 0)
+		return evf_msg(msg, msgsz, EVLOG_EIO, "%s: %s", evlog_chain_name(c, 0), strerror(errno));
+	struct evlog_reader *r;
+	int rc = evlog_reader_open_fd(&r, fd, evlog_chain_name(c, 0), msg, msgsz);
+	if (rc || n == 1) {
+		*out = r;
+		return rc;
+	}
+	r->next_fd = calloc(n - 1, sizeof(*r->next_fd));
+	r->next_name = calloc(n - 1, sizeof(*r->next_name));
+	rc = r->next_fd && r->next_name ? 0 : -EVLOG_ENOMEM;
+	for (size_t i = 1; i < n && !rc; i++) {
+		r->next_fd[i - 1] = -1;
+		r->next_name[i - 1] = strdup(evlog_chain_name(c, i));
+		r->next_fd[i - 1] = fcntl(evlog_chain_fd(c, i), F_DUPFD_CLOEXEC, 0);
+		r->n_next = i;
+		rc = !r->next_name[i - 1] ? -EVLOG_ENOMEM : r->next_fd[i - 1] < 0 ? -EVLOG_EIO : 0;
+	}
+	if (rc) {
+		evlog_reader_close(r);
+		return evf_msg(msg, msgsz, -rc, "%s: %s", evlog_chain_name(c, 0),
+			       rc == -EVLOG_ENOMEM ? "out of memory" : strerror(errno));
+	}
+	*out = r;
+	return 0;
+}
+
+/* The chain's next file: its header checked and skipped. 0, or a code
+ * with r->err set (reading stops). */
+static int evr_next_file(struct evlog_reader *r)
+{
+	struct stat sb;
+	char msg[sizeof(r->err)];
+	size_t i = r->i_next++;
+
+	close(r->fd);
+	r->fd = r->next_fd[i];
+	r->next_fd[i] = -1;
+	free(r->name);
+	r->name = r->next_name[i];
+	r->next_name[i] = NULL;
+	r->pos = 0;
+	r->len = fstat(r->fd, &sb) == 0 ? (size_t)sb.st_size : 0;
+	int rc = evr_header(r, 0, msg, sizeof(msg));
+	if (rc) {
+		memcpy(r->err, msg, sizeof(msg));
+		r->stop = 1;
+		return -rc;
+	}
+	posix_fadvise(r->fd, 0, 0, POSIX_FADV_SEQUENTIAL);
+	return 0;
+}
+
+/* The directory fd of path, for its segments; -1 if none can be opened
+ * (a log of one file needs none). */
+static int evr_dir_of(const char *path)
+{
+	const char *slash = strrchr(path, '/');
+	char *dir = slash ? strndup(path, (size_t)(slash - path) + (slash == path)) : strdup(".");
+	int fd = dir ? open(dir, O_RDONLY | O_DIRECTORY | O_CLOEXEC) : -1;
+	free(dir);
+	return fd;
+}
+
 int evlog_reader_open(struct evlog_reader **out, const char *path, char *msg, size_t msgsz)
 {
 	if (!out || !path)
@@ -323,7 +410,19 @@ int evlog_reader_open(struct evlog_reader **out, const char *path, char *msg, si
 	int fd = open(path, O_RDONLY | O_CLOEXEC | O_NONBLOCK);
 	if (fd < 0)
 		return evf_msg(msg, msgsz, EVLOG_EIO, "%s: %s", path, strerror(errno));
-	return evlog_reader_open_fd(out, fd, path, msg, msgsz);
+	struct stat sb;
+	if (fstat(fd, &sb) || !S_ISREG(sb.st_mode)) /* the plain open says why */
+		return evlog_reader_open_fd(out, fd, path, msg, msgsz);
+	struct evlog_chain *c;
+	int dirfd = evr_dir_of(path);
+	int rc = evlog_chain_open(&c, fd, path, evlog_chain_lookup_at, &dirfd, msg, msgsz);
+	if (dirfd >= 0)
+		close(dirfd);
+	if (rc)
+		return rc;
+	rc = evlog_reader_open_chain(out, c, msg, msgsz);
+	evlog_chain_close(c);
+	return rc;
 }
 
 void evlog_reader_close(struct evlog_reader *r)
@@ -332,6 +431,13 @@ void evlog_reader_close(struct evlog_reader *r)
 		return;
 	if (r->fd >= 0)
 		close(r->fd);
+	for (size_t i = 0; i < r->n_next; i++) {
+		if (r->next_fd[i] >= 0)
+			close(r->next_fd[i]);
+		free(r->next_name[i]);
+	}
+	free(r->next_fd);
+	free(r->next_name);
 	free(r->hbuf);
 	free(r->cbuf);
 	free(r->sbuf);
@@ -771,6 +877,12 @@ int evlog_next(struct evlog_reader *r, const struct evlog_event **ev)
 			int e = r->io_err;
 			r->io_err = 0; /* reported once; later calls say END */
 			return -e;
+		}
+		if (!r->stop && r->pos >= r->len && r->i_next < r->n_next) {
+			int rc = evr_next_file(r);
+			if (rc)
+				return -rc;
+			continue;
 		}
 		if (r->stop || r->pos >= r->len)
 			return -EVLOG_END;

@@ -3,17 +3,21 @@
  * Event log writer: encodes events into an in-memory chunk (per-chunk string,
  * stack and Python-stack interning; delta timestamps), one buffer per field
  * column (evlog_columns.h), compresses full or stale chunks with zstd and
- * appends each with a single write() to
- * "<dir>/.<name>.partial"; close renames it to "<dir>/<name>" without ever
- * replacing another file. evlog_writer_open_fd() writes into a file someone
- * else created and publishes (no directory, no rename here). Format:
- * schemas/eventlog.md.
+ * hands each whole to its sink: the files of a log in a directory
+ * (evlog_writer_open, files.c: "<dir>/.<name>.partial", published without
+ * ever replacing another file), a sink of the caller's
+ * (evlog_writer_open_sink), or appends it with a single write() to a file
+ * someone else created and publishes (evlog_writer_open_fd). With segment
+ * bounds it ends a segment after a chunk and starts the next with its own
+ * file header and, as its first event, the record of the one before
+ * (schemas/eventlog.md 5.2). Format: schemas/eventlog.md.
  */
 #include "eventlog/eventlog.h"
 #include "eventlog/evlog_columns.h"
 #include "eventlog/evlog_format.h"
 #include "eventlog/evlog_table.h"
 #include "common/io.h"
+#include "common/digest.h"
 
 #include <errno.h>
 #include <fcntl.h>
@@ -28,14 +32,36 @@
 #include <unistd.h>
 #include <zstd.h>
 
+/* A segment record's name and digest ("sha256:" HEX). */
+#define EVW_SEGNAME_MAX 256
+#define EVW_DIGEST_LEN (7 + 2 * LT_SHA256_LEN)
+
 struct evlog_writer {
-	int fd, dirfd;
-	char *name;             /* final file name inside dirfd */
-	char *partial;          /* partial file name inside dirfd */
-	char *partial_path;     /* for messages and evlog_writer_partial_path() */
+	int fd;                 /* evlog_writer_open_fd's file, else -1 */
+	const struct evlog_sink *sink; /* else where the segments go */
+	void *ctx;
+	struct evlog_files *files; /* evlog_writer_open's own sink, owned */
+	char *name;             /* the log's final name, for segment records */
+	char *label;            /* the log in messages */
+	char *partial_path;     /* evlog_writer_open's: the partial file, as given */
 	struct evlog_writer_opts opts;
 	ZSTD_CCtx *cctx;
 	int failed;             /* sticky error code (positive) */
+	int keep;               /* the chunk being flushed is one the sink must keep */
+
+	/* the file header: its body without the segment tag */
+	uint8_t *hbody;
+	size_t hbody_len;
+
+	/* the open segment */
+	uint32_t seg;
+	uint64_t seg_bytes, seg_born_ns;
+	int seg_events;         /* it holds a chunk of events, beyond its record */
+	struct lt_sha256 seg_sha;
+	/* the segment before it */
+	char prev_name[EVW_SEGNAME_MAX];
+	uint64_t prev_size;
+	char prev_digest[EVW_DIGEST_LEN + 1];
 
 	/* current chunk: one growing buffer per column. Every column has at
 	 * least min_room bytes free, so most events need no capacity checks. */
@@ -45,6 +71,7 @@ struct evlog_writer {
 	size_t min_room;
 	size_t raw_len;          /* bytes in all columns */
 	uint32_t n_events;
+	uint32_t by_type[EV_TYPE_MAX + 1]; /* its events of each type */
 	uint64_t base_ts, prev_ts;
 	uint32_t prev_pid, prev_tid;
 	uint64_t prev_corr;     /* correlation ids are delta-coded */
@@ -87,10 +114,11 @@ static int evw_fail(struct evlog_writer *w, int code, const char *fmt, ...)
 }
 
 
-/* ------------------------------------------------------------------ file io */
+/* ------------------------------------------------------------------ output */
 
-/* A failed append may have left part of a chunk: cut it off so the file
- * stays a valid log up to its last complete chunk. */
+/* evlog_writer_open_fd's file. A failed append may have left part of a
+ * chunk: cut it off so the file stays a valid log up to its last complete
+ * chunk. */
 static int evw_append(struct evlog_writer *w, const uint8_t *p, size_t n)
 {
 	int rc = lt_write_all(w->fd, p, n);
@@ -105,9 +133,37 @@ static int evw_append(struct evlog_writer *w, const uint8_t *p, size_t n)
 		? " (disk full or file size limit: free space or raise the limit)" : "";
 	return evw_fail(w, EVLOG_EIO,
 			"writing %s: %s%s; the log keeps its %llu complete chunks (%llu bytes)",
-			w->partial_path, strerror(-rc), hint,
+			w->label, strerror(-rc), hint,
 			(unsigned long long)w->st.chunks,
 			(unsigned long long)w->st.file_bytes);
+}
+
+/* Hand bytes of the open segment to the sink (or the fd): 0 taken, 1
+ * dropped by the sink, or a negative code (the writer has failed). */
+static int evw_emit(struct evlog_writer *w, const uint8_t *p, size_t n, uint32_t events)
+{
+	if (w->fd >= 0)
+		return evw_append(w, p, n);
+	struct evlog_put pi = { .events = events, .by_type = w->by_type, .keep = w->keep || !events };
+	int rc = w->sink->put(w->ctx, w->seg, p, n, &pi, w->err, sizeof(w->err));
+	if (rc == 1 && !pi.keep) {
+		w->st.dropped_chunks++;
+		w->st.dropped_events += events;
+		w->st.dropped_bytes += n;
+		for (unsigned t = 0; t <= EV_TYPE_MAX; t++)
+			w->st.dropped_by_type[t] += w->by_type[t];
+		return 1;
+	}
+	if (rc) {
+		if (rc > 0)
+			evw_fail(w, EVLOG_EIO, "%s: the sink dropped bytes the log needs", w->label);
+		w->failed = rc < 0 ? -rc : EVLOG_EIO;
+		return -w->failed;
+	}
+	w->st.file_bytes += n;
+	w->seg_bytes += n;
+	lt_sha256_update(&w->seg_sha, p, n);
+	return 0;
 }
 
 /* ------------------------------------------------------------- file header */
@@ -144,8 +200,10 @@ static int evw_check_hstr(struct evlog_str s, const char *what, char *msg, size_
 	return 0;
 }
 
-static int evw_write_header(struct evlog_writer *w, const struct evlog_header *in,
-			    char *msg, size_t msgsz)
+/* The header body, kept for every segment's header (the clock anchors are
+ * the log's: read once). */
+static int evw_header_body(struct evlog_writer *w, const struct evlog_header *in,
+			   char *msg, size_t msgsz)
 {
 	static const struct evlog_header empty;
 	const struct evlog_header *h = in ? in : &empty;
@@ -163,10 +221,9 @@ static int evw_write_header(struct evlog_writer *w, const struct evlog_header *i
 			return rc;
 		body += 6 + s[i]->len;
 	}
-	uint8_t *buf = malloc(EVF_FILE_FIXED + body);
-	if (!buf)
+	uint8_t *p = w->hbody = malloc(body);
+	if (!p)
 		return evf_msg(msg, msgsz, EVLOG_ENOMEM, "out of memory for the file header");
-	uint8_t *p = buf + EVF_FILE_FIXED;
 	for (int i = 0; i < 6; i++)
 		p = evw_tlv_str(p, tags[i], *s[i]);
 	p = evw_tlv_u64(p, EVF_TAG_MONO_NS, h->mono_ns ? h->mono_ns : evw_now(CLOCK_MONOTONIC));
@@ -177,7 +234,24 @@ static int evw_write_header(struct evlog_writer *w, const struct evlog_header *i
 	p = evw_tlv(p, EVF_TAG_PRODUCER_PID, pid, 4);
 	if (has_session)
 		p = evw_tlv(p, EVF_TAG_SESSION, h->session, EVLOG_SESSION_LEN);
+	w->hbody_len = body;
+	return 0;
+}
 
+/* The open segment's file header: the body, and from the second segment
+ * on its number (tag 11). */
+static int evw_write_header(struct evlog_writer *w)
+{
+	size_t body = w->hbody_len + (w->seg >= 2 ? 6 + 4 : 0);
+	uint8_t *buf = malloc(EVF_FILE_FIXED + body);
+	if (!buf)
+		return evw_fail(w, EVLOG_ENOMEM, "out of memory for the file header");
+	memcpy(buf + EVF_FILE_FIXED, w->hbody, w->hbody_len);
+	if (w->seg >= 2) {
+		uint8_t seg[4];
+		evf_put32(seg, w->seg);
+		evw_tlv(buf + EVF_FILE_FIXED + w->hbody_len, EVF_TAG_SEGMENT, seg, 4);
+	}
 	memcpy(buf, EVF_MAGIC, EVF_MAGIC_LEN);
 	evf_put16(buf + 8, EVLOG_VERSION_MAJOR);
 	/* Row chunks only: a 1.0 log, which 1.0 readers read whole (they skip
@@ -185,80 +259,90 @@ static int evw_write_header(struct evlog_writer *w, const struct evlog_header *i
 	evf_put16(buf + 10, w->opts.row_chunks ? 0 : EVLOG_VERSION_MINOR);
 	evf_put32(buf + 12, (uint32_t)body);
 	evf_put32(buf + 16, libdeflate_crc32(0, buf + EVF_FILE_FIXED, body));
-	int rc = evw_append(w, buf, EVF_FILE_FIXED + body);
+	int rc = evw_emit(w, buf, EVF_FILE_FIXED + body, 0);
 	free(buf);
-	if (rc)
-		return evf_msg(msg, msgsz, EVLOG_EIO, "%s", w->err);
+	return rc;
+}
+
+/* ---------------------------------------------------------------- segments */
+
+static int evw_flush_chunk(struct evlog_writer *w);
+
+/* Segment seg + 1 starts: the sink's begin, its header, and from the second
+ * on the record of the one before, in a chunk of its own (older readers skip
+ * that chunk only). */
+static int evw_seg_begin(struct evlog_writer *w)
+{
+	int rc = w->sink->begin(w->ctx, w->seg + 1, w->err, sizeof(w->err));
+	if (rc) {
+		w->failed = -rc;
+		return rc;
+	}
+	w->seg++;
+	w->st.segments = w->seg;
+	w->seg_bytes = 0;
+	w->seg_events = 0;
+	w->seg_born_ns = evw_now(CLOCK_MONOTONIC);
+	w->seq = 0;
+	lt_sha256_init(&w->seg_sha);
+	if ((rc = evw_write_header(w)) || w->seg < 2)
+		return rc;
+	struct evlog_event ev = { .type = EV_SEGMENT, .ts = w->seg_born_ns,
+				  .pid = (uint32_t)getpid() };
+	ev.u.segment.name = evlog_s(w->prev_name);
+	ev.u.segment.size = w->prev_size;
+	ev.u.segment.digest = evlog_s(w->prev_digest);
+	if ((rc = evlog_write(w, &ev)))
+		return rc;
+	w->keep = 1;
+	rc = evw_flush_chunk(w);
+	w->keep = 0;
+	return rc;
+}
+
+/* The open segment is complete: the sink publishes it, and its record is
+ * kept for the next one's first event. */
+static int evw_seg_end(struct evlog_writer *w, int last)
+{
+	uint8_t d[LT_SHA256_LEN];
+	char hex[LT_SHA256_HEX];
+	int rc = w->sink->end(w->ctx, w->seg, last, w->err, sizeof(w->err));
+	if (rc) {
+		w->failed = -rc;
+		return rc;
+	}
+	lt_sha256_final(&w->seg_sha, d);
+	evlog_segment_name(w->name, w->seg, w->prev_name, sizeof(w->prev_name));
+	snprintf(w->prev_digest, sizeof(w->prev_digest), "sha256:%s", lt_sha256_hex(d, hex));
+	w->prev_size = w->seg_bytes;
 	return 0;
+}
+
+static int evw_seg_old(const struct evlog_writer *w)
+{
+	return w->opts.segment_ns && evw_now(CLOCK_MONOTONIC) - w->seg_born_ns >= w->opts.segment_ns;
+}
+
+/* Between chunks: end the segment where it reached a bound (the next one
+ * starts with its header and record, so never with a chunk half full). */
+static int evw_seg_check(struct evlog_writer *w)
+{
+	if (w->fd >= 0 || !w->seg_events || w->failed || w->n_events)
+		return 0;
+	int full = w->opts.segment_bytes && w->seg_bytes >= w->opts.segment_bytes;
+	if (!full && !evw_seg_old(w))
+		return 0;
+	int rc = evw_seg_end(w, 0);
+	return rc ? rc : evw_seg_begin(w);
 }
 
 /* ---------------------------------------------------------------- open */
-
-static int evw_split(struct evlog_writer *w, const char *path, char *msg, size_t msgsz)
-{
-	const char *slash = strrchr(path, '/');
-	const char *base = slash ? slash + 1 : path;
-	if (!*base || !strcmp(base, ".") || !strcmp(base, ".."))
-		return evf_msg(msg, msgsz, EVLOG_EINVAL,
-			       "output path '%s' names a directory; give a file name", path);
-	char *dir = slash ? strndup(path, (size_t)(slash - path) + (slash == path)) : strdup(".");
-	w->name = strdup(base);
-	if (!dir || !w->name) {
-		free(dir);
-		return evf_msg(msg, msgsz, EVLOG_ENOMEM, "out of memory");
-	}
-	w->dirfd = open(dir, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
-	int e = errno;
-	free(dir);
-	if (w->dirfd < 0)
-		return evf_msg(msg, msgsz, EVLOG_EIO, "output directory of '%s': %s", path,
-			       strerror(e));
-	return 0;
-}
-
-static char *evw_join(const char *path, const char *partial)
-{
-	const char *slash = strrchr(path, '/');
-	int dlen = slash ? (int)(slash - path) + 1 : 0;
-	char *s = NULL;
-	if (asprintf(&s, "%.*s%s", dlen, path, partial) < 0)
-		return NULL;
-	return s;
-}
-
-/* O_EXCL|O_NOFOLLOW: never reuse, follow or clobber what is already there
- * (a stale partial of a dead writer, a planted symlink); pick another name. */
-static int evw_create_partial(struct evlog_writer *w, const char *path, char *msg, size_t msgsz)
-{
-	int flags = O_WRONLY | O_CREAT | O_EXCL | O_NOFOLLOW | O_CLOEXEC;
-	for (unsigned n = 0; n < 1000; n++) {
-		char *p = NULL;
-		int k = n == 0 ? asprintf(&p, ".%s.partial", w->name)
-			       : asprintf(&p, ".%s.%d-%u.partial", w->name, (int)getpid(), n);
-		if (k < 0)
-			return evf_msg(msg, msgsz, EVLOG_ENOMEM, "out of memory");
-		w->fd = openat(w->dirfd, p, flags, 0644);
-		if (w->fd >= 0) {
-			w->partial = p;
-			w->partial_path = evw_join(path, p);
-			return w->partial_path ? 0 : evf_msg(msg, msgsz, EVLOG_ENOMEM, "out of memory");
-		}
-		int e = errno;
-		free(p);
-		if (e != EEXIST)
-			return evf_msg(msg, msgsz, EVLOG_EIO, "creating the partial file for '%s': %s",
-				       path, strerror(e));
-	}
-	return evf_msg(msg, msgsz, EVLOG_EIO, "creating the partial file for '%s': too many "
-		       "stale partial files next to it; remove them", path);
-}
 
 static void evw_free(struct evlog_writer *w)
 {
 	if (w->fd >= 0)
 		close(w->fd);
-	if (w->dirfd >= 0)
-		close(w->dirfd);
+	evlog_files_close(w->files);
 	ZSTD_freeCCtx(w->cctx);
 	evt_free(&w->strs);
 	evt_free(&w->stacks);
@@ -270,8 +354,9 @@ static void evw_free(struct evlog_writer *w)
 	free(w->out);
 	free(w->payload);
 	free(w->rows);
+	free(w->hbody);
 	free(w->name);
-	free(w->partial);
+	free(w->label);
 	free(w->partial_path);
 	free(w);
 }
@@ -292,61 +377,101 @@ static void evw_set_opts(struct evlog_writer *w, const struct evlog_writer_opts 
 		w->opts.zstd_level = 1;
 }
 
-static int evw_alloc(struct evlog_writer *w, char *msg, size_t msgsz)
+static struct evlog_writer *evw_new(const struct evlog_writer_opts *opts)
 {
+	struct evlog_writer *w = calloc(1, sizeof(*w));
+	if (!w)
+		return NULL;
+	w->fd = -1;
+	evw_set_opts(w, opts);
 	w->cctx = ZSTD_createCCtx();
 	if (!w->cctx || evt_init(&w->strs, 1024) || evt_init(&w->stacks, 256) ||
-	    evt_init(&w->pystacks, 256))
+	    evt_init(&w->pystacks, 256)) {
+		evw_free(w);
+		return NULL;
+	}
+	return w;
+}
+
+/* A new writer handing its segments to sink; takes files (NULL or the
+ * sink's own ctx, freed with the writer). */
+static int evw_open_sink(struct evlog_writer **out, const char *name, const char *label,
+			 const struct evlog_sink *sink, void *ctx, struct evlog_files *files,
+			 const struct evlog_header *hdr, const struct evlog_writer_opts *opts,
+			 char *msg, size_t msgsz)
+{
+	struct evlog_writer *w = evw_new(opts);
+	if (!w) {
+		evlog_files_close(files);
 		return evf_msg(msg, msgsz, EVLOG_ENOMEM, "out of memory");
+	}
+	w->sink = sink;
+	w->ctx = ctx;
+	w->files = files;
+	w->name = strdup(name);
+	w->label = strdup(label);
+	int rc = !w->name || !w->label ? evf_msg(msg, msgsz, EVLOG_ENOMEM, "out of memory")
+				       : evw_header_body(w, hdr, msg, msgsz);
+	if (!rc && (rc = evw_seg_begin(w))) {
+		evf_msg(msg, msgsz, -rc, "%s", w->err);
+		if (w->seg)
+			sink->abort(ctx);
+	}
+	if (rc) {
+		evw_free(w);
+		return rc;
+	}
+	*out = w;
 	return 0;
 }
 
-static int evw_init(struct evlog_writer *w, const char *path, const struct evlog_header *hdr,
-		    char *msg, size_t msgsz)
+/* A name sinks can publish under: one plain path component. */
+static int evw_name_ok(const char *name)
 {
-	int rc = evw_split(w, path, msg, msgsz);
-	if (rc)
-		return rc;
-	struct stat sb;
-	if (fstatat(w->dirfd, w->name, &sb, AT_SYMLINK_NOFOLLOW) == 0) {
-		if (S_ISDIR(sb.st_mode))
-			return evf_msg(msg, msgsz, EVLOG_EINVAL, "output '%s' is a directory", path);
-		if (!w->opts.overwrite)
-			return evf_msg(msg, msgsz, EVLOG_EEXIST, "output '%s' already exists; "
-				       "refusing to overwrite it (remove it or choose another name)",
-				       path);
-	}
-	if ((rc = evw_alloc(w, msg, msgsz)))
-		return rc;
-	rc = evw_create_partial(w, path, msg, msgsz);
-	if (rc)
-		return rc;
-	return evw_write_header(w, hdr, msg, msgsz);
+	return name && *name && !strchr(name, '/') && strcmp(name, ".") && strcmp(name, "..") &&
+	       strlen(name) + 12 < EVW_SEGNAME_MAX;
+}
+
+int evlog_writer_open_sink(struct evlog_writer **out, const char *name,
+			   const struct evlog_sink *sink, void *ctx,
+			   const struct evlog_header *hdr,
+			   const struct evlog_writer_opts *opts, char *msg, size_t msgsz)
+{
+	if (!out)
+		return evf_msg(msg, msgsz, EVLOG_EINVAL, "evlog_writer_open_sink: NULL out");
+	*out = NULL;
+	if (!sink || !evw_name_ok(name))
+		return evf_msg(msg, msgsz, EVLOG_EINVAL, "evlog_writer_open_sink: no sink, or "
+			       "'%s' is no file name", name ? name : "");
+	return evw_open_sink(out, name, name, sink, ctx, NULL, hdr, opts, msg, msgsz);
 }
 
 int evlog_writer_open(struct evlog_writer **out, const char *path,
 		      const struct evlog_header *hdr,
 		      const struct evlog_writer_opts *opts, char *msg, size_t msgsz)
 {
+	struct evlog_files *f;
 	if (!out)
 		return evf_msg(msg, msgsz, EVLOG_EINVAL, "evlog_writer_open: NULL out");
 	*out = NULL;
 	if (!path || !*path)
 		return evf_msg(msg, msgsz, EVLOG_EINVAL, "evlog_writer_open: empty output path");
-	struct evlog_writer *w = calloc(1, sizeof(*w));
-	if (!w)
-		return evf_msg(msg, msgsz, EVLOG_ENOMEM, "out of memory");
-	w->fd = w->dirfd = -1;
-	evw_set_opts(w, opts);
-	int rc = evw_init(w, path, hdr, msg, msgsz);
-	if (rc) {
-		if (w->partial)
-			unlinkat(w->dirfd, w->partial, 0);
-		evw_free(w);
+	int flags = (opts && opts->overwrite ? EVLOG_FILES_OVERWRITE : 0) |
+		    (opts && (opts->segment_bytes || opts->segment_ns) ? EVLOG_FILES_SEGMENTS : 0);
+	int rc = evlog_files_open(&f, path, flags, msg, msgsz);
+	if (rc)
 		return rc;
+	const char *slash = strrchr(path, '/');
+	const char *name = slash ? slash + 1 : path;
+	if (!evw_name_ok(name)) {
+		evlog_files_close(f);
+		return evf_msg(msg, msgsz, EVLOG_EINVAL, "output name '%s' is too long", name);
 	}
-	*out = w;
-	return 0;
+	rc = evw_open_sink(out, name, path, &evlog_files_sink, f, f, hdr, opts, msg, msgsz);
+	if (!rc && asprintf(&(*out)->partial_path, "%s%s", evlog_files_dir(f),
+			    evlog_files_partial(f)) < 0)
+		(*out)->partial_path = NULL;
+	return rc;
 }
 
 /* An fd-only writer's way to discard: an empty file, which its creator drops. */
@@ -378,19 +503,18 @@ int evlog_writer_open_fd(struct evlog_writer **out, int fd, const char *label,
 		return evf_msg(msg, msgsz, EVLOG_EINVAL, "%s: not an empty regular file",
 			       label ? label : "log");
 	}
-	struct evlog_writer *w = calloc(1, sizeof(*w));
+	struct evlog_writer *w = evw_new(opts);
 	if (!w) {
 		close(fd);
 		return evf_msg(msg, msgsz, EVLOG_ENOMEM, "out of memory");
 	}
 	w->fd = fd;
-	w->dirfd = -1;
-	evw_set_opts(w, opts);
-	w->partial_path = strdup(label ? label : "log");
-	int rc = w->partial_path ? evw_alloc(w, msg, msgsz)
-				 : evf_msg(msg, msgsz, EVLOG_ENOMEM, "out of memory");
-	if (!rc)
-		rc = evw_write_header(w, hdr, msg, msgsz);
+	w->opts.segment_bytes = w->opts.segment_ns = 0;
+	w->label = strdup(label ? label : "log");
+	int rc = w->label ? evw_header_body(w, hdr, msg, msgsz)
+			  : evf_msg(msg, msgsz, EVLOG_ENOMEM, "out of memory");
+	if (!rc && (rc = evw_write_header(w)))
+		evf_msg(msg, msgsz, -rc, "%s", w->err);
 	if (rc) {
 		evw_empty(w);
 		evw_free(w);
@@ -411,6 +535,7 @@ static void evw_reset_chunk(struct evlog_writer *w)
 	w->frames_len = 0;
 	w->pyids_len = 0;
 	w->frames_def = w->pyframes_def = 0;
+	memset(w->by_type, 0, sizeof(w->by_type));
 	evt_reset(&w->strs);
 	evt_reset(&w->stacks);
 	evt_reset(&w->pystacks);
@@ -496,30 +621,51 @@ static int evw_flush_chunk(struct evlog_writer *w)
 	evf_put64(h + 32, w->base_ts);
 	evf_put32(h + 40, libdeflate_crc32(0, h + EVF_CHUNK_HDR, c));
 	evf_put32(h + 4, libdeflate_crc32(0, h + 8, EVF_CHUNK_HDR - 8));
-	int rc = evw_append(w, h, EVF_CHUNK_HDR + c);
-	if (rc)
+	int rc = evw_emit(w, h, EVF_CHUNK_HDR + c, w->n_events);
+	if (rc < 0)
 		return rc;
-	w->st.chunks++;
-	w->st.raw_bytes += len;
-	w->seq++;
+	if (rc == 0) {
+		w->st.chunks++;
+		w->st.raw_bytes += len;
+		w->seq++;
+		w->seg_events |= !w->keep; /* records kept in a stall never start a segment */
+	}
 	evw_reset_chunk(w);
 	return 0;
 }
 
+/* Flush, then end the segment where it reached a bound. */
+static int evw_flush(struct evlog_writer *w)
+{
+	int rc = evw_flush_chunk(w);
+	return rc ? rc : evw_seg_check(w);
+}
+
 int evlog_writer_flush(struct evlog_writer *w)
 {
-	return w ? evw_flush_chunk(w) : -EVLOG_EINVAL;
+	return w ? evw_flush(w) : -EVLOG_EINVAL;
+}
+
+int evlog_writer_flush_keep(struct evlog_writer *w)
+{
+	if (!w)
+		return -EVLOG_EINVAL;
+	w->keep = 1;
+	int rc = evw_flush_chunk(w);
+	w->keep = 0;
+	return rc ? rc : evw_seg_check(w);
 }
 
 int evlog_writer_tick(struct evlog_writer *w)
 {
 	if (!w)
 		return -EVLOG_EINVAL;
-	if (!w->n_events)
-		return w->failed ? -w->failed : 0;
-	if (evw_now(CLOCK_MONOTONIC) - w->chunk_born_ns < w->opts.flush_ns)
-		return 0;
-	return evw_flush_chunk(w);
+	if (w->failed)
+		return -w->failed;
+	if (w->n_events && (evw_now(CLOCK_MONOTONIC) - w->chunk_born_ns >= w->opts.flush_ns ||
+			    (w->fd < 0 && evw_seg_old(w))))
+		return evw_flush(w);
+	return evw_seg_check(w);
 }
 
 /* --------------------------------------------------------------- interning */
@@ -834,7 +980,7 @@ int evlog_write(struct evlog_writer *w, const struct evlog_event *ev)
 	if (rc)
 		return rc;
 	if (w->n_events && (w->raw_len + bound > w->opts.chunk_bytes || evw_tables_full(w))) {
-		rc = evw_flush_chunk(w);
+		rc = evw_flush(w);
 		if (rc)
 			return rc;
 	}
@@ -866,33 +1012,20 @@ int evlog_write(struct evlog_writer *w, const struct evlog_event *ev)
 	w->n_events++;
 	w->st.events++;
 	w->st.events_by_type[ev->type]++;
+	w->by_type[ev->type]++;
 	return 0;
 }
 
 /* ----------------------------------------------------------------- closing */
-
-/* Publish without replacing (common/io.c), or over the old file when asked. */
-static int evw_publish(struct evlog_writer *w)
-{
-	if (w->opts.overwrite)
-		return renameat(w->dirfd, w->partial, w->dirfd, w->name) ? -errno : 0;
-	return lt_publish_noreplace(w->dirfd, w->partial, w->name);
-}
 
 int evlog_writer_close_msg(struct evlog_writer *w, char *msg, size_t msgsz)
 {
 	if (!w)
 		return evf_msg(msg, msgsz, EVLOG_EINVAL, "evlog_writer_close: NULL writer");
 	int rc = evw_flush_chunk(w);
-	if (rc == 0 && w->name) { /* an fd-only writer's file is published by its creator */
-		int e = evw_publish(w);
-		if (e == -EEXIST)
-			rc = evw_fail(w, EVLOG_EEXIST, "publishing %s: it already exists (never "
-				      "replaced); this log was kept as %s", w->name, w->partial_path);
-		else if (e)
-			rc = evw_fail(w, EVLOG_EIO, "publishing %s: %s; this log was kept as %s",
-				      w->name, strerror(-e), w->partial_path);
-	}
+	/* an fd-only writer's file is published by its creator */
+	if (rc == 0 && w->fd < 0)
+		rc = evw_seg_end(w, 1);
 	if (rc)
 		evf_msg(msg, msgsz, -rc, "%s", w->err);
 	evw_free(w);
@@ -908,10 +1041,10 @@ void evlog_writer_abort(struct evlog_writer *w)
 {
 	if (!w)
 		return;
-	if (w->partial)
-		unlinkat(w->dirfd, w->partial, 0);
-	else
+	if (w->fd >= 0)
 		evw_empty(w);
+	else
+		w->sink->abort(w->ctx);
 	evw_free(w);
 }
 
@@ -922,7 +1055,7 @@ const char *evlog_writer_error(const struct evlog_writer *w)
 
 const char *evlog_writer_partial_path(const struct evlog_writer *w)
 {
-	return w ? w->partial_path : NULL;
+	return !w ? NULL : w->partial_path ? w->partial_path : w->label;
 }
 
 void evlog_writer_stats(const struct evlog_writer *w, struct evlog_writer_stats *st)

@@ -26,7 +26,9 @@ build/bin/llmtracker profile -t "$types" -o "$out/data.evlog" -v 1 -- \
 	"$py" examples/train_sim.py --steps 100 --data "$out/work"
 echo "== converting"
 build/bin/llmtracker export -i "$out/data.evlog" --logdir "$out/tb" --run demo
-build/bin/llmtracker export -i "$out/data.evlog" -o "$out/trace.json.gz"
+# Perfetto's own format, and the JSON beside it from the same pass (its
+# shortest Python calls folded to keep it under 100 MB, as the line says)
+build/bin/llmtracker export -i "$out/data.evlog" -o "$out/trace.pftrace" -o "$out/trace.json.gz"
 echo "== summary"
 build/bin/llmtracker-convert summary -n 8 "$out/data.evlog" >"$out/summary.txt"
 cat "$out/summary.txt"
@@ -37,11 +39,12 @@ Results
   event log         $out/data.evlog
   summary           $out/summary.txt
   TensorBoard run   $run_dir/  ($(cd "$run_dir" && ls | tr '\n' ' '))
-  Perfetto trace    $out/trace.json.gz
+  Perfetto trace    $out/trace.pftrace  ($(du -h "$out/trace.pftrace" | cut -f1))
+  trace JSON        $out/trace.json.gz
 How to open them
   TensorBoard: pip install tensorboard tensorboard-plugin-profile (xprof);
                tensorboard --logdir $out/tb  → PROFILE tab, run "demo"
-  Perfetto:    open https://ui.perfetto.dev and drop $out/trace.json.gz
-               (or chrome://tracing)
+  Perfetto:    open https://ui.perfetto.dev, "Open trace file", pick $out/trace.pftrace
+               (or drop it on the page); the JSON opens there and in chrome://tracing
   Flame graph: flamegraph.pl $run_dir/*.cpu.folded > cpu.svg
 MSG

@@ -623,6 +623,7 @@ struct lbuf {
 	struct lbuf *next;
 	size_t valid;                /* bytes CUPTI filled */
 	size_t dropped;              /* records CUPTI dropped for its context/stream */
+	int encoding;                /* encode() has it (under `lock`) */
 };
 
 static pthread_mutex_t pool_mu = PTHREAD_MUTEX_INITIALIZER;
@@ -630,6 +631,7 @@ static pthread_cond_t done_cv = PTHREAD_COND_INITIALIZER;   /* encoder: work cam
 static pthread_cond_t drain_cv = PTHREAD_COND_INITIALIZER;  /* stop: queue empty */
 static struct lbuf *free_list, *done_head, *done_tail;
 static int n_free, enc_busy, enc_quit, enc_running, zeroed;
+static struct lbuf *enc_cur;         /* the buffer the encoder took (under pool_mu) */
 static pthread_t enc_thread;
 
 static uint8_t *lb_data(struct lbuf *b)
@@ -662,6 +664,7 @@ static void lb_release(struct lbuf *b)
 	if (zeroed)
 		memset(lb_data(b), 0, BUF_SIZE);
 	b->valid = b->dropped = 0;
+	b->encoding = 0;
 	pthread_mutex_lock(&pool_mu);
 	int keep = n_free < POOL_KEEP;
 	if (keep) {
@@ -706,6 +709,7 @@ static void encode(struct lbuf *b)
 {
 	CUpti_Activity *r = NULL;
 	pthread_mutex_lock(&lock);
+	b->encoding = 1;
 	while (b->valid && cu.cuptiActivityGetNextRecord(lb_data(b), b->valid, &r) == CUPTI_SUCCESS)
 		put_record(r);
 	if (b->dropped)
@@ -727,8 +731,12 @@ static void *encoder(void *arg)
 		if (!done_head)
 			done_tail = NULL;
 		enc_busy = 1;
+		enc_cur = b;
 		pthread_mutex_unlock(&pool_mu);
 		encode(b);
+		pthread_mutex_lock(&pool_mu);
+		enc_cur = NULL;
+		pthread_mutex_unlock(&pool_mu);
 		lb_release(b);
 		pthread_mutex_lock(&pool_mu);
 		enc_busy = 0;
@@ -800,6 +808,7 @@ static void buf_completed_body(CUcontext ctx, uint32_t stream, uint8_t *buf, siz
 	struct lbuf *b = lb_of(buf);
 	b->valid = valid;
 	b->dropped = 0;
+	b->encoding = 0;
 	b->next = NULL;
 	size_t dropped = 0;
 	if (cu.cuptiActivityGetNumDroppedRecords(ctx, stream, &dropped) == CUPTI_SUCCESS)
@@ -1008,6 +1017,7 @@ static int subscribe(char *msg, size_t msgsz)
 }
 
 static int wait_finalized(int ms);
+static int flush_settled(void);
 
 /* A session after one that kept CUPTI (keep_cupti), or whose finalize was
  * still waiting for an API call: go on with the subscription and the
@@ -1030,6 +1040,11 @@ int li_cupti_start(const struct li_config *c, char *msg, size_t msgsz)
 {
 	if (atomic_load(&running)) {
 		snprintf(msg, msgsz, "err already running");
+		return -EBUSY;
+	}
+	if (!flush_settled()) {
+		snprintf(msg, msgsz, "err CUDA kernel profiling cannot start: the last recording's final "
+			 "flush has not ended");
 		return -EBUSY;
 	}
 	cfg = *c;
@@ -1099,17 +1114,24 @@ int li_cupti_running(void)
 	return atomic_load(&running);
 }
 
-/* Wait for an API exit to run cuptiFinalize. */
-static int wait_finalized(int ms)
+/* CLOCK_REALTIME, ms from now: a deadline for pthread_cond_timedwait. */
+static struct timespec realtime_in(uint64_t ms)
 {
 	struct timespec dl;
 	clock_gettime(CLOCK_REALTIME, &dl);
-	dl.tv_sec += ms / 1000;
+	dl.tv_sec += (time_t)(ms / 1000);
 	dl.tv_nsec += (long)(ms % 1000) * 1000000L;
 	if (dl.tv_nsec >= 1000000000L) {
 		dl.tv_sec++;
 		dl.tv_nsec -= 1000000000L;
 	}
+	return dl;
+}
+
+/* Wait for an API exit to run cuptiFinalize. */
+static int wait_finalized(int ms)
+{
+	struct timespec dl = realtime_in(ms > 0 ? (uint64_t)ms : 0);
 	pthread_mutex_lock(&lock);
 	while (!atomic_load(&finalized))
 		if (pthread_cond_timedwait(&fin_cond, &lock, &dl))
@@ -1153,24 +1175,166 @@ static int keep_cupti(void)
 	return kept != LI_KEPT_NO;
 }
 
-int li_cupti_stop(struct li_stats *st, int finalize)
+/* The stop's switch-off and final flush: recording off, CUPTI's buffers
+ * handed over, the encoder's queue written. */
+static void flush_all(void)
 {
-	int was = 1;
-	if (!atomic_compare_exchange_strong(&running, &was, 0)) {
-		*st = stats;
-		return (!subscribed || atomic_load(&finalized)) && callbacks_quiet(2000);
-	}
 	uint64_t off0 = mono_ns();
 	disable_kinds();
 	put_recording_off(off0, mono_ns());
 	cu.cuptiActivityFlushAll(CUPTI_ACTIVITY_FLAG_FLUSH_FORCED);
 	encoder_stop(); /* every record of the session seen: graph_seen is final */
+}
+
+/*
+ * A stop with a deadline runs flush_all on a thread of its own and answers
+ * by the deadline whatever CUPTI does: CUPTI's flush waits for the device
+ * and can take seconds. A flush that has not ended by then leaves the log
+ * as it stands (closed: what came is published) and CUPTI attached,
+ * recording nothing (LI_KEPT_CUT); what it still held is dropped, never
+ * written after the answer. Until that flush ends no recording starts.
+ */
+enum { FLUSH_IDLE, FLUSH_RUNNING, FLUSH_ENDED };
+static pthread_mutex_t flush_mu = PTHREAD_MUTEX_INITIALIZER;
+static pthread_cond_t flush_cv = PTHREAD_COND_INITIALIZER;
+static int flush_state;
+static pthread_t flush_thread;
+
+static void *flusher(void *arg)
+{
+	(void)arg;
+	flush_all();
+	pthread_mutex_lock(&flush_mu);
+	flush_state = FLUSH_ENDED;
+	pthread_cond_broadcast(&flush_cv);
+	pthread_mutex_unlock(&flush_mu);
+	return NULL;
+}
+
+/* 1 when no stop's flush runs (one that ended is joined). */
+static int flush_settled(void)
+{
+	pthread_mutex_lock(&flush_mu);
+	int st = flush_state;
+	if (st == FLUSH_ENDED)
+		flush_state = FLUSH_IDLE;
+	pthread_mutex_unlock(&flush_mu);
+	if (st == FLUSH_ENDED)
+		pthread_join(flush_thread, NULL);
+	return st != FLUSH_RUNNING;
+}
+
+/* flush_all, given up at end_ns (CLOCK_MONOTONIC; 0: no deadline, here).
+ * 1 when it ended. */
+static int flush_until(uint64_t end_ns)
+{
+	sigset_t all, old;
+	if (!end_ns) {
+		flush_all();
+		return 1;
+	}
+	sigfillset(&all);
+	pthread_sigmask(SIG_SETMASK, &all, &old);
+	pthread_mutex_lock(&flush_mu);
+	flush_state = FLUSH_RUNNING;
+	int rc = pthread_create(&flush_thread, NULL, flusher, NULL);
+	pthread_sigmask(SIG_SETMASK, &old, NULL);
+	if (rc) {
+		flush_state = FLUSH_IDLE;
+		pthread_mutex_unlock(&flush_mu);
+		flush_all();
+		return 1;
+	}
+	/* (the condition's clock is CLOCK_REALTIME: pthread_cond_clockwait is
+	 * newer than the glibc of many targets) */
+	struct timespec dl = realtime_in(end_ns > mono_ns() ? (end_ns - mono_ns()) / 1000000ull : 0);
+	while (flush_state == FLUSH_RUNNING && !pthread_cond_timedwait(&flush_cv, &flush_mu, &dl))
+		;
+	int ended = flush_state != FLUSH_RUNNING;
+	pthread_mutex_unlock(&flush_mu);
+	if (ended)
+		flush_settled();
+	return ended;
+}
+
+static uint64_t count_records(struct lbuf *b)
+{
+	CUpti_Activity *r = NULL;
+	uint64_t n = 0;
+	while (b->valid && cu.cuptiActivityGetNextRecord(lb_data(b), b->valid, &r) == CUPTI_SUCCESS)
+		n++;
+	return n + b->dropped;
+}
+
+/* Under `lock` (nothing is being encoded): the records that came but will
+ * not be written, the encoder's queue taken off (its buffers back to the
+ * pool) and the buffer it took but has not begun. */
+static uint64_t unwritten(void)
+{
+	uint64_t n = 0;
+	pthread_mutex_lock(&pool_mu);
+	struct lbuf *q = done_head;
+	done_head = done_tail = NULL;
+	if (enc_cur && !enc_cur->encoding)
+		n += count_records(enc_cur);
+	pthread_mutex_unlock(&pool_mu);
+	while (q) {
+		struct lbuf *next = q->next;
+		n += count_records(q);
+		lb_release(q);
+		q = next;
+	}
+	return n;
+}
+
+/* The flush did not end in time: the log closes as it stands, with what
+ * came but was not written counted as lost there (EV_LOST) and in the
+ * figures; what CUPTI still holds is not known. */
+static void cut_log(struct li_stats *st)
+{
+	pthread_mutex_lock(&lock);
+	uint64_t lost = unwritten();
+	if (lost)
+		put_lost(lost);
+	if (wr && evlog_writer_close(wr))
+		stats.file[0] = 0;
+	wr = NULL;
+	kept = LI_KEPT_CUT;
+	stats.kept = kept;
+	stats.cut = 1;
+	*st = stats;
+	pthread_mutex_unlock(&lock);
+}
+
+static uint64_t left_ms(uint64_t end_ns, uint64_t spare_ms)
+{
+	uint64_t now = mono_ns(), spare = spare_ms * 1000000ull;
+	return end_ns > now + spare ? (end_ns - now - spare) / 1000000ull : 0;
+}
+
+#define QUIET_MS 250 /* callbacks_quiet's grace, and a margin */
+
+int li_cupti_stop(struct li_stats *st, int finalize, int ms)
+{
+	int was = 1;
+	if (!atomic_compare_exchange_strong(&running, &was, 0)) {
+		*st = stats;
+		return (!subscribed || atomic_load(&finalized)) && flush_settled() && callbacks_quiet(2000);
+	}
+	uint64_t end = ms > 0 ? mono_ns() + (uint64_t)ms * 1000000ull : 0;
+	if (!flush_until(end ? end - QUIET_MS * 1000000ull : 0)) {
+		cut_log(st);
+		return 0;
+	}
 	int done = 0;
 	if (finalize && !keep_cupti()) {
+		int fin_ms = cfg.finalize_ms > 0 ? cfg.finalize_ms : 3000;
+		if (end && (uint64_t)fin_ms > left_ms(end, QUIET_MS))
+			fin_ms = (int)left_ms(end, QUIET_MS);
 		atomic_store(&finalize_wanted, 1);
 		cu.cuptiEnableDomain(1, sub, CUPTI_CB_DOMAIN_RUNTIME_API);
 		cu.cuptiEnableDomain(1, sub, CUPTI_CB_DOMAIN_DRIVER_API);
-		done = wait_finalized(cfg.finalize_ms > 0 ? cfg.finalize_ms : 3000);
+		done = wait_finalized(fin_ms);
 	}
 	/* If no API call came, the callback stays armed: the next call the
 	 * process makes finalizes CUPTI, and this library stays loaded for it. */
@@ -1179,5 +1343,5 @@ int li_cupti_stop(struct li_stats *st, int finalize)
 	close_log();
 	pool_free();
 	*st = stats;
-	return done && callbacks_quiet(2000);
+	return done && callbacks_quiet(end ? (int)left_ms(end, 0) : 2000);
 }

@@ -49,6 +49,7 @@ struct li_chan {
 	 * CUDA_INJECTION64_PATH names this copy, else by the tick once the
 	 * process has loaded CUDA); the Python hook. */
 	int cuda_on, cuda_wait, py_on;
+	int stop_ms;            /* the stop's ms= (0: none) */
 	int forked;             /* a forked child's own channel: started by the fork */
 };
 static struct li_chan li_att = { .sock = -1 }, li_lch = { .sock = -1 };
@@ -257,8 +258,13 @@ static void wait_stop(struct li_chan *ch)
 		}
 		if (r < 0 && errno == EINTR)
 			continue;
-		if (r < 0 || !recv_msg(ch, buf, sizeof(buf), NULL, NULL) || !strncmp(buf, "stop", 4))
+		if (r < 0 || !recv_msg(ch, buf, sizeof(buf), NULL, NULL))
 			return;
+		if (!strncmp(buf, "stop", 4)) {
+			const char *ms = strstr(buf, " ms=");
+			ch->stop_ms = ms ? atoi(ms + 4) : 0;
+			return;
+		}
 	}
 }
 
@@ -278,12 +284,12 @@ static void stats_msg(const struct li_stats *s, char *msg, size_t len)
 {
 	const struct li_stats st = *s;
 	snprintf(msg, len, "stopped kernels=%llu memcpy=%llu memset=%llu api=%llu sync=%llu "
-		 "devices=%llu dropped=%llu earlier=%llu untimed=%llu finalized=%d kept=%d file=%s",
+		 "devices=%llu dropped=%llu earlier=%llu untimed=%llu finalized=%d kept=%d cut=%d file=%s",
 		 (unsigned long long)st.kernels, (unsigned long long)st.memcpys,
 		 (unsigned long long)st.memsets, (unsigned long long)st.apis,
 		 (unsigned long long)st.syncs, (unsigned long long)st.devices,
 		 (unsigned long long)st.dropped, (unsigned long long)st.earlier,
-		 (unsigned long long)st.untimed, st.finalized, st.kept,
+		 (unsigned long long)st.untimed, st.finalized, st.kept, st.cut,
 		 st.file[0] ? st.file : "-");
 }
 
@@ -297,7 +303,7 @@ static void stop_and_report(struct li_chan *ch)
 	pthread_mutex_lock(&li_cuda_mu); /* no CUDA start from cuInit from here on */
 	if (ch->cuda_on || ch->cuda_wait) {
 		if (ch->cuda_on)
-			unloadable = li_cupti_stop(&st, 1);
+			unloadable = li_cupti_stop(&st, 1, ch->stop_ms);
 		stats_msg(&st, msg, sizeof(msg));
 		if (ch->cuda_wait) /* the driver never came */
 			strncat(msg, " cuda_wait=1", sizeof(msg) - strlen(msg) - 1);
@@ -449,6 +455,10 @@ int li_chan_forked(int sock)
 LI_API int llmt_inject_attach(int sock, uint64_t token)
 {
 	static int atfork_set;
+	if (atomic_load(&li_att.state) == LI_DONE) { /* the last one ended unasked by fini */
+		pthread_join(li_att.thread, NULL);
+		atomic_store(&li_att.state, LI_IDLE);
+	}
 	if (atomic_load(&li_att.state) != LI_IDLE) {
 		close(sock);
 		return -EBUSY;
@@ -580,7 +590,7 @@ static void li_exit_cupti(void)
 	if (li_cupti_running()) {
 		struct li_stats st;
 		char msg[512];
-		li_cupti_stop(&st, 0);
+		li_cupti_stop(&st, 0, 0);
 		stats_msg(&st, msg, sizeof(msg));
 		strncat(msg, " exiting=1", sizeof(msg) - strlen(msg) - 1);
 		if (cuda_owner())

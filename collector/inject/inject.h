@@ -32,11 +32,16 @@
  *                     src=cuda MESSAGE" unasked; "ok src=cuda launch=1" where
  *                     CUDA loaded this copy first (launch mode) and records
  *                     by it: its reports go to the launch socket
- *   collector -> lib  "stop"
+ *   collector -> lib  "stop [ms=N]" (ms: answer within N ms, whatever CUPTI
+ *                     does: CUPTI's finalize is waited for only that long,
+ *                     and a final flush still running then is given up)
  *   lib -> collector  "stopped kernels=N memcpy=N memset=N api=N dropped=N
- *                      finalized=0|1 kept=0..3 (LI_KEPT_*) [cuda_wait=1]
- *                      [py_enter=N py_exit=N ...]" (what each source started
- *                      says: cuda_wait=1, CUDA never came)
+ *                      finalized=0|1 kept=0..4 (LI_KEPT_*) cut=0|1
+ *                      [cuda_wait=1] [py_enter=N py_exit=N ...]" (what each
+ *                      source started says: cuda_wait=1, CUDA never came;
+ *                      cut=1, the final flush had not ended by the stop's
+ *                      ms: the log holds what came before, CUPTI stays
+ *                      attached recording nothing, and the library loaded)
  * EOF on the socket (the collector died) stops collection the same way; the
  * log then stays as the collector's ".NAME.partial", every chunk readable.
  * The collector publishes the file; nothing the library says names a file.
@@ -106,7 +111,7 @@ struct li_config {
 
 enum { LI_TEARDOWN_AUTO, LI_TEARDOWN_ALWAYS, LI_TEARDOWN_NEVER };
 /* Why CUPTI was left attached (li_stats.kept, the reply's kept=N). */
-enum { LI_KEPT_NO, LI_KEPT_GRAPH, LI_KEPT_ASKED = 3 }; /* 2: after launch callbacks, removed */
+enum { LI_KEPT_NO, LI_KEPT_GRAPH, LI_KEPT_ASKED = 3, LI_KEPT_CUT }; /* 2: after launch callbacks, removed */
 
 struct li_stats {
 	uint64_t kernels, memcpys, memsets, apis, syncs, devices, dropped;
@@ -114,6 +119,7 @@ struct li_stats {
 	uint64_t untimed;      /* work records left out: CUPTI could not time them */
 	int finalized;
 	int kept;              /* CUPTI left attached on purpose: LI_KEPT_* */
+	int cut;               /* the final flush was given up at the stop's deadline */
 	char file[256];
 };
 
@@ -125,9 +131,11 @@ int li_chan_forked(int sock);
 int li_cupti_start(const struct li_config *cfg, char *msg, size_t msgsz);
 void li_cupti_tick(void);
 /* Stop: disable, flush, finalize at the next API exit (waits up to
- * cfg->finalize_ms) unless `finalize` is 0 (process exit), publish the log. Returns 1 if CUPTI let go of this
- * library's code (it may be unloaded), else 0. */
-int li_cupti_stop(struct li_stats *st, int finalize);
+ * cfg->finalize_ms) unless `finalize` is 0 (process exit), close the log.
+ * ms > 0: return within about ms, giving up the finalize's wait and then
+ * the flush (st->cut). Returns 1 if CUPTI let go of this library's code (it
+ * may be unloaded), else 0. */
+int li_cupti_stop(struct li_stats *st, int finalize, int ms);
 int li_cupti_running(void);
 
 #endif

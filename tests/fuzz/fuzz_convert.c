@@ -1,8 +1,9 @@
 /* SPDX-License-Identifier: Apache-2.0 */
 /*
  * libFuzzer target: the whole converter (inputs, archive detection, both
- * passes, sorting, trace JSON, folded stacks) on arbitrary bytes given as
- * one input file. Any crash, leak or sanitizer report is a bug; a clean
+ * passes, sorting, trace JSON, Perfetto trace, folded stacks, and, for an
+ * input of odd length, the size budget folding all it can) on arbitrary
+ * bytes given as one input file. Any crash, leak or sanitizer report is a bug; a clean
  * error is fine. Seeds: small logs from tests/progs/conv_genlog.
  */
 #include <fcntl.h>
@@ -15,7 +16,7 @@
 
 #include "converter/convert.h"
 
-static char in_path[128], out_path[128], out_dir[96];
+static char in_path[128], out_path[128], pf_path[128], out_dir[96];
 
 static void setup(void)
 {
@@ -25,6 +26,7 @@ static void setup(void)
 	mkdir(out_dir, 0700);
 	snprintf(in_path, sizeof(in_path), "%s/in.log", out_dir);
 	snprintf(out_path, sizeof(out_path), "%s/out.json", out_dir);
+	snprintf(pf_path, sizeof(pf_path), "%s/out.pftrace", out_dir);
 }
 
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
@@ -47,6 +49,8 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 	req.inputs = inputs;
 	req.n_inputs = 1;
 	req.json_out = out_path;
+	req.pftrace_out = pf_path;
+	req.trace_budget = size & 1 ? 1 : UINT64_MAX; /* 1 byte: every foldable call folds */
 	req.overwrite = 1;
 	req.quiet = 1;
 	/* A small sort buffer so the merge of several runs is exercised too. */

@@ -18,7 +18,7 @@ prepare)
 	B=${BUILD:-/tmp/build-pyhook}
 	make -j2 BUILD="$B" static "$B/lib/libllmtracker-inject.so" >/dev/null || exit 1
 	gcc -O2 -static -D_GNU_SOURCE -I. -o "$B/evlog_dump-static" tests/progs/evlog_dump.c \
-		eventlog/*.c common/*.c -lzstd -ldeflate || exit 1
+		eventlog/*.c common/*.c -lzstd -ldeflate -lnettle || exit 1
 	mkdir -p "$CARRY/bin" "$CARRY/lib"
 	cp "$B/bin/llmtracker-static" "$CARRY/bin/llmtracker"
 	cp "$B/lib/libllmtracker-inject.so" "$CARRY/lib/"

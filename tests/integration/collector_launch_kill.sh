@@ -1,10 +1,12 @@
 #!/bin/bash
 # The launch form `-- CMD` when the collector is killed by SIGKILL, alone or
 # with its whole process group, at any moment of the launch: nothing is left
-# stopped (state T), the keeper (the command's parent, ours) does not
-# outlive the collector, and the command either never started (killed
+# stopped (state T) or waiting, the keeper (the command's parent, ours) does
+# not outlive the collector, and the command either never started (ended
 # before its execve, collector/launch.h) or runs to its end (a lone kill
-# after its execve: it is the user's job).
+# after its execve: it is the user's job). Then the keeper SIGKILLed alone
+# before the release: the collector still lets the command run; and the
+# collector SIGKILLed after it: the command ends, never started.
 . "$(dirname "$0")/collector_common.inc"
 need_bpf
 set -m # each background job its own process group: `kill -KILL -PGID` hits only it
@@ -23,12 +25,13 @@ run_states() {
 }
 none_stopped() { ! run_states "$1" | grep -q ' [Tt]$'; }
 
-# the command of $coll, stopped before its execve (still our executable)
+# the command of $coll, waiting before its execve (still our executable,
+# in its read of the release socket: system call 0)
 cmd_of() { local k; k=$(pgrep -P "$1" | head -1) && [ -n "$k" ] && pgrep -P "$k" | head -1; }
-stopped_before_exec() {
+waiting_before_exec() {
 	local c
 	c=$(cmd_of "$1") && [ -n "$c" ] &&
-		[ "$(awk '{ print $3 }' "/proc/$c/stat" 2>/dev/null)" = T ] &&
+		[ "$(cut -d' ' -f1 "/proc/$c/syscall" 2>/dev/null)" = 0 ] &&
 		[ "$(readlink "/proc/$c/exe")" = "$(realpath "$LT")" ]
 }
 all_stopped() { ! grep -qv '^[^(]*([^)]*) T ' /proc/"$1"/task/*/stat 2>/dev/null; }
@@ -39,7 +42,7 @@ freeze_before_release() { # COLL MARK
 	while [ "${EPOCHREALTIME/./}" -lt "$end" ] && [ ! -e "$2.start" ]; do
 		kill -STOP "$1" 2>/dev/null || return 1
 		wait_until 2 all_stopped "$1"
-		stopped_before_exec "$1" && return 0
+		waiting_before_exec "$1" && return 0
 		kill -CONT "$1"
 		sleep 0.01
 	done
@@ -108,4 +111,52 @@ for i in $(seq 0 9); do
 	wait "$holder" 2>/dev/null
 	for p in $(run_procs "$i"); do kill -KILL "$p"; done # what a failed run left: the next starts clean
 done
+
+# catch_waiting MARK: a run whose collector is frozen while its command
+# waits before its execve (tried again on a busy machine)
+catch_waiting() {
+	local try
+	for try in 1 2 3 4 5; do
+		start_run "$1"
+		freeze_before_release "$coll" "$1" && return 0
+		kill -KILL -- "-$holder"
+		wait "$holder" 2>/dev/null
+		wait_until 15 run_gone "${1##*lt-kill-run-}"
+		rm -f "$1".*
+	done
+	return 1
+}
+
+# The keeper SIGKILLed alone while the command waits: the collector still
+# lets it run, and it runs to its end (its status unknown to the collector).
+i=10 mark=$T/lt-kill-run-10
+catch_waiting "$mark" || nok "run $i: the command caught before its release (5 tries)"
+keeper=$(pgrep -P "$coll" | head -1) cmd=$(cmd_of "$coll")
+kill -KILL "$keeper"
+wait_until 10 dead "$keeper"
+kill -CONT "$coll"
+check "run $i (keeper SIGKILLed alone before the release): the command runs to its end" \
+	"wait_for '$mark.done' done 20"
+wait_until 20 dead "$coll"
+check "run $i: the collector ends (the command's status: unknown)" \
+	"dead '$coll' && grep -q 'command status unknown (its keeper process was killed)' '$mark.err'"
+wait_until 15 run_gone "$i"
+check "run $i: nothing of the launch left (left: $(run_states "$i" | tr '\n' ' '))" run_gone "$i"
+kill -KILL "$holder" 2>/dev/null; wait "$holder" 2>/dev/null
+
+# The keeper SIGKILLed alone, then the collector: nobody is left to release
+# the command, which ends by itself before its execve.
+i=11 mark=$T/lt-kill-run-11
+catch_waiting "$mark" || nok "run $i: the command caught before its release (5 tries)"
+keeper=$(pgrep -P "$coll" | head -1) cmd=$(cmd_of "$coll")
+kill -KILL "$keeper"
+wait_until 10 dead "$keeper"
+kill -KILL "$coll"
+wait_until 10 dead "$coll"
+wait_until 15 run_gone "$i"
+check "run $i (keeper, then collector SIGKILLed before the release): nothing of the launch left (left: $(run_states "$i" | tr '\n' ' '))" \
+	run_gone "$i"
+check "run $i: the command ($cmd) never started" test ! -e "$mark.start"
+kill -KILL "$holder" 2>/dev/null; wait "$holder" 2>/dev/null
+for p in $(run_procs "$i"); do kill -KILL "$p"; done
 tap_done

@@ -64,9 +64,10 @@ t bash -c "echo mine >'$dir/own.json'; ! '$conv' -q -i '$dir/good.log' -o '$dir/
 mkdir -p "$dir/small"
 if mount -t tmpfs -o size=2m tmpfs "$dir/small" 2>/dev/null; then
 	tap_at_exit 'umount "$dir/small" 2>/dev/null'
-	desc="disk full while writing .json and --logdir: exit 1, 'No space left', nothing left behind"
+	desc="disk full while writing .json, .pftrace and --logdir: exit 1, 'No space left', nothing left behind"
 	t bash -c "$(declare -f run); conv='$conv' dir='$dir'; export LLMT_DIRECT_AFTER_MB=1; \
 		run -i '$dir/good.log' -o '$dir/small/full.json'; [ \$rc = 1 ] && grep -q 'No space left' '$dir/err' && \
+		run -i '$dir/good.log' -o '$dir/small/full.pftrace'; [ \$rc = 1 ] && grep -q 'No space left' '$dir/err' && \
 		run -i '$dir/good.log' --logdir '$dir/small/tb' --run r; [ \$rc = 1 ] && grep -q 'No space left' '$dir/err' && \
 		[ -z \"\$(find '$dir/small' -type f)\" ]"
 	umount "$dir/small"

@@ -1,6 +1,6 @@
 #!/bin/bash
 # Interrupted conversions: SIGINT/SIGTERM mid-conversion of a large log
-# (-o .json, .json.gz, --logdir) remove every temporary file the conversion
+# (-o .json, .json.gz, .pftrace, --logdir) remove every temporary file the conversion
 # made (and the run directory it created) and publish nothing; the
 # temporaries a SIGKILLed conversion leaves are removed by the next
 # conversion into the same place, but only provably dead ones (our name
@@ -38,6 +38,11 @@ desc="SIGTERM during -o .json: the same"
 t bash -c "$(declare -f wait_tmp interrupt nothing_left); conv='$conv' dir='$dir'; \
 	interrupt TERM '$dir/b' -o '$dir/b/t.json' && [ \$(cat '$dir/rc') = 143 ] && \
 	grep -q 'interrupted (SIGTERM)' '$dir/err' && nothing_left '$dir/b'"
+desc="SIGINT during -o .pftrace and .json at once: neither published, no temporary left"
+mkdir -p "$dir/p"
+t bash -c "$(declare -f wait_tmp interrupt nothing_left); conv='$conv' dir='$dir'; \
+	interrupt INT '$dir/p' -o '$dir/p/t.pftrace' -o '$dir/p/t.json' && [ \$(cat '$dir/rc') = 130 ] && \
+	grep -q 'interrupted (SIGINT)' '$dir/err' && nothing_left '$dir/p'"
 desc="SIGINT during --logdir: no file and no run directory left"
 t bash -c "$(declare -f wait_tmp interrupt nothing_left); conv='$conv' dir='$dir'; \
 	interrupt INT '$dir/tb/plugins/profile/r' --logdir '$dir/tb' --run r && [ \$(cat '$dir/rc') = 130 ] && \

@@ -3,14 +3,15 @@
 # libllmtracker-inject.so (no GPU here: it answers "cannot start") is loaded
 # and unloaded 100 times; the program's output and exit status must be
 # exactly those of a run without injection, the library must come from a
-# memfd and leave no file behind, and a target that dies mid-injection must
-# give a clean error.
+# memfd and leave no file behind, a target that dies mid-injection must
+# give a clean error, and a failed injected call must leave the borrowed
+# thread's errno as it was.
 set -u
 . "$(dirname "$0")/../lib/tap.sh"
 BUILD=${BUILD:-build}
 T=$BUILD/tests/progs
 LIB=$BUILD/lib/libllmtracker-inject.so
-need_built "$T/inject_target" "$T/inject_tool" "$LIB"
+need_built "$T/inject_target" "$T/inject_tool" "$T/errno_target" "$LIB"
 if [ "$(id -u)" != 0 ]; then skip "needs root for ptrace"; fi
 if [ "$(uname -m)" != x86_64 ]; then skip "the injector supports x86-64 only"; fi
 
@@ -90,4 +91,21 @@ done
 check "a target killed mid-injection gives a clean error every time" '[ $bad -eq 0 ]'
 res=$("$T/inject_tool" hold 999999999 "$LIB" </dev/null 2>&1); rc=$?
 check "a PID that does not exist is refused ($res)" '[ $rc -eq 1 ] && echo "$res" | grep -q "not found"'
+
+# An injected system call that fails (memfd_create: the target is at its
+# fd limit) sets errno in libc's syscall(); the borrowed thread gets its
+# own errno back (tests/progs/errno_target: 4242, sleeping in read).
+mkfifo "$W/ein"
+"$T/errno_target" <"$W/ein" >"$W/errno.out" 2>&1 &
+ep=$!
+tap_bg $ep
+exec 8>"$W/ein"
+wait_for "$W/errno.out" '^ready' 5
+res=$("$T/inject_tool" hold "$ep" "$LIB" </dev/null 2>&1)
+echo "# $res"
+echo x >&8
+exec 8>&-
+wait $ep
+check "a failed injected system call leaves the borrowed thread's errno as it was ($(grep '^errno' "$W/errno.out"))" \
+	'echo "$res" | grep -q "memfd_create failed: Too many open files" && grep -q "^errno 4242 " "$W/errno.out"'
 tap_done

@@ -21,7 +21,7 @@ TP2=
 tap_at_exit 'exec 9>&- 8>&- 2>/dev/null; kill $TP $TP2 2>/dev/null'
 
 mkfifo "$W/in"
-FAKE_CUPTI_RATE=${RATE:-300000} "$T/fake_cuda_app" "$T/fake_cupti" <"$W/in" >"$W/app.out" 2>&1 &
+FAKE_CUPTI_RATE=${RATE:-150000} "$T/fake_cuda_app" "$T/fake_cupti" <"$W/in" >"$W/app.out" 2>&1 &
 TP=$!
 exec 9>"$W/in"
 wait_for "$W/app.out" '^ready' 5

@@ -52,7 +52,7 @@
 #include <string.h>
 #include <unistd.h>
 
-#include "common/sha256.h"
+#include "common/digest.h"
 #include "eventlog/eventlog.h"
 
 #define US 1000ull

@@ -4,7 +4,9 @@
  * (fake_cupti, soname libcupti.so.13) from FAKE_LIB, prints "ready PID",
  * makes a "CUDA call" every millisecond until stdin closes (and, with
  * FAKE_APP_THREADS=N, N more threads call every ~0.1 ms), every 10th call
- * followed by a direct driver launch, then prints what the fake CUPTI saw:
+ * followed by a direct driver launch (a line "quiet" on stdin pauses the
+ * main thread's calls, "calls" resumes them, "release" lets a held fake
+ * CUPTI go: fake_cupti_release_hold), then prints what the fake CUPTI saw:
  *   generated=N buffers=N unzeroed=N misaligned=N finalized=N launch_cbs=N drv_cbs=N
  * and exits 0, or, given a command after FAKE_LIB, execs it (a CUDA process
  * that becomes another program: what was loaded into it goes with the image).
@@ -19,6 +21,7 @@
 #include <stdatomic.h>
 #include <stdio.h>
 #include <stdlib.h>
+#include <string.h>
 #include <sys/types.h>
 #include <unistd.h>
 
@@ -77,15 +80,23 @@ int main(int argc, char **argv)
 		printf("forked %d\n", (int)child);
 		fflush(stdout);
 	}
+	void (*release)(void) = (void (*)(void))dlsym(h, "fake_cupti_release_hold");
 	unsigned n_main = 0;
+	int quiet = 0;
 	for (;;) {
 		struct pollfd p = { 0, POLLIN, 0 };
 		if (poll(&p, 1, 1) > 0) {
 			char buf[64];
-			if (read(0, buf, sizeof(buf)) <= 0)
+			ssize_t n = read(0, buf, sizeof(buf) - 1);
+			if (n <= 0)
 				break;
+			buf[n] = 0;
+			quiet = strstr(buf, "quiet") ? 1 : strstr(buf, "calls") ? 0 : quiet;
+			if (strstr(buf, "release") && release)
+				release();
 		}
-		call_some(&n_main);
+		if (!quiet)
+			call_some(&n_main);
 	}
 	atomic_store(&quit, 1);
 	for (int i = 0; i < nth; i++)

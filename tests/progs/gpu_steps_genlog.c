@@ -21,12 +21,12 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "eventlog/eventlog.h"
-
 #define US 1000ull
 #define PID 4000
+#define GENLOG_PID PID
 
-static struct evlog_writer *w;
+#include "genlog.h"
+
 #define MONO0 2000000000000ull
 #define REAL0 1790000000000000000ull
 #define WALL(t) ((unsigned long long)((t) - MONO0 + REAL0))
@@ -38,14 +38,6 @@ static uint32_t rnd(uint32_t lo, uint32_t hi) /* in [lo, hi] */
 {
 	seed = seed * 1103515245u + 12345u;
 	return lo + (seed >> 8) % (hi - lo + 1);
-}
-
-static void put(const struct evlog_event *e)
-{
-	if (evlog_write(w, e) < 0) {
-		fprintf(stderr, "gpu_steps_genlog: %s\n", evlog_writer_error(w));
-		exit(1);
-	}
 }
 
 /* One kernel after `idle_ns` of idle stream; returns its start. */

@@ -24,34 +24,13 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "eventlog/eventlog.h"
-
 #define US 1000ull
 #define PID 5000u
+#define GENLOG_PID PID
 #define N_THREADS 3
 #define MAX_ROUNDS 10000
 
-static struct evlog_writer *w;
-
-static void put(const struct evlog_event *e)
-{
-	if (evlog_write(w, e) < 0) {
-		fprintf(stderr, "lp_order_genlog: %s\n", evlog_writer_error(w));
-		exit(1);
-	}
-}
-
-static struct evlog_event ev(uint32_t type, uint64_t ts, uint32_t tid)
-{
-	struct evlog_event e;
-
-	memset(&e, 0, sizeof(e));
-	e.type = type;
-	e.ts = ts;
-	e.pid = PID;
-	e.tid = tid;
-	return e;
-}
+#include "genlog.h"
 
 /* Per thread: its stream handle's detail, CUPTI's stream, the call's
  * length, when its work starts after the call began. */

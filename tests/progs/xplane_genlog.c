@@ -15,34 +15,13 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "eventlog/eventlog.h"
-
 #define PID 4242
+#define GENLOG_PID PID
 #define LOADER 4243
 #define MS 1000000ull
 #define US 1000ull
 
-static struct evlog_writer *w;
-
-static void put(struct evlog_event *e)
-{
-	if (evlog_write(w, e) < 0) {
-		fprintf(stderr, "xplane_genlog: %s\n", evlog_writer_error(w));
-		exit(1);
-	}
-}
-
-static struct evlog_event ev(uint32_t type, uint64_t ts, uint32_t tid)
-{
-	struct evlog_event e;
-
-	memset(&e, 0, sizeof(e));
-	e.type = type;
-	e.ts = ts;
-	e.pid = PID;
-	e.tid = tid;
-	return e;
-}
+#include "genlog.h"
 
 static void preamble(uint64_t t)
 {

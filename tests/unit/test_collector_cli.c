@@ -106,6 +106,24 @@ static void defaults_and_launch(void **st)
 	assert_null(o.launch_argv[3]);
 }
 
+/* The log's segments: 20 MiB / 60 s unless told; fractions of a MiB. */
+static void segments(void **st)
+{
+	struct lt_options o;
+	char err[256];
+
+	(void)st;
+	assert_int_equal(PARSE(&o, err, "profile", "-p", "1", "-t", "cpu"), 0);
+	assert_true(o.segment_mb == LT_DEFAULT_SEGMENT_MB && o.segment_s == LT_DEFAULT_SEGMENT_S);
+	assert_int_equal(PARSE(&o, err, "profile", "-p", "1", "-t", "cpu", "--segment-mb", "0.25",
+			       "--segment-seconds", "2"), 0);
+	assert_true(o.segment_mb == 0.25 && o.segment_s == 2);
+	assert_int_equal(PARSE(&o, err, "profile", "-p", "1", "-t", "cpu", "--segment-mb", "0.01"), -1);
+	assert_string_equal(err, "--segment-mb 0.01: expected a number of MiB from 0.0625 to 4096");
+	assert_int_equal(PARSE(&o, err, "profile", "-p", "1", "-t", "cpu", "--segment-seconds", "0"), -1);
+	assert_string_equal(err, "--segment-seconds 0: expected a number of seconds from 1 to 86400");
+}
+
 static void bad_values(void **st)
 {
 	struct lt_options o;
@@ -265,6 +283,7 @@ int main(void)
 		cmocka_unit_test(seed_flags),
 		cmocka_unit_test(defaults_and_launch),
 		cmocka_unit_test(bad_values),
+		cmocka_unit_test(segments),
 		cmocka_unit_test(python_method),
 		cmocka_unit_test(launch_runs_after_release),
 		cmocka_unit_test(launch_missing_command),

@@ -171,6 +171,47 @@ static void test_json_long_string(void **state)
 
 /* ------------------------------------------------------------- spill */
 
+/* Read every record of s: sorted by (track, start, longer first, arrival),
+ * whole; their order (arrival numbers) into order[], or, when again, the
+ * same as order[] holds. */
+static void spill_check_sorted(struct cv_spill *s, unsigned n, uint64_t *order, int again)
+{
+	const struct cv_rec *r;
+	struct cv_rec prev = { 0 };
+	uint64_t prev_seq = 0; /* arrival order: the correlation id */
+	unsigned got = 0;
+	char err[256];
+	int rc;
+
+	while ((rc = cv_spill_next(s, &r, err, sizeof(err))) == 1) {
+		struct evlog_event e;
+		char want[32];
+
+		assert_int_equal(cv_rec_unpack(r, &e), 0);
+		if (got) {
+			int ok = prev.track < r->track ||
+				 (prev.track == r->track &&
+				  (prev.start < r->start ||
+				   (prev.start == r->start &&
+				    (prev.dur > r->dur || (prev.dur == r->dur && prev_seq < e.u.lib_call.correlation_id)))));
+			assert_true(ok);
+		}
+		prev = *r;
+		prev_seq = e.u.lib_call.correlation_id;
+		assert_int_equal(e.type, EV_LIB_CALL);
+		snprintf(want, sizeof(want), "sym%llu", (unsigned long long)e.u.lib_call.correlation_id);
+		assert_int_equal(e.u.lib_call.symbol.len, strlen(want));
+		assert_memory_equal(e.u.lib_call.symbol.ptr, want, strlen(want));
+		assert_int_equal(e.tid, (uint32_t)e.u.lib_call.correlation_id);
+		assert_true(got < n);
+		if (again)
+			assert_int_equal(order[got], e.u.lib_call.correlation_id);
+		order[got++] = e.u.lib_call.correlation_id;
+	}
+	assert_int_equal(rc, 0);
+	assert_int_equal(got, n);
+}
+
 static void spill_roundtrip(size_t buf_bytes, unsigned n, uint32_t tracks)
 {
 	char err[256];
@@ -198,37 +239,14 @@ static void spill_roundtrip(size_t buf_bytes, unsigned n, uint32_t tracks)
 		cv_rec_pack(r, &e);
 	}
 	assert_int_equal(cv_spill_finish(s, err, sizeof(err)), 0);
-	const struct cv_rec *r;
-	struct cv_rec prev = { 0 };
-	uint64_t prev_seq = 0; /* arrival order: the correlation id */
-	unsigned got = 0;
-	int rc;
+	uint64_t *order = calloc(n, sizeof(*order));
 
-	while ((rc = cv_spill_next(s, &r, err, sizeof(err))) == 1) {
-		struct evlog_event e;
-		char want[32];
-
-		assert_int_equal(cv_rec_unpack(r, &e), 0);
-		if (got) {
-			/* (track, start, longer first, arrival) */
-			int ok = prev.track < r->track ||
-				 (prev.track == r->track &&
-				  (prev.start < r->start ||
-				   (prev.start == r->start &&
-				    (prev.dur > r->dur || (prev.dur == r->dur && prev_seq < e.u.lib_call.correlation_id)))));
-			assert_true(ok);
-		}
-		prev = *r;
-		prev_seq = e.u.lib_call.correlation_id;
-		assert_int_equal(e.type, EV_LIB_CALL);
-		snprintf(want, sizeof(want), "sym%llu", (unsigned long long)e.u.lib_call.correlation_id);
-		assert_int_equal(e.u.lib_call.symbol.len, strlen(want));
-		assert_memory_equal(e.u.lib_call.symbol.ptr, want, strlen(want));
-		assert_int_equal(e.tid, (uint32_t)e.u.lib_call.correlation_id);
-		got++;
-	}
-	assert_int_equal(rc, 0);
-	assert_int_equal(got, n);
+	assert_non_null(order);
+	spill_check_sorted(s, n, order, 0);
+	/* again from the start: the same records in the same order */
+	assert_int_equal(cv_spill_rewind(s, err, sizeof(err)), 0);
+	spill_check_sorted(s, n, order, 1);
+	free(order);
 	if (buf_bytes < 100000)
 		assert_true(cv_spill_runs(s) > 1);
 	cv_spill_free(s);

@@ -19,6 +19,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/stat.h>
+#include <sys/wait.h>
 #include <unistd.h>
 
 #include "unit/unit_util.h"
@@ -975,6 +976,314 @@ static void test_hashed_strings(void **state)
 	assert_true(wrong > own + 1000 * 8); /* each string sent again */
 }
 
+/* ---------------------------------------------------------------- segments */
+
+/* Write n mixed events in segments of seg_bytes (chunks of 4 KiB) into
+ * NAME; closed unless crash (then the process holding it _exits, as a
+ * killed writer would, leaving the open segment's partial file). Returns
+ * the segments begun. */
+static uint32_t seg_write(const char *name, uint64_t n, uint64_t seg_bytes, int crash)
+{
+	struct evgen *g = evgen_new(7, 0);
+	struct evlog_header h = test_header();
+	struct evlog_writer_opts o = { .chunk_bytes = 4096, .segment_bytes = seg_bytes };
+	struct evlog_writer *w;
+	struct evlog_event ev;
+	char msg[512];
+
+	if (evlog_writer_open(&w, tpath(name), &h, &o, msg, sizeof(msg)))
+		fail_msg("open %s: %s", name, msg);
+	for (uint64_t i = 0; i < n; i++) {
+		evgen_mixed(g, i, &ev);
+		if (evlog_write(w, &ev))
+			fail_msg("write %llu: %s", (unsigned long long)i, evlog_writer_error(w));
+	}
+	struct evlog_writer_stats st;
+	assert_int_equal(evlog_writer_flush(w), 0);
+	evlog_writer_stats(w, &st);
+	free(g);
+	if (crash)
+		_exit(0);
+	assert_int_equal(evlog_writer_close_msg(w, msg, sizeof(msg)), 0);
+	return st.segments;
+}
+
+/* Read path whole: the n generated events in order, each segment after the
+ * first opened by its record (name, size, digest) of the one before. */
+static void seg_read(const char *path, const char *name, uint64_t n, uint32_t segs)
+{
+	struct evlog_reader *r = ropen(path);
+	struct evgen *g = evgen_new(7, 0);
+	const struct evlog_event *got;
+	struct evlog_event ev;
+	uint64_t i = 0;
+	uint32_t recs = 0;
+	int rc;
+
+	assert_int_equal(evlog_reader_header(r)->segment, 0); /* the first file's */
+	while ((rc = evlog_next(r, &got)) == 0) {
+		if (got->type == EV_SEGMENT) {
+			char want[300], sz[400];
+			struct stat sb;
+			snprintf(want, sizeof(want), "%s.%u", name, ++recs);
+			assert_int_equal(got->u.segment.name.len, strlen(want));
+			assert_memory_equal(got->u.segment.name.ptr, want, strlen(want));
+			assert_int_equal(stat(tpath(want), &sb), 0);
+			assert_int_equal(got->u.segment.size, sb.st_size);
+			snprintf(sz, sizeof(sz), "sha256sum '%s' | grep -q '^%.64s '", tpath(want),
+				 got->u.segment.digest.ptr + 7);
+			assert_int_equal(system(sz), 0);
+			continue;
+		}
+		assert_true(i < n);
+		evgen_mixed(g, i, &ev);
+		char why[64];
+		if (!evgen_equal(&ev, got, why, sizeof(why)))
+			fail_msg("event %llu: %s differs", (unsigned long long)i, why);
+		i++;
+	}
+	assert_int_equal(rc, -EVLOG_END);
+	if (n != UINT64_MAX)
+		assert_int_equal(i, n);
+	assert_int_equal(recs + 1, segs);
+	evlog_reader_close(r);
+	free(g);
+}
+
+static void test_segments(void **state)
+{
+	(void)state;
+	uint32_t segs = seg_write("seg.evlog", 20000, 16384, 0);
+	char name[64];
+	struct stat sb;
+
+	assert_true(segs >= 5);
+	for (uint32_t k = 1; k < segs; k++) {
+		snprintf(name, sizeof(name), "seg.evlog.%u", k);
+		assert_int_equal(stat(tpath(name), &sb), 0);
+		/* bounded: one 4 KiB chunk past the bound at most (zstd never grows it much) */
+		assert_true(sb.st_size >= 16384 && sb.st_size < 16384 + 4096 + 512);
+	}
+	snprintf(name, sizeof(name), "seg.evlog.%u", segs);
+	assert_int_equal(stat(tpath(name), &sb), -1); /* the last is NAME */
+	assert_int_equal(access(tpath(".seg.evlog.partial"), F_OK), -1);
+	seg_read(tpath("seg.evlog"), "seg.evlog", 20000, segs);
+	/* A segment reads with those before it: fewer events, in order. */
+	snprintf(name, sizeof(name), "seg.evlog.%u", segs - 1);
+	seg_read(tpath(name), "seg.evlog", UINT64_MAX, segs - 1);
+	/* NAME.1 taken: refused to a log in segments (its first would fail to
+	 * publish), not to one without. */
+	struct evlog_writer *w;
+	char msg[512];
+	struct evlog_writer_opts so = { .segment_ns = 1000000000ull };
+	FILE *f = fopen(tpath("pre.evlog.1"), "w");
+	fclose(f);
+	assert_int_equal(evlog_writer_open(&w, tpath("pre.evlog"), NULL, &so, msg, sizeof(msg)),
+			 -EVLOG_EEXIST);
+	assert_non_null(strstr(msg, "pre.evlog.1' already exists"));
+	assert_int_equal(evlog_writer_open(&w, tpath("pre.evlog"), NULL, NULL, msg, sizeof(msg)), 0);
+	evlog_writer_abort(w);
+	/* A log that fits its bound is one file, as without segments. */
+	assert_int_equal(seg_write("one.evlog", 10, 1 << 20, 0), 1);
+	seg_read(tpath("one.evlog"), "one.evlog", 10, 1);
+	assert_int_equal(access(tpath("one.evlog.1"), F_OK), -1);
+}
+
+/* A missing, cut or altered segment stops the read with its name. */
+static void test_segments_damaged(void **state)
+{
+	(void)state;
+	uint32_t segs = seg_write("dmg.evlog", 12000, 16384, 0);
+	struct evlog_reader *r;
+	char msg[512];
+
+	assert_true(segs >= 4);
+	assert_int_equal(rename(tpath("dmg.evlog.2"), tpath("moved")), 0);
+	assert_int_equal(evlog_reader_open(&r, tpath("dmg.evlog"), msg, sizeof(msg)), -EVLOG_ESEGMENT);
+	assert_non_null(strstr(msg, "dmg.evlog.2: missing (No such file or directory): segment 2 "
+				   "of the log, recorded by"));
+	assert_int_equal(rename(tpath("moved"), tpath("dmg.evlog.2")), 0);
+	/* one byte changed in place: same size, another digest */
+	int fd = open(tpath("dmg.evlog.1"), O_RDWR);
+	uint8_t b;
+	assert_int_equal(pread(fd, &b, 1, 5000), 1);
+	b ^= 1;
+	assert_int_equal(pwrite(fd, &b, 1, 5000), 1);
+	assert_int_equal(evlog_reader_open(&r, tpath("dmg.evlog"), msg, sizeof(msg)), -EVLOG_ESEGMENT);
+	assert_non_null(strstr(msg, "dmg.evlog.1: its content differs from the SHA-256"));
+	b ^= 1;
+	assert_int_equal(pwrite(fd, &b, 1, 5000), 1);
+	/* cut */
+	struct stat sb;
+	assert_int_equal(fstat(fd, &sb), 0);
+	assert_int_equal(ftruncate(fd, sb.st_size - 1), 0);
+	close(fd);
+	assert_int_equal(evlog_reader_open(&r, tpath("dmg.evlog.3"), msg, sizeof(msg)), -EVLOG_ESEGMENT);
+	assert_non_null(strstr(msg, "dmg.evlog.1:"));
+	assert_non_null(strstr(msg, "bytes, but"));
+	/* a segment alone without the one before it: named, not read as a whole log */
+	assert_int_equal(symlink("x", tpath("dmg.evlog.1.lnk")), 0);
+	assert_int_equal(unlink(tpath("dmg.evlog.1")), 0);
+	assert_int_equal(symlink(tpath("dmg.evlog.1.lnk"), tpath("dmg.evlog.1")), 0);
+	assert_int_equal(evlog_reader_open(&r, tpath("dmg.evlog.2"), msg, sizeof(msg)), -EVLOG_ESEGMENT);
+	assert_non_null(strstr(msg, "dmg.evlog.1: missing (Too many levels of symbolic links)"));
+}
+
+/* A killed writer leaves its published segments and the open one's
+ * partial file, which reads as the log so far. */
+static void test_segments_crash(void **state)
+{
+	(void)state;
+	pid_t pid = fork();
+	assert_true(pid >= 0);
+	if (pid == 0)
+		seg_write("crash.evlog", 15000, 16384, 1);
+	int st;
+	assert_int_equal(waitpid(pid, &st, 0), pid);
+	assert_true(WIFEXITED(st) && WEXITSTATUS(st) == 0);
+	assert_int_equal(access(tpath("crash.evlog"), F_OK), -1);
+	assert_int_equal(access(tpath("crash.evlog.3"), F_OK), 0);
+	/* every event: the writer flushed before it died */
+	uint32_t segs = 0;
+	char name[64];
+	do
+		snprintf(name, sizeof(name), "crash.evlog.%u", ++segs);
+	while (access(tpath(name), F_OK) == 0);
+	seg_read(tpath(".crash.evlog.partial"), "crash.evlog", 15000, segs);
+}
+
+/* Segments also end by age, at a tick once they hold events. */
+static void test_segments_by_time(void **state)
+{
+	(void)state;
+	struct evlog_writer_opts o = { .segment_ns = 20 * 1000000ull, .flush_ns = 1000000 };
+	struct evlog_writer *w;
+	struct evlog_event ev = { .type = EV_LOST, .ts = 1, .pid = 3, .tid = 3 };
+	char msg[512];
+
+	assert_int_equal(evlog_writer_open(&w, tpath("time.evlog"), NULL, &o, msg, sizeof(msg)), 0);
+	for (int i = 0; i < 3; i++) {
+		ev.u.lost.count = (uint64_t)i;
+		assert_int_equal(evlog_write(w, &ev), 0);
+		usleep(25000);
+		assert_int_equal(evlog_writer_tick(w), 0); /* the chunk */
+		assert_int_equal(evlog_writer_tick(w), 0); /* the segment */
+	}
+	usleep(25000);
+	assert_int_equal(evlog_writer_tick(w), 0); /* nothing since: no empty segment */
+	struct evlog_writer_stats st;
+	evlog_writer_stats(w, &st);
+	assert_int_equal(st.segments, 4);
+	assert_int_equal(evlog_writer_close_msg(w, msg, sizeof(msg)), 0);
+	assert_int_equal(access(tpath("time.evlog.3"), F_OK), 0);
+	assert_int_equal(access(tpath("time.evlog.4"), F_OK), -1);
+	struct evlog_reader *r = ropen(tpath("time.evlog"));
+	const struct evlog_event *got;
+	int lost = 0, segrec = 0;
+	while (evlog_next(r, &got) == 0) {
+		lost += got->type == EV_LOST && got->u.lost.count == (uint64_t)lost;
+		segrec += got->type == EV_SEGMENT;
+	}
+	assert_int_equal(lost, 3);
+	assert_int_equal(segrec, 3);
+	evlog_reader_close(r);
+
+	/* A segment old enough ends at a tick even with its chunk young: the
+	 * chunk goes first, then the next segment starts with its record. */
+	o.flush_ns = 60 * 1000000000ull;
+	assert_int_equal(evlog_writer_open(&w, tpath("young.evlog"), NULL, &o, msg, sizeof(msg)), 0);
+	for (int i = 0; i < 3; i++) {
+		ev.u.lost.count = (uint64_t)i;
+		assert_int_equal(evlog_write(w, &ev), 0);
+		usleep(25000);
+		assert_int_equal(evlog_writer_tick(w), 0);
+	}
+	evlog_writer_stats(w, &st);
+	assert_int_equal(st.segments, 4);
+	assert_int_equal(evlog_writer_close_msg(w, msg, sizeof(msg)), 0);
+	r = ropen(tpath("young.evlog")); /* each record checked: the first event of its segment */
+	for (lost = 0, segrec = 0; evlog_next(r, &got) == 0;) {
+		lost += got->type == EV_LOST && got->u.lost.count == (uint64_t)lost;
+		segrec += got->type == EV_SEGMENT;
+	}
+	assert_int_equal(lost, 3);
+	assert_int_equal(segrec, 3);
+	evlog_reader_close(r);
+}
+
+/* A sink that drops every other chunk of events (a full queue): the writer
+ * counts what it dropped, by type, and the log keeps the rest. */
+struct drop_sink {
+	struct evlog_files *f;
+	int n;
+};
+
+static int ds_begin(void *ctx, uint32_t seg, char *err, size_t errsz)
+{
+	return evlog_files_sink.begin(((struct drop_sink *)ctx)->f, seg, err, errsz);
+}
+
+static int ds_put(void *ctx, uint32_t seg, const void *p, size_t n, const struct evlog_put *pi,
+		  char *err, size_t errsz)
+{
+	struct drop_sink *d = ctx;
+	if (!pi->keep && d->n++ % 2)
+		return 1;
+	return evlog_files_sink.put(d->f, seg, p, n, pi, err, errsz);
+}
+
+static int ds_end(void *ctx, uint32_t seg, int last, char *err, size_t errsz)
+{
+	return evlog_files_sink.end(((struct drop_sink *)ctx)->f, seg, last, err, errsz);
+}
+
+static void ds_abort(void *ctx)
+{
+	evlog_files_sink.abort(((struct drop_sink *)ctx)->f);
+}
+
+static void test_sink_drops(void **state)
+{
+	(void)state;
+	static const struct evlog_sink sink = { ds_begin, ds_put, ds_end, ds_abort };
+	struct drop_sink d = { 0 };
+	struct evlog_writer_opts o = { .chunk_bytes = 4096, .segment_bytes = 2048 };
+	struct evlog_writer *w;
+	char msg[512];
+
+	assert_int_equal(evlog_files_open(&d.f, tpath("drop.evlog"), EVLOG_FILES_SEGMENTS, msg,
+					  sizeof(msg)), 0);
+	assert_int_equal(evlog_writer_open_sink(&w, "drop.evlog", &sink, &d, NULL, &o, msg,
+						sizeof(msg)), 0);
+	struct evlog_event ev = { .type = EV_SYSCALL, .ts = 1, .pid = 3, .tid = 3 };
+	for (uint32_t i = 0; i < 20000; i++) {
+		ev.ts += 1000;
+		ev.u.syscall.nr = i;
+		assert_int_equal(evlog_write(w, &ev), 0);
+	}
+	struct evlog_writer_stats st;
+	assert_int_equal(evlog_writer_flush(w), 0);
+	evlog_writer_stats(w, &st);
+	assert_int_equal(evlog_writer_close_msg(w, msg, sizeof(msg)), 0);
+	evlog_files_close(d.f);
+	assert_true(st.dropped_chunks > 3 && st.segments > 3);
+	assert_int_equal(st.dropped_by_type[EV_SYSCALL], st.dropped_events);
+	struct evlog_reader *r = ropen(tpath("drop.evlog"));
+	const struct evlog_event *got;
+	uint64_t kept = 0, segrec = 0, last = 0;
+	while (evlog_next(r, &got) == 0) {
+		segrec += got->type == EV_SEGMENT;
+		if (got->type == EV_SYSCALL) {
+			assert_true(!kept || got->u.syscall.nr > last);
+			last = got->u.syscall.nr;
+			kept++;
+		}
+	}
+	evlog_reader_close(r);
+	assert_int_equal(kept + st.dropped_events, 20000);
+	assert_int_equal(segrec + 1, st.segments);
+}
+
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
@@ -998,6 +1307,11 @@ int main(void)
 		cmocka_unit_test(test_dump_format),
 		cmocka_unit_test(test_chunk_table_caps),
 		cmocka_unit_test(test_hashed_strings),
+		cmocka_unit_test(test_segments),
+		cmocka_unit_test(test_segments_damaged),
+		cmocka_unit_test(test_segments_crash),
+		cmocka_unit_test(test_segments_by_time),
+		cmocka_unit_test(test_sink_drops),
 	};
 	return cmocka_run_group_tests(tests, setup, teardown);
 }

@@ -10,10 +10,20 @@ system call (only the final print and exit do).
   pyb_busy.py ref N THREADS          the measured part under sys.setprofile:
                                       prints "name=calls" for every function
                                       of this file it called (the reference)
-  pyb_busy.py cycles THREADS ROUNDS  THREADS+1 threads recompute a known
+  pyb_busy.py cycles THREADS ROUNDS [rates]
+                                     THREADS+1 threads recompute a known
                                       result until SIGUSR1 and at least ROUNDS
                                       times, checking it each time; prints
-                                      one line that does not depend on timing
+                                      one line that does not depend on timing.
+                                      With "rates": prints "warm" once it ran
+                                      RATE_S seconds; each SIGUSR2 is a mark;
+                                      at the end (run on RATE_S past the
+                                      second mark) one more line, "pyb_busy
+                                      rates before=R after=R cpu_before=R
+                                      cpu_after=R": steps of all threads per
+                                      second, and per second of the
+                                      process's CPU time, in the RATE_S before
+                                      the first mark and after the second
 
 The measured part runs between calls of begin_measure() and end_measure()
 (markers for the checker); worker threads start and end inside it. Every
@@ -23,6 +33,7 @@ import collections
 import signal
 import sys
 import threading
+import time
 
 flag = [False]
 
@@ -138,25 +149,70 @@ def run_ref(n, nthreads):
     print(" ".join("%s=%d" % kv for kv in sorted(calls.items())))
 
 
-def spin_check(want, stop, bad, rounds):
+RATE_S = 1.5        # the windows the step rate is measured over
+SAMPLE_S = 0.05     # how often the main thread notes (time, CPU time, steps)
+marks = []          # SIGUSR2's times
+
+
+def on_usr2(signum, frame):
+    marks.append(time.monotonic())
+
+
+def spin_check(want, stop, bad, rounds, progress=None, slot=0, samples=None):
+    """progress: every thread's steps so far (this one's at slot), or None
+    (no clock read); samples: the main thread's notes, which also says
+    "warm" once RATE_S of them ran."""
     done = 0
-    while not stop[0] or done < rounds:
+    t0 = time.monotonic()
+    next_at, warm = t0, samples is not None
+    while not stop[0] or done < rounds or (progress is not None and
+                                           (len(marks) < 2 or time.monotonic() < marks[1] + RATE_S)):
         if unit(7) != want:
             bad[0] += 1
         done += 1
+        if progress is None:
+            continue
+        progress[slot] = done
+        if samples is None:
+            continue
+        now = time.monotonic()
+        if now >= next_at:
+            samples.append((now, time.process_time(), sum(progress)))
+            next_at = now + SAMPLE_S
+        if warm and now >= t0 + RATE_S:
+            warm = False
+            print("warm", flush=True)
 
 
-def run_cycles(nthreads, rounds):
+def rates(samples, a, b):
+    """Steps per wall second and per CPU second of the process, between the
+    first note at or after a and the last at or before b."""
+    inside = [x for x in samples if a <= x[0] <= b]
+    if len(inside) < 2:
+        return 0.0, 0.0
+    (t0, c0, n0), (t1, c1, n1) = inside[0], inside[-1]
+    return (n1 - n0) / (t1 - t0), ((n1 - n0) / (c1 - c0) if c1 > c0 else 0.0)
+
+
+def run_cycles(nthreads, rounds, with_rates):
+    signal.signal(signal.SIGUSR2, on_usr2)
     signal.signal(signal.SIGUSR1, on_usr1)
     want = unit(7)
     bad = [0]
-    ths = [threading.Thread(target=spin_check, args=(want, flag, bad, rounds)) for _ in range(nthreads)]
+    progress = [0] * (nthreads + 1) if with_rates else None
+    samples = [] if with_rates else None
+    ths = [threading.Thread(target=spin_check, args=(want, flag, bad, rounds, progress, k + 1))
+           for k in range(nthreads)]
     for t in ths:
         t.start()
-    spin_check(want, flag, bad, rounds)
+    spin_check(want, flag, bad, rounds, progress, 0, samples)
     for t in ths:
         t.join()
     print("pyb_busy cycles threads=%d want=%d wrong=%d" % (nthreads, want, bad[0]))
+    if with_rates:
+        wb, cb = rates(samples, marks[0] - RATE_S, marks[0])
+        wa, ca = rates(samples, marks[1], marks[1] + RATE_S)
+        print("pyb_busy rates before=%.0f after=%.0f cpu_before=%.0f cpu_after=%.0f" % (wb, wa, cb, ca))
     sys.stdout.flush()
     sys.exit(3)
 
@@ -167,4 +223,4 @@ if __name__ == "__main__":
     elif sys.argv[1] == "ref":
         run_ref(int(sys.argv[2]), int(sys.argv[3]))
     else:
-        run_cycles(int(sys.argv[2]), int(sys.argv[3]))
+        run_cycles(int(sys.argv[2]), int(sys.argv[3]), sys.argv[4:] == ["rates"])

@@ -1,0 +1,175 @@
+/* SPDX-License-Identifier: Apache-2.0 */
+/*
+ * The arguments of a timeline item, as every trace writer shows them (the
+ * JSON's "args", Perfetto's debug annotations): which ones each kind of
+ * event has is written once, here. A writer includes this file after
+ * defining, each returning 0 or -1 (and inlined where it counts):
+ *
+ *   ARGS_CTX                                its context type
+ *   args_u64(t, key, v)  args_i64(t, key, v)  args_dbl(t, key, v)
+ *   args_str(t, key, s, n)                  a string of n bytes
+ *   args_dim3(t, key, const uint32_t v[3])  a CUDA grid or block
+ *   args_py(t, file, n, line)               a Python call's source location
+ *   args_props(t, device)                   EV_GPU_DEVICE of a device, or NULL
+ */
+#ifndef LLMT_CONV_ITEM_ARGS_H
+#define LLMT_CONV_ITEM_ARGS_H
+
+#include <stdio.h>
+#include <string.h>
+#include "sink.h"
+#include "../eventlog/eventlog.h"
+
+/* Syscalls whose first argument is a file descriptor and third a size. */
+static int item_fd_syscall(const char *n, int *has_size)
+{
+	static const char *const sized[] = { "read", "write", "pread64", "pwrite64", "recvfrom",
+					     "sendto", NULL };
+	static const char *const fd[] = { "readv", "writev", "close", "fsync", "fdatasync", "ioctl",
+					  "fstat", "lseek", "recvmsg", "sendmsg", "epoll_wait",
+					  "epoll_pwait", "getdents64", "sendfile", NULL };
+
+	/* One system call item in a few: compare the first byte before the rest. */
+	for (int i = 0; sized[i]; i++)
+		if (n[0] == sized[i][0] && !strcmp(n, sized[i]))
+			return *has_size = 1;
+	*has_size = 0;
+	for (int i = 0; fd[i]; i++)
+		if (n[0] == fd[i][0] && !strcmp(n, fd[i]))
+			return 1;
+	return 0;
+}
+
+static int item_kernel_args(ARGS_CTX *t, const struct evlog_event *e)
+{
+	const struct evlog_event *p = args_props(t, e->u.gpu_kernel.device);
+	uint64_t blocks = (uint64_t)e->u.gpu_kernel.grid[0] * e->u.gpu_kernel.grid[1] *
+			  e->u.gpu_kernel.grid[2];
+
+	if (args_u64(t, "device", e->u.gpu_kernel.device) ||
+	    args_u64(t, "context", e->u.gpu_kernel.context) ||
+	    args_u64(t, "stream", e->u.gpu_kernel.stream) ||
+	    args_u64(t, "correlation", e->u.gpu_kernel.correlation_id) ||
+	    args_u64(t, "registers per thread", e->u.gpu_kernel.registers) ||
+	    args_u64(t, "shared memory",
+		     (uint64_t)e->u.gpu_kernel.static_smem + e->u.gpu_kernel.dynamic_smem) ||
+	    args_dim3(t, "grid", e->u.gpu_kernel.grid) || args_dim3(t, "block", e->u.gpu_kernel.block))
+		return -1;
+	if (p && p->u.gpu_device.sm_count &&
+	    args_dbl(t, "blocks per SM", (double)blocks / p->u.gpu_device.sm_count))
+		return -1;
+	if (e->u.gpu_kernel.graph_id && args_u64(t, "graph id", e->u.gpu_kernel.graph_id))
+		return -1;
+	return 0;
+}
+
+static int item_copy_args(ARGS_CTX *t, uint32_t dev, uint32_t ctx, uint32_t stream, uint64_t corr,
+			  uint64_t bytes, uint64_t dur)
+{
+	if (args_u64(t, "device", dev) || args_u64(t, "context", ctx) ||
+	    args_u64(t, "stream", stream) || args_u64(t, "correlation", corr) ||
+	    args_u64(t, "bytes", bytes))
+		return -1;
+	/* bytes per ns = GB/s */
+	return dur && args_dbl(t, "memory bandwidth (GB/s)", (double)bytes / (double)dur);
+}
+
+/* As Kineto writes them: the kind's name, the stream (-1: none, a context
+ * synchronization), the correlation id, the context, and the event waited on. */
+static int item_sync_args(ARGS_CTX *t, const struct conv_item *it)
+{
+	const struct evlog_event *e = it->ev;
+	uint8_t k = e->u.gpu_sync.kind;
+
+	if (args_str(t, "cuda_sync_kind", it->name, strlen(it->name)) ||
+	    args_i64(t, "stream", (int32_t)e->u.gpu_sync.stream) ||
+	    args_u64(t, "correlation", e->u.gpu_sync.correlation_id) ||
+	    args_u64(t, "context", e->u.gpu_sync.context))
+		return -1;
+	return (k == 1 || k == 2) && e->u.gpu_sync.cuda_event != UINT32_MAX &&
+	       args_u64(t, "wait_on_cuda_event_id", e->u.gpu_sync.cuda_event);
+}
+
+/* A fold: how many calls, how long, and the most frequent names in it. */
+static int item_fold_args(ARGS_CTX *t, const struct conv_fold *f)
+{
+	static const char *const keys[CONV_FOLD_TOP] = { "top 1", "top 2", "top 3", "top 4",
+							 "top 5" };
+	char buf[600];
+
+	if (args_u64(t, "calls", f->calls) || args_u64(t, "top-level calls", f->top_calls) ||
+	    args_dbl(t, "time of the top-level calls (us)", (double)f->busy_ns / 1e3))
+		return -1;
+	for (uint32_t i = 0; i < f->n_top && i < CONV_FOLD_TOP; i++) {
+		int n = snprintf(buf, sizeof(buf), "%.500s: %llu calls, %.3f us", f->top[i].name,
+				 (unsigned long long)f->top[i].calls, (double)f->top[i].ns / 1e3);
+
+		if (args_str(t, keys[i], buf, n < (int)sizeof(buf) ? (size_t)n : sizeof(buf) - 1))
+			return -1;
+	}
+	return 0;
+}
+
+static int item_args(ARGS_CTX *t, const struct conv_item *it)
+{
+	const struct evlog_event *e = it->ev;
+	int has_size;
+
+	if (it->fold)
+		return item_fold_args(t, it->fold);
+	switch (e->type) {
+	case EV_SYSCALL:
+		if (args_i64(t, "ret", e->u.syscall.ret))
+			return -1;
+		if (item_fd_syscall(it->name, &has_size) &&
+		    (args_u64(t, "fd", e->u.syscall.arg0) ||
+		     (has_size && args_u64(t, "size", e->u.syscall.arg2))))
+			return -1;
+		return 0;
+	case EV_PY_ENTER:
+		return args_py(t, e->u.py_enter.file.ptr, e->u.py_enter.file.len, e->u.py_enter.line);
+	case EV_CPU_SAMPLE:
+		return args_u64(t, "cpu", e->u.cpu_sample.cpu) ||
+		       args_str(t, "stack", it->stack_folded, strlen(it->stack_folded));
+	case EV_PY_SAMPLE:
+		return args_str(t, "stack", it->stack_folded, strlen(it->stack_folded));
+	case EV_LIB_CALL:
+		if (args_str(t, "library", e->u.lib_call.lib.ptr, e->u.lib_call.lib.len) ||
+		    args_i64(t, "ret", (int64_t)e->u.lib_call.ret) ||
+		    args_u64(t, "depth", e->u.lib_call.depth))
+			return -1;
+		if (e->u.lib_call.correlation_id &&
+		    args_u64(t, "correlation", e->u.lib_call.correlation_id))
+			return -1;
+		return e->u.lib_call.detail.len &&
+		       args_str(t, "args", e->u.lib_call.detail.ptr, e->u.lib_call.detail.len);
+	case EV_GPU_API:
+		return args_u64(t, "cbid", e->u.gpu_api.cbid) ||
+		       args_u64(t, "correlation", e->u.gpu_api.correlation_id) ||
+		       args_i64(t, "ret", e->u.gpu_api.ret);
+	case EV_GPU_KERNEL:
+		return item_kernel_args(t, e);
+	case EV_GPU_MEMCPY:
+		return item_copy_args(t, e->u.gpu_memcpy.device, e->u.gpu_memcpy.context,
+				      e->u.gpu_memcpy.stream, e->u.gpu_memcpy.correlation_id,
+				      e->u.gpu_memcpy.bytes, it->dur_ns) ||
+		       args_u64(t, "kind", e->u.gpu_memcpy.copy_kind);
+	case EV_GPU_MEMSET:
+		return item_copy_args(t, e->u.gpu_memset.device, e->u.gpu_memset.context,
+				      e->u.gpu_memset.stream, e->u.gpu_memset.correlation_id,
+				      e->u.gpu_memset.bytes, it->dur_ns) ||
+		       args_u64(t, "value", e->u.gpu_memset.value);
+	case EV_GPU_SYNC:
+		return item_sync_args(t, it);
+	case EV_MARKER:
+		if (it->step && args_u64(t, "step", it->step - 1))
+			return -1;
+		return (e->u.marker.text.len &&
+			args_str(t, "text", e->u.marker.text.ptr, e->u.marker.text.len)) ||
+		       args_u64(t, "value", e->u.marker.value);
+	default:
+		return 0;
+	}
+}
+
+#endif
