@@ -45,6 +45,7 @@
 #include <string.h>
 #include <sys/mman.h>
 #include <sys/socket.h>
+#include <sys/uio.h>
 #include <time.h>
 #include <unistd.h>
 
@@ -859,11 +860,17 @@ static int find_slot(void *self)
 	}
 	long found = -1;
 	int hits = 0;
-	for (long off = 0; off < 1024; off += (long)sizeof(void *)) {
-		if (*(void **)((char *)self + off) == (void *)pyh_profile)
-			found = off, hits++;
-		else if (hook_obj && *(void **)((char *)self + off) == hook_obj)
-			obj_off = off;
+	/* The state is smaller than the span looked at, and may end a heap's
+	 * last mapped page (a new thread's arena): copied by the kernel, which
+	 * stops at a page that is not there instead of faulting. */
+	void *copy[1024 / sizeof(void *)];
+	struct iovec mine = { copy, sizeof(copy) }, its = { self, sizeof(copy) };
+	ssize_t got = process_vm_readv(getpid(), &mine, 1, &its, 1, 0);
+	for (long k = 0; got > 0 && k < got / (long)sizeof(void *); k++) {
+		if (copy[k] == (void *)pyh_profile)
+			found = k * (long)sizeof(void *), hits++;
+		else if (hook_obj && copy[k] == hook_obj)
+			obj_off = k * (long)sizeof(void *);
 	}
 	if (api.SetProfile(self, NULL, NULL) < 0)
 		api.PyErr_Clear();
