@@ -108,6 +108,11 @@ int lt_xc_seize(struct lt_xc *x, int pid, bool before_exec, char *err, size_t er
 		goto gone;
 	/* Signals that come first are delivered; the interrupt stop follows. */
 	while (xc_wait(pid, &st, end) == 1 && WIFSTOPPED(st)) {
+		int s = WSTOPSIG(st);
+		if ((st >> 16) == PTRACE_EVENT_STOP && (s == SIGSTOP || s == SIGTSTP || s == SIGTTIN || s == SIGTTOU)) {
+			lt_xc_release(x); /* stopped by someone: left so, not held */
+			return xc_fail(err, errsz, -EAGAIN, "process %d is stopped (signal %d)", pid, s);
+		}
 		if ((st >> 16) == PTRACE_EVENT_STOP)
 			return 0;
 		if (ptrace(PTRACE_CONT, pid, NULL, (void *)(long)((st >> 16) ? 0 : WSTOPSIG(st))))

@@ -31,7 +31,6 @@
 #include <sys/resource.h>
 #include <sys/socket.h>
 #include <sys/stat.h>
-#include <sys/un.h>
 #include <sys/syscall.h>
 #include <time.h>
 #include <unistd.h>
@@ -105,8 +104,7 @@ static const struct lt_inj_latch py_latch = { "python", py_latch_syms, 1000, 0 }
  */
 #define PY_START_WAIT_MS 3000
 /* Held from its exec on (inject_exec.h): how long the loader may take to
- * map the interpreter, and how long an image that runs none (a shell,
- * env) is followed for the exec of one. */
+ * map the interpreter. */
 #define PY_MAP_WAIT_MS 5000
 static const char *const py_start_syms[] = { "Py_RunMain", NULL };
 static const struct lt_inj_latch py_latch_start = { "python", py_start_syms, PY_START_WAIT_MS, 1 };
@@ -406,9 +404,10 @@ static int send_start(struct lt_im *im, struct im_target *t, unsigned feats, int
 	if (feats & LT_IM_PYTHON)
 		n += (size_t)snprintf(msg + n, sizeof(msg) - n, " py_wait_ms=%d%s%s", py_wait_ms,
 				      py_hold ? " py_hold=1" : "", im->fork_sock[1] >= 0 ? " fork=1" : "");
-	int ff = (feats & LT_IM_PYTHON) && im->fork_sock[1] >= 0 && !rc ? fcntl(im->fork_sock[1], F_DUPFD_CLOEXEC, 0) : -1;
-	if (ff >= 0)
-		fds[nfds++] = ff; /* closed below with the others */
+	int ff = -1; /* the fork channel: closed below with the log fds */
+	if ((feats & LT_IM_PYTHON) && im->fork_sock[1] >= 0 && !rc &&
+	    (ff = fcntl(im->fork_sock[1], F_DUPFD_CLOEXEC, 0)) >= 0)
+		fds[nfds++] = ff;
 	if ((feats & LT_IM_CUDA) && im->o.start_extra && n < sizeof(msg))
 		snprintf(msg + n, sizeof(msg) - n, " %.256s", im->o.start_extra);
 	t->asked = feats;

@@ -667,6 +667,22 @@ static int py_hook_refused(int pid, char *why, size_t whysz)
 	return !p || atoi(p + 11) <= 0 || access(task, F_OK) != 0;
 }
 
+/* Just exec'd a Python by its name (anything else: the main loop looks,
+ * no process is held for it), and not one the hook would be refused
+ * (traced, stopped: the probes there). */
+static int py_exec_holdable(int pid)
+{
+	char link[64], exe[PATH_MAX];
+	ssize_t n;
+
+	snprintf(link, sizeof(link), "/proc/%d/exe", pid);
+	n = readlink(link, exe, sizeof(exe) - 1);
+	if (n <= 0)
+		return 0;
+	exe[n] = 0;
+	return py_is_candidate(exe) && !py_hook_refused(pid, NULL, 0);
+}
+
 /* Inject the profile hook: 0 when it runs, 1 when it goes in later (from
  * a collector thread: a process still starting, or not given by -p), or
  * -errno with the reason in msg. */
@@ -922,7 +938,7 @@ static void py_on_exec(struct lt_session *s, struct py_state *st, int pid)
 	if (t)
 		t->hooked = t->explained = 0;
 	if (py_method(s) != LT_PYM_USDT && !st->hook_failed && lt_im_usable(s->inject, LT_IM_PYTHON, NULL) &&
-	    !py_hook_refused(pid, NULL, 0))
+	    py_exec_holdable(pid))
 		lt_im_attach_later(s->inject, pid, LT_IM_PYTHON, LT_IM_FRESH);
 	py_add_target_at(s, st, pid, 1);
 }
@@ -1002,21 +1018,12 @@ static int py_handle(struct lt_session *s, void *state, const struct lt_rec_hdr 
 static int py_catch_one(void *ctx, void *data, size_t len)
 {
 	struct py_state *st = ctx;
-	char link[64], exe[PATH_MAX];
 	uint32_t pid;
-	ssize_t n;
 
 	if (len < sizeof(pid))
 		return 0;
 	memcpy(&pid, data, sizeof(pid));
-	snprintf(link, sizeof(link), "/proc/%u/exe", pid);
-	n = readlink(link, exe, sizeof(exe) - 1);
-	if (n <= 0)
-		return 0;
-	exe[n] = 0;
-	/* Python by its name (anything else: the main loop looks); one the
-	 * hook would be refused (traced, stopped) takes the probes there. */
-	if (py_is_candidate(exe) && !py_hook_refused((int)pid, NULL, 0))
+	if (py_exec_holdable((int)pid))
 		lt_im_attach_later(st->im, (int)pid, LT_IM_PYTHON, LT_IM_FRESH);
 	return 0;
 }

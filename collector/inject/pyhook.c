@@ -45,9 +45,9 @@
 #include <string.h>
 #include <sys/mman.h>
 #include <sys/socket.h>
+#include <sys/uio.h>
 #include <time.h>
 #include <unistd.h>
-#include <sys/uio.h>
 
 /* CPython's Py_tracefunc `what` values (Include/cpython/pystate.h). */
 enum { PYT_CALL = 0, PYT_RETURN = 3 };

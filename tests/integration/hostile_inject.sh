@@ -36,11 +36,12 @@ fds_of() { grep "^$2 fd " "$1" | sort; }
 no_escape() { ! grep -h " escape " "$@" | sed 's/^/#   /' | grep .; }
 # new fds while recorded: the library's end of its control socket and one
 # regular file, the collector's partial log; no directory, nothing else
-one_log_fd() { # out tag prefix
-	local new
+one_log_fd() { # out tag prefix [sockets: 1, the control socket]
+	local new socks=${4:-1}
 	new=$(comm -13 <(fds_of "$1" before | sed 's/^before //') <(fds_of "$1" "$2" | sed "s/^$2 //"))
 	echo "$new" | sed 's/^/#   new: /'
-	[ "$(echo "$new" | grep -c .)" = 2 ] && [ "$(echo "$new" | grep -c "type=sock link=socket:")" = 1 ] &&
+	[ "$(echo "$new" | grep -c .)" = $((socks + 1)) ] &&
+		[ "$(echo "$new" | grep -c "type=sock link=socket:")" = "$socks" ] &&
 		echo "$new" | grep -qE "type=reg link=.*/\.$3\..*\.evlog\.partial$"
 }
 same_fds() { # out tag
@@ -156,7 +157,8 @@ grep "python: pid" "$W/pc.err" | cut -c1-220 | sed 's/^/# /'
 echo "probe after" >&7
 wait_for "$W/p.out" "^after probe done"
 check "Python: hooked while probed (collector rc $crc)" '[ $crc = 0 ] && grep -q "tracing functions" "$W/pc.err"'
-check "Python: while hooked, its new fds are its control socket and its own log file (no directory)" 'one_log_fd "$W/p.out" during llmtracker-python'
+check "Python: while hooked, its new fds are its control socket, the fork channel and its own log file (no directory)" \
+	'one_log_fd "$W/p.out" during llmtracker-python 2'
 check "Python: no way out through any fd, during or after" 'no_escape "$W/p.out"'
 check "Python: after the session the target holds no fd of ours and nothing is mapped" \
 	'same_fds "$W/p.out" after && [ "$(mapped $PP)" = 0 ]'

@@ -15,6 +15,7 @@ DUMP=$(realpath -m "$BUILD/tests/progs/evlog_dump")
 LIB=$(realpath -m "$BUILD/lib/libllmtracker-inject.so")
 PYENV=${PYENV_ROOT:-/root/.pyenv}/versions
 RUNS=${PYL_RUNS:-5}
+REPEATS=${PYL_REPEATS:-300} # mid(1000) calls: leaf is called REPEATS x 1000 times
 need_built "$LT" "$DUMP" "$LIB"
 [ "$(id -u)" = 0 ] || skip "needs root (eBPF, ptrace)"
 
@@ -34,12 +35,12 @@ def mid(n):
         s = leaf(s)
     return s
 def main():
-    return sum(mid(1000) for _ in range(300))
-if sys.argv[1:] == ["ref"]:
+    return sum(mid(1000) for _ in range(int(sys.argv[-1])))
+if sys.argv[1] == "ref":
     sys.setprofile(prof)
 print(main())
 sys.setprofile(None)
-if sys.argv[1:] == ["ref"]:
+if sys.argv[1] == "ref":
     print(" ".join("%s=%d" % kv for kv in sorted(counts.items())))
 PY
 # counts: "name=calls ..." of the script's functions in one log (its
@@ -55,15 +56,16 @@ counts() {
 for v in 3.11 3.12; do
 	py=$(ls "$PYENV"/$v.*/bin/python$v 2> /dev/null | head -1)
 	if [ ! -x "$py" ]; then ok "# SKIP no pyenv python$v"; continue; fi
-	ref=$("$py" "$S" ref | tail -1)
+	ref=$("$py" "$S" ref "$REPEATS" | tail -1)
 	good=0
 	for i in $(seq "$RUNS"); do
 		d=$T/$v.$i
 		mkdir -p "$d"
-		"$LT" profile -t python -o "$d/p.log" -v 1 -- "$py" "$S" > "$d/out" 2> "$d/err"
+		"$LT" profile -t python -o "$d/p.log" -v 1 -- "$py" "$S" run "$REPEATS" > "$d/out" 2> "$d/err"
 		got=$(counts "$d")
 		if [ "$got" = "$ref" ]; then
 			good=$((good + 1))
+			rm -rf "$d"
 		else
 			echo "# run $i: $got (want $ref)"
 			grep -E "python: pid [0-9]+: (tracing|cannot)|not held|not seen" "$d/err" | cut -c1-200 | sed 's/^/#   /'

@@ -67,6 +67,33 @@ else
 	ok "# SKIP no torch for /usr/bin/python3.11"
 fi
 
+# A forged announcement: the hooked program sends, on every SEQPACKET socket
+# it holds (the fork channel among them), "forked" with a file of the node
+# it can read in place of a memfd, with one fd, with none. Nothing of that
+# file reaches the output directory; the collector ends normally.
+d=$T/forged
+mkdir -p "$d"
+"$LT" profile -t python -o "$d/p.log" -v 1 -- "$PY12" -c '
+import os, socket
+f = open("/etc/passwd", "rb")
+for fd in sorted(int(x) for x in os.listdir("/proc/self/fd")):
+    try:
+        s = socket.socket(fileno=os.dup(fd))
+    except OSError:
+        continue
+    if s.type == socket.SOCK_SEQPACKET:
+        for fds in ([f.fileno(), s.fileno()], [f.fileno()], []):
+            try:
+                socket.send_fds(s, [b"forked pid=1 ppid=1"], fds)
+            except OSError:
+                pass
+    s.close()' > "$d/out" 2> "$d/err"
+rc=$?
+grep -c "not a fork" "$d/err" | sed 's/^/# announcements refused: /'
+[ $rc = 0 ] && ! grep -rqs "root:x:0:0" "$d" --include='*.evlog' && ! grep -qs "root:x:0:0" "$d/p.log" &&
+	grep -q "not a fork's announcement" "$d/err" && [ "$(ls "$d"/llmtracker-python.*.evlog | wc -l)" = 1 ]
+check_rc $? "a forged fork announcement (a node file for a memfd) is refused; nothing of the file published"
+
 # The hook's own thread: named, and left out of the target's tables.
 d=$T/own
 mkdir -p "$d"
