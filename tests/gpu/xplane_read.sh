@@ -1,66 +1,57 @@
 #!/bin/bash
-# XLA's own XPlane reader (jax.profiler.ProfileData, C++) on XPlanes written
-# here, carried to the GPU host, where JAX is:
-#   tests/gpu/xplane_read.sh prepare NAME XPLANE   (here: counts its planes,
-#       lines and events with the protobuf definitions, keeps both in
-#       .carry/xplanes/NAME.{pb.zst,counts})
-#   tests/gpu/xplane_read.sh run                   (on the GPU host: reads
-#       each carried XPlane and checks the reader sees the same counts)
-# e.g. the demo's run: prepare demo /tmp/llmtracker-demo/tb/plugins/profile/demo/*.xplane.pb
+# The demo's XPlane read by XLA's own reader (jax.profiler.ProfileData, C++)
+# on the GPU host, where JAX is:
+#   tests/gpu/xplane_read.sh run [OUTDIR]
+# It runs the demo's profile there with the carried build (.carry/, made by
+# `tests/gpu/steps_gpu.sh prepare`): examples/train_sim.py under
+# `profile -t syscall,cpu,pysample,python` (the hook: that Python has no
+# USDT probes), converts it in one pass to a TensorBoard run and a Perfetto
+# trace, and checks XLA's reader reads the XPlane and sees every event the
+# converter wrote: the Perfetto trace's slices and instants, the same events.
 set -u
-[ "${1:-}" = prepare ] && [ -n "${3:-}" ] && set -- "$1" "$2" "$(realpath "$3")"
 . "$(dirname "$0")/common.inc"
-here=$PWD
 case "${1:-}" in
-prepare)
-	name=$2 pb=$3
-	. "$here/tests/integration/xplane_check.inc"
-	d=$(mktemp -d)
-	xplane_check_setup "$d" >/dev/null || { echo "protoc --python_out failed" >&2; exit 1; }
-	mkdir -p "$CARRY/xplanes"
-	$XPLANE_PY - "$d/py" "$pb" >"$CARRY/xplanes/$name.counts" <<'PY' || exit 1
-import sys
-sys.path.insert(0, sys.argv[1])
-import xplane_pb2
-xs = xplane_pb2.XSpace()
-xs.ParseFromString(open(sys.argv[2], "rb").read())
-for p in sorted(xs.planes, key=lambda p: p.name):
-    print(p.name, len(p.lines), sum(len(l.events) for l in p.lines))
-PY
-	zstd -q -f -19 "$pb" -o "$CARRY/xplanes/$name.pb.zst" || exit 1
-	rm -rf "$d"
-	ls -l "$CARRY/xplanes/$name".*
-	exit 0;;
 run) ;;
-*) echo "usage: $0 prepare NAME XPLANE | run"; exit 2;;
+*) echo "usage: $0 run [OUTDIR]"; exit 2;;
 esac
-
+OUT=${2:-/tmp/xplane-read}
 gpu_python python3
-W=$(mktemp -d)
-for z in "$CARRY"/xplanes/*.pb.zst; do
-	[ -e "$z" ] || { bad "no XPlane carried"; break; }
-	name=$(basename "$z" .pb.zst)
-	"$PY" -c 'import sys, zstandard; open(sys.argv[2], "wb").write(zstandard.ZstdDecompressor().decompress(open(sys.argv[1], "rb").read(), max_output_size=1 << 31))' "$z" "$W/$name.xplane.pb" 2>/dev/null ||
-		zstd -q -d "$z" -o "$W/$name.xplane.pb" 2>/dev/null ||
-		{ bad "[$name] cannot decompress (no zstd, no python zstandard)"; continue; }
-	t0=$EPOCHREALTIME
-	"$PY" - "$W/$name.xplane.pb" >"$W/$name.got" 2>"$W/$name.err" <<'PY'
+gpu_carry_libs
+LT=$CARRY/bin/llmtracker CONV=$CARRY/bin/llmtracker-convert
+gpu_need "$LT" "$CONV"
+rm -rf "$OUT" && mkdir -p "$OUT"
+"$LT" profile -t syscall,cpu,pysample,python -o "$OUT/data.evlog" -- \
+	"$PY" examples/train_sim.py --steps 100 --data "$OUT/work" >"$OUT/profile.log" 2>&1 ||
+	{ bad "the demo's profile: $(tail -3 "$OUT/profile.log" | tr '\n' ' ')"; gpu_done; }
+"$CONV" -i "$OUT/data.evlog" --logdir "$OUT/tb" --run demo -o "$OUT/trace.pftrace" \
+	>"$OUT/convert.log" 2>&1 ||
+	{ bad "the demo's conversion: $(tail -3 "$OUT/convert.log" | tr '\n' ' ')"; gpu_done; }
+want=$(sed -n 's/.*Perfetto: \([0-9]*\) slices, \([0-9]*\) instants.*/\1 \2/p' "$OUT/convert.log" |
+	awk '{ print $1 + $2; exit }')
+pb=$(ls "$OUT"/tb/plugins/profile/demo/*.xplane.pb | head -1)
+echo "INFO the demo: $(grep -m1 '^converted' "$OUT/convert.log" | cut -c1-200); XPlane $(stat -c %s "$pb") bytes"
+t0=$EPOCHREALTIME
+"$PY" - "$pb" >"$OUT/xla.txt" 2>&1 <<'PY'
 import sys
 from jax.profiler import ProfileData
 pd = ProfileData.from_file(sys.argv[1])
-for p in sorted(pd.planes, key=lambda p: p.name):
+total = 0
+for p in pd.planes:
     lines = list(p.lines)
-    print(p.name, len(lines), sum(sum(1 for _ in l.events) for l in lines))
+    n = sum(sum(1 for _ in l.events) for l in lines)
+    total += n
+    print("plane", p.name, len(lines), n)
+print("total", total)
 PY
-	rc=$?
-	secs=$(awk -v a="$t0" -v b="$EPOCHREALTIME" 'BEGIN { printf "%.1f", b - a }')
-	if [ $rc != 0 ]; then
-		bad "[$name] XLA's reader failed: $(tail -2 "$W/$name.err" | tr '\n' ' ')"
-	elif cmp -s "$W/$name.got" "$CARRY/xplanes/$name.counts"; then
-		pass "[$name] XLA's reader read it in ${secs} s: $(wc -l <"$W/$name.got") planes, $(awk '{ e += $NF } END { print e }' "$W/$name.got") events, as written"
-	else
-		bad "[$name] XLA's reader saw other counts: $(diff "$CARRY/xplanes/$name.counts" "$W/$name.got" | head -6 | tr '\n' ' ')"
-	fi
-done
-rm -rf "$W"
+rc=$?
+secs=$(awk -v a="$t0" -v b="$EPOCHREALTIME" 'BEGIN { printf "%.1f", b - a }')
+got=$(awk '$1 == "total" { print $2 }' "$OUT/xla.txt")
+sed 's/^/INFO /' "$OUT/xla.txt" | head -8
+if [ $rc != 0 ]; then
+	bad "XLA's reader failed on the demo's XPlane: $(tail -2 "$OUT/xla.txt" | tr '\n' ' ')"
+elif [ -n "$want" ] && [ "${got:-0}" = "$want" ]; then
+	pass "XLA's reader read the demo's XPlane in $secs s: $got events, every one the converter wrote"
+else
+	bad "XLA's reader saw ${got:-no} events; the converter wrote ${want:-an unknown number}"
+fi
 gpu_done
