@@ -878,17 +878,15 @@ static int proc_running(int pid)
 }
 
 /* Has the dynamic loader of `pid` mapped libc (dlopen is there)? */
+static int map_is_libc(const struct lt_tf_map *m, void *ctx)
+{
+	(void)ctx;
+	return strstr(m->path, "/libc.so") || strstr(m->path, "/libc-");
+}
+
 static int libc_mapped(int pid)
 {
-	char path[64], line[1024];
-	int found = 0;
-	snprintf(path, sizeof(path), "/proc/%d/maps", pid);
-	FILE *f = fopen(path, "re");
-	while (f && !found && fgets(line, sizeof(line), f))
-		found = strstr(line, "/libc.so") || strstr(line, "/libc-");
-	if (f)
-		fclose(f);
-	return found;
+	return lt_tf_maps_each(LT_TF_PROC, pid, map_is_libc, NULL) > 0;
 }
 
 int lt_im_ready(int pid)
@@ -900,20 +898,16 @@ int lt_im_ready(int pid)
  * `driver_only`, CUPTI itself (libcupti.so.*)? Either is what the library's
  * CUDA start needs: CUPTI loaded, or the driver, with a CUPTI beside the
  * process's libcudart (collector/inject/cupti.c open_cupti). */
+static int map_is_cuda(const struct lt_tf_map *m, void *driver_only)
+{
+	const char *base = strrchr(m->path, '/');
+	return base && (!strncmp(base, "/libcuda.so", 11) ||
+			(!*(int *)driver_only && !strncmp(base, "/libcupti.so", 12)));
+}
+
 static int cuda_mapped(int pid, int driver_only)
 {
-	char path[64], line[1200];
-	int found = 0;
-	snprintf(path, sizeof(path), "/proc/%d/maps", pid);
-	FILE *f = fopen(path, "re");
-	while (f && !found && fgets(line, sizeof(line), f)) {
-		const char *base = strrchr(line, '/');
-		found = base && (!strncmp(base, "/libcuda.so", 11) ||
-				 (!driver_only && !strncmp(base, "/libcupti.so", 12)));
-	}
-	if (f)
-		fclose(f);
-	return found;
+	return lt_tf_maps_each(LT_TF_PROC, pid, map_is_cuda, &driver_only) > 0;
 }
 
 /* Forked and not exec'd since (PF_FORKNOEXEC): its mappings may be its
