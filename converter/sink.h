@@ -104,6 +104,25 @@ static inline const struct conv_thread *conv_meta_thread(const struct conv_host_
 	return NULL;
 }
 
+/* A process of meta by pid, or NULL: processes are sorted by pid. */
+static inline const struct conv_process *conv_meta_process(const struct conv_host_meta *m,
+							   uint32_t pid)
+{
+	size_t lo = 0, hi = m->n_processes;
+
+	while (lo < hi) {
+		size_t mid = lo + (hi - lo) / 2;
+
+		if (m->processes[mid].pid == pid)
+			return &m->processes[mid];
+		if (m->processes[mid].pid < pid)
+			lo = mid + 1;
+		else
+			hi = mid;
+	}
+	return NULL;
+}
+
 /* A run of short calls folded into one item (fold.h): the item's name says
  * how many and how long; these are its details. */
 #define CONV_FOLD_TOP 5

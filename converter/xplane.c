@@ -459,23 +459,9 @@ static const char *thread_name(const struct conv_host_meta *m, uint32_t pid, uin
 			       const struct conv_process **proc)
 {
 	const struct conv_thread *t = conv_meta_thread(m, pid, tid);
-	const char *name = t ? t->name : NULL;
-	size_t lo, hi;
 
-	*proc = NULL;
-	for (lo = 0, hi = m->n_processes; lo < hi;) {
-		size_t mid = lo + (hi - lo) / 2;
-
-		if (m->processes[mid].pid == pid) {
-			*proc = &m->processes[mid];
-			break;
-		}
-		if (m->processes[mid].pid < pid)
-			lo = mid + 1;
-		else
-			hi = mid;
-	}
-	return name;
+	*proc = conv_meta_process(m, pid);
+	return t ? t->name : NULL;
 }
 
 static int line_names(struct xsink *x, struct xline *l)
