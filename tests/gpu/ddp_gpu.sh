@@ -29,7 +29,7 @@ esac
 
 OUT=${2:-/tmp/ddp-gpu}
 DEVICE=${DEVICE:-cuda}
-STEPS=30 LATE=1:60:5,9,13,21 RANK_S=90
+STEPS=30 LATE=1:60:5,9,13,21 RANK_S=${RANK_S:-90} # each run's cap per rank
 gpu_python python3
 gpu_carry_libs
 LT=$CARRY/bin/llmtracker CONV=$CARRY/bin/llmtracker-convert
@@ -65,6 +65,21 @@ two_ranks() {
 	wait "${pids[1]}"; rc1=$?
 }
 
+# relay TAG FILE: FILE's check lines (ok/not ok, PASS/FAIL/INFO) as PASS/FAIL/INFO
+# [TAG] lines; a FAIL when it gave no verdict (its last lines then say why)
+relay() {
+	local l
+	sed -nE "/^(PASS|FAIL|INFO) /p; s/^ok - /PASS [$1] /p; s/^not ok - /FAIL [$1] /p" "$2" >"$2.v"
+	while IFS= read -r l; do say "$l"; done <"$2.v"
+	grep -qE '^(PASS|FAIL) ' "$2.v" || say "FAIL [$1] no verdict: $(tail -2 "$2" | tr '\n' ' ')"
+}
+# finish: what OUTDIR keeps (the summaries; the small files as one tar), the result
+finish() {
+	cp "$W"/summary.txt "$W"/summary.json "$OUT/" 2>/dev/null
+	tar -C "$W" -czf "$OUT/logs.tar.gz" --exclude='*.evlog' --exclude='*.json' --exclude=tb . 2>/dev/null
+	gpu_done
+}
+
 t0=$SECONDS
 two_ranks prof "$LT" profile -q -t python --enable-cuda-kernel true -o "$L/rank%r.evlog" --cupti-dir "$L" \
 	-- "$PY" "$WL" inline "$W/truth%r" --steps $STEPS --late $LATE --device "$DEVICE"
@@ -82,14 +97,14 @@ two_ranks torch "$PY" "$WL" inline "$TP/truth%r" --steps $STEPS --late $LATE --d
 	say "FAIL [job] under torch.profiler: exit $rc0, $rc1; $(tail -3 "$W/torch.out1" | tr '\n' ' ')"
 echo "INFO [job] torch.profiler run: $((SECONDS - t0)) s"
 
+[ -s "$W/truth0" ] && [ -s "$W/truth1" ] || { say "FAIL [job] the profiled ranks wrote no truth"; finish; }
 t0=$SECONDS
 "$CONV" -q -i "$L" -o "$W/p.json" &&
 	"$CONV" -q -i "$L" --logdir "$W/tb" --run r &&
 	"$CONV" summary "$L" >"$W/summary.txt" 2>"$W/summary.err" &&
 	"$CONV" summary --json "$L" >"$W/summary.json" 2>>"$W/summary.err" ||
 	{ say "FAIL [convert] trace, XPlane, summary, summary --json: $(tail -2 "$W/summary.err" | tr '\n' ' ')"
-	  tar -C "$W" -czf "$OUT/logs.tar.gz" --exclude='*.evlog' --exclude='*.json' logs torch prof.out0 prof.out1 2>/dev/null
-	  gpu_done; }
+	  finish; }
 echo "INFO [convert] $((SECONDS - t0)) s; $(grep -c '^Steps' "$W/summary.txt") processes with steps"
 grep -E "^  [0-9]+ steps on thread" "$W/summary.txt" | sed "s/^ */INFO [summary] /"
 grep -E '^Verdict:' "$W/summary.txt" | sed 's/^/INFO [summary] /'
@@ -97,27 +112,23 @@ awk '/^Stragglers:/ { on = 1 } on && (NF == 0 || /^Verdict:/) { exit } on' "$W/s
 
 # 1. each rank's steps against its truth
 for r in 0 1; do
-	"$PY" tests/integration/steps_check.py "$W/p.json" "$W/truth$r" --rank $r --at-least 0.9 |
-		sed "s/^ok - /PASS [steps] rank $r: /; s/^not ok - /FAIL [steps] rank $r: /" >"$W/steps$r.txt"
-	while IFS= read -r l; do say "$l"; done <"$W/steps$r.txt"
+	"$PY" tests/integration/steps_check.py "$W/p.json" "$W/truth$r" --rank $r --at-least 0.9 \
+		>"$W/steps$r.txt" 2>&1
+	relay "steps rank $r" "$W/steps$r.txt"
 done
 # 2. the straggler report, text and JSON (and the ranks' steps again)
-"$PY" tests/integration/ranks_check.py "$W/p.json" "$W/summary.txt" "$W/summary.json" "$W/truth0" "$W/truth1" |
-	sed "s/^ok - /PASS [ranks] /; s/^not ok - /FAIL [ranks] /" >"$W/ranks.txt"
-while IFS= read -r l; do say "$l"; done <"$W/ranks.txt"
+"$PY" tests/integration/ranks_check.py "$W/p.json" "$W/summary.txt" "$W/summary.json" \
+	"$W/truth0" "$W/truth1" >"$W/ranks.txt" 2>&1
+relay ranks "$W/ranks.txt"
 grep -E '^ +(5|9|13|21) +1 ' "$W/summary.txt" | grep -c 'straggle (ddp_loop.py' |
 	sed 's/^/INFO [ranks] late steps whose where names straggle(): /'
 # 3. kernels per iteration and rank, ours against torch.profiler's
 cuda=$([ "$DEVICE" = cuda ] && echo --cuda)
 "$PY" tests/gpu/ddp_gpu.py kernels $cuda "$W/p.json" "$TP" "$W/truth0" "$W/truth1" >"$W/kernels.txt" 2>&1
-while IFS= read -r l; do say "$l"; done <"$W/kernels.txt"
-grep -qE '^(PASS|FAIL) \[kernels\] rank 1' "$W/kernels.txt" || say "FAIL [kernels] no verdict: $(tail -2 "$W/kernels.txt" | tr '\n' ' ')"
+relay kernels "$W/kernels.txt"
 # 4. XLA's reader
 xp=$(ls "$W"/tb/plugins/profile/r/*.xplane.pb 2>/dev/null | head -1)
 "$PY" tests/gpu/ddp_gpu.py xla $cuda "$xp" "$W/p.json" "$W/truth0" "$W/truth1" >"$W/xla.txt" 2>&1
-while IFS= read -r l; do say "$l"; done <"$W/xla.txt"
-grep -qE '^(PASS|FAIL) \[xla\]' "$W/xla.txt" || say "FAIL [xla] no verdict: $(tail -2 "$W/xla.txt" | tr '\n' ' ')"
+relay xla "$W/xla.txt"
 
-cp "$W/summary.txt" "$W/summary.json" "$OUT/"
-tar -C "$W" -czf "$OUT/logs.tar.gz" --exclude='*.evlog' --exclude='*.json' --exclude=tb . 2>/dev/null
-gpu_done
+finish
