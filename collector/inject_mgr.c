@@ -1157,6 +1157,10 @@ static int job_python(struct im_job *j, int with_cuda, int cuda_wanted)
 		       "hook: %s, in %s", j->pid, msg, im->dir);
 	} else if (rc == -ENOEXEC) {
 		im_log(im, LT_IM_PYTHON, 'D', "python: pid %d: %s", j->pid, st.err);
+	} else if (rc == -ESRCH && proc_alive(j->pid)) {
+		/* it exec'd while held (a launched command let go): the hold
+		 * its exec brings, or the exec's own look, takes it from here */
+		im_log(im, LT_IM_PYTHON, 'D', "python: pid %d: exec'd while held for its start", j->pid);
 	} else if (proc_alive(j->pid) && !atomic_load(&im->stopping)) {
 		if (rc)
 			snprintf(msg, sizeof(msg), "%s", rc == -ETIMEDOUT ? "timed out" : st.err);

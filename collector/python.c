@@ -1096,12 +1096,17 @@ static void py_recorded_line(struct lt_session *s, const struct py_state *st, co
 	size_t len = 0;
 	unsigned n = 0;
 
-	for (int i = 0; i < tot->py_procs; i++, n++)
-		if (i < (int)(sizeof(tot->py_pids) / sizeof(tot->py_pids[0])) && len < sizeof(pids))
+	for (int i = 0; i < tot->py_procs; i++, n++) {
+		if (i >= (int)(sizeof(tot->py_pids) / sizeof(tot->py_pids[0])))
+			continue;
+		lt_session_seen(s, "python", tot->py_pids[i]);
+		if (len < sizeof(pids))
 			len += (size_t)snprintf(pids + len, sizeof(pids) - len, "%s%d", len ? ", " : "", tot->py_pids[i]);
+	}
 	for (size_t i = 0; i < st->n; i++) {
 		if (!st->t[i].usdt_events)
 			continue;
+		lt_session_seen(s, "python", st->t[i].pid);
 		if (n++ < 8 && len < sizeof(pids))
 			len += (size_t)snprintf(pids + len, sizeof(pids) - len, "%s%d", len ? ", " : "", st->t[i].pid);
 	}

@@ -181,6 +181,31 @@ void lt_session_unseen(struct lt_session *s, const char *source, int pid, const 
 	pthread_mutex_unlock(&unseen_mu);
 }
 
+void lt_session_seen(struct lt_session *s, const char *source, int pid)
+{
+	struct lt_priv *p = P(s);
+
+	if (!p)
+		return;
+	pthread_mutex_lock(&unseen_mu);
+	for (unsigned i = 0; i < p->n_unseen;) {
+		struct lt_unseen *u = &p->unseen[i];
+		unsigned k = 0, kept = u->n < LT_UNSEEN_PIDS ? u->n : LT_UNSEEN_PIDS;
+
+		while (k < kept && (strcmp(u->src, source) || u->pids[k] != pid))
+			k++;
+		if (k < kept) {
+			memmove(&u->pids[k], &u->pids[k + 1], (kept - k - 1) * sizeof(u->pids[0]));
+			u->n--;
+		}
+		if (!u->n)
+			memmove(u, u + 1, (--p->n_unseen - i) * sizeof(*u));
+		else
+			i++;
+	}
+	pthread_mutex_unlock(&unseen_mu);
+}
+
 void lt_session_note(struct lt_session *s, const char *source, const char *fmt, ...)
 {
 	struct lt_priv *p = P(s);

@@ -195,6 +195,11 @@ void lt_session_not_recorded(struct lt_session *s, const char *source, const cha
 void lt_session_unseen(struct lt_session *s, const char *source, int pid, const char *fmt, ...)
 	__attribute__((format(printf, 4, 5)));
 
+/* `source` recorded process `pid` after all: an attempt that failed and
+ * was superseded (a launched command tried before its exec, then held at
+ * it) no longer names it as unseen. */
+void lt_session_seen(struct lt_session *s, const char *source, int pid);
+
 /* What `source` recorded in which processes (a short line, the last one
  * given): the summary shows it under the source's row, before what it
  * could not see. */
