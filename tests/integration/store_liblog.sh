@@ -116,6 +116,8 @@ check "nothing is under the library log's final name, nor its copy or staging na
 check "the main log records no library log" \
 	'[ "$("$DUMP" "$A/b/node.evlog" 2>/dev/null | grep -c "^lib_log ")" = 0 ]'
 check "the staging file is still where the summary said" '[ -s "$kept" ]'
+check "...and the process that was publishing it said so once the store answered" \
+	'grep -q "the output store answered after the profile had given up on the library log .*: not published; it stays as $kept" "$T/b/err"'
 
 # c. a collector killed leaves the staging file where it said
 start c
