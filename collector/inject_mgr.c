@@ -1658,21 +1658,22 @@ static void publish_logs(struct lt_im *im, struct im_target *t, int done, const 
 	char err[600];
 	for (int f = 0; f < F_N; f++) {
 		struct lt_ilog *l = &t->log[f];
-		const char *py = f == F_PY ? "python: " : "";
 		if (!l->live)
 			continue;
 		int rc = done ? lt_ilog_seal(l, err, sizeof(err)) : -EBUSY;
-		if (rc == 0)
+		if (rc == 0) {
 			lt_ilog_drop(l, im->stagefd);
-		else if (rc == -EBUSY)
-			im_log(im, f_bit[f], 'W', "%spid %d: its %s log stays as %s/%s (the library may still "
-			       "write it)", py, t->pid, f == F_PY ? "Python" : "CUDA", im->stage, l->partial);
-		else if (rc < 0)
-			im_log(im, f_bit[f], 'W', "%spid %d: %s; kept as %s/%s", py, t->pid, err, im->stage, l->partial);
+			continue;
+		}
 		if (rc == 1 && pub_add(im, t->pid, f, l, l->name, events[f]) == 0)
 			continue;
-		if (rc != 0)
-			lt_ilog_keep(l);
+		if (rc < 0) {
+			struct im_pub p = { .pid = t->pid, .f = f, .l = l, .events = events[f] };
+			snprintf(p.name, sizeof(p.name), "%s", l->name);
+			pub_lost(im, &p, rc == -EBUSY ? "its library did not answer the stop and may still write it"
+						      : err);
+		}
+		lt_ilog_keep(l);
 	}
 }
 
