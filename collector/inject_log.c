@@ -57,7 +57,6 @@ int lt_ilog_stage(const char *dir, int outfd, char *path, size_t pathsz, const c
 	*kind = NULL;
 	if (lt_fs_network(outfd, kind) > 0)
 		return stage_make(dir, *kind, path, pathsz, err, errsz);
-	*kind = NULL;
 	int fd = fcntl(outfd, F_DUPFD_CLOEXEC, 0);
 	if (fd < 0) {
 		int e = errno;
