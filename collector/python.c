@@ -1132,6 +1132,7 @@ static int py_finish(struct lt_session *s, void *state)
 	lt_im_totals(s->inject, &tot); /* lt_im_stop ran: the hooks are out */
 	st->n_traced += tot.py_later;
 	lt_session_add_events(s, "python", tot.py_events);
+	lt_session_add_lost(s, "python", tot.py_unpublished);
 	for (size_t i = 0; i < st->n; i++) {
 		size_t len = strlen(pids);
 
