@@ -56,6 +56,9 @@ if [ -e "$CUDA/lib64/libcudart.so.13" ]; then
 	CUDA_CALLS_WAIT=10 timeout 120 "$LT" profile -t cuda -o "$T/c.evlog" -- "$PROG" loop 40 \
 		"$T/c.truth" >/dev/null 2>"$T/c.err" && "$CONV" -q -i "$T/c.evlog" -o "$T/c.json" &&
 	relay "C loop (-t cuda)" < <(python3 "$D/steps_check.py" "$T/c.json" "$T/c.truth")
+	# for a failure's log: what the collector said, the calls the trace holds
+	sed "s/^/# C loop: /" "$T/c.err" | tail -6
+	echo "# C loop: $(grep -o '"cat":"cuda_runtime"' "$T/c.json" | wc -l) cuda_runtime events in the trace"
 else
 	echo "# no CUDA runtime at $CUDA/lib64: C loop skipped"
 fi
