@@ -468,7 +468,7 @@ static int tj_item(void *ctx, const struct conv_item *it)
 	struct tj *t = ctx;
 	struct cv_out *o = &t->cur;
 	uint64_t pid, tid;
-	int instant = it->ev->type == EV_CPU_SAMPLE || it->ev->type == EV_PY_SAMPLE;
+	int instant = cv_view_of(it->ev->type)->instant;
 
 	if (it->track == CONV_TRACK_STREAM) {
 		pid = gpu_pid_of(t, it->device);

@@ -40,9 +40,6 @@
 extern "C" {
 #endif
 
-#define EVLOG_VERSION_MAJOR 1
-#define EVLOG_VERSION_MINOR 6
-
 /* Error codes (negated when returned). */
 enum evlog_err {
 	EVLOG_OK = 0,

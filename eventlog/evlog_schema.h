@@ -5,8 +5,9 @@
  * the text dump, the names, the converter's sort records and its generic
  * field access all expand these tables (X-macros); schemas/eventlog.md 3.4
  * is their text. Adding a type: a line in EVLOG_TYPES with a number never
- * used (20 is the column-chunk mark, EVC_MARK), its EVLOG_FIELDS_<name> list,
- * EV_TYPE_MAX, and the format's minor version (docs/ARCHITECTURE.md,
+ * used (20 is the column-chunk mark, EVC_MARK; at most 31), its
+ * EVLOG_FIELDS_<name> list, and the format's minor version below; how the
+ * converter shows it is its line in converter/evview.h (docs/ARCHITECTURE.md,
  * "Extending llmtracker").
  *
  * Part of the file format: type numbers, and each type's fields in order
@@ -14,6 +15,10 @@
  */
 #ifndef LLMT_EVLOG_SCHEMA_H
 #define LLMT_EVLOG_SCHEMA_H
+
+/* The format's version: a new type or field raises the minor one. */
+#define EVLOG_VERSION_MAJOR 1
+#define EVLOG_VERSION_MINOR 6
 
 /*
  * Field kinds: C type in struct evlog_event, coding on disk, dump style.
@@ -151,8 +156,14 @@
 	T(SEGMENT, 24, segment, META, _, _)               /* 1.5: the segment before this one */ \
 	T(RANK, 25, rank, META, _, _)                     /* 1.6: a process's rank */
 
-/* The largest type number (the type byte keeps 6 bits; spill records 5). */
-#define EVLOG_TYPE_MAX_NUM 25
+/* The largest type number (the type byte keeps 6 bits; spill records 5):
+ * the size of a union of one char array per type, as long as its number. */
+#define EVS_TYPE_MAX_MEMBER(N, num, m, track, dur, corr) char m[num];
+union evs_type_max {
+	EVLOG_TYPES(EVS_TYPE_MAX_MEMBER)
+};
+#undef EVS_TYPE_MAX_MEMBER
+#define EVLOG_TYPE_MAX_NUM ((int)sizeof(union evs_type_max))
 
 /* ------------------------------------------------------- kind properties */
 
