@@ -314,9 +314,9 @@ static int host_call(struct pass2 *p, uint32_t li, uint64_t ts, uint64_t dur, ui
 	return track < 0 ? 0 : cv_steps_feed(p->steps, l->host, (uint32_t)track, ts, dur, depth, e);
 }
 
-/* Any other type: one item on its thread or GPU stream, its duration as its
- * schema traits say (eventlog/evlog_schema.h); metadata (consumed by pass
- * 1) makes none. */
+/* Any other type: one item on its thread, device track or GPU stream, its
+ * duration as its schema traits say (eventlog/evlog_schema.h); metadata
+ * (consumed by pass 1) makes none. */
 static int plain_item(struct pass2 *p, uint32_t li, const struct cv_host *h, uint64_t ts,
 		      const struct evlog_event *e)
 {
@@ -328,6 +328,9 @@ static int plain_item(struct pass2 *p, uint32_t li, const struct cv_host *h, uin
 		break;
 	case EVLOG_TRACK_STREAM:
 		track = track_of_stream(h, evlog_device(e), evlog_stream(e));
+		break;
+	case EVLOG_TRACK_DEVICE:
+		track = thread_track(p, h, e->pid, CV_DEVICE_TID(evlog_device(e)));
 		break;
 	default:
 		return 0;

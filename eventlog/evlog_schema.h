@@ -126,7 +126,8 @@
  * member and dump/type name `member`, and its timeline traits:
  *   track  META (no place on a timeline: process, symbol, clock ...),
  *          THREAD (the thread pid/tid), STREAM (the GPU stream of its
- *          fields `device` and `stream`);
+ *          fields `device` and `stream`), DEVICE (the process's track of
+ *          the GPU of its field `device`: what the device does as a whole);
  *   dur    the field holding its duration in ns, or _ (an instant);
  *   corr   the field holding its CUDA correlation id, or _.
  */
@@ -211,6 +212,11 @@ union evs_type_max {
 #define EVS_MEMBER_ARGS(f) uint32_t n##f; uint64_t f[EVLOG_MAX_ARGS];
 
 /* Timeline tracks (the `track` trait). */
-enum evlog_track { EVLOG_TRACK_META = 0, EVLOG_TRACK_THREAD = 1, EVLOG_TRACK_STREAM = 2 };
+enum evlog_track {
+	EVLOG_TRACK_META = 0,
+	EVLOG_TRACK_THREAD = 1,
+	EVLOG_TRACK_STREAM = 2,
+	EVLOG_TRACK_DEVICE = 3,
+};
 
 #endif /* LLMT_EVLOG_SCHEMA_H */
