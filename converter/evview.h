@@ -33,6 +33,7 @@
  * EVARGS_<member>(A, m) lists the item's arguments in order, each
  * A(m, KIND, key, field):
  *   U64, I64   the field as an unsigned or a signed number
+ *   I32        a u32 field as a signed one (0xffffffff: -1, none)
  *   U64NZ      the same, left out when 0
  *   STR        the string field; STRNE: left out when empty
  *   GBPS       the field (bytes) per ns of the item's duration, as GB/s;
@@ -136,7 +137,12 @@
 #define EVVIEW_gpu_sync(V) \
 	V(gpu_sync, "cuda_sync", MADE(16, cv_sync_name(e->u.gpu_sync.kind)), NOFLOW, SLICE, NOFOLD, \
 	  OTHER, XS(xs_sync))
-#define EVARGS_gpu_sync(A, m) A(m, FN, "", sync)
+/* As Kineto writes them: the kind's name, the stream (-1: none, a context
+ * synchronization), the correlation id, the context, and the event waited on. */
+#define EVARGS_gpu_sync(A, m) \
+	A(m, FN, "", sync_kind) A(m, I32, "stream", stream) \
+	A(m, U64, "correlation", correlation_id) A(m, U64, "context", context) \
+	A(m, FN, "", sync_event)
 
 #define EVVIEW_cupti_overhead(V) \
 	V(cupti_overhead, "overhead", MADE(16, cv_overhead_name(e->u.cupti_overhead.kind)), NOFLOW, \

@@ -66,18 +66,18 @@ static int item_kernel_args(ARGS_CTX *t, const struct conv_item *it)
 	return 0;
 }
 
-/* As Kineto writes them: the kind's name, the stream (-1: none, a context
- * synchronization), the correlation id, the context, and the event waited on. */
-static int item_sync_args(ARGS_CTX *t, const struct conv_item *it)
+/* A synchronization's kind, by its name (Kineto's). */
+static int item_sync_kind_args(ARGS_CTX *t, const struct conv_item *it)
+{
+	return args_str(t, "cuda_sync_kind", it->name, strlen(it->name));
+}
+
+/* The CUDA event a synchronization waited on, for those that wait on one. */
+static int item_sync_event_args(ARGS_CTX *t, const struct conv_item *it)
 {
 	const struct evlog_event *e = it->ev;
 	uint8_t k = e->u.gpu_sync.kind;
 
-	if (args_str(t, "cuda_sync_kind", it->name, strlen(it->name)) ||
-	    args_i64(t, "stream", (int32_t)e->u.gpu_sync.stream) ||
-	    args_u64(t, "correlation", e->u.gpu_sync.correlation_id) ||
-	    args_u64(t, "context", e->u.gpu_sync.context))
-		return -1;
 	return (k == 1 || k == 2) && e->u.gpu_sync.cuda_event != UINT32_MAX &&
 	       args_u64(t, "wait_on_cuda_event_id", e->u.gpu_sync.cuda_event);
 }
@@ -132,6 +132,7 @@ static int item_fold_args(ARGS_CTX *t, const struct conv_fold *f)
 /* Each type's arguments, as its EVARGS_ line in evview.h lists them. */
 #define ITEM_ARG_U64(m, k, f) || args_u64(t, k, e->u.m.f)
 #define ITEM_ARG_I64(m, k, f) || args_i64(t, k, (int64_t)e->u.m.f)
+#define ITEM_ARG_I32(m, k, f) || args_i64(t, k, (int32_t)e->u.m.f)
 #define ITEM_ARG_U64NZ(m, k, f) || (e->u.m.f && args_u64(t, k, e->u.m.f))
 #define ITEM_ARG_STR(m, k, f) || args_str(t, k, e->u.m.f.ptr, e->u.m.f.len)
 #define ITEM_ARG_STRNE(m, k, f) || (e->u.m.f.len && args_str(t, k, e->u.m.f.ptr, e->u.m.f.len))
