@@ -45,6 +45,8 @@
 
 #include <stdint.h>
 #include "../eventlog/eventlog.h"
+#include "cv_util.h"
+#include "sink.h"
 
 /* Metadata: never an item (what an unknown type would show). */
 #define EVVIEW_NONE(V, m) V(m, "other", MADE(16, "?"), NOFLOW, SLICE, NOFOLD, OTHER, NOXS)
@@ -156,6 +158,16 @@
 #define EVVIEW_rank(V) EVVIEW_NONE(V, rank)
 #define EVARGS_rank(A, m)
 
+/* Named as xprof's memory profile reads them (converter/xplane.c, xs_memory). */
+#define EVVIEW_gpu_memory(V) \
+	V(gpu_memory, "gpu_memory", \
+	  MADE(16, e->u.gpu_memory.op == CV_GPUMEM_RELEASE ? "MemoryDeallocation" : "MemoryAllocation"), \
+	  NOFLOW, INSTANT, NOFOLD, OTHER, XS(xs_memory))
+#define EVARGS_gpu_memory(A, m) \
+	A(m, U64, "bytes", bytes) A(m, U64, "address", address) A(m, U64, "memory kind", memory_kind) \
+	A(m, U64, "device", device) A(m, I32, "context", context) A(m, I32, "stream", stream) \
+	A(m, U64NZ, "correlation", correlation_id) A(m, U64NZ, "pool", pool_address)
+
 /* ------------------------------------------------------- the plain traits */
 
 /* XPlane stream line kinds (bits: a line may show several). */
@@ -199,6 +211,74 @@ static inline const struct cv_view *cv_view_of(uint32_t type)
 static inline int cv_view_has_flow(const struct evlog_event *e)
 {
 	return cv_view_of(e->type)->flow != CV_FLOW_NONE && evlog_corr(e) != 0;
+}
+
+/* ------------------------------------------ gpu_memory's running totals */
+
+/*
+ * What both outputs show beside a gpu_memory item: the bytes its process
+ * holds on the GPU after it, the GPU's own memory apart from host memory
+ * (pageable, pinned): allocated since recording began and not freed since
+ * (a free of memory allocated before changes nothing), and the most held so
+ * far. A device track's items come in time order, one track after another:
+ * the totals start again with each track.
+ */
+#define CV_GPUMEM_RELEASE 2              /* CUPTI_ACTIVITY_MEMORY_OPERATION_TYPE_RELEASE */
+#define CV_GPUMEM_LIVE_MAX (1u << 20)    /* allocations remembered per track */
+enum { CV_GPUMEM_DEVICE = 0, CV_GPUMEM_HOST = 1 };
+
+struct cv_gpumem {
+	uint32_t pid, tid;                /* the track */
+	uint64_t total[2], peak[2];       /* by CV_GPUMEM_DEVICE / _HOST */
+	struct cv_map live;               /* (address, class) -> bytes + 1; 0: freed */
+	uint64_t unremembered;            /* allocations past CV_GPUMEM_LIVE_MAX */
+};
+
+static inline int cv_gpumem_class(const struct evlog_event *e)
+{
+	uint8_t k = e->u.gpu_memory.memory_kind;
+
+	return k == 1 || k == 2 ? CV_GPUMEM_HOST : CV_GPUMEM_DEVICE; /* pageable, pinned */
+}
+
+/* Count the item in; its class's totals are then g->total[cls], g->peak[cls].
+ * -1: out of memory. */
+static inline int cv_gpumem_add(struct cv_gpumem *g, const struct conv_item *it)
+{
+	const struct evlog_event *e = it->ev;
+	int cls = cv_gpumem_class(e);
+	uint64_t *v, bytes = e->u.gpu_memory.bytes;
+
+	if (g->pid != it->pid || g->tid != it->tid) {
+		cv_map_free(&g->live);
+		*g = (struct cv_gpumem){ .pid = it->pid, .tid = it->tid };
+	}
+	if (e->u.gpu_memory.op == CV_GPUMEM_RELEASE) {
+		v = cv_map_get(&g->live, e->u.gpu_memory.address, (uint64_t)cls);
+		if (v && *v) {
+			g->total[cls] -= *v - 1;
+			*v = 0;
+		}
+		return 0;
+	}
+	g->total[cls] += bytes;
+	if (g->total[cls] > g->peak[cls])
+		g->peak[cls] = g->total[cls];
+	if (g->live.n >= CV_GPUMEM_LIVE_MAX &&
+	    !cv_map_get(&g->live, e->u.gpu_memory.address, (uint64_t)cls)) {
+		g->unremembered++;
+		return 0;
+	}
+	if (!(v = cv_map_put(&g->live, e->u.gpu_memory.address, (uint64_t)cls, NULL)))
+		return -1;
+	*v = bytes + 1;
+	return 0;
+}
+
+static inline void cv_gpumem_free(struct cv_gpumem *g)
+{
+	cv_map_free(&g->live);
+	*g = (struct cv_gpumem){ 0 };
 }
 
 #endif

@@ -279,6 +279,7 @@ struct xsink {
 	struct tb_tmpfile out;
 	struct xplane_stats st;
 	struct evstats es;        /* the event being encoded (buffer reused) */
+	struct cv_gpumem mem;     /* the GPU memory track's totals (xs_memory) */
 	/* outputs written, published on finish */
 	struct pending *pend;
 	size_t n_pend;
@@ -1059,6 +1060,41 @@ static void xs_lib_call(struct xsink *x, struct evstats *e, struct xplane_p *p,
 	es_ref(e, "args", s); /* calls repeat their arguments */
 }
 
+/*
+ * GPU memory as xprof's memory profile reads it (xprof's
+ * convert/xplane_to_memory_profile.cc): an event named MemoryAllocation or
+ * MemoryDeallocation (evview.h) on the host plane, with its allocator
+ * ("allocator_name": one per process and GPU, host memory apart), the bytes
+ * that allocator holds after it ("bytes_allocated") and held at most
+ * ("peak_bytes_in_use"), the allocation's size ("requested_bytes",
+ * "allocation_bytes"), address ("addr") and memory kind ("region_type");
+ * its numbers as int64, which xprof reads.
+ */
+static void xs_memory(struct xsink *x, struct evstats *e, struct xplane_p *p,
+		      const struct conv_item *it)
+{
+	const struct evlog_event *ev = it->ev;
+	int cls = cv_gpumem_class(ev);
+	char *name = es_buf(e);
+
+	(void)p;
+	if (!name || cv_gpumem_add(&x->mem, it)) {
+		e->oom = 1;
+		return;
+	}
+	snprintf(name, sizeof(e->strs[0]), "GPU %u%s (pid %u)", ev->u.gpu_memory.device,
+		 cls == CV_GPUMEM_HOST ? " host" : "", it->pid);
+	es_ref(e, "allocator_name", name);
+	es_i64(e, "bytes_allocated", (int64_t)x->mem.total[cls]);
+	es_i64(e, "peak_bytes_in_use", (int64_t)x->mem.peak[cls]);
+	es_i64(e, "requested_bytes", (int64_t)ev->u.gpu_memory.bytes);
+	es_i64(e, "allocation_bytes", (int64_t)ev->u.gpu_memory.bytes);
+	es_i64(e, "addr", (int64_t)ev->u.gpu_memory.address);
+	es_ref(e, "region_type", cv_memory_kind_xprof(ev->u.gpu_memory.memory_kind));
+	if (ev->u.gpu_memory.correlation_id)
+		es_u64(e, "correlation_id", ev->u.gpu_memory.correlation_id);
+}
+
 /* The stats of the item's type, as its view says (evview.h). */
 #define ITEM_XS_NOXS
 #define ITEM_XS_XS(fn) fn(x, e, p, it);
@@ -1377,6 +1413,7 @@ static int xs_begin_host(void *ctx, const struct conv_host_meta *m)
 		return xerr(x, "xplane: %s holds one host; got a second host '%s' (use --logdir "
 			    "for several hosts)", x->final_path, m->host ? m->host : "");
 	memset(&x->st, 0, sizeof(x->st));
+	cv_gpumem_free(&x->mem); /* the same pid and tid on another host: another track */
 	x->meta = m;
 	x->start_mono = m->start_ns;
 	x->stop_mono = m->stop_ns > m->start_ns ? m->stop_ns : m->start_ns;
@@ -1550,6 +1587,7 @@ void xplane_sink_free(struct conv_sink *s)
 	xs_finish(x, 0);
 	free(x->pend);
 	free(x->es.buf);
+	cv_gpumem_free(&x->mem);
 	free(x->final_path);
 	free(x->logdir);
 	free(x->run);

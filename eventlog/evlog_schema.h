@@ -18,7 +18,7 @@
 
 /* The format's version: a new type or field raises the minor one. */
 #define EVLOG_VERSION_MAJOR 1
-#define EVLOG_VERSION_MINOR 6
+#define EVLOG_VERSION_MINOR 7
 
 /*
  * Field kinds: C type in struct evlog_event, coding on disk, dump style.
@@ -120,6 +120,17 @@
  * only LOCAL_RANK was set). One per process image (fork, exec, attach). */
 #define EVLOG_FIELDS_rank(F, m) \
 	F(m, I64, rank) F(m, I64, local_rank) F(m, I64, world_size) F(m, STR, source)
+/* GPU memory allocated or freed (CUPTI's MEMORY2 records). op:
+ * CUpti_ActivityMemoryOperationType (1 allocation, 2 release); memory_kind:
+ * CUpti_ActivityMemoryKind (1 pageable, 2 pinned, 3 device, 4 array, 5
+ * managed, 6 device static, 7 managed static, 0 unknown); stream:
+ * 0xffffffff where not stream-ordered; address and bytes: the allocation's
+ * (a release's too); pool_type: CUpti_ActivityMemoryPoolType (0 none, 1
+ * local, 2 imported) and pool_address the pool's base (0: none). */
+#define EVLOG_FIELDS_gpu_memory(F, m) \
+	F(m, U8, op) F(m, U8, memory_kind) F(m, U32, device) F(m, U32, context) F(m, U32, stream) \
+	F(m, CORR, correlation_id) F(m, X64, address) F(m, U64, bytes) F(m, U8, pool_type) \
+	F(m, X64, pool_address)
 
 /*
  * T(NAME, number, member, track, dur, corr): enum EV_<NAME> = number, union
@@ -155,7 +166,8 @@
 	T(CUPTI_OVERHEAD, 22, cupti_overhead, THREAD, dur, _)  /* 1.3 */ \
 	T(LIB_LOG, 23, lib_log, META, _, _)               /* 1.4: a library log published */ \
 	T(SEGMENT, 24, segment, META, _, _)               /* 1.5: the segment before this one */ \
-	T(RANK, 25, rank, META, _, _)                     /* 1.6: a process's rank */
+	T(RANK, 25, rank, META, _, _)                     /* 1.6: a process's rank */ \
+	T(GPU_MEMORY, 26, gpu_memory, DEVICE, _, correlation_id) /* 1.7 */
 
 /* The largest type number (the type byte keeps 6 bits; spill records 5):
  * the size of a union of one char array per type, as long as its number. */

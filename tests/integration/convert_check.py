@@ -11,7 +11,7 @@ import bisect, gzip, json, sys, collections
 
 ALLOWED = {"python_function", "syscall", "cpu_sample", "python_sample", "cuda_runtime",
            "cuda_driver", "nccl", "cublas", "cudnn", "kernel", "gpu_memcpy", "gpu_memset",
-           "ac2g", "user_annotation", "cuda_sync", "overhead", "step", "folded"}
+           "ac2g", "user_annotation", "cuda_sync", "overhead", "step", "folded", "gpu_memory"}
 GPU_CATS = {"kernel", "gpu_memcpy", "gpu_memset"}
 EPS = 0.0011  # µs: three decimals on both ends
 
