@@ -161,7 +161,8 @@
 /* Named as xprof's memory profile reads them (converter/xplane.c, xs_memory). */
 #define EVVIEW_gpu_memory(V) \
 	V(gpu_memory, "gpu_memory", \
-	  MADE(16, e->u.gpu_memory.op == CV_GPUMEM_RELEASE ? "MemoryDeallocation" : "MemoryAllocation"), \
+	  MADE(16, e->u.gpu_memory.op == CV_GPUMEM_ALLOCATION ? "MemoryAllocation" \
+		   : e->u.gpu_memory.op == CV_GPUMEM_RELEASE ? "MemoryDeallocation" : "MemoryOperation"), \
 	  NOFLOW, INSTANT, NOFOLD, OTHER, XS(xs_memory))
 #define EVARGS_gpu_memory(A, m) \
 	A(m, U64, "bytes", bytes) A(m, U64, "address", address) A(m, U64, "memory kind", memory_kind) \
@@ -223,15 +224,16 @@ static inline int cv_view_has_flow(const struct evlog_event *e)
  * far. A device track's items come in time order, one track after another:
  * the totals start again with each track.
  */
-#define CV_GPUMEM_RELEASE 2              /* CUPTI_ACTIVITY_MEMORY_OPERATION_TYPE_RELEASE */
-#define CV_GPUMEM_LIVE_MAX (1u << 20)    /* allocations remembered per track */
+#define CV_GPUMEM_ALLOCATION 1           /* CUpti_ActivityMemoryOperationType */
+#define CV_GPUMEM_RELEASE 2
+#define CV_GPUMEM_LIVE_MAX (1u << 18)    /* addresses remembered per track */
 enum { CV_GPUMEM_DEVICE = 0, CV_GPUMEM_HOST = 1 };
 
 struct cv_gpumem {
 	uint32_t pid, tid;                /* the track */
 	uint64_t total[2], peak[2];       /* by CV_GPUMEM_DEVICE / _HOST */
 	struct cv_map live;               /* (address, class) -> bytes + 1; 0: freed */
-	uint64_t unremembered;            /* allocations past CV_GPUMEM_LIVE_MAX */
+	int full;                         /* compacted, and still half full */
 };
 
 static inline int cv_gpumem_class(const struct evlog_event *e)
@@ -241,7 +243,33 @@ static inline int cv_gpumem_class(const struct evlog_event *e)
 	return k == 1 || k == 2 ? CV_GPUMEM_HOST : CV_GPUMEM_DEVICE; /* pageable, pinned */
 }
 
+/* The addresses still allocated, the freed ones left out: the map full of
+ * addresses that came and went. -1: out of memory. */
+static inline int cv_gpumem_compact(struct cv_gpumem *g)
+{
+	struct cv_map keep = { 0 };
+
+	for (size_t i = 0; i < g->live.cap; i++) {
+		const struct cv_map_ent *en = &g->live.ents[i];
+		uint64_t *v;
+
+		if (!en->used || !en->val)
+			continue;
+		if (!(v = cv_map_put(&keep, en->a, en->b, NULL))) {
+			cv_map_free(&keep);
+			return -1;
+		}
+		*v = en->val;
+	}
+	cv_map_free(&g->live);
+	g->live = keep;
+	return 0;
+}
+
 /* Count the item in; its class's totals are then g->total[cls], g->peak[cls].
+ * Exact while fewer than CV_GPUMEM_LIVE_MAX / 2 allocations are held at
+ * once; past that, once CV_GPUMEM_LIVE_MAX addresses are remembered, a new
+ * allocation is counted but not remembered (its free then changes nothing).
  * -1: out of memory. */
 static inline int cv_gpumem_add(struct cv_gpumem *g, const struct conv_item *it)
 {
@@ -253,6 +281,8 @@ static inline int cv_gpumem_add(struct cv_gpumem *g, const struct conv_item *it)
 		cv_map_free(&g->live);
 		*g = (struct cv_gpumem){ .pid = it->pid, .tid = it->tid };
 	}
+	if (e->u.gpu_memory.op != CV_GPUMEM_ALLOCATION && e->u.gpu_memory.op != CV_GPUMEM_RELEASE)
+		return 0; /* CUPTI's "invalid" operation */
 	if (e->u.gpu_memory.op == CV_GPUMEM_RELEASE) {
 		v = cv_map_get(&g->live, e->u.gpu_memory.address, (uint64_t)cls);
 		if (v && *v) {
@@ -266,8 +296,13 @@ static inline int cv_gpumem_add(struct cv_gpumem *g, const struct conv_item *it)
 		g->peak[cls] = g->total[cls];
 	if (g->live.n >= CV_GPUMEM_LIVE_MAX &&
 	    !cv_map_get(&g->live, e->u.gpu_memory.address, (uint64_t)cls)) {
-		g->unremembered++;
-		return 0;
+		if (!g->full) {
+			if (cv_gpumem_compact(g))
+				return -1;
+			g->full = g->live.n >= CV_GPUMEM_LIVE_MAX / 2;
+		}
+		if (g->live.n >= CV_GPUMEM_LIVE_MAX)
+			return 0;
 	}
 	if (!(v = cv_map_put(&g->live, e->u.gpu_memory.address, (uint64_t)cls, NULL)))
 		return -1;
