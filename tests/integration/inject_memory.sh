@@ -7,7 +7,8 @@
 # them as gpu_memory events (format 1.7); the converter shows them in the
 # trace JSON as instants on the process's "GPU 0" track with a counter of the
 # bytes held, and in the XPlane as xprof's memory profile reads them
-# (MemoryAllocation / MemoryDeallocation on /host:CPU, int64 stats). The
+# (MemoryAllocation / MemoryDeallocation on /host:CPU, int64 stats); the
+# trace JSON keeps the contract and the Perfetto trace agrees with it. The
 # totals are recomputed here from the log's own events.
 set -u
 . "$(dirname "$0")/../lib/tap.sh"
@@ -37,7 +38,7 @@ check "injected, finalized, unloaded" 'grep -q "finalized=1 unloaded=1" "$W/atta
 
 log=$(ls "$W"/logs/*.evlog | head -1)
 "$T/evlog_dump" "$log" >"$W/dump" 2>&1
-"$CONV" -q -i "$log" -o "$W/t.json" && "$CONV" -q -i "$log" --logdir "$W/tb" --run r ||
+"$CONV" -q -i "$log" -o "$W/t.json" -o "$W/t.pftrace" && "$CONV" -q -i "$log" --logdir "$W/tb" --run r ||
 	bail "converting the log failed"
 
 # The log's memory events, and the totals they make: per class (device,
@@ -131,6 +132,15 @@ pre = [t for (e, c, t, p), k in zip(want, ctr) if e['address'] >> 40 == 0x7d]
 assert pre, 'no free of earlier memory'
 print('# final device %d, host %d bytes' % ([t for e, c, t, p in want if c == 0][-1], [t for e, c, t, p in want if c == 1][-1]))
 PY"
+
+PROTOS=$LLMT_ROOT/tests/perfetto
+mkdir -p "$W/pf"
+protoc --proto_path="$PROTOS" --python_out="$W/pf" $(cd "$PROTOS" && find protos -name '*.proto') ||
+	bail "protoc cannot compile tests/perfetto/protos"
+check "the trace JSON keeps the contract (convert_check.py), the Perfetto trace shows the same instants (perfetto_check.py)" \
+	"python3 '$LLMT_ROOT/tests/integration/convert_check.py' '$W/t.json' &&
+	 '$XPLANE_PY' '$LLMT_ROOT/tests/integration/perfetto_check.py' '$W/pf' '$W/t.pftrace' --json '$W/t.json' --stats |
+	 grep -q '\"gpu_memory\": [1-9]'"
 
 check "the XPlane: MemoryAllocation / MemoryDeallocation on /host:CPU with xprof's int64 stats at the recomputed totals" \
 	"'$XPLANE_PY' - '$W' \"\$(ls '$W'/tb/plugins/profile/r/*.xplane.pb)\" <<'PY'
