@@ -6,7 +6,7 @@
 #   tests/gpu/memory_gpu.sh run [OUTDIR]   (on the GPU host; PY=python with
 #                                           torch and jax)
 #   tests/gpu/memory_gpu.sh check RUNDIR   (the checks again, on a run's files)
-# tests/gpu/memory_gpu.py runs under `llmtracker profile --enable-cuda-kernel
+# tests/gpu/memory_gpu.py runs under `llmtracker profile -t python --enable-cuda-kernel
 # true`: after a warm-up, tensors of known sizes that take a segment each
 # (one cudaMalloc apiece), pinned host memory, then all freed and
 # torch.cuda.empty_cache() (one cudaFree per segment). Checks: the
@@ -43,7 +43,7 @@ else
 	gpu_torch_python
 	d=$W/run
 	mkdir -p "$d"
-	"$CARRY/bin/llmtracker" profile -q --enable-cuda-kernel true -o "$d/p.evlog" --cupti-dir "$d" \
+	"$CARRY/bin/llmtracker" profile -q -t python --enable-cuda-kernel true -o "$d/p.evlog" --cupti-dir "$d" \
 		-- "$PY" tests/gpu/memory_gpu.py "$d/truth.json" >"$d/collector.log" 2>&1 ||
 		say "FAIL [profile] $(tail -2 "$d/collector.log" | tr '\n' ' ')"
 	job_exited_0 "$d/collector.log" && say "PASS [job] exited 0" ||
