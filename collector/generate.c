@@ -53,19 +53,15 @@ static bool in_cgroup(int pid, const char *id)
 	return hit;
 }
 
+static int map_is_cuda(const struct lt_tf_map *m, void *ctx)
+{
+	(void)ctx;
+	return strstr(m->path, "/libcuda.so") || strstr(m->path, "/libcudart.so");
+}
+
 static bool maps_cuda(int pid)
 {
-	char path[64], line[4096];
-	bool hit = false;
-	FILE *f;
-
-	snprintf(path, sizeof(path), "/proc/%d/maps", pid);
-	if (!(f = fopen(path, "re")))
-		return false;
-	while (!hit && fgets(line, sizeof(line), f))
-		hit = strstr(line, "/libcuda.so") || strstr(line, "/libcudart.so");
-	fclose(f);
-	return hit;
+	return lt_tf_maps_each(LT_TF_PROC, pid, map_is_cuda, NULL) > 0;
 }
 
 /* Is the process in another mount namespace than ours (a container)? */

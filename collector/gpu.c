@@ -64,8 +64,8 @@ static int gpu_finish(struct lt_session *s, void *state)
 
 	(void)state;
 	lt_im_totals(s->inject, &t);
-	lt_session_add_events(s, "gpu", t.kernels + t.memcpys + t.memsets);
-	lt_session_add_lost(s, "gpu", t.dropped);
+	lt_session_add_events(s, "gpu", t.kernels + t.memcpys + t.memsets - t.cuda_unpublished);
+	lt_session_add_lost(s, "gpu", t.dropped + t.cuda_unpublished);
 	return 0;
 }
 

@@ -6,7 +6,9 @@
 
 #include <errno.h>
 #include <fcntl.h>
+#include <limits.h>
 #include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
 #include <sys/stat.h>
 #include <time.h>
@@ -16,6 +18,61 @@ int lt_ilog_dir(const char *dir)
 {
 	int fd = open(dir, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
 	return fd < 0 ? -errno : fd;
+}
+
+#define STAGE_DEFAULT_TMP "/var/tmp"    /* survives a reboot, unlike /tmp on many nodes */
+#define STAGE_PREFIX "llmtracker-stage."
+
+/* A directory of ours in $TMPDIR: fd, its absolute path in path. */
+static int stage_make(const char *dir, const char *kind, char *path, size_t pathsz, char *err, size_t errsz)
+{
+	const char *tmp = getenv("TMPDIR");
+	char made[PATH_MAX];
+	int e = 0, fd = -1;
+
+	tmp = tmp && *tmp ? tmp : STAGE_DEFAULT_TMP;
+	if ((size_t)snprintf(made, sizeof(made), "%s/" STAGE_PREFIX "XXXXXX", tmp) >= sizeof(made))
+		e = ENAMETOOLONG;
+	else if (!mkdtemp(made)) /* mode 0700 */
+		e = errno;
+	else if ((fd = open(made, O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC)) < 0 ||
+		 !realpath(made, path) || strlen(path) >= pathsz) {
+		e = fd < 0 ? errno : ENAMETOOLONG;
+		rmdir(made);
+	}
+	if (e) {
+		if (fd >= 0)
+			close(fd);
+		snprintf(err, errsz, "%s is on %s, a network file system: the library logs are staged on a "
+			 "local disk, but no directory could be made in %s (TMPDIR): %s", dir, kind, tmp,
+			 strerror(e));
+		return -e;
+	}
+	return fd;
+}
+
+int lt_ilog_stage(const char *dir, int outfd, char *path, size_t pathsz, const char **kind,
+		  char *err, size_t errsz)
+{
+	*kind = NULL;
+	if (lt_fs_network(outfd, kind) > 0)
+		return stage_make(dir, *kind, path, pathsz, err, errsz);
+	int fd = fcntl(outfd, F_DUPFD_CLOEXEC, 0);
+	if (fd < 0) {
+		int e = errno;
+		snprintf(err, errsz, "%s: %s", dir, strerror(e));
+		return -e;
+	}
+	snprintf(path, pathsz, "%s", dir);
+	return fd;
+}
+
+void lt_ilog_unstage(int stagefd, const char *path, int ours)
+{
+	if (stagefd >= 0)
+		close(stagefd);
+	if (ours)
+		rmdir(path); /* not empty: a staging file kept there, named where it was kept */
 }
 
 /* Host names become one safe path component. */
@@ -152,14 +209,14 @@ static void ilog_close(struct lt_ilog *l)
 
 /* The staging file re-encoded into `out`, pid_from's events as pid_to's:
  * every event the reader takes (a torn last chunk is not). */
-static int ilog_recode(int out, const struct lt_ilog *l, uint64_t *copied)
+static int ilog_recode(int out, int from, const struct lt_ilog *l, uint64_t *copied)
 {
 	struct evlog_reader *r = NULL;
 	struct evlog_writer *w = NULL;
 	const struct evlog_event *e;
 	struct stat sb;
 	char msg[256];
-	int in = fcntl(l->rfd, F_DUPFD_CLOEXEC, 0); /* the reader preads: offsets are its own */
+	int in = fcntl(from, F_DUPFD_CLOEXEC, 0); /* the reader takes it: the caller keeps its own */
 	if (in < 0)
 		return -errno;
 	if (evlog_reader_open_fd(&r, in, l->name, msg, sizeof(msg)))
@@ -183,17 +240,18 @@ static int ilog_recode(int out, const struct lt_ilog *l, uint64_t *copied)
 	return rc;
 }
 
-/* The copy: ours, 0644 whatever the umask, `max` bytes of the staging file
- * at most, on disk before it gets a name. fd, or -errno with err set. */
-static int ilog_copy(struct lt_ilog *l, int dirfd, uint64_t max, char *err, size_t errsz)
+/* The copy: ours, 0644 whatever the umask, l->len bytes of the staging
+ * file (`in`) at most, on disk before it gets a name. 0, or -errno with err
+ * set and nothing left. */
+static int ilog_copy(struct lt_ilog *l, int in, int outfd, char *err, size_t errsz)
 {
 	uint64_t copied = 0;
-	int fd = openat(dirfd, l->copy, O_RDWR | O_CREAT | O_EXCL | O_NOFOLLOW | O_CLOEXEC, 0600);
+	int fd = openat(outfd, l->copy, O_RDWR | O_CREAT | O_EXCL | O_NOFOLLOW | O_CLOEXEC, 0600);
 	int rc = fd < 0 ? -errno : 0;
 	if (!rc && fchmod(fd, 0644))
 		rc = -errno;
 	if (!rc)
-		rc = l->pid_from ? ilog_recode(fd, l, &copied) : lt_copy_bounded(fd, l->rfd, max, &copied);
+		rc = l->pid_from ? ilog_recode(fd, in, l, &copied) : lt_copy_bounded(fd, in, l->len, &copied);
 	if (!rc && fsync(fd))
 		rc = -errno;
 	if (!rc) {
@@ -203,20 +261,19 @@ static int ilog_copy(struct lt_ilog *l, int dirfd, uint64_t max, char *err, size
 		if (!rc && hashed != copied)
 			rc = -EIO;
 	}
+	if (fd >= 0 && close(fd) && !rc) /* a store's last upload may come at close */
+		rc = -errno;
 	if (rc) {
-		snprintf(err, errsz, "publishing %s: copying it into %s: %s; kept as %s", l->name, l->copy,
-			 strerror(-rc), l->partial);
-		if (fd >= 0) {
-			close(fd);
-			unlinkat(dirfd, l->copy, 0);
-		}
+		snprintf(err, errsz, "publishing %s: copying it into %s: %s", l->name, l->copy, strerror(-rc));
+		if (fd >= 0)
+			unlinkat(outfd, l->copy, 0);
 		return rc;
 	}
 	l->size = copied;
-	return fd;
+	return 0;
 }
 
-int lt_ilog_publish(struct lt_ilog *l, int dirfd, char *err, size_t errsz)
+int lt_ilog_seal(struct lt_ilog *l, char *err, size_t errsz)
 {
 	struct stat sb;
 	if (!l->live) {
@@ -225,35 +282,57 @@ int lt_ilog_publish(struct lt_ilog *l, int dirfd, char *err, size_t errsz)
 	}
 	if (fstat(l->rfd, &sb)) {
 		int e = errno;
-		snprintf(err, errsz, "publishing %s: %s; kept as %s", l->name, strerror(e), l->partial);
-		ilog_close(l);
+		snprintf(err, errsz, "publishing %s: %s", l->name, strerror(e));
 		return -e;
 	}
-	if (sb.st_size <= 0) {
-		lt_ilog_drop(l, dirfd);
+	if (sb.st_size <= 0)
 		return 0;
-	}
 	/* What it holds now, no more: it may grow while we copy. */
-	uint64_t max = (uint64_t)sb.st_size;
-	l->capped = max > LT_ILOG_MAX_BYTES;
-	int fd = ilog_copy(l, dirfd, l->capped ? LT_ILOG_MAX_BYTES : max, err, errsz);
-	if (fd < 0) {
-		ilog_close(l);
-		return fd;
-	}
-	close(fd);
-	int rc = lt_publish_noreplace(dirfd, l->copy, l->name);
-	if (rc) {
-		snprintf(err, errsz, "publishing %s: %s; kept as %s", l->name,
-			 rc == -EEXIST ? "it already exists (never replaced)" : strerror(-rc), l->partial);
-		unlinkat(dirfd, l->copy, 0);
-		ilog_close(l);
-		return rc;
-	}
-	if (ilog_ours(l, dirfd))
-		unlinkat(dirfd, l->partial, 0);
-	ilog_close(l);
+	l->capped = (uint64_t)sb.st_size > LT_ILOG_MAX_BYTES;
+	l->len = l->capped ? LT_ILOG_MAX_BYTES : (uint64_t)sb.st_size;
 	return 1;
+}
+
+int lt_ilog_copy(struct lt_ilog *l, int stagefd, int outfd, char *err, size_t errsz)
+{
+	/* By name: the collector holds the file open until we answer, so its
+	 * inode number names no other file meanwhile. */
+	int in = ilog_own_fd(l, stagefd);
+	if (in < 0) {
+		snprintf(err, errsz, "publishing %s: its staging file %s: %s", l->name, l->partial, strerror(-in));
+		return in;
+	}
+	int rc = ilog_copy(l, in, outfd, err, errsz);
+	close(in);
+	return rc;
+}
+
+int lt_ilog_name(struct lt_ilog *l, int outfd, char *err, size_t errsz)
+{
+	int rc = lt_publish_noreplace(outfd, l->copy, l->name);
+	if (rc) {
+		snprintf(err, errsz, "publishing %s: %s", l->name,
+			 rc == -EEXIST ? "it already exists (never replaced)" : strerror(-rc));
+		unlinkat(outfd, l->copy, 0);
+	}
+	return rc;
+}
+
+void lt_ilog_uncopy(const struct lt_ilog *l, int outfd)
+{
+	unlinkat(outfd, l->copy, 0);
+}
+
+void lt_ilog_unname(const struct lt_ilog *l, int outfd)
+{
+	unlinkat(outfd, l->name, 0);
+}
+
+void lt_ilog_published(struct lt_ilog *l, int stagefd)
+{
+	if (l->live && ilog_ours(l, stagefd))
+		unlinkat(stagefd, l->partial, 0);
+	ilog_close(l);
 }
 
 int lt_ilog_feed(int dst, int src, uint64_t *off)
@@ -299,8 +378,7 @@ void lt_ilog_drop(struct lt_ilog *l, int dirfd)
 	ilog_close(l);
 }
 
-/* "llmtracker-cupti." ... ".evlog", one plain component. */
-static int ilog_name_ok(const char *name)
+int lt_ilog_name_ok(const char *name)
 {
 	size_t n = strlen(name);
 	return n > 23 && n < 192 && !strncmp(name, "llmtracker-cupti.", 17) &&
@@ -312,7 +390,7 @@ int lt_ilog_describe(int dirfd, const char *name, uint64_t *size, char *digest, 
 {
 	struct stat sb;
 	char hex[LT_SHA256_HEX];
-	if (!ilog_name_ok(name)) {
+	if (!lt_ilog_name_ok(name)) {
 		snprintf(err, errsz, "its log '%.200s' is no name of a library log; not recorded", name);
 		return -EINVAL;
 	}

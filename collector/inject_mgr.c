@@ -13,6 +13,8 @@
 #include "inject_latch.h"
 #include "inject_ctl.h"
 #include "inject_log.h"
+#include "inject_pub.h"
+#include "store.h"
 #include "tfile.h"
 #include "inject/inject.h"
 #include "../eventlog/eventlog.h"
@@ -125,6 +127,17 @@ struct im_target {
 	uint64_t fork_off;              /* what of the memfd is copied */
 };
 
+/* A log handed to the publisher, to be heard back. */
+struct im_pub {
+	int ticket;
+	int pid;
+	int f;                          /* F_CUDA, F_PY */
+	struct lt_ilog *l;              /* its staging file; NULL: a launched process's own log */
+	char name[192];                 /* ... that one's name */
+	uint64_t events;                /* what it holds, where known: lost if not published */
+};
+#define IM_PUBS LT_IPUB_MAX
+
 /* One target's stop, heard with the others. */
 struct im_stop {
 	struct lt_im *im;
@@ -164,6 +177,14 @@ struct lt_im {
 	char lib[PATH_MAX];
 	char dir[PATH_MAX];
 	int dirfd;                      /* dir, ours alone: targets get one file each */
+	char stage[PATH_MAX];           /* where the staging files are (inject_log.h) */
+	int stagefd;
+	int staged_apart;               /* stage is a directory of ours, not dir */
+	struct lt_ipub *pub;            /* publishes the logs into dir */
+	struct im_pub pubs[IM_PUBS];    /* the logs handed to it (under mu: the launch's
+					 * stop hands some too) */
+	int n_pubs;
+	uint64_t store_by;              /* lt_im_stop's deadline for the store (lt_mono_ms) */
 	char host[256];
 	char session[EVLOG_SESSION_HEX]; /* hex, "" for none: into every log's header */
 	int child_sock;                 /* launch mode: the child's end */
@@ -276,6 +297,25 @@ static void not_usable(struct lt_im *im, const char *fmt, ...)
 	im->usable = 0;
 }
 
+/* Where the staging files go, and the publisher: before any thread of ours. */
+static void stage_open(struct lt_im *im)
+{
+	char err[600];
+	const char *kind;
+
+	im->stagefd = lt_ilog_stage(im->dir, im->dirfd, im->stage, sizeof(im->stage), &kind, err, sizeof(err));
+	if (im->stagefd < 0)
+		return not_usable(im, "%s", err);
+	im->staged_apart = kind != NULL;
+	if (lt_ipub_start(&im->pub, im->dirfd, im->stagefd, im->stage, err, sizeof(err)))
+		return not_usable(im, "%s", err);
+	if (kind)
+		im_log(im, 0, 'I', "the library logs are staged in %s (the log directory %s is on %s, a network "
+		       "file system): copied there at the end; a profile cut short leaves them here, as "
+		       ".NAME.partial", im->stage, im->dir, kind);
+	im_log(im, 0, 'D', "the library logs are published by process %d", (int)lt_ipub_pid(im->pub));
+}
+
 struct lt_im *lt_im_new(const struct lt_im_opts *o)
 {
 	char dir[PATH_MAX];
@@ -283,7 +323,7 @@ struct lt_im *lt_im_new(const struct lt_im_opts *o)
 	if (!im)
 		return NULL;
 	im->o = *o;
-	im->child_sock = im->dirfd = -1;
+	im->child_sock = im->dirfd = im->stagefd = -1;
 	im->fork_sock[0] = im->fork_sock[1] = -1;
 	pthread_mutex_init(&im->mu, NULL);
 	for (int i = 0; i < IM_MAX; i++)
@@ -308,6 +348,8 @@ struct lt_im *lt_im_new(const struct lt_im_opts *o)
 		mkdir(dir, 0755);
 		if (!realpath(dir, im->dir) || (im->dirfd = lt_ilog_dir(im->dir)) < 0)
 			not_usable(im, "log directory %s: %s", dir, strerror(errno));
+		else
+			stage_open(im);
 	}
 	if ((im->usable & LT_IM_CUDA) && !driver_present() && !o->skip_driver_check) {
 		im->usable &= ~LT_IM_CUDA;
@@ -388,7 +430,7 @@ static int send_start(struct lt_im *im, struct im_target *t, unsigned feats, int
 	for (int f = 0; f < F_N && !rc; f++) {
 		if (!(feats & f_bit[f]))
 			continue;
-		int fd = lt_ilog_create(&t->log[f], im->dirfd, f_prefix[f], im->host, t->pid, err, errsz);
+		int fd = lt_ilog_create(&t->log[f], im->stagefd, f_prefix[f], im->host, t->pid, err, errsz);
 		if (fd < 0)
 			rc = fd;
 		else
@@ -471,7 +513,7 @@ static int undo_target(struct lt_im *im, struct im_target *t, int running, char 
 		close(t->inj.sock);
 	t->inj.sock = t->sock = -1;
 	for (int f = 0; f < F_N; f++)
-		lt_ilog_drop(&t->log[f], im->dirfd);
+		lt_ilog_drop(&t->log[f], im->stagefd);
 	return u;
 }
 
@@ -547,7 +589,7 @@ static void fork_take(struct lt_im *im, int pid, const char *text, int *fds, int
 		return fork_close(fds, nfds);
 	struct im_target t = { .pid = pid, .forked = 1, .asked = LT_IM_PYTHON, .on = LT_IM_PYTHON,
 			       .sock = fds[1], .inj = { .sock = -1 }, .fork_src = fds[0] };
-	t.fork_dst = lt_ilog_create(&t.log[F_PY], im->dirfd, f_prefix[F_PY], im->host, pid, err, sizeof(err));
+	t.fork_dst = lt_ilog_create(&t.log[F_PY], im->stagefd, f_prefix[F_PY], im->host, pid, err, sizeof(err));
 	unsigned long long ns_pid = lt_ictl_field(text, "pid");
 	if (t.fork_dst >= 0 && ns_pid && ns_pid != (unsigned long long)pid) { /* in a container: its own pid */
 		t.log[F_PY].pid_from = (uint32_t)ns_pid;
@@ -559,7 +601,7 @@ static void fork_take(struct lt_im *im, int pid, const char *text, int *fds, int
 		im_unseen(im, LT_IM_PYTHON, pid, why);
 		if (t.fork_dst >= 0) {
 			close(t.fork_dst);
-			lt_ilog_drop(&t.log[F_PY], im->dirfd);
+			lt_ilog_drop(&t.log[F_PY], im->stagefd);
 		}
 		return fork_close(fds, nfds);
 	}
@@ -822,7 +864,7 @@ static unsigned settle(struct lt_im *im, struct im_start *st, int keep_failed)
 	st->t.on = on;
 	for (int f = 0; f < F_N; f++)
 		if ((st->feats & f_bit[f]) && !(on & f_bit[f]) && on)
-			lt_ilog_drop(&st->t.log[f], im->dirfd);
+			lt_ilog_drop(&st->t.log[f], im->stagefd);
 	if (on || keep_failed) {
 		if (keep_target(im, &st->t))
 			return on;
@@ -878,17 +920,15 @@ static int proc_running(int pid)
 }
 
 /* Has the dynamic loader of `pid` mapped libc (dlopen is there)? */
+static int map_is_libc(const struct lt_tf_map *m, void *ctx)
+{
+	(void)ctx;
+	return strstr(m->path, "/libc.so") || strstr(m->path, "/libc-");
+}
+
 static int libc_mapped(int pid)
 {
-	char path[64], line[1024];
-	int found = 0;
-	snprintf(path, sizeof(path), "/proc/%d/maps", pid);
-	FILE *f = fopen(path, "re");
-	while (f && !found && fgets(line, sizeof(line), f))
-		found = strstr(line, "/libc.so") || strstr(line, "/libc-");
-	if (f)
-		fclose(f);
-	return found;
+	return lt_tf_maps_each(LT_TF_PROC, pid, map_is_libc, NULL) > 0;
 }
 
 int lt_im_ready(int pid)
@@ -900,20 +940,16 @@ int lt_im_ready(int pid)
  * `driver_only`, CUPTI itself (libcupti.so.*)? Either is what the library's
  * CUDA start needs: CUPTI loaded, or the driver, with a CUPTI beside the
  * process's libcudart (collector/inject/cupti.c open_cupti). */
+static int map_is_cuda(const struct lt_tf_map *m, void *driver_only)
+{
+	const char *base = strrchr(m->path, '/');
+	return base && (!strncmp(base, "/libcuda.so", 11) ||
+			(!*(int *)driver_only && !strncmp(base, "/libcupti.so", 12)));
+}
+
 static int cuda_mapped(int pid, int driver_only)
 {
-	char path[64], line[1200];
-	int found = 0;
-	snprintf(path, sizeof(path), "/proc/%d/maps", pid);
-	FILE *f = fopen(path, "re");
-	while (f && !found && fgets(line, sizeof(line), f)) {
-		const char *base = strrchr(line, '/');
-		found = base && (!strncmp(base, "/libcuda.so", 11) ||
-				 (!driver_only && !strncmp(base, "/libcupti.so", 12)));
-	}
-	if (f)
-		fclose(f);
-	return found;
+	return lt_tf_maps_each(LT_TF_PROC, pid, map_is_cuda, &driver_only) > 0;
 }
 
 /* Forked and not exec'd since (PF_FORKNOEXEC): its mappings may be its
@@ -1163,6 +1199,10 @@ static int job_python(struct im_job *j, int with_cuda, int cuda_wanted)
 		       "hook: %s, in %s", j->pid, msg, im->dir);
 	} else if (rc == -ENOEXEC) {
 		im_log(im, LT_IM_PYTHON, 'D', "python: pid %d: %s", j->pid, st.err);
+	} else if (rc == -ESRCH && proc_alive(j->pid)) {
+		/* it exec'd while held (a launched command let go): the hold
+		 * its exec brings, or the exec's own look, takes it from here */
+		im_log(im, LT_IM_PYTHON, 'D', "python: pid %d: exec'd while held for its start", j->pid);
 	} else if (proc_alive(j->pid) && !atomic_load(&im->stopping)) {
 		if (rc)
 			snprintf(msg, sizeof(msg), "%s", rc == -ETIMEDOUT ? "timed out" : st.err);
@@ -1515,12 +1555,33 @@ static void heard_later(struct lt_im *im, struct im_target *t, const char *m)
 	}
 }
 
+static void pub_lost(struct lt_im *im, const struct im_pub *p, const char *why);
+
+/* A log handed to the publisher, heard back in pubs_heard(); 0, or -1
+ * (too many: said). */
+static int pub_add(struct lt_im *im, int pid, int f, struct lt_ilog *l, const char *name, uint64_t events)
+{
+	struct im_pub p = { .pid = pid, .f = f, .l = l, .events = events };
+	char why[64];
+	snprintf(p.name, sizeof(p.name), "%s", name);
+	pthread_mutex_lock(&im->mu);
+	p.ticket = !im->pub ? -ENOSPC : l ? lt_ipub_publish(im->pub, l) : lt_ipub_describe(im->pub, name);
+	if (p.ticket >= 0 && im->n_pubs < IM_PUBS)
+		im->pubs[im->n_pubs++] = p;
+	pthread_mutex_unlock(&im->mu);
+	if (p.ticket >= 0)
+		return 0;
+	snprintf(why, sizeof(why), "more than %d library logs in one profile", LT_IPUB_MAX);
+	pub_lost(im, &p, why);
+	return -1;
+}
+
 /* Launch mode: a process of the launched command published its own log
- * and named it in its "stopped" (file=NAME): recorded as found now. */
+ * and named it in its "stopped" (file=NAME): recorded as found once the
+ * publisher has read it (pubs_heard). */
 static void record_launched(struct lt_im *im, int pid, const char *reply)
 {
-	char name[256], digest[8 + LT_SHA256_HEX], err[600];
-	uint64_t size;
+	char name[256];
 	const char *v = strstr(reply, " file=");
 	if (!v)
 		return;
@@ -1530,10 +1591,11 @@ static void record_launched(struct lt_im *im, int pid, const char *reply)
 		return;
 	memcpy(name, v, n);
 	name[n] = 0;
-	if (lt_ilog_describe(im->dirfd, name, &size, digest, sizeof(digest), err, sizeof(err)))
-		im_log(im, LT_IM_CUDA, 'W', "pid %d: %s", pid, err);
+	if (!lt_ilog_name_ok(name))
+		im_log(im, LT_IM_CUDA, 'W', "pid %d: its log '%.200s' is no name of a library log; not recorded",
+		       pid, name);
 	else
-		im_published(im, LT_IM_CUDA, pid, name, size, digest);
+		pub_add(im, pid, F_CUDA, NULL, name, 0);
 }
 
 /* "stop", with the time the library has to answer (CUDA's part: inject.h). */
@@ -1587,31 +1649,99 @@ static int stop_launched(struct lt_im *im, struct im_target *t)
 	return started;
 }
 
-static void publish_logs(struct lt_im *im, struct im_target *t, int done)
+/* t's logs, once its library is done with them: handed to the publisher.
+ * events: what each holds, where known (F_N entries). */
+static void publish_logs(struct lt_im *im, struct im_target *t, int done, const uint64_t *events)
 {
 	char err[600];
 	for (int f = 0; f < F_N; f++) {
 		struct lt_ilog *l = &t->log[f];
-		const char *py = f == F_PY ? "python: " : "";
 		if (!l->live)
 			continue;
-		int rc = done ? lt_ilog_publish(l, im->dirfd, err, sizeof(err)) : -EBUSY;
-		if (rc == -EBUSY) {
-			im_log(im, f_bit[f], 'W', "%spid %d: its %s log stays as %s/%s (the library may still "
-			       "write it)", py, t->pid, f == F_PY ? "Python" : "CUDA", im->dir, l->partial);
-			lt_ilog_keep(l);
-		} else if (rc < 0) {
-			im_log(im, f_bit[f], 'W', "%spid %d: %s", py, t->pid, err);
-		}
-		if (rc != 1)
+		int rc = done ? lt_ilog_seal(l, err, sizeof(err)) : -EBUSY;
+		if (rc == 0) {
+			lt_ilog_drop(l, im->stagefd);
 			continue;
-		im_published(im, f_bit[f], t->pid, l->name, l->size, l->digest);
-		if (l->capped)
-			im_log(im, f_bit[f], 'W', "%spid %d: its log %s/%s was larger than %llu bytes; only "
-			       "those were published", py, t->pid, im->dir, l->name, LT_ILOG_MAX_BYTES);
-		if (f == F_CUDA)
-			im_log(im, LT_IM_CUDA, 'D', "pid %d: CUDA log %s/%s", t->pid, im->dir, l->name);
+		}
+		if (rc == 1 && pub_add(im, t->pid, f, l, l->name, events[f]) == 0)
+			continue;
+		if (rc < 0) {
+			struct im_pub p = { .pid = t->pid, .f = f, .l = l, .events = events[f] };
+			snprintf(p.name, sizeof(p.name), "%s", l->name);
+			pub_lost(im, &p, rc == -EBUSY ? "its library did not answer the stop and may still write it"
+						      : err);
+		}
+		lt_ilog_keep(l);
 	}
+}
+
+/* A log not published (or not recorded): said, named in the summary, its
+ * events counted lost. */
+static void pub_lost(struct lt_im *im, const struct im_pub *p, const char *why)
+{
+	char path[PATH_MAX + 256];
+	const char *py = p->f == F_PY ? "python: " : "";
+	if (p->l) {
+		snprintf(path, sizeof(path), "%s/%s", im->stage, p->l->partial);
+		im_log(im, f_bit[p->f], 'W', "%spid %d: its log %s is not published: %s; kept as %s", py, p->pid,
+		       p->name, why, path);
+	} else {
+		snprintf(path, sizeof(path), "%s/%s", im->dir, p->name);
+		im_log(im, f_bit[p->f], 'W', "%spid %d: its log %s: %s; not recorded", py, p->pid, path, why);
+	}
+	pthread_mutex_lock(&im->mu); /* the launch's stop may say one */
+	if (p->f == F_PY) {
+		im->tot.py_events -= p->events < im->tot.py_events ? p->events : im->tot.py_events;
+		im->tot.py_unpublished += p->events;
+	} else {
+		im->tot.cuda_unpublished += p->events;
+	}
+	pthread_mutex_unlock(&im->mu);
+	if (im->o.unpublished)
+		im->o.unpublished(f_bit[p->f], p->pid, path, why);
+}
+
+/* A log published (or read): recorded in the profile's log. */
+static void pub_done(struct lt_im *im, const struct im_pub *p, const struct lt_ipub_res *r)
+{
+	const char *py = p->f == F_PY ? "python: " : "";
+	im_published(im, f_bit[p->f], p->pid, p->name, r->size, r->digest);
+	if (!p->l)
+		return;
+	lt_ilog_published(p->l, im->stagefd);
+	if (p->l->capped)
+		im_log(im, f_bit[p->f], 'W', "%spid %d: its log %s/%s was larger than %llu bytes; only "
+		       "those were published", py, p->pid, im->dir, p->name, LT_ILOG_MAX_BYTES);
+	if (p->f == F_CUDA)
+		im_log(im, LT_IM_CUDA, 'D', "pid %d: CUDA log %s/%s", p->pid, im->dir, p->name);
+}
+
+/* Every log handed to the publisher, heard back by im->store_by at most:
+ * a log not published by then never is (inject_pub.h). */
+static void pubs_heard(struct lt_im *im)
+{
+	char why[700];
+	for (int i = 0; i < im->n_pubs; i++) {
+		struct im_pub *p = &im->pubs[i];
+		struct lt_ipub_res r;
+		int answered = lt_ipub_result(im->pub, p->ticket, im->store_by, &r);
+		if (answered && !r.rc) {
+			pub_done(im, p, &r);
+			continue;
+		}
+		if (answered && !p->l) { /* a launched process's own log: unreadable, or no library log */
+			im_log(im, f_bit[p->f], 'W', "pid %d: %s", p->pid, r.err);
+			continue;
+		}
+		if (answered || r.rc != -ETIMEDOUT)
+			snprintf(why, sizeof(why), "%s", r.err);
+		else
+			snprintf(why, sizeof(why), "the output store did not answer within %d s", LT_STORE_WAIT_S);
+		pub_lost(im, p, why);
+		if (p->l)
+			lt_ilog_keep(p->l);
+	}
+	im->n_pubs = 0;
 }
 
 /* ------------------------------------------------------------ stop, all at once */
@@ -1731,7 +1861,7 @@ static uint64_t log_events(struct lt_ilog *l)
 
 /* A hooked process's Python events: its "stopped" reply's counts, or,
  * gone without one (a fork ended by os._exit), what its log holds. */
-static void py_count(struct lt_im *im, struct im_target *t, const char *reply)
+static uint64_t py_count(struct lt_im *im, struct im_target *t, const char *reply)
 {
 	uint64_t n = reply && strstr(reply, "py_enter=") ?
 		     lt_ictl_field(reply, "py_enter") + lt_ictl_field(reply, "py_exit") : log_events(&t->log[F_PY]);
@@ -1741,6 +1871,7 @@ static void py_count(struct lt_im *im, struct im_target *t, const char *reply)
 		im->tot.py_pids[im->tot.py_procs] = t->pid;
 	im->tot.py_procs += n > 0;
 	pthread_mutex_unlock(&im->mu);
+	return n;
 }
 
 /* What a target's stop reply says, logged and counted; its logs published
@@ -1751,8 +1882,12 @@ static int stop_said(struct lt_im *im, struct im_stop *st)
 	struct im_target *t = st->t;
 	const char *reply = st->reply;
 	int rc = st->rc, started;
-	if (rc > 0 && (t->asked & LT_IM_CUDA))
+	uint64_t events[F_N] = { 0 };
+	if (rc > 0 && (t->asked & LT_IM_CUDA)) {
 		account(im, t->pid, reply);
+		events[F_CUDA] = lt_ictl_field(reply, "kernels") + lt_ictl_field(reply, "memcpy") +
+				 lt_ictl_field(reply, "memset");
+	}
 	started = t->launch_copy && rc > 0 && (t->on & LT_IM_CUDA) && !lt_ictl_field(reply, "cuda_wait");
 	/* (CUDA's own start is counted on the launch socket: t->on lost CUDA, launch=1) */
 	if (rc > 0 && (t->on & LT_IM_CUDA) && lt_ictl_field(reply, "cuda_wait"))
@@ -1760,7 +1895,7 @@ static int stop_said(struct lt_im *im, struct im_stop *st)
 	if (rc != -ETIMEDOUT || !proc_running(t->pid))
 		fork_done(t); /* a fork's memfd: all of it, now that it is done */
 	if (t->on & LT_IM_PYTHON)
-		py_count(im, t, rc > 0 ? reply : NULL);
+		events[F_PY] = py_count(im, t, rc > 0 ? reply : NULL);
 	if (rc > 0 && (t->on & LT_IM_PYTHON)) {
 		const char *py = strstr(lt_ictl_text(reply), "py_enter="); /* past CUDA's part */
 		im_log(im, LT_IM_PYTHON, 'D', "python: pid %d: hook %s, log %s/%s", t->pid,
@@ -1774,7 +1909,7 @@ static int stop_said(struct lt_im *im, struct im_stop *st)
 		       "its log holds what it wrote)", t->pid);
 	/* Published once the library is done with them: it said "stopped", or
 	 * it is gone (EOF: the process or its control thread ended). */
-	publish_logs(im, t, rc != -ETIMEDOUT || !proc_running(t->pid));
+	publish_logs(im, t, rc != -ETIMEDOUT || !proc_running(t->pid), events);
 	return started;
 }
 
@@ -1923,6 +2058,9 @@ void lt_im_stop(struct lt_im *im)
 	if (!im || im->stopped)
 		return;
 	uint64_t t0 = lt_mono_ms();
+	/* The logs are published as each target's stop is heard, the unloads
+	 * and the launch's stop going on meanwhile: one bound for all. */
+	im->store_by = t0 + LT_STORE_WAIT_S * 1000ull;
 	jobs_join_all(im);
 	fork_channel_stop(im); /* no target is added from here on */
 	memset(&im->tot, 0, sizeof(im->tot));
@@ -1933,6 +2071,10 @@ void lt_im_stop(struct lt_im *im)
 		im->tot.targets += !!(im->t[i].asked & LT_IM_CUDA);
 	}
 	int started = stop_all(im, im->stops);
+	int handed = im->n_pubs;
+	pubs_heard(im);
+	if (!handed)
+		im->store_by = 0;
 	/* Said once all are in: a launched process may have started CUDA in
 	 * the copy the hook went into (its own socket, not the launch one). */
 	if (launched > 0 && !started && !im->tot.kernels && !im->tot.apis) {
@@ -1946,6 +2088,11 @@ void lt_im_stop(struct lt_im *im)
 		       (unsigned long long)(lt_mono_ms() - t0));
 	im->n = 0;
 	im->stopped = 1;
+}
+
+uint64_t lt_im_store_by(const struct lt_im *im)
+{
+	return im ? im->store_by : 0;
 }
 
 void lt_im_totals(const struct lt_im *im, struct lt_im_totals *t)
@@ -1994,6 +2141,8 @@ void lt_im_free(struct lt_im *im)
 		close(im->child_sock);
 	if (im->t[0].sock >= 0) /* a launch that never started */
 		close(im->t[0].sock);
+	lt_ipub_close(im->pub);
+	lt_ilog_unstage(im->stagefd, im->stage, im->staged_apart);
 	if (im->dirfd >= 0)
 		close(im->dirfd);
 	pthread_mutex_destroy(&im->mu);

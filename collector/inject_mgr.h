@@ -20,7 +20,8 @@
  *     once the process can take it: at its interpreter (Python hook, with
  *     CUDA asked too: the library starts CUPTI itself once CUDA is loaded)
  *     or once it has loaded CUDA (CUDA only);
- *   end: lt_im_stop() stops every library, publishes the logs, unloads.
+ *   end: lt_im_stop() stops every library, publishes the logs (through
+ *     inject_pub.h's process, within the store's bound), unloads.
  * Messages go through opts.log, one line each; what a feature could not
  * see in a process, and why, through opts.unseen.
  */
@@ -64,6 +65,10 @@ struct lt_im_opts {
 	 * (EV_LIB_LOG: the converter joins only the library logs it names);
 	 * may be NULL; called from lt_im_stop(), on its threads too */
 	void (*published)(unsigned feature, int pid, const char *name, uint64_t size, const char *digest);
+	/* a library log of `pid` not published (or, written by a launched
+	 * process, not recorded): where it is, and why; for the summary. May
+	 * be NULL; called from lt_im_stop() */
+	void (*unpublished)(unsigned feature, int pid, const char *path, const char *why);
 };
 
 struct lt_im;
@@ -119,7 +124,11 @@ int lt_im_follows_forks(struct lt_im *im, int pid);
 void lt_im_before_exec(struct lt_im *im, int pid, int ms);
 
 /* Stop every library (the waiting threads end first: nothing is added
- * after), publish the logs, unload. Every target is asked at once and
+ * after), publish the logs, unload. The logs are published by a process
+ * of their own (inject_pub.h), the wait for it bounded by LT_STORE_WAIT_S
+ * from the stop's start (lt_im_store_by); a log not published by then is
+ * said through opts.unpublished, its events counted lost (lt_im_totals).
+ * Every target is asked at once and
  * waited for at once, each within its own bound (the Python hook: 1 s;
  * CUDA: 1.5 s, the library told to answer by then whatever CUPTI does);
  * the unloads then run at once too, only in targets that answered. A
@@ -127,6 +136,10 @@ void lt_im_before_exec(struct lt_im *im, int pid, int ms);
  * by ptrace), named through opts.kept. Once; later calls do nothing. */
 void lt_im_stop(struct lt_im *im);
 void lt_im_free(struct lt_im *im);
+
+/* lt_im_stop's deadline for the output store (lt_mono_ms), which the log's
+ * own end shares: 0 where it waited on no store. */
+uint64_t lt_im_store_by(const struct lt_im *im);
 
 /* Figures of lt_im_stop(), summed over targets. */
 struct lt_im_totals {
@@ -136,6 +149,9 @@ struct lt_im_totals {
 	int py_later;                   /* hooks started by lt_im_attach_later */
 	int py_procs;                   /* processes whose hook wrote any */
 	int py_pids[8];                 /* the first of them */
+	/* events of logs not published (not in py_events; CUDA: in kernels,
+	 * memcpys, memsets), lost */
+	unsigned long long py_unpublished, cuda_unpublished;
 };
 void lt_im_totals(const struct lt_im *im, struct lt_im_totals *t);
 

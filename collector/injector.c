@@ -142,21 +142,25 @@ static int fail(char *err, size_t errsz, int rc, const char *fmt, ...)
 /* The inode of the mapping of `pid` that holds `addr` (0: none). The
  * library is loaded from a memfd of its own, so after an exec no mapping of
  * that inode holds its address: it went with the old image. */
+struct ino_at {
+	uint64_t addr;
+	unsigned long ino;
+};
+
+static int map_holds(const struct lt_tf_map *m, void *ctx)
+{
+	struct ino_at *a = ctx;
+	if (a->addr < m->start || a->addr >= m->end)
+		return 0;
+	a->ino = (unsigned long)m->id.ino;
+	return 1;
+}
+
 static unsigned long map_ino(int pid, uint64_t addr)
 {
-	char path[64], line[1200];
-	unsigned long ino = 0;
-	snprintf(path, sizeof(path), "/proc/%d/maps", pid);
-	FILE *f = fopen(path, "re");
-	while (f && !ino && fgets(line, sizeof(line), f)) {
-		unsigned long long lo, hi;
-		unsigned long i;
-		if (sscanf(line, "%llx-%llx %*s %*s %*s %lu", &lo, &hi, &i) == 3 && addr >= lo && addr < hi)
-			ino = i;
-	}
-	if (f)
-		fclose(f);
-	return ino;
+	struct ino_at a = { addr, 0 };
+	lt_tf_maps_each(LT_TF_PROC, pid, map_holds, &a);
+	return a.ino;
 }
 
 int lt_inj_present(const struct lt_inj *inj)

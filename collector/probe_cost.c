@@ -1,6 +1,7 @@
 // SPDX-License-Identifier: Apache-2.0
 #include "probe_cost.h"
 #include "uprobe_multi.h"
+#include "tfile.h"
 
 #include <errno.h>
 #include <inttypes.h>
@@ -66,21 +67,18 @@ static double time_calls(void)
 }
 
 /* Offset of the probed function in the file mapped at it (/proc/self/maps). */
+static int map_offset(const struct lt_tf_map *m, void *off)
+{
+	uint64_t a = (uint64_t)(uintptr_t)lt_probe_cost_target;
+	if (a < m->start || a >= m->end || m->perms[2] != 'x')
+		return 0;
+	*(uint64_t *)off = a - m->start + m->pgoff;
+	return 1;
+}
+
 static int self_offset(uint64_t *off)
 {
-	uint64_t a = (uint64_t)(uintptr_t)lt_probe_cost_target, lo, hi, fo;
-	char line[512], perm[8];
-	FILE *f = fopen("/proc/self/maps", "re");
-	int rc = -ENOENT;
-	while (f && rc && fgets(line, sizeof(line), f))
-		if (sscanf(line, "%" SCNx64 "-%" SCNx64 " %7s %" SCNx64, &lo, &hi, perm, &fo) == 4 &&
-		    a >= lo && a < hi && perm[2] == 'x') {
-			*off = a - lo + fo;
-			rc = 0;
-		}
-	if (f)
-		fclose(f);
-	return rc;
+	return lt_tf_maps_each(LT_TF_PROC, getpid(), map_offset, off) > 0 ? 0 : -ENOENT;
 }
 
 static int multi_link(struct bpf_program *prog, uint64_t off, bool ret)

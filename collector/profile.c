@@ -302,6 +302,13 @@ static void im_kept(int pid, const char *comm, const char *why)
 		lt_session_kept(im_session, pid, comm, why);
 }
 
+/* A library log not published: named in the summary. */
+static void im_unpublished(unsigned feature, int pid, const char *path, const char *why)
+{
+	if (im_session)
+		lt_session_unpublished(im_session, feature == LT_IM_CUDA ? "gpu" : "python", pid, path, why);
+}
+
 /* A library log published: named in our own log, with its size and
  * digest, so that the converter joins it and nothing forged in its place. */
 static void im_published(unsigned feature, int pid, const char *name, uint64_t size, const char *digest)
@@ -339,6 +346,7 @@ static struct lt_im *im_open(const struct lt_options *o)
 		/* Recording options for measurements (see inject.h), e.g. "runtime=1 driver=1" (diagnosis). */
 		.start_extra = getenv("LLMT_CUPTI_START"),
 		.log = im_log, .unseen = im_unseen, .kept = im_kept, .published = im_published,
+		.unpublished = im_unpublished,
 	};
 
 	return io.features ? lt_im_new(&io) : NULL;
@@ -452,6 +460,7 @@ int lt_profile(const struct lt_options *opt_in, const char *cmdline)
 	/* The injected libraries stop before the sources finish (their
 	 * figures make the gpu and python rows) and detach. */
 	lt_im_stop(im);
+	lt_session_store_by(&s, lt_im_store_by(im)); /* the log's end shares the store's bound */
 	rc = finish(&s, &l, t0, why);
 	im_session = NULL;
 	lt_im_free(im);

@@ -182,24 +182,25 @@ static size_t python_maps(int pid, struct lt_tf_map *out, size_t max)
 	return n;
 }
 
+/* FNV-1a over each mapping's range and file: a new mapping changes it. */
+static int map_key_add(const struct lt_tf_map *m, void *ctx)
+{
+	uint64_t *key = ctx, v[3] = { m->start, m->end, (uint64_t)m->id.ino };
+	for (int i = 0; i < 3; i++)
+		*key = (*key ^ v[i]) * 1099511628211ull;
+	return 0;
+}
+
 uint64_t lt_pyoff_maps_key(int pid)
 {
-	char line[512], fn[64];
+	char fn[64];
 	uint64_t key = 1469598103934665603ull;
 	struct stat sb;
-	FILE *f;
 
 	snprintf(fn, sizeof(fn), "/proc/%d/exe", pid);
 	if (!stat(fn, &sb))
 		key = (key ^ sb.st_ino ^ ((uint64_t)sb.st_dev << 32)) * 1099511628211ull;
-	snprintf(fn, sizeof(fn), "/proc/%d/maps", pid);
-	f = fopen(fn, "re");
-	if (!f)
-		return 0;
-	while (fgets(line, sizeof(line), f))
-		key = (key ^ strlen(line)) * 1099511628211ull;
-	fclose(f);
-	return key;
+	return lt_tf_maps_each(LT_TF_PROC, pid, map_key_add, &key) ? 0 : key;
 }
 
 static void version_from_name(const char *path, struct lt_pyinterp *out)

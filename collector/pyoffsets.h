@@ -48,7 +48,7 @@ int lt_pyoff_layout(int major, int minor, struct lt_pys_proc *bpf, struct lt_pyo
  * is not supported; -ESRCH when it is gone. `why` says which, in words. */
 int lt_pyoff_detect(int pid, struct lt_pyinterp *out, char *why, size_t whysz);
 
-/* A cheap fingerprint of pid's mappings (count + exe identity), to avoid
+/* A cheap fingerprint of pid's mappings (ranges, files, exe identity), to avoid
  * looking again at a process whose mappings have not changed. */
 uint64_t lt_pyoff_maps_key(int pid);
 

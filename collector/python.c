@@ -1096,12 +1096,17 @@ static void py_recorded_line(struct lt_session *s, const struct py_state *st, co
 	size_t len = 0;
 	unsigned n = 0;
 
-	for (int i = 0; i < tot->py_procs; i++, n++)
-		if (i < (int)(sizeof(tot->py_pids) / sizeof(tot->py_pids[0])) && len < sizeof(pids))
+	for (int i = 0; i < tot->py_procs; i++, n++) {
+		if (i >= (int)(sizeof(tot->py_pids) / sizeof(tot->py_pids[0])))
+			continue;
+		lt_session_seen(s, "python", tot->py_pids[i]);
+		if (len < sizeof(pids))
 			len += (size_t)snprintf(pids + len, sizeof(pids) - len, "%s%d", len ? ", " : "", tot->py_pids[i]);
+	}
 	for (size_t i = 0; i < st->n; i++) {
 		if (!st->t[i].usdt_events)
 			continue;
+		lt_session_seen(s, "python", st->t[i].pid);
 		if (n++ < 8 && len < sizeof(pids))
 			len += (size_t)snprintf(pids + len, sizeof(pids) - len, "%s%d", len ? ", " : "", st->t[i].pid);
 	}
@@ -1127,6 +1132,7 @@ static int py_finish(struct lt_session *s, void *state)
 	lt_im_totals(s->inject, &tot); /* lt_im_stop ran: the hooks are out */
 	st->n_traced += tot.py_later;
 	lt_session_add_events(s, "python", tot.py_events);
+	lt_session_add_lost(s, "python", tot.py_unpublished);
 	for (size_t i = 0; i < st->n; i++) {
 		size_t len = strlen(pids);
 

@@ -20,6 +20,7 @@
 #include <bpf/libbpf.h>
 
 #include "cli.h"
+#include "clock.h"
 #include "inject_mgr.h"
 #include "nodename.h"
 #include "bpf/common.h"
@@ -75,12 +76,23 @@ struct lt_kept {
 	char why[200];
 };
 
+/* A library log not published at the end: where it stays, and why. */
+struct lt_unpub {
+	int pid;
+	char src[16];
+	char path[512];
+	char why[200];
+};
+
 struct lt_priv {
 	struct lt_slot slots[LT_N_SOURCES];
 	struct lt_unseen unseen[LT_UNSEEN_MAX];
 	unsigned n_unseen, unseen_dropped;
 	struct lt_kept kept[LT_KEPT_MAX];
 	unsigned n_kept;
+	struct lt_unpub unpub[LT_KEPT_MAX];
+	unsigned n_unpub;
+	uint64_t store_by;                /* lt_session_store_by */
 	signed char kind_slot[LT_REC_KIND_MAX + 1];
 	uint64_t unknown_records, write_errors;
 	uint64_t emitted; /* events handed to the log, by anyone */
@@ -181,6 +193,31 @@ void lt_session_unseen(struct lt_session *s, const char *source, int pid, const 
 	pthread_mutex_unlock(&unseen_mu);
 }
 
+void lt_session_seen(struct lt_session *s, const char *source, int pid)
+{
+	struct lt_priv *p = P(s);
+
+	if (!p)
+		return;
+	pthread_mutex_lock(&unseen_mu);
+	for (unsigned i = 0; i < p->n_unseen;) {
+		struct lt_unseen *u = &p->unseen[i];
+		unsigned k = 0, kept = u->n < LT_UNSEEN_PIDS ? u->n : LT_UNSEEN_PIDS;
+
+		while (k < kept && (strcmp(u->src, source) || u->pids[k] != pid))
+			k++;
+		if (k < kept) {
+			memmove(&u->pids[k], &u->pids[k + 1], (kept - k - 1) * sizeof(u->pids[0]));
+			u->n--;
+		}
+		if (!u->n)
+			memmove(u, u + 1, (--p->n_unseen - i) * sizeof(*u));
+		else
+			i++;
+	}
+	pthread_mutex_unlock(&unseen_mu);
+}
+
 void lt_session_note(struct lt_session *s, const char *source, const char *fmt, ...)
 {
 	struct lt_priv *p = P(s);
@@ -268,6 +305,45 @@ static void summary_kept(const struct lt_priv *p)
 		fprintf(stderr, "    (%u more: see the W lines above)\n", p->n_kept - LT_KEPT_MAX);
 }
 
+void lt_session_unpublished(struct lt_session *s, const char *source, int pid, const char *path,
+			    const char *why)
+{
+	struct lt_priv *p = P(s);
+
+	if (!p)
+		return;
+	pthread_mutex_lock(&unseen_mu);
+	if (p->n_unpub < LT_KEPT_MAX) {
+		struct lt_unpub *u = &p->unpub[p->n_unpub];
+
+		u->pid = pid;
+		snprintf(u->src, sizeof(u->src), "%s", source);
+		snprintf(u->path, sizeof(u->path), "%s", path);
+		snprintf(u->why, sizeof(u->why), "%s", why);
+	}
+	p->n_unpub++;
+	pthread_mutex_unlock(&unseen_mu);
+}
+
+static void summary_unpublished(const struct lt_priv *p)
+{
+	if (!p->n_unpub)
+		return;
+	fprintf(stderr, "  NOT published: %u library log%s (kept on this node; the events %s counted as lost):\n",
+		p->n_unpub, p->n_unpub == 1 ? "" : "s", p->n_unpub == 1 ? "it holds" : "they hold");
+	for (unsigned i = 0; i < p->n_unpub && i < LT_KEPT_MAX; i++)
+		fprintf(stderr, "    pid %d (%s): %s: %s\n", p->unpub[i].pid, p->unpub[i].src, p->unpub[i].path,
+			p->unpub[i].why);
+	if (p->n_unpub > LT_KEPT_MAX)
+		fprintf(stderr, "    (%u more: see the W lines above)\n", p->n_unpub - LT_KEPT_MAX);
+}
+
+void lt_session_store_by(struct lt_session *s, uint64_t mono_ms)
+{
+	if (P(s))
+		P(s)->store_by = mono_ms;
+}
+
 void lt_session_add_events(struct lt_session *s, const char *source, uint64_t n)
 {
 	struct lt_priv *p = P(s);
@@ -340,15 +416,25 @@ static uint64_t segment_bytes(const struct lt_options *o)
 	return (uint64_t)(o->segment_mb * 1048576.0);
 }
 
-/* Wait for the store writer to finish (LT_STORE_WAIT_S at most): the
- * log's end is published, or it is left to do so alone. */
+/* Wait for the store writer to finish (LT_STORE_WAIT_S at most, or what
+ * is left of the bound lt_session_store_by set): the log's end is
+ * published, or it is left to do so alone. */
 static void close_store(struct lt_session *s)
 {
 	struct lt_priv *p = P(s);
+	uint64_t now = lt_mono_ms(), wait_ms = LT_STORE_WAIT_S * 1000ull;
 
 	if (!p->store)
 		return;
-	p->store_rc = lt_store_close(p->store, LT_STORE_WAIT_S, &p->store_end);
+	if (p->store_by)
+		wait_ms = p->store_by > now ? p->store_by - now : 0;
+	p->store_rc = lt_store_close(p->store, wait_ms, &p->store_end);
+	if (p->store_by && p->store_rc > 0) { /* not done in the whole shared wait, at least */
+		uint64_t waited_ns = (lt_mono_ms() + LT_STORE_WAIT_S * 1000ull - p->store_by) * 1000000ull;
+
+		if (waited_ns > p->store_end.busy_ns)
+			p->store_end.busy_ns = waited_ns;
+	}
 	p->store = NULL;
 	p->store_closed = true;
 }
@@ -1012,6 +1098,7 @@ void lt_session_summary(struct lt_session *s, double seconds, const char *extra)
 		fprintf(stderr, "    (%u more processes not seen, for other reasons: see the W lines above)\n",
 			p->unseen_dropped);
 	summary_kept(p);
+	summary_unpublished(p);
 	/* "wrote" only for a log that is there under its name. */
 	if (p->have_wstats && p->published)
 		fprintf(stderr, "  wrote %s: %llu bytes, %llu events in %llu chunks, %u segment%s\n",

@@ -195,6 +195,11 @@ void lt_session_not_recorded(struct lt_session *s, const char *source, const cha
 void lt_session_unseen(struct lt_session *s, const char *source, int pid, const char *fmt, ...)
 	__attribute__((format(printf, 4, 5)));
 
+/* `source` recorded process `pid` after all: an attempt that failed and
+ * was superseded (a launched command tried before its exec, then held at
+ * it) no longer names it as unseen. */
+void lt_session_seen(struct lt_session *s, const char *source, int pid);
+
 /* What `source` recorded in which processes (a short line, the last one
  * given): the summary shows it under the source's row, before what it
  * could not see. */
@@ -208,6 +213,17 @@ unsigned lt_session_unseen_text(struct lt_session *s, const char *source, char *
 /* A process left with the injected library loaded at the end (`comm`: its
  * name, printable), and why: the summary names each. Any thread may call it. */
 void lt_session_kept(struct lt_session *s, int pid, const char *comm, const char *why);
+
+/* A library log of `pid` for `source` not published at the end (or not
+ * recorded in the log), where it is and why: the summary names each, the
+ * events it holds being counted lost. Any thread may call it. */
+void lt_session_unpublished(struct lt_session *s, const char *source, int pid, const char *path,
+			    const char *why);
+
+/* The end of the log shares a deadline for the output store (lt_mono_ms)
+ * with what was published before it (the library logs, lt_im_store_by):
+ * its close waits until then at most; 0: LT_STORE_WAIT_S, as alone. */
+void lt_session_store_by(struct lt_session *s, uint64_t mono_ms);
 
 /* Events `source` recorded outside the ring buffer (an injected library's
  * own log): added to its row of the summary. */

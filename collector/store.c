@@ -225,23 +225,6 @@ static void w_loop(struct w_ctx *w)
 	}
 }
 
-/* Where its last line goes once the collector is gone: stderr if that is
- * a terminal or a file, never a pipe or socket (a caller reading the
- * collector's output to its end would wait for this process). */
-static void w_stdio(void)
-{
-	struct stat sb;
-	int null = open("/dev/null", O_RDWR | O_CLOEXEC);
-
-	if (null < 0)
-		return;
-	dup2(null, 0);
-	dup2(null, 1);
-	if (fstat(2, &sb) || S_ISFIFO(sb.st_mode) || S_ISSOCK(sb.st_mode))
-		dup2(null, 2);
-	close(null);
-}
-
 /* What a writer left alone says at its end. */
 static void w_last_line(struct w_ctx *w, uint64_t t_left)
 {
@@ -263,40 +246,13 @@ static void w_last_line(struct w_ctx *w, uint64_t t_left)
 			w->st->path, evlog_files_dir(w->f), evlog_files_partial(w->f));
 }
 
-static void w_signals(void)
-{
-	static const int ignored[] = { SIGINT, SIGQUIT, SIGHUP, SIGPIPE, SIGTTOU, SIGTSTP };
-	struct sigaction sa = { .sa_handler = SIG_IGN };
-	sigset_t none;
-
-	sigemptyset(&sa.sa_mask);
-	for (size_t i = 0; i < sizeof(ignored) / sizeof(ignored[0]); i++)
-		sigaction(ignored[i], &sa, NULL);
-	sa.sa_handler = SIG_DFL;
-	sigaction(SIGTERM, &sa, NULL);
-	sigemptyset(&none);
-	sigprocmask(SIG_SETMASK, &none, NULL);
-}
-
 static __attribute__((noreturn)) void w_main(struct lt_store *st, int wake_rd, pid_t parent)
 {
-	struct w_ctx w = { .st = st, .wake_rd = wake_rd, .parent = parent };
+	struct w_ctx w = { .st = st, .parent = parent };
 	char msg[512];
 
-	/* Its own session: the terminal's signals are the collector's, and a
-	 * Ctrl-C there must not lose the log's tail. */
-	setsid();
-	prctl(PR_SET_NAME, "llmt-store");
-	w_signals();
-	w_stdio();
-	/* Nothing of the collector's but the ring and its pipe (BPF, the
-	 * launched command's pipes, other files). */
-	if (wake_rd != 3) {
-		dup2(wake_rd, 3);
-		close(wake_rd);
-		w.wake_rd = 3;
-	}
-	close_range(4, ~0u, 0);
+	lt_store_child("llmt-store", &wake_rd, 1);
+	w.wake_rd = wake_rd;
 	int rc = evlog_files_open(&w.f, st->path, EVLOG_FILES_SEGMENTS, msg, sizeof(msg));
 
 	if (rc || (rc = evlog_files_sink.begin(w.f, 1, msg, sizeof(msg)))) {
@@ -311,6 +267,59 @@ static __attribute__((noreturn)) void w_main(struct lt_store *st, int wake_rd, p
 	/* An open segment's file is closed and kept: its partial file. */
 	evlog_files_close(w.f);
 	_exit(0);
+}
+
+/* Where its last line goes once the collector is gone: stderr if that is
+ * a terminal or a file, never a pipe or socket (a caller reading the
+ * collector's output to its end would wait for this process). */
+static void child_stdio(void)
+{
+	struct stat sb;
+	int null = open("/dev/null", O_RDWR | O_CLOEXEC);
+
+	if (null < 0)
+		return;
+	dup2(null, 0);
+	dup2(null, 1);
+	if (fstat(2, &sb) || S_ISFIFO(sb.st_mode) || S_ISSOCK(sb.st_mode))
+		dup2(null, 2);
+	close(null);
+}
+
+static void child_signals(void)
+{
+	static const int ignored[] = { SIGINT, SIGQUIT, SIGHUP, SIGPIPE, SIGTTOU, SIGTSTP };
+	struct sigaction sa = { .sa_handler = SIG_IGN };
+	sigset_t none;
+
+	sigemptyset(&sa.sa_mask);
+	for (size_t i = 0; i < sizeof(ignored) / sizeof(ignored[0]); i++)
+		sigaction(ignored[i], &sa, NULL);
+	sa.sa_handler = SIG_DFL;
+	sigaction(SIGTERM, &sa, NULL);
+	sigemptyset(&none);
+	sigprocmask(SIG_SETMASK, &none, NULL);
+}
+
+void lt_store_child(const char *name, int *keep, int n)
+{
+	int tmp[8];
+
+	/* Its own session: the terminal's signals are the collector's, and a
+	 * Ctrl-C there must not cut what it still has to write. */
+	setsid();
+	prctl(PR_SET_NAME, name);
+	child_signals();
+	child_stdio();
+	/* Nothing of the collector's but keep[] (BPF, the launched command's
+	 * pipes, other files): above the numbers they take first, then down. */
+	for (int i = 0; i < n && i < 8; i++)
+		tmp[i] = fcntl(keep[i], F_DUPFD, 3 + n);
+	for (int i = 0; i < n && i < 8; i++) {
+		dup2(tmp[i], 3 + i);
+		keep[i] = 3 + i;
+	}
+	close_range((unsigned)(3 + n), ~0u, 0);
 }
 
 /* --------------------------------------------------------------- collector */
@@ -529,13 +538,13 @@ pid_t lt_store_pid(const struct lt_store *st)
 	return st->pid;
 }
 
-int lt_store_close(struct lt_store *st, unsigned wait_s, struct lt_store_state *state)
+int lt_store_close(struct lt_store *st, uint64_t wait_ms, struct lt_store_state *state)
 {
 	int exited, status;
 
 	atomic_store(&st->shm->producer_done, 1);
 	st_wake(st);
-	int s = st_wait_state(st, W_OPEN, (uint64_t)wait_s * 1000000000ull, &exited);
+	int s = st_wait_state(st, W_OPEN, wait_ms * 1000000ull, &exited);
 
 	lt_store_state(st, state);
 	if (s == W_FAILED && !state->failed) { /* it died */

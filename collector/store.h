@@ -65,10 +65,18 @@ struct lt_store_state {
 void lt_store_state(const struct lt_store *st, struct lt_store_state *out);
 pid_t lt_store_pid(const struct lt_store *st);
 
-/* Wait (wait_s at most) for the writer to finish what it was given: 0 done
+/* Wait (wait_ms at most) for the writer to finish what it was given: 0 done
  * (the log published, or discarded after an abort), 1 still at it when the
  * wait ran out (it goes on alone, LT_STORE_LINGER_S at most; *state says
  * how far it got), -1 failed (state->msg). Frees st. */
-int lt_store_close(struct lt_store *st, unsigned wait_s, struct lt_store_state *state);
+int lt_store_close(struct lt_store *st, uint64_t wait_ms, struct lt_store_state *state);
+
+/* In a child forked to make calls on the store (the writer, the library
+ * logs' publisher: inject_pub.h), before anything else: its own session
+ * and name, the terminal's signals ignored, stdin and stdout on /dev/null,
+ * stderr kept only where it is a terminal or a file, and no fd of the
+ * collector's but keep[0..n-1] (n <= 8), which become 3, 4, ... (keep[] is
+ * updated). */
+void lt_store_child(const char *name, int *keep, int n);
 
 #endif

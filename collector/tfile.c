@@ -418,6 +418,29 @@ int lt_tf_maps_open(const char *proc, int pid)
 	return fd >= 0 ? fd : -errno;
 }
 
+int lt_tf_maps_each(const char *proc, int pid, lt_tf_map_fn fn, void *ctx)
+{
+	struct {
+		struct lt_tf_lines r;
+		struct lt_tf_map m;
+	} *w = malloc(sizeof(*w));
+	int fd = lt_tf_maps_open(proc, pid), rc = fd < 0 ? fd : !w ? -ENOMEM : 0;
+	char *line;
+
+	if (!rc) {
+		lt_tf_lines_init(&w->r, fd, LT_TF_MAPS_MAX_BYTES, LT_TF_MAPS_MAX_LINES);
+		while (!rc && (line = lt_tf_lines_next(&w->r)))
+			if (!lt_tf_map_parse(line, &w->m))
+				rc = fn(&w->m, ctx);
+		if (!rc)
+			rc = w->r.err;
+	}
+	if (fd >= 0)
+		close(fd);
+	free(w);
+	return rc;
+}
+
 int lt_tf_environ_open(const char *proc, int pid)
 {
 	char p[256];

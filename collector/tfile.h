@@ -121,6 +121,13 @@ int lt_tf_map_parse(const char *line, struct lt_tf_map *m);
 
 /* Open PROC/PID/maps (procfs on the node, not a target's file). */
 int lt_tf_maps_open(const char *proc, int pid);
+
+/* Each mapping of PROC/PID/maps in order, parsed, to fn until it returns
+ * non-zero (that value is returned); lines of another shape are skipped.
+ * Read through the bounded reader (LT_TF_MAPS_MAX_*). 0 at the end, or
+ * -errno when the maps cannot be opened or read. */
+typedef int (*lt_tf_map_fn)(const struct lt_tf_map *m, void *ctx);
+int lt_tf_maps_each(const char *proc, int pid, lt_tf_map_fn fn, void *ctx);
 /* Open PROC/PID/environ (procfs on the node: the environment the process
  * image started with, as the kernel keeps it). fd or -errno. */
 int lt_tf_environ_open(const char *proc, int pid);

@@ -4,6 +4,7 @@
 #include <pthread.h>
 #include <stdio.h>
 #include <sys/stat.h>
+#include <sys/statfs.h>
 #include <unistd.h>
 
 #include "io.h"
@@ -186,4 +187,43 @@ int lt_rename_noreplace(int sfd, const char *from, int dfd, const char *to)
 int lt_publish_noreplace(int dirfd, const char *from, const char *to)
 {
 	return lt_rename_noreplace(dirfd, from, dirfd, to);
+}
+
+/* statfs f_type of the file systems whose calls go over the network. */
+static const struct {
+	uint32_t magic;
+	const char *kind;
+} net_fs[] = {
+	{ 0x65735546, "FUSE" },    /* s3fs, ossfs, gcsfuse, sshfs, GlusterFS, JuiceFS... */
+	{ 0x6969, "NFS" },         /* NFS v2, v3 and v4 */
+	{ 0xFF534D42, "CIFS" },    /* SMB through the cifs client */
+	{ 0xFE534D42, "SMB2" },    /* SMB 2/3 (the cifs client's newer magic) */
+	{ 0x517B, "SMB" },         /* the old smbfs */
+	{ 0x00C36400, "Ceph" },    /* CephFS, the kernel client */
+	{ 0x01021997, "9P" },      /* v9fs: 9P over a network or a VM's virtio */
+	{ 0x5346414F, "AFS" },     /* kAFS */
+	{ 0x6B414653, "AFS" },     /* AFS, the fs's own magic */
+	{ 0x73757245, "Coda" },    /* Coda */
+	{ 0x564C, "NCP" },         /* NetWare */
+	{ 0x0BD00BD0, "Lustre" },  /* Lustre (out of tree) */
+	{ 0x47504653, "GPFS" },    /* IBM Spectrum Scale (out of tree) */
+	{ 0x19830326, "BeeGFS" },  /* BeeGFS (out of tree) */
+	{ 0x20030528, "OrangeFS" },/* OrangeFS / PVFS2 */
+	{ 0x01161970, "GFS2" },    /* GFS2: a cluster's shared block device */
+	{ 0x7461636F, "OCFS2" },   /* OCFS2: the same */
+};
+
+int lt_fs_network(int fd, const char **kind)
+{
+	struct statfs sf;
+
+	if (fstatfs(fd, &sf))
+		return -errno;
+	for (size_t i = 0; i < sizeof(net_fs) / sizeof(net_fs[0]); i++)
+		if ((uint32_t)sf.f_type == net_fs[i].magic) { /* a long, signed on 32 bits */
+			if (kind)
+				*kind = net_fs[i].kind;
+			return 1;
+		}
+	return 0;
 }

@@ -27,4 +27,10 @@ int lt_rename_noreplace(int sfd, const char *from, int dfd, const char *to);
 /* lt_rename_noreplace within one directory. */
 int lt_publish_noreplace(int dirfd, const char *from, const char *to);
 
+/* Is the file system of fd one whose calls go over the network (a FUSE
+ * mount such as s3fs or ossfs, NFS, SMB, ...: io.c lists them), where a
+ * close may wait for an upload and any call for a stalled server? 1 (with
+ * *kind its name), 0 local, -errno. */
+int lt_fs_network(int fd, const char **kind);
+
 #endif

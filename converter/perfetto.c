@@ -427,7 +427,7 @@ static int describe_process(struct pf *f, const struct conv_process *p)
 
 static int describe_thread(struct pf *f, const struct conv_thread *th)
 {
-	const struct conv_process *p = trace_find_proc(f->meta, th->pid);
+	const struct conv_process *p = conv_meta_process(f->meta, th->pid);
 	const char *n = *th->name ? th->name : p ? p->name : "";
 	uint64_t pid = f->pid_base + th->pid;
 

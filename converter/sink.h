@@ -84,6 +84,45 @@ struct conv_host_meta {
 	const struct conv_job *job;
 };
 
+/* A thread of meta by (pid, tid), or NULL: threads are sorted by both. */
+static inline const struct conv_thread *conv_meta_thread(const struct conv_host_meta *m,
+							 uint32_t pid, uint32_t tid)
+{
+	size_t lo = 0, hi = m->n_threads;
+
+	while (lo < hi) {
+		size_t mid = lo + (hi - lo) / 2;
+		const struct conv_thread *t = &m->threads[mid];
+
+		if (t->pid == pid && t->tid == tid)
+			return t;
+		if (t->pid < pid || (t->pid == pid && t->tid < tid))
+			lo = mid + 1;
+		else
+			hi = mid;
+	}
+	return NULL;
+}
+
+/* A process of meta by pid, or NULL: processes are sorted by pid. */
+static inline const struct conv_process *conv_meta_process(const struct conv_host_meta *m,
+							   uint32_t pid)
+{
+	size_t lo = 0, hi = m->n_processes;
+
+	while (lo < hi) {
+		size_t mid = lo + (hi - lo) / 2;
+
+		if (m->processes[mid].pid == pid)
+			return &m->processes[mid];
+		if (m->processes[mid].pid < pid)
+			lo = mid + 1;
+		else
+			hi = mid;
+	}
+	return NULL;
+}
+
 /* A run of short calls folded into one item (fold.h): the item's name says
  * how many and how long; these are its details. */
 #define CONV_FOLD_TOP 5

@@ -106,23 +106,6 @@ void step_stats_free(struct step_stats *s)
 	free(s);
 }
 
-static const struct conv_process *proc_of(const struct conv_host_meta *m, uint32_t pid)
-{
-	size_t lo = 0, hi = m->n_processes;
-
-	while (lo < hi) {
-		size_t mid = lo + (hi - lo) / 2;
-
-		if (m->processes[mid].pid == pid)
-			return &m->processes[mid];
-		if (m->processes[mid].pid < pid)
-			lo = mid + 1;
-		else
-			hi = mid;
-	}
-	return NULL;
-}
-
 static int cmp_u64(const void *a, const void *b)
 {
 	uint64_t x = *(const uint64_t *)a, y = *(const uint64_t *)b;
@@ -167,7 +150,7 @@ static int late_steps(struct step_stats *s, struct table *t)
 static int add_table(struct step_stats *s, const struct conv_step_set *set)
 {
 	const struct conv_host_meta *m = s->m;
-	const struct conv_process *p = proc_of(m, set->pid);
+	const struct conv_process *p = conv_meta_process(m, set->pid);
 
 	if (lt_grow((void **)&s->t, &s->capt, s->nt + 1, sizeof(*s->t), 8))
 		return -1;

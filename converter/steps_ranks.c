@@ -54,23 +54,6 @@ static uint32_t num_of(const struct rk *r, uint32_t i)
 	return r->num ? r->num[i] : r->set->first + i;
 }
 
-static const struct conv_process *proc_of(const struct conv_host_meta *m, uint32_t pid)
-{
-	size_t lo = 0, hi = m->n_processes;
-
-	while (lo < hi) {
-		size_t mid = lo + (hi - lo) / 2;
-
-		if (m->processes[mid].pid == pid)
-			return &m->processes[mid];
-		if (m->processes[mid].pid < pid)
-			lo = mid + 1;
-		else
-			hi = mid;
-	}
-	return NULL;
-}
-
 static int by_rank(const void *a, const void *b)
 {
 	const struct rk *x = a, *y = b;
@@ -148,7 +131,7 @@ static int gather(struct cv_steps *s, struct conv_host_meta *const *metas, struc
 
 		for (uint32_t i = 0; i < r->n_sets; i++) {
 			struct cand *c = &r->sets[i];
-			const struct conv_process *p = proc_of(m, c->set.pid);
+			const struct conv_process *p = conv_meta_process(m, c->set.pid);
 
 			if (c->set.on_stream || !c->set.n)
 				continue;

@@ -99,10 +99,8 @@ static int own_thread(struct sm *s, const struct conv_item *it)
 	if (it->pid != s->own_pid || it->tid != s->own_tid) {
 		s->own_pid = it->pid;
 		s->own_tid = it->tid;
-		s->own = 0;
-		for (uint32_t i = 0; i < s->meta->n_threads && !s->own; i++)
-			s->own = s->meta->threads[i].own && s->meta->threads[i].pid == it->pid &&
-				 s->meta->threads[i].tid == it->tid;
+		const struct conv_thread *t = conv_meta_thread(s->meta, it->pid, it->tid);
+		s->own = t && t->own;
 	}
 	return s->own;
 }

@@ -4,28 +4,11 @@
 #include <stdio.h>
 #include <string.h>
 
-const struct conv_process *trace_find_proc(const struct conv_host_meta *m, uint32_t pid)
-{
-	size_t lo = 0, hi = m->n_processes;
-
-	while (lo < hi) {
-		size_t mid = (lo + hi) / 2;
-
-		if (m->processes[mid].pid == pid)
-			return &m->processes[mid];
-		if (m->processes[mid].pid < pid)
-			lo = mid + 1;
-		else
-			hi = mid;
-	}
-	return NULL;
-}
-
 uint32_t trace_gpu_pid(const struct conv_host_meta *m, uint32_t device)
 {
 	for (uint32_t i = 0; i < m->n_gpus; i++)
 		if (m->gpus[i].device == device)
-			return trace_find_proc(m, device) ? TRACE_GPU_PID_CLASH_BASE + device : device;
+			return conv_meta_process(m, device) ? TRACE_GPU_PID_CLASH_BASE + device : device;
 	return TRACE_GPU_PID_CLASH_BASE + device;
 }
 

@@ -25,7 +25,6 @@ static inline uint64_t trace_pid_base(const struct conv_host_meta *m, int one_fi
 	return one_file && m->n_hosts > 1 ? (uint64_t)m->host_index * TRACE_HOST_PID_STRIDE : 0;
 }
 
-const struct conv_process *trace_find_proc(const struct conv_host_meta *m, uint32_t pid);
 /* A GPU's pid (before the host's base): its number, unless a process has it. */
 uint32_t trace_gpu_pid(const struct conv_host_meta *m, uint32_t device);
 /* EV_GPU_DEVICE of a device, or NULL. */

@@ -163,7 +163,7 @@ static int name_processes(struct tj *t)
 	}
 	for (uint32_t i = 0; i < m->n_threads; i++) {
 		const struct conv_thread *th = &m->threads[i];
-		const struct conv_process *p = trace_find_proc(m, th->pid);
+		const struct conv_process *p = conv_meta_process(m, th->pid);
 		const char *n = *th->name ? th->name : p && *p->name ? p->name : "";
 
 		if (*n)

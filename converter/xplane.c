@@ -458,36 +458,10 @@ static int64_t safe_line_id(int64_t id)
 static const char *thread_name(const struct conv_host_meta *m, uint32_t pid, uint32_t tid,
 			       const struct conv_process **proc)
 {
-	const char *name = NULL;
-	size_t lo = 0, hi = m->n_threads;
+	const struct conv_thread *t = conv_meta_thread(m, pid, tid);
 
-	while (lo < hi) {
-		size_t mid = lo + (hi - lo) / 2;
-		const struct conv_thread *t = &m->threads[mid];
-
-		if (t->pid == pid && t->tid == tid) {
-			name = t->name;
-			break;
-		}
-		if (t->pid < pid || (t->pid == pid && t->tid < tid))
-			lo = mid + 1;
-		else
-			hi = mid;
-	}
-	*proc = NULL;
-	for (lo = 0, hi = m->n_processes; lo < hi;) {
-		size_t mid = lo + (hi - lo) / 2;
-
-		if (m->processes[mid].pid == pid) {
-			*proc = &m->processes[mid];
-			break;
-		}
-		if (m->processes[mid].pid < pid)
-			lo = mid + 1;
-		else
-			hi = mid;
-	}
-	return name;
+	*proc = conv_meta_process(m, pid);
+	return t ? t->name : NULL;
 }
 
 static int line_names(struct xsink *x, struct xline *l)

@@ -2,7 +2,8 @@
 # End to end: `llmtracker profile -t syscall,cpu` on a real program, then
 # llmtracker-convert to trace JSON: the independent checker passes, read()
 # system calls are named, CPU samples carry symbolized stacks down to
-# burn_alpha, and the folded-stack file's hottest leaf is burn_alpha.
+# burn_alpha, and the folded-stack file's hottest leaves are burn_alpha and
+# burn_beta.
 set -u
 . "$(dirname "$0")/../lib/tap.sh"
 BUILD=${BUILD:-build}
@@ -33,7 +34,12 @@ assert any("main" in e["args"]["stack"].split(";") for e in samples)
 names = {e["args"]["name"] for e in ev if e.get("name") == "process_name"}
 assert any("cpu_two_funcs" in n for n in names), names
 EOF
-desc="folded stacks: hottest leaf is burn_alpha"
+# The program spins ~2/3 in burn_alpha and ~1/3 in burn_beta: with 30
+# samples or more burn_alpha leads (a chance of a flip under 1 in 300);
+# a machine busy elsewhere may leave fewer, where only both leading counts.
+desc="folded stacks: the hottest leaves are burn_alpha, then burn_beta"
 t bash -c "f=\$(ls '$dir'/*.cpu.folded) && awk '{n=split(\$1,a,\";\"); c[a[n]]+=\$NF} END {for (k in c) print c[k], k}' \"\$f\" | \
-	sort -rn | head -5 >'$dir/leaves' && [ \"\$(head -1 '$dir/leaves' | cut -d' ' -f2)\" = burn_alpha ] || { echo 'top leaves (samples, leaf):'; cat '$dir/leaves'; exit 1; }"
+	sort -rn | head -5 >'$dir/leaves' && awk 'NR == 1 { t1 = \$2; n1 = \$1 } NR == 2 { t2 = \$2; n2 = \$1 }
+		END { exit !((t1 == \"burn_alpha\" && t2 == \"burn_beta\") || (n1 + n2 < 30 && t1 t2 == \"burn_betaburn_alpha\")) }' '$dir/leaves' ||
+	{ echo 'top leaves (samples, leaf):'; cat '$dir/leaves'; exit 1; }"
 tap_done

@@ -43,7 +43,7 @@ fi
 mkdir "$W/f"
 LLMT_SKIP_DRIVER_CHECK=1 "$T/inject_tool" launch "$LIB" "$W/f" -- "$T/inject_cudart" >"$W/f.out" 2>&1
 sed 's/^/# /' "$W/f.out"
-grep -vE '^(I|W|E) |^totals |^child exit ' "$W/f.out" >"$W/f.prog"
+grep -vE '^(D|I|W|E) |^totals |^child exit ' "$W/f.out" >"$W/f.prog"
 check "forced injection: program output unchanged" 'cmp -s "$W/ref.out" "$W/f.prog"'
 check "forced injection: exit status 5 kept" 'grep -q "^child exit 5" "$W/f.out"'
 check "forced injection: says no CUDA kernel profiling started" \

@@ -31,6 +31,7 @@ for m in train twophase variable noloop; do
 	{ nok "$m: profile and convert"; continue; }
 	relay "$m" < <(python3 "$D/steps_check.py" "$T/$m.json" "$T/$m.truth" \
 		$([ "$m" = noloop ] && echo none))
+	sed "s/^/# $m: /" "$T/$m.err" | tail -4 # what the collector said, for a failure's log
 done
 "$CONV" summary "$T/noloop.evlog" >"$T/noloop.sum" 2>/dev/null
 check "noloop: summary says no steps found" grep -q '^Steps: no steps found' "$T/noloop.sum"
