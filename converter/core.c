@@ -7,6 +7,7 @@
  */
 #include "conv_int.h"
 #include "dedup.h"
+#include "evview.h"
 #include "launchpair.h"
 #include "sizes.h"
 #include "spill.h"
@@ -313,9 +314,9 @@ static int host_call(struct pass2 *p, uint32_t li, uint64_t ts, uint64_t dur, ui
 	return track < 0 ? 0 : cv_steps_feed(p->steps, l->host, (uint32_t)track, ts, dur, depth, e);
 }
 
-/* Any other type: one item on its thread or GPU stream, its duration as its
- * schema traits say (eventlog/evlog_schema.h); metadata (consumed by pass
- * 1) makes none. */
+/* Any other type: one item on its thread, device track or GPU stream, its
+ * duration as its schema traits say (eventlog/evlog_schema.h); metadata
+ * (consumed by pass 1) makes none. */
 static int plain_item(struct pass2 *p, uint32_t li, const struct cv_host *h, uint64_t ts,
 		      const struct evlog_event *e)
 {
@@ -327,6 +328,9 @@ static int plain_item(struct pass2 *p, uint32_t li, const struct cv_host *h, uin
 		break;
 	case EVLOG_TRACK_STREAM:
 		track = track_of_stream(h, evlog_device(e), evlog_stream(e));
+		break;
+	case EVLOG_TRACK_DEVICE:
+		track = thread_track(p, h, e->pid, CV_DEVICE_TID(evlog_device(e)));
 		break;
 	default:
 		return 0;
@@ -523,76 +527,57 @@ static const char *leaf_of(const char *folded)
 	return s ? s + 1 : folded;
 }
 
+/* A sample's name: the leaf of its folded stack, which it carries too. */
+static const char *view_sample_name(struct cv_core *c, const struct cv_rec *r,
+				    const struct evlog_event *e, struct conv_item *it)
+{
+	(void)e;
+	it->stack_folded = cv_strtab_get(&c->stacks, r->stack ? r->stack - 1 : UINT32_MAX);
+	return leaf_of(it->stack_folded);
+}
+
+/* A marker's name; a step's is "ProfilerStep#N", and it carries N. */
+static const char *view_marker_name(const struct evlog_event *e, struct conv_item *it, char *buf,
+				    size_t bufsz)
+{
+	if (!cv_is_step_marker(e))
+		return e->u.marker.name.len ? e->u.marker.name.ptr : "<marker>";
+	it->step = (uint32_t)e->u.marker.value + 1;
+	snprintf(buf, bufsz, "ProfilerStep#%llu", (unsigned long long)e->u.marker.value);
+	return buf;
+}
+
+static const char *view_demangled(struct cv_core *c, struct evlog_str s, const char *fallback)
+{
+	const char *d = cv_demangle(c, s.ptr, s.len);
+
+	return d ? d : s.len ? s.ptr : fallback;
+}
+
+/* The item's name, category and flow, as its type's view (evview.h) says. */
+#define DESCRIBE_NAME_FIELD(s, fallback) ((s).len ? (s).ptr : (fallback))
+#define DESCRIBE_NAME_DEMANGLED(s, fallback) view_demangled(c, (s), (fallback))
+#define DESCRIBE_NAME_MADE(bytes, x) (x)
+#define DESCRIBE_FLOW_NOFLOW
+#define DESCRIBE_FLOW_LAUNCH(merged) \
+	cv_flow_launch(c, (uint32_t)em->host, it, evlog_corr(e), (merged));
+#define DESCRIBE_FLOW_GPU cv_flow_gpu(c, (uint32_t)em->host, it, e->pid, evlog_corr(e));
+#define DESCRIBE_VIEW(m, cat, nm, flow, shape, fold, xline, xs) \
+	it->name = DESCRIBE_NAME_##nm; \
+	it->category = (cat); \
+	DESCRIBE_FLOW_##flow
+#define DESCRIBE_CASE(N, num, m, track, dur, corr) \
+	case EV_##N: \
+		EVVIEW_##m(DESCRIBE_VIEW) break;
+
 static void describe(struct emitter *em, const struct cv_rec *r, const struct evlog_event *e,
 		     struct conv_item *it, char *buf, size_t bufsz)
 {
 	struct cv_core *c = em->c;
 	const struct cv_log *l = &c->in.logs[r->log < c->in.n ? r->log : 0];
-	const char *d;
 
 	switch (e->type) {
-	case EV_SYSCALL:
-		it->name = cv_syscall_name(l->syscall_table, e->u.syscall.nr, buf, bufsz);
-		it->category = "syscall";
-		break;
-	case EV_CPU_SAMPLE:
-	case EV_PY_SAMPLE:
-		it->stack_folded = cv_strtab_get(&c->stacks, r->stack ? r->stack - 1 : UINT32_MAX);
-		it->name = leaf_of(it->stack_folded);
-		it->category = e->type == EV_CPU_SAMPLE ? "cpu_sample" : "python_sample";
-		break;
-	case EV_PY_ENTER:
-		it->name = e->u.py_enter.func.len ? e->u.py_enter.func.ptr : "<python>";
-		it->category = "python_function";
-		break;
-	case EV_LIB_CALL:
-		d = cv_demangle(c, e->u.lib_call.symbol.ptr, e->u.lib_call.symbol.len);
-		it->name = d ? d : e->u.lib_call.symbol.len ? e->u.lib_call.symbol.ptr : "<call>";
-		it->category = cv_lib_category(e->u.lib_call.lib_class, e->u.lib_call.lib.ptr, buf,
-					       bufsz);
-		cv_flow_launch(c, (uint32_t)em->host, it, e->u.lib_call.correlation_id, em->merged);
-		break;
-	case EV_GPU_API:
-		it->name = e->u.gpu_api.name.len ? e->u.gpu_api.name.ptr : "<cuda api>";
-		it->category = e->u.gpu_api.api_class == EVLIB_CUDA_DRIVER ? "cuda_driver"
-									    : "cuda_runtime";
-		cv_flow_launch(c, (uint32_t)em->host, it, e->u.gpu_api.correlation_id, 1);
-		break;
-	case EV_GPU_KERNEL:
-		d = cv_demangle(c, e->u.gpu_kernel.name.ptr, e->u.gpu_kernel.name.len);
-		it->name = d ? d : e->u.gpu_kernel.name.len ? e->u.gpu_kernel.name.ptr : "<kernel>";
-		it->category = "kernel";
-		cv_flow_gpu(c, (uint32_t)em->host, it, e->pid, e->u.gpu_kernel.correlation_id);
-		break;
-	case EV_GPU_MEMCPY:
-		it->name = cv_memcpy_name(e->u.gpu_memcpy.copy_kind, e->u.gpu_memcpy.src_kind,
-					  e->u.gpu_memcpy.dst_kind, buf, bufsz);
-		it->category = "gpu_memcpy";
-		cv_flow_gpu(c, (uint32_t)em->host, it, e->pid, e->u.gpu_memcpy.correlation_id);
-		break;
-	case EV_GPU_MEMSET:
-		it->name = "Memset (Device)";
-		it->category = "gpu_memset";
-		cv_flow_gpu(c, (uint32_t)em->host, it, e->pid, e->u.gpu_memset.correlation_id);
-		break;
-	case EV_MARKER:
-		it->category = "user_annotation";
-		if (cv_is_step_marker(e)) {
-			it->step = (uint32_t)e->u.marker.value + 1;
-			snprintf(buf, bufsz, "ProfilerStep#%llu", (unsigned long long)e->u.marker.value);
-			it->name = buf;
-		} else {
-			it->name = e->u.marker.name.len ? e->u.marker.name.ptr : "<marker>";
-		}
-		break;
-	case EV_GPU_SYNC:
-		it->name = cv_sync_name(e->u.gpu_sync.kind);
-		it->category = "cuda_sync";
-		break;
-	case EV_CUPTI_OVERHEAD:
-		it->name = cv_overhead_name(e->u.cupti_overhead.kind);
-		it->category = "overhead";
-		break;
+		EVLOG_TYPES(DESCRIBE_CASE)
 	default:
 		it->name = "?";
 		it->category = "other";

@@ -19,6 +19,7 @@
  * the track's end closes the run. A run of one call alone is sent as it is.
  */
 #include "fold.h"
+#include "evview.h"
 
 #include <stdlib.h>
 #include <string.h>
@@ -197,8 +198,7 @@ static int foldable(const struct fold *f, const struct conv_item *it)
 	if (it->track != CONV_TRACK_THREAD || it->flow_id || it->step || it->fold ||
 	    conv_size_bucket(it->dur_ns) >= f->k)
 		return 0;
-	return it->ev->type == EV_PY_ENTER || it->ev->type == EV_SYSCALL ||
-	       it->ev->type == EV_LIB_CALL;
+	return cv_view_of(it->ev->type)->fold;
 }
 
 static void count_cat(struct fold *f, const char *cat)

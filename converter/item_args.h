@@ -1,8 +1,9 @@
 /* SPDX-License-Identifier: Apache-2.0 */
 /*
  * The arguments of a timeline item, as every trace writer shows them (the
- * JSON's "args", Perfetto's debug annotations): which ones each kind of
- * event has is written once, here. A writer includes this file after
+ * JSON's "args", Perfetto's debug annotations): which ones each type of
+ * event has is its EVARGS_ line in evview.h; those made here are the
+ * item_<name>_args those lines name. A writer includes this file after
  * defining, each returning 0 or -1 (and inlined where it counts):
  *
  *   ARGS_CTX                                its context type
@@ -18,6 +19,7 @@
 #include <stdio.h>
 #include <string.h>
 #include "sink.h"
+#include "evview.h"
 #include "../eventlog/eventlog.h"
 
 /* Syscalls whose first argument is a file descriptor and third a size. */
@@ -40,8 +42,9 @@ static int item_fd_syscall(const char *n, int *has_size)
 	return 0;
 }
 
-static int item_kernel_args(ARGS_CTX *t, const struct evlog_event *e)
+static int item_kernel_args(ARGS_CTX *t, const struct conv_item *it)
 {
+	const struct evlog_event *e = it->ev;
 	const struct evlog_event *p = args_props(t, e->u.gpu_kernel.device);
 	uint64_t blocks = (uint64_t)e->u.gpu_kernel.grid[0] * e->u.gpu_kernel.grid[1] *
 			  e->u.gpu_kernel.grid[2];
@@ -63,31 +66,47 @@ static int item_kernel_args(ARGS_CTX *t, const struct evlog_event *e)
 	return 0;
 }
 
-static int item_copy_args(ARGS_CTX *t, uint32_t dev, uint32_t ctx, uint32_t stream, uint64_t corr,
-			  uint64_t bytes, uint64_t dur)
+/* A synchronization's kind, by its name (Kineto's). */
+static int item_sync_kind_args(ARGS_CTX *t, const struct conv_item *it)
 {
-	if (args_u64(t, "device", dev) || args_u64(t, "context", ctx) ||
-	    args_u64(t, "stream", stream) || args_u64(t, "correlation", corr) ||
-	    args_u64(t, "bytes", bytes))
-		return -1;
-	/* bytes per ns = GB/s */
-	return dur && args_dbl(t, "memory bandwidth (GB/s)", (double)bytes / (double)dur);
+	return args_str(t, "cuda_sync_kind", it->name, strlen(it->name));
 }
 
-/* As Kineto writes them: the kind's name, the stream (-1: none, a context
- * synchronization), the correlation id, the context, and the event waited on. */
-static int item_sync_args(ARGS_CTX *t, const struct conv_item *it)
+/* The CUDA event a synchronization waited on, for those that wait on one. */
+static int item_sync_event_args(ARGS_CTX *t, const struct conv_item *it)
 {
 	const struct evlog_event *e = it->ev;
 	uint8_t k = e->u.gpu_sync.kind;
 
-	if (args_str(t, "cuda_sync_kind", it->name, strlen(it->name)) ||
-	    args_i64(t, "stream", (int32_t)e->u.gpu_sync.stream) ||
-	    args_u64(t, "correlation", e->u.gpu_sync.correlation_id) ||
-	    args_u64(t, "context", e->u.gpu_sync.context))
-		return -1;
 	return (k == 1 || k == 2) && e->u.gpu_sync.cuda_event != UINT32_MAX &&
 	       args_u64(t, "wait_on_cuda_event_id", e->u.gpu_sync.cuda_event);
+}
+
+/* A system call on a file descriptor: the descriptor, and the size asked. */
+static int item_syscall_fd_args(ARGS_CTX *t, const struct conv_item *it)
+{
+	int has_size;
+
+	return item_fd_syscall(it->name, &has_size) &&
+	       (args_u64(t, "fd", it->ev->u.syscall.arg0) ||
+		(has_size && args_u64(t, "size", it->ev->u.syscall.arg2)));
+}
+
+static int item_py_args(ARGS_CTX *t, const struct conv_item *it)
+{
+	const struct evlog_event *e = it->ev;
+
+	return args_py(t, e->u.py_enter.file.ptr, e->u.py_enter.file.len, e->u.py_enter.line);
+}
+
+static int item_stack_args(ARGS_CTX *t, const struct conv_item *it)
+{
+	return args_str(t, "stack", it->stack_folded, strlen(it->stack_folded));
+}
+
+static int item_step_args(ARGS_CTX *t, const struct conv_item *it)
+{
+	return it->step && args_u64(t, "step", it->step - 1);
 }
 
 /* A fold: how many calls, how long, and the most frequent names in it. */
@@ -110,66 +129,35 @@ static int item_fold_args(ARGS_CTX *t, const struct conv_fold *f)
 	return 0;
 }
 
+/* Each type's arguments, as its EVARGS_ line in evview.h lists them. */
+#define ITEM_ARG_U64(m, k, f) || args_u64(t, k, e->u.m.f)
+#define ITEM_ARG_I64(m, k, f) || args_i64(t, k, (int64_t)e->u.m.f)
+#define ITEM_ARG_I32(m, k, f) || args_i64(t, k, (int32_t)e->u.m.f)
+#define ITEM_ARG_U64NZ(m, k, f) || (e->u.m.f && args_u64(t, k, e->u.m.f))
+#define ITEM_ARG_STR(m, k, f) || args_str(t, k, e->u.m.f.ptr, e->u.m.f.len)
+#define ITEM_ARG_STRNE(m, k, f) || (e->u.m.f.len && args_str(t, k, e->u.m.f.ptr, e->u.m.f.len))
+#define ITEM_ARG_GBPS(m, k, f) \
+	|| (it->dur_ns && args_dbl(t, k, (double)e->u.m.f / (double)it->dur_ns))
+#define ITEM_ARG_FN(m, k, f) || item_##f##_args(t, it)
+#define ITEM_ARG(m, kind, k, f) ITEM_ARG_##kind(m, k, f)
+#define ITEM_ARGS_CASE(N, num, m, track, dur, corr) \
+	case EV_##N: \
+		return 0 EVARGS_##m(ITEM_ARG, m);
+
 static int item_args(ARGS_CTX *t, const struct conv_item *it)
 {
 	const struct evlog_event *e = it->ev;
-	int has_size;
 
 	if (it->fold)
 		return item_fold_args(t, it->fold);
 	switch (e->type) {
-	case EV_SYSCALL:
-		if (args_i64(t, "ret", e->u.syscall.ret))
-			return -1;
-		if (item_fd_syscall(it->name, &has_size) &&
-		    (args_u64(t, "fd", e->u.syscall.arg0) ||
-		     (has_size && args_u64(t, "size", e->u.syscall.arg2))))
-			return -1;
-		return 0;
-	case EV_PY_ENTER:
-		return args_py(t, e->u.py_enter.file.ptr, e->u.py_enter.file.len, e->u.py_enter.line);
-	case EV_CPU_SAMPLE:
-		return args_u64(t, "cpu", e->u.cpu_sample.cpu) ||
-		       args_str(t, "stack", it->stack_folded, strlen(it->stack_folded));
-	case EV_PY_SAMPLE:
-		return args_str(t, "stack", it->stack_folded, strlen(it->stack_folded));
-	case EV_LIB_CALL:
-		if (args_str(t, "library", e->u.lib_call.lib.ptr, e->u.lib_call.lib.len) ||
-		    args_i64(t, "ret", (int64_t)e->u.lib_call.ret) ||
-		    args_u64(t, "depth", e->u.lib_call.depth))
-			return -1;
-		if (e->u.lib_call.correlation_id &&
-		    args_u64(t, "correlation", e->u.lib_call.correlation_id))
-			return -1;
-		return e->u.lib_call.detail.len &&
-		       args_str(t, "args", e->u.lib_call.detail.ptr, e->u.lib_call.detail.len);
-	case EV_GPU_API:
-		return args_u64(t, "cbid", e->u.gpu_api.cbid) ||
-		       args_u64(t, "correlation", e->u.gpu_api.correlation_id) ||
-		       args_i64(t, "ret", e->u.gpu_api.ret);
-	case EV_GPU_KERNEL:
-		return item_kernel_args(t, e);
-	case EV_GPU_MEMCPY:
-		return item_copy_args(t, e->u.gpu_memcpy.device, e->u.gpu_memcpy.context,
-				      e->u.gpu_memcpy.stream, e->u.gpu_memcpy.correlation_id,
-				      e->u.gpu_memcpy.bytes, it->dur_ns) ||
-		       args_u64(t, "kind", e->u.gpu_memcpy.copy_kind);
-	case EV_GPU_MEMSET:
-		return item_copy_args(t, e->u.gpu_memset.device, e->u.gpu_memset.context,
-				      e->u.gpu_memset.stream, e->u.gpu_memset.correlation_id,
-				      e->u.gpu_memset.bytes, it->dur_ns) ||
-		       args_u64(t, "value", e->u.gpu_memset.value);
-	case EV_GPU_SYNC:
-		return item_sync_args(t, it);
-	case EV_MARKER:
-		if (it->step && args_u64(t, "step", it->step - 1))
-			return -1;
-		return (e->u.marker.text.len &&
-			args_str(t, "text", e->u.marker.text.ptr, e->u.marker.text.len)) ||
-		       args_u64(t, "value", e->u.marker.value);
+		EVLOG_TYPES(ITEM_ARGS_CASE)
 	default:
 		return 0;
 	}
 }
+
+#undef ITEM_ARGS_CASE
+#undef ITEM_ARG
 
 #endif

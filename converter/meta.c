@@ -276,6 +276,21 @@ static int thread_event(struct cv_core *c, struct cv_host *h, const struct evlog
 	return 0;
 }
 
+/* The process's track of the event's GPU (CV_DEVICE_TID). */
+static int device_event(struct cv_core *c, struct cv_host *h, const struct evlog_event *e)
+{
+	uint32_t dev = evlog_device(e);
+	struct conv_thread *t = thread_get(c, h, e->pid, CV_DEVICE_TID(dev));
+	char name[16];
+
+	if (!t)
+		return -1;
+	if (*t->name)
+		return 0;
+	snprintf(name, sizeof(name), "GPU %u", dev);
+	return set_name(c, &t->name, evlog_s(name));
+}
+
 int cv_is_ns_tid_marker(const struct evlog_event *e)
 {
 	static const size_t n = sizeof(EVLOG_MARKER_NS_TID) - 1;
@@ -369,8 +384,8 @@ const struct evlog_event *cv_upgrade_marker_slow(const struct evlog_event *e,
 }
 
 /* Pass 1 for an event with a place on a timeline and nothing else to
- * collect: the host's time range, its thread or GPU stream (and the stream's
- * correlation id), as its schema traits say. */
+ * collect: the host's time range, its thread, device track or GPU stream
+ * (and the stream's correlation id), as its schema traits say. */
 static inline __attribute__((always_inline))
 int meta_timeline(struct cv_core *c, struct cv_host *h, struct cv_log *l, const struct evlog_event *e)
 {
@@ -383,6 +398,8 @@ int meta_timeline(struct cv_core *c, struct cv_host *h, struct cv_log *l, const 
 	widen(h, l, e->ts, evlog_dur(e));
 	if (tr->track == EVLOG_TRACK_THREAD)
 		return thread_event(c, h, e);
+	if (tr->track == EVLOG_TRACK_DEVICE)
+		return device_event(c, h, e);
 	if (cv_corr_mark(c, l->host, e->pid, evlog_corr(e), CV_CORR_GPU))
 		return -1;
 	return stream_get(c, h, e->pid, evlog_device(e), evlog_stream(e));

@@ -605,7 +605,7 @@ static int begin_event(struct pf *f, const struct conv_item *it, int instant)
 static int pf_item(void *ctx, const struct conv_item *it)
 {
 	struct pf *f = ctx;
-	int instant = it->ev->type == EV_CPU_SAMPLE || it->ev->type == EV_PY_SAMPLE;
+	int instant = cv_view_of(it->ev->type)->instant;
 	uint64_t ts = trace_ts(f, it->start_ns), end;
 	struct pf_seq *q = seq_for(f, it, ts);
 

@@ -11,6 +11,7 @@
  * in (its bucket, min(sibling's, ancestors') bucket]: a difference array.
  */
 #include "sizes.h"
+#include "evview.h"
 
 #include <stdlib.h>
 #include <string.h>
@@ -25,58 +26,40 @@ struct lvl {
 
 static int foldable_rec(const struct cv_track *t, const struct evlog_event *e)
 {
-	if (t->kind != CONV_TRACK_THREAD)
-		return 0;
-	switch (e->type) {
-	case EV_PY_ENTER:
-	case EV_SYSCALL:
-		return 1;
-	case EV_LIB_CALL:
-		return !e->u.lib_call.correlation_id;
-	default:
-		return 0;
-	}
+	return t->kind == CONV_TRACK_THREAD && cv_view_of(e->type)->fold && !cv_view_has_flow(e);
 }
 
-/* The bytes of text the record brings to a trace (names, files, stacks). */
+/* A sample's stack (it travels interned, as r->stack), and its leaf as the name. */
+static uint64_t stack_bytes(const struct cv_core *c, const struct cv_rec *r)
+{
+	return r->stack ? strlen(cv_strtab_get(&c->stacks, r->stack - 1)) + 32 : 0;
+}
+
+/* The bytes of text the record brings to a trace: its strings and stacks
+ * (eventlog/evlog_schema.h), and its made name (evview.h). */
+#define SB_U8(m, f)
+#define SB_U32(m, f)
+#define SB_U64(m, f)
+#define SB_X64(m, f)
+#define SB_SRC(m, f)
+#define SB_I64(m, f)
+#define SB_CORR(m, f)
+#define SB_U32X3(m, f)
+#define SB_ARGS(m, f)
+#define SB_STR(m, f) +e->u.m.f.len
+#define SB_STACK(m, f) +stack_bytes(c, r)
+#define SB_PYSTACK(m, f) +stack_bytes(c, r)
+#define SB_FIELD(m, kind, f) SB_##kind(m, f)
+#define SB_CASE(N, num, m, track, dur, corr) \
+	case EV_##N: \
+		return (uint64_t)0 EVLOG_FIELDS_##m(SB_FIELD, m) + cv_view_of(EV_##N)->made_bytes;
+
 static uint64_t str_bytes(const struct cv_core *c, const struct cv_rec *r, const struct evlog_event *e)
 {
 	switch (e->type) {
-	case EV_PY_ENTER:
-		return (uint64_t)e->u.py_enter.func.len + e->u.py_enter.file.len;
-	case EV_SYSCALL:
-		return 8;
-	case EV_LIB_CALL:
-		return (uint64_t)e->u.lib_call.symbol.len + e->u.lib_call.lib.len + e->u.lib_call.detail.len;
-	case EV_GPU_API:
-		return e->u.gpu_api.name.len;
-	case EV_GPU_KERNEL:
-		return e->u.gpu_kernel.name.len;
-	case EV_MARKER:
-		return (uint64_t)e->u.marker.name.len + e->u.marker.text.len;
-	case EV_CPU_SAMPLE:
-	case EV_PY_SAMPLE: /* the stack, and its leaf as the name */
-		return r->stack ? strlen(cv_strtab_get(&c->stacks, r->stack - 1)) + 32 : 0;
+		EVLOG_TYPES(SB_CASE)
 	default:
-		return 16;
-	}
-}
-
-static int has_flow(const struct evlog_event *e)
-{
-	switch (e->type) {
-	case EV_LIB_CALL:
-		return e->u.lib_call.correlation_id != 0;
-	case EV_GPU_API:
-		return e->u.gpu_api.correlation_id != 0;
-	case EV_GPU_KERNEL:
-		return e->u.gpu_kernel.correlation_id != 0;
-	case EV_GPU_MEMCPY:
-		return e->u.gpu_memcpy.correlation_id != 0;
-	case EV_GPU_MEMSET:
-		return e->u.gpu_memset.correlation_id != 0;
-	default:
-		return 0;
+		return cv_view_of(e->type)->made_bytes;
 	}
 }
 
@@ -140,7 +123,7 @@ static int one(struct scan *s, const struct cv_core *c, const struct cv_rec *r)
 	} else {
 		sz->n_other++;
 		sz->str_other += str_bytes(c, r, &e);
-		sz->flows += has_flow(&e);
+		sz->flows += cv_view_has_flow(&e);
 		if (dur)
 			top->last = NB;
 	}

@@ -59,6 +59,7 @@ static void big_free(void *p, size_t n)
 #define PK_PACKS_META(x)
 #define PK_PACKS_THREAD(x) x
 #define PK_PACKS_STREAM(x) x
+#define PK_PACKS_DEVICE(x) x
 /* Each user of PK_FIELDS defines PK_U_, PK_S_, PK_T_, PK_A3_ and PK_ARGS_. */
 #define PK_FIELD(m, kind, f) PK_KIND_##kind(m, f)
 #define PK_CASE(N, num, m, track, dur, corr) \

@@ -14,6 +14,7 @@
  */
 #include "summary.h"
 #include "cv_util.h"
+#include "evview.h"
 #include "step_stats.h"
 #include "steps.h"
 
@@ -230,6 +231,8 @@ static int sm_item(void *ctx, const struct conv_item *it)
 
 		rc = add(s, py ? "#pyleaf" : "#cpuleaf", leaf ? leaf + 1 : it->stack_folded, 0) ||
 		     add(s, py ? "#pystack" : "#cpustack", it->stack_folded, 0);
+	} else if (it->ev && cv_view_of(it->ev->type)->instant) {
+		rc = 0; /* no time to count */
 	} else {
 		char buf[1024];
 

@@ -1,5 +1,6 @@
 /* SPDX-License-Identifier: Apache-2.0 */
 #include "trace_json.h"
+#include "evview.h"
 #include "jsonw.h"
 #include "trace_ids.h"
 #include "../tb_layout/tb_layout.h"
@@ -32,6 +33,7 @@ struct tj {
 	char *devprops;             /* deviceProperties entries, JSON text */
 	size_t dp_len, dp_cap;
 	uint64_t steps_pid;         /* the process whose Steps track was named last */
+	struct cv_gpumem mem;       /* the GPU memory track's totals (counter) */
 	struct trace_json_stats st;
 };
 
@@ -231,6 +233,7 @@ static int tj_begin_host(void *ctx, const struct conv_host_meta *m)
 
 	t->meta = m;
 	t->steps_pid = UINT64_MAX;
+	cv_gpumem_free(&t->mem); /* the same pid and tid on another host: another track */
 	if (t->logdir_mode) {
 		if (t->run_dir < 0) {
 			char runbuf[64];
@@ -463,12 +466,31 @@ static int flow(struct tj *t, const struct conv_item *it, uint64_t pid, uint64_t
 	       (!it->flow_start && CV_OUT_LIT(o, ",\"bp\":\"e\"")) || CV_OUT_LIT(o, "}");
 }
 
+/* After a gpu_memory item, its process's bytes on the GPU as a counter:
+ * "GPU <n> memory allocated" (device memory), "GPU <n> host memory
+ * allocated" (pinned and pageable host memory), on the process. */
+static int memory_counter(struct tj *t, const struct conv_item *it, uint64_t pid, uint64_t tid)
+{
+	struct cv_out *o = &t->cur;
+	int cls = cv_gpumem_class(it->ev);
+
+	if (cv_gpumem_add(&t->mem, it))
+		return -1;
+	return ev_open(t) || CV_OUT_LIT(o, "\"ph\":\"C\",\"cat\":\"gpu_memory\",\"name\":\"GPU ") ||
+	       cv_json_u64(o, it->ev->u.gpu_memory.device) ||
+	       (cls == CV_GPUMEM_HOST ? CV_OUT_LIT(o, " host memory allocated\"")
+				      : CV_OUT_LIT(o, " memory allocated\"")) ||
+	       pid_tid_ts(t, pid, tid) || cv_json_us(o, (int64_t)(it->start_ns + (uint64_t)t->off)) ||
+	       CV_OUT_LIT(o, ",\"args\":{\"bytes\":") || cv_json_u64(o, t->mem.total[cls]) ||
+	       CV_OUT_LIT(o, "}}");
+}
+
 static int tj_item(void *ctx, const struct conv_item *it)
 {
 	struct tj *t = ctx;
 	struct cv_out *o = &t->cur;
 	uint64_t pid, tid;
-	int instant = it->ev->type == EV_CPU_SAMPLE || it->ev->type == EV_PY_SAMPLE;
+	int instant = cv_view_of(it->ev->type)->instant;
 
 	if (it->track == CONV_TRACK_STREAM) {
 		pid = gpu_pid_of(t, it->device);
@@ -495,6 +517,8 @@ static int tj_item(void *ctx, const struct conv_item *it)
 	if (CV_OUT_LIT(o, ",\"args\":{") || item_args(t, it) || CV_OUT_LIT(o, "}}"))
 		goto err;
 	if (it->flow_id && flow(t, it, pid, tid))
+		goto err;
+	if (it->ev->type == EV_GPU_MEMORY && memory_counter(t, it, pid, tid))
 		goto err;
 	return 0;
 err:
@@ -592,6 +616,7 @@ void trace_json_free(struct conv_sink *s)
 	free(t->done);
 	free(t->gpu_pid);
 	free(t->devprops);
+	cv_gpumem_free(&t->mem);
 	free(t->logdir);
 	free(t->run);
 	free(t->path);

@@ -23,6 +23,7 @@
 #include "jsonw.h"
 #include "cv_util.h"
 #include "cudacorr.h"
+#include "evview.h"
 #include "pbwire.h"
 #include "common/varint.h"
 
@@ -201,12 +202,10 @@ struct xline {
 	uint64_t last_start;   /* mono ns of the last event, for order checks */
 	uint64_t *stack;       /* ends (mono ns) of the open events */
 	size_t depth, stack_cap;
-	unsigned kinds;        /* KIND_* seen on a stream */
+	unsigned kinds;        /* CV_XLINE_* seen on a stream */
 	uint64_t events;
 	uint64_t len_at;       /* file offset of its length slot */
 };
-
-enum { KIND_KERNEL = 1, KIND_MEMCPY = 2, KIND_MEMSET = 4, KIND_OTHER = 8 };
 
 struct gpu_props {
 	int have;
@@ -280,6 +279,7 @@ struct xsink {
 	struct tb_tmpfile out;
 	struct xplane_stats st;
 	struct evstats es;        /* the event being encoded (buffer reused) */
+	struct cv_gpumem mem;     /* the GPU memory track's totals (xs_memory) */
 	/* outputs written, published on finish */
 	struct pending *pend;
 	size_t n_pend;
@@ -941,72 +941,61 @@ static void kernel_stats(struct evstats *e, struct xplane_p *p, const struct evl
 		es_dbl(e, "theoretical_occupancy_pct", pct);
 }
 
-static void copy_stats(struct evstats *e, const struct evlog_event *ev)
+static void xs_kernel(struct xsink *x, struct evstats *e, struct xplane_p *p,
+		      const struct conv_item *it)
 {
+	(void)x;
+	kernel_stats(e, p, it->ev);
+}
+
+static void xs_memcpy(struct xsink *x, struct evstats *e, struct xplane_p *p,
+		      const struct conv_item *it)
+{
+	const struct evlog_event *ev = it->ev;
 	char *d = es_buf(e), *ctx = es_buf(e);
 	struct sbuf b = sb_at(d);
 
-	if (ev->type == EV_GPU_MEMCPY) {
-		/* "kind_src:S kind_dst:D size:N dest:DEV async:1" */
-		sb_s(&b, "kind_src:");
-		sb_s(&b, cv_memory_kind_xprof(ev->u.gpu_memcpy.src_kind));
-		sb_s(&b, " kind_dst:");
-		sb_s(&b, cv_memory_kind_xprof(ev->u.gpu_memcpy.dst_kind));
-		sb_s(&b, " size:");
-		sb_u(&b, ev->u.gpu_memcpy.bytes);
-		sb_s(&b, " dest:");
-		sb_u(&b, ev->u.gpu_memcpy.device);
-		sb_s(&b, " async:1");
-		es_ref(e, "memcpy_details", d);
-		context_stat(e, ctx, ev->u.gpu_memcpy.context);
-	} else {
-		/* "num_bytes:N value:V" */
-		sb_s(&b, "num_bytes:");
-		sb_u(&b, ev->u.gpu_memset.bytes);
-		sb_s(&b, " value:");
-		sb_u(&b, ev->u.gpu_memset.value);
-		es_ref(e, "memset_details", d);
-		context_stat(e, ctx, ev->u.gpu_memset.context);
-	}
+	(void)x, (void)p;
+	/* "kind_src:S kind_dst:D size:N dest:DEV async:1" */
+	sb_s(&b, "kind_src:");
+	sb_s(&b, cv_memory_kind_xprof(ev->u.gpu_memcpy.src_kind));
+	sb_s(&b, " kind_dst:");
+	sb_s(&b, cv_memory_kind_xprof(ev->u.gpu_memcpy.dst_kind));
+	sb_s(&b, " size:");
+	sb_u(&b, ev->u.gpu_memcpy.bytes);
+	sb_s(&b, " dest:");
+	sb_u(&b, ev->u.gpu_memcpy.device);
+	sb_s(&b, " async:1");
+	es_ref(e, "memcpy_details", d);
+	context_stat(e, ctx, ev->u.gpu_memcpy.context);
 }
 
-static unsigned gpu_item_stats(struct evstats *e, struct xplane_p *p, const struct conv_item *it)
+static void xs_memset(struct xsink *x, struct evstats *e, struct xplane_p *p,
+		      const struct conv_item *it)
 {
 	const struct evlog_event *ev = it->ev;
-	uint64_t corr = it->flow_id;
+	char *d = es_buf(e), *ctx = es_buf(e);
+	struct sbuf b = sb_at(d);
 
-	if (!ev)
-		return KIND_OTHER;
-	if (!corr && ev->type == EV_GPU_KERNEL)
-		corr = ev->u.gpu_kernel.correlation_id;
-	if (!corr && ev->type == EV_GPU_MEMCPY)
-		corr = ev->u.gpu_memcpy.correlation_id;
-	if (!corr && ev->type == EV_GPU_MEMSET)
-		corr = ev->u.gpu_memset.correlation_id;
-	if (corr)
-		es_u64(e, "correlation_id", corr);
-	switch (ev->type) {
-	case EV_GPU_KERNEL:
-		kernel_stats(e, p, ev);
-		return KIND_KERNEL;
-	case EV_GPU_MEMCPY:
-		copy_stats(e, ev);
-		return KIND_MEMCPY;
-	case EV_GPU_MEMSET:
-		copy_stats(e, ev);
-		return KIND_MEMSET;
-	default:
-		return KIND_OTHER;
-	}
+	(void)x, (void)p;
+	/* "num_bytes:N value:V" */
+	sb_s(&b, "num_bytes:");
+	sb_u(&b, ev->u.gpu_memset.bytes);
+	sb_s(&b, " value:");
+	sb_u(&b, ev->u.gpu_memset.value);
+	es_ref(e, "memset_details", d);
+	context_stat(e, ctx, ev->u.gpu_memset.context);
 }
 
 /* A CUDA synchronization on the thread that waited: its kind by Kineto's
  * name (as its trace JSON arg), the call's correlation id, its context and
  * stream (-1: none). */
-static void sync_stats(struct evstats *e, const struct conv_item *it)
+static void xs_sync(struct xsink *x, struct evstats *e, struct xplane_p *p,
+		    const struct conv_item *it)
 {
 	const struct evlog_event *ev = it->ev;
 
+	(void)x, (void)p;
 	es_ref(e, "cuda_sync_kind", it->name);
 	if (!(it->flow_id && it->flow_start))
 		es_u64(e, "correlation_id", ev->u.gpu_sync.correlation_id);
@@ -1014,12 +1003,111 @@ static void sync_stats(struct evstats *e, const struct conv_item *it)
 	es_i64(e, "stream_id", (int32_t)ev->u.gpu_sync.stream);
 }
 
-/* Per-event stats of a host event: only what varies from one call to the
- * next. What a function always has (its file:line) is in its metadata. */
-static void host_item_stats(struct xsink *x, struct evstats *e, const struct conv_item *it)
+static void xs_syscall(struct xsink *x, struct evstats *e, struct xplane_p *p,
+		       const struct conv_item *it)
+{
+	(void)x, (void)p;
+	es_i64(e, "ret", it->ev->u.syscall.ret);
+}
+
+static void xs_overhead(struct xsink *x, struct evstats *e, struct xplane_p *p,
+			const struct conv_item *it)
+{
+	(void)x, (void)p;
+	es_ref(e, "overhead_kind", it->name);
+}
+
+static void xs_lib_call(struct xsink *x, struct evstats *e, struct xplane_p *p,
+			const struct conv_item *it)
 {
 	const struct evlog_event *ev = it->ev;
+	char *s;
+	size_t n;
 
+	(void)x, (void)p;
+	if (!ev->u.lib_call.detail.len)
+		return;
+	s = es_buf(e);
+	n = ev->u.lib_call.detail.len < 511 ? ev->u.lib_call.detail.len : 511;
+	memcpy(s, ev->u.lib_call.detail.ptr, n);
+	s[n] = 0;
+	es_ref(e, "args", s); /* calls repeat their arguments */
+}
+
+/*
+ * GPU memory as xprof's memory profile reads it (xprof's
+ * convert/xplane_to_memory_profile.cc): an event named MemoryAllocation or
+ * MemoryDeallocation (evview.h) on the host plane, with its allocator
+ * ("allocator_name": one per process and GPU, host memory apart), the bytes
+ * that allocator holds after it ("bytes_allocated") and held at most
+ * ("peak_bytes_in_use"), the allocation's size ("requested_bytes",
+ * "allocation_bytes"), address ("addr") and memory kind ("region_type");
+ * its numbers as int64, which xprof reads.
+ */
+static void xs_memory(struct xsink *x, struct evstats *e, struct xplane_p *p,
+		      const struct conv_item *it)
+{
+	const struct evlog_event *ev = it->ev;
+	int cls = cv_gpumem_class(ev);
+	char *name = es_buf(e);
+
+	(void)p;
+	if (!name || cv_gpumem_add(&x->mem, it)) {
+		e->oom = 1;
+		return;
+	}
+	snprintf(name, sizeof(e->strs[0]), "GPU %u%s (pid %u)", ev->u.gpu_memory.device,
+		 cls == CV_GPUMEM_HOST ? " host" : "", it->pid);
+	es_ref(e, "allocator_name", name);
+	es_i64(e, "bytes_allocated", (int64_t)x->mem.total[cls]);
+	es_i64(e, "peak_bytes_in_use", (int64_t)x->mem.peak[cls]);
+	es_i64(e, "requested_bytes", (int64_t)ev->u.gpu_memory.bytes);
+	es_i64(e, "allocation_bytes", (int64_t)ev->u.gpu_memory.bytes);
+	es_i64(e, "addr", (int64_t)ev->u.gpu_memory.address);
+	es_ref(e, "region_type", cv_memory_kind_xprof(ev->u.gpu_memory.memory_kind));
+	if (ev->u.gpu_memory.correlation_id)
+		es_u64(e, "correlation_id", ev->u.gpu_memory.correlation_id);
+}
+
+/* The stats of the item's type, as its view says (evview.h). */
+#define ITEM_XS_NOXS
+#define ITEM_XS_XS(fn) fn(x, e, p, it);
+#define ITEM_XS_VIEW(m, cat, nm, flow, shape, fold, xline, xs) ITEM_XS_##xs
+#define ITEM_XS_CASE(N, num, m, track, dur, corr) \
+	case EV_##N: \
+		EVVIEW_##m(ITEM_XS_VIEW) break;
+
+static void type_stats(struct xsink *x, struct evstats *e, struct xplane_p *p,
+		       const struct conv_item *it)
+{
+	switch (it->ev->type) {
+		EVLOG_TYPES(ITEM_XS_CASE)
+	default:
+		break;
+	}
+}
+
+static unsigned gpu_item_stats(struct xsink *x, struct evstats *e, struct xplane_p *p,
+			       const struct conv_item *it)
+{
+	const struct evlog_event *ev = it->ev;
+	uint64_t corr = it->flow_id;
+
+	if (!ev)
+		return CV_XLINE_OTHER;
+	if (!corr)
+		corr = evlog_corr(ev);
+	if (corr)
+		es_u64(e, "correlation_id", corr);
+	type_stats(x, e, p, it);
+	return cv_view_of(ev->type)->xline;
+}
+
+/* Per-event stats of a host event: only what varies from one call to the
+ * next. What a function always has (its file:line) is in its metadata. */
+static void host_item_stats(struct xsink *x, struct evstats *e, struct xplane_p *p,
+			    const struct conv_item *it)
+{
 	if (it->flow_id && it->flow_start) {
 		es_u64(e, "correlation_id", it->flow_id);
 		if (x->single_device >= 0)
@@ -1031,22 +1119,8 @@ static void host_item_stats(struct xsink *x, struct evstats *e, const struct con
 	}
 	if (it->stack_folded && *it->stack_folded)
 		es_ref(e, "stack", it->stack_folded); /* samples repeat their stacks */
-	if (!ev)
-		return;
-	if (ev->type == EV_SYSCALL)
-		es_i64(e, "ret", ev->u.syscall.ret);
-	if (ev->type == EV_GPU_SYNC)
-		sync_stats(e, it);
-	if (ev->type == EV_CUPTI_OVERHEAD)
-		es_ref(e, "overhead_kind", it->name);
-	if (ev->type == EV_LIB_CALL && ev->u.lib_call.detail.len) {
-		char *s = es_buf(e);
-		size_t n = ev->u.lib_call.detail.len < 511 ? ev->u.lib_call.detail.len : 511;
-
-		memcpy(s, ev->u.lib_call.detail.ptr, n);
-		s[n] = 0;
-		es_ref(e, "args", s); /* calls repeat their arguments */
-	}
+	if (it->ev)
+		type_stats(x, e, p, it);
 }
 
 /* ------------------------------------------------------------ the items */
@@ -1120,9 +1194,9 @@ static int write_event(struct xsink *x, struct xline *l, const struct conv_item 
 	if (!mid)
 		return xerr(x, "xplane: out of memory interning event names");
 	if (l->kind == CONV_TRACK_STREAM)
-		l->kinds |= gpu_item_stats(es, p, it);
+		l->kinds |= gpu_item_stats(x, es, p, it);
 	else
-		host_item_stats(x, es, it);
+		host_item_stats(x, es, p, it);
 	if (es->oom)
 		return xerr(x, "xplane: out of memory encoding an event");
 	xevent_write(x->w, mid, ((int64_t)(it->start_ns - x->start_mono) - l->ts_ns) * 1000,
@@ -1180,11 +1254,11 @@ static void stream_line_name(struct xline *l)
 {
 	char kinds[64] = "", buf[96];
 
-	if (l->kinds & KIND_KERNEL)
+	if (l->kinds & CV_XLINE_Compute)
 		strcat(kinds, "Compute");
-	if (l->kinds & KIND_MEMCPY)
+	if (l->kinds & CV_XLINE_Memcpy)
 		strcat(kinds, *kinds ? ",Memcpy" : "Memcpy");
-	if (l->kinds & KIND_MEMSET)
+	if (l->kinds & CV_XLINE_Memset)
 		strcat(kinds, *kinds ? ",Memset" : "Memset");
 	if (*kinds)
 		snprintf(buf, sizeof(buf), "Stream #%u(%s)", l->b, kinds);
@@ -1313,6 +1387,7 @@ static int xs_begin_host(void *ctx, const struct conv_host_meta *m)
 		return xerr(x, "xplane: %s holds one host; got a second host '%s' (use --logdir "
 			    "for several hosts)", x->final_path, m->host ? m->host : "");
 	memset(&x->st, 0, sizeof(x->st));
+	cv_gpumem_free(&x->mem); /* the same pid and tid on another host: another track */
 	x->meta = m;
 	x->start_mono = m->start_ns;
 	x->stop_mono = m->stop_ns > m->start_ns ? m->stop_ns : m->start_ns;
@@ -1486,6 +1561,7 @@ void xplane_sink_free(struct conv_sink *s)
 	xs_finish(x, 0);
 	free(x->pend);
 	free(x->es.buf);
+	cv_gpumem_free(&x->mem);
 	free(x->final_path);
 	free(x->logdir);
 	free(x->run);

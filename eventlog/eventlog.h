@@ -40,9 +40,6 @@
 extern "C" {
 #endif
 
-#define EVLOG_VERSION_MAJOR 1
-#define EVLOG_VERSION_MINOR 6
-
 /* Error codes (negated when returned). */
 enum evlog_err {
 	EVLOG_OK = 0,
@@ -148,7 +145,8 @@ struct evlog_event {
 /* Each type's timeline traits (EVLOG_TYPES): its track (enum evlog_track),
  * and the offsets in struct evlog_event of its duration and correlation id
  * fields (u64; 0: it has none) and, on a GPU stream track, of its device and
- * stream fields (u32). Indexed by type; unknown types are all zero. */
+ * stream fields (u32; a device track's: its device field). Indexed by type;
+ * unknown types are all zero. */
 struct evlog_traits {
 	uint8_t track;
 	uint16_t dur_off, corr_off;
@@ -185,7 +183,8 @@ static inline uint64_t evlog_dur(const struct evlog_event *e)
 	return evlog_trait_u64(e, evlog_type_traits(e->type)->dur_off);
 }
 
-/* The GPU device and stream of an event on a stream track (0 elsewhere). */
+/* The GPU device and stream of an event on a stream track, the device of
+ * one on a device track (0 elsewhere). */
 static inline uint32_t evlog_device(const struct evlog_event *e)
 {
 	return evlog_trait_u32(e, evlog_type_traits(e->type)->device_off);

@@ -5,8 +5,9 @@
  * the text dump, the names, the converter's sort records and its generic
  * field access all expand these tables (X-macros); schemas/eventlog.md 3.4
  * is their text. Adding a type: a line in EVLOG_TYPES with a number never
- * used (20 is the column-chunk mark, EVC_MARK), its EVLOG_FIELDS_<name> list,
- * EV_TYPE_MAX, and the format's minor version (docs/ARCHITECTURE.md,
+ * used (20 is the column-chunk mark, EVC_MARK; at most 31), its
+ * EVLOG_FIELDS_<name> list, and the format's minor version below; how the
+ * converter shows it is its line in converter/evview.h (docs/ARCHITECTURE.md,
  * "Extending llmtracker").
  *
  * Part of the file format: type numbers, and each type's fields in order
@@ -14,6 +15,10 @@
  */
 #ifndef LLMT_EVLOG_SCHEMA_H
 #define LLMT_EVLOG_SCHEMA_H
+
+/* The format's version: a new type or field raises the minor one. */
+#define EVLOG_VERSION_MAJOR 1
+#define EVLOG_VERSION_MINOR 7
 
 /*
  * Field kinds: C type in struct evlog_event, coding on disk, dump style.
@@ -115,13 +120,25 @@
  * only LOCAL_RANK was set). One per process image (fork, exec, attach). */
 #define EVLOG_FIELDS_rank(F, m) \
 	F(m, I64, rank) F(m, I64, local_rank) F(m, I64, world_size) F(m, STR, source)
+/* GPU memory allocated or freed (CUPTI's MEMORY2 records). op:
+ * CUpti_ActivityMemoryOperationType (1 allocation, 2 release); memory_kind:
+ * CUpti_ActivityMemoryKind (1 pageable, 2 pinned, 3 device, 4 array, 5
+ * managed, 6 device static, 7 managed static, 0 unknown); stream:
+ * 0xffffffff where not stream-ordered; address and bytes: the allocation's
+ * (a release's too); pool_type: CUpti_ActivityMemoryPoolType (0 none, 1
+ * local, 2 imported) and pool_address the pool's base (0: none). */
+#define EVLOG_FIELDS_gpu_memory(F, m) \
+	F(m, U8, op) F(m, U8, memory_kind) F(m, U32, device) F(m, U32, context) F(m, U32, stream) \
+	F(m, CORR, correlation_id) F(m, X64, address) F(m, U64, bytes) F(m, U8, pool_type) \
+	F(m, X64, pool_address)
 
 /*
  * T(NAME, number, member, track, dur, corr): enum EV_<NAME> = number, union
  * member and dump/type name `member`, and its timeline traits:
  *   track  META (no place on a timeline: process, symbol, clock ...),
  *          THREAD (the thread pid/tid), STREAM (the GPU stream of its
- *          fields `device` and `stream`);
+ *          fields `device` and `stream`), DEVICE (the process's track of
+ *          the GPU of its field `device`: what the device does as a whole);
  *   dur    the field holding its duration in ns, or _ (an instant);
  *   corr   the field holding its CUDA correlation id, or _.
  */
@@ -149,10 +166,17 @@
 	T(CUPTI_OVERHEAD, 22, cupti_overhead, THREAD, dur, _)  /* 1.3 */ \
 	T(LIB_LOG, 23, lib_log, META, _, _)               /* 1.4: a library log published */ \
 	T(SEGMENT, 24, segment, META, _, _)               /* 1.5: the segment before this one */ \
-	T(RANK, 25, rank, META, _, _)                     /* 1.6: a process's rank */
+	T(RANK, 25, rank, META, _, _)                     /* 1.6: a process's rank */ \
+	T(GPU_MEMORY, 26, gpu_memory, DEVICE, _, correlation_id) /* 1.7 */
 
-/* The largest type number (the type byte keeps 6 bits; spill records 5). */
-#define EVLOG_TYPE_MAX_NUM 25
+/* The largest type number (the type byte keeps 6 bits; spill records 5):
+ * the size of a union of one char array per type, as long as its number. */
+#define EVS_TYPE_MAX_MEMBER(N, num, m, track, dur, corr) char m[num];
+union evs_type_max {
+	EVLOG_TYPES(EVS_TYPE_MAX_MEMBER)
+};
+#undef EVS_TYPE_MAX_MEMBER
+#define EVLOG_TYPE_MAX_NUM ((int)sizeof(union evs_type_max))
 
 /* ------------------------------------------------------- kind properties */
 
@@ -200,6 +224,11 @@
 #define EVS_MEMBER_ARGS(f) uint32_t n##f; uint64_t f[EVLOG_MAX_ARGS];
 
 /* Timeline tracks (the `track` trait). */
-enum evlog_track { EVLOG_TRACK_META = 0, EVLOG_TRACK_THREAD = 1, EVLOG_TRACK_STREAM = 2 };
+enum evlog_track {
+	EVLOG_TRACK_META = 0,
+	EVLOG_TRACK_THREAD = 1,
+	EVLOG_TRACK_STREAM = 2,
+	EVLOG_TRACK_DEVICE = 3,
+};
 
 #endif /* LLMT_EVLOG_SCHEMA_H */

@@ -14,13 +14,15 @@ static const char *const type_names[EV_TYPE_MAX + 1] = { EVLOG_TYPES(NAME) };
 #define OFF_dur(m) offsetof(struct evlog_event, u.m.dur)
 #define OFF_correlation_id(m) offsetof(struct evlog_event, u.m.correlation_id)
 #define OFF__(m) 0
-/* A stream track's fields are named device and stream. */
+/* A stream track's fields are named device and stream, a device track's device. */
 #define DEV_META(m) 0
 #define DEV_THREAD(m) 0
 #define DEV_STREAM(m) offsetof(struct evlog_event, u.m.device)
+#define DEV_DEVICE(m) offsetof(struct evlog_event, u.m.device)
 #define STREAM_META(m) 0
 #define STREAM_THREAD(m) 0
 #define STREAM_STREAM(m) offsetof(struct evlog_event, u.m.stream)
+#define STREAM_DEVICE(m) 0
 #define TRAITS(N, num, m, track, dur, corr) \
 	[EV_##N] = { EVLOG_TRACK_##track, OFF_##dur(m), OFF_##corr(m), DEV_##track(m), \
 		     STREAM_##track(m) },
@@ -34,6 +36,7 @@ const struct evlog_traits evlog_traits[EV_TYPE_MAX + 1] = { EVLOG_TYPES(TRAITS) 
 #define SZ__(m)
 #define SZ_STREAM(m) _Static_assert(sizeof(((struct evlog_event *)0)->u.m.device) == 4 && \
 				    sizeof(((struct evlog_event *)0)->u.m.stream) == 4, #m);
+#define SZ_DEVICE(m) _Static_assert(sizeof(((struct evlog_event *)0)->u.m.device) == 4, #m);
 #define SZ_THREAD(m)
 #define SZ_META(m)
 #define CHECK_SIZES(N, num, m, track, dur, corr) SZ_##dur(m) SZ_##corr(m) SZ_##track(m)

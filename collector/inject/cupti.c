@@ -100,6 +100,7 @@ static const CUpti_ActivityKind kinds[] = {
 	CUPTI_ACTIVITY_KIND_MEMCPY, CUPTI_ACTIVITY_KIND_MEMSET,
 	CUPTI_ACTIVITY_KIND_RUNTIME, CUPTI_ACTIVITY_KIND_DRIVER,
 	CUPTI_ACTIVITY_KIND_SYNCHRONIZATION, CUPTI_ACTIVITY_KIND_OVERHEAD,
+	CUPTI_ACTIVITY_KIND_MEMORY2,
 };
 static int kind_on[sizeof(kinds) / sizeof(kinds[0])];
 /* Each kind's switch: before and after its cuptiActivityEnable (work of a
@@ -401,6 +402,29 @@ static void put_memset(const CUpti_ActivityMemset4 *m)
 	stats.memsets++;
 }
 
+/* GPU memory allocated or freed: CUPTI gives no thread, only the API
+ * call's correlation id; the converter puts it on its process's track of
+ * the device. */
+static void put_memory(const CUpti_ActivityMemory4 *m)
+{
+	if (left_out(m->timestamp))
+		return;
+	struct evlog_event ev = { .type = EV_GPU_MEMORY, .ts = m->timestamp };
+	ev.u.gpu_memory.op = (uint8_t)(m->memoryOperationType <= UINT8_MAX ? m->memoryOperationType : 0);
+	ev.u.gpu_memory.memory_kind = (uint8_t)(m->memoryKind <= UINT8_MAX ? m->memoryKind : 0);
+	ev.u.gpu_memory.device = m->deviceId;
+	ev.u.gpu_memory.context = m->contextId;
+	ev.u.gpu_memory.stream = m->streamId;
+	ev.u.gpu_memory.correlation_id = m->correlationId;
+	ev.u.gpu_memory.address = m->address;
+	ev.u.gpu_memory.bytes = m->bytes;
+	ev.u.gpu_memory.pool_type = (uint8_t)(m->memoryPoolConfig.memoryPoolType <= UINT8_MAX
+						      ? m->memoryPoolConfig.memoryPoolType : 0);
+	if (ev.u.gpu_memory.pool_type)
+		ev.u.gpu_memory.pool_address = m->memoryPoolConfig.address;
+	emit(&ev);
+}
+
 /* When recording began (EVLOG_MARKER_CUPTI_ON): launches before t0 queued
  * nothing recorded, so the converter can pair uprobe launch calls with the
  * recorded work from there. what: "" (every kind) or the kind of work. */
@@ -598,6 +622,9 @@ static void put_record(const CUpti_Activity *r)
 		break;
 	case CUPTI_ACTIVITY_KIND_OVERHEAD:
 		put_overhead((const CUpti_ActivityOverhead3 *)r);
+		break;
+	case CUPTI_ACTIVITY_KIND_MEMORY2:
+		put_memory((const CUpti_ActivityMemory4 *)r);
 		break;
 	case CUPTI_ACTIVITY_KIND_DEVICE:
 		put_device((const CUpti_ActivityDevice5 *)r);

@@ -11,7 +11,7 @@ import bisect, gzip, json, sys, collections
 
 ALLOWED = {"python_function", "syscall", "cpu_sample", "python_sample", "cuda_runtime",
            "cuda_driver", "nccl", "cublas", "cudnn", "kernel", "gpu_memcpy", "gpu_memset",
-           "ac2g", "user_annotation", "cuda_sync", "overhead", "step", "folded"}
+           "ac2g", "user_annotation", "cuda_sync", "overhead", "step", "folded", "gpu_memory"}
 GPU_CATS = {"kernel", "gpu_memcpy", "gpu_memset"}
 EPS = 0.0011  # µs: three decimals on both ends
 
@@ -100,6 +100,11 @@ def main():
             if ph == "f" and e.get("bp") != "e":
                 fails.append("flow end without bp=e")
             flows[e["id"]][ph].append(e)
+        elif ph == "C":  # GPU memory's counters: bytes held, never below 0
+            a = e.get("args") or {}
+            if cat != "gpu_memory" or not e.get("name") or not a or \
+                    not all(isinstance(v, int) and v >= 0 for v in a.values()):
+                fails.append("bad counter: %r" % e)
         else:
             fails.append("unexpected phase %r" % ph)
     if min_ts is not None and not (0 <= min_ts < 1e7):

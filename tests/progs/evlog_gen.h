@@ -157,6 +157,42 @@ static inline void evgen_pystack(struct evgen *g, struct evlog_pystack *s, int o
 	s->frames = g->frames;
 }
 
+#ifdef EVLOG_TYPES
+/* A type without a case of its own in evgen_fields: each field at random
+ * by its kind (eventlog/evlog_schema.h), strings in slots 0, 1, 2, 0, ... */
+#define EVGEN_K_U8(m, f) e->u.m.f = R8();
+#define EVGEN_K_U32(m, f) e->u.m.f = R32();
+#define EVGEN_K_U64(m, f) e->u.m.f = R64();
+#define EVGEN_K_X64(m, f) e->u.m.f = R64();
+#define EVGEN_K_SRC(m, f) e->u.m.f = R32();
+#define EVGEN_K_I64(m, f) e->u.m.f = (int64_t)R64();
+#define EVGEN_K_CORR(m, f) e->u.m.f = R64();
+#define EVGEN_K_STR(m, f) e->u.m.f = evgen_str(g, slot++ % 3);
+#define EVGEN_K_STACK(m, f) evgen_stack(g, &e->u.m.f, 20);
+#define EVGEN_K_PYSTACK(m, f) evgen_pystack(g, &e->u.m.f, 1);
+#define EVGEN_K_U32X3(m, f) \
+	for (int i = 0; i < 3; i++) \
+		e->u.m.f[i] = R32();
+#define EVGEN_K_ARGS(m, f) \
+	e->u.m.n##f = (uint32_t)evgen_below(g, EVLOG_MAX_ARGS + 1); \
+	for (uint32_t i = 0; i < e->u.m.n##f; i++) \
+		e->u.m.f[i] = R64();
+#define EVGEN_FIELD(m, kind, f) EVGEN_K_##kind(m, f)
+#define EVGEN_CASE(N, num, m, track, dur, corr) \
+	case EV_##N: \
+		EVLOG_FIELDS_##m(EVGEN_FIELD, m) break;
+
+static inline void evgen_schema_fields(struct evgen *g, struct evlog_event *e)
+{
+	int slot = 0;
+
+	(void)slot;
+	switch (e->type) {
+		EVLOG_TYPES(EVGEN_CASE)
+	}
+}
+#endif
+
 static inline void evgen_fields(struct evgen *g, struct evlog_event *e)
 {
 	typeof(e->u) *u = &e->u;
@@ -252,6 +288,9 @@ static inline void evgen_fields(struct evgen *g, struct evlog_event *e)
 	case EV_RANK:
 		u->rank.rank = (int64_t)R64(); u->rank.local_rank = (int64_t)R64();
 		u->rank.world_size = (int64_t)R64(); u->rank.source = evgen_str(g, 0);
+		break;
+	default:
+		evgen_schema_fields(g, e);
 		break;
 #endif
 	}

@@ -22,6 +22,15 @@
  * stream synchronize with that kernel's correlation id) and an OVERHEAD
  * record (a buffer flush charged to the process's main thread), each only
  * while the client has its kind enabled.
+ * FAKE_CUPTI_MEMORY=N: after every Nth kernel, while the client has MEMORY2
+ * enabled, a memory record (CUpti_ActivityMemory4, that kernel's
+ * correlation id, 500 ns after its start) of step i = kernel / N, by i % 8:
+ * 1, 5: device memory allocated (i * 4096 bytes at 0x7f0000000000 + i MiB);
+ * 2, 6: that allocation freed; 3, 7: pinned host memory allocated (i * 8192
+ * bytes at 0x7e0000000000 + i * 64 KiB), never freed; 0: a stream-ordered
+ * allocation from a local pool (65536 bytes at 0x7c0000000000 + i * 64 KiB,
+ * stream 7, pool at 0x7c0000000000), never freed; 4: device memory freed
+ * that was allocated before (1 GiB at 0x7d0000000000 + i).
  * FAKE_CUPTI_GRAPH=1: the kernels are a CUDA graph's nodes (graphId 1), and
  * cuptiFinalize after any of them kills the process as the GPU does (an MMU
  * fault at the graph's next replay, through memory CUPTI freed).
@@ -185,6 +194,53 @@ static void *next_slot(void)
 }
 
 static uint64_t sync_every;              /* FAKE_CUPTI_SYNC */
+static uint64_t memory_every;            /* FAKE_CUPTI_MEMORY */
+
+/* Memory step i (FAKE_CUPTI_MEMORY, see the top). Caller holds mu. */
+static void put_memory(uint64_t i, uint64_t corr, uint64_t start)
+{
+	_Static_assert(sizeof(CUpti_ActivityMemory4) <= sizeof(CUpti_ActivityKernel10),
+		       "a memory record fits a slot");
+	CUpti_ActivityMemory4 m;
+	void *slot;
+	uint64_t k = i % 8;
+
+	if (!atomic_load(&kind_on[CUPTI_ACTIVITY_KIND_MEMORY2]) || !(slot = next_slot()))
+		return;
+	memset(&m, 0, sizeof(m));
+	m.kind = CUPTI_ACTIVITY_KIND_MEMORY2;
+	m.correlationId = (uint32_t)corr;
+	m.timestamp = start + 500;
+	m.processId = (uint32_t)getpid();
+	m.deviceId = 0;
+	m.contextId = 1;
+	m.streamId = CUPTI_INVALID_STREAM_ID;
+	m.memoryKind = CUPTI_ACTIVITY_MEMORY_KIND_DEVICE;
+	m.memoryOperationType = CUPTI_ACTIVITY_MEMORY_OPERATION_TYPE_ALLOCATION;
+	if (k == 1 || k == 5 || k == 2 || k == 6) {
+		uint64_t a = k == 2 || k == 6 ? i - 1 : i;
+		m.address = 0x7f0000000000ull + (a << 20);
+		m.bytes = a * 4096;
+		if (k == 2 || k == 6)
+			m.memoryOperationType = CUPTI_ACTIVITY_MEMORY_OPERATION_TYPE_RELEASE;
+	} else if (k == 3 || k == 7) {
+		m.memoryKind = CUPTI_ACTIVITY_MEMORY_KIND_PINNED;
+		m.address = 0x7e0000000000ull + (i << 16);
+		m.bytes = i * 8192;
+	} else if (k == 0) {
+		m.address = 0x7c0000000000ull + (i << 16);
+		m.bytes = 65536;
+		m.streamId = 7;
+		m.isAsync = 1;
+		m.memoryPoolConfig.memoryPoolType = CUPTI_ACTIVITY_MEMORY_POOL_TYPE_LOCAL;
+		m.memoryPoolConfig.address = 0x7c0000000000ull;
+	} else {
+		m.memoryOperationType = CUPTI_ACTIVITY_MEMORY_OPERATION_TYPE_RELEASE;
+		m.address = 0x7d0000000000ull + i;
+		m.bytes = 1ull << 30;
+	}
+	memcpy(slot, &m, sizeof(m));
+}
 
 /* Records a kernel's launch waited on and what CUPTI spent meanwhile
  * (FAKE_CUPTI_SYNC). Caller holds mu. */
@@ -242,6 +298,8 @@ static void put_kernel(uint64_t corr)
 	generated++;
 	if (sync_every && corr % sync_every == 0)
 		put_sync_overhead(corr, k.start);
+	if (memory_every && corr % memory_every == 0)
+		put_memory(corr / memory_every, corr, k.start);
 }
 
 /* CUPTI's DEVICE record comes once per context: here once per process, at
@@ -424,6 +482,7 @@ API CUptiResult cuptiActivityEnable(CUpti_ActivityKind k)
 		return CUPTI_ERROR_INVALID_OPERATION;
 	graph_nodes = getenv("FAKE_CUPTI_GRAPH") != NULL;
 	sync_every = getenv("FAKE_CUPTI_SYNC") ? strtoull(getenv("FAKE_CUPTI_SYNC"), NULL, 10) : 0;
+	memory_every = getenv("FAKE_CUPTI_MEMORY") ? strtoull(getenv("FAKE_CUPTI_MEMORY"), NULL, 10) : 0;
 	atomic_store(&gen_run, 1);
 	gen_started = pthread_create(&gen, NULL, generator, NULL) == 0;
 	return gen_started ? CUPTI_SUCCESS : CUPTI_ERROR_UNKNOWN;

@@ -19,6 +19,7 @@
 #include "converter/jsonw.h"
 #include "converter/spill.h"
 #include "converter/dedup.h"
+#include "converter/evview.h"
 #include "unit/unit_util.h"
 
 static void test_json_escape(void **state)
@@ -499,6 +500,72 @@ static void test_dedup_pairs(void **state)
 /* Logs before format 1.3: CUPTI's synchronization and overhead markers are
  * read as gpu_sync / cupti_overhead events; other markers stay markers, and
  * a sync packs and unpacks through the sort records whole. */
+/* One gpu_memory item of track (pid 7, tid t) counted into g. */
+static uint64_t mem_op(struct cv_gpumem *g, uint32_t tid, uint8_t op, uint8_t kind, uint64_t addr,
+		       uint64_t bytes)
+{
+	struct evlog_event e = { .type = EV_GPU_MEMORY, .pid = 7 };
+	struct conv_item it = { .track = CONV_TRACK_THREAD, .pid = 7, .tid = tid, .ev = &e };
+
+	e.u.gpu_memory.op = op;
+	e.u.gpu_memory.memory_kind = kind;
+	e.u.gpu_memory.address = addr;
+	e.u.gpu_memory.bytes = bytes;
+	assert_int_equal(cv_gpumem_add(g, &it), 0);
+	return g->total[cv_gpumem_class(&e)];
+}
+
+/* The bytes a process holds on a GPU, as both outputs show them: frees of
+ * memory allocated before recording change nothing, host memory counts
+ * apart, a new track starts again, and the addresses remembered stay
+ * bounded while the totals stay right through their compaction. */
+static void test_gpumem_totals(void **state)
+{
+	struct cv_gpumem g = { 0 };
+	const uint32_t t = CV_DEVICE_TID(0);
+
+	(void)state;
+	assert_int_equal(mem_op(&g, t, 1, 3, 0x1000, 100), 100);
+	assert_int_equal(mem_op(&g, t, 1, 3, 0x2000, 50), 150);
+	assert_int_equal(mem_op(&g, t, 2, 3, 0x9000, 1 << 30), 150); /* allocated before */
+	assert_int_equal(mem_op(&g, t, 1, 2, 0x1000, 4096), 4096);   /* pinned: apart */
+	assert_int_equal(mem_op(&g, t, 2, 3, 0x1000, 100), 50);
+	assert_int_equal(mem_op(&g, t, 2, 3, 0x1000, 100), 50);      /* freed twice: once */
+	assert_int_equal(mem_op(&g, t, 0, 3, 0x3000, 7), 50);        /* CUPTI's "invalid" */
+	assert_int_equal(g.peak[CV_GPUMEM_DEVICE], 150);
+	assert_int_equal(g.total[CV_GPUMEM_HOST], 4096);
+	assert_int_equal(mem_op(&g, t + 1, 1, 3, 0x5000, 8), 8);     /* another track */
+	assert_int_equal(g.peak[CV_GPUMEM_DEVICE], 8);
+
+	/* addresses that come and go, many more than are remembered at once,
+	 * fewer than half of those held: exact throughout */
+	const uint64_t n = 3 * (uint64_t)CV_GPUMEM_LIVE_MAX;
+	uint64_t held = 8;
+	for (uint64_t i = 0; i < n; i++) {
+		held += 16;
+		assert_int_equal(mem_op(&g, t + 1, 1, 3, 0x100000 + 64 * i, 16), held);
+		if (i % 8) { /* seven in eight freed again */
+			held -= 16;
+			assert_int_equal(mem_op(&g, t + 1, 2, 3, 0x100000 + 64 * i, 16), held);
+		}
+	}
+	assert_true(g.live.n <= CV_GPUMEM_LIVE_MAX);
+	assert_false(g.full);
+	for (uint64_t i = 0; i < n; i += 8) /* each still held is known */
+		held = mem_op(&g, t + 1, 2, 3, 0x100000 + 64 * i, 16);
+	assert_int_equal(held, 8);
+
+	/* held past the bound: counted, not remembered, the map no larger */
+	for (uint64_t i = 0; i < 2 * (uint64_t)CV_GPUMEM_LIVE_MAX; i++)
+		held = mem_op(&g, t + 1, 1, 3, 0x40000000000 + 64 * i, 1);
+	assert_int_equal(held, 8 + 2 * (uint64_t)CV_GPUMEM_LIVE_MAX);
+	assert_true(g.full && g.live.n <= CV_GPUMEM_LIVE_MAX);
+	uint64_t last = 0x40000000000 + 64 * (2 * (uint64_t)CV_GPUMEM_LIVE_MAX - 1);
+	assert_int_equal(mem_op(&g, t + 1, 2, 3, last, 1), held);           /* not remembered */
+	assert_int_equal(mem_op(&g, t + 1, 2, 3, 0x40000000000, 1), held - 1); /* remembered */
+	cv_gpumem_free(&g);
+}
+
 static void test_upgrade_old_markers(void **state)
 {
 	(void)state;
@@ -573,6 +640,7 @@ int main(void)
 		cmocka_unit_test(test_dedup_names),
 		cmocka_unit_test(test_dedup_pairs),
 		cmocka_unit_test(test_upgrade_old_markers),
+		cmocka_unit_test(test_gpumem_totals),
 	};
 
 	return cmocka_run_group_tests(tests, NULL, NULL);
