@@ -158,8 +158,9 @@ for how in "symlink:$T/secret" fifo; do
 	grep -E "not published|pid [0-9]* \(gpu\)" "$T/$tag/err" | cut -c1-260 | sed "s/^/# $tag: /"
 	check "$tag: the program swapped its log (${how%%:*}) and exited ($ms ms)" \
 		'[ "$ms" -ge 0 ] && grep -q "^swapped llmtracker-cupti\..* ${how%%:*}" "$T/$tag/out"'
-	check "$tag: the collector ends at once ($took s, rc $rc) and names the log as not published" \
-		'[ $took -le $SLACK ] && [ $rc = 1 ] && grep -q "NOT published: 1 library log" "$T/$tag/err"'
+	check "$tag: the collector ends at once ($took s) and names the log as not published, refused" \
+		'[ $took -le $SLACK ] && grep -q "NOT published: 1 library log" "$T/$tag/err" &&
+		 grep -qE "pid $tp \(gpu\): .*its staged file is (a symbolic link|not a regular file)" "$T/$tag/err"'
 	check "$tag: nothing under the log's name on the store, no lib_log in the main log" \
 		'! st_objects | grep -q "^$tag/llmtracker-cupti\." && [ "$("$DUMP" "$A/$tag/node.evlog" 2>/dev/null | grep -c "^lib_log ")" = 0 ]'
 done
