@@ -22,7 +22,9 @@
  * only the staging file. The copy's size and SHA-256 go into the
  * collector's own log (EV_LIB_LOG), which is how the converter knows the
  * file is this profile's. NAME comes from the collector's own state only;
- * nothing the library says picks or changes a file. A collector that dies,
+ * nothing the library says picks or changes a file. (A launched command's
+ * libraries write their logs by path instead: lt_ilog_stage_launch,
+ * lt_ilog_copy_staged.) A collector that dies,
  * or whose publisher the store did not answer in time, leaves
  * ".NAME.partial" in the staging directory, every chunk the library
  * flushed readable.

@@ -315,7 +315,7 @@ static int stage_launch(struct lt_im *im, const char *kind)
 
 	if (!kind || !im->o.launch || !(im->usable & LT_IM_CUDA))
 		return 0;
-	im->lstagefd = lt_ilog_stage_launch(im->dir, kind, im->o.launch_as ? im->o.launch_uid : (uid_t)-1,
+	im->lstagefd = lt_ilog_stage_launch(im->dir, kind, im->o.launch_as ? launch_owner(im) : (uid_t)-1,
 					    im->o.launch_gid, im->lstage, sizeof(im->lstage), err, sizeof(err));
 	if (im->lstagefd < 0) {
 		not_usable(im, "%s", err);
@@ -1548,6 +1548,12 @@ static const char *kept_why(unsigned long long kept)
 	}
 }
 
+/* The CUDA events a "stopped" says its log holds (the gpu row's). */
+static uint64_t cuda_events(const char *reply)
+{
+	return lt_ictl_field(reply, "kernels") + lt_ictl_field(reply, "memcpy") + lt_ictl_field(reply, "memset");
+}
+
 /* From the launch's stop thread too: the figures under im->mu. */
 static void account(struct lt_im *im, int pid, const char *reply)
 {
@@ -1646,8 +1652,7 @@ static void record_launched(struct lt_im *im, int pid, const char *reply)
 		im_log(im, LT_IM_CUDA, 'W', "pid %d: its log '%.200s' is no name of a library log; not recorded",
 		       pid, name);
 	else
-		pub_add(im, pid, F_CUDA, NULL, name, lt_ictl_field(reply, "kernels") +
-			lt_ictl_field(reply, "memcpy") + lt_ictl_field(reply, "memset"));
+		pub_add(im, pid, F_CUDA, NULL, name, cuda_events(reply));
 }
 
 /* "stop", with the time the library has to answer (CUDA's part: inject.h). */
@@ -1940,8 +1945,7 @@ static int stop_said(struct lt_im *im, struct im_stop *st)
 	uint64_t events[F_N] = { 0 };
 	if (rc > 0 && (t->asked & LT_IM_CUDA)) {
 		account(im, t->pid, reply);
-		events[F_CUDA] = lt_ictl_field(reply, "kernels") + lt_ictl_field(reply, "memcpy") +
-				 lt_ictl_field(reply, "memset");
+		events[F_CUDA] = cuda_events(reply);
 	}
 	started = t->launch_copy && rc > 0 && (t->on & LT_IM_CUDA) && !lt_ictl_field(reply, "cuda_wait");
 	/* (CUDA's own start is counted on the launch socket: t->on lost CUDA, launch=1) */
