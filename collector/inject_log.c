@@ -67,6 +67,23 @@ int lt_ilog_stage(const char *dir, int outfd, char *path, size_t pathsz, const c
 	return fd;
 }
 
+int lt_ilog_stage_launch(const char *dir, const char *kind, uid_t uid, gid_t gid, char *path,
+			 size_t pathsz, char *err, size_t errsz)
+{
+	int fd = stage_make(dir, kind, path, pathsz, err, errsz);
+	/* Still ours and empty until given: nothing of the user's is in it. */
+	if (fd >= 0 && uid != (uid_t)-1 && fchown(fd, uid, gid)) {
+		int e = errno;
+		close(fd);
+		rmdir(path);
+		snprintf(err, errsz, "%s is on %s, a network file system: the launched command's logs are "
+			 "staged on a local disk, but its directory could not be given to uid %u: %s", dir, kind,
+			 (unsigned)uid, strerror(e));
+		return -e;
+	}
+	return fd;
+}
+
 void lt_ilog_unstage(int stagefd, const char *path, int ours)
 {
 	if (stagefd >= 0)
@@ -191,12 +208,18 @@ int lt_ilog_create(struct lt_ilog *l, int dirfd, const char *prefix, const char 
 	return fd;
 }
 
+/* Is `name` in dirfd still the regular file dev:ino? */
+static int ilog_same(int dirfd, const char *name, dev_t dev, ino_t ino)
+{
+	struct stat sb;
+	return !fstatat(dirfd, name, &sb, AT_SYMLINK_NOFOLLOW) && S_ISREG(sb.st_mode) && sb.st_dev == dev &&
+	       sb.st_ino == ino;
+}
+
 /* Is the staging name still the file we made? */
 static int ilog_ours(const struct lt_ilog *l, int dirfd)
 {
-	struct stat sb;
-	return !fstatat(dirfd, l->partial, &sb, AT_SYMLINK_NOFOLLOW) && S_ISREG(sb.st_mode) &&
-	       sb.st_dev == l->dev && sb.st_ino == l->ino;
+	return ilog_same(dirfd, l->partial, l->dev, l->ino);
 }
 
 static void ilog_close(struct lt_ilog *l)
@@ -333,6 +356,75 @@ void lt_ilog_published(struct lt_ilog *l, int stagefd)
 	if (l->live && ilog_ours(l, stagefd))
 		unlinkat(stagefd, l->partial, 0);
 	ilog_close(l);
+}
+
+/* Why a launched process's staged file is not taken, or NULL. */
+static const char *staged_refused(const struct stat *sb, uid_t owner)
+{
+	if (S_ISLNK(sb->st_mode))
+		return "is a symbolic link (never followed)";
+	if (!S_ISREG(sb->st_mode))
+		return "is not a regular file";
+	if (sb->st_uid != owner)
+		return "is not its user's file";
+	if (sb->st_size <= 0)
+		return "is empty";
+	return NULL;
+}
+
+/* l->name in dirfd, opened as lt_ilog_copy_staged says: fd (*sb its
+ * stat), or -errno with *why set where the file is refused. */
+static int staged_open(const struct lt_ilog *l, int dirfd, uid_t owner, struct stat *sb, const char **why)
+{
+	struct stat at;
+
+	*why = NULL;
+	/* Looked at first: a FIFO or a device is never opened. */
+	if (fstatat(dirfd, l->name, &at, AT_SYMLINK_NOFOLLOW))
+		return -errno;
+	if ((*why = staged_refused(&at, owner)))
+		return -EPERM;
+	int fd = openat(dirfd, l->name, O_RDONLY | O_NOFOLLOW | O_NONBLOCK | O_NOCTTY | O_CLOEXEC);
+	if (fd < 0)
+		return -errno;
+	int e = fstat(fd, sb) ? errno : 0;
+	if (!e && (*why = staged_refused(sb, owner)))
+		e = EPERM;
+	else if (!e && (sb->st_dev != at.st_dev || sb->st_ino != at.st_ino))
+		*why = "was replaced while it was opened", e = ESTALE;
+	if (e) {
+		close(fd);
+		return -e;
+	}
+	return fd;
+}
+
+int lt_ilog_copy_staged(struct lt_ilog *l, int dirfd, uid_t owner, int outfd, char *err, size_t errsz)
+{
+	struct stat sb;
+	const char *why;
+
+	snprintf(l->partial, sizeof(l->partial), "%s", l->name);
+	snprintf(l->copy, sizeof(l->copy), ".%s.copy", l->name);
+	int in = staged_open(l, dirfd, owner, &sb, &why);
+	if (in < 0) {
+		snprintf(err, errsz, "publishing %s: its staged file %s", l->name, why ? why : strerror(-in));
+		return in;
+	}
+	l->dev = sb.st_dev;
+	l->ino = sb.st_ino;
+	/* What it holds now, no more: its user may write on. */
+	l->capped = (uint64_t)sb.st_size > LT_ILOG_MAX_BYTES;
+	l->len = l->capped ? LT_ILOG_MAX_BYTES : (uint64_t)sb.st_size;
+	int rc = ilog_copy(l, in, outfd, err, errsz);
+	close(in);
+	return rc;
+}
+
+void lt_ilog_staged_done(int dirfd, const char *name, dev_t dev, ino_t ino)
+{
+	if (ilog_same(dirfd, name, dev, ino))
+		unlinkat(dirfd, name, 0);
 }
 
 int lt_ilog_feed(int dst, int src, uint64_t *off)

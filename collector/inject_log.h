@@ -22,7 +22,9 @@
  * only the staging file. The copy's size and SHA-256 go into the
  * collector's own log (EV_LIB_LOG), which is how the converter knows the
  * file is this profile's. NAME comes from the collector's own state only;
- * nothing the library says picks or changes a file. A collector that dies,
+ * nothing the library says picks or changes a file. (A launched command's
+ * libraries write their logs by path instead: lt_ilog_stage_launch,
+ * lt_ilog_copy_staged.) A collector that dies,
  * or whose publisher the store did not answer in time, leaves
  * ".NAME.partial" in the staging directory, every chunk the library
  * flushed readable.
@@ -77,6 +79,14 @@ int lt_ilog_stage(const char *dir, int outfd, char *path, size_t pathsz, const c
  * empty (a staging file kept in it keeps it). */
 void lt_ilog_unstage(int stagefd, const char *path, int ours);
 
+/* Launch mode with the output directory `dir` on a network file system
+ * (`kind`): the directory a launched command's libraries write their logs
+ * into by path themselves ($LLMT_CUPTI_DIR), made as lt_ilog_stage's (mode
+ * 0700) and then given to uid:gid, the user the command runs as ((uid_t)-1:
+ * left the collector's). fd, or -errno with err set. */
+int lt_ilog_stage_launch(const char *dir, const char *kind, uid_t uid, gid_t gid, char *path,
+			 size_t pathsz, char *err, size_t errsz);
+
 /* Make the staging file for `prefix` ("llmtracker-cupti", ...) of `pid`.
  * Returns a write-only O_CLOEXEC fd of it for the library (the caller closes
  * its copy once sent), or -errno with err set. */
@@ -109,6 +119,19 @@ void lt_ilog_unname(const struct lt_ilog *l, int outfd);
 /* Published: the staging file removed (if still the one made), our fd closed. */
 void lt_ilog_published(struct lt_ilog *l, int stagefd);
 
+/* The publisher's part for a log a launched process published itself in
+ * lt_ilog_stage_launch's directory (dirfd): l->name there, which its user
+ * owns and may have swapped for anything. Taken only if it is a regular
+ * file of `owner`'s: looked at without following a link, opened with
+ * O_NOFOLLOW|O_NONBLOCK (no FIFO or lease waits), checked again on the fd
+ * and its size then sealed (l->len, at most LT_ILOG_MAX_BYTES); copied
+ * through that fd only, as lt_ilog_copy does (l->dev, l->ino: the file
+ * copied). Then lt_ilog_name. 0, or -errno with err set, nothing left. */
+int lt_ilog_copy_staged(struct lt_ilog *l, int dirfd, uid_t owner, int outfd, char *err, size_t errsz);
+
+/* Published: that file removed, if its name still is the file copied. */
+void lt_ilog_staged_done(int dirfd, const char *name, dev_t dev, ino_t ino);
+
 /* A forked child's log comes in a memfd of its own (inject_mgr.c "forks"):
  * append what `src` holds past *off (up to LT_ILOG_MAX_BYTES in all) to the
  * staging file through `dst` (lt_ilog_create's fd, kept by the collector),
@@ -127,8 +150,9 @@ void lt_ilog_drop(struct lt_ilog *l, int dirfd);
  * lt_ilog.name: a name a launched process's library may give its log. */
 int lt_ilog_name_ok(const char *name);
 
-/* A log the library published itself (launch mode: the user's own command,
- * started by the collector with its rights, names and publishes its log):
+/* A log the library published itself in the output directory (launch mode
+ * on a local file system: the user's own command, started by the collector
+ * with its rights, names and publishes its log):
  * `name` in dirfd, a plain "llmtracker-cupti.*.evlog" name, a regular file.
  * Its size and "sha256:HEX" as they are now, for the collector's log.
  * 0, or -errno with err set. */

@@ -134,6 +134,7 @@ struct im_pub {
 	int f;                          /* F_CUDA, F_PY */
 	struct lt_ilog *l;              /* its staging file; NULL: a launched process's own log */
 	char name[192];                 /* ... that one's name */
+	int staged;                     /* ... in lstage, published from there */
 	uint64_t events;                /* what it holds, where known: lost if not published */
 };
 #define IM_PUBS LT_IPUB_MAX
@@ -180,6 +181,8 @@ struct lt_im {
 	char stage[PATH_MAX];           /* where the staging files are (inject_log.h) */
 	int stagefd;
 	int staged_apart;               /* stage is a directory of ours, not dir */
+	char lstage[PATH_MAX];          /* a launched command's own (lt_ilog_stage_launch) */
+	int lstagefd;                   /* ... or -1: its logs go to dir */
 	struct lt_ipub *pub;            /* publishes the logs into dir */
 	struct im_pub pubs[IM_PUBS];    /* the logs handed to it (under mu: the launch's
 					 * stop hands some too) */
@@ -297,6 +300,33 @@ static void not_usable(struct lt_im *im, const char *fmt, ...)
 	im->usable = 0;
 }
 
+/* The user a launched command runs as, whose files are taken from lstage. */
+static uid_t launch_owner(const struct lt_im *im)
+{
+	return im->o.launch_as ? im->o.launch_uid : geteuid();
+}
+
+/* A launched command's staging directory, where the log directory is on a
+ * network file system (`kind`): its libraries write their logs there by
+ * path, never on the store. 0, or -1 (said: not usable). */
+static int stage_launch(struct lt_im *im, const char *kind)
+{
+	char err[600];
+
+	if (!kind || !im->o.launch || !(im->usable & LT_IM_CUDA))
+		return 0;
+	im->lstagefd = lt_ilog_stage_launch(im->dir, kind, im->o.launch_as ? launch_owner(im) : (uid_t)-1,
+					    im->o.launch_gid, im->lstage, sizeof(im->lstage), err, sizeof(err));
+	if (im->lstagefd < 0) {
+		not_usable(im, "%s", err);
+		return -1;
+	}
+	im_log(im, LT_IM_CUDA, 'I', "the launched command's CUDA logs are staged in %s (mode 0700, uid %u's; "
+	       "the log directory %s is on %s): copied there at the end", im->lstage,
+	       (unsigned)launch_owner(im), im->dir, kind);
+	return 0;
+}
+
 /* Where the staging files go, and the publisher: before any thread of ours. */
 static void stage_open(struct lt_im *im)
 {
@@ -307,13 +337,31 @@ static void stage_open(struct lt_im *im)
 	if (im->stagefd < 0)
 		return not_usable(im, "%s", err);
 	im->staged_apart = kind != NULL;
-	if (lt_ipub_start(&im->pub, im->dirfd, im->stagefd, im->stage, err, sizeof(err)))
+	if (stage_launch(im, kind))
+		return;
+	struct lt_ipub_dirs d = { .outfd = im->dirfd, .stagefd = im->stagefd, .stage = im->stage,
+				  .launchfd = im->lstagefd, .launch = im->lstage, .owner = launch_owner(im) };
+	if (lt_ipub_start(&im->pub, &d, err, sizeof(err)))
 		return not_usable(im, "%s", err);
 	if (kind)
 		im_log(im, 0, 'I', "the library logs are staged in %s (the log directory %s is on %s, a network "
 		       "file system): copied there at the end; a profile cut short leaves them here, as "
 		       ".NAME.partial", im->stage, im->dir, kind);
 	im_log(im, 0, 'D', "the library logs are published by process %d", (int)lt_ipub_pid(im->pub));
+}
+
+/* The launched command's staging directory at the end: removed when empty;
+ * what its libraries left there (a log not published, one still being
+ * written) keeps it, said. */
+static void unstage_launch(struct lt_im *im)
+{
+	if (im->lstagefd < 0)
+		return;
+	close(im->lstagefd);
+	im->lstagefd = -1;
+	if (rmdir(im->lstage) && (errno == ENOTEMPTY || errno == EEXIST))
+		im_log(im, LT_IM_CUDA, 'I', "the launched command's staging directory %s is kept: it holds "
+		       "what was not published", im->lstage);
 }
 
 struct lt_im *lt_im_new(const struct lt_im_opts *o)
@@ -323,7 +371,7 @@ struct lt_im *lt_im_new(const struct lt_im_opts *o)
 	if (!im)
 		return NULL;
 	im->o = *o;
-	im->child_sock = im->dirfd = im->stagefd = -1;
+	im->child_sock = im->dirfd = im->stagefd = im->lstagefd = -1;
 	im->fork_sock[0] = im->fork_sock[1] = -1;
 	pthread_mutex_init(&im->mu, NULL);
 	for (int i = 0; i < IM_MAX; i++)
@@ -1423,7 +1471,8 @@ char *const *lt_im_launch_env(struct lt_im *im)
 	}
 	int i = 0;
 	snprintf(im->envbuf[i++], sizeof(im->envbuf[0]), "CUDA_INJECTION64_PATH=%s", im->lib);
-	snprintf(im->envbuf[i++], sizeof(im->envbuf[0]), "LLMT_CUPTI_DIR=%s", im->dir);
+	snprintf(im->envbuf[i++], sizeof(im->envbuf[0]), "LLMT_CUPTI_DIR=%s",
+		 im->lstagefd >= 0 ? im->lstage : im->dir);
 	snprintf(im->envbuf[i++], sizeof(im->envbuf[0]), "LLMT_HOST=%s", im->host);
 	snprintf(im->envbuf[i++], sizeof(im->envbuf[0]), "LLMT_CUPTI_RUNTIME=%d", !!im->o.api_records);
 	if (im->session[0])
@@ -1452,7 +1501,7 @@ void lt_im_launched(struct lt_im *im, int pid)
 	t->asked = t->on = LT_IM_CUDA;
 	im->n++;
 	im_log(im, LT_IM_CUDA, 'I', "CUDA kernel profiling of pid %d: CUDA will load %s at its first CUDA "
-	       "call; logs go to %s", pid, im->lib, im->dir);
+	       "call; logs go to %s", pid, im->lib, im->lstagefd >= 0 ? im->lstage : im->dir);
 }
 
 void lt_im_env_set(struct lt_im *im)
@@ -1497,6 +1546,12 @@ static const char *kept_why(unsigned long long kept)
 		return "still attached (no CUDA call to detach at); it detaches at the process's "
 		       "next CUDA call";
 	}
+}
+
+/* The CUDA events a "stopped" says its log holds (the gpu row's). */
+static uint64_t cuda_events(const char *reply)
+{
+	return lt_ictl_field(reply, "kernels") + lt_ictl_field(reply, "memcpy") + lt_ictl_field(reply, "memset");
 }
 
 /* From the launch's stop thread too: the figures under im->mu. */
@@ -1561,11 +1616,12 @@ static void pub_lost(struct lt_im *im, const struct im_pub *p, const char *why);
  * (too many: said). */
 static int pub_add(struct lt_im *im, int pid, int f, struct lt_ilog *l, const char *name, uint64_t events)
 {
-	struct im_pub p = { .pid = pid, .f = f, .l = l, .events = events };
+	struct im_pub p = { .pid = pid, .f = f, .l = l, .events = events, .staged = !l && im->lstagefd >= 0 };
 	char why[64];
 	snprintf(p.name, sizeof(p.name), "%s", name);
 	pthread_mutex_lock(&im->mu);
-	p.ticket = !im->pub ? -ENOSPC : l ? lt_ipub_publish(im->pub, l) : lt_ipub_describe(im->pub, name);
+	p.ticket = !im->pub ? -ENOSPC : l ? lt_ipub_publish(im->pub, l) :
+		   p.staged ? lt_ipub_fetch(im->pub, name) : lt_ipub_describe(im->pub, name);
 	if (p.ticket >= 0 && im->n_pubs < IM_PUBS)
 		im->pubs[im->n_pubs++] = p;
 	pthread_mutex_unlock(&im->mu);
@@ -1578,7 +1634,8 @@ static int pub_add(struct lt_im *im, int pid, int f, struct lt_ilog *l, const ch
 
 /* Launch mode: a process of the launched command published its own log
  * and named it in its "stopped" (file=NAME): recorded as found once the
- * publisher has read it (pubs_heard). */
+ * publisher has read it, or copied it from the launch's staging directory
+ * and published it (pubs_heard). */
 static void record_launched(struct lt_im *im, int pid, const char *reply)
 {
 	char name[256];
@@ -1595,7 +1652,7 @@ static void record_launched(struct lt_im *im, int pid, const char *reply)
 		im_log(im, LT_IM_CUDA, 'W', "pid %d: its log '%.200s' is no name of a library log; not recorded",
 		       pid, name);
 	else
-		pub_add(im, pid, F_CUDA, NULL, name, 0);
+		pub_add(im, pid, F_CUDA, NULL, name, cuda_events(reply));
 }
 
 /* "stop", with the time the library has to answer (CUDA's part: inject.h). */
@@ -1681,8 +1738,8 @@ static void pub_lost(struct lt_im *im, const struct im_pub *p, const char *why)
 {
 	char path[PATH_MAX + 256];
 	const char *py = p->f == F_PY ? "python: " : "";
-	if (p->l) {
-		snprintf(path, sizeof(path), "%s/%s", im->stage, p->l->partial);
+	if (p->l || p->staged) {
+		snprintf(path, sizeof(path), "%s/%s", p->l ? im->stage : im->lstage, p->l ? p->l->partial : p->name);
 		im_log(im, f_bit[p->f], 'W', "%spid %d: its log %s is not published: %s; kept as %s", py, p->pid,
 		       p->name, why, path);
 	} else {
@@ -1706,10 +1763,13 @@ static void pub_done(struct lt_im *im, const struct im_pub *p, const struct lt_i
 {
 	const char *py = p->f == F_PY ? "python: " : "";
 	im_published(im, f_bit[p->f], p->pid, p->name, r->size, r->digest);
-	if (!p->l)
+	if (p->staged)
+		lt_ilog_staged_done(im->lstagefd, p->name, (dev_t)r->dev, (ino_t)r->ino);
+	else if (p->l)
+		lt_ilog_published(p->l, im->stagefd);
+	else
 		return;
-	lt_ilog_published(p->l, im->stagefd);
-	if (p->l->capped)
+	if (p->l ? p->l->capped : r->capped)
 		im_log(im, f_bit[p->f], 'W', "%spid %d: its log %s/%s was larger than %llu bytes; only "
 		       "those were published", py, p->pid, im->dir, p->name, LT_ILOG_MAX_BYTES);
 	if (p->f == F_CUDA)
@@ -1729,7 +1789,7 @@ static void pubs_heard(struct lt_im *im)
 			pub_done(im, p, &r);
 			continue;
 		}
-		if (answered && !p->l) { /* a launched process's own log: unreadable, or no library log */
+		if (answered && !p->l && !p->staged) { /* a launched process's own log: unreadable, or none */
 			im_log(im, f_bit[p->f], 'W', "pid %d: %s", p->pid, r.err);
 			continue;
 		}
@@ -1885,8 +1945,7 @@ static int stop_said(struct lt_im *im, struct im_stop *st)
 	uint64_t events[F_N] = { 0 };
 	if (rc > 0 && (t->asked & LT_IM_CUDA)) {
 		account(im, t->pid, reply);
-		events[F_CUDA] = lt_ictl_field(reply, "kernels") + lt_ictl_field(reply, "memcpy") +
-				 lt_ictl_field(reply, "memset");
+		events[F_CUDA] = cuda_events(reply);
 	}
 	started = t->launch_copy && rc > 0 && (t->on & LT_IM_CUDA) && !lt_ictl_field(reply, "cuda_wait");
 	/* (CUDA's own start is counted on the launch socket: t->on lost CUDA, launch=1) */
@@ -2073,6 +2132,7 @@ void lt_im_stop(struct lt_im *im)
 	int started = stop_all(im, im->stops);
 	int handed = im->n_pubs;
 	pubs_heard(im);
+	unstage_launch(im);
 	if (!handed)
 		im->store_by = 0;
 	/* Said once all are in: a launched process may have started CUDA in

@@ -30,6 +30,7 @@
 
 #include <stddef.h>
 #include <stdint.h>
+#include <sys/types.h>
 
 /* Features (a mask). */
 #define LT_IM_CUDA 1u
@@ -51,6 +52,13 @@ struct lt_im_opts {
 	int skip_driver_check;    /* CUDA even without a GPU driver on the node (tests) */
 	int follow_forks;         /* Python: a hooked process's forked children record
 				   * into logs of their own (inject_mgr.c "forks") */
+	int launch;               /* a command is launched (-- CMD): where the log
+				   * directory is on a network file system, its
+				   * libraries write theirs into a staging directory
+				   * of its own (lt_ilog_stage_launch) ... */
+	int launch_as;            /* ... given to launch_uid:launch_gid (--user) */
+	uid_t launch_uid;
+	gid_t launch_gid;
 	/* 'I', 'W', 'E' lines, or 'D' (details: shown under -v only), tagged with
 	 * the feature they concern; NULL: stderr */
 	void (*log)(unsigned feature, char level, const char *msg);

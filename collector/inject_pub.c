@@ -34,7 +34,7 @@
 #include <unistd.h>
 
 enum { S_FREE, S_QUEUED, S_WORKING, S_NAMING, S_DONE, S_GIVEN_UP };
-enum { OP_PUBLISH = 1, OP_DESCRIBE };
+enum { OP_PUBLISH = 1, OP_DESCRIBE, OP_FETCH };
 
 struct pub_slot {
 	_Atomic int state;
@@ -64,9 +64,9 @@ static int cas(_Atomic int *state, int from, int to)
 
 struct p_ctx {
 	struct pub_shm *shm;
-	int wake, outfd, stagefd;
+	int wake;
+	struct lt_ipub_dirs d;
 	pid_t parent;
-	const char *stage;
 };
 
 /* Sleep until woken (a second at most): 0 once the collector is done or gone. */
@@ -82,10 +82,11 @@ static int p_wait(struct p_ctx *c)
 
 /* A log the collector gave up on, finished late: said where it is (stderr:
  * a terminal or a file only, lt_store_child). */
-static void p_late(const struct p_ctx *c, const struct lt_ilog *l)
+static void p_late(const struct p_ctx *c, const struct pub_slot *s, const struct lt_ilog *l)
 {
 	fprintf(stderr, "llmtracker: the output store answered after the profile had given up on the "
-		"library log %s: not published; it stays as %s/%s\n", l->name, c->stage, l->partial);
+		"library log %s: not published; it stays as %s/%s\n", l->name,
+		s->op == OP_FETCH ? c->d.launch : c->d.stage, l->partial);
 }
 
 /* The answer, unless the collector gave up meanwhile: 1 answered. */
@@ -100,23 +101,28 @@ static void p_publish(struct p_ctx *c, struct pub_slot *s)
 	struct lt_ilog l = s->log;
 	struct lt_ipub_res res = { 0 };
 
-	res.rc = lt_ilog_copy(&l, c->stagefd, c->outfd, res.err, sizeof(res.err));
+	res.rc = s->op == OP_FETCH ?
+		 lt_ilog_copy_staged(&l, c->d.launchfd, c->d.owner, c->d.outfd, res.err, sizeof(res.err)) :
+		 lt_ilog_copy(&l, c->d.stagefd, c->d.outfd, res.err, sizeof(res.err));
 	if (res.rc) {
 		p_answer(s, S_WORKING, &res);
 		return;
 	}
 	if (getppid() != c->parent || !cas(&s->state, S_WORKING, S_NAMING)) {
-		lt_ilog_uncopy(&l, c->outfd);
-		p_late(c, &l);
+		lt_ilog_uncopy(&l, c->d.outfd);
+		p_late(c, s, &l);
 		return;
 	}
-	res.rc = lt_ilog_name(&l, c->outfd, res.err, sizeof(res.err));
+	res.rc = lt_ilog_name(&l, c->d.outfd, res.err, sizeof(res.err));
 	res.size = l.size;
 	memcpy(res.digest, l.digest, sizeof(res.digest));
+	res.capped = l.capped;
+	res.dev = l.dev;
+	res.ino = l.ino;
 	if (!p_answer(s, S_NAMING, &res)) {
 		if (!res.rc)
-			lt_ilog_unname(&l, c->outfd);
-		p_late(c, &l);
+			lt_ilog_unname(&l, c->d.outfd);
+		p_late(c, s, &l);
 	}
 }
 
@@ -126,21 +132,22 @@ static void p_take(struct p_ctx *c, struct pub_slot *s)
 
 	if (!cas(&s->state, S_QUEUED, S_WORKING))
 		return; /* given up */
-	if (s->op == OP_PUBLISH)
+	if (s->op != OP_DESCRIBE)
 		return p_publish(c, s);
-	res.rc = lt_ilog_describe(c->outfd, s->log.name, &res.size, res.digest, sizeof(res.digest), res.err,
+	res.rc = lt_ilog_describe(c->d.outfd, s->log.name, &res.size, res.digest, sizeof(res.digest), res.err,
 				  sizeof(res.err));
 	p_answer(s, S_WORKING, &res);
 }
 
 static __attribute__((noreturn)) void p_main(struct p_ctx *c)
 {
-	int keep[3] = { c->wake, c->outfd, c->stagefd };
+	int keep[4] = { c->wake, c->d.outfd, c->d.stagefd, c->d.launchfd };
 
-	lt_store_child("llmt-publish", keep, 3);
+	lt_store_child("llmt-publish", keep, c->d.launchfd >= 0 ? 4 : 3);
 	c->wake = keep[0];
-	c->outfd = keep[1];
-	c->stagefd = keep[2];
+	c->d.outfd = keep[1];
+	c->d.stagefd = keep[2];
+	c->d.launchfd = c->d.launchfd >= 0 ? keep[3] : -1;
 	/* In order; a slot still being filled (FREE) is waited for. */
 	for (int i = 0;;) {
 		while (i < LT_IPUB_MAX && atomic_load(&c->shm->slot[i].state) != S_FREE)
@@ -152,8 +159,7 @@ static __attribute__((noreturn)) void p_main(struct p_ctx *c)
 
 /* ------------------------------------------------------------ the collector */
 
-int lt_ipub_start(struct lt_ipub **out, int outfd, int stagefd, const char *stage, char *err,
-		  size_t errsz)
+int lt_ipub_start(struct lt_ipub **out, const struct lt_ipub_dirs *dirs, char *err, size_t errsz)
 {
 	struct lt_ipub *p = calloc(1, sizeof(*p));
 	int pfd[2] = { -1, -1 }, e = 0;
@@ -169,8 +175,7 @@ int lt_ipub_start(struct lt_ipub **out, int outfd, int stagefd, const char *stag
 	else if ((p->pid = fork()) < 0)
 		e = errno;
 	if (p && p->pid == 0 && !e) {
-		struct p_ctx c = { .shm = p->shm, .wake = pfd[0], .outfd = outfd, .stagefd = stagefd,
-				   .parent = getppid(), .stage = stage };
+		struct p_ctx c = { .shm = p->shm, .wake = pfd[0], .d = *dirs, .parent = getppid() };
 		close(pfd[1]);
 		p_main(&c);
 	}
@@ -219,12 +224,23 @@ int lt_ipub_publish(struct lt_ipub *p, const struct lt_ilog *l)
 	return request(p, OP_PUBLISH, l);
 }
 
-int lt_ipub_describe(struct lt_ipub *p, const char *name)
+/* A request for a log known by its name only. */
+static int request_name(struct lt_ipub *p, int op, const char *name)
 {
 	struct lt_ilog l = { 0 };
 
 	snprintf(l.name, sizeof(l.name), "%s", name);
-	return request(p, OP_DESCRIBE, &l);
+	return request(p, op, &l);
+}
+
+int lt_ipub_describe(struct lt_ipub *p, const char *name)
+{
+	return request_name(p, OP_DESCRIBE, name);
+}
+
+int lt_ipub_fetch(struct lt_ipub *p, const char *name)
+{
+	return request_name(p, OP_FETCH, name);
 }
 
 /* Has the process ended (its answers with it)? Said in p->died. */

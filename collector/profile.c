@@ -335,8 +335,9 @@ static void im_published(unsigned feature, int pid, const char *name, uint64_t s
 
 /* One manager of the injected library for every feature that uses it:
  * CUDA kernels (the gpu source, and a launched command's environment) and
- * the Python hook. NULL when neither is asked for. */
-static struct lt_im *im_open(const struct lt_options *o)
+ * the Python hook. NULL when neither is asked for. `as`: the user a
+ * launched command runs as (--user), or NULL. */
+static struct lt_im *im_open(const struct lt_options *o, const struct lt_runas *as)
 {
 	struct lt_im_opts io = {
 		.features = (o->cuda_kernel ? LT_IM_CUDA : 0) |
@@ -347,6 +348,8 @@ static struct lt_im *im_open(const struct lt_options *o)
 		.start_extra = getenv("LLMT_CUPTI_START"),
 		.log = im_log, .unseen = im_unseen, .kept = im_kept, .published = im_published,
 		.unpublished = im_unpublished,
+		.launch = o->launch_argv != NULL, .launch_as = as != NULL,
+		.launch_uid = as ? as->uid : 0, .launch_gid = as ? as->gid : 0,
 	};
 
 	return io.features ? lt_im_new(&io) : NULL;
@@ -406,7 +409,7 @@ int lt_profile(const struct lt_options *opt_in, const char *cmdline)
 		opt.types |= LT_T_CUDA;
 		opt.cuda_launches_only = true;
 	}
-	im = im_open(&opt);
+	im = im_open(&opt, opt.user ? &run_as : NULL);
 	if (opt.launch_argv) {
 		lt_im_env_set(im); /* CUDA_INJECTION64_PATH for the command only */
 		int lrc = opt.n_pids >= LT_MAX_TARGETS ||

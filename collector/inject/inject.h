@@ -47,8 +47,9 @@
  * The collector publishes the file; nothing the library says names a file.
  * Launch mode (InitializeInjection) has no start message: the command is the
  * user's own, started by the collector with its rights, and the library
- * writes and publishes its log by path in $LLMT_CUPTI_DIR, with the session
- * id of $LLMT_SESSION. One copy serves both ways in a process (entry.c:
+ * writes and publishes its log by path in $LLMT_CUPTI_DIR (the output
+ * directory, or a staging directory the collector copies it from), with
+ * the session id of $LLMT_SESSION. One copy serves both ways in a process (entry.c:
  * two channels): a copy the injector loaded by the path CUDA opens, with
  * cuda_init=1, starts CUPTI at cuInit under that start, not launch mode's.
  */

@@ -29,19 +29,6 @@ BOUND=10         # LT_STORE_WAIT_S (collector/store.h)
 N=300000         # iterations of the call tree: 1.2 M calls, some MiB of log
 SLACK=$((3 * TAP_TIME_SCALE))
 
-# Touch HOLD (the target then exits, status 3) and print the ms until the
-# process has exited (its pidfd readable), or -1 after S seconds.
-exit_ms() { # PID HOLD S
-	python3 - "$@" <<'EOF'
-import os, select, sys, time
-fd = os.pidfd_open(int(sys.argv[1]))
-open(sys.argv[2], "w").close()
-t0 = time.monotonic()
-r, _, _ = select.select([fd], [], [], float(sys.argv[3]))
-print(int((time.monotonic() - t0) * 1000) if r else -1)
-EOF
-}
-
 # start TAG: the target and its collector into $A/TAG; the target has run
 # its N iterations, traced (its log staged), and waits for its HOLD file.
 start() {
@@ -64,7 +51,7 @@ start a
 pub=$(sed -n 's/.* published by process \([0-9]*\).*/\1/p' "$T/a/err" | head -1)
 check "the collector stages library logs off the store, in its TMPDIR: ${stage:-none named}" \
 	'[ -n "$stage" ] && [ "${stage#$T/a/tmp/}" != "$stage" ] && ls -A "$stage" | grep -q "^\.llmtracker-python\..*\.evlog\.partial$"'
-ms_a=$(exit_ms "$tp" "$T/a/hold" 60)
+ms_a=$(st_exit_ms "$tp" "$T/a/hold" 60)
 wait_until 60 "! kill -0 $lt 2>/dev/null"
 wait "$lt"; rc=$?
 echo "# target exit: $ms_a ms (store answering)"
@@ -83,7 +70,7 @@ check "it converts with the main log: the summary counts f 300000 times (rc $crc
 start b
 st_server_pause
 tap_at_exit st_server_resume
-ms_b=$(exit_ms "$tp" "$T/b/hold" $((20 * TAP_TIME_SCALE)))
+ms_b=$(st_exit_ms "$tp" "$T/b/hold" $((20 * TAP_TIME_SCALE)))
 t_exit=${EPOCHREALTIME/./}
 echo "# target exit: $ms_b ms (store stalled), $ms_a ms (store answering)"
 check "the target exits as promptly as with the store answering: $ms_b ms against $ms_a ms" \
@@ -123,7 +110,7 @@ check "...and the process that was publishing it said so once the store answered
 start c
 kill -KILL "$lt"
 wait "$lt" 2>/dev/null
-ms_c=$(exit_ms "$tp" "$T/c/hold" 60)
+ms_c=$(st_exit_ms "$tp" "$T/c/hold" 60)
 f=$(ls "$stage"/.llmtracker-python.*.evlog.partial 2>/dev/null | head -1)
 n=$("$DUMP" "$f" 2>/dev/null | grep -c "^py_enter .* func=f ")
 check "a collector killed leaves the staging file in $stage, its calls readable ($n of f)" \
