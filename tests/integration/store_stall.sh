@@ -44,6 +44,8 @@ rc=$?
 t_end=${EPOCHREALTIME/./}
 stalled_for=$(((t_end - t_paused) / 1000000))
 took=$(((t_end - t_launch) / 1000000))
+sed -n '/^llmtracker: profiled/,$s/^/# /p' "$T/p.err" # its summary, for a failure's log
+tail -3 "$T/rate" | sed 's/^/# rate: /'
 check "the collector ended ${took} s after its start (-d $D + $BOUND s bound + 5 s to start), the store stalled then" \
 	"[ $took -le $((D + BOUND + 5 * TAP_TIME_SCALE)) ] && [ $stalled_for -lt $STALL ]"
 check "it says the log is not published yet, and why (rc $rc)" \
