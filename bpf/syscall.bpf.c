@@ -5,6 +5,9 @@
  * per-thread storage; sys_exit completes it into one ring-buffer record.
  * BTF raw tracepoints: no tracefs, no kprobes, no per-call string copies.
  * A call in flight is marked by a non-zero ts in the thread's storage.
+ * The tracepoints put every thread of the machine on the slow syscall
+ * path; fentry on x64_sys_call would avoid it, but the kernels met refuse
+ * BPF trampolines.
  */
 #include "vmlinux.h"
 /* BPF_PROG() declares a ctx parameter that typed programs do not use. */

@@ -13,7 +13,7 @@
  * once. An item for a line or plane already closed is dropped and counted,
  * as an item that goes back in time within a line is.
  *
- * Conventions follow what xprof writes itself (see docs/ARCHITECTURE.md):
+ * Conventions follow what xprof writes itself:
  * line timestamps in ns relative to the profile start, event offset_ps from
  * the line's timestamp_ns, absolute wall times only in "Task Environment",
  * one XEventMetadata per name (per function and file:line for Python), only
