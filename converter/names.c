@@ -31,7 +31,13 @@ static const char *lib_stem(const char *lib, char *buf, size_t bufsz)
 	n = strcspn(b, ".");
 	if (!n || n >= bufsz)
 		return NULL;
-	memcpy(buf, b, n);
+	/* a category is a plain word: the trace writes it unescaped */
+	for (size_t i = 0; i < n; i++) {
+		char c = b[i];
+		int ok = (c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z') || (c >= '0' && c <= '9') ||
+			 c == '_' || c == '-' || c == '+';
+		buf[i] = ok ? c : '_';
+	}
 	buf[n] = 0;
 	return buf;
 }

@@ -384,6 +384,9 @@ static void test_names(void **state)
 	assert_string_equal(cv_lib_category(EVLIB_OTHER, "/usr/lib/libfoo.so.1", buf, sizeof(buf)),
 			    "foo");
 	assert_string_equal(cv_lib_category(EVLIB_OTHER, "", buf, sizeof(buf)), "library");
+	/* the trace writes a category unescaped: a hostile name becomes a plain word */
+	assert_string_equal(cv_lib_category(EVLIB_OTHER, "/opt/lib\"x\\y z.so", buf, sizeof(buf)),
+			    "_x_y_z");
 }
 
 static void test_demangle(void **state)
