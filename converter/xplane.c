@@ -610,6 +610,36 @@ static void line_open(struct xsink *x, struct xline *l)
 	x->cur = l;
 }
 
+/* Nanoseconds as the picoseconds XPlane counts in, saturated: a log whose
+ * clock jumps by more than 106 days (damaged, or hostile) must not
+ * overflow. */
+static int64_t ps_of(int64_t ns)
+{
+	int64_t ps;
+
+	if (__builtin_mul_overflow(ns, 1000, &ps))
+		return ns < 0 ? INT64_MIN : INT64_MAX;
+	return ps;
+}
+
+static int64_t sat_sub(int64_t a, int64_t b)
+{
+	int64_t r;
+
+	if (__builtin_sub_overflow(a, b, &r))
+		return b < 0 ? INT64_MAX : INT64_MIN;
+	return r;
+}
+
+static int64_t sat_add(int64_t a, int64_t b)
+{
+	int64_t r;
+
+	if (__builtin_add_overflow(a, b, &r))
+		return b > 0 ? INT64_MAX : INT64_MIN;
+	return r;
+}
+
 /* What a line knows only at its end, after its events; then its length. */
 static int line_close(struct xsink *x, struct xline *l)
 {
@@ -619,7 +649,7 @@ static int line_close(struct xsink *x, struct xline *l)
 			return xerr(x, "xplane: out of memory");
 	}
 	pbw_str_field(x->w, 2, l->name);
-	pbw_int_field(x->w, 9, (l->end_ns - l->ts_ns) * 1000);
+	pbw_int_field(x->w, 9, ps_of(sat_sub(l->end_ns, l->ts_ns)));
 	pbw_str_field(x->w, 11, l->display_name);
 	pbw_close_field(x->w, l->len_at);
 	x->cur = NULL;
@@ -1199,9 +1229,9 @@ static int write_event(struct xsink *x, struct xline *l, const struct conv_item 
 		host_item_stats(x, es, p, it);
 	if (es->oom)
 		return xerr(x, "xplane: out of memory encoding an event");
-	xevent_write(x->w, mid, ((int64_t)(it->start_ns - x->start_mono) - l->ts_ns) * 1000,
-		   dur * 1000, es);
-	end = (int64_t)(it->start_ns - x->start_mono) + dur;
+	xevent_write(x->w, mid, ps_of(sat_sub((int64_t)(it->start_ns - x->start_mono), l->ts_ns)),
+		     ps_of(dur), es);
+	end = sat_add((int64_t)(it->start_ns - x->start_mono), dur);
 	if (end > l->end_ns)
 		l->end_ns = end;
 	l->events++;
