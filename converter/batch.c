@@ -70,7 +70,6 @@
 #include <sys/file.h>
 #include <sys/random.h>
 #include <sys/stat.h>
-#include <sys/vfs.h>
 #include <time.h>
 #include <unistd.h>
 
@@ -93,7 +92,6 @@
 #define UNDECIDED_ROUNDS 3        /* more tries of units whose claim was undecided */
 #define SHARDS_ENV "LLMT_BATCH_SHARDS"
 #define INDEX_ENV "JOB_COMPLETION_INDEX"  /* set by a Kubernetes Indexed Job */
-#define FUSE_MAGIC 0x65735546     /* statfs f_type of FUSE mounts */
 #define LOCAL_PREFIX "llmtracker-batch."  /* our stages' directory in TMPDIR */
 
 /* Extensions of an event log's file name left out of its run name (the
@@ -607,7 +605,7 @@ static void stages_clear(struct batch *b, int ufd)
  * into the run directory only while the unit is ours, so a worker that
  * lost its claim (stalled past the lease) never publishes over the worker
  * that took over. The directory is in the unit's state directory (ufd),
- * where its files are renamed into the run; on a FUSE mount (an object
+ * where its files are renamed into the run; on a network mount (an object
  * store: every directory operation a round trip, every rename a copy on
  * the server) it is in TMPDIR instead, and its files are copied into the
  * run once each. Returns the directory's fd, its name in stage; *parent
@@ -661,15 +659,15 @@ static void local_sweep(const char *tmp)
 	closedir(d);
 }
 
-/* A FUSE logdir gets its stages in a directory of ours in TMPDIR, locked
+/* A logdir on a network file system (an object store's FUSE mount, NFS:
+ * lt_fs_network) gets its stages in a directory of ours in TMPDIR, locked
  * while we live. */
 static int local_stages(struct batch *b)
 {
 	const char *tmp = getenv("TMPDIR");
-	struct statfs sf;
 
 	b->localfd = -1;
-	if (fstatfs(b->statefd, &sf) < 0 || sf.f_type != FUSE_MAGIC)
+	if (lt_fs_network(b->statefd, NULL) != 1)
 		return 0;
 	tmp = tmp && *tmp ? tmp : "/tmp";
 	local_sweep(tmp);
