@@ -43,8 +43,8 @@ EVLOG_SRC     := $(wildcard eventlog/*.c) $(wildcard common/*.c)
 # The injected library takes the log writer only: it needs nothing but glibc.
 INJECT_EVLOG_SRC := $(filter-out common/digest.c,$(EVLOG_SRC))
 BPF_SRC       := $(wildcard bpf/*.bpf.c)
-COLL_SRC      := $(filter-out collector/main.c,$(wildcard collector/*.c))
-INJECT_SRC    := $(wildcard collector/inject/*.c)
+COLL_SRC      := $(wildcard collector/*/*.c)
+INJECT_SRC    := $(wildcard inject/*.c)
 CONV_SRC      := $(filter-out converter/main.c,$(wildcard converter/*.c)) $(wildcard tb_layout/*.c)
 KUBECTL_SRC   := $(wildcard deploy/kubectl-prof/*.c)
 PROTO         := $(wildcard schemas/*.proto)
@@ -141,7 +141,7 @@ $(BUILD)/obj/gen/%.o: $(BUILD)/gen/%.c
 	$(CC) $(CFLAGS) -Wno-unused-parameter -c $< -o $@
 
 # The inject library and its copy of the event log are position independent.
-# It links no zstd: libzstd.a is not PIC (collector/inject/zstd_shim.c). It is
+# It links no zstd: libzstd.a is not PIC (inject/zstd_shim.c). It is
 # never sanitized: it is loaded into programs that carry no sanitizer runtime.
 $(BUILD)/pic/%.o: %.c | $(GENERATED)
 	@mkdir -p $(@D)
@@ -264,11 +264,11 @@ PROG_LIBS_cuda_calls := -L$(CUDA_HOME)/lib64 -Wl,-rpath,$(CUDA_HOME)/lib64 -lcud
 PROG_LIBS_cuda_early := -L$(CUDA_HOME)/lib64 -Wl,-rpath,$(CUDA_HOME)/lib64 -lcudart
 PROG_LIBS_cuda_early_dl := -ldl
 PROG_LIBS_inject_cudart := -L$(CUDA_HOME)/lib64 -Wl,-rpath,$(CUDA_HOME)/lib64 -lcudart
-INJECT_TOOL_SRC := collector/injector.c collector/inject_latch.c collector/cgroup_join.c collector/elfsym.c collector/inject_mgr.c collector/inject_exec.c collector/launch.c collector/runas.c collector/inject_ctl.c collector/inject_log.c collector/inject_pub.c collector/store.c collector/inject_gate.c collector/tfile.c collector/nodename.c
+INJECT_TOOL_SRC := collector/injection/injector.c collector/injection/inject_latch.c collector/injection/cgroup_join.c collector/target/elfsym.c collector/injection/inject_mgr.c collector/injection/inject_exec.c collector/session/launch.c collector/session/runas.c collector/injection/inject_ctl.c collector/injection/inject_log.c collector/injection/inject_pub.c collector/session/store.c collector/injection/inject_gate.c collector/target/tfile.c collector/session/nodename.c
 PROG_LIBS_inject_tool := $(INJECT_TOOL_SRC) $(EVLOG_SRC) -lelf $(LIBS_EVLOG)
 PROG_LIBS_inject_logdump := -static $(PROG_EVLOG)
 PROG_LIBS_inject_rawzstd := -lzstd -ldl
-$(BUILD)/tests/progs/inject_rawzstd: collector/inject/zstd_shim.c
+$(BUILD)/tests/progs/inject_rawzstd: inject/zstd_shim.c
 $(BUILD)/tests/progs/inject_tool: $(INJECT_TOOL_SRC) $(INJECT_TOOL_SRC:.c=.h) $(EVLOG_SRC)
 # The same tool linked static, for the GPU host's newer C library
 # (tests/gpu/cupti_attach.sh prepare).

@@ -1,7 +1,7 @@
 /* SPDX-License-Identifier: Apache-2.0 */
 /*
  * cpusample: the ring-buffer record of the CPU stack sampler
- * (cpusample.bpf.c -> collector/cpusample.c). Include after common.h.
+ * (cpusample.bpf.c -> collector/sources/cpusample.c). Include after common.h.
  */
 #ifndef LLMT_BPF_CPUSAMPLE_H
 #define LLMT_BPF_CPUSAMPLE_H

@@ -1,6 +1,6 @@
 /* SPDX-License-Identifier: Apache-2.0 */
 /*
- * pysample: sampled Python stacks (pysample.bpf.c -> collector/pysample.c).
+ * pysample: sampled Python stacks (pysample.bpf.c -> collector/sources/pysample.c).
  * The BPF side walks CPython's frame chain of the sampled thread and sends
  * the code-object addresses, leaf first; user space turns each address into
  * "qualname (file:line)" once per process by reading the target's memory.
@@ -15,7 +15,7 @@
 #define LT_PYS_THREADS 256    /* thread states looked at to find a thread's */
 
 /* Where the interpreter's structures keep what the walk needs, per process
- * (collector/pyoffsets.c fills it from the interpreter's version). */
+ * (collector/sources/pyoffsets.c fills it from the interpreter's version). */
 struct lt_pys_proc {
 	__u64 runtime;            /* address of _PyRuntime in the target */
 	__u16 rt_interp_head;     /* _PyRuntime.interpreters.head */

@@ -18,7 +18,7 @@
 char LICENSE[] SEC("license") = "GPL";
 
 /* The tgid of each target that exec'd, for the collector's exec catcher
- * (collector/python.c): a ring of its own, heard by a thread that does
+ * (collector/sources/python.c): a ring of its own, heard by a thread that does
  * nothing else, so a new interpreter is held before its program starts
  * even while the main loop is busy. */
 struct {

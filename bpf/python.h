@@ -1,6 +1,6 @@
 /* SPDX-License-Identifier: Apache-2.0 */
 /*
- * Python function tracing records (python.bpf.c -> collector/python.c).
+ * Python function tracing records (python.bpf.c -> collector/sources/python.c).
  * CPython built with dtrace/SystemTap support fires the USDT probes
  * python:function__entry and python:function__return with the arguments
  * (filename, funcname, lineno); we copy the two strings, bounded, into the

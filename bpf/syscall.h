@@ -1,6 +1,6 @@
 /* SPDX-License-Identifier: Apache-2.0 */
 /*
- * syscall.bpf.c <-> collector/syscall.c: one record per system call of a
+ * syscall.bpf.c <-> collector/sources/syscall.c: one record per system call of a
  * target thread, sent when it returns (h.ts = entry time).
  */
 #ifndef LLMT_BPF_SYSCALL_H

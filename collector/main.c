@@ -3,9 +3,9 @@
 #include <stdio.h>
 #include <string.h>
 
-#include "cli.h"
+#include "collector/session/cli.h"
 #include "lt_version.h"
-#include "probefile.h"
+#include "collector/sources/probefile.h"
 
 int main(int argc, char **argv)
 {

@@ -9,7 +9,7 @@
  * The injected library is built with LT_NO_DIGEST: it needs only glibc (no
  * libnettle in a target's container) and never digests anything, since the
  * collector computes its logs' digests when it publishes them
- * (collector/inject_log.c) and it never writes segments.
+ * (collector/injection/inject_log.c) and it never writes segments.
  */
 #ifndef LLMT_COMMON_DIGEST_H
 #define LLMT_COMMON_DIGEST_H

@@ -9,7 +9,7 @@
 #include <string.h>
 
 /* The collector names a kernel in at most this many bytes (its resolver's
- * buffer, collector/cudadecode.c put_launch): names are compared on that. */
+ * buffer, collector/sources/cudadecode.c put_launch): names are compared on that. */
 #define LP_NAME_MAX 511
 /* GPU clocks are put on the host's by CUPTI: a launch's work may appear to
  * start a little before the call's entry. A kernel starts microseconds

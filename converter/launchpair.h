@@ -28,7 +28,7 @@
  *   the uprobe pairing is checked against CUPTI's instead (agreement).
  *
  * Signatures come from the collector's decoded argument string of the call
- * (collector/cudadecode.c: "kernel=NAME grid=X,Y,Z block=X,Y,Z ...
+ * (collector/sources/cudadecode.c: "kernel=NAME grid=X,Y,Z block=X,Y,Z ...
  * stream=0xH", "bytes=N ..."), the one place that format is written.
  */
 #ifndef LLMT_CONV_LAUNCHPAIR_H

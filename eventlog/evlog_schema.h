@@ -102,7 +102,7 @@
  * 3 device, 4 context, 5 stream). */
 #define EVLOG_FIELDS_cupti_overhead(F, m) \
 	F(m, U64, dur) F(m, U32, kind) F(m, U8, object_kind)
-/* An injected library's log the collector published (collector/inject_log.c):
+/* An injected library's log the collector published (collector/injection/inject_log.c):
  * its file name in the log directory, its size in bytes and its digest
  * ("sha256:" and 64 hex digits). The converter joins a library log to this
  * profile only when one of these names it (converter/sessions.c). */
@@ -114,7 +114,7 @@
  * the first, so the last segment vouches for them all. */
 #define EVLOG_FIELDS_segment(F, m) F(m, STR, name) F(m, U64, size) F(m, STR, digest)
 /* A process's place in a distributed job, from its environment when the
- * collector began following it (collector/rank.c): rank, local_rank and
+ * collector began following it (collector/sources/rank.c): rank, local_rank and
  * world_size (-1 where not set), and source, the variable the rank came
  * from ("RANK", "OMPI_COMM_WORLD_RANK", "PMI_RANK", "SLURM_PROCID"; "" when
  * only LOCAL_RANK was set). One per process image (fork, exec, attach). */

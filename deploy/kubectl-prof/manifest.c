@@ -166,7 +166,7 @@ static struct json_object *kprof_env(const struct kprof_opts *o, const struct kp
 	kprof_env_add(env, "LLMT_REGION_ID", o->region_id);
 	kprof_env_add(env, "LLMT_OUTPUT_DIR", "/data");
 	kprof_env_add(env, "LLMT_SOURCES", o->sources);
-	/* the node's name for the logs (collector/nodename.h): the pod's own
+	/* the node's name for the logs (collector/session/nodename.h): the pod's own
 	 * hostname is the pod's */
 	struct json_object *node = json_object_new_object(), *from = json_object_new_object(),
 			   *field = json_object_new_object();

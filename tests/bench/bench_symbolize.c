@@ -11,7 +11,7 @@
 #include <time.h>
 #include <unistd.h>
 
-#include "collector/sym_table.h"
+#include "collector/target/sym_table.h"
 
 static double now_ms(void)
 {

@@ -1,5 +1,5 @@
 #!/bin/bash
-# Why the collector's store I/O is in a process of its own (collector/store.h):
+# Why the collector's store I/O is in a process of its own (collector/session/store.h):
 # on an object-store FUSE mount (s3fs over a local S3 server, stopped with
 # SIGSTOP for STALL seconds), a process whose thread is in close() of a file
 # it wrote cannot exit until the store answers: the close sends FLUSH (s3fs

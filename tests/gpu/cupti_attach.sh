@@ -90,7 +90,7 @@ tool() { # TAG SECONDS ARGS
 	sed "s/^/INFO [$tag] /" "$L/$tag.tool.log" | head -5
 	[ -n "${RATES_ONLY:-}" ] || "$CARRY/bin/inject_logdump" "$W/$tag"/*.evlog >"$W/$tag.tsv" 2>&1
 }
-# The matrix (modes: collector/inject/cupti.c kind_wanted): K kernels only;
+# The matrix (modes: inject/cupti.c kind_wanted): K kernels only;
 # D kernels + every
 # runtime call by activity (the default); F + every driver call (FULL=1).
 # K, D and Z twice, apart, for the noise.

@@ -4,7 +4,7 @@
 #   tests/gpu/cupti_attach.sh prepare          (here: builds .carry/)
 #   tests/gpu/graph_stress.sh run [OUTDIR]     (on the GPU host)
 # MODES: space-separated recording modes, each a comma-separated list of
-# start keys for the injected library (collector/inject/inject.h), or
+# start keys for the injected library (inject/inject.h), or
 # "collector:TYPES[:START]" for `llmtracker profile -t TYPES
 # --enable-cuda-kernel true` with LLMT_CUPTI_START=START.
 # CYCLES per mode, WIN seconds recording each, RECAPTURE=S to capture a new

@@ -3,7 +3,7 @@
 # with its whole process group, at any moment of the launch: nothing is left
 # stopped (state T) or waiting, the keeper (the command's parent, ours) does
 # not outlive the collector, and the command either never started (ended
-# before its execve, collector/launch.h) or runs to its end (a lone kill
+# before its execve, collector/session/launch.h) or runs to its end (a lone kill
 # after its execve: it is the user's job). Then the keeper SIGKILLed alone
 # before the release: the collector still lets the command run; and the
 # collector SIGKILLed after it: the command ends, never started.

@@ -1,5 +1,5 @@
 #!/bin/bash
-# The injection latch (collector/inject_latch.h) attacked as a node would:
+# The injection latch (collector/injection/inject_latch.h) attacked as a node would:
 # the collector's whole process group SIGKILLed (a pod's deletion, `timeout
 # -s KILL`), SIGQUIT (Ctrl-\) or SIGSTOPped (Ctrl-Z, a debugger) at random
 # moments while threads of a CPU-bound CPython spin on its `jmp .`. Each

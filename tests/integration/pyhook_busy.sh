@@ -1,7 +1,7 @@
 #!/bin/bash
 # -t python on CPU-bound interpreters (tests/workloads/pyb_busy.py: no sleep,
 # no I/O, so no thread ever sleeps in a system call): the injector stops a
-# busy thread at a patched CPython function entry (collector/inject_latch.h).
+# busy thread at a patched CPython function entry (collector/injection/inject_latch.h).
 # Counts are exact: the workload's measured part runs between two marker
 # calls, after SIGUSR1, which the test sends once the collector says it
 # traces; every function of the script called in between must be recorded

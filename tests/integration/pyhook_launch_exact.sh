@@ -3,7 +3,7 @@
 # CPU-bound script (no sleep, no I/O: nothing a late hook could wait for),
 # PYL_RUNS times (default 5) on pyenv's python3.11 and python3.12. The
 # command is held before its execve, stepped to the loader's mapping of
-# the interpreter and stopped at Py_RunMain (collector/inject_exec.h), so
+# the interpreter and stopped at Py_RunMain (collector/injection/inject_exec.h), so
 # every run records every call of the script's functions: as many as
 # sys.setprofile counts from the script's first line, in every run. Before
 # the hold, a loaded machine's launches recorded nothing 6 times in 30.

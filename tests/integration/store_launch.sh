@@ -33,7 +33,7 @@ nobody=$(id -u nobody 2>/dev/null) || skip "no user nobody"
 need_store
 st_server_start
 st_mount A
-BOUND=10         # LT_STORE_WAIT_S (collector/store.h)
+BOUND=10         # LT_STORE_WAIT_S (collector/session/store.h)
 SLACK=$((3 * TAP_TIME_SCALE))
 # what the program and the user it runs as reach: hold files, a TMPDIR
 tap_tmpdir U lt-launch-user

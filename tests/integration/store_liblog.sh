@@ -25,7 +25,7 @@ PY=$(ls "$PYENV"/3.11*/bin/python3.11 2>/dev/null | head -1)
 need_store
 st_server_start
 st_mount A
-BOUND=10         # LT_STORE_WAIT_S (collector/store.h)
+BOUND=10         # LT_STORE_WAIT_S (collector/session/store.h)
 N=300000         # iterations of the call tree: 1.2 M calls, some MiB of log
 SLACK=$((3 * TAP_TIME_SCALE))
 

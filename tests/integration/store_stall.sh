@@ -18,7 +18,7 @@ st_server_start
 st_mount A
 mkdir "$A/run" || bail "mkdir on the store"
 D=20             # -d
-BOUND=10         # LT_STORE_WAIT_S (collector/store.h)
+BOUND=10         # LT_STORE_WAIT_S (collector/session/store.h)
 STALL=30
 
 "$PROGS/busy_rate" "$T/rate" 120 & tp=$!

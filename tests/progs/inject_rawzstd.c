@@ -1,6 +1,6 @@
 // SPDX-License-Identifier: Apache-2.0
 /*
- * Checks the inject library's zstd shim (collector/inject/zstd_shim.c)
+ * Checks the inject library's zstd shim (inject/zstd_shim.c)
  * against the real libzstd decoder: frames it writes, raw-block
  * (LLMT_INJECT_ZSTD=raw) or through libzstd.so.1, decode to the input, for
  * sizes around the 128 KiB block limit. Prints "ok SIZE" / "bad SIZE why".
@@ -14,7 +14,7 @@
 #define ZSTD_createDCtx shim_createDCtx
 #define ZSTD_freeDCtx shim_freeDCtx
 #define ZSTD_decompressDCtx shim_decompressDCtx
-#include "collector/inject/zstd_shim.c"
+#include "inject/zstd_shim.c"
 #undef ZSTD_createCCtx
 #undef ZSTD_freeCCtx
 #undef ZSTD_compressBound

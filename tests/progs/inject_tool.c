@@ -14,8 +14,8 @@
  *                                      lt_im_launch_env + fork/exec, wait, stop
  * Set LLMT_SKIP_DRIVER_CHECK=1 to inject on a node without a GPU driver.
  */
-#include "collector/inject_mgr.h"
-#include "collector/injector.h"
+#include "collector/injection/inject_mgr.h"
+#include "collector/injection/injector.h"
 
 #include <errno.h>
 #include <poll.h>

@@ -10,9 +10,9 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
-#include "collector/cli.h"
-#include "collector/launch.h"
-#include "collector/targets.h"
+#include "collector/session/cli.h"
+#include "collector/session/launch.h"
+#include "collector/target/targets.h"
 
 /* Static: o->launch_argv points into it after parsing. */
 static char *argv[32];

@@ -16,10 +16,10 @@
 #include <unistd.h>
 #include <cmocka.h>
 
-#include "collector/elfsym.h"
-#include "collector/ldsearch.h"
+#include "collector/target/elfsym.h"
+#include "collector/target/ldsearch.h"
 #include "unit/unit_util.h"
-#include "collector/tfile.h"
+#include "collector/target/tfile.h"
 
 static char root[PATH_MAX];
 

@@ -10,9 +10,9 @@
 #include <unistd.h>
 #include <cmocka.h>
 
-#include "collector/cudadecode.h"
-#include "collector/elfsym.h"
-#include "collector/probefile.h"
+#include "collector/sources/cudadecode.h"
+#include "collector/target/elfsym.h"
+#include "collector/sources/probefile.h"
 #include "eventlog/eventlog.h"
 
 static struct lt_probefile *parse(const char *text, char *err, size_t n)

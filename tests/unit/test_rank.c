@@ -1,5 +1,5 @@
 // SPDX-License-Identifier: Apache-2.0
-/* Ranks from a process's environment (collector/rank.h), read from a proc
+/* Ranks from a process's environment (collector/sources/rank.h), read from a proc
  * tree made here: which variable wins, values that are no rank, entries
  * longer than any of ours, entries across the reader's pieces, the bound
  * on bytes read, a process without an environ file. */
@@ -14,7 +14,7 @@
 #include <sys/stat.h>
 #include <cmocka.h>
 
-#include "collector/rank.h"
+#include "collector/sources/rank.h"
 #include "unit/unit_util.h"
 
 static char root[PATH_MAX];

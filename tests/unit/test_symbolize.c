@@ -24,7 +24,7 @@
 #include <time.h>
 #include <unistd.h>
 
-#include "collector/symbolize.h"
+#include "collector/target/symbolize.h"
 #include "unit/unit_util.h"
 
 struct child {
