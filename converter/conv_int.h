@@ -211,16 +211,6 @@ int cv_is_own_thread_marker(const struct evlog_event *e);
  * such logs in pass 1). Returns e, or tmp holding the mapped copy. */
 const struct evlog_event *cv_node_tid(const struct cv_host *h, const struct cv_log *l,
 				      const struct evlog_event *e, struct evlog_event *tmp);
-/* e as the type that holds it since format 1.3, for a CUPTI synchronization
- * or overhead record that an older log holds as a marker: returns e, or tmp
- * holding the event of the new type. */
-const struct evlog_event *cv_upgrade_marker_slow(const struct evlog_event *e,
-						 struct evlog_event *tmp);
-static inline const struct evlog_event *cv_upgrade_marker(const struct evlog_event *e,
-							   struct evlog_event *tmp)
-{
-	return e->type == EV_MARKER ? cv_upgrade_marker_slow(e, tmp) : e;
-}
 /* Lookup helpers after pass 1. */
 const struct cv_sym *cv_sym_find(const struct cv_host *h, uint32_t pid, uint64_t addr);
 void cv_core_free(struct cv_core *c);

@@ -276,12 +276,14 @@ static void uretprobe_sys(uint64_t ret_ts)
 /* CUPTI's synchronization record (no thread), then the waiting call. */
 static void cupti_sync(uint64_t t0, uint64_t c)
 {
-	struct evlog_event e = ev(EV_MARKER, t0 + 750 * US, 0);
+	struct evlog_event e = ev(EV_GPU_SYNC, t0 + 750 * US, 0);
 
-	e.u.marker.name = evlog_s("cuda_sync:event_synchronize");
-	e.u.marker.text = evlog_s("context=1 stream=7");
-	e.u.marker.dur = 30 * US;
-	e.u.marker.value = c + 3;
+	e.u.gpu_sync.kind = 1; /* event synchronize */
+	e.u.gpu_sync.context = 1;
+	e.u.gpu_sync.stream = 7;
+	e.u.gpu_sync.cuda_event = UINT32_MAX;
+	e.u.gpu_sync.correlation_id = c + 3;
+	e.u.gpu_sync.dur = 30 * US;
 	put(&e);
 	e = ev(EV_GPU_API, t0 + 749 * US, o.pid + 1);
 	e.u.gpu_api.dur = 32 * US;
