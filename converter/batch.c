@@ -377,7 +377,7 @@ static int file_unit_ready(int dirfd, const char *name, const struct flat_sessio
 	if (!h.ok)
 		return 0;
 	if (!evlog_session_set(h.session))
-		return 1; /* a log of format 1.0/1.1: on its own, as before */
+		return 1; /* a log without a session: a unit on its own */
 	if (h.lib)
 		return !session_in(fs->main, fs->n_main, h.session);
 	return !session_in(fs->busy, fs->n_busy, h.session);

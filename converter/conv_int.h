@@ -87,7 +87,7 @@ void cv_inputs_note(struct cv_inputs *in, const char *path, const char *why);
  * TMPDIR for them (what this archive had extracted is removed). fd is
  * the caller's. */
 int cv_unarchive(struct cv_inputs *in, int fd, const char *shown, char *err, size_t errsz);
-/* Old logs (no session id, format 1.0/1.1): drop --cupti-dir logs that
+/* Logs without a session id: drop --cupti-dir logs that
  * cannot belong to the profile given with -i: another host, or last written
  * before the profile started (an older run left in a shared directory such
  * as /tmp). Says what it dropped. Only logs marked `old_join` are judged. */
@@ -99,7 +99,7 @@ struct cv_head {
 	int lib;                             /* written by the injected library */
 	char host[256];
 	uint8_t session[EVLOG_SESSION_LEN];  /* all zero: none */
-	int records_libs;                    /* a main log that names its library logs (1.4) */
+	int records_libs;                    /* a main log that names its library logs */
 };
 struct cv_head cv_read_head(int fd, const char *name); /* fd stays the caller's */
 
@@ -122,8 +122,8 @@ void cv_liblogs_free(struct cv_liblogs *v);
  * or found in an -i directory, and the injected library's logs of their
  * sessions, found beside a main log named as a file, in -i directories or
  * in --cupti-dir. Logs of other sessions are left
- * out and named in one line; main logs without a session (1.0/1.1) keep
- * the older join of --cupti-dir by host and file time, said in one line.
+ * out and named in one line; main logs without a session join
+ * --cupti-dir by host and file time of --cupti-dir by host and file time, said in one line.
  * 0, or -1 with err set (library logs of several profiles and no main log
  * to choose, out of memory). */
 int cv_inputs_select(struct cv_inputs *in, const char *cupti_dir, char *err, size_t errsz);

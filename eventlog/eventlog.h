@@ -257,10 +257,10 @@ struct evlog_header {
 	uint64_t realtime_ns;          /* ... and CLOCK_REALTIME read together */
 	uint32_t producer_pid;
 	/* The profile this log belongs to: one random id per `profile` run, in
-	 * the collector's log and in every log of the libraries it injected
-	 * (format 1.2). All zero: none (logs of 1.0/1.1 writers, test logs). */
+	 * the collector's log and in every log of the libraries it injected.
+	 * All zero: none (test logs). */
 	uint8_t session[EVLOG_SESSION_LEN];
-	/* Its place in a log written in segments (format 1.5): 2, 3 ... for the
+	/* Its place in a log written in segments: 2, 3 ... for the
 	 * second segment on, whose first event records the one before it
 	 * (EV_SEGMENT); 0 for a log's first or only file. Set by the writer. */
 	uint32_t segment;
@@ -275,8 +275,6 @@ struct evlog_writer_opts {
 	uint64_t flush_ns;         /* flush a non-empty chunk older than this; 0 = default (1 s) */
 	int zstd_level;            /* 0 = default (1) */
 	int overwrite;             /* replace an existing final file (default: refuse, EVLOG_EEXIST) */
-	int row_chunks;            /* write format 1.0 row chunks, for 1.0 readers (default: 1.1
-				    * column chunks, about a quarter smaller; 1.0 readers skip them) */
 	/* A segment ends after the first chunk that takes it to segment_bytes,
 	 * or that finds it segment_ns old (and holding events): the next chunk
 	 * starts the next one. 0: no bound (a log of one file, unless the other
