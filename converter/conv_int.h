@@ -201,13 +201,15 @@ struct cv_core {
 };
 
 int cv_pass1(struct cv_core *c);
-/* Is e the collector's EVLOG_MARKER_NS_TID marker (metadata, not shown)? */
-int cv_is_ns_tid_marker(const struct evlog_event *e);
-/* Is e an EVLOG_MARKER_OWN_THREAD marker (metadata, not shown)? */
-int cv_is_own_thread_marker(const struct evlog_event *e);
+/* Is e a marker of llmtracker's own (metadata, not shown: eventlog.h,
+ * enum evlog_marker_kind)? */
+static inline int cv_is_meta_marker(const struct evlog_event *e)
+{
+	return e->type == EV_MARKER && e->u.marker.kind != EVLOG_MARK_NOTE;
+}
 /* e with its tid as the node numbers it: events of a log a target wrote in
  * another pid namespace carry that namespace's tids (CUPTI's, gettid()),
- * mapped through the collector's EVLOG_MARKER_NS_TID markers (read before
+ * mapped through the collector's EVLOG_MARK_NS_TID markers (read before
  * such logs in pass 1). Returns e, or tmp holding the mapped copy. */
 const struct evlog_event *cv_node_tid(const struct cv_host *h, const struct cv_log *l,
 				      const struct evlog_event *e, struct evlog_event *tmp);

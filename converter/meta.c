@@ -291,22 +291,6 @@ static int device_event(struct cv_core *c, struct cv_host *h, const struct evlog
 	return set_name(c, &t->name, evlog_s(name));
 }
 
-int cv_is_ns_tid_marker(const struct evlog_event *e)
-{
-	static const size_t n = sizeof(EVLOG_MARKER_NS_TID) - 1;
-
-	return e->type == EV_MARKER && e->u.marker.name.len == n &&
-	       !memcmp(e->u.marker.name.ptr, EVLOG_MARKER_NS_TID, n);
-}
-
-int cv_is_own_thread_marker(const struct evlog_event *e)
-{
-	static const size_t n = sizeof(EVLOG_MARKER_OWN_THREAD) - 1;
-
-	return e->type == EV_MARKER && e->u.marker.name.len == n &&
-	       !memcmp(e->u.marker.name.ptr, EVLOG_MARKER_OWN_THREAD, n);
-}
-
 const struct evlog_event *cv_node_tid(const struct cv_host *h, const struct cv_log *l,
 				      const struct evlog_event *e, struct evlog_event *tmp)
 {
@@ -376,20 +360,23 @@ static int meta_event(struct cv_core *c, struct cv_host *h, struct cv_log *l,
 			return -1;
 		return set_name(c, &t->name, e->u.thread.name);
 	case EV_MARKER:
-		if (cv_is_ns_tid_marker(e)) {
+		switch (e->u.marker.kind) {
+		case EVLOG_MARK_NOTE:
+			return meta_timeline(c, h, l, e);
+		case EVLOG_MARK_NS_TID:
 			if (!(slot = cv_map_put(&h->ns_tids, e->pid, (uint32_t)e->u.marker.value, NULL)))
 				return -1;
 			*slot = e->tid;
 			return 0;
-		}
-		if (cv_is_own_thread_marker(e)) {
+		case EVLOG_MARK_OWN_THREAD:
 			if (!(t = thread_get(c, h, e->pid, e->tid ? e->tid : e->pid)))
 				return -1;
 			t->own = 1;
 			t->name = EVLOG_OWN_THREAD_NAME;
 			return 0;
+		default: /* the CUPTI switches (launchpair.c), or a later kind */
+			return 0;
 		}
-		return meta_timeline(c, h, l, e);
 	case EV_LIB_CALL:
 		c->n_lib_calls++;
 		widen(h, l, e->ts, evlog_dur(e));
@@ -432,7 +419,7 @@ static int unfinished(const char *name)
 }
 
 /* Round 0 reads every log but those a target wrote itself (the injected
- * library's), round 1 those: by then the collector's EVLOG_MARKER_NS_TID
+ * library's), round 1 those: by then the collector's EVLOG_MARK_NS_TID
  * markers are known. Hosts are numbered in input order all the same. */
 static int read_log(struct cv_core *c, struct cv_log *l, int round)
 {

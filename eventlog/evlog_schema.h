@@ -85,7 +85,10 @@
  * offset if unknown. */
 #define EVLOG_FIELDS_symbol(F, m) \
 	F(m, X64, addr) F(m, STR, name) F(m, STR, module) F(m, X64, offset)
-#define EVLOG_FIELDS_marker(F, m) F(m, STR, name) F(m, STR, text) F(m, U64, dur) F(m, U64, value)
+/* kind: enum evlog_marker_kind (eventlog/eventlog.h): an annotation, or a
+ * fact of llmtracker's own whose meaning the kind gives. */
+#define EVLOG_FIELDS_marker(F, m) \
+	F(m, STR, name) F(m, STR, text) F(m, U64, dur) F(m, U64, value) F(m, U8, kind)
 #define EVLOG_FIELDS_clock(F, m) F(m, U64, realtime_ns) /* ts is the CLOCK_MONOTONIC side */
 /* A CUDA synchronization (CUPTI): the host thread waited from ts for dur ns.
  * kind: CUpti_ActivitySynchronizationType (1 event synchronize, 2 stream

@@ -265,8 +265,8 @@ static int evw_write_header(struct evlog_writer *w)
 static int evw_flush_chunk(struct evlog_writer *w);
 
 /* Segment seg + 1 starts: the sink's begin, its header, and from the second
- * on the record of the one before, in a chunk of its own (older readers skip
- * that chunk only). */
+ * on the record of the one before, in a chunk of its own (schemas/eventlog.md
+ * 5.2). */
 static int evw_seg_begin(struct evlog_writer *w)
 {
 	int rc = w->sink->begin(w->ctx, w->seg + 1, w->err, sizeof(w->err));

@@ -32,7 +32,7 @@
  * before format 1.2.
  * --ns-tids D: the process runs in a pid namespace of its own where each of
  * its ids is the node's minus D: the host part writes the collector's
- * llmtracker.ns_tid marker per thread, the gpu part (the injected library's)
+ * EVLOG_MARK_NS_TID marker per thread, the gpu part (the injected library's)
  * writes the namespace's tids and its own pid there as producer_pid.
  * --launch-args: CUDA recorded as by default (kernels, copies and sets
  * without CUPTI's API records), the launch, copy and set calls seen by
@@ -191,7 +191,7 @@ static void preamble(void)
 		put(&e);
 		if (o.ns_delta && want_host()) {
 			e = ev(EV_MARKER, o.mono, o.pid + t);
-			e.u.marker.name = evlog_s(EVLOG_MARKER_NS_TID);
+			e.u.marker.kind = EVLOG_MARK_NS_TID;
 			e.u.marker.value = o.pid + t - o.ns_delta;
 			put(&e);
 		}

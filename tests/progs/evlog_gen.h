@@ -270,7 +270,7 @@ static inline void evgen_fields(struct evgen *g, struct evlog_event *e)
 		break;
 	case EV_MARKER:
 		u->marker.name = evgen_str(g, 0); u->marker.text = evgen_str(g, 1);
-		u->marker.dur = R64(); u->marker.value = R64();
+		u->marker.dur = R64(); u->marker.value = R64(); u->marker.kind = R8();
 		break;
 	case EV_CLOCK: u->clock.realtime_ns = R64(); break;
 	case EV_GPU_SYNC:
