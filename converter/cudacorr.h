@@ -4,7 +4,7 @@
  *
  * - CUPTI's vocabulary as the outputs spell it: copy kinds and memory kinds
  *   (Kineto's names in the trace JSON, xprof's in the XPlane), synchronization
- *   types (Kineto's, and the names older logs gave them as markers), CUPTI
+ *   types (Kineto's), CUPTI
  *   overhead kinds;
  * - the correlation table: which side of a launch (CUPTI's API record, a
  *   uprobe library call, GPU work) each (host, pid, correlation id) was seen

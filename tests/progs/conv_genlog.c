@@ -28,8 +28,7 @@
  * --no-markers leaves the step markers out (the converter then finds the
  * steps itself, from train_step).
  * --session HEX: the header's session id (32 hex digits), as `profile` gives
- * its own log and the injected library's; without it the log has none, as
- * before format 1.2.
+ * its own log and the injected library's; without it the log has none.
  * --ns-tids D: the process runs in a pid namespace of its own where each of
  * its ids is the node's minus D: the host part writes the collector's
  * EVLOG_MARK_NS_TID marker per thread, the gpu part (the injected library's)

@@ -299,7 +299,7 @@ static const uint32_t evgen_types[] = { EVLOG_TYPES(EVGEN_TYPE) };
 #define EVGEN_NTYPES (sizeof(evgen_types) / sizeof(evgen_types[0]))
 
 /* Event i of the "every type, every value" stream of the first n types
- * (19: those of format 1.2, numbers 1-19). */
+ * (19: numbers 1-19). */
 static inline void evgen_all_upto(struct evgen *g, uint64_t i, struct evlog_event *e,
 				  uint32_t n)
 {

@@ -497,9 +497,6 @@ static void test_dedup_pairs(void **state)
 	cv_dedup_free(&d);
 }
 
-/* Logs before format 1.3: CUPTI's synchronization and overhead markers are
- * read as gpu_sync / cupti_overhead events; other markers stay markers, and
- * a sync packs and unpacks through the sort records whole. */
 /* One gpu_memory item of track (pid 7, tid t) counted into g. */
 static uint64_t mem_op(struct cv_gpumem *g, uint32_t tid, uint8_t op, uint8_t kind, uint64_t addr,
 		       uint64_t bytes)
