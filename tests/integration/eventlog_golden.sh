@@ -40,4 +40,4 @@ if [ "${GOLDEN_UPDATE:-0}" = 1 ]; then
 fi
 diff "$SHA" got.sha256 | sed 's/^/# /'
 cmp -s "$SHA" got.sha256
-echo "$([ $? = 0 ] && echo ok || echo not ok) 1 - $(wc -l <"$SHA") logs' chunks byte-identical to tests/golden/eventlog.sha256"
+echo "$([ $? = 0 ] && echo ok || echo not ok) 1 - $(wc -l <"$SHA") logs' version bytes and chunks byte-identical to tests/golden/eventlog.sha256"
