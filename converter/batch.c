@@ -34,8 +34,6 @@
  *                     converts the unit next replaces them
  *   intent.*, lease.* the claim (claim.c)
  *   .stage.<wid>/     worker wid's private conversion output
- * (<logdir>/.llmtracker-batch/<key>.done, from earlier versions, also
- * counts as done.)
  *
  * Two ways to share the work:
  *  - claims (the default): any number of workers on one shared directory
@@ -113,19 +111,12 @@ struct unit {
 	int again;                /* the claim was undecided: try again */
 };
 
-/* Keys of units done by earlier versions (<key>.done in the state dir). */
-struct legacy_done {
-	char (*keys)[NAME_MAX + 1];
-	size_t n, cap;
-};
-
 struct batch {
 	struct batch_opts o;
 	int statefd;
 	int localfd;                 /* the stages' directory in TMPDIR, or -1 */
 	char localdir[PATH_MAX];
 	char host[256], wid[WID_MAX + 1];
-	struct legacy_done legacy;
 	unsigned converted, skipped, failed, others;
 };
 
@@ -375,7 +366,7 @@ static int file_unit_ready(int dirfd, const char *name, const struct flat_sessio
 	if (!h.ok)
 		return 0;
 	if (!evlog_session_set(h.session))
-		return 1; /* a log of format 1.0/1.1: on its own, as before */
+		return 1; /* a log without a session: a unit on its own */
 	if (h.lib)
 		return !session_in(fs->main, fs->n_main, h.session);
 	return !session_in(fs->busy, fs->n_busy, h.session);
@@ -467,43 +458,6 @@ static int in_shard(const struct batch_opts *o, const char *key)
 	return h % o->shard_n == o->shard_i;
 }
 
-static int cmp_key(const void *a, const void *b)
-{
-	return strcmp(a, b);
-}
-
-/* <key>.done files of earlier versions, read once per pass. */
-static void legacy_read(struct batch *b)
-{
-	int fd = dup(b->statefd);
-	struct dirent *e;
-	DIR *d;
-
-	if (fd < 0 || !(d = fdopendir(fd))) {
-		if (fd >= 0)
-			close(fd);
-		return;
-	}
-	while ((e = readdir(d)) && b->legacy.n < MAX_UNITS) {
-		size_t len = strlen(e->d_name);
-
-		if (len <= 5 || strcmp(e->d_name + len - 5, ".done") ||
-		    lt_grow((void **)&b->legacy.keys, &b->legacy.cap, b->legacy.n + 1,
-			    sizeof(*b->legacy.keys), 64))
-			continue;
-		snprintf(b->legacy.keys[b->legacy.n++], NAME_MAX + 1, "%.*s", (int)(len - 5), e->d_name);
-	}
-	closedir(d);
-	if (b->legacy.n)
-		qsort(b->legacy.keys, b->legacy.n, sizeof(*b->legacy.keys), cmp_key);
-}
-
-static int legacy_done(const struct batch *b, const char *key)
-{
-	return b->legacy.n && bsearch(key, b->legacy.keys, b->legacy.n, sizeof(*b->legacy.keys),
-				      cmp_key) != NULL;
-}
-
 /* When failed attempt n was recorded (its file says; written once), or now
  * where it cannot be read. */
 static time_t failed_at(struct batch *b, const char *key, unsigned n)
@@ -531,7 +485,7 @@ static time_t failed_at(struct batch *b, const char *key, unsigned n)
  * not when failed for good, nor failed too recently to try again. */
 static int unit_due(struct batch *b, const char *key, const struct ustate *s)
 {
-	if (s->done || legacy_done(b, key))
+	if (s->done)
 		return 0;
 	if (b->o.shard_n)
 		return 1;
@@ -1267,7 +1221,6 @@ int conv_batch_main(int argc, char **argv)
 		local_stages_free(&b);
 		return 1;
 	}
-	legacy_read(&b);
 	/* Workers start at different places so they rarely contend. */
 	start = n ? rnd % n : 0;
 	for (size_t i = 0; i < n; i++) {
@@ -1282,7 +1235,6 @@ int conv_batch_main(int argc, char **argv)
 	}
 	retry_undecided(&b, units, n);
 	free(units);
-	free(b.legacy.keys);
 	close(b.statefd);
 	local_stages_free(&b);
 	if (!b.o.quiet && b.o.shard_n)

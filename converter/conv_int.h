@@ -87,7 +87,7 @@ void cv_inputs_note(struct cv_inputs *in, const char *path, const char *why);
  * TMPDIR for them (what this archive had extracted is removed). fd is
  * the caller's. */
 int cv_unarchive(struct cv_inputs *in, int fd, const char *shown, char *err, size_t errsz);
-/* Old logs (no session id, format 1.0/1.1): drop --cupti-dir logs that
+/* Logs without a session id: drop --cupti-dir logs that
  * cannot belong to the profile given with -i: another host, or last written
  * before the profile started (an older run left in a shared directory such
  * as /tmp). Says what it dropped. Only logs marked `old_join` are judged. */
@@ -99,7 +99,7 @@ struct cv_head {
 	int lib;                             /* written by the injected library */
 	char host[256];
 	uint8_t session[EVLOG_SESSION_LEN];  /* all zero: none */
-	int records_libs;                    /* a main log that names its library logs (1.4) */
+	int records_libs;                    /* a main log that names its library logs */
 };
 struct cv_head cv_read_head(int fd, const char *name); /* fd stays the caller's */
 
@@ -122,8 +122,8 @@ void cv_liblogs_free(struct cv_liblogs *v);
  * or found in an -i directory, and the injected library's logs of their
  * sessions, found beside a main log named as a file, in -i directories or
  * in --cupti-dir. Logs of other sessions are left
- * out and named in one line; main logs without a session (1.0/1.1) keep
- * the older join of --cupti-dir by host and file time, said in one line.
+ * out and named in one line; main logs without a session join
+ * --cupti-dir by host and file time of --cupti-dir by host and file time, said in one line.
  * 0, or -1 with err set (library logs of several profiles and no main log
  * to choose, out of memory). */
 int cv_inputs_select(struct cv_inputs *in, const char *cupti_dir, char *err, size_t errsz);
@@ -201,26 +201,18 @@ struct cv_core {
 };
 
 int cv_pass1(struct cv_core *c);
-/* Is e the collector's EVLOG_MARKER_NS_TID marker (metadata, not shown)? */
-int cv_is_ns_tid_marker(const struct evlog_event *e);
-/* Is e an EVLOG_MARKER_OWN_THREAD marker (metadata, not shown)? */
-int cv_is_own_thread_marker(const struct evlog_event *e);
+/* Is e a marker of llmtracker's own (metadata, not shown: eventlog.h,
+ * enum evlog_marker_kind)? */
+static inline int cv_is_meta_marker(const struct evlog_event *e)
+{
+	return e->type == EV_MARKER && e->u.marker.kind != EVLOG_MARK_NOTE;
+}
 /* e with its tid as the node numbers it: events of a log a target wrote in
  * another pid namespace carry that namespace's tids (CUPTI's, gettid()),
- * mapped through the collector's EVLOG_MARKER_NS_TID markers (read before
+ * mapped through the collector's EVLOG_MARK_NS_TID markers (read before
  * such logs in pass 1). Returns e, or tmp holding the mapped copy. */
 const struct evlog_event *cv_node_tid(const struct cv_host *h, const struct cv_log *l,
 				      const struct evlog_event *e, struct evlog_event *tmp);
-/* e as the type that holds it since format 1.3, for a CUPTI synchronization
- * or overhead record that an older log holds as a marker: returns e, or tmp
- * holding the event of the new type. */
-const struct evlog_event *cv_upgrade_marker_slow(const struct evlog_event *e,
-						 struct evlog_event *tmp);
-static inline const struct evlog_event *cv_upgrade_marker(const struct evlog_event *e,
-							   struct evlog_event *tmp)
-{
-	return e->type == EV_MARKER ? cv_upgrade_marker_slow(e, tmp) : e;
-}
 /* Lookup helpers after pass 1. */
 const struct cv_sym *cv_sym_find(const struct cv_host *h, uint32_t pid, uint64_t addr);
 void cv_core_free(struct cv_core *c);

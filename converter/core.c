@@ -398,7 +398,7 @@ static int read_log2(struct pass2 *p, uint32_t li, uint64_t *done)
 	struct cv_core *c = p->c;
 	struct cv_log *l = &c->in.logs[li];
 	struct evlog_reader *r;
-	struct evlog_event mapped, upgraded;
+	struct evlog_event mapped;
 	const struct evlog_event *e;
 	char msg[256];
 	int rc;
@@ -413,10 +413,9 @@ static int read_log2(struct pass2 *p, uint32_t li, uint64_t *done)
 	/* Never read past what pass 1 saw (a log still being appended to). */
 	while (n < l->events && (rc = evlog_next(r, &e)) == 0) {
 		n++;
-		if (cv_is_ns_tid_marker(e) || cv_is_own_thread_marker(e) || cv_lp_is_marker(e))
+		if (cv_is_meta_marker(e))
 			continue;
-		if (sync_event(p, li, cv_upgrade_marker(cv_node_tid(&c->hosts[l->host], l, e, &mapped),
-							&upgraded))) {
+		if (sync_event(p, li, cv_node_tid(&c->hosts[l->host], l, e, &mapped))) {
 			if (!c->err[0])
 				snprintf(c->err, sizeof(c->err), "out of memory converting %s",
 					 l->name);

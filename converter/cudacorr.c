@@ -35,17 +35,9 @@ static const struct {
 static const char *const copy_kinds[] = { "Unknown", "HtoD", "DtoH", "HtoA", "AtoH", "AtoA",
 					  "AtoD", "DtoA", "DtoD", "HtoH", "PtoP" };
 
-/* CUpti_ActivitySynchronizationType: Kineto's name (category "cuda_sync"),
- * and the marker name ("cuda_sync:<name>") logs before format 1.3 gave it. */
-static const struct {
-	const char *kineto, *marker;
-} sync_types[] = {
-	{ "Unknown", "unknown" },
-	{ "Event Sync", "event_synchronize" },
-	{ "Stream Wait Event", "stream_wait_event" },
-	{ "Stream Sync", "stream_synchronize" },
-	{ "Context Sync", "context_synchronize" },
-};
+/* CUpti_ActivitySynchronizationType: Kineto's name (category "cuda_sync"). */
+static const char *const sync_types[] = { "Unknown", "Event Sync", "Stream Wait Event",
+					  "Stream Sync", "Context Sync" };
 
 const char *cv_memory_kind_xprof(unsigned kind)
 {
@@ -71,15 +63,7 @@ const char *cv_memcpy_name(uint8_t kind, uint8_t src, uint8_t dst, char *buf, si
 
 const char *cv_sync_name(uint8_t kind)
 {
-	return sync_types[kind < N_OF(sync_types) ? kind : 0].kineto;
-}
-
-uint8_t cv_sync_kind_of_marker(const char *s, size_t n)
-{
-	for (uint8_t k = 0; k < N_OF(sync_types); k++)
-		if (n == strlen(sync_types[k].marker) && !memcmp(s, sync_types[k].marker, n))
-			return k;
-	return 0;
+	return sync_types[kind < N_OF(sync_types) ? kind : 0];
 }
 
 /* ... and CUPTI's own overhead by its kind, under category "overhead". */

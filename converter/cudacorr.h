@@ -4,7 +4,7 @@
  *
  * - CUPTI's vocabulary as the outputs spell it: copy kinds and memory kinds
  *   (Kineto's names in the trace JSON, xprof's in the XPlane), synchronization
- *   types (Kineto's, and the names older logs gave them as markers), CUPTI
+ *   types (Kineto's), CUPTI
  *   overhead kinds;
  * - the correlation table: which side of a launch (CUPTI's API record, a
  *   uprobe library call, GPU work) each (host, pid, correlation id) was seen
@@ -41,9 +41,6 @@ const char *cv_memory_kind_xprof(unsigned kind);
  * and of a CUPTI overhead (CUpti_ActivityOverheadKind). */
 const char *cv_sync_name(uint8_t kind);
 const char *cv_overhead_name(uint32_t kind);
-/* The synchronization type of an older log's marker name after
- * "cuda_sync:" ("stream_synchronize"); 0 (unknown) if none. */
-uint8_t cv_sync_kind_of_marker(const char *s, size_t n);
 
 /* ------------------------------------------------------ correlation table */
 

@@ -198,18 +198,6 @@ static uint32_t name_ix(struct cv_lp *lp, struct evlog_str s)
 	return i < 0 ? 0 : (uint32_t)i;
 }
 
-static int is_marker(const struct evlog_event *e, const char *name)
-{
-	size_t n = strlen(name);
-
-	return e->type == EV_MARKER && e->u.marker.name.len == n && !memcmp(e->u.marker.name.ptr, name, n);
-}
-
-int cv_lp_is_marker(const struct evlog_event *e)
-{
-	return is_marker(e, EVLOG_MARKER_CUPTI_ON) || is_marker(e, EVLOG_MARKER_CUPTI_OFF);
-}
-
 /* ------------------------------------------------------------ classifying */
 
 static const struct {
@@ -475,24 +463,20 @@ static int note_gpu(struct cv_lp *lp, struct cv_core *c, uint32_t host, uint64_t
 	return 0;
 }
 
-/* The kind of work a recording switch marker is about: LP_ALL for the
- * whole switch (text ""), 0 for one unknown here; LP_OFF: switched off. */
+/* The kind of work a recording switch is about (enum evlog_cupti_work):
+ * LP_ALL for the whole switch, 0 for one unknown here; LP_OFF: switched
+ * off. */
 #define LP_ALL 0xff
 #define LP_OFF 0xfe
-static uint8_t on_kind(struct evlog_str text)
+static uint8_t on_kind(uint64_t work)
 {
-	static const struct {
-		const char *what;
-		uint8_t kind;
-	} on[] = { { EVLOG_CUPTI_ON_KERNEL, LP_KERNEL }, { EVLOG_CUPTI_ON_MEMCPY, LP_COPY },
-		   { EVLOG_CUPTI_ON_MEMSET, LP_SET } };
-
-	if (!text.len)
-		return LP_ALL;
-	for (size_t i = 0; i < sizeof(on) / sizeof(on[0]); i++)
-		if (text.len == strlen(on[i].what) && !memcmp(text.ptr, on[i].what, text.len))
-			return on[i].kind;
-	return 0;
+	switch (work) {
+	case EVLOG_CUPTI_ALL: return LP_ALL;
+	case EVLOG_CUPTI_KERNEL: return LP_KERNEL;
+	case EVLOG_CUPTI_MEMCPY: return LP_COPY;
+	case EVLOG_CUPTI_MEMSET: return LP_SET;
+	default: return 0;
+	}
 }
 
 int cv_lp_note(struct cv_core *c, uint32_t host, const struct cv_log *l,
@@ -528,12 +512,12 @@ int cv_lp_note(struct cv_core *c, uint32_t host, const struct cv_log *l,
 	case EV_GPU_MEMSET:
 		return (lp = lp_of(c)) ? note_gpu(lp, c, host, ts, e) : -1;
 	case EV_MARKER:
-		if (!cv_lp_is_marker(e))
-			return 0;
-		if (is_marker(e, EVLOG_MARKER_CUPTI_OFF))
+		if (e->u.marker.kind == EVLOG_MARK_CUPTI_OFF)
 			kind = LP_OFF;
-		else if (!(kind = on_kind(e->u.marker.text)))
-			return 1; /* a kind of another version's: the whole switch stands */
+		else if (e->u.marker.kind != EVLOG_MARK_CUPTI_ON)
+			return 0;
+		else if (!(kind = on_kind(e->u.marker.value)))
+			return 1; /* work of a later version's: the whole switch stands */
 		if (!(lp = lp_of(c)) ||
 		    lt_grow((void **)&lp->ons, &lp->cap_ons, lp->n_ons + 1, sizeof(*lp->ons), 16))
 			return -1;

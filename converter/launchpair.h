@@ -13,7 +13,7 @@
  *   kind of work and its signature (kernel name, grid, block; bytes), in
  *   launch order (first in, first out), the launch before the work starts,
  *   only calls made while CUPTI recorded their kind of work (the library's
- *   EVLOG_MARKER_CUPTI_ON markers, one per kind's switch); then again with each call's stream mapped to CUPTI's stream
+ *   EVLOG_MARK_CUPTI_ON markers, one per kind's switch); then again with each call's stream mapped to CUPTI's stream
  *   id (learnt from the first round), so work of one signature on several
  *   streams pairs by stream. Then, with the work left, kernel launches
  *   without a name (driver launches) by dims and shared memory, launches
@@ -65,11 +65,10 @@ struct cv_lp_stats {
 };
 
 /* Pass 1: note e (host clock = e->ts + l->clock_off). 1: e was the
- * library's recording marker (not a timeline event), 0: go on, -1: no memory. */
+ * library's recording switch (EVLOG_MARK_CUPTI_ON or _OFF: not a timeline
+ * event), 0: go on, -1: no memory. */
 int cv_lp_note(struct cv_core *c, uint32_t host, const struct cv_log *l,
 	       const struct evlog_event *e);
-/* Is e the library's recording marker (pass 2 skips it)? */
-int cv_lp_is_marker(const struct evlog_event *e);
 /* After pass 1: pair, mark the correlation ids used. 0 or -1 (c->err). */
 int cv_lp_solve(struct cv_core *c);
 /* Pass 2, before naming: give e (a record of host `host` starting at

@@ -1,7 +1,7 @@
 // SPDX-License-Identifier: Apache-2.0
 /*
- * The injected library's logs a profile's main log records (EV_LIB_LOG,
- * format 1.4): the collector names each one it published, with its size
+ * The injected library's logs a profile's main log records (EV_LIB_LOG):
+ * the collector names each one it published, with its size
  * and SHA-256. A library log of that session joins the profile only when
  * its file name, size and digest match one of them (sessions.c): a session
  * id is no secret (it is in every 0644 log), so a log that merely carries

@@ -291,22 +291,6 @@ static int device_event(struct cv_core *c, struct cv_host *h, const struct evlog
 	return set_name(c, &t->name, evlog_s(name));
 }
 
-int cv_is_ns_tid_marker(const struct evlog_event *e)
-{
-	static const size_t n = sizeof(EVLOG_MARKER_NS_TID) - 1;
-
-	return e->type == EV_MARKER && e->u.marker.name.len == n &&
-	       !memcmp(e->u.marker.name.ptr, EVLOG_MARKER_NS_TID, n);
-}
-
-int cv_is_own_thread_marker(const struct evlog_event *e)
-{
-	static const size_t n = sizeof(EVLOG_MARKER_OWN_THREAD) - 1;
-
-	return e->type == EV_MARKER && e->u.marker.name.len == n &&
-	       !memcmp(e->u.marker.name.ptr, EVLOG_MARKER_OWN_THREAD, n);
-}
-
 const struct evlog_event *cv_node_tid(const struct cv_host *h, const struct cv_log *l,
 				      const struct evlog_event *e, struct evlog_event *tmp)
 {
@@ -322,64 +306,6 @@ const struct evlog_event *cv_node_tid(const struct cv_host *h, const struct cv_l
 		tmp->tid = (uint32_t)*node;
 	else
 		return e; /* no marker: a thread the collector did not see */
-	return tmp;
-}
-
-/* Logs before format 1.3 hold CUPTI's synchronization and overhead records
- * as markers: "cuda_sync:<type>" (text "context=C stream=S", value = the
- * correlation id) and "cupti_overhead:<kind>" (tid set when charged to a
- * thread). They are read as the types that hold them now, so old and new
- * logs show them alike. */
-static int name_has_prefix(const struct evlog_str *s, const char *p, size_t n)
-{
-	return s->len > n && !memcmp(s->ptr, p, n);
-}
-
-/* The number after "key=" in s (0 if absent or not a number). */
-static uint64_t text_number(struct evlog_str s, const char *key)
-{
-	size_t kl = strlen(key);
-	uint64_t v = 0;
-
-	for (uint32_t i = 0; i + kl <= s.len; i++) {
-		if (memcmp(s.ptr + i, key, kl) || (i && s.ptr[i - 1] != ' '))
-			continue;
-		for (i += (uint32_t)kl; i < s.len && s.ptr[i] >= '0' && s.ptr[i] <= '9' &&
-		     v < UINT32_MAX; i++)
-			v = v * 10 + (uint64_t)(s.ptr[i] - '0');
-		return v > UINT32_MAX ? UINT32_MAX : v;
-	}
-	return 0;
-}
-
-const struct evlog_event *cv_upgrade_marker_slow(const struct evlog_event *e,
-						 struct evlog_event *tmp)
-{
-	const struct evlog_str *n = &e->u.marker.name;
-	struct evlog_event o = { .ts = e->ts, .pid = e->pid, .tid = e->tid };
-
-	if (name_has_prefix(n, "cuda_sync:", 10)) {
-		o.type = EV_GPU_SYNC;
-		o.u.gpu_sync.kind = cv_sync_kind_of_marker(n->ptr + 10, n->len - 10);
-		o.u.gpu_sync.dur = e->u.marker.dur;
-		o.u.gpu_sync.context = (uint32_t)text_number(e->u.marker.text, "context=");
-		o.u.gpu_sync.stream = (uint32_t)text_number(e->u.marker.text, "stream=");
-		o.u.gpu_sync.cuda_event = UINT32_MAX; /* not recorded */
-		o.u.gpu_sync.correlation_id = e->u.marker.value;
-	} else if (name_has_prefix(n, "cupti_overhead:", 15)) {
-		struct evlog_str k = { .ptr = n->ptr + 15, .len = n->len - 15 };
-		uint64_t v = 0;
-
-		for (uint32_t i = 0; i < k.len && k.ptr[i] >= '0' && k.ptr[i] <= '9' && v < UINT32_MAX; i++)
-			v = v * 10 + (uint64_t)(k.ptr[i] - '0');
-		o.type = EV_CUPTI_OVERHEAD;
-		o.u.cupti_overhead.dur = e->u.marker.dur;
-		o.u.cupti_overhead.kind = v > UINT32_MAX ? UINT32_MAX : (uint32_t)v;
-		o.u.cupti_overhead.object_kind = e->tid ? 2 : 0; /* a thread, or not said */
-	} else {
-		return e;
-	}
-	*tmp = o;
 	return tmp;
 }
 
@@ -434,20 +360,23 @@ static int meta_event(struct cv_core *c, struct cv_host *h, struct cv_log *l,
 			return -1;
 		return set_name(c, &t->name, e->u.thread.name);
 	case EV_MARKER:
-		if (cv_is_ns_tid_marker(e)) {
+		switch (e->u.marker.kind) {
+		case EVLOG_MARK_NOTE:
+			return meta_timeline(c, h, l, e);
+		case EVLOG_MARK_NS_TID:
 			if (!(slot = cv_map_put(&h->ns_tids, e->pid, (uint32_t)e->u.marker.value, NULL)))
 				return -1;
 			*slot = e->tid;
 			return 0;
-		}
-		if (cv_is_own_thread_marker(e)) {
+		case EVLOG_MARK_OWN_THREAD:
 			if (!(t = thread_get(c, h, e->pid, e->tid ? e->tid : e->pid)))
 				return -1;
 			t->own = 1;
 			t->name = EVLOG_OWN_THREAD_NAME;
 			return 0;
+		default: /* the CUPTI switches (launchpair.c), or a later kind */
+			return 0;
 		}
-		return meta_timeline(c, h, l, e);
 	case EV_LIB_CALL:
 		c->n_lib_calls++;
 		widen(h, l, e->ts, evlog_dur(e));
@@ -490,12 +419,12 @@ static int unfinished(const char *name)
 }
 
 /* Round 0 reads every log but those a target wrote itself (the injected
- * library's), round 1 those: by then the collector's EVLOG_MARKER_NS_TID
+ * library's), round 1 those: by then the collector's EVLOG_MARK_NS_TID
  * markers are known. Hosts are numbered in input order all the same. */
 static int read_log(struct cv_core *c, struct cv_log *l, int round)
 {
 	struct evlog_reader *r;
-	struct evlog_event mapped, upgraded;
+	struct evlog_event mapped;
 	const struct evlog_event *e;
 	char msg[512];
 	int rc;
@@ -535,7 +464,7 @@ static int read_log(struct cv_core *c, struct cv_log *l, int round)
 	}
 	while ((rc = evlog_next(r, &e)) == 0) {
 		l->events++;
-		if (meta_event(c, h, l, cv_upgrade_marker(cv_node_tid(h, l, e, &mapped), &upgraded))) {
+		if (meta_event(c, h, l, cv_node_tid(h, l, e, &mapped))) {
 			evlog_reader_close(r);
 			snprintf(c->err, sizeof(c->err), "out of memory reading %s", l->name);
 			return -1;

@@ -10,10 +10,10 @@
  * brings the library logs of its session from its own directory (read
  * flat), and --cupti-dir adds more. Everything else found there belongs to
  * other profiles: left out, and named in one line. Main logs without a
- * session (format 1.0/1.1) keep the older join: --cupti-dir's logs of the
- * same host last written after the profile started (cv_inputs_filter_cupti).
- * A main log of format 1.4 or later records each library log the collector
- * published (name, size, digest: liblogs.c): of its session, only those join,
+ * session (a test's, another producer's) join by host and time instead:
+ * --cupti-dir's logs without a session of the same host, last written after
+ * the profile started (cv_inputs_filter_cupti). A main log with a session
+ * records each library log the collector published (name, size, digest: liblogs.c): of its session, only those join,
  * and any other library log carrying its session id is left out and named
  * with the reason (the id is readable by anyone who can read a log).
  */
@@ -43,8 +43,7 @@ struct cv_head cv_read_head(int fd, const char *name)
 	h.ok = 1;
 	h.lib = eh->producer.len == 6 && !memcmp(eh->producer.ptr, "inject", 6);
 	memcpy(h.session, eh->session, sizeof(h.session));
-	h.records_libs = !h.lib && evlog_session_set(h.session) &&
-			 eh->version_major == 1 && eh->version_minor >= 4;
+	h.records_libs = !h.lib && evlog_session_set(h.session);
 	snprintf(h.host, sizeof(h.host), "%.*s", (int)(eh->host.len < 255 ? eh->host.len : 255),
 		 eh->host.len ? eh->host.ptr : "");
 	evlog_reader_close(r);
@@ -82,7 +81,7 @@ struct select {
 	struct sessions want;
 	int old_mains;          /* main logs without a session */
 	const char *old_main;   /* the first of them, for the line that says so */
-	struct sessions vouched; /* sessions whose main log records its library logs (1.4) */
+	struct sessions vouched; /* sessions whose main log records its library logs */
 	struct cv_liblogs libs;  /* what those main logs record */
 };
 
@@ -185,7 +184,7 @@ static int has_lib_of(const struct select *st, const uint8_t *session)
 	return 0;
 }
 
-/* What the main logs of format 1.4 on record of their library logs: only
+/* What the main logs with a session record of their library logs: only
  * those join (liblogs.c). A main log read once per session is enough for
  * the sessions given; each one read adds its own. */
 static int read_records(struct select *st)
@@ -244,10 +243,10 @@ static int belongs(const struct select *st, size_t i)
 		return 1;
 	if (has)
 		return h->lib && sessions_has(&st->want, h->session);
-	if (l->origin == CV_FROM_INPUT) /* an old library log in an -i directory: as before */
+	if (l->origin == CV_FROM_INPUT) /* a library log without a session in an -i directory */
 		return 1;
-	/* an old log of --cupti-dir: the old join judges it, for old main logs
-	 * (or when there is no main log at all, as before) */
+	/* a log of --cupti-dir without a session: the join by host and time
+	 * judges it, for main logs without one (or when there is no main log) */
 	return l->origin == CV_FROM_CUPTI && (st->old_mains || !st->want.n);
 }
 
@@ -342,10 +341,9 @@ int cv_inputs_select(struct cv_inputs *in, const char *cupti_dir, char *err, siz
 	not_recorded_line(in, unrec, why, n_unrec);
 	same_host_line(&st);
 	if (st.old_mains && cupti_dir)
-		cv_buf_printf(&in->notes, "%s%s has no session id (written before event log format "
-			      "1.2): the logs of --cupti-dir %s are joined to it by host and file "
-			      "time, as before\n", st.old_main, st.old_mains > 1 ? " (and others)" : "",
-			      cupti_dir);
+		cv_buf_printf(&in->notes, "%s%s has no session id: the logs of --cupti-dir %s "
+			      "without one are joined to it by host and file time\n", st.old_main,
+			      st.old_mains > 1 ? " (and others)" : "", cupti_dir);
 	compact(in, keep, old_join);
 	cv_inputs_filter_cupti(in, old_join);
 	rc = 0;

@@ -38,7 +38,7 @@ struct conv_thread {
 	uint32_t pid, tid;
 	const char *name;        /* thread name, never NULL */
 	int own;                 /* the profiler's own thread in the target
-				  * (EVLOG_MARKER_OWN_THREAD): not the job's work */
+				  * (EVLOG_MARK_OWN_THREAD): not the job's work */
 };
 
 struct conv_process {

@@ -90,7 +90,7 @@ static void enter_track(struct sm *s, const struct conv_item *it)
 	s->track_seq++;
 }
 
-/* A thread of the profiler's own in a target (EVLOG_MARKER_OWN_THREAD):
+/* A thread of the profiler's own in a target (EVLOG_MARK_OWN_THREAD):
  * its time is not the job's, in no table. */
 static int own_thread(struct sm *s, const struct conv_item *it)
 {

@@ -168,7 +168,7 @@ int evlog_dump_header(FILE *out, const struct evlog_header *h)
 	}
 	fprintf(out, "# mono_ns=%" PRIu64 "\n# realtime_ns=%" PRIu64 "\n# producer_pid=%" PRIu32 "\n",
 		h->mono_ns, h->realtime_ns, h->producer_pid);
-	if (evlog_session_set(h->session)) { /* logs before 1.2 have none: their dump is as it was */
+	if (evlog_session_set(h->session)) { /* test logs have none */
 		char hex[EVLOG_SESSION_HEX];
 		fprintf(out, "# session=%s\n", evlog_session_hex(h->session, hex));
 	}

@@ -126,7 +126,7 @@ struct evlog_pystack {
  *   pid  process id (tgid) as seen from the host's pid namespace; for GPU
  *        activity the host process that issued it
  *   tid  thread id (0 where not meaningful)
- * A marker named EVLOG_MARKER_NS_TID is metadata: see there.
+ * A marker whose kind is not EVLOG_MARK_NOTE is metadata: see there.
  */
 #define EVS_FIELD(m, kind, f) EVS_MEMBER_##kind(f)
 #define EVS_UNION(N, num, m, track, dur, corr) struct { EVLOG_FIELDS_##m(EVS_FIELD, m) } m;
@@ -212,37 +212,46 @@ static inline void evlog_set_corr(struct evlog_event *e, uint64_t v)
 #define EVLOG_SESSION_LEN 16
 #define EVLOG_SESSION_HEX (2 * EVLOG_SESSION_LEN + 1) /* text form, with its NUL */
 
-/* EV_MARKER naming a thread's id in its process's own pid namespace (a
- * container's): pid and tid are the node's, value is that thread's id there.
- * Written by the collector for target threads whose ids differ; the
- * converter maps the container's tids in the logs a target writes itself
- * (CUPTI, Python hook) to the node's with them, and shows no such marker. */
-#define EVLOG_MARKER_NS_TID "llmtracker.ns_tid"
-
-/* EV_MARKER naming a thread of the profiler's own in a target (the injected
- * library's control thread, named LT_OWN_THREAD_NAME): pid and tid are the
- * thread's (the log's view, mapped like its other tids). Written by the
- * injected library into its log; the converter shows that thread under
- * that name and leaves it out of the summary's tables. */
-#define EVLOG_MARKER_OWN_THREAD "llmtracker.own_thread"
+/* What an EV_MARKER is (its field kind). Part of the file format. Every
+ * kind but EVLOG_MARK_NOTE is metadata of llmtracker's own, which the
+ * converter shows as no marker; a reader treats a kind it does not know
+ * (a later minor version's) as such metadata and ignores it. */
+enum evlog_marker_kind {
+	/* An annotation (steps, notes): name, text, dur and value as given. */
+	EVLOG_MARK_NOTE = 0,
+	/* A thread's id in its process's own pid namespace (a container's):
+	 * pid and tid are the node's, value is that thread's id there. Written
+	 * by the collector for target threads whose ids differ; the converter
+	 * maps the container's tids in the logs a target writes itself (CUPTI,
+	 * Python hook) to the node's with them. */
+	EVLOG_MARK_NS_TID = 1,
+	/* A thread of the profiler's own in a target (the injected library's
+	 * control thread, named EVLOG_OWN_THREAD_NAME): pid and tid are the
+	 * thread's (the log's view, mapped like its other tids). Written by the
+	 * injected library into its log; the converter shows that thread under
+	 * that name and leaves it out of the summary's tables. */
+	EVLOG_MARK_OWN_THREAD = 2,
+	/* The injected CUPTI library switched recording on: ts before, ts + dur
+	 * after; value: the work switched (enum evlog_cupti_work). Calls made
+	 * before ts queued no recorded work of it; the converter pairs uprobe
+	 * launch calls with recorded work from there (converter/launchpair.h).
+	 * One per kind of work around that kind's own switch, then one for
+	 * every kind around the whole. */
+	EVLOG_MARK_CUPTI_ON = 3,
+	/* The injected CUPTI library switched recording off: ts before, ts + dur
+	 * after. Calls made after ts + dur queued nothing recorded (the
+	 * converter does not wait for their work). */
+	EVLOG_MARK_CUPTI_OFF = 4,
+};
 #define EVLOG_OWN_THREAD_NAME "llmtracker"
 
-/* EV_MARKER written by the injected CUPTI library when it switched kernel
- * recording on: ts before, ts + dur after. Calls made before ts queued no
- * recorded work; the converter pairs uprobe launch calls with recorded
- * work from there (converter/launchpair.h), and shows no such marker. Text
- * "" spans switching every kind on; one per kind of work follows around
- * that kind's own switch, text EVLOG_CUPTI_ON_KERNEL, _MEMCPY or _MEMSET
- * (logs before those have only the first). */
-#define EVLOG_MARKER_CUPTI_ON "llmtracker.cupti_on"
-#define EVLOG_CUPTI_ON_KERNEL "kernel"
-#define EVLOG_CUPTI_ON_MEMCPY "memcpy"
-#define EVLOG_CUPTI_ON_MEMSET "memset"
-/* EV_MARKER written by the injected CUPTI library when it switched
- * recording off: ts before, ts + dur after. Calls made after ts + dur
- * queued nothing recorded (the converter does not wait for their work),
- * and shows no such marker either. Logs before it have none. */
-#define EVLOG_MARKER_CUPTI_OFF "llmtracker.cupti_off"
+/* The work an EVLOG_MARK_CUPTI_ON switched on (its value). */
+enum evlog_cupti_work {
+	EVLOG_CUPTI_ALL = 0,
+	EVLOG_CUPTI_KERNEL = 1,
+	EVLOG_CUPTI_MEMCPY = 2,
+	EVLOG_CUPTI_MEMSET = 3,
+};
 
 /* File header fields. Strings may be empty. */
 struct evlog_header {
@@ -257,10 +266,10 @@ struct evlog_header {
 	uint64_t realtime_ns;          /* ... and CLOCK_REALTIME read together */
 	uint32_t producer_pid;
 	/* The profile this log belongs to: one random id per `profile` run, in
-	 * the collector's log and in every log of the libraries it injected
-	 * (format 1.2). All zero: none (logs of 1.0/1.1 writers, test logs). */
+	 * the collector's log and in every log of the libraries it injected.
+	 * All zero: none (test logs). */
 	uint8_t session[EVLOG_SESSION_LEN];
-	/* Its place in a log written in segments (format 1.5): 2, 3 ... for the
+	/* Its place in a log written in segments: 2, 3 ... for the
 	 * second segment on, whose first event records the one before it
 	 * (EV_SEGMENT); 0 for a log's first or only file. Set by the writer. */
 	uint32_t segment;
@@ -275,8 +284,6 @@ struct evlog_writer_opts {
 	uint64_t flush_ns;         /* flush a non-empty chunk older than this; 0 = default (1 s) */
 	int zstd_level;            /* 0 = default (1) */
 	int overwrite;             /* replace an existing final file (default: refuse, EVLOG_EEXIST) */
-	int row_chunks;            /* write format 1.0 row chunks, for 1.0 readers (default: 1.1
-				    * column chunks, about a quarter smaller; 1.0 readers skip them) */
 	/* A segment ends after the first chunk that takes it to segment_bytes,
 	 * or that finds it segment_ns old (and holding events): the next chunk
 	 * starts the next one. 0: no bound (a log of one file, unless the other

@@ -18,7 +18,7 @@
 
 /* The format's version: a new type or field raises the minor one. */
 #define EVLOG_VERSION_MAJOR 1
-#define EVLOG_VERSION_MINOR 7
+#define EVLOG_VERSION_MINOR 0
 
 /*
  * Field kinds: C type in struct evlog_event, coding on disk, dump style.
@@ -85,7 +85,10 @@
  * offset if unknown. */
 #define EVLOG_FIELDS_symbol(F, m) \
 	F(m, X64, addr) F(m, STR, name) F(m, STR, module) F(m, X64, offset)
-#define EVLOG_FIELDS_marker(F, m) F(m, STR, name) F(m, STR, text) F(m, U64, dur) F(m, U64, value)
+/* kind: enum evlog_marker_kind (eventlog/eventlog.h): an annotation, or a
+ * fact of llmtracker's own whose meaning the kind gives. */
+#define EVLOG_FIELDS_marker(F, m) \
+	F(m, STR, name) F(m, STR, text) F(m, U64, dur) F(m, U64, value) F(m, U8, kind)
 #define EVLOG_FIELDS_clock(F, m) F(m, U64, realtime_ns) /* ts is the CLOCK_MONOTONIC side */
 /* A CUDA synchronization (CUPTI): the host thread waited from ts for dur ns.
  * kind: CUpti_ActivitySynchronizationType (1 event synchronize, 2 stream
@@ -162,12 +165,12 @@
 	T(SYMBOL, 17, symbol, META, _, _)                 /* address -> symbol */ \
 	T(MARKER, 18, marker, THREAD, dur, _)             /* annotation (steps, notes) */ \
 	T(CLOCK, 19, clock, META, _, _)                   /* a MONOTONIC <-> REALTIME anchor */ \
-	T(GPU_SYNC, 21, gpu_sync, THREAD, dur, correlation_id) /* 1.3 */ \
-	T(CUPTI_OVERHEAD, 22, cupti_overhead, THREAD, dur, _)  /* 1.3 */ \
-	T(LIB_LOG, 23, lib_log, META, _, _)               /* 1.4: a library log published */ \
-	T(SEGMENT, 24, segment, META, _, _)               /* 1.5: the segment before this one */ \
-	T(RANK, 25, rank, META, _, _)                     /* 1.6: a process's rank */ \
-	T(GPU_MEMORY, 26, gpu_memory, DEVICE, _, correlation_id) /* 1.7 */
+	T(GPU_SYNC, 21, gpu_sync, THREAD, dur, correlation_id) /* a CUDA synchronization */ \
+	T(CUPTI_OVERHEAD, 22, cupti_overhead, THREAD, dur, _)  /* CUPTI's own time */ \
+	T(LIB_LOG, 23, lib_log, META, _, _)               /* a library log published */ \
+	T(SEGMENT, 24, segment, META, _, _)               /* the segment before this one */ \
+	T(RANK, 25, rank, META, _, _)                     /* a process's rank */ \
+	T(GPU_MEMORY, 26, gpu_memory, DEVICE, _, correlation_id) /* allocated or freed */
 
 /* The largest type number (the type byte keeps 6 bits; spill records 5):
  * the size of a union of one char array per type, as long as its number. */
@@ -193,21 +196,6 @@ union evs_type_max {
 #define EVS_NCOL_PYSTACK 1
 #define EVS_NCOL_U32X3 3
 #define EVS_NCOL_ARGS (1 + EVLOG_MAX_ARGS)
-
-/* The column walker's letters (eventlog/columns.c): v varint, s string,
- * k stack, y Python stack, a argument list. */
-#define EVS_LETTERS_U8 "v"
-#define EVS_LETTERS_U32 "v"
-#define EVS_LETTERS_U64 "v"
-#define EVS_LETTERS_X64 "v"
-#define EVS_LETTERS_SRC "v"
-#define EVS_LETTERS_I64 "v"
-#define EVS_LETTERS_CORR "v"
-#define EVS_LETTERS_STR "s"
-#define EVS_LETTERS_STACK "k"
-#define EVS_LETTERS_PYSTACK "y"
-#define EVS_LETTERS_U32X3 "vvv"
-#define EVS_LETTERS_ARGS "a"
 
 /* The struct member a field declares. */
 #define EVS_MEMBER_U8(f) uint8_t f;

@@ -65,12 +65,8 @@ struct evlog_reader {
 	/* current chunk */
 	uint8_t *raw;
 	size_t raw_cap;
-	uint8_t *cols;          /* a 1.0 row chunk transposed to columns */
-	size_t cols_cap;
-	struct evc_cols *scratch; /* for that transposition */
 	const uint8_t *c[EVC_NCOLS], *ce[EVC_NCOLS]; /* column cursors and ends */
 	uint32_t left;          /* events still to decode */
-	int tail;               /* after them: 0 end of chunk, -1 damage, -2 newer event type */
 	int in_chunk;
 	uint64_t prev_ts;
 	uint32_t prev_pid, prev_tid;
@@ -445,10 +441,6 @@ void evlog_reader_close(struct evlog_reader *r)
 		free(r->hdr_strs[i]);
 	ZSTD_freeDCtx(r->dctx);
 	free(r->raw);
-	free(r->cols);
-	if (r->scratch)
-		evc_free(r->scratch);
-	free(r->scratch);
 	free(r->strs);
 	free(r->sarena);
 	free(r->stacks);
@@ -528,7 +520,7 @@ static void evr_skip(struct evlog_reader *r, int torn_candidate)
 }
 
 /* Column cursors from a column payload's directory: 0, -1 damaged, -2
- * columns this reader does not know (a newer minor version). */
+ * columns this reader does not know (a later minor version). */
 static int evr_directory(struct evlog_reader *r, const uint8_t *b, size_t n)
 {
 	const uint8_t *p = b + 1, *end = b + n, *dir;
@@ -554,34 +546,17 @@ static int evr_directory(struct evlog_reader *r, const uint8_t *b, size_t n)
 	return p == end ? 0 : -1;
 }
 
-/* Set up the decoding of a chunk's `raw` payload bytes: a column payload as
- * is, a 1.0 row payload transposed to columns first. 0, or -1 when not one
- * event can be decoded (counted). */
+/* Set up the decoding of a chunk's `raw` payload bytes, a column payload.
+ * One whose first byte is not the column mark is of a layout this version
+ * does not define (schemas/eventlog.md 2): skipped like a later minor
+ * version's columns. 0, or -1 when not one event can be decoded (counted). */
 static int evr_layout(struct evlog_reader *r, uint32_t raw, uint32_t count)
 {
-	int rc;
 	r->left = count;
-	r->tail = 0;
-	if (raw && r->raw[0] == EVC_MARK) {
-		rc = evr_directory(r, r->raw, raw);
-	} else {
-		size_t n = 0;
-		uint32_t whole = 0;
-		if (!r->scratch && !(r->scratch = calloc(1, sizeof(*r->scratch))))
-			rc = -3;
-		else
-			rc = evc_from_rows(r->scratch, r->raw, raw, count, &r->cols, &n,
-					   &r->cols_cap, &whole);
-		if (rc == -1 || rc == -2) { /* decode what came before, as 1.0 did */
-			r->tail = rc;
-			r->left = whole;
-		}
-		if (rc != -3)
-			rc = evr_directory(r, r->cols, n) ? -1 : 0;
-	}
-	if (rc == 0 && (r->left || r->tail == 0))
+	int rc = raw && r->raw[0] == EVC_MARK ? evr_directory(r, r->raw, raw) : -2;
+	if (rc == 0)
 		return 0;
-	if (rc == -2 || r->tail == -2)
+	if (rc == -2)
 		r->st.chunks_unknown++;
 	else
 		r->st.chunks_bad++;
@@ -799,18 +774,16 @@ static int evr_fields(struct evlog_reader *r, struct evlog_event *ev)
 }
 
 /* The chunk's events are all decoded: 0 if it ended cleanly (every column
- * used up), else what its layout step found after the last whole event. */
+ * used up), else -1 (damaged). */
 static int evr_chunk_end(const struct evlog_reader *r)
 {
-	if (r->tail)
-		return r->tail;
 	for (unsigned k = 0; k < EVC_NCOLS; k++)
 		if (r->c[k] != r->ce[k])
 			return -1;
 	return 0;
 }
 
-/* 1 event decoded, 0 chunk finished cleanly, -1 damaged, -2 newer event type. */
+/* 1 event decoded, 0 chunk finished cleanly, -1 damaged, -2 a later event type. */
 static int evr_event(struct evlog_reader *r)
 {
 	if (!r->left)
@@ -821,7 +794,7 @@ static int evr_event(struct evlog_reader *r)
 	struct evlog_event *ev = &r->ev;
 	memset(ev, 0, sizeof(*ev));
 	ev->type = t & EVF_TYPE_MASK;
-	/* A newer minor version's event: its fields are unknown, so the rest of
+	/* A later minor version's event: its fields are unknown, so the rest of
 	 * the chunk cannot be decoded. */
 	if (ev->type == 0 || ev->type > EV_TYPE_MAX)
 		return -2;

@@ -89,8 +89,6 @@ struct evlog_writer {
 	size_t out_cap;
 	uint8_t *payload;       /* the chunk payload: column directory and columns */
 	size_t payload_cap;
-	uint8_t *rows;          /* opts.row_chunks: the payload transposed to rows */
-	size_t rows_cap;
 
 	struct evlog_writer_stats st;
 	char err[512];
@@ -254,9 +252,7 @@ static int evw_write_header(struct evlog_writer *w)
 	}
 	memcpy(buf, EVF_MAGIC, EVF_MAGIC_LEN);
 	evf_put16(buf + 8, EVLOG_VERSION_MAJOR);
-	/* Row chunks only: a 1.0 log, which 1.0 readers read whole (they skip
-	 * the later minors' header tags, such as the session). */
-	evf_put16(buf + 10, w->opts.row_chunks ? 0 : EVLOG_VERSION_MINOR);
+	evf_put16(buf + 10, EVLOG_VERSION_MINOR);
 	evf_put32(buf + 12, (uint32_t)body);
 	evf_put32(buf + 16, libdeflate_crc32(0, buf + EVF_FILE_FIXED, body));
 	int rc = evw_emit(w, buf, EVF_FILE_FIXED + body, 0);
@@ -269,8 +265,8 @@ static int evw_write_header(struct evlog_writer *w)
 static int evw_flush_chunk(struct evlog_writer *w);
 
 /* Segment seg + 1 starts: the sink's begin, its header, and from the second
- * on the record of the one before, in a chunk of its own (older readers skip
- * that chunk only). */
+ * on the record of the one before, in a chunk of its own (schemas/eventlog.md
+ * 5.2). */
 static int evw_seg_begin(struct evlog_writer *w)
 {
 	int rc = w->sink->begin(w->ctx, w->seg + 1, w->err, sizeof(w->err));
@@ -353,7 +349,6 @@ static void evw_free(struct evlog_writer *w)
 		free(w->cb[k]);
 	free(w->out);
 	free(w->payload);
-	free(w->rows);
 	free(w->hbody);
 	free(w->name);
 	free(w->label);
@@ -572,23 +567,6 @@ static int evw_payload(struct evlog_writer *w, size_t *len)
 	return 0;
 }
 
-/* opts.row_chunks: the payload as format 1.0 rows, for 1.0 readers. */
-static int evw_rows(struct evlog_writer *w, size_t *len)
-{
-	if (w->rows_cap < *len) {
-		uint8_t *b = realloc(w->rows, *len);
-		if (!b)
-			return -1;
-		w->rows = b;
-		w->rows_cap = *len;
-	}
-	long n = evc_to_rows(w->payload, *len, w->n_events, w->rows);
-	if (n < 0)
-		return -1;
-	*len = (size_t)n;
-	return 0;
-}
-
 static int evw_flush_chunk(struct evlog_writer *w)
 {
 	if (w->failed)
@@ -596,9 +574,8 @@ static int evw_flush_chunk(struct evlog_writer *w)
 	if (!w->n_events)
 		return 0;
 	size_t len;
-	if (evw_payload(w, &len) || (w->opts.row_chunks && evw_rows(w, &len)))
+	if (evw_payload(w, &len))
 		return evw_fail(w, EVLOG_ENOMEM, "out of memory laying out a chunk");
-	const uint8_t *src = w->opts.row_chunks ? w->rows : w->payload;
 	size_t bound = ZSTD_compressBound(len) + EVF_CHUNK_HDR;
 	if (bound > w->out_cap) {
 		uint8_t *o = realloc(w->out, bound);
@@ -608,7 +585,7 @@ static int evw_flush_chunk(struct evlog_writer *w)
 		w->out_cap = bound;
 	}
 	size_t c = ZSTD_compressCCtx(w->cctx, w->out + EVF_CHUNK_HDR, bound - EVF_CHUNK_HDR,
-				     src, len, w->opts.zstd_level);
+				     w->payload, len, w->opts.zstd_level);
 	if (ZSTD_isError(c))
 		return evw_fail(w, EVLOG_ENOMEM, "zstd: %s", ZSTD_getErrorName(c));
 	uint8_t *h = w->out;

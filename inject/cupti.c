@@ -425,14 +425,14 @@ static void put_memory(const CUpti_ActivityMemory4 *m)
 	emit(&ev);
 }
 
-/* When recording began (EVLOG_MARKER_CUPTI_ON): launches before t0 queued
+/* When recording began (EVLOG_MARK_CUPTI_ON): launches before t0 queued
  * nothing recorded, so the converter can pair uprobe launch calls with the
- * recorded work from there. what: "" (every kind) or the kind of work. */
-static void put_recording_on(uint64_t t0, uint64_t t1, const char *what)
+ * recorded work from there. */
+static void put_recording_on(uint64_t t0, uint64_t t1, enum evlog_cupti_work what)
 {
 	struct evlog_event ev = { .type = EV_MARKER, .ts = t0 };
-	ev.u.marker.name = evlog_s(EVLOG_MARKER_CUPTI_ON);
-	ev.u.marker.text = evlog_s(what);
+	ev.u.marker.kind = EVLOG_MARK_CUPTI_ON;
+	ev.u.marker.value = what;
 	ev.u.marker.dur = t1 > t0 ? t1 - t0 : 0;
 	pthread_mutex_lock(&lock);
 	emit(&ev);
@@ -447,23 +447,23 @@ static void put_recording_switches(uint64_t t0, uint64_t t1)
 {
 	static const struct {
 		CUpti_ActivityKind kind;
-		const char *what;
-	} work[] = { { CUPTI_ACTIVITY_KIND_CONCURRENT_KERNEL, EVLOG_CUPTI_ON_KERNEL },
-		     { CUPTI_ACTIVITY_KIND_MEMCPY, EVLOG_CUPTI_ON_MEMCPY },
-		     { CUPTI_ACTIVITY_KIND_MEMSET, EVLOG_CUPTI_ON_MEMSET } };
+		enum evlog_cupti_work what;
+	} work[] = { { CUPTI_ACTIVITY_KIND_CONCURRENT_KERNEL, EVLOG_CUPTI_KERNEL },
+		     { CUPTI_ACTIVITY_KIND_MEMCPY, EVLOG_CUPTI_MEMCPY },
+		     { CUPTI_ACTIVITY_KIND_MEMSET, EVLOG_CUPTI_MEMSET } };
 
 	for (size_t w = 0; w < sizeof(work) / sizeof(work[0]); w++)
 		for (size_t i = 0; i < sizeof(kinds) / sizeof(kinds[0]); i++)
 			if (kinds[i] == work[w].kind && kind_on[i])
 				put_recording_on(kind_switch[i][0], kind_switch[i][1], work[w].what);
-	put_recording_on(t0, t1, "");
+	put_recording_on(t0, t1, EVLOG_CUPTI_ALL);
 }
 
-/* When recording stopped (EVLOG_MARKER_CUPTI_OFF). */
+/* When recording stopped (EVLOG_MARK_CUPTI_OFF). */
 static void put_recording_off(uint64_t t0, uint64_t t1)
 {
 	struct evlog_event ev = { .type = EV_MARKER, .ts = t0 };
-	ev.u.marker.name = evlog_s(EVLOG_MARKER_CUPTI_OFF);
+	ev.u.marker.kind = EVLOG_MARK_CUPTI_OFF;
 	ev.u.marker.dur = t1 > t0 ? t1 - t0 : 0;
 	pthread_mutex_lock(&lock);
 	emit(&ev);

@@ -1215,7 +1215,7 @@ void li_pyhook_mark_own(void)
 				  .tid = (uint32_t)gettid() };
 	if (cfg.pid != (uint32_t)getpid() && ev.tid == (uint32_t)getpid())
 		ev.tid = cfg.pid; /* as tls_get maps it */
-	ev.u.marker.name = evlog_s(EVLOG_MARKER_OWN_THREAD);
+	ev.u.marker.kind = EVLOG_MARK_OWN_THREAD;
 	pthread_mutex_lock(&lock);
 	if (wr)
 		evlog_write(wr, &ev);

@@ -49,7 +49,7 @@ void li_pyhook_tick(void);
 int li_pyhook_stop(int at_exit, char *msg, size_t msgsz);
 int li_pyhook_running(void);
 /* On the control thread: say in the log that this thread is ours
- * (EVLOG_MARKER_OWN_THREAD). */
+ * (EVLOG_MARK_OWN_THREAD). */
 void li_pyhook_mark_own(void);
 
 /* On a program thread that holds the GIL, stopped by the collector (start

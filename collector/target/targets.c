@@ -189,7 +189,7 @@ int lt_targets_emit_ns_tid(struct lt_session *s, uint64_t ts, int pid, int tid, 
 
 	if (!ns_tid || ns_tid == (uint32_t)tid)
 		return 0;
-	ev.u.marker.name = evlog_s(EVLOG_MARKER_NS_TID);
+	ev.u.marker.kind = EVLOG_MARK_NS_TID;
 	ev.u.marker.value = ns_tid;
 	return lt_session_emit(s, &ev);
 }

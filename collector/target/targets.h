@@ -36,7 +36,7 @@ uint32_t lt_proc_read_ns_tid(int pid, int tid);
 int lt_targets_emit_process(struct lt_session *s, uint64_t ts, int pid, int tid, int ppid,
 			    const char *comm, bool is_exec);
 
-/* Write the EVLOG_MARKER_NS_TID marker of thread (pid, tid) when its id in
+/* Write the EVLOG_MARK_NS_TID marker of thread (pid, tid) when its id in
  * its own pid namespace, ns_tid, is another (0: unknown, nothing written). */
 int lt_targets_emit_ns_tid(struct lt_session *s, uint64_t ts, int pid, int tid, uint32_t ns_tid);
 

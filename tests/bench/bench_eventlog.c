@@ -4,9 +4,7 @@
  * CPU samples with repeated stacks, Python enter/exit, GPU kernels, library
  * calls, a few memcpys and Python samples). Events are generated up front so
  * only the library is timed. Prints writer and reader events/s and bytes per
- * event on disk, for the 1.1 column layout beside the 1.0 row layout
- * (row_chunks option); goals: writer >= 10 M/s, reader >= 20 M/s,
- * <= 8 B/event.
+ * event on disk; goals: writer >= 10 M/s, reader >= 20 M/s, <= 8 B/event.
  */
 #include "eventlog/eventlog.h"
 #include "tests/progs/evlog_gen.h"
@@ -64,14 +62,14 @@ static struct evlog_event *make_pool(void)
 	return p;
 }
 
-static int bench(const char *dir, int level, int rows, double *bpe)
+static int bench(const char *dir, int level)
 {
 	struct evlog_event *pool = make_pool();
 	if (!pool)
 		return 1;
 	char path[256], msg[512];
 	snprintf(path, sizeof(path), "%s/bench-l%d.evlog", dir, level);
-	struct evlog_writer_opts o = { .zstd_level = level, .overwrite = 1, .row_chunks = rows };
+	struct evlog_writer_opts o = { .zstd_level = level, .overwrite = 1 };
 	struct evlog_header h = { .producer = evlog_s("bench") };
 	struct evlog_writer *w;
 	if (evlog_writer_open(&w, path, &h, &o, msg, sizeof(msg))) {
@@ -119,10 +117,9 @@ static int bench(const char *dir, int level, int rows, double *bpe)
 	double tr = now_s() - t0;
 	evlog_reader_close(r);
 	unlink(path);
-	*bpe = (double)sb.st_size / NEV;
-	printf("%s, zstd level %d: %u events, writer %.1f M events/s, reader %.1f M events/s, "
+	printf("zstd level %d: %u events, writer %.1f M events/s, reader %.1f M events/s, "
 	       "%.2f bytes/event on disk (%.2f before zstd)%s\n",
-	       rows ? "1.0 rows   " : "1.1 columns", level, NEV, NEV / tw / 1e6, n / tr / 1e6,
+	       level, NEV, NEV / tw / 1e6, n / tr / 1e6,
 	       (double)sb.st_size / NEV,
 	       (double)ws.raw_bytes / NEV, n == NEV && sum ? "" : " READ MISMATCH");
 	return n == NEV ? 0 : 1;
@@ -133,13 +130,5 @@ int main(void)
 	const char *dir = getenv("TMPDIR") ? getenv("TMPDIR") : "/tmp";
 	printf("rates per CPU-second of the writing/reading thread (compression and write() included)\n");
 	printf("goals: writer >= 10 M events/s, reader >= 20 M events/s, <= 8 bytes/event\n");
-	double rows1, cols1, x;
-	int rc = bench(dir, 1, 1, &rows1);
-	rc |= bench(dir, 1, 0, &cols1);
-	rc |= bench(dir, 3, 1, &x);
-	rc |= bench(dir, 3, 0, &x);
-	printf("columns / rows at zstd level 1 (the default): %.2f x the bytes on disk\n"
-	       "(1.0 rows are written and read through a transposition here: the compatibility "
-	       "path, not the native 1.0 speed)\n", cols1 / rows1);
-	return rc;
+	return bench(dir, 1) | bench(dir, 3);
 }

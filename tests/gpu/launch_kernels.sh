@@ -78,8 +78,8 @@ else
 	"$CARRY/bin/llmtracker-convert" -i "$T/diag/p.log" -o "$T/diag/t.json" 2>"$T/diag/conv.err" >/dev/null
 	grep -E '^launch links' "$T/diag/conv.err" | cut -c1-900 | sed 's/^/INFO [diag] /'
 fi
-# torch.cuda.synchronize(): CUPTI's synchronization records (format 1.3
-# gpu_sync events), shown as PyTorch's profiler shows them.
+# torch.cuda.synchronize(): CUPTI's synchronization records (gpu_sync
+# events), shown as PyTorch's profiler shows them.
 mkdir -p "$T/api"
 "$CARRY/bin/llmtracker" profile -t python,cuda --enable-cuda-kernel true --cuda-api-records true \
 	-o "$T/api/p.log" -- "$PY" tests/gpu/launch_kernels.py prof "$T/api/prof.json" >"$T/api/out" 2>"$T/api/err" ||

@@ -78,7 +78,7 @@ mem, on = [], []
 for line in open(d + "/cupti.dump"):
     if line.startswith("gpu_memory "):
         mem.append(fields(line))
-    elif line.startswith("marker ") and " name=llmtracker.cupti_on " in line:
+    elif line.startswith("marker ") and line.rstrip().endswith(" kind=3"):  # EVLOG_MARK_CUPTI_ON
         f = fields(line)
         on.append(f["ts"] + f["dur"])
 mem.sort(key=lambda e: e["ts"])

@@ -7,8 +7,8 @@
 # A torch loop runs under `unshare --pid --fork --mount-proc` (its tids there
 # are 1, 2, ...); `llmtracker profile -p PID -t cuda --enable-cuda-kernel
 # true` attaches from the node. Checks: the CUPTI log carries the namespace's
-# tids (the library cannot know the node's); the collector wrote a
-# llmtracker.ns_tid marker per thread; converted, launches seen by both the
+# tids (the library cannot know the node's); the collector wrote an
+# ns_tid marker per thread; converted, launches seen by both the
 # uprobes and CUPTI are merged ("kept once" > 0) and every CUDA record of the
 # job lies on one of its node tids. Prints PASS/FAIL lines; exit 0 if all pass.
 set -u
@@ -51,9 +51,9 @@ wait $CP && say "PASS profile -p (pid namespace) -t cuda --enable-cuda-kernel ex
 echo "INFO $(wc -l < "$OUT/tids") threads (node tid, namespace tid): $(tr '\n' ' ' < "$OUT/tids" | cut -c1-200)"
 cupti=$(ls "$OUT"/llmtracker-cupti.*.evlog 2>/dev/null | head -1)
 [ -n "$cupti" ] && say "PASS the CUPTI log is published ($(basename "$cupti"))" || say "FAIL no CUPTI log"
-n_markers=$("$CONV" dump "$OUT/p.evlog" 2>/dev/null | grep -c 'name=llmtracker.ns_tid ')
-[ "$n_markers" -ge 1 ] && say "PASS $n_markers llmtracker.ns_tid markers in the collector's log" ||
-	say "FAIL no llmtracker.ns_tid marker"
+n_markers=$("$CONV" dump "$OUT/p.evlog" 2>/dev/null | grep -cE '^marker .* kind=1$') # EVLOG_MARK_NS_TID
+[ "$n_markers" -ge 1 ] && say "PASS $n_markers ns_tid markers in the collector's log" ||
+	say "FAIL no ns_tid marker"
 "$CONV" -i "$OUT/p.evlog" --cupti-dir "$OUT" -o "$OUT/p.json" > "$OUT/conv.out" 2> "$OUT/conv.err" ||
 	say "FAIL convert: $(tail -2 "$OUT/conv.err")"
 kept=$(grep -o '[0-9]* CUDA calls seen by both uprobes and CUPTI, kept once' "$OUT/conv.err" | cut -d' ' -f1)

@@ -5,8 +5,8 @@
 # main log, holding the library logs' events; a main log waits while a
 # partial log of its session is being written, and a library log waits while
 # its main log is partial; a library log with no main log of its session in
-# --in is a run of its own; logs without a session (format 1.0/1.1) are runs
-# of their own as before; a stale partial (a dead writer's) holds nothing
+# --in is a run of its own; logs without a session are runs
+# of their own; a stale partial (a dead writer's) holds nothing
 # back, and is left out of its session's main log, which does not record
 # it (the collector records each library log it publishes: only those join).
 set -u

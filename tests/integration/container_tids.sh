@@ -2,7 +2,7 @@
 # Thread ids of a job in its own pid namespace (podman), as the node numbers
 # them wherever they end up: the injected Python hook (a pyenv CPython
 # without USDT probes, bind-mounted into the container) writes gettid(), the
-# container's tids; the collector writes a llmtracker.ns_tid marker per
+# container's tids; the collector writes an ns_tid marker per
 # thread and the converter maps them. tests/workloads/py_threads.py runs the
 # f/g call tree on 4 threads.
 set -u
@@ -52,8 +52,8 @@ check "the main thread and 4 workers (and the hook's own) seen, numbered otherwi
 	awk 'END { exit !(NR >= 5 && n == NR) } $1 != $2 { n++ }' "$T/tids"
 hook=$(ls "$T/out"/llmtracker-python.*.evlog 2>/dev/null | head -1)
 check "the hook's log is published" [ -n "$hook" ]
-"$DUMP" "$T/out/c.evlog" | grep ' name=llmtracker.ns_tid ' > "$T/markers"
-check "the collector wrote a llmtracker.ns_tid marker for each thread ($(wc -l < "$T/markers"))" \
+"$DUMP" "$T/out/c.evlog" | grep -E '^marker .* kind=1$' > "$T/markers" # EVLOG_MARK_NS_TID
+check "the collector wrote an ns_tid marker for each thread ($(wc -l < "$T/markers"))" \
 	[ "$(wc -l < "$T/markers")" -ge 5 ]
 "$CONV" -q -i "$T/out/c.evlog" --cupti-dir "$T/out" -o "$T/t.json" > "$T/conv" 2>&1
 check "converts" [ $? = 0 ]
@@ -68,7 +68,7 @@ print("f calls per tid:", dict(per_tid))
 print("tids of Python events outside the job's node tids:", sorted({e["tid"] for e in py} - node))
 ok = (len(per_tid) == 4 and all(c == n for c in per_tid.values())
       and {e["tid"] for e in py} <= node and all(e["pid"] == pid for e in py)
-      and not any(e.get("name") == "llmtracker.ns_tid" for e in ev))
+      and not any(e.get("name") == "<marker>" for e in ev))
 sys.exit(0 if ok else 1)
 PY
 check "converted: f=$N on each of 4 worker threads, every Python event on a node tid of the job, no marker shown" [ $? = 0 ]

@@ -6,8 +6,9 @@
 # graph loop), converted to trace JSON, to a TensorBoard run (XPlane, trace
 # JSON, folded stacks) and to the summary. A refactoring must leave every
 # hash as tests/golden/convert.sha256 has it; a change that means to alter
-# an output regenerates the file (GOLDEN_UPDATE=1) and says why in its
-# commit.
+# an output regenerates the file:
+#   GOLDEN_UPDATE=1 TEST_FILTER='^convert_golden$' ./tests/run.sh
+# and says why in its commit.
 set -u
 . "$(dirname "$0")/../lib/tap.sh"
 unset COLUMNS # the summary fits the terminal it is given: none here

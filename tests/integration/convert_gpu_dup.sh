@@ -61,7 +61,7 @@ t bash -c "'$conv' -i '$dir/cupti/inject.log' -o '$dir/c.json' 2>'$dir/err3' && 
 s=[e for e in ev if e.get('cat')=='cuda_sync']; assert s and all(e['tid']==4001 for e in s)\""
 # The job in a pid namespace of its own (a container): the injected library
 # writes the namespace's tids (node's - 3900), the collector's log the node's
-# plus a llmtracker.ns_tid marker per thread; the converter maps them, so the
+# plus an ns_tid marker per thread; the converter maps them, so the
 # same calls merge as above.
 mkdir -p "$dir/ns/cupti"
 "$gen" "$dir/ns/node.log" -n 5000 --part host --uprobe-cuda --ns-tids 3900 >/dev/null
@@ -71,7 +71,7 @@ t bash -c "'$conv' -i '$dir/ns/node.log' --cupti-dir '$dir/ns/cupti' -o '$dir/ns
 	cat '$dir/ns/err' && grep -q ' $((steps * 2)) CUDA calls seen by both uprobes and CUPTI, kept once' '$dir/ns/err' && \
 	python3 -c \"import json; ev=json.load(open('$dir/ns/t.json'))['traceEvents']; \
 s=[e for e in ev if e.get('cat')=='cuda_sync']; assert s and all(e['tid']==4001 for e in s), s[:1]; \
-assert not [e for e in ev if e.get('name')=='llmtracker.ns_tid']; \
+assert not [e for e in ev if e.get('name')=='<marker>']; \
 assert not [e for e in ev if e.get('pid')==4000 and e.get('tid') in (100, 101, 102, 103)]\""
 desc="container tids, CUPTI log alone (no markers): its tids stay the namespace's"
 t bash -c "'$conv' -i '$dir/ns/cupti/inject.log' -o '$dir/ns/c.json' 2>/dev/null && \

@@ -4,7 +4,7 @@
 # every 40th kernel (device memory allocated, then freed; pinned host memory;
 # a pool's stream-ordered allocation; a free of memory allocated before
 # recording); the inject library, injected with the real injector, writes
-# them as gpu_memory events (format 1.7); the converter shows them in the
+# them as gpu_memory events; the converter shows them in the
 # trace JSON as instants on the process's "GPU 0" track with a counter of the
 # bytes held, and in the XPlane as xprof's memory profile reads them
 # (MemoryAllocation / MemoryDeallocation on /host:CPU, int64 stats); the

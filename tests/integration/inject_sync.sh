@@ -3,7 +3,7 @@
 # the stand-in libcupti (tests/progs/fake_cupti.c, FAKE_CUPTI_SYNC) writes a
 # stream-synchronize and a buffer-flush record after every 500th kernel; the
 # inject library, injected with the real injector, writes them as gpu_sync
-# and cupti_overhead events (format 1.3), and the converter shows them as
+# and cupti_overhead events, and the converter shows them as
 # PyTorch's profiler does: category cuda_sync ("Stream Sync", args
 # cuda_sync_kind, stream, correlation, context) and category overhead
 # ("Buffer Flush"), in the trace JSON and in the XPlane.

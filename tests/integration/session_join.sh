@@ -14,10 +14,9 @@
 #      through `profile --enable-cuda-kernel` (a private mount namespace
 #      shows it a driver file): the CUPTI log carries the session, `summary
 #      LOG` counts every kernel the library wrote;
-#   4. logs of format 1.1 (written by the 1.1 library of this repository's
-#      history, no session) still convert, --cupti-dir joined by host and
-#      file time as before, said in one line; library logs of two sessions
-#      and no main log are refused, naming both.
+#   4. logs without a session convert, --cupti-dir's logs without one
+#      joined by host and file time, said in one line; library logs of two
+#      sessions and no main log are refused, naming both.
 set -u
 . "$(dirname "$0")/../lib/tap.sh"
 BUILD=${BUILD:-build}
@@ -148,29 +147,20 @@ else
 	echo "# not x86-64, or a GPU driver here (tests/gpu/ covers it): stand-in CUPTI checks skipped"
 fi
 
-# 4. logs of format 1.1, written by the 1.1 library from this repository's history
-ref=6ee42cf3464d2d952bd3ede121c277bb2ebf459d
+# 4. logs without a session
 O=$T/old
-mkdir -p "$O/src/eventlog" "$O/src/tests/progs" "$O/cupti"
-if git cat-file -e "$ref^{commit}" 2>/dev/null; then
-	for f in $(git ls-tree --name-only "$ref" eventlog/); do git show "$ref:$f" > "$O/src/$f"; done
-	git show "$ref:tests/progs/conv_genlog.c" > "$O/src/tests/progs/conv_genlog.c"
-	cc -O1 -D_GNU_SOURCE -I"$O/src" -o "$O/genlog11" "$O/src/tests/progs/conv_genlog.c" \
-		"$O"/src/eventlog/*.c -lzstd -ldeflate 2> "$O/cc.err" || sed 's/^/# /' "$O/cc.err" | head -5
-	"$O/genlog11" "$O/host.log" -n 20000 --part host > /dev/null
-	"$O/genlog11" "$O/cupti/inject-4000.log" -n 6000 --part gpu > /dev/null
-	# a library log of a profile with a session, in the same --cupti-dir
-	"$P/conv_genlog" "$O/cupti/inject-new.log" -n 600 --part gpu --pid 4100 \
-		--session 00112233445566778899aabbccddeeff > /dev/null
-	"$CONV" -i "$O/host.log" --cupti-dir "$O/cupti" -o "$O/j.json" 2> "$O/j.err"; rc=$?
-	"$CONV" -q -i "$O/host.log" -i "$O/cupti/inject-4000.log" -o "$O/named.json"
-	sed 's/^/# /' "$O/j.err" | cut -c1-200
-	[ $rc = 0 ] && "$DUMP" "$O/host.log" | grep -q "^# version=1.1" && cmp -s "$O/j.json" "$O/named.json" &&
-		[ "$(grep -c "has no session id" "$O/j.err")" = 1 ] && grep -q "left out 1 event log .*inject-new.log" "$O/j.err"
-	check_rc $? "1.1 logs convert, --cupti-dir joined by host and file time as before (said once; a log of a session left out)"
-else
-	echo "# the 1.1 library (commit $ref) is not in this checkout's history: 1.1 checks skipped"
-fi
+mkdir -p "$O/cupti"
+"$P/conv_genlog" "$O/host.log" -n 20000 --part host > /dev/null
+"$P/conv_genlog" "$O/cupti/inject-4000.log" -n 6000 --part gpu > /dev/null
+# a library log of a profile with a session, in the same --cupti-dir
+"$P/conv_genlog" "$O/cupti/inject-new.log" -n 600 --part gpu --pid 4100 \
+	--session 00112233445566778899aabbccddeeff > /dev/null
+"$CONV" -i "$O/host.log" --cupti-dir "$O/cupti" -o "$O/j.json" 2> "$O/j.err"; rc=$?
+"$CONV" -q -i "$O/host.log" -i "$O/cupti/inject-4000.log" -o "$O/named.json"
+sed 's/^/# /' "$O/j.err" | cut -c1-200
+[ $rc = 0 ] && ! "$DUMP" "$O/host.log" | grep -q "^# session=" && cmp -s "$O/j.json" "$O/named.json" &&
+	[ "$(grep -c "has no session id" "$O/j.err")" = 1 ] && grep -q "left out 1 event log .*inject-new.log" "$O/j.err"
+check_rc $? "logs without a session convert, --cupti-dir joined by host and file time (said once; a log of a session left out)"
 mkdir -p "$O/libs"
 "$P/conv_genlog" "$O/libs/l1.log" -n 300 --part gpu --session 11111111111111111111111111111111 > /dev/null
 "$P/conv_genlog" "$O/libs/l2.log" -n 300 --part gpu --session 22222222222222222222222222222222 > /dev/null

@@ -28,11 +28,10 @@
  * --no-markers leaves the step markers out (the converter then finds the
  * steps itself, from train_step).
  * --session HEX: the header's session id (32 hex digits), as `profile` gives
- * its own log and the injected library's; without it the log has none, as
- * before format 1.2.
+ * its own log and the injected library's; without it the log has none.
  * --ns-tids D: the process runs in a pid namespace of its own where each of
  * its ids is the node's minus D: the host part writes the collector's
- * llmtracker.ns_tid marker per thread, the gpu part (the injected library's)
+ * EVLOG_MARK_NS_TID marker per thread, the gpu part (the injected library's)
  * writes the namespace's tids and its own pid there as producer_pid.
  * --launch-args: CUDA recorded as by default (kernels, copies and sets
  * without CUPTI's API records), the launch, copy and set calls seen by
@@ -191,7 +190,7 @@ static void preamble(void)
 		put(&e);
 		if (o.ns_delta && want_host()) {
 			e = ev(EV_MARKER, o.mono, o.pid + t);
-			e.u.marker.name = evlog_s(EVLOG_MARKER_NS_TID);
+			e.u.marker.kind = EVLOG_MARK_NS_TID;
 			e.u.marker.value = o.pid + t - o.ns_delta;
 			put(&e);
 		}
@@ -276,12 +275,14 @@ static void uretprobe_sys(uint64_t ret_ts)
 /* CUPTI's synchronization record (no thread), then the waiting call. */
 static void cupti_sync(uint64_t t0, uint64_t c)
 {
-	struct evlog_event e = ev(EV_MARKER, t0 + 750 * US, 0);
+	struct evlog_event e = ev(EV_GPU_SYNC, t0 + 750 * US, 0);
 
-	e.u.marker.name = evlog_s("cuda_sync:event_synchronize");
-	e.u.marker.text = evlog_s("context=1 stream=7");
-	e.u.marker.dur = 30 * US;
-	e.u.marker.value = c + 3;
+	e.u.gpu_sync.kind = 1; /* event synchronize */
+	e.u.gpu_sync.context = 1;
+	e.u.gpu_sync.stream = 7;
+	e.u.gpu_sync.cuda_event = UINT32_MAX;
+	e.u.gpu_sync.correlation_id = c + 3;
+	e.u.gpu_sync.dur = 30 * US;
 	put(&e);
 	e = ev(EV_GPU_API, t0 + 749 * US, o.pid + 1);
 	e.u.gpu_api.dur = 32 * US;

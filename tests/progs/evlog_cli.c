@@ -2,11 +2,10 @@
 /*
  * Small command-line front end to the event log library, for tests.
  *
- *   evlog_cli write OUT N [all|all12|mixed] [CHUNK_BYTES] [overwrite] [rows]
+ *   evlog_cli write OUT N [all|all12|mixed] [CHUNK_BYTES] [overwrite]
  *       Write N generated events (default mixed) to OUT; publish on success.
- *       all: every type in turn; all12: the types of format 1.2 only (1-19),
- *       a stream that stays the same when types are added.
- *       rows: format 1.0 row chunks (row_chunks option).
+ *       all: every type in turn; all12: types 1-19 only, a stream that stays
+ *       the same when types are added.
  *   evlog_cli count LOG
  *       Read LOG; print "events=N chunks_ok=N chunks_bad=N truncated=0|1".
  *   evlog_cli pauseread LOG N
@@ -34,13 +33,10 @@ static int do_write(int argc, char **argv)
 	struct evlog_writer_opts o = { 0 };
 	if (argc > 5)
 		o.chunk_bytes = strtoull(argv[5], NULL, 0);
-	for (int i = 6; i < argc; i++) {
+	for (int i = 6; i < argc; i++)
 		o.overwrite |= !strcmp(argv[i], "overwrite");
-		o.row_chunks |= !strcmp(argv[i], "rows");
-	}
 	struct evgen *g = evgen_new(7, 0);
 	struct evlog_header h = { .host = evlog_s("testhost"), .producer = evlog_s("evlog_cli") };
-	/* A session id (format 1.2): older readers skip the tag (eventlog_compat.sh). */
 	evlog_session_parse("5e55105e55105e55105e55105e55105e", h.session);
 	struct evlog_writer *w;
 	char msg[512];
@@ -135,7 +131,7 @@ int main(int argc, char **argv)
 		return do_count(argv[2]);
 	if (argc == 4 && !strcmp(argv[1], "pauseread"))
 		return do_pauseread(argv[2], strtoull(argv[3], NULL, 0));
-	fprintf(stderr, "usage: evlog_cli write OUT N [all|mixed] [CHUNK_BYTES] [overwrite] [rows]\n"
+	fprintf(stderr, "usage: evlog_cli write OUT N [all|mixed] [CHUNK_BYTES] [overwrite]\n"
 			"       evlog_cli count LOG\n"
 			"       evlog_cli pauseread LOG N\n");
 	return 2;

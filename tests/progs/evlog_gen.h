@@ -157,7 +157,6 @@ static inline void evgen_pystack(struct evgen *g, struct evlog_pystack *s, int o
 	s->frames = g->frames;
 }
 
-#ifdef EVLOG_TYPES
 /* A type without a case of its own in evgen_fields: each field at random
  * by its kind (eventlog/evlog_schema.h), strings in slots 0, 1, 2, 0, ... */
 #define EVGEN_K_U8(m, f) e->u.m.f = R8();
@@ -191,7 +190,6 @@ static inline void evgen_schema_fields(struct evgen *g, struct evlog_event *e)
 		EVLOG_TYPES(EVGEN_CASE)
 	}
 }
-#endif
 
 static inline void evgen_fields(struct evgen *g, struct evlog_event *e)
 {
@@ -272,10 +270,9 @@ static inline void evgen_fields(struct evgen *g, struct evlog_event *e)
 		break;
 	case EV_MARKER:
 		u->marker.name = evgen_str(g, 0); u->marker.text = evgen_str(g, 1);
-		u->marker.dur = R64(); u->marker.value = R64();
+		u->marker.dur = R64(); u->marker.value = R64(); u->marker.kind = R8();
 		break;
 	case EV_CLOCK: u->clock.realtime_ns = R64(); break;
-#ifdef EVLOG_TYPES
 	case EV_GPU_SYNC:
 		u->gpu_sync.dur = R64(); u->gpu_sync.kind = R8(); u->gpu_sync.context = R32();
 		u->gpu_sync.stream = R32(); u->gpu_sync.cuda_event = R32();
@@ -292,25 +289,17 @@ static inline void evgen_fields(struct evgen *g, struct evlog_event *e)
 	default:
 		evgen_schema_fields(g, e);
 		break;
-#endif
 	}
 }
 
-/* Every event type, in number order (evlog_schema.h). The 1.0 library
- * (tests/integration/eventlog_compat.sh builds it with this file) has no
- * schema table: types 1-19. */
-#ifdef EVLOG_TYPES
+/* Every event type, in number order (evlog_schema.h). */
 #define EVGEN_TYPE(N, num, m, track, dur, corr) EV_##N,
 static const uint32_t evgen_types[] = { EVLOG_TYPES(EVGEN_TYPE) };
 #undef EVGEN_TYPE
-#else
-static const uint32_t evgen_types[] = { 1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12, 13, 14, 15, 16,
-					17, 18, 19 };
-#endif
 #define EVGEN_NTYPES (sizeof(evgen_types) / sizeof(evgen_types[0]))
 
 /* Event i of the "every type, every value" stream of the first n types
- * (19: those of format 1.2, numbers 1-19). */
+ * (19: numbers 1-19). */
 static inline void evgen_all_upto(struct evgen *g, uint64_t i, struct evlog_event *e,
 				  uint32_t n)
 {
@@ -401,7 +390,6 @@ static inline int evgen_str_eq(struct evlog_str a, struct evlog_str b)
 	return a.len == b.len && (!a.len || !memcmp(a.ptr, b.ptr, a.len));
 }
 
-#ifdef EVLOG_TYPES
 /* Field-by-field equality. On mismatch returns 0 and names the field. */
 static inline int evgen_equal(const struct evlog_event *a, const struct evlog_event *b,
 			      char *why, size_t whysz)
@@ -434,7 +422,6 @@ static inline int evgen_equal(const struct evlog_event *a, const struct evlog_ev
 #undef EQS
 }
 
-#endif /* EVLOG_TYPES */
 
 #undef R32
 #undef R8

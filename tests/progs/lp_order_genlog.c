@@ -15,7 +15,7 @@
  * start the work comes in the order 2, 1, main, and the calls 0, 1, 2.
  * CUPTI numbers the calls as they are made (main 3r+1, thread 1 3r+2,
  * thread 2 3r+3), which the records carry.
- * Recording is on (an llmtracker.cupti_on marker) before the first call;
+ * Recording is on (an EVLOG_MARK_CUPTI_ON marker) before the first call;
  * no API records (runtime=0). Prints, per thread, "truth TID CORR..." (the
  * id of each of its calls, in call order), as tests/progs/launch_app does
  * for tests/integration/launch_pair_check.py.
@@ -58,8 +58,8 @@ static void preamble(uint64_t t)
 		put(&e);
 	}
 	e = ev(EV_MARKER, t + 10 * US, 0);
-	e.u.marker.name = evlog_s(EVLOG_MARKER_CUPTI_ON);
-	e.u.marker.text = evlog_s("");
+	e.u.marker.kind = EVLOG_MARK_CUPTI_ON;
+	e.u.marker.value = EVLOG_CUPTI_ALL;
 	e.u.marker.dur = 10 * US;
 	put(&e);
 }

@@ -500,9 +500,6 @@ static void test_dedup_pairs(void **state)
 	cv_dedup_free(&d);
 }
 
-/* Logs before format 1.3: CUPTI's synchronization and overhead markers are
- * read as gpu_sync / cupti_overhead events; other markers stay markers, and
- * a sync packs and unpacks through the sort records whole. */
 /* One gpu_memory item of track (pid 7, tid t) counted into g. */
 static uint64_t mem_op(struct cv_gpumem *g, uint32_t tid, uint8_t op, uint8_t kind, uint64_t addr,
 		       uint64_t bytes)
@@ -569,62 +566,6 @@ static void test_gpumem_totals(void **state)
 	cv_gpumem_free(&g);
 }
 
-static void test_upgrade_old_markers(void **state)
-{
-	(void)state;
-	struct evlog_event m = { .type = EV_MARKER, .ts = 100, .pid = 7, .tid = 0 }, tmp;
-	const struct evlog_event *e;
-
-	m.u.marker.name = evlog_s("cuda_sync:stream_synchronize");
-	m.u.marker.text = evlog_s("context=3 stream=4294967295");
-	m.u.marker.dur = 50;
-	m.u.marker.value = 12345;
-	e = cv_upgrade_marker(&m, &tmp);
-	assert_ptr_equal(e, &tmp);
-	assert_int_equal(e->type, EV_GPU_SYNC);
-	assert_int_equal(e->ts, 100);
-	assert_int_equal(e->pid, 7);
-	assert_int_equal(e->tid, 0);
-	assert_int_equal(e->u.gpu_sync.kind, 3);
-	assert_int_equal(e->u.gpu_sync.context, 3);
-	assert_int_equal(e->u.gpu_sync.stream, UINT32_MAX);
-	assert_int_equal(e->u.gpu_sync.cuda_event, UINT32_MAX);
-	assert_int_equal(e->u.gpu_sync.correlation_id, 12345);
-	assert_int_equal(evlog_dur(e), 50);
-	assert_int_equal(evlog_corr(e), 12345);
-	assert_string_equal(cv_sync_name(e->u.gpu_sync.kind), "Stream Sync");
-
-	union { struct cv_rec r; uint64_t al[64]; } buf;
-	struct evlog_event back;
-	buf.r.start = 90;
-	assert_true(cv_rec_size(e) <= sizeof(buf));
-	cv_rec_pack(&buf.r, e);
-	assert_int_equal(cv_rec_unpack(&buf.r, &back), 0);
-	assert_int_equal(back.type, EV_GPU_SYNC);
-	assert_int_equal(back.ts, 100);
-	assert_memory_equal(&back.u.gpu_sync, &e->u.gpu_sync, sizeof(back.u.gpu_sync));
-
-	m.u.marker.name = evlog_s("cuda_sync:something_new");
-	assert_int_equal(cv_upgrade_marker(&m, &tmp)->u.gpu_sync.kind, 0);
-
-	m.tid = 9;
-	m.u.marker.name = evlog_s("cupti_overhead:65536");
-	m.u.marker.text = evlog_s("");
-	m.u.marker.value = 0;
-	e = cv_upgrade_marker(&m, &tmp);
-	assert_int_equal(e->type, EV_CUPTI_OVERHEAD);
-	assert_int_equal(e->tid, 9);
-	assert_int_equal(e->u.cupti_overhead.kind, 65536);
-	assert_int_equal(e->u.cupti_overhead.object_kind, 2);
-	assert_int_equal(e->u.cupti_overhead.dur, 50);
-	assert_string_equal(cv_overhead_name(e->u.cupti_overhead.kind), "Buffer Flush");
-
-	m.u.marker.name = evlog_s("ProfilerStep#3");
-	assert_ptr_equal(cv_upgrade_marker(&m, &tmp), &m);
-	m.u.marker.name = evlog_s("cuda_sync:");
-	assert_ptr_equal(cv_upgrade_marker(&m, &tmp), &m);
-}
-
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
@@ -642,7 +583,6 @@ int main(void)
 		cmocka_unit_test(test_demangle),
 		cmocka_unit_test(test_dedup_names),
 		cmocka_unit_test(test_dedup_pairs),
-		cmocka_unit_test(test_upgrade_old_markers),
 		cmocka_unit_test(test_gpumem_totals),
 	};
 
