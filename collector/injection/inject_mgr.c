@@ -769,18 +769,12 @@ int lt_im_follows_forks(struct lt_im *im, int pid)
  * from that exec (its own request): never injected as it runs. */
 static int fork_inherits(struct lt_im *im, int pid)
 {
-	char path[64], buf[512];
+	char buf[512];
 	int ppid = 0;
 	if (im->fork_sock[0] < 0)
 		return 0;
-	snprintf(path, sizeof(path), "/proc/%d/stat", pid);
-	FILE *f = fopen(path, "re");
-	size_t n = f ? fread(buf, 1, sizeof(buf) - 1, f) : 0;
-	if (f)
-		fclose(f);
-	buf[n] = 0;
-	const char *p = strrchr(buf, ')');
-	if (!p || sscanf(p + 1, " %*c %d", &ppid) != 1)
+	const char *p = lt_tf_proc_stat(pid, buf, sizeof(buf));
+	if (!p || sscanf(p, " %*c %d", &ppid) != 1)
 		return 0;
 	pthread_mutex_lock(&im->mu);
 	struct im_target *t = find_target(im, ppid);
@@ -955,16 +949,7 @@ static int proc_alive(int pid)
 /* Alive and not a zombie (a launched child is reaped only after us). */
 static int proc_running(int pid)
 {
-	char path[64], buf[512];
-	snprintf(path, sizeof(path), "/proc/%d/stat", pid);
-	FILE *f = fopen(path, "re");
-	if (!f)
-		return 0;
-	size_t n = fread(buf, 1, sizeof(buf) - 1, f);
-	fclose(f);
-	buf[n] = 0;
-	const char *p = strrchr(buf, ')');
-	return p && p[1] == ' ' && p[2] != 'Z' && p[2] != 'X';
+	return lt_tf_proc_running(pid);
 }
 
 /* Has the dynamic loader of `pid` mapped libc (dlopen is there)? */
@@ -1005,17 +990,11 @@ static int cuda_mapped(int pid, int driver_only)
 #define PF_FORKNOEXEC_FLAG 0x40 /* include/linux/sched.h */
 static int fork_no_exec(int pid)
 {
-	char path[64], buf[1024];
+	char buf[1024];
 	unsigned long flags = 0;
-	snprintf(path, sizeof(path), "/proc/%d/stat", pid);
-	FILE *f = fopen(path, "re");
-	size_t n = f ? fread(buf, 1, sizeof(buf) - 1, f) : 0;
-	if (f)
-		fclose(f);
-	buf[n] = 0;
-	const char *p = strrchr(buf, ')');
+	const char *p = lt_tf_proc_stat(pid, buf, sizeof(buf));
 	/* after the comm: state ppid pgrp session tty_nr tpgid flags */
-	return p && sscanf(p + 1, " %*c %*d %*d %*d %*d %*d %lu", &flags) == 1 && (flags & PF_FORKNOEXEC_FLAG);
+	return p && sscanf(p, " %*c %*d %*d %*d %*d %*d %lu", &flags) == 1 && (flags & PF_FORKNOEXEC_FLAG);
 }
 
 /* Launch mode: a process whose environment names our library in

@@ -171,18 +171,7 @@ int lt_inj_present(const struct lt_inj *inj)
 /* Alive and not a zombie: a killed target may linger unreaped. */
 static bool pid_alive(int pid)
 {
-	char path[64], buf[512];
-	snprintf(path, sizeof(path), "/proc/%d/stat", pid);
-	int fd = open(path, O_RDONLY | O_CLOEXEC);
-	if (fd < 0)
-		return false;
-	ssize_t n = read(fd, buf, sizeof(buf) - 1);
-	close(fd);
-	if (n <= 0)
-		return false;
-	buf[n] = 0;
-	const char *p = strrchr(buf, ')');
-	return p && p[1] == ' ' && p[2] != 'Z' && p[2] != 'X';
+	return lt_tf_proc_running(pid);
 }
 
 /* After a failed step: is the process on its way out (killed while we

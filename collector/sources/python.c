@@ -855,22 +855,13 @@ static unsigned long long py_now_ticks(void)
 #define PY_PF_FORKNOEXEC 0x40
 static int py_new_child(const struct py_state *st, int pid)
 {
-	char path[64], buf[1024];
+	char buf[1024];
 	unsigned long flags = 0;
 	unsigned long long start = 0;
-	FILE *f;
-	size_t n;
-	const char *p;
+	const char *p = lt_tf_proc_stat(pid, buf, sizeof(buf));
 
-	snprintf(path, sizeof(path), "/proc/%d/stat", pid);
-	if (!(f = fopen(path, "re")))
-		return 0;
-	n = fread(buf, 1, sizeof(buf) - 1, f);
-	fclose(f);
-	buf[n] = 0;
 	/* after the comm: state ppid pgrp session tty_nr tpgid flags ... (19 more) starttime */
-	p = strrchr(buf, ')');
-	if (!p || sscanf(p + 1, " %*c %*d %*d %*d %*d %*d %lu %*u %*u %*u %*u %*u %*u %*d %*d %*d %*d %*d %*d %llu",
+	if (!p || sscanf(p, " %*c %*d %*d %*d %*d %*d %lu %*u %*u %*u %*u %*u %*u %*d %*d %*d %*d %*d %*d %llu",
 			 &flags, &start) != 2)
 		return 0;
 	return start < st->t0_ticks ? 0 : flags & PY_PF_FORKNOEXEC ? 1 : 2;

@@ -12,6 +12,7 @@
 
 #include "collector/sources/rank.h"
 #include "targets.h"
+#include "tfile.h"
 #include "collector/session/clock.h"
 
 uint64_t lt_now_ns(void)
@@ -42,27 +43,22 @@ static ssize_t read_small(const char *path, char *buf, size_t sz)
  * spaces and parentheses, so parse from the last ')'. */
 static int read_stat(int pid, char *state, int *ppid)
 {
-	char path[64], buf[1024], *p;
+	char buf[1024];
+	const char *p = lt_tf_proc_stat(pid, buf, sizeof(buf));
 
-	snprintf(path, sizeof(path), "/proc/%d/stat", pid);
-	if (read_small(path, buf, sizeof(buf)) <= 0)
-		return -1;
-	p = strrchr(buf, ')');
-	if (!p || sscanf(p + 1, " %c %d", state, ppid) != 2)
-		return -1;
-	return 0;
+	return p && sscanf(p, " %c %d", state, ppid) == 2 ? 0 : -1;
 }
 
 uint64_t lt_proc_read_start(int pid)
 {
-	char path[64], buf[1024], *p;
+	char buf[1024];
+	const char *p = lt_tf_proc_stat(pid, buf, sizeof(buf));
 	unsigned long long start;
 
-	snprintf(path, sizeof(path), "/proc/%d/stat", pid);
-	if (read_small(path, buf, sizeof(buf)) <= 0 || !(p = strrchr(buf, ')')))
+	if (!p)
 		return 0;
 	/* fields 3..21 after the comm, then starttime (22) */
-	if (sscanf(p + 1, " %*c %*d %*d %*d %*d %*d %*u %*u %*u %*u %*u %*u %*u %*d %*d %*d %*d %*d %*d %llu",
+	if (sscanf(p, " %*c %*d %*d %*d %*d %*d %*u %*u %*u %*u %*u %*u %*u %*d %*d %*d %*d %*d %*d %llu",
 		   &start) != 1)
 		return 0;
 	return start;

@@ -441,6 +441,31 @@ int lt_tf_maps_each(const char *proc, int pid, lt_tf_map_fn fn, void *ctx)
 	return rc;
 }
 
+const char *lt_tf_proc_stat(int pid, char *buf, size_t n)
+{
+	char path[64];
+	ssize_t r;
+	int fd;
+
+	snprintf(path, sizeof(path), "/proc/%d/stat", pid);
+	if (n < 2 || (fd = open(path, O_RDONLY | O_CLOEXEC)) < 0)
+		return NULL;
+	r = read(fd, buf, n - 1);
+	close(fd);
+	if (r <= 0)
+		return NULL;
+	buf[r] = 0;
+	char *p = strrchr(buf, ')');
+	return p ? p + 1 : NULL;
+}
+
+bool lt_tf_proc_running(int pid)
+{
+	char buf[512];
+	const char *p = lt_tf_proc_stat(pid, buf, sizeof(buf));
+	return p && p[0] == ' ' && p[1] != 'Z' && p[1] != 'X' && p[1] != 'x';
+}
+
 int lt_tf_environ_open(const char *proc, int pid)
 {
 	char p[256];

@@ -128,6 +128,14 @@ int lt_tf_maps_open(const char *proc, int pid);
  * -errno when the maps cannot be opened or read. */
 typedef int (*lt_tf_map_fn)(const struct lt_tf_map *m, void *ctx);
 int lt_tf_maps_each(const char *proc, int pid, lt_tf_map_fn fn, void *ctx);
+/* /proc/PID/stat of the node after the command name (which may hold spaces
+ * and parentheses): " S ppid pgrp ...", read into buf; NULL when it cannot
+ * be read (the process is gone). */
+const char *lt_tf_proc_stat(int pid, char *buf, size_t n);
+/* Alive, and neither a zombie nor dead (a killed process may linger
+ * unreaped). */
+bool lt_tf_proc_running(int pid);
+
 /* Open PROC/PID/environ (procfs on the node: the environment the process
  * image started with, as the kernel keeps it). fd or -errno. */
 int lt_tf_environ_open(const char *proc, int pid);
