@@ -377,10 +377,10 @@ static void print_timed(struct sm *s, const char *title, cat_pred pred, struct r
 	for (size_t i = 0; i < n && i < (size_t)s->top; i++) {
 		const struct agg *a = rows[i].a;
 
-		fprintf(s->out, "  %10.3f %6.1f %9llu %10.3f %10.3f  ", a->total / 1e6,
-			pct(a->total, wall_of(s, a)), (unsigned long long)a->count,
-			a->count ? a->total / 1e3 / a->count : 0.0, a->max / 1e3);
-		put_name(s->out, rows[i].name, s->width - 53);
+		int w = fprintf(s->out, "  %10.3f %6.1f %9llu %10.3f %10.3f  ", a->total / 1e6,
+				pct(a->total, wall_of(s, a)), (unsigned long long)a->count,
+				a->count ? a->total / 1e3 / a->count : 0.0, a->max / 1e3);
+		put_name(s->out, rows[i].name, s->width - (w > 0 ? w : 0));
 	}
 }
 
@@ -399,10 +399,11 @@ static void print_python(struct sm *s, struct row *rows)
 		const struct agg *a = rows[i].a;
 		uint64_t wall = wall_of(s, a);
 
-		fprintf(s->out, "  %10.3f %6.1f %10.3f %6.1f %9llu %10.3f  ", a->total / 1e6,
-			pct(a->total, wall), a->self / 1e6, pct(a->self, wall),
-			(unsigned long long)a->count, a->count ? a->total / 1e3 / a->count : 0.0);
-		put_py_name(s->out, rows[i].name, s->width - 60);
+		/* the name takes what the numbers leave: a long time widens them */
+		int w = fprintf(s->out, "  %10.3f %6.1f %10.3f %6.1f %9llu %10.3f  ", a->total / 1e6,
+				pct(a->total, wall), a->self / 1e6, pct(a->self, wall),
+				(unsigned long long)a->count, a->count ? a->total / 1e3 / a->count : 0.0);
+		put_py_name(s->out, rows[i].name, s->width - (w > 0 ? w : 0));
 	}
 }
 
@@ -425,9 +426,9 @@ static void print_counted(struct sm *s, const char *title, cat_pred pred, struct
 	fprintf(s->out, "\n%s (%llu samples, %zu distinct)\n", title, (unsigned long long)sum, n);
 	fprintf(s->out, "  %10s %6s  %s\n", "samples", "%", stacks ? "stack (root;...;leaf)" : "function");
 	for (size_t i = 0; i < n && i < (size_t)s->top; i++) {
-		fprintf(s->out, "  %10llu %6.1f  ", (unsigned long long)rows[i].a->count,
-			sum ? 100.0 * rows[i].a->count / sum : 0.0);
-		(stacks ? put_stack : put_name)(s->out, rows[i].name, s->width - 21);
+		int w = fprintf(s->out, "  %10llu %6.1f  ", (unsigned long long)rows[i].a->count,
+				sum ? 100.0 * rows[i].a->count / sum : 0.0);
+		(stacks ? put_stack : put_name)(s->out, rows[i].name, s->width - (w > 0 ? w : 0));
 	}
 }
 
