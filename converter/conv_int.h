@@ -225,7 +225,7 @@ int cv_pass2(struct cv_core *c, struct conv_sink *const *sinks, int n_sinks);
 /* A process's track of one GPU (an event type's schema track DEVICE) is a
  * thread of its own to the outputs, named "GPU <n>", with a tid no thread
  * has (Linux's tids stay below 2^22). */
-#define CV_DEVICE_TID(device) (0x40000000u | ((device) & 0x3fffffffu))
+#define CV_DEVICE_TID(device) (CONV_DEVICE_TID_BIT | ((device) & ~CONV_DEVICE_TID_BIT))
 
 /* Syscall name for nr ("syscall_<nr>" in buf when unknown). */
 const char *cv_syscall_name(int table, uint32_t nr, char *buf, size_t bufsz);

@@ -84,6 +84,14 @@ struct conv_host_meta {
 	const struct conv_job *job;
 };
 
+/* A process's track of one GPU as a whole (GPU memory) is a thread whose
+ * tid no Linux thread can have: this bit and the device's number. */
+#define CONV_DEVICE_TID_BIT 0x40000000u
+static inline int conv_is_device_tid(uint32_t tid)
+{
+	return (tid & CONV_DEVICE_TID_BIT) != 0;
+}
+
 /* A thread of meta by (pid, tid), or NULL: threads are sorted by both. */
 static inline const struct conv_thread *conv_meta_thread(const struct conv_host_meta *m,
 							 uint32_t pid, uint32_t tid)

@@ -166,7 +166,9 @@ static int name_processes(struct tj *t)
 		const struct conv_process *p = conv_meta_process(m, th->pid);
 		const char *n = *th->name ? th->name : p && *p->name ? p->name : "";
 
-		if (*n)
+		if (conv_is_device_tid(th->tid) && *th->name)
+			snprintf(buf, sizeof(buf), "%s", th->name); /* "GPU 0" */
+		else if (*n)
 			snprintf(buf, sizeof(buf), "thread %u (%s)", th->tid, n);
 		else
 			snprintf(buf, sizeof(buf), "thread %u", th->tid);

@@ -474,7 +474,12 @@ static int line_names(struct xsink *x, struct xline *l)
 		tn = thread_name(x->meta, l->a, l->b, &proc);
 		snprintf(buf, sizeof(buf), "%s", tn && *tn ? tn : "thread");
 		l->name = strdup(buf);
-		if (proc && *proc->label) /* "MainThread 7 of rank 0 (pid 7)" */
+		if (conv_is_device_tid(l->b) && proc && *proc->label) /* "GPU 0 of rank 0 (pid 7)" */
+			snprintf(buf, sizeof(buf), "%s of %s", tn && *tn ? tn : "GPU", proc->label);
+		else if (conv_is_device_tid(l->b)) /* "GPU 0 (python3 7)" */
+			snprintf(buf, sizeof(buf), "%s (%s %u)", tn && *tn ? tn : "GPU",
+				 proc && *proc->name ? proc->name : "pid", l->a);
+		else if (proc && *proc->label) /* "MainThread 7 of rank 0 (pid 7)" */
 			snprintf(buf, sizeof(buf), "%s %u of %s", tn && *tn ? tn : "thread", l->b,
 				 proc->label);
 		else
