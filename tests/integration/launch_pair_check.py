@@ -93,13 +93,21 @@ def truth(ev, app, n):
     starts = {e["id"]: at(e) for e in ev if e.get("ph") == "s"}
     ends = [e for e in ev if e.get("ph") == "f"]
     same = sum(1 for tid in truth if n_calls.get(tid) == len(truth[tid]))
-    right = 0
+    right, wrong = 0, []
     for f in ends:
         w = which.get(starts.get(f["id"]))
         if w and truth[w[0]][w[1]] == f["id"] & ((1 << 40) - 1):
             right += 1
+        else:
+            wrong.append((f["id"], starts.get(f["id"]), w))
     print(f"threads with every call in the trace {same} of {len(truth)}; flows ending on GPU items "
           f"{len(ends)}, starting at the call that made the work {right}")
+    for fid, start, w in wrong[:5]:
+        told = truth[w[0]][w[1]] if w and w[1] < len(truth[w[0]]) else None
+        near = sorted((e for e in calls.get(start[1], []) if start and abs(e["ts"] - start[2]) < 50),
+                      key=lambda e: e["ts"]) if start else []
+        print(f"  flow {fid & ((1 << 40) - 1)}: starts at {start}, call {w} (the app's id there {told});"
+              f" calls near: {[(e['name'], e['ts'], e.get('dur')) for e in near]}")
     return same == len(truth) and right == len(ends) == n
 
 
