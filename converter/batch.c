@@ -71,14 +71,14 @@
 #include <time.h>
 #include <unistd.h>
 
-#include "convert.h"
-#include "conv_int.h"
-#include "claim.h"
-#include "../eventlog/eventlog.h"
-#include "../common/grow.h"
-#include "../common/io.h"
-#include "../common/digest.h"
-#include "../tb_layout/tb_layout.h"
+#include "converter/convert.h"
+#include "converter/conv_int.h"
+#include "converter/claim.h"
+#include "eventlog/eventlog.h"
+#include "common/grow.h"
+#include "common/io.h"
+#include "common/digest.h"
+#include "tb_layout/tb_layout.h"
 
 #define STATE_DIR ".llmtracker-batch"
 #define MAX_UNITS 100000          /* entries of --in looked at per pass */

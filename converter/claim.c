@@ -58,7 +58,7 @@
  * each file it publishes: a worker stalled past its lease publishes
  * nothing more once another may have taken over.
  */
-#include "claim.h"
+#include "converter/claim.h"
 
 #include <dirent.h>
 #include <errno.h>
@@ -70,8 +70,8 @@
 #include <time.h>
 #include <unistd.h>
 
-#include "../common/grow.h"
-#include "../common/io.h"
+#include "common/grow.h"
+#include "common/io.h"
 
 #define UNIT_ENTRIES_MAX 4096   /* names of a unit's directory read per listing */
 #define CONTEST_MAX_MS 30000    /* longest wait for others' intents */

@@ -9,10 +9,10 @@
 #include <stdint.h>
 #include <stdio.h>
 #include <sys/stat.h>
-#include "../eventlog/eventlog.h"
-#include "sink.h"
-#include "cv_util.h"
-#include "cudacorr.h"
+#include "eventlog/eventlog.h"
+#include "converter/sink.h"
+#include "converter/cv_util.h"
+#include "converter/pairing/cudacorr.h"
 
 /* ------------------------------------------------------------------ inputs */
 

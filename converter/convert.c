@@ -4,16 +4,16 @@
  * pass 2 -> publish (or discard everything on failure) -> one closing line.
  * conv_summary_main(): the same core feeding only the summary sink.
  */
-#include "convert.h"
-#include "conv_int.h"
-#include "fold.h"
-#include "folded.h"
-#include "launchpair.h"
-#include "perfetto.h"
-#include "summary.h"
-#include "trace_json.h"
-#include "xplane.h"
-#include "../tb_layout/tb_layout.h"
+#include "converter/convert.h"
+#include "converter/conv_int.h"
+#include "converter/output/fold.h"
+#include "converter/output/folded.h"
+#include "converter/pairing/launchpair.h"
+#include "converter/output/perfetto.h"
+#include "converter/output/summary.h"
+#include "converter/output/trace_json.h"
+#include "converter/output/xplane.h"
+#include "tb_layout/tb_layout.h"
 
 #include <fcntl.h>
 #include <libgen.h>

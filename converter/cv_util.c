@@ -1,6 +1,6 @@
 /* SPDX-License-Identifier: Apache-2.0 */
-#include "cv_util.h"
-#include "../eventlog/evlog_format.h"
+#include "converter/cv_util.h"
+#include "eventlog/evlog_format.h"
 
 #include <stdarg.h>
 #include <stdio.h>

@@ -2,9 +2,9 @@
 /* llmtracker-convert: event logs -> trace JSON, TensorBoard run directories,
  * folded stacks, summaries. See docs/CONTRACT.md §3 and docs/ARCHITECTURE.md. */
 #include "lt_version.h"
-#include "convert.h"
-#include "perfetto.h"
-#include "../eventlog/eventlog.h"
+#include "converter/convert.h"
+#include "converter/output/perfetto.h"
+#include "eventlog/eventlog.h"
 
 #include <errno.h>
 #include <signal.h>

@@ -22,8 +22,8 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
-#include "convert.h"
-#include "../tb_layout/tb_layout.h"
+#include "converter/convert.h"
+#include "tb_layout/tb_layout.h"
 
 struct pack_opts {
 	const char *logdir, *run, *out;

@@ -27,7 +27,7 @@
 
 #include <stdint.h>
 #include <stddef.h>
-#include "../eventlog/eventlog.h"
+#include "eventlog/eventlog.h"
 
 enum conv_track_kind {
 	CONV_TRACK_THREAD = 1,   /* a host thread: pid, tid */

@@ -234,7 +234,7 @@ enum evlog_marker_kind {
 	/* The injected CUPTI library switched recording on: ts before, ts + dur
 	 * after; value: the work switched (enum evlog_cupti_work). Calls made
 	 * before ts queued no recorded work of it; the converter pairs uprobe
-	 * launch calls with recorded work from there (converter/launchpair.h).
+	 * launch calls with recorded work from there (converter/pairing/launchpair.h).
 	 * One per kind of work around that kind's own switch, then one for
 	 * every kind around the whole. */
 	EVLOG_MARK_CUPTI_ON = 3,

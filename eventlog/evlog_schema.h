@@ -7,7 +7,7 @@
  * is their text. Adding a type: a line in EVLOG_TYPES with a number never
  * used (20 is the column-chunk mark, EVC_MARK; at most 31), its
  * EVLOG_FIELDS_<name> list, and the format's minor version below; how the
- * converter shows it is its line in converter/evview.h (docs/ARCHITECTURE.md,
+ * converter shows it is its line in converter/output/evview.h (docs/ARCHITECTURE.md,
  * "Extending llmtracker").
  *
  * Part of the file format: type numbers, and each type's fields in order
@@ -108,7 +108,7 @@
 /* An injected library's log the collector published (collector/injection/inject_log.c):
  * its file name in the log directory, its size in bytes and its digest
  * ("sha256:" and 64 hex digits). The converter joins a library log to this
- * profile only when one of these names it (converter/sessions.c). */
+ * profile only when one of these names it (converter/input/sessions.c). */
 #define EVLOG_FIELDS_lib_log(F, m) F(m, STR, name) F(m, U64, size) F(m, STR, digest)
 /* The segment of this log published before the one it opens (schemas/eventlog.md
  * 5.2): the first event of every segment but the first. Its file name in the

@@ -967,7 +967,7 @@ static int open_log(char *msg, size_t msgsz)
  * API costs as much as the whole RUNTIME kind, records or not: per-call
  * selection with or without the kind, and launches by CUPTI's callback API
  * (docs/MEASUREMENTS.md, same topic); the converter pairs kernels
- * with the -t cuda uprobes' launch calls instead (converter/launchpair.c). runtime=0 also leaves out synchronization and overhead
+ * with the -t cuda uprobes' launch calls instead (converter/pairing/launchpair.c). runtime=0 also leaves out synchronization and overhead
  * records: nothing is traced on the application's calls but the launches
  * CUPTI must see for kernels. */
 static int kind_wanted(CUpti_ActivityKind k)

@@ -1,7 +1,7 @@
 /* SPDX-License-Identifier: Apache-2.0 */
 /* TensorBoard run-directory layout and atomic, symlink-safe publishing. */
 #include "tb_layout.h"
-#include "../common/io.h"
+#include "common/io.h"
 
 #include <errno.h>
 #include <fcntl.h>

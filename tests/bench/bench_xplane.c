@@ -19,8 +19,8 @@
 #include <time.h>
 #include <unistd.h>
 
-#include "converter/trace_json.h"
-#include "converter/xplane.h"
+#include "converter/output/trace_json.h"
+#include "converter/output/xplane.h"
 
 #define THREADS 16
 #define STREAMS 8

@@ -1,5 +1,5 @@
 #!/bin/bash
-# Launch links from the -t cuda uprobes (converter/launchpair.c), against
+# Launch links from the -t cuda uprobes (converter/pairing/launchpair.c), against
 # the stand-in CUPTI's own links. tests/progs/launch_app makes real libcudart
 # calls (kernel launches from two threads racing, each on its own stream,
 # with the same kernels, dims, copy and set sizes; from the main thread on

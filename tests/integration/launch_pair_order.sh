@@ -1,5 +1,5 @@
 #!/bin/bash
-# The converter's launch pairing (converter/launchpair.c) where work of one
+# The converter's launch pairing (converter/pairing/launchpair.c) where work of one
 # signature starts in another order than its calls were made: three threads
 # launch the same kernel on streams of their own, the main thread's stream
 # running behind and one thread's call slower (tests/progs/lp_order_genlog.c,

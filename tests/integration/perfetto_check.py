@@ -23,7 +23,7 @@ prints counts as JSON on stdout.
 import collections, gzip, json, sys
 
 SEQ_CLEARED, SEQ_NEEDS = 1, 2
-STEPS_TID = 4300000  # converter/trace_ids.h
+STEPS_TID = 4300000  # converter/output/trace_ids.h
 MONOTONIC, SEQ_CLOCK = 3, 64
 
 

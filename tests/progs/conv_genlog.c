@@ -36,7 +36,7 @@
  * --launch-args: CUDA recorded as by default (kernels, copies and sets
  * without CUPTI's API records), the launch, copy and set calls seen by
  * the uprobes with their decoded arguments, so the converter links the
- * work to them itself (converter/launchpair.c).
+ * work to them itself (converter/pairing/launchpair.c).
  * --graph K (with --launch-args): each step also replays a CUDA graph of K
  * kernels (graph id 1, the launch's correlation id), launched by a probed
  * cudaGraphLaunch: the issue's GPT loop has ~860 a step.

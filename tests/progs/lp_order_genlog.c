@@ -1,7 +1,7 @@
 /* SPDX-License-Identifier: Apache-2.0 */
 /*
  * lp_order_genlog: an event log for the converter's launch pairing
- * (converter/launchpair.c) in which work of one signature starts in another
+ * (converter/pairing/launchpair.c) in which work of one signature starts in another
  * order than its calls were made, with the real writer and exact times.
  *
  *   lp_order_genlog OUT ROUNDS

@@ -16,10 +16,10 @@
 #include <zlib.h>
 
 #include "converter/conv_int.h"
-#include "converter/jsonw.h"
-#include "converter/spill.h"
-#include "converter/dedup.h"
-#include "converter/evview.h"
+#include "converter/output/jsonw.h"
+#include "converter/input/spill.h"
+#include "converter/pairing/dedup.h"
+#include "converter/output/evview.h"
 #include "unit/unit_util.h"
 
 static void test_json_escape(void **state)

@@ -1,5 +1,5 @@
 /* SPDX-License-Identifier: Apache-2.0 */
-/* Unit tests of the size budget's filter (converter/fold.c) against a sink
+/* Unit tests of the size budget's filter (converter/output/fold.c) against a sink
  * that records what it is sent: what folds and what does not, items kept
  * back inside a run, a run of one, a run closed early, and that what comes
  * out is sorted, nests, and accounts for every call. */
@@ -13,7 +13,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "converter/fold.h"
+#include "converter/output/fold.h"
 
 #define US 1000ull
 #define MS 1000000ull

@@ -17,7 +17,7 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
-#include "converter/xplane.h"
+#include "converter/output/xplane.h"
 #include "tb_layout/tb_layout.h"
 #include "xplane.pb-c.h"
 #include "unit/unit_util.h"
