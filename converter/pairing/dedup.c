@@ -100,12 +100,20 @@ int cv_dedup_flush(struct cv_dedup *d)
 	return 0;
 }
 
+/* One call's two records overlap, and one holds the other: CUPTI's inside
+ * the uprobe's (stamped from inside the function, give or take the
+ * slack), or the uprobe's whole inside CUPTI's (stamps taken around the
+ * call). Overlap is required: back-to-back calls a microsecond apart fit
+ * the slack, and the next call's record must not take this one's place. */
 static int pairs(const struct cv_pend *lib, const struct cv_pend *api)
 {
-	return lib->name_len == api->name_len && !memcmp(lib->name, api->name, lib->name_len) &&
-	       api->start + CV_DUP_SLACK_NS >= lib->start &&
-	       api->start <= lib->start + CV_DUP_START_NS &&
-	       api->end <= lib->end + CV_DUP_SLACK_NS;
+	if (lib->name_len != api->name_len || memcmp(lib->name, api->name, lib->name_len) ||
+	    api->start >= lib->end || lib->start >= api->end)
+		return 0;
+	return (api->start + CV_DUP_SLACK_NS >= lib->start &&
+		api->start <= lib->start + CV_DUP_START_NS &&
+		api->end <= lib->end + CV_DUP_SLACK_NS) ||
+	       (api->start <= lib->start && lib->end <= api->end);
 }
 
 /* The held record of the other kind that n pairs with, closest start first. */

@@ -483,9 +483,20 @@ static void test_dedup_pairs(void **state)
 	feed(&d, 0, EV_GPU_API, "cudaFree", 4001000, 9000, 80);
 	/* same call on another track: never paired */
 	feed(&d, 1, EV_GPU_API, "cudaFree", 4001000, 1000, 81);
+	/* CUPTI's record around the uprobe's (stamps taken around the call,
+	 * the thread preempted before the uprobe), then the next call's: the
+	 * first pairs with the first, the second with the second, never the
+	 * next call's record (0.3 us after the first ends, within the slack)
+	 * with the first */
+	feed(&d, 0, EV_GPU_API, "cudaLaunchKernel", 5000000, 12900, 82);
+	feed(&d, 0, EV_LIB_CALL, "cudaLaunchKernel", 5012100, 600, 0);
+	feed(&d, 0, EV_GPU_API, "cudaLaunchKernel", 5013000, 1100, 83);
+	feed(&d, 0, EV_LIB_CALL, "cudaLaunchKernel", 5013200, 300, 0);
 	assert_int_equal(cv_dedup_flush(&d), 0);
-	assert_int_equal(d.merged, 2);
-	assert_int_equal(g.n, 8);
+	assert_int_equal(d.merged, 4);
+	assert_int_equal(g.n, 10);
+	assert_int_equal(g.corr[8], 82);
+	assert_int_equal(g.corr[9], 83);
 	assert_int_equal(g.type[0], EV_LIB_CALL);
 	assert_int_equal(g.corr[0], 77);
 	assert_int_equal(g.type[1], EV_SYSCALL);
@@ -494,6 +505,9 @@ static void test_dedup_pairs(void **state)
 	assert_int_equal(g.corr[2], 78);
 	for (int i = 3; i < 8; i++)
 		assert_int_equal(g.corr[i], 0);
+	assert_int_equal(g.type[8], EV_LIB_CALL);
+	assert_int_equal(g.start[8], 5012100);
+	assert_int_equal(g.start[9], 5013200);
 	assert_int_equal(g.type[4], EV_GPU_API);
 	assert_int_equal(g.type[6], EV_GPU_API);
 	assert_int_equal(g.start[7], 4001000);
