@@ -28,6 +28,9 @@
  * FAKE_CUPTI_GRAPH_KEEP), "calls N" (calls made) and "done", then waits
  * for stdin to close.
  *
+ * With LAUNCH_APP_DISTINCT=1 the racing threads' calls differ: each its own
+ * grids, copy and set sizes (none the main thread's either).
+ *
  * With LAUNCH_APP_GRAPH2=1 the first racing thread also launches the graph
  * each round, on its own stream. With LAUNCH_APP_LATE=N, after "done" it
  * waits until the stand-in holds (FAKE_CUPTI_HOLD_AT=flush: recording has
@@ -190,7 +193,8 @@ static void launch(const void *fn, const char *mangled, dim3 g, dim3 b, cudaStre
 	note(slot, work(0, mangled, dims, 0, stream_id(s), t0, now_ns()));
 }
 
-static void copy_set(cudaStream_t s, int slot)
+/* A copy of 4096 - less bytes, a set of 1024 - less. */
+static void copy_set(cudaStream_t s, int slot, unsigned less)
 {
 	static char host[4096];
 	unsigned long long t0;
@@ -198,15 +202,15 @@ static void copy_set(cudaStream_t s, int slot)
 	call_begins();
 	t0 = now_ns();
 
-	(void)cudaMemcpyAsync((void *)0x7f0000001000, host, sizeof(host), cudaMemcpyHostToDevice, s);
-	note(slot, work(1, NULL, NULL, sizeof(host), stream_id(s), t0, now_ns()));
+	(void)cudaMemcpyAsync((void *)0x7f0000001000, host, sizeof(host) - less, cudaMemcpyHostToDevice, s);
+	note(slot, work(1, NULL, NULL, sizeof(host) - less, stream_id(s), t0, now_ns()));
 	call_begins();
 	t0 = now_ns();
 	if (cu_memset)
 		(void)cu_memset((CUdeviceptr)0x7f0000002000, 0, 1024, (CUstream)s);
 	else
-		(void)cudaMemsetAsync((void *)0x7f0000002000, 0, 1024, s);
-	note(slot, work(2, NULL, NULL, 1024, stream_id(s), t0, now_ns()));
+		(void)cudaMemsetAsync((void *)0x7f0000002000, 0, 1024 - less, s);
+	note(slot, work(2, NULL, NULL, 1024 - less, stream_id(s), t0, now_ns()));
 }
 
 static void graph_launch_on(cudaStream_t s, int slot);
@@ -215,13 +219,14 @@ static void *racer(void *arg)
 {
 	int t = (int)(intptr_t)arg;
 	cudaStream_t s = (cudaStream_t)(uintptr_t)(0x1000 * (t + 1));
+	unsigned d = getenv("LAUNCH_APP_DISTINCT") ? 1 + (unsigned)t : 0;
 
 	truth_tid[t] = gettid();
 	for (int r = 0; r < rounds; r++) {
 		pthread_barrier_wait(&bar);
-		launch((const void *)kernel_a, "_Z8kernel_aPfi", (dim3){ 4, 1, 1 }, (dim3){ 128, 1, 1 }, s, t);
-		launch((const void *)kernel_b, "_Z8kernel_bPf", (dim3){ 8, 2, 1 }, (dim3){ 64, 1, 1 }, s, t);
-		copy_set(s, t);
+		launch((const void *)kernel_a, "_Z8kernel_aPfi", (dim3){ 4 + d, 1, 1 }, (dim3){ 128, 1, 1 }, s, t);
+		launch((const void *)kernel_b, "_Z8kernel_bPf", (dim3){ 8 + d, 2, 1 }, (dim3){ 64, 1, 1 }, s, t);
+		copy_set(s, t, 64 * d);
 		if (t == 0 && getenv("LAUNCH_APP_GRAPH2"))
 			graph_launch_on(s, t);
 	}
