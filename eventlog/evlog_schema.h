@@ -51,11 +51,26 @@
 #define EVLOG_FIELDS_py_exit(F, m) F(m, STR, func) /* func may be empty */
 #define EVLOG_FIELDS_py_sample(F, m) F(m, PYSTACK, stack)
 /* lib_class: enum evlog_lib_class; lib: path or soname; depth: nesting on
- * this thread (0 = outermost); detail: decoded args "bytes=4096 kind=HtoD"
- * (may be empty); correlation_id: 0 if unknown. */
+ * this thread (0 = outermost); correlation_id: 0 if unknown. What the
+ * collector decodes from a CUDA, NCCL or cuBLAS call's arguments
+ * (collector/sources/cudadecode.c), 0 or empty where the call has none or
+ * it is unknown:
+ *   kernel        a launch's kernel, demangled, at most EVLOG_CALL_KERNEL_MAX
+ *                 bytes (cut); empty where its host stub or handle has no name
+ *   func          a launch's kernel handle or host stub, where kernel is empty
+ *   grid, block   a launch's dims (0 where unknown: cuLaunchKernelEx's config unread)
+ *   dynamic_smem  a launch's dynamic shared memory, bytes
+ *   stream        the stream handle the call names (0: the legacy default stream)
+ *   bytes         a copy's, set's or allocation's size; a collective's payload
+ *   copy_kind     a copy's direction as CUpti_ActivityMemcpyKind (gpu_memcpy's):
+ *                 1 HtoD, 2 DtoH, 8 DtoD, 9 HtoH, 10 PtoP, 0 unknown (cudaMemcpyDefault)
+ *   detail        the other arguments as text for display, "value=7",
+ *                 "count=1000 datatype=float32 op=sum comm=0x..", "m=64 n=32 k=16 .." */
 #define EVLOG_FIELDS_lib_call(F, m) \
 	F(m, U8, lib_class) F(m, STR, lib) F(m, STR, symbol) F(m, U64, dur) F(m, U64, ret) \
-	F(m, U32, depth) F(m, ARGS, args) F(m, STR, detail) F(m, CORR, correlation_id)
+	F(m, U32, depth) F(m, ARGS, args) F(m, STR, detail) F(m, CORR, correlation_id) \
+	F(m, STR, kernel) F(m, X64, func) F(m, U32X3, grid) F(m, U32X3, block) \
+	F(m, U64, dynamic_smem) F(m, X64, stream) F(m, U64, bytes) F(m, U8, copy_kind)
 /* name: mangled or demangled; graph_id: 0 if not launched from a graph. */
 #define EVLOG_FIELDS_gpu_kernel(F, m) \
 	F(m, U64, dur) F(m, U32, device) F(m, U32, context) F(m, U32, stream) \

@@ -1068,7 +1068,7 @@ static void on_call(struct lt_session *s, struct cp_state *st, const struct lt_r
 {
 	struct evlog_event ev = { .type = EV_LIB_CALL, .ts = r->h.ts, .pid = r->h.pid, .tid = r->h.tid };
 	struct cp_probe *p;
-	char detail[768] = "";
+	struct lt_decode_buf strs;
 	void *rarg[2] = { st, (void *)(intptr_t)r->h.pid };
 	struct lt_decode_ctx cx = { resolve_kernel, rarg };
 	uint64_t args[LT_UCALL_ARGS];
@@ -1093,8 +1093,7 @@ static void on_call(struct lt_session *s, struct cp_state *st, const struct lt_r
 	for (i = 0; i < p->nargs; i++)
 		ev.u.lib_call.args[i] = args[p->argidx[i]];
 	if (p->dec)
-		lt_cuda_decode(p->dec, args, &cx, detail, sizeof(detail));
-	ev.u.lib_call.detail = evlog_s(detail);
+		lt_cuda_decode(p->dec, args, &cx, &ev, &strs);
 	lt_session_emit(s, &ev);
 }
 

@@ -223,12 +223,14 @@ unsigned lt_cuda_decoder_nstack(const struct lt_decoder *d)
 
 /* ------------------------------------------------------------ names */
 
-const char *lt_cuda_memcpy_kind_name(uint64_t kind)
+/* cudaMemcpyKind (and the table's PtoP, 10) as CUPTI's kind: cudaMemcpyDefault
+ * (4) and values out of range are unknown, 0. */
+static uint8_t copy_kind(uint64_t kind)
 {
-	static const char *const n[] = { "HtoH", "HtoD", "DtoH", "DtoD", "Default",
-					 [10] = "PtoP" };
+	static const uint8_t k[] = { EVLOG_COPY_HTOH, EVLOG_COPY_HTOD, EVLOG_COPY_DTOH,
+				     EVLOG_COPY_DTOD, EVLOG_COPY_UNKNOWN, [10] = EVLOG_COPY_PTOP };
 
-	return kind < sizeof(n) / sizeof(n[0]) ? n[kind] : NULL;
+	return kind < sizeof(k) / sizeof(k[0]) ? k[kind] : EVLOG_COPY_UNKNOWN;
 }
 
 static const struct { const char *name; unsigned size; } nccl_types[] = {
@@ -263,8 +265,9 @@ static const char *blas_op_name(uint64_t op)
 	return (uint32_t)op < 4 ? n[(uint32_t)op] : "?";
 }
 
-/* ------------------------------------------------------------ formatting */
+/* ------------------------------------------------------------ decoding */
 
+/* The detail text being written. */
 struct out {
 	char *buf;
 	size_t n, len;
@@ -288,61 +291,67 @@ static void put(struct out *o, const char *fmt, ...)
 #define ARG(f) (args[(f) - 1])
 #define SEP (o->len ? " " : "")
 
-static void put_copy(struct out *o, const struct lt_decoder *d, const uint64_t *args)
-{
-	uint64_t kind = d->fixed_kind ? (uint64_t)(d->fixed_kind - 1) : ARG(d->ckind);
-	const char *kn = lt_cuda_memcpy_kind_name(kind);
+typedef typeof(((struct evlog_event *)0)->u.lib_call) lib_call_t;
 
-	if (d->width)
-		put(o, "bytes=%llu width=%llu height=%llu", (unsigned long long)(ARG(d->width) * ARG(d->height)),
-		    (unsigned long long)ARG(d->width), (unsigned long long)ARG(d->height));
-	else
-		put(o, "bytes=%llu", (unsigned long long)ARG(d->bytes));
-	if (kn)
-		put(o, " kind=%s", kn);
-	else
-		put(o, " kind=%llu", (unsigned long long)kind);
+static void put_copy(struct out *o, lib_call_t *c, const struct lt_decoder *d, const uint64_t *args)
+{
+	c->copy_kind = copy_kind(d->fixed_kind ? (uint64_t)(d->fixed_kind - 1) : ARG(d->ckind));
+	if (d->width) {
+		c->bytes = ARG(d->width) * ARG(d->height);
+		put(o, "width=%llu height=%llu", (unsigned long long)ARG(d->width),
+		    (unsigned long long)ARG(d->height));
+	} else {
+		c->bytes = ARG(d->bytes);
+	}
 }
 
-static void put_launch(struct out *o, const struct lt_decoder *d, const uint64_t *args,
-		       const struct lt_decode_ctx *cx)
+static void set_dims(uint32_t v[3], uint32_t x, uint32_t y, uint32_t z)
 {
-	char name[512];
-	const char *k = cx && cx->resolve ? cx->resolve(cx->arg, ARG(d->func), name, sizeof(name)) : NULL;
+	v[0] = x;
+	v[1] = y;
+	v[2] = z;
+}
 
-	if (k)
-		put(o, "kernel=%s", k);
+static void put_launch(lib_call_t *c, const struct lt_decoder *d, const uint64_t *args,
+		       const struct lt_decode_ctx *cx, struct lt_decode_buf *b)
+{
+	const char *k = cx && cx->resolve ? cx->resolve(cx->arg, ARG(d->func), b->kernel,
+							sizeof(b->kernel)) : NULL;
+
+	if (k && *k)
+		c->kernel = evlog_s(k);
 	else
-		put(o, "func=0x%llx", (unsigned long long)ARG(d->func));
-	if (d->kind == DK_LAUNCH) /* dim3 by value: x | y << 32, then z */
-		put(o, " grid=%u,%u,%u block=%u,%u,%u smem=%llu", (uint32_t)args[1],
-		    (uint32_t)(args[1] >> 32), (uint32_t)args[2], (uint32_t)args[3],
-		    (uint32_t)(args[3] >> 32), (uint32_t)args[4], (unsigned long long)args[6]);
-	else if (d->kind == DK_CULAUNCH)
-		put(o, " grid=%u,%u,%u block=%u,%u,%u smem=%u", (uint32_t)args[1], (uint32_t)args[2],
-		    (uint32_t)args[3], (uint32_t)args[4], (uint32_t)args[5], (uint32_t)args[6],
-		    (uint32_t)args[7]);
-	else if (lt_cuda_decoder_cfg(d) && (uint32_t)args[6])
+		c->func = ARG(d->func);
+	if (d->kind == DK_LAUNCH) { /* dim3 by value: x | y << 32, then z */
+		set_dims(c->grid, (uint32_t)args[1], (uint32_t)(args[1] >> 32), (uint32_t)args[2]);
+		set_dims(c->block, (uint32_t)args[3], (uint32_t)(args[3] >> 32), (uint32_t)args[4]);
+		c->dynamic_smem = args[6];
+	} else if (d->kind == DK_CULAUNCH) {
+		set_dims(c->grid, (uint32_t)args[1], (uint32_t)args[2], (uint32_t)args[3]);
+		set_dims(c->block, (uint32_t)args[4], (uint32_t)args[5], (uint32_t)args[6]);
+		c->dynamic_smem = (uint32_t)args[7];
+	} else if (lt_cuda_decoder_cfg(d) && (uint32_t)args[6]) {
 		/* the config's first bytes: two dim3 (six u32), the dynamic
 		 * shared memory (a size_t; the driver's an unsigned int and
 		 * padding), the stream */
-		put(o, " grid=%u,%u,%u block=%u,%u,%u smem=%llu stream=0x%llx", (uint32_t)args[6],
-		    (uint32_t)(args[6] >> 32), (uint32_t)args[7], (uint32_t)(args[7] >> 32),
-		    (uint32_t)args[8], (uint32_t)(args[8] >> 32),
-		    (unsigned long long)(d->kind == DK_CULAUNCHEX ? (uint32_t)args[9] : args[9]),
-		    (unsigned long long)args[10]);
+		set_dims(c->grid, (uint32_t)args[6], (uint32_t)(args[6] >> 32), (uint32_t)args[7]);
+		set_dims(c->block, (uint32_t)(args[7] >> 32), (uint32_t)args[8],
+			 (uint32_t)(args[8] >> 32));
+		c->dynamic_smem = d->kind == DK_CULAUNCHEX ? (uint32_t)args[9] : args[9];
+		c->stream = args[10];
+	}
 }
 
-static void put_nccl(struct out *o, const struct lt_decoder *d, const uint64_t *args)
+static void put_nccl(struct out *o, lib_call_t *c, const struct lt_decoder *d, const uint64_t *args)
 {
 	if (d->count) {
 		uint64_t dt = ARG(d->dtype);
 		const char *dn = lt_nccl_dtype_name(dt);
 
+		c->bytes = ARG(d->count) * lt_nccl_dtype_size(dt);
 		put(o, "count=%llu", (unsigned long long)ARG(d->count));
 		if (dn)
-			put(o, " datatype=%s bytes=%llu", dn,
-			    (unsigned long long)(ARG(d->count) * lt_nccl_dtype_size(dt)));
+			put(o, " datatype=%s", dn);
 		else
 			put(o, " datatype=%llu", (unsigned long long)dt);
 	}
@@ -358,49 +367,50 @@ static void put_nccl(struct out *o, const struct lt_decoder *d, const uint64_t *
 		put(o, "%scomm=0x%llx", SEP, (unsigned long long)ARG(d->comm));
 }
 
-static void put_common(struct out *o, const struct lt_decoder *d, const uint64_t *args)
+static void put_common(struct out *o, lib_call_t *c, const struct lt_decoder *d, const uint64_t *args)
 {
-	if (d->kind == DK_SET)
-		put(o, "bytes=%llu value=%d", (unsigned long long)(ARG(d->bytes) * d->unit),
-		    (int)ARG(d->value));
-	else if (d->kind == DK_ALLOC)
-		put(o, "bytes=%llu", (unsigned long long)ARG(d->bytes));
+	if (d->kind == DK_SET) {
+		c->bytes = ARG(d->bytes) * d->unit;
+		put(o, "value=%d", (int)ARG(d->value));
+	} else if (d->kind == DK_ALLOC) {
+		c->bytes = ARG(d->bytes);
+	}
 	if (d->ptr && d->kind != DK_SET)
 		put(o, "%sptr=0x%llx", SEP, (unsigned long long)ARG(d->ptr));
 	if (d->event)
 		put(o, "%sevent=0x%llx", SEP, (unsigned long long)ARG(d->event));
 }
 
-size_t lt_cuda_decode(const struct lt_decoder *d, const uint64_t *args,
-		      const struct lt_decode_ctx *cx, char *buf, size_t n)
+void lt_cuda_decode(const struct lt_decoder *d, const uint64_t *args,
+		    const struct lt_decode_ctx *cx, struct evlog_event *ev,
+		    struct lt_decode_buf *b)
 {
-	struct out o = { buf, n, 0 };
+	lib_call_t *c = &ev->u.lib_call;
+	struct out o = { b->detail, sizeof(b->detail), 0 };
 
-	if (!n)
-		return 0;
-	buf[0] = 0;
+	b->detail[0] = 0;
+	if (d->stream)
+		c->stream = ARG(d->stream);
 	switch (d->kind) {
 	case DK_COPY:
-		put_copy(&o, d, args);
+		put_copy(&o, c, d, args);
 		break;
 	case DK_LAUNCH:
 	case DK_CULAUNCH:
 	case DK_LAUNCHEX:
 	case DK_CULAUNCHEX:
-		put_launch(&o, d, args, cx);
+		put_launch(c, d, args, cx, b);
 		break;
 	case DK_NCCL:
 	case DK_NCCL_INIT:
-		put_nccl(&o, d, args);
+		put_nccl(&o, c, d, args);
 		break;
 	case DK_GEMM:
 		put(&o, "m=%d n=%d k=%d transa=%s transb=%s", (int)ARG(d->m), (int)ARG(d->n),
 		    (int)ARG(d->k), blas_op_name(ARG(d->ta)), blas_op_name(ARG(d->tb)));
 		break;
 	default:
-		put_common(&o, d, args);
+		put_common(&o, c, d, args);
 	}
-	if (d->stream)
-		put(&o, "%sstream=0x%llx", o.len ? " " : "", (unsigned long long)ARG(d->stream));
-	return o.len;
+	c->detail = (struct evlog_str){ .ptr = b->detail, .len = (uint32_t)o.len };
 }

@@ -1,16 +1,20 @@
 /* SPDX-License-Identifier: Apache-2.0 */
 /*
  * cudadecode: turn the raw integer arguments of CUDA runtime/driver, NCCL
- * and cuBLAS calls into a short readable detail string ("bytes=4096
- * kind=HtoD stream=0x0"). Only argument values are used: nothing is read
- * from the target's memory, except that a launched kernel's host stub
- * address is named through a caller-supplied resolver.
+ * and cuBLAS calls into an EV_LIB_CALL's typed fields (kernel, grid, block,
+ * stream, bytes, copy kind: eventlog/evlog_schema.h) and, for the rest, a
+ * short detail text ("value=7", "count=1000 datatype=float32 op=sum").
+ * Only argument values are used: nothing is read from the target's memory,
+ * except that a launched kernel's host stub address is named through a
+ * caller-supplied resolver.
  */
 #ifndef LLMT_CUDADECODE_H
 #define LLMT_CUDADECODE_H
 
 #include <stddef.h>
 #include <stdint.h>
+
+#include "eventlog/eventlog.h"
 
 struct lt_decode_ctx {
 	/* Name the code at `addr` in the target (demangled), into buf; NULL
@@ -49,13 +53,19 @@ int lt_cuda_decoder_queues_work(const struct lt_decoder *d);
 enum { LT_LAYER_RUNTIME = 1, LT_LAYER_DRIVER };
 int lt_cuda_decoder_layer(const struct lt_decoder *d, int *is_set);
 
-/* Format the detail string of one call: args holds LT_DECODE_ARGS values
- * (see above). Returns the length written. */
-size_t lt_cuda_decode(const struct lt_decoder *d, const uint64_t *args,
-		      const struct lt_decode_ctx *cx, char *buf, size_t n);
+/* Where a decoded call's strings live (as long as its event). */
+struct lt_decode_buf {
+	char kernel[EVLOG_CALL_KERNEL_MAX + 1];
+	char detail[256];
+};
+
+/* Decode one call into ev (an EV_LIB_CALL): its typed fields and detail,
+ * the strings in b. args holds LT_DECODE_ARGS values (see above). */
+void lt_cuda_decode(const struct lt_decoder *d, const uint64_t *args,
+		    const struct lt_decode_ctx *cx, struct evlog_event *ev,
+		    struct lt_decode_buf *b);
 
 /* Names of enum values, or NULL when out of range. */
-const char *lt_cuda_memcpy_kind_name(uint64_t kind);
 const char *lt_nccl_dtype_name(uint64_t dt);
 unsigned lt_nccl_dtype_size(uint64_t dt);
 const char *lt_nccl_op_name(uint64_t op);

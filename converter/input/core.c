@@ -648,7 +648,7 @@ static int emit_rec(void *ctx, const struct cv_rec *r, uint64_t corr)
 	struct cv_core *c = em->c;
 	struct evlog_event e;
 	struct conv_item it;
-	char buf[256], detail[CV_LP_DETAIL_MAX];
+	char buf[256], kernel[CV_LP_NAME_ROOM];
 
 	if (r->track >= c->n_tracks || cv_rec_unpack(r, &e))
 		return 0;
@@ -657,7 +657,7 @@ static int emit_rec(void *ctx, const struct cv_rec *r, uint64_t corr)
 		e.u.lib_call.correlation_id = corr;
 	const struct cv_track *t = &c->tracks[r->track];
 
-	cv_lp_apply(c, t->host, r->start, &e, detail, sizeof(detail));
+	cv_lp_apply(c, t->host, r->start, &e, kernel, sizeof(kernel));
 
 	if (em->host >= 0 && (int32_t)t->host != em->host && steps_before(em, UINT32_MAX, 0))
 		return -1;

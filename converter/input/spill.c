@@ -128,12 +128,33 @@ static int packs(uint32_t type)
 
 _Static_assert(EV_TYPE_MAX <= CV_REC_TYPE_MASK, "a record's type byte keeps 5 bits");
 
-/* An upper bound (at most 24 numbers of VMAX bytes, plus the strings): the
- * exact length is set by cv_rec_pack (r->len) and the spill reclaims the
- * rest. */
+/* The most numbers a packed type holds (strings apart): the size of a
+ * union of one char array per type, one byte per number. */
+#define PK_NUM_U8 1
+#define PK_NUM_U32 1
+#define PK_NUM_U64 1
+#define PK_NUM_X64 1
+#define PK_NUM_SRC 1
+#define PK_NUM_CORR 1
+#define PK_NUM_I64 1
+#define PK_NUM_STR 0
+#define PK_NUM_U32X3 3
+#define PK_NUM_ARGS (1 + EVLOG_MAX_ARGS)
+#define PK_NUM_STACK 0
+#define PK_NUM_PYSTACK 0
+#define PK_NUM_FIELD(m, kind, f) + PK_NUM_##kind
+#define PK_NUM_MEMBER(N, num, m, track, dur, corr) char m[1 EVLOG_FIELDS_##m(PK_NUM_FIELD, m)];
+union pk_nums {
+	EVLOG_TYPES(PK_NUM_MEMBER)
+};
+#define PK_MAX_NUMS sizeof(union pk_nums)
+
+/* An upper bound (pid, tid, ts and at most PK_MAX_NUMS numbers of VMAX
+ * bytes, plus the strings): the exact length is set by cv_rec_pack
+ * (r->len) and the spill reclaims the rest. */
 size_t cv_rec_size(const struct evlog_event *ev)
 {
-	size_t sz = sizeof(struct cv_rec) + 1 + (3 + 24) * VMAX;
+	size_t sz = sizeof(struct cv_rec) + 1 + (3 + PK_MAX_NUMS) * VMAX;
 
 #define PK_U_(m) (void)0
 #define PK_S_(m) (void)0

@@ -89,7 +89,7 @@
 	  XS(xs_lib_call))
 #define EVARGS_lib_call(A, m) \
 	A(m, STR, "library", lib) A(m, I64, "ret", ret) A(m, U64, "depth", depth) \
-	A(m, U64NZ, "correlation", correlation_id) A(m, STRNE, "args", detail)
+	A(m, U64NZ, "correlation", correlation_id) A(m, FN, "", call)
 
 #define EVVIEW_gpu_kernel(V) \
 	V(gpu_kernel, "kernel", DEMANGLED(e->u.gpu_kernel.name, "<kernel>"), GPU, SLICE, NOFOLD, \

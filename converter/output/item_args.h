@@ -20,6 +20,7 @@
 #include <string.h>
 #include "converter/sink.h"
 #include "converter/output/evview.h"
+#include "converter/pairing/cudacorr.h"
 #include "eventlog/eventlog.h"
 
 /* Syscalls whose first argument is a file descriptor and third a size. */
@@ -64,6 +65,15 @@ static int item_kernel_args(ARGS_CTX *t, const struct conv_item *it)
 	if (e->u.gpu_kernel.graph_id && args_u64(t, "graph id", e->u.gpu_kernel.graph_id))
 		return -1;
 	return 0;
+}
+
+/* A library call's decoded arguments, as text (cv_call_args). */
+static int item_call_args(ARGS_CTX *t, const struct conv_item *it)
+{
+	char buf[CV_CALL_ARGS_MAX];
+	size_t n = cv_call_args(it->ev, buf, sizeof(buf));
+
+	return n && args_str(t, "args", buf, n);
 }
 
 /* A synchronization's kind, by its name (Kineto's). */

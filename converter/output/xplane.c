@@ -1055,18 +1055,11 @@ static void xs_overhead(struct xsink *x, struct evstats *e, struct xplane_p *p,
 static void xs_lib_call(struct xsink *x, struct evstats *e, struct xplane_p *p,
 			const struct conv_item *it)
 {
-	const struct evlog_event *ev = it->ev;
-	char *s;
-	size_t n;
+	char *s = es_buf(e);
 
 	(void)x, (void)p;
-	if (!ev->u.lib_call.detail.len)
-		return;
-	s = es_buf(e);
-	n = ev->u.lib_call.detail.len < 511 ? ev->u.lib_call.detail.len : 511;
-	memcpy(s, ev->u.lib_call.detail.ptr, n);
-	s[n] = 0;
-	es_ref(e, "args", s); /* calls repeat their arguments */
+	if (s && cv_call_args(it->ev, s, sizeof(e->strs[0])))
+		es_ref(e, "args", s); /* calls repeat their arguments */
 }
 
 /*

@@ -2,6 +2,7 @@
 /* CUDA correlation in the converter (see cudacorr.h). */
 #include "converter/pairing/cudacorr.h"
 #include "converter/conv_int.h"
+#include "converter/output/jsonw.h"
 
 #include <stdlib.h>
 #include <string.h>
@@ -77,6 +78,101 @@ const char *cv_overhead_name(uint32_t kind)
 	case 3u << 16: return "Resource";
 	default: return "Unrecognized";
 	}
+}
+
+/* The text being written into buf: what passes n - 1 bytes is cut. */
+struct txt {
+	char *buf;
+	size_t n, len;
+};
+
+static void t_put(struct txt *t, const char *s, size_t len)
+{
+	if (len > t->n - 1 - t->len)
+		len = t->n - 1 - t->len;
+	memcpy(t->buf + t->len, s, len);
+	t->len += len;
+}
+
+/* " key=" (no space first) */
+static void t_key(struct txt *t, const char *key)
+{
+	if (t->len)
+		t_put(t, " ", 1);
+	t_put(t, key, strlen(key));
+}
+
+static void t_dec(struct txt *t, uint64_t v)
+{
+	char d[24];
+
+	t_put(t, d, cv_dec_u64(d, v));
+}
+
+static void t_hex(struct txt *t, uint64_t v)
+{
+	char d[18];
+	size_t i = sizeof(d);
+
+	do
+		d[--i] = "0123456789abcdef"[v & 15];
+	while (v >>= 4);
+	d[--i] = 'x';
+	d[--i] = '0';
+	t_put(t, d + i, sizeof(d) - i);
+}
+
+static void t_dims(struct txt *t, const char *key, const uint32_t v[3])
+{
+	t_key(t, key);
+	for (int i = 0; i < 3; i++) {
+		if (i)
+			t_put(t, ",", 1);
+		t_dec(t, v[i]);
+	}
+}
+
+size_t cv_call_args(const struct evlog_event *e, char *buf, size_t n)
+{
+	const typeof(e->u.lib_call) *c = &e->u.lib_call;
+	struct txt t = { buf, n, 0 };
+
+	if (!n)
+		return 0;
+	if (c->kernel.len) {
+		t_key(&t, "kernel=");
+		t_put(&t, c->kernel.ptr, c->kernel.len);
+	} else if (c->func) {
+		t_key(&t, "func=");
+		t_hex(&t, c->func);
+	}
+	if (c->grid[0]) { /* dims known: a launch, which names its stream */
+		t_dims(&t, "grid=", c->grid);
+		t_dims(&t, "block=", c->block);
+		t_key(&t, "smem=");
+		t_dec(&t, c->dynamic_smem);
+	}
+	if (c->bytes) {
+		t_key(&t, "bytes=");
+		t_dec(&t, c->bytes);
+	}
+	if (c->copy_kind) {
+		t_key(&t, "kind=");
+		if (c->copy_kind < N_OF(copy_kinds))
+			t_put(&t, copy_kinds[c->copy_kind], strlen(copy_kinds[c->copy_kind]));
+		else
+			t_dec(&t, c->copy_kind);
+	}
+	if (c->detail.len) {
+		t_key(&t, "");
+		t_put(&t, c->detail.ptr, c->detail.len);
+	}
+	if (c->stream || c->grid[0]) {
+		t_key(&t, "stream=");
+		t_hex(&t, c->stream);
+	}
+	buf[t.len] = 0;
+	return t.len;
 }
 
 /* ------------------------------------------------------ correlation table */

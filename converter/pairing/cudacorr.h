@@ -4,8 +4,8 @@
  *
  * - CUPTI's vocabulary as the outputs spell it: copy kinds and memory kinds
  *   (Kineto's names in the trace JSON, xprof's in the XPlane), synchronization
- *   types (Kineto's), CUPTI
- *   overhead kinds;
+ *   types (Kineto's), CUPTI overhead kinds; and a probed call's decoded
+ *   arguments, as every output shows them;
  * - the correlation table: which side of a launch (CUPTI's API record, a
  *   uprobe library call, GPU work) each (host, pid, correlation id) was seen
  *   on, filled in pass 1 (meta.c, launchpair.c), read in pass 2;
@@ -41,6 +41,15 @@ const char *cv_memory_kind_xprof(unsigned kind);
  * and of a CUPTI overhead (CUpti_ActivityOverheadKind). */
 const char *cv_sync_name(uint8_t kind);
 const char *cv_overhead_name(uint32_t kind);
+
+/* A library call's decoded arguments as the outputs show them (the trace
+ * writers' "args", the XPlane's stat "args"), from its typed fields and its
+ * detail: "kernel=NAME grid=X,Y,Z block=X,Y,Z smem=N stream=0xH" (func=0xH
+ * where the kernel has no name), "bytes=N kind=HtoD stream=0xH", then the
+ * detail's text. Written into buf (size n, cut to fit, NUL-terminated);
+ * returns the length, 0 when there is nothing to show. */
+#define CV_CALL_ARGS_MAX 1024
+size_t cv_call_args(const struct evlog_event *e, char *buf, size_t n);
 
 /* ------------------------------------------------------ correlation table */
 

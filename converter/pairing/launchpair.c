@@ -8,9 +8,6 @@
 #include <stdlib.h>
 #include <string.h>
 
-/* The collector names a kernel in at most this many bytes (its resolver's
- * buffer, collector/sources/cudadecode.c put_launch): names are compared on that. */
-#define LP_NAME_MAX 511
 /* GPU clocks are put on the host's by CUPTI: a launch's work may appear to
  * start a little before the call's entry. A kernel starts microseconds
  * after its launch at the soonest, so this much is taken as clock error. */
@@ -243,7 +240,7 @@ static uint64_t name_hash(struct cv_core *c, const char *s, size_t len)
 		s = d;
 		len = strlen(d);
 	}
-	return cv_hash_bytes(s, len < LP_NAME_MAX ? len : LP_NAME_MAX);
+	return cv_hash_bytes(s, len < EVLOG_CALL_KERNEL_MAX ? len : EVLOG_CALL_KERNEL_MAX);
 }
 
 static uint64_t dims_sig(uint64_t h, const uint32_t g[3], const uint32_t b[3])
@@ -253,79 +250,26 @@ static uint64_t dims_sig(uint64_t h, const uint32_t g[3], const uint32_t b[3])
 	return h;
 }
 
-/* The value of " key=" in the detail string, copied into tmp (size n, cut
- * to fit) as text; 0 if the key is absent. */
-static int detail_value(struct evlog_str d, const char *key, char *tmp, size_t n)
-{
-	size_t kl = strlen(key);
-
-	for (size_t i = 0; i + kl < d.len; i++) {
-		if ((i && d.ptr[i - 1] != ' ') || memcmp(d.ptr + i, key, kl))
-			continue;
-		size_t len = 0;
-
-		for (size_t k = i + kl; k < d.len && d.ptr[k] != ' ' && len + 1 < n; k++)
-			tmp[len++] = d.ptr[k];
-		tmp[len] = 0;
-		return 1;
-	}
-	return 0;
-}
-
-/* A number, parsed with its base. */
-static int detail_u64(struct evlog_str d, const char *key, uint64_t *out)
-{
-	char tmp[32];
-
-	if (!detail_value(d, key, tmp, sizeof(tmp)))
-		return 0;
-	*out = strtoull(tmp, NULL, 0);
-	return 1;
-}
-
-/* Dimensions "x,y,z". */
-static int detail_dims(struct evlog_str d, const char *key, uint32_t v[3])
-{
-	char tmp[48];
-
-	return detail_value(d, key, tmp, sizeof(tmp)) &&
-	       sscanf(tmp, "%u,%u,%u", &v[0], &v[1], &v[2]) == 3;
-}
-
 static uint64_t dims_smem_sig(const uint32_t g[3], const uint32_t b[3], uint64_t smem)
 {
 	return mix(dims_sig(LP_DIMS, g, b), smem);
 }
 
-/* Kernel launch: "kernel=NAME grid=..." (NAME may hold spaces) or
- * "func=0x.. grid=..." (a driver launch: a handle, no symbol). Sets the
- * call's stage and signature. A runtime launch whose host stub has no
- * symbol (a stripped library) comes as "func=0x.." too. */
-static void kernel_call_sig(struct cv_core *c, struct evlog_str d, struct lp_call *k)
+/* A kernel launch: its name where its host stub had a symbol, its dims
+ * where known (a driver launch names a handle; cudaLaunchKernelExC's dims
+ * may be unread). Sets the call's stage and signature. */
+static void kernel_call_sig(struct cv_core *c, const struct evlog_event *e, struct lp_call *k)
 {
-	static const char kk[] = "kernel=";
-	uint32_t g[3] = { 0 }, b[3] = { 0 };
-	uint64_t smem = 0;
-	size_t end = d.len;
-	int named = d.len >= sizeof(kk) - 1 && !memcmp(d.ptr, kk, sizeof(kk) - 1);
-	int dims = detail_dims(d, "grid=", g) && detail_dims(d, "block=", b);
-
-	detail_u64(d, "smem=", &smem);
-	for (size_t i = d.len; named && i-- > sizeof(kk) - 1;)
-		if (i + 6 <= d.len && !memcmp(d.ptr + i, " grid=", 6)) {
-			end = i;
-			break;
-		}
-	while (named && end > sizeof(kk) - 1 && d.ptr[end - 1] == ' ')
-		end--;
-	uint64_t nh = named ? name_hash(c, d.ptr + sizeof(kk) - 1, end - (sizeof(kk) - 1)) : 0;
+	const typeof(e->u.lib_call) *lc = &e->u.lib_call;
+	int named = lc->kernel.len > 0, dims = lc->grid[0] && lc->block[0];
+	uint64_t nh = named ? name_hash(c, lc->kernel.ptr, lc->kernel.len) : 0;
 
 	if (named && dims) {
 		k->stage = LP_FULL;
-		k->sig = dims_sig(mix(LP_KERNEL, nh), g, b);
+		k->sig = dims_sig(mix(LP_KERNEL, nh), lc->grid, lc->block);
 	} else if (dims) {
 		k->stage = LP_DIMS;
-		k->sig = dims_smem_sig(g, b, smem);
+		k->sig = dims_smem_sig(lc->grid, lc->block, lc->dynamic_smem);
 	} else if (named) {
 		k->stage = LP_NAME;
 		k->sig = mix(LP_NAME, nh);
@@ -347,23 +291,21 @@ static uint64_t stream_key(uint32_t host, uint32_t pid, uint32_t dev, uint32_t s
 static int note_call(struct cv_core *c, struct cv_lp *lp, uint32_t host, uint64_t ts,
 		     const struct evlog_event *e, uint8_t kind)
 {
-	struct lp_call k = { .ts = ts, .end = ts + e->u.lib_call.dur, .gpu = -1, .kind = kind };
-	struct evlog_str d = e->u.lib_call.detail;
-	uint64_t bytes = 0;
+	struct lp_call k = { .ts = ts, .end = ts + e->u.lib_call.dur, .gpu = -1, .kind = kind,
+			     .stream = e->u.lib_call.stream };
 
-	detail_u64(d, "stream=", &k.stream);
 	if (kind == LP_KERNEL) {
-		kernel_call_sig(c, d, &k);
+		kernel_call_sig(c, e, &k);
 		if (!k.stage)
 			return 0; /* nothing to pair it by */
 		lp->st.unnamed += k.stage == LP_DIMS;
 	} else if (kind == LP_GRAPH) {
 		k.stage = LP_GRAPHS;
 	} else {
-		if (!detail_u64(d, "bytes=", &bytes))
-			return 0;
+		if (!e->u.lib_call.bytes)
+			return 0; /* none known, or none to move: no work queued */
 		k.stage = LP_FULL;
-		k.sig = work_sig(kind, bytes);
+		k.sig = work_sig(kind, e->u.lib_call.bytes);
 	}
 	if (at_bound(lp))
 		return 0;
@@ -1346,26 +1288,25 @@ out:
 
 /* ------------------------------------------------------------------ pass 2 */
 
-/* A driver launch names a kernel handle ("func=0x... grid=..."): the
- * paired kernel's name takes its place ("kernel=NAME grid=..."), as a
- * runtime launch names its kernel, written into buf. */
+/* A launch whose kernel has no name (a driver launch names a handle) takes
+ * its paired kernel's, demangled, as a runtime launch names its own: copied
+ * into buf (size n), cut as the collector cuts names. */
 static void name_launch(struct cv_core *c, const struct cv_lp *lp, const struct lp_call *k,
 			struct evlog_event *e, char *buf, size_t n)
 {
-	static const char fn[] = "func=0x";
-	struct evlog_str d = e->u.lib_call.detail;
-
-	if (k->kind != LP_KERNEL || k->gpu < 0 || d.len < sizeof(fn) - 1 ||
-	    memcmp(d.ptr, fn, sizeof(fn) - 1))
+	if (k->kind != LP_KERNEL || k->gpu < 0 || e->u.lib_call.kernel.len || !n)
 		return;
 	const char *mangled = cv_strtab_get(&lp->names, lp->gpus[k->gpu].name);
 	const char *name = cv_demangle(c, mangled, strlen(mangled));
-	size_t rest = strcspn(d.ptr, " ");
-	int w = snprintf(buf, n, "kernel=%.*s%.*s", LP_NAME_MAX, name ? name : mangled,
-			 (int)(rest < d.len ? d.len - rest : 0), d.ptr + rest);
+	size_t len = strlen(name ? name : mangled);
 
-	if (*mangled && w > 0 && (size_t)w < n)
-		e->u.lib_call.detail = (struct evlog_str){ .ptr = buf, .len = (uint32_t)w };
+	if (!*mangled)
+		return;
+	len = len < EVLOG_CALL_KERNEL_MAX ? len : EVLOG_CALL_KERNEL_MAX;
+	len = len < n - 1 ? len : n - 1;
+	memcpy(buf, name ? name : mangled, len);
+	buf[len] = 0;
+	e->u.lib_call.kernel = (struct evlog_str){ .ptr = buf, .len = (uint32_t)len };
 }
 
 void cv_lp_apply(struct cv_core *c, uint32_t host, uint64_t start, struct evlog_event *e,

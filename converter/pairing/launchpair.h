@@ -27,9 +27,9 @@
  *   correlation ids). Work CUPTI already linked keeps CUPTI's link; for it
  *   the uprobe pairing is checked against CUPTI's instead (agreement).
  *
- * Signatures come from the collector's decoded argument string of the call
- * (collector/sources/cudadecode.c: "kernel=NAME grid=X,Y,Z block=X,Y,Z ...
- * stream=0xH", "bytes=N ..."), the one place that format is written.
+ * Signatures come from the call's typed fields, as the collector decodes
+ * them (collector/sources/cudadecode.c; eventlog/evlog_schema.h, lib_call):
+ * kernel, grid, block, dynamic_smem, stream, bytes.
  */
 #ifndef LLMT_CONV_LAUNCHPAIR_H
 #define LLMT_CONV_LAUNCHPAIR_H
@@ -42,8 +42,8 @@ struct cv_core;
 struct cv_log;
 struct cv_lp;
 
-/* Room for a driver launch's detail with its kernel named (cv_lp_apply). */
-#define CV_LP_DETAIL_MAX 1280
+/* Room for the kernel name cv_lp_apply gives a launch without one. */
+#define CV_LP_NAME_ROOM (EVLOG_CALL_KERNEL_MAX + 1)
 
 /* Made-up correlation ids for work CUPTI gave none: above CUPTI's 32-bit
  * ids, below the 40 bits a flow id keeps. */
@@ -73,8 +73,8 @@ int cv_lp_note(struct cv_core *c, uint32_t host, const struct cv_log *l,
 int cv_lp_solve(struct cv_core *c);
 /* Pass 2, before naming: give e (a record of host `host` starting at
  * `start` on the host clock) the correlation id of its pairing, if any; a
- * driver launch's detail names its kernel then, written into buf (size n,
- * which must live as long as e). */
+ * launch without a kernel name (a driver launch) takes its kernel's then,
+ * written into buf (size n, which must live as long as e). */
 void cv_lp_apply(struct cv_core *c, uint32_t host, uint64_t start, struct evlog_event *e,
 		 char *buf, size_t n);
 const struct cv_lp_stats *cv_lp_stats(const struct cv_core *c);

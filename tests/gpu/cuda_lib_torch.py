@@ -175,9 +175,10 @@ def check_nccl(meta_path, dump_path):
         print("example: %s ret=%d %s | %s" % (ar[0]["sym"], ar[0]["ret"], ar[0]["lib"], ar[0]["detail"]))
     ok = report(len(ar) == meta["iters"], "ncclAllReduce calls in the window (%d) == all_reduce calls (%d)"
                 % (len(ar), meta["iters"]))
-    want = "count=%d datatype=float32 bytes=%d op=sum" % (meta["count"], meta["count"] * 4)
-    ok &= report(bool(ar) and all(want in c["detail"] and c["ret"] == 0 for c in ar),
-                 "all_reduce decoded as '%s', returned ncclSuccess" % want)
+    # the decoded fields, then the detail text (cuda_logcount --dump)
+    want = ("bytes=%d |" % (meta["count"] * 4), "| count=%d datatype=float32 op=sum" % meta["count"])
+    ok &= report(bool(ar) and all(all(w in c["detail"] for w in want) and c["ret"] == 0 for c in ar),
+                 "all_reduce decoded as '%s ... %s', returned ncclSuccess" % want)
     ok &= report(any(s.startswith(("ncclCommInit", "pncclCommInit")) for s in nccl),
                  "communicator creation recorded")
     return ok

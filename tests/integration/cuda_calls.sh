@@ -35,7 +35,7 @@ if grep -q '^ret ncclAllReduce' "$T/a.out"; then
 	expect=$((expect + 2))
 	check "ncclAllReduce (libnccl dlopen'ed later, glob nccl*) recorded 2 times" "[ '$(cnt ncclAllReduce)' = 2 ]"
 	check "ncclAllReduce decoded (7th argument from the stack)" \
-		"grep -q 'ncclAllReduce .*| count=1000 datatype=float32 bytes=4000 op=sum comm=0x0 stream=0x5000\$' $T/a.calls"
+		"grep -q 'ncclAllReduce .*| stream=0x5000 bytes=4000 | count=1000 datatype=float32 op=sum comm=0x0\$' $T/a.calls"
 fi
 if grep -q '^ret cublasSgemm_v2' "$T/a.out"; then
 	expect=$((expect + 1))
@@ -55,20 +55,26 @@ grep '^ret ' "$T/a.out" | awk '{print $2, $3}' >"$T/ret.want"
 awk '$1=="call" {print $9, $6}' "$T/a.calls" >"$T/ret.got"
 check "every return code matches what the program got" "cmp -s $T/ret.want $T/ret.got"
 
-# Copy sizes and kinds.
-kinds=(HtoH HtoD DtoH DtoD)
+# The typed fields a call was decoded to (cuda_logcount's DECODED).
+decoded() { awk -v s="$1" '$9==s' "$T/a.calls" | sed 's/^[^|]*| *//; s/ *|.*//'; }
+
+# Copy sizes and kinds (cudaMemcpyKind 0-3 as CUPTI's: HtoH 9, HtoD 1, DtoH 2, DtoD 8).
+kinds=(9 1 2 8)
 : >"$T/cp.want"
 for i in $(seq 0 10); do echo "bytes=$(((i + 1) * 1000)) kind=${kinds[$((i % 4))]}" >>"$T/cp.want"; done
-awk '$9=="cudaMemcpy"' "$T/a.calls" | sed 's/.*| //' >"$T/cp.got"
+decoded cudaMemcpy >"$T/cp.got"
 check "cudaMemcpy sizes and kinds decoded" "cmp -s $T/cp.want $T/cp.got"
 
-# Kernel launches: host stub -> demangled kernel name, dim3s, stack args.
+# Kernel launches: host stub -> demangled kernel name, dim3s, stack args
+# (the default stream: 0, not shown).
 : >"$T/k.want"
 for i in 1 2 3 4 5; do
-	echo "kernel=vector_step(float*, int) grid=4,2,1 block=256,1,1 smem=$((128 * i)) stream=0x0" >>"$T/k.want"
+	echo "kernel=vector_step(float*, int) grid=4,2,1 block=256,1,1 smem=$((128 * i))" >>"$T/k.want"
 done
-awk '$9=="cudaLaunchKernel"' "$T/a.calls" | sed 's/.*| //' >"$T/k.got"
+decoded cudaLaunchKernel >"$T/k.got"
 check "cudaLaunchKernel: kernel named from its host stub, grid/block/smem/stream" "cmp -s $T/k.want $T/k.got"
+check "cudaStreamSynchronize(0): nothing decoded but the default stream" \
+	"[ \"\$(decoded cudaStreamSynchronize | sort -u)\" = '' ] && [ \$(decoded cudaStreamSynchronize | wc -l) = 3 ]"
 check "cudaMalloc sizes in the first arguments" \
 	"[ \"\$(awk '\$9==\"cudaMalloc\" {split(\$12,b,\",\"); printf \"%s \", b[2]}' $T/a.calls)\" = '1048576 2097152 3145728 4194304 5242880 6291456 7340032 ' ]"
 
@@ -83,6 +89,8 @@ check "durations are positive and calls are timed in order" \
 if [ -x "$BUILD/bin/llmtracker-convert" ] && "$BUILD/bin/llmtracker-convert" -i "$T/a.log" -o "$T/a.json" >/dev/null 2>&1; then
 	check "trace JSON: 5 cudaLaunchKernel events (cat cuda_runtime) with the kernel name" \
 		"/usr/bin/python3.11 -c \"import json,sys; d=json.load(open('$T/a.json')); ev=d['traceEvents'] if isinstance(d,dict) else d; l=[e for e in ev if e.get('ph')=='X' and e.get('cat')=='cuda_runtime' and e.get('name')=='cudaLaunchKernel' and 'vector_step' in json.dumps(e.get('args'))]; sys.exit(len(l)!=5)\""
+	check "trace JSON: a launch's and a copy's arguments as text" \
+		"/usr/bin/python3.11 -c \"import json,sys; d=json.load(open('$T/a.json')); ev=d['traceEvents'] if isinstance(d,dict) else d; a=[e['args'].get('args') for e in ev if e.get('ph')=='X' and e.get('cat')=='cuda_runtime']; sys.exit(not ('kernel=vector_step(float*, int) grid=4,2,1 block=256,1,1 smem=256 stream=0x0' in a and 'bytes=2000 kind=HtoD' in a))\""
 fi
 
 # ---- 2. nested calls pair per thread; a probe file naming the program by path

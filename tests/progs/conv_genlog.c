@@ -252,13 +252,19 @@ static void lib(uint64_t ts, uint64_t dur, uint8_t cls, const char *l, const cha
 	e.u.lib_call.args[0] = 0x7f0000001000ull;
 	e.u.lib_call.args[1] = 256;
 	e.u.lib_call.detail = evlog_s(cls == EVLIB_NCCL ? "count=1048576 datatype=float op=sum" : "");
-	if (o.launch_args && !strcmp(sym, "cudaLaunchKernel"))
-		e.u.lib_call.detail = evlog_s("kernel=gemm_kernel(float*, float*, int) grid=264,1,1 "
-					      "block=256,1,1 smem=0 stream=0x0");
-	else if (o.launch_args && !strcmp(sym, "cudaMemcpyAsync"))
-		e.u.lib_call.detail = evlog_s("bytes=1048576 kind=1 stream=0x0");
-	else if (o.launch_args && !strcmp(sym, "cudaMemsetAsync"))
-		e.u.lib_call.detail = evlog_s("bytes=4096 stream=0x5008") /* CUPTI stream 8 */;
+	if (o.launch_args && !strcmp(sym, "cudaLaunchKernel")) {
+		e.u.lib_call.kernel = evlog_s("gemm_kernel(float*, float*, int)");
+		e.u.lib_call.grid[0] = 264;
+		e.u.lib_call.grid[1] = e.u.lib_call.grid[2] = 1;
+		e.u.lib_call.block[0] = 256;
+		e.u.lib_call.block[1] = e.u.lib_call.block[2] = 1;
+	} else if (o.launch_args && !strcmp(sym, "cudaMemcpyAsync")) {
+		e.u.lib_call.bytes = 1048576;
+		e.u.lib_call.copy_kind = EVLOG_COPY_HTOD;
+	} else if (o.launch_args && !strcmp(sym, "cudaMemsetAsync")) {
+		e.u.lib_call.bytes = 4096;
+		e.u.lib_call.stream = 0x5008; /* CUPTI stream 8 */
+	}
 	put(&e);
 }
 

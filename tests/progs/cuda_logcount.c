@@ -7,7 +7,10 @@
  *
  * Prints one "count SYMBOL DEPTH N" line per (symbol, depth), then
  * "total N"; --dump also prints every call:
- *   call PID TID TS DUR RET DEPTH CLASS SYMBOL LIB nargs=N a0,a1,... | DETAIL
+ *   call PID TID TS DUR RET DEPTH CLASS SYMBOL LIB nargs=N a0,a1,... | DECODED | DETAIL
+ * DECODED: the typed fields that are not 0 or empty, in schema order:
+ * kernel=NAME func=0xH grid=X,Y,Z block=X,Y,Z smem=N stream=0xH bytes=N
+ * kind=K (CUpti_ActivityMemcpyKind).
  * --from/--to keep calls that start within [from, to] (CLOCK_MONOTONIC ns).
  */
 #include <inttypes.h>
@@ -56,6 +59,22 @@ static void dump(const struct evlog_event *ev)
 	       c->symbol.ptr, (int)c->lib.len, c->lib.ptr, c->nargs);
 	for (i = 0; i < c->nargs && i < EVLOG_MAX_ARGS; i++)
 		printf("%s%" PRIu64, i ? "," : "", c->args[i]);
+	printf(" |");
+	if (c->kernel.len)
+		printf(" kernel=%.*s", (int)c->kernel.len, c->kernel.ptr);
+	if (c->func)
+		printf(" func=0x%" PRIx64, c->func);
+	if (c->grid[0] || c->grid[1] || c->grid[2] || c->block[0] || c->block[1] || c->block[2])
+		printf(" grid=%u,%u,%u block=%u,%u,%u", c->grid[0], c->grid[1], c->grid[2],
+		       c->block[0], c->block[1], c->block[2]);
+	if (c->dynamic_smem)
+		printf(" smem=%" PRIu64, c->dynamic_smem);
+	if (c->stream)
+		printf(" stream=0x%" PRIx64, c->stream);
+	if (c->bytes)
+		printf(" bytes=%" PRIu64, c->bytes);
+	if (c->copy_kind)
+		printf(" kind=%u", c->copy_kind);
 	printf(" | %.*s\n", (int)c->detail.len, c->detail.ptr);
 }
 

@@ -32,16 +32,16 @@
 
 #include "genlog.h"
 
-/* Per thread: its stream handle's detail, CUPTI's stream, the call's
- * length, when its work starts after the call began. */
+/* Per thread: its stream handle, CUPTI's stream, the call's length, when
+ * its work starts after the call began. */
 static const struct {
-	const char *detail;
+	uint64_t handle;
 	uint32_t stream;
 	uint64_t call_ns, work_after_ns;
 } thr[N_THREADS] = {
-	{ "kernel=kernel_a(float*, int) grid=4,1,1 block=128,1,1 smem=0 stream=0x0", 7, 1 * US, 50 * US },
-	{ "kernel=kernel_a(float*, int) grid=4,1,1 block=128,1,1 smem=0 stream=0x1000", 21, 5 * US, 7 * US },
-	{ "kernel=kernel_a(float*, int) grid=4,1,1 block=128,1,1 smem=0 stream=0x2000", 22, 1 * US, 3 * US },
+	{ 0x0, 7, 1 * US, 50 * US },
+	{ 0x1000, 21, 5 * US, 7 * US },
+	{ 0x2000, 22, 1 * US, 3 * US },
 };
 
 static void preamble(uint64_t t)
@@ -73,7 +73,12 @@ static void call(uint64_t t, uint32_t i)
 	e.u.lib_call.symbol = evlog_s("cudaLaunchKernel");
 	e.u.lib_call.dur = thr[i].call_ns;
 	e.u.lib_call.ret = 0;
-	e.u.lib_call.detail = evlog_s(thr[i].detail);
+	e.u.lib_call.kernel = evlog_s("kernel_a(float*, int)");
+	e.u.lib_call.grid[0] = 4;
+	e.u.lib_call.grid[1] = e.u.lib_call.grid[2] = 1;
+	e.u.lib_call.block[0] = 128;
+	e.u.lib_call.block[1] = e.u.lib_call.block[2] = 1;
+	e.u.lib_call.stream = thr[i].handle;
 	put(&e);
 }
 

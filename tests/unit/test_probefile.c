@@ -1,6 +1,7 @@
 // SPDX-License-Identifier: Apache-2.0
 /* Probe file parsing and errors, library/symbol matching, argument
- * decoding, and the ELF reader on the real CUDA runtime. */
+ * decoding (and the converter's text of it), and the ELF reader on the
+ * real CUDA runtime. */
 #include <setjmp.h>
 #include <stdarg.h>
 #include <stddef.h>
@@ -13,6 +14,7 @@
 #include "collector/sources/cudadecode.h"
 #include "collector/target/elfsym.h"
 #include "collector/sources/probefile.h"
+#include "converter/pairing/cudacorr.h"
 #include "eventlog/eventlog.h"
 
 static struct lt_probefile *parse(const char *text, char *err, size_t n)
@@ -223,15 +225,28 @@ static const char *fake_resolve(void *arg, uint64_t addr, char *buf, size_t n)
 	return buf;
 }
 
-static void decode(const char *sym, const uint64_t *a, const char *want)
+/* Decode a call into ev, as the collector does. */
+static void decode_ev(const char *sym, const uint64_t *a, struct evlog_event *ev,
+		      struct lt_decode_buf *b)
 {
 	const struct lt_decoder *d = lt_cuda_decoder(sym);
 	struct lt_decode_ctx cx = { fake_resolve, NULL };
-	char buf[512];
 
 	if (!d)
 		fail_msg("no decoder for %s", sym);
-	lt_cuda_decode(d, a, &cx, buf, sizeof(buf));
+	*ev = (struct evlog_event){ .type = EV_LIB_CALL };
+	lt_cuda_decode(d, a, &cx, ev, b);
+}
+
+/* ... and shown as the converter shows it. */
+static void decode(const char *sym, const uint64_t *a, const char *want)
+{
+	struct evlog_event ev;
+	struct lt_decode_buf b;
+	char buf[CV_CALL_ARGS_MAX];
+
+	decode_ev(sym, a, &ev, &b);
+	cv_call_args(&ev, buf, sizeof(buf));
 	if (strcmp(buf, want))
 		fail_msg("%s: got \"%s\", want \"%s\"", sym, buf, want);
 }
@@ -242,13 +257,20 @@ static void argument_decoding(void **state)
 	decode("cudaMemcpyAsync_ptsz", (uint64_t[12]){ 1, 2, 4096, 1, 0x77 },
 	       "bytes=4096 kind=HtoD stream=0x77");
 	decode("cuMemcpyDtoHAsync_v2", (uint64_t[12]){ 1, 2, 64, 0x9 }, "bytes=64 kind=DtoH stream=0x9");
-	decode("cudaMemcpy2D", (uint64_t[12]){ 0, 0, 0, 0, 16, 4, 3 }, "bytes=64 width=16 height=4 kind=DtoD");
+	decode("cudaMemcpy2D", (uint64_t[12]){ 0, 0, 0, 0, 16, 4, 3 }, "bytes=64 kind=DtoD width=16 height=4");
+	decode("cudaMemcpy", (uint64_t[12]){ 1, 2, 8, 0 }, "bytes=8 kind=HtoH");
+	/* cudaMemcpyDefault: the pointers tell, unknown here */
+	decode("cudaMemcpy", (uint64_t[12]){ 1, 2, 8, 4 }, "bytes=8");
+	decode("cuMemcpyPeer", (uint64_t[12]){ 1, 2, 3, 4, 8 }, "bytes=8 kind=PtoP");
 	decode("cuMemsetD32_v2", (uint64_t[12]){ 0xa, 7, 10 }, "bytes=40 value=7");
 	decode("cudaMalloc", (uint64_t[12]){ 0, 1 << 20 }, "bytes=1048576");
 	decode("cudaLaunchKernel", (uint64_t[12]){ 0x1000, 2ull << 32 | 8, 1, 1ull << 32 | 128, 1, 0, 256, 0x5 },
 	       "kernel=k(float*) grid=8,2,1 block=128,1,1 smem=256 stream=0x5");
 	decode("cuLaunchKernel", (uint64_t[12]){ 0x2000, 8, 1, 1, 64, 2, 1, 0, 0x5 },
 	       "func=0x2000 grid=8,1,1 block=64,2,1 smem=0 stream=0x5");
+	/* the default stream: a launch names it still */
+	decode("cuLaunchKernel", (uint64_t[12]){ 0x2000, 8, 1, 1, 64, 2, 1, 0, 0 },
+	       "func=0x2000 grid=8,1,1 block=64,2,1 smem=0 stream=0x0");
 	/* a config behind the first argument: its first 48 bytes after the registers */
 	decode("cudaLaunchKernelExC_ptsz", (uint64_t[12]){ 0x7ff0, 0x1000, 0, 0, 0, 0,
 		2ull << 32 | 8, 128ull << 32 | 1, 1ull << 32 | 1, 1ull << 33, 0x5 },
@@ -263,18 +285,64 @@ static void argument_decoding(void **state)
 	assert_false(lt_cuda_decoder_cfg(lt_cuda_decoder("cuLaunchKernel")));
 	assert_int_equal(lt_cuda_decoder_nstack(lt_cuda_decoder("cudaLaunchKernelExC")), 6);
 	decode("pncclAllReduce", (uint64_t[12]){ 0, 0, 10, 9, 4, 0xc, 0x5 },
-	       "count=10 datatype=bfloat16 bytes=20 op=avg comm=0xc stream=0x5");
+	       "bytes=20 count=10 datatype=bfloat16 op=avg comm=0xc stream=0x5");
 	decode("ncclReduce", (uint64_t[12]){ 0, 0, 10, 7, 2, 3, 0xc, 0x5 },
-	       "count=10 datatype=float32 bytes=40 op=max root=3 comm=0xc stream=0x5");
+	       "bytes=40 count=10 datatype=float32 op=max root=3 comm=0xc stream=0x5");
 	decode("ncclCommInitRank", (uint64_t[12]){ 0, 8, 3 }, "nranks=8 rank=3");
 	decode("cublasGemmEx", (uint64_t[12]){ 0, 0, 1, 128, 64, 32 }, "m=128 n=64 k=32 transa=N transb=T");
 	decode("cudaStreamSynchronize", (uint64_t[12]){ 0x10 }, "stream=0x10");
+	decode("cudaStreamSynchronize", (uint64_t[12]){ 0 }, "");
 	decode("cudaEventRecord", (uint64_t[12]){ 0x20, 0x10 }, "event=0x20 stream=0x10");
 	assert_null(lt_cuda_decoder("cudaGetDeviceCount"));
 	assert_int_equal(lt_cuda_decoder_nstack(lt_cuda_decoder("cudaLaunchKernel")), 2);
 	assert_int_equal(lt_cuda_decoder_nstack(lt_cuda_decoder("cuLaunchKernel")), 3);
 	assert_int_equal(lt_cuda_decoder_nstack(lt_cuda_decoder("ncclAllReduce")), 1);
 	assert_int_equal(lt_cuda_decoder_nstack(lt_cuda_decoder("cudaMemcpy")), 0);
+}
+
+/* The typed fields themselves: a named launch keeps no handle, an unnamed
+ * one no name; text only where nothing typed holds the argument. */
+static void argument_fields(void **state)
+{
+	struct evlog_event ev;
+	struct lt_decode_buf b;
+	const typeof(ev.u.lib_call) *c = &ev.u.lib_call;
+
+	(void)state;
+	decode_ev("cudaLaunchKernel", (uint64_t[12]){ 0x1000, 2ull << 32 | 8, 1, 1ull << 32 | 128, 1,
+		  0, 256, 0x5 }, &ev, &b);
+	assert_int_equal(c->kernel.len, strlen("k(float*)"));
+	assert_memory_equal(c->kernel.ptr, "k(float*)", c->kernel.len);
+	assert_int_equal(c->func, 0);
+	assert_int_equal(c->grid[0], 8);
+	assert_int_equal(c->grid[1], 2);
+	assert_int_equal(c->grid[2], 1);
+	assert_int_equal(c->block[0], 128);
+	assert_int_equal(c->dynamic_smem, 256);
+	assert_int_equal(c->stream, 0x5);
+	assert_int_equal(c->bytes, 0);
+	assert_int_equal(c->detail.len, 0);
+	decode_ev("cuLaunchKernel", (uint64_t[12]){ 0x2000, 8, 1, 1, 64, 2, 1, 0, 0x5 }, &ev, &b);
+	assert_int_equal(c->kernel.len, 0);
+	assert_int_equal(c->func, 0x2000);
+	decode_ev("cudaMemcpyAsync", (uint64_t[12]){ 1, 2, 4096, 2, 0x77 }, &ev, &b);
+	assert_int_equal(c->bytes, 4096);
+	assert_int_equal(c->copy_kind, EVLOG_COPY_DTOH);
+	assert_int_equal(c->stream, 0x77);
+	assert_int_equal(c->detail.len, 0);
+	decode_ev("ncclAllReduce", (uint64_t[12]){ 0, 0, 10, 7, 0, 0xc, 0x5 }, &ev, &b);
+	assert_int_equal(c->bytes, 40);
+	assert_int_equal(c->stream, 0x5);
+	assert_string_equal(c->detail.ptr, "count=10 datatype=float32 op=sum comm=0xc");
+	assert_int_equal(c->detail.len, strlen(c->detail.ptr));
+
+	/* the text cut to the buffer, still a string */
+	char small[12];
+
+	decode_ev("cudaLaunchKernel", (uint64_t[12]){ 0x1000, 8, 1, 1, 1 }, &ev, &b);
+	assert_int_equal(cv_call_args(&ev, small, sizeof(small)), sizeof(small) - 1);
+	assert_string_equal(small, "kernel=k(fl");
+	assert_int_equal(cv_call_args(&ev, small, 0), 0);
 }
 
 static void elf_on_real_cudart(void **state)
@@ -322,6 +390,7 @@ int main(void)
 		cmocka_unit_test(soname_matching),
 		cmocka_unit_test(symbol_selection),
 		cmocka_unit_test(argument_decoding),
+		cmocka_unit_test(argument_fields),
 		cmocka_unit_test(elf_on_real_cudart),
 	};
 
