@@ -184,38 +184,41 @@ static struct xc_cand *xc_candidate(struct xc_run *r, int root_fd, const struct 
 }
 
 /* Is sym's code mapped executable from its file, and libc mapped? */
+struct xc_scan {
+	struct xc_run *r;
+	int root_fd;
+	int libc, code;
+};
+
+static int xc_scan_map(const struct lt_tf_map *m, void *ctx)
+{
+	struct xc_scan *c = ctx;
+	struct xc_run *r = c->r;
+
+	if (m->path[0] != '/' || m->deleted)
+		return 0;
+	const char *base = xc_base(m->path);
+	if (m->perms[2] == 'x' && (!strncmp(base, "libc.so", 7) || !strncmp(base, "libc-", 5)))
+		c->libc = 1;
+	if (!strstr(base, r->object))
+		return 0;
+	if (m->pgoff == 0)
+		xc_candidate(r, c->root_fd, m);
+	for (int i = 0; i < r->n_cand && m->perms[2] == 'x'; i++)
+		if (r->cand[i].addr && !strcmp(r->cand[i].path, m->path) &&
+		    r->cand[i].addr >= m->start && r->cand[i].addr < m->end)
+			c->code = 1;
+	return 0;
+}
+
 static int xc_ready(struct xc_run *r)
 {
-	struct lt_tf_lines *lines = malloc(sizeof(*lines));
-	struct lt_tf_map *m = malloc(sizeof(*m));
-	int fd = lt_tf_maps_open(LT_TF_PROC, r->x->pid), root_fd = lt_tf_root_open(LT_TF_PROC, r->x->pid);
-	int libc = 0, code = 0;
-	char *line;
-	if (fd >= 0 && lines && m) {
-		lt_tf_lines_init(lines, fd, LT_TF_MAPS_MAX_BYTES, LT_TF_MAPS_MAX_LINES);
-		while ((line = lt_tf_lines_next(lines))) {
-			if (lt_tf_map_parse(line, m) || m->path[0] != '/' || m->deleted)
-				continue;
-			const char *base = xc_base(m->path);
-			if (m->perms[2] == 'x' && (!strncmp(base, "libc.so", 7) || !strncmp(base, "libc-", 5)))
-				libc = 1;
-			if (!strstr(base, r->object))
-				continue;
-			if (m->pgoff == 0)
-				xc_candidate(r, root_fd, m);
-			for (int i = 0; i < r->n_cand && m->perms[2] == 'x'; i++)
-				if (r->cand[i].addr && !strcmp(r->cand[i].path, m->path) &&
-				    r->cand[i].addr >= m->start && r->cand[i].addr < m->end)
-					code = 1;
-		}
-	}
-	if (fd >= 0)
-		close(fd);
-	if (root_fd >= 0)
-		close(root_fd);
-	free(lines);
-	free(m);
-	return libc && code;
+	struct xc_scan c = { r, lt_tf_root_open(LT_TF_PROC, r->x->pid), 0, 0 };
+
+	lt_tf_maps_each(LT_TF_PROC, r->x->pid, xc_scan_map, &c);
+	if (c.root_fd >= 0)
+		close(c.root_fd);
+	return c.libc && c.code;
 }
 
 /* One stop's meaning, and how to go on from it: 1 a system call's exit

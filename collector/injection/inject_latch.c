@@ -146,26 +146,29 @@ static void latch_sites_in(struct latch *l, const struct lt_inj_latch *spec, con
 	close(fd);
 }
 
+struct latch_scan {
+	struct latch *l;
+	const struct lt_inj_latch *spec;
+	int root_fd;
+};
+
+/* The first object the spec names that holds its sites ends the scan. */
+static int latch_scan_map(const struct lt_tf_map *m, void *ctx)
+{
+	struct latch_scan *c = ctx;
+
+	if (m->pgoff == 0 && !m->deleted && latch_object_match(m->path, c->spec->object))
+		latch_sites_in(c->l, c->spec, m, c->root_fd);
+	return c->l->n_sites > 0;
+}
+
 static int latch_find_sites(struct latch *l, const struct lt_inj_latch *spec)
 {
-	struct lt_tf_lines *r = malloc(sizeof(*r));
-	struct lt_tf_map *m = malloc(sizeof(*m));
-	int fd = lt_tf_maps_open(LT_TF_PROC, l->pid), root_fd = lt_tf_root_open(LT_TF_PROC, l->pid);
-	char *line;
+	struct latch_scan c = { l, spec, lt_tf_root_open(LT_TF_PROC, l->pid) };
 
-	if (fd >= 0 && r && m) {
-		lt_tf_lines_init(r, fd, LT_TF_MAPS_MAX_BYTES, LT_TF_MAPS_MAX_LINES);
-		while ((line = lt_tf_lines_next(r)) && !l->n_sites)
-			if (!lt_tf_map_parse(line, m) && m->pgoff == 0 && !m->deleted &&
-			    latch_object_match(m->path, spec->object))
-				latch_sites_in(l, spec, m, root_fd);
-	}
-	if (fd >= 0)
-		close(fd);
-	if (root_fd >= 0)
-		close(root_fd);
-	free(r);
-	free(m);
+	lt_tf_maps_each(LT_TF_PROC, l->pid, latch_scan_map, &c);
+	if (c.root_fd >= 0)
+		close(c.root_fd);
 	return l->n_sites ? 0 : -ENOENT;
 }
 

@@ -1092,30 +1092,21 @@ static bool is_libc_name(const char *base)
 }
 
 /* Find the target's C library in /proc/PID/maps. */
+static int libc_map(const struct lt_tf_map *m, void *ctx)
+{
+	const char *b = strrchr(m->path, '/');
+
+	if (m->pgoff != 0 || !b || !is_libc_name(b + 1))
+		return 0;
+	((struct target_lib *)ctx)->map = *m;
+	return 1;
+}
+
 static int find_libc(int pid, struct target_lib *lib)
 {
-	struct lt_tf_lines *r = malloc(sizeof(*r));
-	int fd = lt_tf_maps_open(LT_TF_PROC, pid), rc = fd < 0 ? fd : -ENOENT;
-	char *line;
+	int rc = lt_tf_maps_each(LT_TF_PROC, pid, libc_map, lib);
 
-	if (fd >= 0 && r) {
-		lt_tf_lines_init(r, fd, LT_TF_MAPS_MAX_BYTES, LT_TF_MAPS_MAX_LINES);
-		while ((line = lt_tf_lines_next(r))) {
-			const char *b;
-
-			if (lt_tf_map_parse(line, &lib->map) || lib->map.pgoff != 0 ||
-			    !(b = strrchr(lib->map.path, '/')) || !is_libc_name(b + 1))
-				continue;
-			rc = 0;
-			break;
-		}
-	} else if (fd >= 0) {
-		rc = -ENOMEM;
-	}
-	if (fd >= 0)
-		close(fd);
-	free(r);
-	return rc;
+	return rc == 1 ? 0 : rc < 0 ? rc : -ENOENT;
 }
 
 /* The target's dlopen & co from the dynamic symbols of its own libc

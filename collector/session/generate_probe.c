@@ -135,35 +135,25 @@ static bool resolve_needed(const struct gp *g, const struct lt_elf *loader, cons
 
 /* ------------------------------------------------------------ walking */
 
+/* Each executable file mapping, as a new object (mapped). */
+static int note_mapped(const struct lt_tf_map *m, void *ctx)
+{
+	struct gp *g = ctx;
+	size_t n = g->n_objs;
+
+	if (m->perms[2] != 'x' || m->path[0] != '/' || m->deleted || add_obj(g, m->path, "mapped") ||
+	    g->n_objs == n)
+		return 0;
+	g->objs[n].mapped = true;
+	g->objs[n].start = m->start;
+	g->objs[n].end = m->end;
+	g->objs[n].id = m->id;
+	return 0;
+}
+
 static int read_mapped(struct gp *g)
 {
-	struct lt_tf_lines *r = malloc(sizeof(*r));
-	struct lt_tf_map *m = malloc(sizeof(*m));
-	int fd = lt_tf_maps_open(LT_TF_PROC, g->pid), rc = fd < 0 ? fd : 0;
-	char *line;
-
-	if (!rc && (!r || !m))
-		rc = -ENOMEM;
-	if (!rc) {
-		lt_tf_lines_init(r, fd, LT_TF_MAPS_MAX_BYTES, LT_TF_MAPS_MAX_LINES);
-		while ((line = lt_tf_lines_next(r))) {
-			size_t n = g->n_objs;
-
-			if (lt_tf_map_parse(line, m) || m->perms[2] != 'x' || m->path[0] != '/' ||
-			    m->deleted || add_obj(g, m->path, "mapped") || g->n_objs == n)
-				continue;
-			g->objs[g->n_objs - 1].mapped = true;
-			g->objs[g->n_objs - 1].start = m->start;
-			g->objs[g->n_objs - 1].end = m->end;
-			g->objs[g->n_objs - 1].id = m->id;
-		}
-		rc = r->err;
-	}
-	if (fd >= 0)
-		close(fd);
-	free(r);
-	free(m);
-	return rc;
+	return lt_tf_maps_each(LT_TF_PROC, g->pid, note_mapped, g);
 }
 
 static void walk_deps(struct gp *g)

@@ -823,35 +823,37 @@ static void scan_map(struct lt_session *s, struct cp_state *st, int pid, int roo
 	free(pls);
 }
 
+struct scan_ctx {
+	struct lt_session *s;
+	struct cp_state *st;
+	int pid, root_fd;
+};
+
+static int scan_one(const struct lt_tf_map *m, void *ctx)
+{
+	struct scan_ctx *c = ctx;
+
+	scan_map(c->s, c->st, c->pid, c->root_fd, m);
+	return 0;
+}
+
 static int scan_maps(struct lt_session *s, struct cp_state *st, int pid)
 {
-	struct lt_tf_lines *r = malloc(sizeof(*r));
-	struct lt_tf_map *m = malloc(sizeof(*m));
-	int fd = lt_tf_maps_open(LT_TF_PROC, pid), root_fd = lt_tf_root_open(LT_TF_PROC, pid);
-	char *line;
-	int rc = 0;
+	struct scan_ctx c = { s, st, pid, -1 };
+	int fd = lt_tf_maps_open(LT_TF_PROC, pid), rc;
 
 	st->cur_start = lt_proc_read_start(pid);
 	if (fd < 0)
-		rc = lt_session_errorf(s, "cannot read /proc/%d/maps: %s", pid, strerror(-fd));
-	else if (!r || !m)
-		rc = -ENOMEM;
-	if (!rc) {
-		lt_tf_lines_init(r, fd, LT_TF_MAPS_MAX_BYTES, LT_TF_MAPS_MAX_LINES);
-		while ((line = lt_tf_lines_next(r)))
-			if (!lt_tf_map_parse(line, m))
-				scan_map(s, st, pid, root_fd, m);
-		if (r->err)
-			LT_WARN("cuda: pid %d: /proc/%d/maps read partly: %s", pid, pid,
-				r->err == -E2BIG ? "too long" : strerror(-r->err));
-	}
-	if (fd >= 0)
-		close(fd);
-	if (root_fd >= 0)
-		close(root_fd);
-	free(r);
-	free(m);
-	return rc;
+		return lt_session_errorf(s, "cannot read /proc/%d/maps: %s", pid, strerror(-fd));
+	c.root_fd = lt_tf_root_open(LT_TF_PROC, pid);
+	rc = lt_tf_maps_each_fd(fd, scan_one, &c);
+	if (rc && rc != -ENOMEM)
+		LT_WARN("cuda: pid %d: /proc/%d/maps read partly: %s", pid, pid,
+			rc == -E2BIG ? "too long" : strerror(-rc));
+	close(fd);
+	if (c.root_fd >= 0)
+		close(c.root_fd);
+	return rc == -ENOMEM ? rc : 0;
 }
 
 /* The probe-file entries naming a file (path as the target names it). */
@@ -1006,36 +1008,36 @@ static struct lt_elf *elf_for(struct cp_state *st, int pid, const struct lt_tf_m
 }
 
 /* Name the code at addr in pid: its mapping, the file offset, the symbol. */
+struct name_ctx {
+	struct cp_state *st;
+	int pid;
+	uint64_t addr;
+	char *name;
+};
+
+/* The mapping holding the address ends the scan, named or not. */
+static int name_in_map(const struct lt_tf_map *m, void *ctx)
+{
+	struct name_ctx *c = ctx;
+	const struct lt_elfsym *sy;
+	struct lt_elf *e;
+	char buf[1024];
+	uint64_t va;
+
+	if (c->addr < m->start || c->addr >= m->end)
+		return 0;
+	if (m->path[0] == '/' && m->id.ino && (e = elf_for(c->st, c->pid, m)) &&
+	    !lt_elf_offset_to_vaddr(e, c->addr - m->start + m->pgoff, &va) && (sy = lt_elf_lookup(e, va)))
+		c->name = strdup(lt_elf_demangle(sy->name, buf, sizeof(buf)));
+	return 1;
+}
+
 static char *name_addr(struct cp_state *st, int pid, uint64_t addr)
 {
-	struct lt_tf_lines *r = malloc(sizeof(*r));
-	struct lt_tf_map *m = malloc(sizeof(*m));
-	int fd = lt_tf_maps_open(LT_TF_PROC, pid);
-	char buf[1024], *line, *name = NULL;
+	struct name_ctx c = { st, pid, addr, NULL };
 
-	if (fd >= 0 && r && m) {
-		lt_tf_lines_init(r, fd, LT_TF_MAPS_MAX_BYTES, LT_TF_MAPS_MAX_LINES);
-		while ((line = lt_tf_lines_next(r))) {
-			const struct lt_elfsym *sy;
-			struct lt_elf *e;
-			uint64_t va;
-
-			if (lt_tf_map_parse(line, m) || addr < m->start || addr >= m->end)
-				continue;
-			if (m->path[0] != '/' || !m->id.ino)
-				break;
-			e = elf_for(st, pid, m);
-			if (e && !lt_elf_offset_to_vaddr(e, addr - m->start + m->pgoff, &va) &&
-			    (sy = lt_elf_lookup(e, va)))
-				name = strdup(lt_elf_demangle(sy->name, buf, sizeof(buf)));
-			break;
-		}
-	}
-	if (fd >= 0)
-		close(fd);
-	free(r);
-	free(m);
-	return name;
+	lt_tf_maps_each(LT_TF_PROC, pid, name_in_map, &c);
+	return c.name;
 }
 
 static const char *resolve_kernel(void *arg, uint64_t addr, char *buf, size_t n)

@@ -157,29 +157,33 @@ static int base_is_python(const char *path)
 }
 
 /* The lowest mapping of every python-like file, in map order. */
+struct py_maps {
+	struct lt_tf_map *out;
+	size_t n, max;
+};
+
+/* A python-named file not seen before; full ends the scan. */
+static int python_map(const struct lt_tf_map *m, void *ctx)
+{
+	struct py_maps *c = ctx;
+	size_t i;
+
+	if (m->path[0] != '/' || m->deleted || !base_is_python(m->path))
+		return 0;
+	for (i = 0; i < c->n && strcmp(c->out[i].path, m->path); i++)
+		;
+	if (i == c->n)
+		c->out[c->n++] = *m;
+	return c->n == c->max;
+}
+
 static size_t python_maps(int pid, struct lt_tf_map *out, size_t max)
 {
-	struct lt_tf_lines *r = malloc(sizeof(*r));
-	int fd = lt_tf_maps_open(LT_TF_PROC, pid);
-	size_t n = 0, i;
-	char *line;
+	struct py_maps c = { out, 0, max };
 
-	if (fd >= 0 && r) {
-		lt_tf_lines_init(r, fd, LT_TF_MAPS_MAX_BYTES, LT_TF_MAPS_MAX_LINES);
-		while (n < max && (line = lt_tf_lines_next(r))) {
-			if (lt_tf_map_parse(line, &out[n]) || out[n].path[0] != '/' || out[n].deleted ||
-			    !base_is_python(out[n].path))
-				continue;
-			for (i = 0; i < n && strcmp(out[i].path, out[n].path); i++)
-				;
-			if (i == n)
-				n++;
-		}
-	}
-	if (fd >= 0)
-		close(fd);
-	free(r);
-	return n;
+	if (max)
+		lt_tf_maps_each(LT_TF_PROC, pid, python_map, &c);
+	return c.n;
 }
 
 /* FNV-1a over each mapping's range and file: a new mapping changes it. */

@@ -369,37 +369,33 @@ static int py_try_exe(int pid, struct py_interp *best)
 /* Look at the executable, then at every mapped file named like python
  * (libpython3.x.so). Fills `best` with the best candidate (path[0] == 0 if
  * the process maps nothing python-like); the caller closes best->fd. */
+struct py_scan {
+	int pid, root_fd;
+	struct py_interp *best;
+	char prev[PATH_MAX];  /* the last file tried: its mappings follow each other */
+};
+
+static int py_scan_map(const struct lt_tf_map *m, void *ctx)
+{
+	struct py_scan *c = ctx;
+
+	if (m->path[0] != '/' || m->deleted || !strcmp(m->path, c->prev) || !py_is_candidate(m->path))
+		return 0;
+	snprintf(c->prev, sizeof(c->prev), "%s", m->path);
+	return py_try_map(c->pid, c->root_fd, m, c->best) != 0;
+}
+
 static void py_discover(int pid, struct py_interp *best)
 {
-	struct lt_tf_lines *r;
-	struct lt_tf_map *m;
-	char prev[PATH_MAX] = "", *line;
-	int fd, root_fd;
+	struct py_scan c = { .pid = pid, .best = best };
 
 	py_interp_init(best);
 	if (py_try_exe(pid, best))
 		return;
-	fd = lt_tf_maps_open(LT_TF_PROC, pid);
-	r = malloc(sizeof(*r));
-	m = malloc(sizeof(*m));
-	root_fd = lt_tf_root_open(LT_TF_PROC, pid);
-	if (fd >= 0 && r && m) {
-		lt_tf_lines_init(r, fd, LT_TF_MAPS_MAX_BYTES, LT_TF_MAPS_MAX_LINES);
-		while ((line = lt_tf_lines_next(r))) {
-			if (lt_tf_map_parse(line, m) || m->path[0] != '/' || m->deleted ||
-			    !strcmp(m->path, prev) || !py_is_candidate(m->path))
-				continue;
-			snprintf(prev, sizeof(prev), "%s", m->path);
-			if (py_try_map(pid, root_fd, m, best))
-				break;
-		}
-	}
-	if (fd >= 0)
-		close(fd);
-	if (root_fd >= 0)
-		close(root_fd);
-	free(r);
-	free(m);
+	c.root_fd = lt_tf_root_open(LT_TF_PROC, pid);
+	lt_tf_maps_each(LT_TF_PROC, pid, py_scan_map, &c);
+	if (c.root_fd >= 0)
+		close(c.root_fd);
 }
 
 /* The forced interpreter from the environment, if set: inside the target's

@@ -418,13 +418,13 @@ int lt_tf_maps_open(const char *proc, int pid)
 	return fd >= 0 ? fd : -errno;
 }
 
-int lt_tf_maps_each(const char *proc, int pid, lt_tf_map_fn fn, void *ctx)
+int lt_tf_maps_each_fd(int fd, lt_tf_map_fn fn, void *ctx)
 {
 	struct {
 		struct lt_tf_lines r;
 		struct lt_tf_map m;
 	} *w = malloc(sizeof(*w));
-	int fd = lt_tf_maps_open(proc, pid), rc = fd < 0 ? fd : !w ? -ENOMEM : 0;
+	int rc = w ? 0 : -ENOMEM;
 	char *line;
 
 	if (!rc) {
@@ -435,9 +435,16 @@ int lt_tf_maps_each(const char *proc, int pid, lt_tf_map_fn fn, void *ctx)
 		if (!rc)
 			rc = w->r.err;
 	}
+	free(w);
+	return rc;
+}
+
+int lt_tf_maps_each(const char *proc, int pid, lt_tf_map_fn fn, void *ctx)
+{
+	int fd = lt_tf_maps_open(proc, pid), rc = fd < 0 ? fd : lt_tf_maps_each_fd(fd, fn, ctx);
+
 	if (fd >= 0)
 		close(fd);
-	free(w);
 	return rc;
 }
 

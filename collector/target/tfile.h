@@ -128,6 +128,9 @@ int lt_tf_maps_open(const char *proc, int pid);
  * -errno when the maps cannot be opened or read. */
 typedef int (*lt_tf_map_fn)(const struct lt_tf_map *m, void *ctx);
 int lt_tf_maps_each(const char *proc, int pid, lt_tf_map_fn fn, void *ctx);
+/* The same over maps already open (lt_tf_maps_open; fd stays open): a
+ * caller telling "cannot open" from "read partly" opens it itself. */
+int lt_tf_maps_each_fd(int fd, lt_tf_map_fn fn, void *ctx);
 /* /proc/PID/stat of the node after the command name (which may hold spaces
  * and parentheses): " S ppid pgrp ...", read into buf; NULL when it cannot
  * be read (the process is gone). */
