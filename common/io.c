@@ -32,14 +32,14 @@ int lt_write_all(int fd, const void *p, size_t n)
 	return 0;
 }
 
-/* The read/write way, from offset `off` of in on. */
-static int copy_rw(int out, int in, uint64_t off, uint64_t max, uint64_t *copied)
+/* The read/write way, from offset *off of in on. */
+static int copy_rw(int out, int in, uint64_t *off, uint64_t end)
 {
 	char buf[1 << 16];
 
-	while (off < max) {
-		size_t want = max - off < sizeof(buf) ? (size_t)(max - off) : sizeof(buf);
-		ssize_t r = pread(in, buf, want, (off_t)off);
+	while (*off < end) {
+		size_t want = end - *off < sizeof(buf) ? (size_t)(end - *off) : sizeof(buf);
+		ssize_t r = pread(in, buf, want, (off_t)*off);
 		if (r < 0 && errno == EINTR)
 			continue;
 		if (r < 0)
@@ -49,32 +49,35 @@ static int copy_rw(int out, int in, uint64_t off, uint64_t max, uint64_t *copied
 		int rc = lt_write_all(out, buf, (size_t)r);
 		if (rc)
 			return rc;
-		off += (uint64_t)r;
+		*off += (uint64_t)r;
 	}
-	*copied = off;
+	return 0;
+}
+
+int lt_copy_range(int out, int in, uint64_t *off, uint64_t end)
+{
+	while (*off < end) {
+		off_t o = (off_t)*off;
+		uint64_t left = end - *off;
+		ssize_t r = copy_file_range(in, &o, out, NULL, left < (1u << 30) ? left : (1u << 30), 0);
+		if (r < 0 && errno == EINTR)
+			continue;
+		if (r < 0 && (errno == EXDEV || errno == EINVAL || errno == ENOSYS || errno == EOPNOTSUPP ||
+			      errno == EBADF || errno == EPERM || errno == ETXTBSY))
+			return copy_rw(out, in, off, end); /* not here: the plain way */
+		if (r < 0)
+			return -errno;
+		if (r == 0)
+			break;
+		*off += (uint64_t)r;
+	}
 	return 0;
 }
 
 int lt_copy_bounded(int out, int in, uint64_t max, uint64_t *copied)
 {
-	off_t off = 0;
-
 	*copied = 0;
-	while ((uint64_t)off < max) {
-		uint64_t left = max - (uint64_t)off;
-		ssize_t r = copy_file_range(in, &off, out, NULL, left < (1u << 30) ? left : (1u << 30), 0);
-		if (r < 0 && errno == EINTR)
-			continue;
-		if (r < 0 && (errno == EXDEV || errno == EINVAL || errno == ENOSYS || errno == EOPNOTSUPP ||
-			      errno == EBADF || errno == EPERM || errno == ETXTBSY))
-			return copy_rw(out, in, (uint64_t)off, max, copied); /* not here: the plain way */
-		if (r < 0)
-			return -errno;
-		if (r == 0)
-			break;
-	}
-	*copied = (uint64_t)off;
-	return 0;
+	return lt_copy_range(out, in, copied, max);
 }
 
 /* Whether a failed call means "this file system has no such operation",

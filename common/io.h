@@ -16,6 +16,8 @@ int lt_write_all(int fd, const void *p, size_t n);
  * own offset is left alone): the bytes copied in *copied (fewer where in
  * is shorter). 0 or -errno. */
 int lt_copy_bounded(int out, int in, uint64_t max, uint64_t *copied);
+/* The same from *off of in up to end, *off moved past what was copied. */
+int lt_copy_range(int out, int in, uint64_t *off, uint64_t end);
 
 /* Give sfd/from the name dfd/to, never replacing a file already there, by
  * what the file system can do: renameat2(RENAME_NOREPLACE) (local), link

@@ -430,27 +430,12 @@ void lt_ilog_staged_done(int dirfd, const char *name, dev_t dev, ino_t ino)
 int lt_ilog_feed(int dst, int src, uint64_t *off)
 {
 	struct stat sb;
-	char buf[65536];
 	if (fstat(src, &sb))
 		return -errno;
 	uint64_t end = (uint64_t)sb.st_size < LT_ILOG_MAX_BYTES ? (uint64_t)sb.st_size : LT_ILOG_MAX_BYTES;
-	while (*off < end) {
-		off_t o = (off_t)*off;
-		size_t want = end - *off < (1u << 30) ? (size_t)(end - *off) : (1u << 30);
-		ssize_t r = copy_file_range(src, &o, dst, NULL, want, 0);
-		if (r < 0 && errno != EINTR) { /* not between these file systems: the plain way */
-			r = pread(src, buf, want < sizeof(buf) ? want : sizeof(buf), (off_t)*off);
-			if (r > 0 && lt_write_all(dst, buf, (size_t)r))
-				return -errno;
-		}
-		if (r < 0 && errno == EINTR)
-			continue;
-		if (r < 0)
-			return -errno;
-		if (r == 0)
-			break;
-		*off += (uint64_t)r;
-	}
+	int rc = lt_copy_range(dst, src, off, end);
+	if (rc)
+		return rc;
 	uint64_t done = *off & ~(uint64_t)4095;
 	if (done) /* what is copied need not stay in the child's memory */
 		fallocate(src, FALLOC_FL_PUNCH_HOLE | FALLOC_FL_KEEP_SIZE, 0, (off_t)done);
