@@ -92,7 +92,8 @@ struct lt_priv {
 	unsigned n_kept;
 	struct lt_unpub unpub[LT_KEPT_MAX];
 	unsigned n_unpub;
-	uint64_t store_by;                /* lt_session_store_by */
+	bool store_shared;                /* lt_session_store_by: the wait is shared, */
+	uint64_t store_left_ms;           /* and this much of it was left */
 	signed char kind_slot[LT_REC_KIND_MAX + 1];
 	uint64_t unknown_records, write_errors;
 	uint64_t emitted; /* events handed to the log, by anyone */
@@ -340,8 +341,12 @@ static void summary_unpublished(const struct lt_priv *p)
 
 void lt_session_store_by(struct lt_session *s, uint64_t mono_ms)
 {
-	if (P(s))
-		P(s)->store_by = mono_ms;
+	uint64_t now = lt_mono_ms();
+
+	if (P(s) && mono_ms) {
+		P(s)->store_shared = true;
+		P(s)->store_left_ms = mono_ms > now ? mono_ms - now : 0;
+	}
 }
 
 void lt_session_add_events(struct lt_session *s, const char *source, uint64_t n)
@@ -417,20 +422,18 @@ static uint64_t segment_bytes(const struct lt_options *o)
 }
 
 /* Wait for the store writer to finish (LT_STORE_WAIT_S at most, or what
- * is left of the bound lt_session_store_by set): the log's end is
+ * was left of the wait lt_session_store_by shares): the log's end is
  * published, or it is left to do so alone. */
 static void close_store(struct lt_session *s)
 {
 	struct lt_priv *p = P(s);
-	uint64_t now = lt_mono_ms(), wait_ms = LT_STORE_WAIT_S * 1000ull;
+	uint64_t wait_ms = p->store_shared ? p->store_left_ms : LT_STORE_WAIT_S * 1000ull;
 
 	if (!p->store)
 		return;
-	if (p->store_by)
-		wait_ms = p->store_by > now ? p->store_by - now : 0;
 	p->store_rc = lt_store_close(p->store, wait_ms, &p->store_end);
-	if (p->store_by && p->store_rc > 0) { /* not done in the whole shared wait, at least */
-		uint64_t waited_ns = (lt_mono_ms() + LT_STORE_WAIT_S * 1000ull - p->store_by) * 1000000ull;
+	if (p->store_shared && p->store_rc > 0) { /* not done in the whole shared wait, at least */
+		uint64_t waited_ns = (LT_STORE_WAIT_S * 1000ull - wait_ms) * 1000000ull;
 
 		if (waited_ns > p->store_end.busy_ns)
 			p->store_end.busy_ns = waited_ns;

@@ -222,7 +222,9 @@ void lt_session_unpublished(struct lt_session *s, const char *source, int pid, c
 
 /* The end of the log shares a deadline for the output store (lt_mono_ms)
  * with what was published before it (the library logs, lt_im_store_by):
- * its close waits until then at most; 0: LT_STORE_WAIT_S, as alone. */
+ * its close waits at most what is left of it now, however long the
+ * collector's own work takes in between (the sources' quiesce, seconds
+ * on a starved node, is not the store's); 0: LT_STORE_WAIT_S, as alone. */
 void lt_session_store_by(struct lt_session *s, uint64_t mono_ms);
 
 /* Events `source` recorded outside the ring buffer (an injected library's
