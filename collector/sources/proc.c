@@ -141,9 +141,6 @@ static int proc_handle(struct lt_session *s, void *state, const struct lt_rec_hd
 }
 
 const struct lt_source lt_source_proc = {
-	.name = "proc",
-	.type_bit = 0,
-	.evsrc = EVSRC_PROC,
 	.kind_lo = 1,
 	.kind_hi = 15,
 	.start = proc_start,
