@@ -34,9 +34,11 @@ static const struct out_kind {
 	void (*free)(struct conv_sink *s);
 	const struct fold_model *model; /* its size, for --max-trace-mb */
 } out_kinds[] = {
-	{ "JSON", { ".json", ".json.gz" }, "the trace JSON (Perfetto, chrome://tracing), gzip'ed for .gz",
+	{ "JSON", { ".json", ".json.gz" },
+	  "the trace JSON (Perfetto, chrome://tracing), gzip'ed for .gz",
 	  trace_json_new_file, trace_json_free, &trace_json_model },
-	{ "Perfetto", { ".pftrace", ".perfetto-trace" }, "Perfetto's protobuf trace (ui.perfetto.dev)",
+	{ "Perfetto", { ".pftrace", ".perfetto-trace" },
+	  "Perfetto's protobuf trace (ui.perfetto.dev)",
 	  perfetto_new_file, perfetto_free, &perfetto_model },
 };
 #define N_OUT_KINDS (sizeof(out_kinds) / sizeof(out_kinds[0]))

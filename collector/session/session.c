@@ -856,7 +856,8 @@ void lt_session_prepare_exec(struct lt_session *s, int pid, const char *path)
 	for (size_t i = 0; i < LT_N_SOURCES; i++) {
 		struct lt_slot *sl = &p->slots[i];
 
-		if (sl->started && sl->src->ops->prepare_exec && sl->src->ops->prepare_exec(s, sl->state, pid, path))
+		if (sl->started && sl->src->ops->prepare_exec &&
+		    sl->src->ops->prepare_exec(s, sl->state, pid, path))
 			LT_INFO(1, "%s: cannot prepare pid %d: %s", sl->src->name, pid, s->err);
 	}
 }

@@ -52,9 +52,9 @@
  * kernel refuses with EACCES without it (the injected hook, for
  * interpreters without USDT, needs only SYS_PTRACE). */
 #define LT_CAPS(C) C(BPF) C(PERFMON) C(SYS_PTRACE) C(SYSLOG) C(SYS_ADMIN)
-#define LT_CAP_SHIFT_(name) LT_CAP_SHIFT_##name,
-enum lt_cap_shift { LT_CAPS(LT_CAP_SHIFT_) };
-#undef LT_CAP_SHIFT_
+#define LT_CAP_ENUM_(name) LT_CAP_SHIFT_##name,
+enum lt_cap_shift { LT_CAPS(LT_CAP_ENUM_) };
+#undef LT_CAP_ENUM_
 #define LT_CAP(name) (1u << LT_CAP_SHIFT_##name)
 #define LT_CAP_BASE (LT_CAP(BPF) | LT_CAP(PERFMON) | LT_CAP(SYS_PTRACE))
 
