@@ -99,10 +99,13 @@ $(VMLINUX):
 	@mkdir -p $(@D)
 	$(BPFTOOL) btf dump file /sys/kernel/btf/vmlinux format c > $@.tmp && mv $@.tmp $@
 
-$(BUILD)/bpf/%.bpf.o: bpf/%.bpf.c $(VMLINUX) $(wildcard bpf/*.h)
+# -idirafter .: root-relative includes from outside bpf/ (eventlog/evlog_sources.h),
+# looked for after every other directory.
+$(BUILD)/bpf/%.bpf.o: bpf/%.bpf.c $(VMLINUX) $(wildcard bpf/*.h) eventlog/evlog_sources.h
 	@mkdir -p $(@D)
 	$(CLANG) -g -O2 -target bpf -D__TARGET_ARCH_$(ARCH) $(WARN) -Wno-unused-function \
-		-I$(BUILD)/bpf -Ibpf -idirafter /usr/include/$(shell $(CC) -dumpmachine) -c $< -o $@
+		-I$(BUILD)/bpf -Ibpf -idirafter /usr/include/$(shell $(CC) -dumpmachine) -idirafter . \
+		-c $< -o $@
 	llvm-strip -g $@ 2>/dev/null || true
 
 $(BUILD)/bpf/%.skel.h: $(BUILD)/bpf/%.bpf.o

@@ -15,6 +15,7 @@
 #include <stdint.h>
 #include <linux/types.h>
 #endif
+#include "eventlog/evlog_sources.h" /* enum evlog_source */
 
 /* Record kinds. The range a kind falls in names its source. */
 enum lt_rec_kind {
@@ -38,7 +39,7 @@ enum lt_rec_kind {
 };
 
 /* Indexes into the shared `lost` per-CPU array: enum evlog_source values. */
-#define LT_LOST_SLOTS 8
+#define LT_LOST_SLOTS (EVSRC_MAX + 1)
 
 #define LT_COMM_LEN 16
 

@@ -18,9 +18,6 @@
 
 char LICENSE[] SEC("license") = "GPL";
 
-/* enum evlog_source EVSRC_CPU (the BPF side does not include eventlog.h). */
-#define LT_EVSRC_CPU 2
-
 /* User-stack bytes per sample (0: frame pointers only), set before load. */
 const volatile __u32 lt_stack_bytes = 0;
 
@@ -151,7 +148,7 @@ int lt_cpu_sample(struct bpf_perf_event_data *ctx)
 	if (size > sizeof(*sc))
 		return 0;
 	if (bpf_ringbuf_output(&events, sc, size, 0)) {
-		__u32 src = LT_EVSRC_CPU;
+		__u32 src = EVSRC_CPU;
 		__u64 *n = bpf_map_lookup_elem(&lost, &src);
 
 		if (n)

@@ -40,7 +40,7 @@ int BPF_PROG(lt_proc_fork, struct task_struct *parent, struct task_struct *child
 		/* Before the child runs its first instruction: nothing missed. */
 		bpf_map_update_elem(&targets, &ctgid, &one, BPF_ANY);
 	}
-	r = lt_reserve(sizeof(*r), LT_REC_FORK, LT_EVSRC_PROC,
+	r = lt_reserve(sizeof(*r), LT_REC_FORK, EVSRC_PROC,
 		       ((__u64)ptgid << 32) | BPF_CORE_READ(parent, pid), bpf_ktime_get_ns());
 	if (!r)
 		return 0;
@@ -62,7 +62,7 @@ int BPF_PROG(lt_proc_exec, struct task_struct *p, pid_t old_pid, struct linux_bi
 
 	if (!lt_is_target(tgid))
 		return 0;
-	r = lt_reserve(sizeof(*r), LT_REC_EXEC, LT_EVSRC_PROC,
+	r = lt_reserve(sizeof(*r), LT_REC_EXEC, EVSRC_PROC,
 		       ((__u64)tgid << 32) | BPF_CORE_READ(p, pid), bpf_ktime_get_ns());
 	if (!r)
 		return 0;
@@ -84,7 +84,7 @@ int BPF_PROG(lt_proc_exit, struct task_struct *p)
 
 	if (!lt_is_target(tgid))
 		return 0;
-	r = lt_reserve(sizeof(*r), LT_REC_EXIT, LT_EVSRC_PROC, id, ts);
+	r = lt_reserve(sizeof(*r), LT_REC_EXIT, EVSRC_PROC, id, ts);
 	if (r) {
 		r->code = code;
 		bpf_ringbuf_submit(r, 0);
@@ -93,7 +93,7 @@ int BPF_PROG(lt_proc_exit, struct task_struct *p)
 	if (BPF_CORE_READ(p, signal, live.counter) != 0)
 		return 0;
 	bpf_map_delete_elem(&targets, &tgid);
-	r = lt_reserve(sizeof(*r), LT_REC_PROC_EXIT, LT_EVSRC_PROC, ((__u64)tgid << 32) | tgid, ts);
+	r = lt_reserve(sizeof(*r), LT_REC_PROC_EXIT, EVSRC_PROC, ((__u64)tgid << 32) | tgid, ts);
 	if (r) {
 		r->code = code;
 		bpf_ringbuf_submit(r, 0);
@@ -109,7 +109,7 @@ int BPF_PROG(lt_proc_rename, struct task_struct *task, const char *comm)
 
 	if (!lt_is_target(tgid))
 		return 0;
-	r = lt_reserve(sizeof(*r), LT_REC_COMM, LT_EVSRC_PROC,
+	r = lt_reserve(sizeof(*r), LT_REC_COMM, EVSRC_PROC,
 		       ((__u64)tgid << 32) | BPF_CORE_READ(task, pid), bpf_ktime_get_ns());
 	if (!r)
 		return 0;

@@ -13,8 +13,4 @@
 
 #define LT_REC_PROC_EXIT 5      /* struct lt_rec_exit: the whole process exited */
 
-/* enum evlog_source values, for BPF code that cannot include eventlog.h. */
-#define LT_EVSRC_SYSCALL 1
-#define LT_EVSRC_PROC 6
-
 #endif

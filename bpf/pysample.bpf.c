@@ -21,8 +21,6 @@
 
 char LICENSE[] SEC("license") = "GPL";
 
-/* enum evlog_source EVSRC_PYSAMPLE (the BPF side does not include eventlog.h). */
-#define LT_EVSRC_PYSAMPLE 7
 #define PYS_ASK_INTERVAL_NS 200000000ull
 
 /* Targets without an entry in pys_procs, and when they were last reported. */
@@ -43,7 +41,7 @@ static __always_inline int ask(__u32 pid, __u64 pid_tgid, __u64 now)
 	if (last && now - *last < PYS_ASK_INTERVAL_NS)
 		return 0;
 	bpf_map_update_elem(&pys_asked, &pid, &now, BPF_ANY);
-	r = lt_reserve(sizeof(*r), LT_REC_PY_SAMPLE, LT_EVSRC_PYSAMPLE, pid_tgid, now);
+	r = lt_reserve(sizeof(*r), LT_REC_PY_SAMPLE, EVSRC_PYSAMPLE, pid_tgid, now);
 	if (!r)
 		return 0;
 	r->n = 0;
@@ -54,7 +52,7 @@ static __always_inline int ask(__u32 pid, __u64 pid_tgid, __u64 now)
 
 static __always_inline void count_lost(void)
 {
-	__u32 k = LT_EVSRC_PYSAMPLE;
+	__u32 k = EVSRC_PYSAMPLE;
 	__u64 *n = bpf_map_lookup_elem(&lost, &k);
 
 	if (n)

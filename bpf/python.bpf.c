@@ -35,7 +35,7 @@ int BPF_USDT(py_entry, const char *file, const char *func, int line)
 
 	if (!lt_is_target(id >> 32))
 		return 0;
-	r = lt_reserve(sizeof(*r), LT_REC_PY_ENTER, LT_PY_LOST_SLOT, id, ts);
+	r = lt_reserve(sizeof(*r), LT_REC_PY_ENTER, EVSRC_PYTHON, id, ts);
 	if (!r)
 		return 0;
 	r->line = line;
@@ -57,7 +57,7 @@ int BPF_USDT(py_return, const char *file, const char *func, int line)
 
 	if (!lt_is_target(id >> 32))
 		return 0;
-	r = lt_reserve(sizeof(*r), LT_REC_PY_EXIT, LT_PY_LOST_SLOT, id, ts);
+	r = lt_reserve(sizeof(*r), LT_REC_PY_EXIT, EVSRC_PYTHON, id, ts);
 	if (!r)
 		return 0;
 	if (bpf_probe_read_user_str(r->func, sizeof(r->func), func) < 0)
@@ -80,7 +80,7 @@ int BPF_PROG(py_exec, struct task_struct *p, pid_t old_pid, struct linux_binprm 
 		return 0;
 	__u32 tgid = id >> 32;
 	bpf_ringbuf_output(&py_execs, &tgid, sizeof(tgid), BPF_RB_FORCE_WAKEUP);
-	r = lt_reserve(sizeof(*r), LT_REC_PY_EXEC, LT_PY_LOST_SLOT, id, bpf_ktime_get_ns());
+	r = lt_reserve(sizeof(*r), LT_REC_PY_EXEC, EVSRC_PYTHON, id, bpf_ktime_get_ns());
 	if (r)
 		bpf_ringbuf_submit(r, 0);
 	return 0;

@@ -18,9 +18,6 @@
  * looks for USDT probes again. Record: bare struct lt_rec_hdr. */
 #define LT_REC_PY_EXEC 66
 
-/* Slot in the shared `lost` table: EVSRC_PYTHON. */
-#define LT_PY_LOST_SLOT 3
-
 struct lt_rec_py_enter {
 	struct lt_rec_hdr h;
 	__u32 line;

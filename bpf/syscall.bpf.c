@@ -40,7 +40,7 @@ struct {
 
 static __always_inline void count_lost(void)
 {
-	__u32 src = LT_EVSRC_SYSCALL;
+	__u32 src = EVSRC_SYSCALL;
 	__u64 *n = bpf_map_lookup_elem(&lost, &src);
 
 	if (n)
@@ -61,7 +61,7 @@ static __always_inline void emit(__u64 id, const struct lt_sys_pending *p, __u64
 {
 	struct lt_rec_syscall *r;
 
-	r = lt_reserve(sizeof(*r), LT_REC_SYSCALL, LT_EVSRC_SYSCALL, id, p->ts);
+	r = lt_reserve(sizeof(*r), LT_REC_SYSCALL, EVSRC_SYSCALL, id, p->ts);
 	if (!r)
 		return;
 	r->dur = dur;

@@ -20,9 +20,6 @@
 
 char LICENSE[] SEC("license") = "GPL";
 
-/* enum evlog_source EVSRC_CUDA_LIB (the BPF side does not include eventlog.h). */
-#define LT_EVSRC_CUDA_LIB 4
-
 /* Wake the reader only once this much is waiting: a wakeup per call would
  * cost more than the call. Set by the collector from the buffer size. */
 const volatile __u64 wakeup_bytes = 1 << 20;
@@ -104,7 +101,7 @@ static __always_inline void lt_emit(struct pt_regs *ctx, struct lt_uframe *f,
 {
 	struct lt_rec_ucall *r;
 
-	r = lt_reserve(sizeof(*r), LT_REC_UCALL, LT_EVSRC_CUDA_LIB, pid_tgid, f->ts);
+	r = lt_reserve(sizeof(*r), LT_REC_UCALL, EVSRC_CUDA_LIB, pid_tgid, f->ts);
 	if (!r)
 		return;
 	r->probe_id = LT_UCOOKIE_ID(f->cookie);
@@ -226,7 +223,7 @@ int lt_umap(struct bpf_raw_tracepoint_args *ctx)
 	pid_tgid = bpf_get_current_pid_tgid();
 	if (!lt_is_target(pid_tgid >> 32))
 		return 0;
-	r = lt_reserve(sizeof(*r), LT_REC_UMAP, LT_EVSRC_CUDA_LIB, pid_tgid,
+	r = lt_reserve(sizeof(*r), LT_REC_UMAP, EVSRC_CUDA_LIB, pid_tgid,
 		       bpf_ktime_get_ns());
 	if (!r)
 		return 0;

@@ -23,9 +23,43 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
-/* -o: trace JSON and/or Perfetto trace + folded; --logdir: trace JSON +
- * XPlane + folded; both may be given at once. summary: one. */
-#define MAX_SINKS 8
+/* The trace files -o writes, by the ending of their name; a name no kind's
+ * ending matches is the first kind's, which refuses it naming what it
+ * takes. The folded stacks go beside the first -o file in this order. */
+static const struct out_kind {
+	const char *name;               /* "a JSON trace is already asked for" */
+	const char *endings[4];         /* NULL-terminated; cut off for the folded stacks */
+	const char *help;               /* what it is, for --help */
+	struct conv_sink *(*open)(const char *path, int overwrite, char *err, size_t errsz);
+	void (*free)(struct conv_sink *s);
+	const struct fold_model *model; /* its size, for --max-trace-mb */
+} out_kinds[] = {
+	{ "JSON", { ".json", ".json.gz" },
+	  "the trace JSON (Perfetto, chrome://tracing), gzip'ed for .gz",
+	  trace_json_new_file, trace_json_free, &trace_json_model },
+	{ "Perfetto", { ".pftrace", ".perfetto-trace" },
+	  "Perfetto's protobuf trace (ui.perfetto.dev)",
+	  perfetto_new_file, perfetto_free, &perfetto_model },
+};
+#define N_OUT_KINDS (sizeof(out_kinds) / sizeof(out_kinds[0]))
+_Static_assert(N_OUT_KINDS <= CONV_MAX_OUTS, "struct conv_request holds a file of each kind");
+
+/* What a --logdir run gets per host, beside its folded stacks. */
+static const struct run_writer {
+	const char *suffix;             /* <host><suffix>: a run holding one is taken */
+	struct conv_sink *(*open)(const char *logdir, const char *run, int overwrite, char *err,
+				  size_t errsz);
+	void (*free)(struct conv_sink *s);
+	const struct fold_model *model; /* NULL: never folded */
+} run_writers[] = {
+	{ ".trace.json.gz", trace_json_new_logdir, trace_json_free, &trace_json_model },
+	{ ".xplane.pb", xplane_sink_new_logdir, xplane_sink_free, NULL },
+};
+#define N_RUN_WRITERS (sizeof(run_writers) / sizeof(run_writers[0]))
+
+/* Every -o trace and the folded stacks beside them, every run writer and
+ * the run's folded stacks. summary: one. */
+#define MAX_SINKS (N_OUT_KINDS + 1 + N_RUN_WRITERS + 1)
 
 /* Each sink as the core sees it (v, maybe a budget's filter) and the
  * writer behind it (for its figures). */
@@ -39,9 +73,9 @@ struct sinks {
 static int sinks_add(struct sinks *s, struct conv_sink *k, void (*f)(struct conv_sink *),
 		     char *err, size_t errsz)
 {
-	if (s->n == MAX_SINKS) {
+	if ((size_t)s->n == MAX_SINKS) {
 		f(k);
-		snprintf(err, errsz, "too many outputs at once (at most %d)", MAX_SINKS);
+		snprintf(err, errsz, "too many outputs at once (at most %d)", (int)MAX_SINKS);
 		return -1;
 	}
 	s->v[s->n] = s->writer[s->n] = k;
@@ -50,18 +84,20 @@ static int sinks_add(struct sinks *s, struct conv_sink *k, void (*f)(struct conv
 	return 0;
 }
 
-/* A trace writer, behind a filter that keeps it within the budget. */
-static int sinks_add_trace(struct sinks *s, struct conv_sink *k, void (*f)(struct conv_sink *),
-			   uint64_t budget, const struct fold_model *m, char *err, size_t errsz)
+/* A writer just made (NULL: it failed, err says why), behind a filter that
+ * keeps it within its share of the budget where it has a size model. */
+static int sinks_add_writer(struct sinks *s, struct conv_sink *k, void (*f)(struct conv_sink *),
+			    uint64_t budget, const struct fold_model *m, char *err, size_t errsz)
 {
 	struct conv_sink *outer;
 
-	if (budget == UINT64_MAX)
+	if (!k)
+		return -1;
+	if (!m || budget == UINT64_MAX)
 		return sinks_add(s, k, f, err, errsz);
 	if (!budget)
 		budget = CONV_TRACE_BUDGET_DEFAULT;
-	if (m == &fold_model_perfetto)
-		budget *= PERFETTO_BUDGET_FACTOR;
+	budget *= m->budget_x;
 	if (!(outer = fold_new(k, f, budget, m))) {
 		f(k);
 		snprintf(err, errsz, "out of memory");
@@ -147,30 +183,66 @@ static int open_dir(const char *file, char *err, size_t errsz)
 	return fd;
 }
 
-/* -o's file name without its directory and extension: the folded files' stem. */
-static void out_stem(const char *out, char *stem, size_t n)
+/* The length of the ending of name some -o kind takes (the kind in *kind),
+ * or 0 (the first kind); a name that is only an ending has none. */
+static size_t out_ending(const char *name, size_t *kind)
 {
-	static const char *const ext[] = { ".json.gz", ".json", ".pftrace", ".perfetto-trace" };
-	const char *b = strrchr(out, '/');
-	size_t len;
+	size_t n = strlen(name);
 
-	b = b ? b + 1 : out;
-	len = strlen(b);
-	for (size_t i = 0; i < sizeof(ext) / sizeof(ext[0]); i++) {
-		size_t e = strlen(ext[i]);
+	for (size_t k = 0; k < N_OUT_KINDS; k++)
+		for (const char *const *e = out_kinds[k].endings; *e; e++) {
+			size_t len = strlen(*e);
 
-		if (len > e && !strcmp(b + len - e, ext[i])) {
-			len -= e;
-			break;
+			if (n > len && !strcmp(name + n - len, *e)) {
+				*kind = k;
+				return len;
+			}
 		}
-	}
-	snprintf(stem, n, "%.*s", (int)len, b);
+	*kind = 0;
+	return 0;
 }
 
-/* The -o file the folded stacks go beside: the JSON's, else the Perfetto one's. */
+int conv_request_out(struct conv_request *req, const char *path, char *err, size_t errsz)
+{
+	size_t k;
+
+	out_ending(path, &k);
+	if (req->out[k]) {
+		snprintf(err, errsz, "-o %s: a %s trace is already asked for (-o %s)", path,
+			 out_kinds[k].name, req->out[k]);
+		return -1;
+	}
+	req->out[k] = path;
+	return 0;
+}
+
+void conv_out_help(FILE *f, int indent)
+{
+	for (size_t k = 0; k < N_OUT_KINDS; k++) {
+		fprintf(f, "%*s", indent, "");
+		for (const char *const *e = out_kinds[k].endings; *e; e++)
+			fprintf(f, "%s%s", e == out_kinds[k].endings ? "" : ", ", *e);
+		fprintf(f, ": %s\n", out_kinds[k].help);
+	}
+}
+
+/* -o's file name without its directory and ending: the folded files' stem. */
+static void out_stem(const char *out, char *stem, size_t n)
+{
+	const char *b = strrchr(out, '/');
+	size_t kind;
+
+	b = b ? b + 1 : out;
+	snprintf(stem, n, "%.*s", (int)(strlen(b) - out_ending(b, &kind)), b);
+}
+
+/* The -o file the folded stacks go beside: the first in the kinds' order. */
 static const char *first_out(const struct conv_request *req)
 {
-	return req->json_out ? req->json_out : req->pftrace_out;
+	for (size_t k = 0; k < N_OUT_KINDS; k++)
+		if (req->out[k])
+			return req->out[k];
+	return NULL;
 }
 
 /* Without --force, the folded files a -o trace would get must be free, as
@@ -189,58 +261,65 @@ static int folded_free_check(const struct cv_core *c, const struct conv_sink *k,
 	return 0;
 }
 
+/* The folded stacks, into dirfd (closed here; < 0: it failed, err says
+ * why), named after the first -o trace (stem) or not (NULL): the sink
+ * added, or NULL with err set. */
+static struct conv_sink *sinks_add_folded(struct sinks *s, const struct cv_core *c, int dirfd,
+					  int overwrite, const char *stem, char *err, size_t errsz)
+{
+	struct conv_sink *k;
+
+	if (dirfd < 0)
+		return NULL;
+	k = folded_new(dirfd, overwrite, stem, c->n_hosts, err, errsz);
+	close(dirfd);
+	return k && !sinks_add(s, k, folded_free, err, errsz) ? k : NULL;
+}
+
+/* Each -o trace, and the folded stacks beside the first. */
+static int make_out_sinks(struct sinks *s, const struct cv_core *c, const struct conv_request *req,
+			  const char *stem, char *err, size_t errsz)
+{
+	struct conv_sink *folded;
+
+	for (size_t k = 0; k < N_OUT_KINDS; k++) {
+		const struct out_kind *o = &out_kinds[k];
+
+		if (req->out[k] &&
+		    sinks_add_writer(s, o->open(req->out[k], req->overwrite, err, errsz), o->free,
+				     req->trace_budget, o->model, err, errsz))
+			return -1;
+	}
+	if (!first_out(req))
+		return 0;
+	folded = sinks_add_folded(s, c, open_dir(first_out(req), err, errsz), req->overwrite, stem,
+				  err, errsz);
+	if (!folded)
+		return -1;
+	return req->overwrite ? 0 : folded_free_check(c, folded, first_out(req), err, errsz);
+}
+
+/* --logdir: the run's writers and its folded stacks. */
+static int make_run_sinks(struct sinks *s, const struct cv_core *c, const struct conv_request *req,
+			  const char *run, char *err, size_t errsz)
+{
+	for (size_t k = 0; k < N_RUN_WRITERS; k++) {
+		const struct run_writer *w = &run_writers[k];
+
+		if (sinks_add_writer(s, w->open(req->logdir, run, req->overwrite, err, errsz), w->free,
+				     req->trace_budget, w->model, err, errsz))
+			return -1;
+	}
+	return sinks_add_folded(s, c, tb_open_run_dir(req->logdir, run, 1, err, errsz),
+				req->overwrite, NULL, err, errsz) ? 0 : -1;
+}
+
 static int make_sinks(struct sinks *s, const struct cv_core *c, const struct conv_request *req,
 		      const char *run, const char *stem, char *err, size_t errsz)
 {
-	struct conv_sink *k;
-	int dirfd;
-
-	if (req->json_out) {
-		if (!(k = trace_json_new_file(req->json_out, req->overwrite, err, errsz)))
-			return -1;
-		if (sinks_add_trace(s, k, trace_json_free, req->trace_budget, &fold_model_json, err,
-				    errsz))
-			return -1;
-	}
-	if (req->pftrace_out) {
-		if (!(k = perfetto_new_file(req->pftrace_out, req->overwrite, err, errsz)))
-			return -1;
-		if (sinks_add_trace(s, k, perfetto_free, req->trace_budget, &fold_model_perfetto, err,
-				    errsz))
-			return -1;
-	}
-	if (first_out(req)) {
-		if ((dirfd = open_dir(first_out(req), err, errsz)) < 0)
-			return -1;
-		k = folded_new(dirfd, req->overwrite, stem, c->n_hosts, err, errsz);
-		close(dirfd);
-		if (!k)
-			return -1;
-		if (sinks_add(s, k, folded_free, err, errsz))
-			return -1;
-		if (!req->overwrite && folded_free_check(c, k, first_out(req), err, errsz))
-			return -1;
-	}
-	if (req->logdir) {
-		if (!(k = trace_json_new_logdir(req->logdir, run, req->overwrite, err, errsz)))
-			return -1;
-		if (sinks_add_trace(s, k, trace_json_free, req->trace_budget, &fold_model_json, err,
-				    errsz))
-			return -1;
-		if (!(k = xplane_sink_new_logdir(req->logdir, run, req->overwrite, err, errsz)))
-			return -1;
-		if (sinks_add(s, k, xplane_sink_free, err, errsz))
-			return -1;
-		if ((dirfd = tb_open_run_dir(req->logdir, run, 1, err, errsz)) < 0)
-			return -1;
-		k = folded_new(dirfd, req->overwrite, NULL, c->n_hosts, err, errsz);
-		close(dirfd);
-		if (!k)
-			return -1;
-		if (sinks_add(s, k, folded_free, err, errsz))
-			return -1;
-	}
-	return 0;
+	if (make_out_sinks(s, c, req, stem, err, errsz))
+		return -1;
+	return req->logdir ? make_run_sinks(s, c, req, run, err, errsz) : 0;
 }
 
 /* Temporaries of an earlier conversion killed where we write (SIGKILL, a
@@ -249,14 +328,11 @@ static void clean_stale(const struct conv_request *req)
 {
 	int n = 0, fd;
 
-	if (req->json_out && (fd = open_dir(req->json_out, NULL, 0)) >= 0) {
-		n += tb_clean_stale(fd);
-		close(fd);
-	}
-	if (req->pftrace_out && (fd = open_dir(req->pftrace_out, NULL, 0)) >= 0) {
-		n += tb_clean_stale(fd);
-		close(fd);
-	}
+	for (size_t k = 0; k < N_OUT_KINDS; k++)
+		if (req->out[k] && (fd = open_dir(req->out[k], NULL, 0)) >= 0) {
+			n += tb_clean_stale(fd);
+			close(fd);
+		}
 	if (req->logdir)
 		n += tb_clean_stale_logdir(req->logdir);
 	if (n && !req->quiet)
@@ -372,27 +448,45 @@ static int run_core(struct cv_core *c, struct sinks *s, char *err, size_t errsz)
 static int run_taken(const struct cv_core *c, const char *logdir, const char *run, char *err,
 		     size_t errsz)
 {
-	static const char *const ext[] = { ".xplane.pb", ".trace.json.gz" };
-	char dir[PATH_MAX], file[TB_NAME_MAX + 32];
+	char path[PATH_MAX];
 	struct stat sb;
 
-	if (snprintf(dir, sizeof(dir), "%s/plugins/profile/%s", logdir, run) >= (int)sizeof(dir))
-		return 0; /* too long: the run's own checks say so */
 	for (size_t h = 0; h < c->n_hosts; h++)
-		for (size_t e = 0; e < sizeof(ext) / sizeof(ext[0]); e++) {
-			if (tb_host_filename(c->hosts[h].name ? c->hosts[h].name : "", file,
-					     sizeof(file) - 20))
-				continue;
-			strcat(file, ext[e]);
-			char path[PATH_MAX + sizeof(file) + 1];
-			snprintf(path, sizeof(path), "%s/%s", dir, file);
+		for (size_t w = 0; w < N_RUN_WRITERS; w++) {
+			if (tb_run_file_path(logdir, run, c->hosts[h].name ? c->hosts[h].name : "",
+					     run_writers[w].suffix, path, sizeof(path)))
+				continue; /* too long: the run's own checks say so */
 			if (lstat(path, &sb) == 0) {
 				snprintf(err, errsz, "run %s already holds %s: nothing converted (use --force, "
-					 "another --run, or remove it)", run, file);
+					 "another --run, or remove it)", run, strrchr(path, '/') + 1);
 				return -1;
 			}
 		}
 	return 0;
+}
+
+/* Refuse before reading anything: a long conversion that cannot publish
+ * at the end would be wasted. (Publishing checks again, atomically.) */
+static int outs_free(const struct conv_request *req, char *err, size_t errsz)
+{
+	struct stat sb;
+
+	for (size_t k = 0; k < N_OUT_KINDS; k++)
+		if (req->out[k] && !req->overwrite && lstat(req->out[k], &sb) == 0) {
+			snprintf(err, errsz, "%s already exists; pass --force to replace it", req->out[k]);
+			return -1;
+		}
+	return 0;
+}
+
+/* The closing "wrote" lines: where each output went. */
+static void say_where(const struct conv_request *req, const char *run)
+{
+	if (req->logdir)
+		fprintf(stderr, "wrote %s/plugins/profile/%s/\n", req->logdir, run);
+	for (size_t k = 0; k < N_OUT_KINDS; k++)
+		if (req->out[k])
+			fprintf(stderr, "wrote %s\n", req->out[k]);
 }
 
 int conv_convert(const struct conv_request *req, char *err, size_t errsz)
@@ -406,23 +500,12 @@ int conv_convert(const struct conv_request *req, char *err, size_t errsz)
 	memset(&c, 0, sizeof(c));
 	c.progress = cv_progress_mode(req->progress);
 	*err = 0;
-	if (!req->json_out && !req->pftrace_out && !req->logdir) {
+	if (!first_out(req) && !req->logdir) {
 		snprintf(err, errsz, "no output: give -o OUT.pftrace, -o OUT.json[.gz] or --logdir DIR");
 		return -1;
 	}
-	if (run && tb_run_name_check(run, err, errsz))
+	if ((run && tb_run_name_check(run, err, errsz)) || outs_free(req, err, errsz))
 		return -1;
-	/* Refuse before reading anything: a long conversion that cannot publish
-	 * at the end would be wasted. (Publishing checks again, atomically.) */
-	struct stat sb;
-
-	const char *outs[2] = { req->json_out, req->pftrace_out };
-
-	for (int i = 0; i < 2; i++)
-		if (outs[i] && !req->overwrite && lstat(outs[i], &sb) == 0) {
-			snprintf(err, errsz, "%s already exists; pass --force to replace it", outs[i]);
-			return -1;
-		}
 	if (load(&c, req, err, errsz))
 		goto out;
 	if (!run) {
@@ -447,12 +530,8 @@ int conv_convert(const struct conv_request *req, char *err, size_t errsz)
 	rc = run_core(&c, &s, err, errsz);
 	if (!req->quiet)
 		final_line(&c, &s);
-	if (rc == 0 && !req->quiet && !req->caller_says_where && req->logdir)
-		fprintf(stderr, "wrote %s/plugins/profile/%s/\n", req->logdir, run);
-	if (rc == 0 && !req->quiet && !req->caller_says_where && req->json_out)
-		fprintf(stderr, "wrote %s\n", req->json_out);
-	if (rc == 0 && !req->quiet && !req->caller_says_where && req->pftrace_out)
-		fprintf(stderr, "wrote %s\n", req->pftrace_out);
+	if (rc == 0 && !req->quiet && !req->caller_says_where)
+		say_where(req, run);
 out:
 	sinks_free(&s);
 	if (rc && made_run_dir)

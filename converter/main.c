@@ -3,7 +3,6 @@
  * folded stacks, summaries. See docs/CONTRACT.md §3 and docs/ARCHITECTURE.md. */
 #include "lt_version.h"
 #include "converter/convert.h"
-#include "converter/output/perfetto.h"
 #include "eventlog/eventlog.h"
 
 #include <errno.h>
@@ -18,8 +17,7 @@ static void usage(FILE *f)
 {
 	fprintf(f,
 		"usage: llmtracker-convert [-i] LOG [[-i] LOG ...] [--cupti-dir DIR]\n"
-		"                          [-o OUT.pftrace] [-o OUT.json | -o OUT.json.gz]\n"
-		"                          [--logdir DIR [--run NAME]] [--max-trace-mb N]\n"
+		"                          [-o OUT ...] [--logdir DIR [--run NAME]] [--max-trace-mb N]\n"
 		"       llmtracker-convert batch --in DIR --logdir DIR\n"
 		"       llmtracker-convert pack --logdir DIR --run NAME -o FILE.tar.zst\n"
 		"       llmtracker-convert summary [-n TOP] LOG ...\n"
@@ -29,11 +27,11 @@ static void usage(FILE *f)
 		"                  a profile's log brings the injected library's logs of its\n"
 		"                  session from its directory (logs of other profiles are left out)\n"
 		"  --cupti-dir DIR also take those logs from DIR (where profile --cupti-dir put them)\n"
-		"  -o OUT          by its name: .pftrace (or .perfetto-trace) Perfetto's own\n"
-		"                  protobuf trace (ui.perfetto.dev: Open trace file); .json or\n"
-		"                  gzip'ed .json.gz the trace JSON (Perfetto, chrome://tracing);\n"
-		"                  one of each may be given; OUT.cpu.folded / OUT.python.folded\n"
-		"                  go beside the first (its extension cut off)\n"
+		"  -o OUT          a trace of the kind its name ends in, one of each kind at most:\n");
+	conv_out_help(f, 18);
+	fprintf(f,
+		"                  OUT.cpu.folded / OUT.python.folded go beside the first (its\n"
+		"                  extension cut off)\n"
 		"  --logdir DIR    TensorBoard layout: DIR/plugins/profile/<run>/<host>.xplane.pb\n"
 		"                  and <host>.trace.json.gz\n"
 		"  --run NAME      run name (default: the profile's start time)\n"
@@ -133,21 +131,6 @@ static int parse_mb(const char *v, uint64_t *out)
 	return 0;
 }
 
-/* -o: the kind of trace by the name, one of each kind at most. */
-static int set_out(struct conv_request *req, const char *v)
-{
-	int pf = perfetto_path(v);
-	const char **slot = pf ? &req->pftrace_out : &req->json_out;
-
-	if (*slot) {
-		fprintf(stderr, "llmtracker-convert: -o %s: a %s trace is already asked for (-o %s)\n",
-			v, pf ? "Perfetto" : "JSON", *slot);
-		return -1;
-	}
-	*slot = v;
-	return 0;
-}
-
 int main(int argc, char **argv)
 {
 	struct conv_request req = { 0 };
@@ -192,7 +175,8 @@ int main(int argc, char **argv)
 			if (!strcmp(a, "-i"))
 				inputs[req.n_inputs++] = v;
 			else if (!strcmp(a, "-o")) {
-				if (set_out(&req, v)) {
+				if (conv_request_out(&req, v, err, sizeof(err))) {
+					fprintf(stderr, "llmtracker-convert: %s\n", err);
 					free(inputs);
 					return 2;
 				}

@@ -35,6 +35,7 @@
 #include <string.h>
 
 #include "evlog_schema.h"
+#include "evlog_sources.h" /* enum evlog_source */
 
 #ifdef __cplusplus
 extern "C" {
@@ -62,19 +63,6 @@ enum evlog_type {
 	EV_TYPE_MAX = EVLOG_TYPE_MAX_NUM,
 };
 #undef EVS_ENUM
-
-/* Sources, for EV_LOST and summaries. Part of the file format. */
-enum evlog_source {
-	EVSRC_OTHER = 0,
-	EVSRC_SYSCALL = 1,
-	EVSRC_CPU = 2,
-	EVSRC_PYTHON = 3,
-	EVSRC_CUDA_LIB = 4,
-	EVSRC_CUPTI = 5,
-	EVSRC_PROC = 6,
-	EVSRC_PYSAMPLE = 7,
-	EVSRC_MAX = 7,
-};
 
 /* Library-call classes (EV_LIB_CALL.lib_class, EV_GPU_API.api_class). */
 enum evlog_lib_class {

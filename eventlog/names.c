@@ -43,16 +43,10 @@ const struct evlog_traits evlog_traits[EV_TYPE_MAX + 1] = { EVLOG_TYPES(TRAITS) 
 EVLOG_TYPES(CHECK_SIZES)
 #undef CHECK_SIZES
 
-static const char *const source_names[EVSRC_MAX + 1] = {
-	[EVSRC_OTHER] = "other",
-	[EVSRC_SYSCALL] = "syscall",
-	[EVSRC_CPU] = "cpu",
-	[EVSRC_PYTHON] = "python",
-	[EVSRC_CUDA_LIB] = "cuda_lib",
-	[EVSRC_CUPTI] = "cupti",
-	[EVSRC_PROC] = "proc",
-	[EVSRC_PYSAMPLE] = "pysample",
-};
+/* A number past the count or given twice does not build: no gap either. */
+#define SOURCE_NAME(N, num, name) [EVSRC_##N] = #name,
+static const char *const source_names[EVSRC_MAX + 1] = { EVLOG_SOURCES(SOURCE_NAME) };
+#undef SOURCE_NAME
 
 const char *evlog_type_name(uint32_t type)
 {

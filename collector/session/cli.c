@@ -19,20 +19,10 @@
 #include "bpf/common.h"
 #include "bpf/cpusample.h"
 
-static const struct {
-	const char *name;
-	unsigned bit;
-} type_names[] = {
-	{ "python", LT_T_PYTHON },
-	{ "cuda", LT_T_CUDA },
-	{ "syscall", LT_T_SYSCALL },
-	{ "cpu", LT_T_CPU },
-	{ "pysample", LT_T_PYSAMPLE },
-};
-#define N_TYPES (sizeof(type_names) / sizeof(type_names[0]))
-
 void lt_cli_usage(FILE *f)
 {
+	char types[128];
+
 	fprintf(f,
 		"usage: llmtracker profile -p PID [-p PID ...] -t TYPES -o FILE [-d SEC] [--delay SEC] [-v N] [-q]\n"
 		"                          [--cpu-buffer-size MB] [--probe-file FILE] [--max-probes N]\n"
@@ -45,7 +35,7 @@ void lt_cli_usage(FILE *f)
 		"       llmtracker generateProbe -p PID [-o FILE] [--force]\n"
 		"\n"
 		"  -p PID               process to profile (repeat for several); its descendants are followed\n"
-		"  -t TYPES             comma list of python, cuda, syscall, cpu, pysample, or all\n"
+		"  -t TYPES             comma list of %s, or all\n"
 		"  -o FILE              event log to write (binary whatever the extension; default %s)\n"
 		"  --segment-mb MB      the log is published in segments, FILE.1, FILE.2 ... and FILE\n"
 		"                       last, each once complete: a segment ends past MB (default %g)...\n"
@@ -91,57 +81,42 @@ void lt_cli_usage(FILE *f)
 		"  generateCommand      list GPU (and Python) processes and print a profile command\n"
 		"  generateProbe        write a probe file for the CUDA libraries PID has loaded\n"
 		"  --version            print the version\n",
-		LT_DEFAULT_OUTPUT, (double)LT_DEFAULT_SEGMENT_MB, (double)LT_DEFAULT_SEGMENT_S,
-		LT_DEFAULT_CPU_BUFFER_MB, LT_MAX_PROBES, LT_DEFAULT_FREQ_HZ,
-		LT_DEFAULT_CPU_STACK_BYTES, LT_CPU_STACK_MAX);
+		lt_t_list(LT_T_ALL, ", ", types, sizeof(types)), LT_DEFAULT_OUTPUT,
+		(double)LT_DEFAULT_SEGMENT_MB, (double)LT_DEFAULT_SEGMENT_S, LT_DEFAULT_CPU_BUFFER_MB,
+		LT_MAX_PROBES, LT_DEFAULT_FREQ_HZ, LT_DEFAULT_CPU_STACK_BYTES, LT_CPU_STACK_MAX);
 }
 
 int lt_cli_parse_types(const char *s, unsigned *types, bool *all, char *err, size_t errsz)
 {
-	char buf[256], *save = NULL, *tok;
+	char buf[256], names[128], *save = NULL, *tok;
 
 	*types = 0;
 	*all = false;
+	lt_t_list(LT_T_ALL, ", ", names, sizeof(names));
 	if (!s || !*s || strlen(s) >= sizeof(buf)) {
-		snprintf(err, errsz, "-t needs a comma list of python, cuda, syscall, cpu, pysample or all");
+		snprintf(err, errsz, "-t needs a comma list of %s or all", names);
 		return -1;
 	}
 	strcpy(buf, s);
 	for (tok = strtok_r(buf, ",", &save); tok; tok = strtok_r(NULL, ",", &save)) {
-		size_t i;
+		unsigned bit = lt_t_bit(tok);
 
 		if (!strcmp(tok, "all")) {
 			*all = true;
-			*types |= LT_T_ALL;
-			continue;
+			bit = LT_T_ALL;
 		}
-		for (i = 0; i < N_TYPES && strcmp(tok, type_names[i].name); i++)
-			;
-		if (i == N_TYPES) {
-			snprintf(err, errsz,
-				 "unknown profiling type '%s' in -t %s (expected python, cuda, syscall, cpu, pysample or all)",
-				 tok, s);
+		if (!bit) {
+			snprintf(err, errsz, "unknown profiling type '%s' in -t %s (expected %s or all)",
+				 tok, s, names);
 			return -1;
 		}
-		*types |= type_names[i].bit;
+		*types |= bit;
 	}
 	if (!*types) {
 		snprintf(err, errsz, "-t %s names no profiling type", s);
 		return -1;
 	}
 	return 0;
-}
-
-const char *lt_cli_types_str(unsigned types, char *buf, size_t sz)
-{
-	size_t i, n = 0;
-
-	buf[0] = 0;
-	for (i = 0; i < N_TYPES; i++)
-		if (types & type_names[i].bit)
-			n += snprintf(buf + n, n < sz ? sz - n : 0, "%s%s", n ? "," : "",
-				      type_names[i].name);
-	return buf;
 }
 
 static int parse_number(const char *flag, const char *v, double lo, double hi, const char *unit,
@@ -381,7 +356,10 @@ int lt_cli_parse_profile(int argc, char **argv, struct lt_options *o, char *err,
 		o->launch_argv = argv + optind;
 	}
 	if (!have_t) {
-		snprintf(err, errsz, "missing -t TYPES (python, cuda, syscall, cpu, pysample or all)");
+		char names[128];
+
+		snprintf(err, errsz, "missing -t TYPES (%s or all)",
+			 lt_t_list(LT_T_ALL, ", ", names, sizeof(names)));
 		return -1;
 	}
 	if (!o->n_pids && !o->launch_argv) {

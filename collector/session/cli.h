@@ -30,9 +30,6 @@ int lt_cli_parse_types(const char *s, unsigned *types, bool *all, char *err, siz
  * printed, or -1 with err set. o->launch_argv points into argv. */
 int lt_cli_parse_profile(int argc, char **argv, struct lt_options *o, char *err, size_t errsz);
 
-/* Names of the bits in `types`, comma separated, into buf. */
-const char *lt_cli_types_str(unsigned types, char *buf, size_t sz);
-
 void lt_cli_usage(FILE *f);
 
 /* Subcommands (main.c dispatches). Each returns the process exit status. */

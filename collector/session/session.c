@@ -29,27 +29,19 @@
 #include "store.h"
 #include "collector/target/targets.h"
 
-/* Every source, in start order (and the order each is given a target).
- * proc first: it follows children and names threads for everyone else.
- * cuda before python and gpu: the injected library may start CUPTI on
- * python's start (one start for both features), and a kernel is linked to
- * its launch only if the launch probes were on before it was recorded. */
-static const struct lt_source *const lt_sources[] = {
-	&lt_source_proc,
-	&lt_source_syscall,
-	&lt_source_cpu,
-	&lt_source_cuda,
-	&lt_source_python,
-	&lt_source_pysample,
-	&lt_source_gpu,
+/* A source as the session runs it: its line of LT_SOURCES and its code. */
+struct lt_source_row {
+	const char *name;
+	unsigned type_bit;            /* enum lt_type_bit; 0: always on (proc) */
+	uint32_t evsrc;               /* enum evlog_source, for lost counters */
+	const struct lt_source *ops;
 };
-#define LT_N_SOURCES (sizeof(lt_sources) / sizeof(lt_sources[0]))
-
-/* -t types no source here implements yet, reported as such. */
-static const unsigned lt_known_bits = LT_T_ALL;
+#define LT_SOURCE_ROW_(id, ID, bit, t, evsrc, caps) { #id, bit, evsrc, &lt_source_##id },
+static const struct lt_source_row lt_sources[] = { LT_SOURCES(LT_SOURCE_ROW_) };
+#undef LT_SOURCE_ROW_
 
 struct lt_slot {
-	const struct lt_source *src;
+	const struct lt_source_row *src;
 	void *state;
 	bool attempted, started;
 	uint64_t events; /* events its records produced (not the records: some only steer it) */
@@ -383,7 +375,7 @@ void lt_session_init(struct lt_session *s, const struct lt_options *opt)
 	if (!p)
 		abort(); /* a few hundred bytes at start-up */
 	for (size_t i = 0; i < LT_N_SOURCES; i++)
-		p->slots[i].src = lt_sources[i];
+		p->slots[i].src = &lt_sources[i];
 	memset(p->kind_slot, -1, sizeof(p->kind_slot));
 	s->priv = p;
 }
@@ -408,7 +400,7 @@ static void options_str(const struct lt_options *o, char *buf, size_t sz)
 	size_t n;
 
 	n = snprintf(buf, sz, "types=%s%s duration=%g delay=%g cpu_buffer_mb=%u freq=%u cpu_stack_bytes=%u children=%d cuda_kernel=%d pids=",
-		     lt_cli_types_str(o->types, types, sizeof(types)), o->types_all ? " (all)" : "",
+		     lt_t_list(o->types, ",", types, sizeof(types)), o->types_all ? " (all)" : "",
 		     o->duration_s, o->delay_s, o->cpu_buffer_mb, o->freq_hz, o->cpu_stack_bytes,
 		     o->follow_children,
 		     o->cuda_kernel);
@@ -705,35 +697,14 @@ int lt_session_share_maps(struct lt_session *s, struct bpf_object *obj)
 
 /* --------------------------------------------------------------- sources */
 
-static bool slot_wanted(const struct lt_session *s, const struct lt_source *src)
+static bool slot_wanted(const struct lt_session *s, const struct lt_source_row *src)
 {
 	return src->type_bit == 0 || (s->opt.types & src->type_bit);
 }
 
-/* -t names a type no source in this build records. */
-static int check_unimplemented(struct lt_session *s)
-{
-	unsigned have = 0, missing;
-	char names[128];
-
-	for (size_t i = 0; i < LT_N_SOURCES; i++)
-		have |= lt_sources[i]->type_bit;
-	missing = s->opt.types & lt_known_bits & ~have;
-	if (!missing)
-		return 0;
-	lt_cli_types_str(missing, names, sizeof(names));
-	if (s->opt.types_all && (s->opt.types & ~missing)) {
-		LT_WARN("-t all: %s profiling is not available in this build of llmtracker; recording the rest", names);
-		s->opt.types &= ~missing;
-		return 0;
-	}
-	return lt_session_errorf(s, "-t %s: %s profiling is not available in this build of llmtracker",
-				 names, names);
-}
-
 static void map_kinds(struct lt_priv *p, int idx)
 {
-	const struct lt_source *src = p->slots[idx].src;
+	const struct lt_source *src = p->slots[idx].src->ops;
 
 	for (uint32_t k = src->kind_lo; k <= src->kind_hi && k <= LT_REC_KIND_MAX; k++)
 		p->kind_slot[k] = (signed char)idx;
@@ -744,8 +715,6 @@ int lt_session_start_sources(struct lt_session *s)
 	struct lt_priv *p = P(s);
 	int n_optional = 0;
 
-	if (check_unimplemented(s))
-		return -1;
 	for (size_t i = 0; i < LT_N_SOURCES; i++) {
 		struct lt_slot *sl = &p->slots[i];
 
@@ -753,7 +722,7 @@ int lt_session_start_sources(struct lt_session *s)
 			continue;
 		sl->attempted = true;
 		s->err[0] = 0;
-		if (sl->src->start(s, &sl->state)) {
+		if (sl->src->ops->start(s, &sl->state)) {
 			if (sl->src->type_bit == LT_T_CUDA && s->opt.cuda_launches_only) {
 				LT_WARN("kernels are recorded without their launch calls: cannot probe "
 					"them: %s", s->err[0] ? s->err : "unknown error");
@@ -795,7 +764,7 @@ static int dispatch(void *ctx, void *data, size_t size)
 		return 0; /* its source is stopped: nothing to hand the record to */
 	uint64_t before = p->emitted;
 
-	sl->src->handle(s, sl->state, h, size);
+	sl->src->ops->handle(s, sl->state, h, size);
 	sl->events += p->emitted - before;
 	return 0; /* one bad record never stops the others */
 }
@@ -869,7 +838,7 @@ void lt_session_notify_target(struct lt_session *s, int pid)
 	for (size_t i = 0; i < LT_N_SOURCES; i++) {
 		struct lt_slot *sl = &p->slots[i];
 
-		if (sl->started && sl->src->add_target && sl->src->add_target(s, sl->state, pid))
+		if (sl->started && sl->src->ops->add_target && sl->src->ops->add_target(s, sl->state, pid))
 			LT_INFO(1, "%s: cannot add pid %d: %s", sl->src->name, pid, s->err);
 	}
 }
@@ -879,8 +848,8 @@ void lt_session_drop_target(struct lt_session *s, int pid)
 	struct lt_priv *p = P(s);
 
 	for (size_t i = 0; i < LT_N_SOURCES; i++)
-		if (p->slots[i].started && p->slots[i].src->drop_target)
-			p->slots[i].src->drop_target(s, p->slots[i].state, pid);
+		if (p->slots[i].started && p->slots[i].src->ops->drop_target)
+			p->slots[i].src->ops->drop_target(s, p->slots[i].state, pid);
 }
 
 void lt_session_prepare_exec(struct lt_session *s, int pid, const char *path)
@@ -890,7 +859,8 @@ void lt_session_prepare_exec(struct lt_session *s, int pid, const char *path)
 	for (size_t i = 0; i < LT_N_SOURCES; i++) {
 		struct lt_slot *sl = &p->slots[i];
 
-		if (sl->started && sl->src->prepare_exec && sl->src->prepare_exec(s, sl->state, pid, path))
+		if (sl->started && sl->src->ops->prepare_exec &&
+		    sl->src->ops->prepare_exec(s, sl->state, pid, path))
 			LT_INFO(1, "%s: cannot prepare pid %d: %s", sl->src->name, pid, s->err);
 	}
 }
@@ -951,8 +921,8 @@ void lt_session_finish(struct lt_session *s)
 	for (size_t i = 0; i < LT_N_SOURCES; i++) {
 		struct lt_slot *sl = &p->slots[i];
 
-		if (sl->started && sl->src->quiesce)
-			sl->src->quiesce(s, sl->state);
+		if (sl->started && sl->src->ops->quiesce)
+			sl->src->ops->quiesce(s, sl->state);
 	}
 	LT_INFO(1, "sources quiesced (probes off) in %.1f ms", (double)(lt_now_ns() - t0) / 1e6);
 	if (s->rb)
@@ -960,7 +930,7 @@ void lt_session_finish(struct lt_session *s)
 	for (size_t i = 0; i < LT_N_SOURCES; i++) {
 		struct lt_slot *sl = &p->slots[i];
 
-		if (sl->started && sl->src->finish && sl->src->finish(s, sl->state))
+		if (sl->started && sl->src->ops->finish && sl->src->ops->finish(s, sl->state))
 			LT_WARN("%s: %s", sl->src->name, s->err);
 	}
 	if (s->rb)
@@ -982,7 +952,7 @@ void lt_session_stop(struct lt_session *s)
 
 		if (!sl->attempted)
 			continue;
-		sl->src->stop(s, sl->state);
+		sl->src->ops->stop(s, sl->state);
 		sl->attempted = sl->started = false;
 		sl->state = NULL;
 	}
@@ -1075,7 +1045,7 @@ void lt_session_summary(struct lt_session *s, double seconds, const char *extra)
 	summary_store(s);
 	fprintf(stderr, "  %-10s %12s %10s\n", "source", "events", "lost");
 	for (size_t i = 0; i < LT_N_SOURCES; i++) {
-		const struct lt_source *src = p->slots[i].src;
+		const struct lt_source_row *src = p->slots[i].src;
 
 		if (!slot_wanted(s, src))
 			continue;

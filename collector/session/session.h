@@ -22,6 +22,7 @@
 #include <signal.h>
 
 #include "bpf/common.h"
+#include "collector/sources/sources.h"
 #include "eventlog/eventlog.h"
 
 struct bpf_object;
@@ -30,17 +31,6 @@ struct lt_session;
 struct lt_im;
 
 #define LT_MAX_TARGETS 256
-
-/* Source type bits for -t. */
-enum lt_type_bit {
-	LT_T_PYTHON = 1 << 0,
-	LT_T_CUDA = 1 << 1,
-	LT_T_SYSCALL = 1 << 2,
-	LT_T_CPU = 1 << 3,
-	LT_T_PYSAMPLE = 1 << 4,
-	LT_T_GPU = 1 << 5,           /* --enable-cuda-kernel true (no -t name) */
-};
-#define LT_T_ALL (LT_T_PYTHON | LT_T_CUDA | LT_T_SYSCALL | LT_T_CPU | LT_T_PYSAMPLE)
 
 /* How -t python traces calls (--python-method). */
 enum lt_python_method {
@@ -85,11 +75,10 @@ struct lt_options {
 	uint8_t session[EVLOG_SESSION_LEN];
 };
 
-/* One kind of activity. Static, const instances; state lives in *state. */
+/* One kind of activity: its code. Static, const instances, one per line of
+ * LT_SOURCES (collector/sources/sources.h), which gives its name, its -t
+ * bit and its lost counter; state lives in *state. */
 struct lt_source {
-	const char *name;            /* "syscall", "cpu", "cuda", ... */
-	unsigned type_bit;           /* enum lt_type_bit; 0 = always on (proc) */
-	uint32_t evsrc;              /* enum evlog_source, for lost counters */
 	uint32_t kind_lo, kind_hi;   /* ring-buffer record kinds it handles */
 	/* Open, share maps, load, attach. Return 0, or -errno with a message
 	 * set through lt_session_errorf(). */
@@ -244,13 +233,9 @@ void lt_log_libbpf(void);
 #define LT_WARN(...) lt_log('W', __FILE__, __LINE__, __VA_ARGS__)
 #define LT_ERR(...) lt_log('E', __FILE__, __LINE__, __VA_ARGS__)
 
-/* The sources, defined in their own files. */
-extern const struct lt_source lt_source_proc;     /* proc.c: always on */
-extern const struct lt_source lt_source_syscall;  /* syscall.c */
-extern const struct lt_source lt_source_cpu;      /* cpusample.c */
-extern const struct lt_source lt_source_cuda;     /* cudaprobe.c */
-extern const struct lt_source lt_source_python;   /* python.c */
-extern const struct lt_source lt_source_pysample; /* pysample.c */
-extern const struct lt_source lt_source_gpu;      /* gpu.c: --enable-cuda-kernel */
+/* The sources, each defined in its own file under collector/sources/. */
+#define LT_SOURCE_EXTERN_(id, ID, bit, t, evsrc, caps) extern const struct lt_source lt_source_##id;
+LT_SOURCES(LT_SOURCE_EXTERN_)
+#undef LT_SOURCE_EXTERN_
 
 #endif

@@ -499,9 +499,6 @@ static void cpu_stop(struct lt_session *s, void *state)
 }
 
 const struct lt_source lt_source_cpu = {
-	.name = "cpu",
-	.type_bit = LT_T_CPU,
-	.evsrc = EVSRC_CPU,
 	.kind_lo = LT_REC_CPU_SAMPLE,
 	.kind_hi = LT_REC_CPU_SAMPLE + 15,
 	.start = cpu_start,

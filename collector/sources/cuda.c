@@ -1189,9 +1189,6 @@ static int cp_finish(struct lt_session *s, void *state)
 }
 
 const struct lt_source lt_source_cuda = {
-	.name = "cuda",
-	.type_bit = LT_T_CUDA,
-	.evsrc = EVSRC_CUDA_LIB,
 	.kind_lo = LT_REC_UCALL,
 	.kind_hi = LT_REC_UMAP,
 	.start = cp_start,

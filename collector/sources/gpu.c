@@ -76,9 +76,6 @@ static void gpu_stop(struct lt_session *s, void *state)
 }
 
 const struct lt_source lt_source_gpu = {
-	.name = "gpu",
-	.type_bit = LT_T_GPU,
-	.evsrc = EVSRC_CUPTI,
 	.kind_lo = 1,
 	.kind_hi = 0, /* no ring-buffer records */
 	.start = gpu_start,

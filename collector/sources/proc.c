@@ -17,9 +17,6 @@
 #include "rank.h"
 #include "collector/target/targets.h"
 
-_Static_assert(LT_EVSRC_PROC == EVSRC_PROC, "bpf/proc.h source numbers follow eventlog.h");
-_Static_assert(LT_EVSRC_SYSCALL == EVSRC_SYSCALL, "bpf/proc.h source numbers follow eventlog.h");
-
 static int proc_start(struct lt_session *s, void **state)
 {
 	struct proc_bpf *skel = proc_bpf__open();
@@ -144,9 +141,6 @@ static int proc_handle(struct lt_session *s, void *state, const struct lt_rec_hd
 }
 
 const struct lt_source lt_source_proc = {
-	.name = "proc",
-	.type_bit = 0,
-	.evsrc = EVSRC_PROC,
 	.kind_lo = 1,
 	.kind_hi = 15,
 	.start = proc_start,

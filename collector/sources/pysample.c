@@ -409,9 +409,6 @@ static void pys_stop(struct lt_session *s, void *state)
 }
 
 const struct lt_source lt_source_pysample = {
-	.name = "pysample",
-	.type_bit = LT_T_PYSAMPLE,
-	.evsrc = EVSRC_PYSAMPLE,
 	.kind_lo = LT_REC_PY_SAMPLE,
 	.kind_hi = LT_REC_PY_SAMPLE + 15,
 	.start = pys_start,

@@ -1170,9 +1170,6 @@ static void py_stop(struct lt_session *s, void *state)
 }
 
 const struct lt_source lt_source_python = {
-	.name = "python",
-	.type_bit = LT_T_PYTHON,
-	.evsrc = EVSRC_PYTHON,
 	.kind_lo = 64,
 	.kind_hi = 79,
 	.start = py_start,

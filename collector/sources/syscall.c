@@ -142,9 +142,6 @@ static void sys_stop(struct lt_session *s, void *state)
 }
 
 const struct lt_source lt_source_syscall = {
-	.name = "syscall",
-	.type_bit = LT_T_SYSCALL,
-	.evsrc = EVSRC_SYSCALL,
 	.kind_lo = LT_REC_SYSCALL,
 	.kind_hi = 31,
 	.start = sys_start,

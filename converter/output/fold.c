@@ -26,16 +26,6 @@
 
 #include "converter/input/spill.h"
 
-/* Bytes per item of each writer, from their output on the demo's profile
- * (docs/MEASUREMENTS.md): the JSON writes every string with every item;
- * the Perfetto trace interns them (a slice is a begin and an end packet). */
-const struct fold_model fold_model_json = {
-	.what = "trace JSON", .item = 130, .str_pct = 100, .flow = 110, .fold = 300, .track = 150,
-};
-const struct fold_model fold_model_perfetto = {
-	.what = "Perfetto trace", .item = 34, .str_pct = 3, .flow = 12, .fold = 160, .track = 80,
-};
-
 #define NAMES_MAX 64          /* distinct names counted per run; the rest are "others" */
 #define HOLD_MAX 4096         /* items waiting in a run: past this, the run closes early */
 #define CATS_MAX 16

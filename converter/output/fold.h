@@ -19,22 +19,19 @@
 #include "converter/sink.h"
 
 #define CONV_TRACE_BUDGET_DEFAULT 100000000ull /* bytes: --max-trace-mb 100 */
-/* A Perfetto trace may take this many times the JSON's budget: ~5x denser,
- * and its viewer is built for big traces (the JSON's viewers parse the
- * whole text at once; Perfetto streams packets into its own tables). */
-#define PERFETTO_BUDGET_FACTOR 5
 #define FOLD_MAX_NS 1000000ull                 /* calls of 1 ms or more never fold */
 
-/* What an item costs in a writer's output, to plan a budget with. */
+/* What an item costs in a writer's output, to plan a budget with; each
+ * writer defines its own beside its code. */
 struct fold_model {
 	const char *what;      /* "trace JSON" */
+	uint32_t budget_x;     /* times the --max-trace-mb budget it may take */
 	uint32_t item;         /* bytes of an item, without its strings */
 	uint32_t str_pct;      /* percent of its strings' bytes written with it (interned: few) */
 	uint32_t flow;         /* bytes a flow adds */
 	uint32_t fold;         /* bytes of a fold item */
 	uint32_t track;        /* bytes naming a track */
 };
-extern const struct fold_model fold_model_json, fold_model_perfetto;
 
 /* A filter in front of inner (which it frees with inner_free), keeping the
  * writer's output under budget bytes as the model counts them. */

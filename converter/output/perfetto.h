@@ -12,8 +12,9 @@
 #include <stdint.h>
 #include "converter/sink.h"
 
-/* Does path name a Perfetto trace (.pftrace, .perfetto-trace)? */
-int perfetto_path(const char *path);
+struct fold_model;
+/* Its bytes per item, for the size budget (fold.h). */
+extern const struct fold_model perfetto_model;
 
 /* One file for every host (distinct pids per host, as the trace JSON).
  * Replaces an existing file only when overwrite. */

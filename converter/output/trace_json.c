@@ -1,6 +1,7 @@
 /* SPDX-License-Identifier: Apache-2.0 */
 #include "converter/output/trace_json.h"
 #include "converter/output/evview.h"
+#include "converter/output/fold.h"
 #include "converter/output/jsonw.h"
 #include "converter/output/trace_ids.h"
 #include "tb_layout/tb_layout.h"
@@ -552,6 +553,13 @@ static int ends_with(const char *s, const char *suf)
 
 	return a >= b && !strcmp(s + a - b, suf);
 }
+
+/* Bytes per item, from the output on the demo's profile
+ * (docs/MEASUREMENTS.md): every string is written with every item. */
+const struct fold_model trace_json_model = {
+	.what = "trace JSON", .budget_x = 1,
+	.item = 130, .str_pct = 100, .flow = 110, .fold = 300, .track = 150,
+};
 
 struct conv_sink *trace_json_new_file(const char *path, int overwrite, char *err, size_t errsz)
 {

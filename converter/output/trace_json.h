@@ -10,6 +10,10 @@
 #include <stddef.h>
 #include "converter/sink.h"
 
+struct fold_model;
+/* Its bytes per item, for the size budget (fold.h). */
+extern const struct fold_model trace_json_model;
+
 /* One file for every host (distinct pids per host): path ends in .json or
  * .json.gz. Replaces an existing file only when overwrite. */
 struct conv_sink *trace_json_new_file(const char *path, int overwrite, char *err, size_t errsz);

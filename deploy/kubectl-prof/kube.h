@@ -75,7 +75,7 @@ int kprof_quantity(const char *s, double *bytes);
 /* The profiling pod's name: ai-profiler-<15 hex of a hash of the target>-<5 random>. */
 void kprof_pod_name(const struct kprof_opts *o, const struct kprof_target *t, char *out, size_t sz);
 
-/* Check a -t list (python, cuda, syscall, cpu, pysample, all). 0, or -1 with
+/* Check a -t list (llmtracker's -t names, or all). 0, or -1 with
  * kprof_err naming the bad entry. */
 int kprof_sources_check(const char *sources);
 

@@ -17,12 +17,14 @@
 
 #include <json-c/json.h>
 
+#include "collector/sources/sources.h"
 #include "lt_version.h"
 #include "kube.h"
 
 #define EXIT_USAGE 2
 #define KPROF_SELECTOR "app.kubernetes.io/managed-by=kubectl-prof"
 
+/* A format: %s is the list of -t names. */
 static const char deploy_help[] =
 	"deploy the profiling tool pod\n"
 	"\n"
@@ -49,8 +51,8 @@ static const char deploy_help[] =
 	"      --seccomp-profile string  RuntimeDefault, or a Localhost profile path under the\n"
 	"                                kubelet's seccomp directory (default: RuntimeDefault\n"
 	"                                when -t includes python, else llmtracker/collector.json)\n"
-	"  -t, --sources string          the llmtracker -t sources the pod may run: python, cuda,\n"
-	"                                syscall, cpu, pysample, all; its capabilities follow\n"
+	"  -t, --sources string          the llmtracker -t sources the pod may run, which its\n"
+	"                                capabilities follow: %s or all\n"
 	"                                (default \"all\")\n"
 	"      --tolerate-all            tolerate every taint (a NoExecute taint would evict it)\n"
 	"      --ttl uint                seconds a finished profiling pod is kept before\n"
@@ -166,8 +168,12 @@ static int deploy_parse(int argc, char **argv, struct kprof_opts *o)
 	opterr = 0;
 	optind = 1;
 	while ((c = getopt_long(argc, argv, ":d:ht:", lo, NULL)) != -1) {
-		if (c == 'h')
-			return fputs(deploy_help, stdout), -1;
+		if (c == 'h') {
+			char names[128];
+
+			printf(deploy_help, lt_t_list(LT_T_ALL, ", ", names, sizeof(names)));
+			return -1;
+		}
 		if (c == '?')
 			return usage_error("deploy", "unknown flag: %s", argv[optind - 1]);
 		if (c == ':')

@@ -5,8 +5,9 @@
  * One pod on the target's node, container `debugger`, sharing the host's
  * PID namespace (so the target's processes, and /proc/PID/root into its
  * container, are visible). It is not privileged: it drops every capability
- * and adds back only those the chosen -t sources need (kprof_source_caps,
- * measured: docs/MEASUREMENTS.md, containers, capabilities and seccomp),
+ * and adds back only those the chosen -t sources need (the caps column of
+ * LT_SOURCES, collector/sources/sources.h, measured: docs/MEASUREMENTS.md,
+ * containers, capabilities and seccomp),
  * under a seccomp profile, with no
  * hostPath mounts. It sleeps for --duration and is stopped by
  * activeDeadlineSeconds at the latest; `kubectl prof delete --expired`
@@ -18,34 +19,21 @@
 
 #include <json-c/json.h>
 
+#include "collector/sources/sources.h"
 #include "kube.h"
 
 #define J_STR(s) json_object_new_string(s)
 #define J_ADD(o, k, v) json_object_object_add((o), (k), (v))
 
-/* Capabilities, as Kubernetes names them (no CAP_ prefix). */
-enum { C_BPF = 1, C_PERFMON = 2, C_SYS_PTRACE = 4, C_SYSLOG = 8, C_SYS_ADMIN = 16 };
-static const char *const kprof_cap_names[] = { "BPF", "PERFMON", "SYS_PTRACE", "SYSLOG", "SYS_ADMIN" };
+/* LT_CAPS's names, in their bits' order. */
+#define CAP_NAME_(name) #name,
+static const char *const kprof_cap_names[] = { LT_CAPS(CAP_NAME_) };
+#undef CAP_NAME_
 
-/* What each llmtracker -t source needs, measured in a container with every
- * other capability dropped (docs/MEASUREMENTS.md, containers, capabilities
- * and seccomp). Every run
- * needs BPF + PERFMON (the `proc` source's maps and programs) and SYS_PTRACE
- * (reading the target's /proc/PID/{maps,exe,root}, generateCommand, the
- * collector's own check); cpu adds SYSLOG for kernel frames (/proc/kallsyms
- * hides addresses without it); python adds SYS_ADMIN because libbpf creates
- * USDT uprobes with perf_event_open, which this kernel refuses with EACCES
- * without it (the injected hook, for interpreters without USDT, needs only
- * SYS_PTRACE). */
-#define C_BASE (C_BPF | C_PERFMON | C_SYS_PTRACE)
-static const struct { const char *name; unsigned caps; } kprof_source_caps[] = {
-	{ "cpu", C_BASE | C_SYSLOG },
-	{ "syscall", C_BASE },
-	{ "python", C_BASE | C_SYS_ADMIN },
-	{ "pysample", C_BASE },
-	{ "cuda", C_BASE },
-};
-#define N_SOURCES (sizeof(kprof_source_caps) / sizeof(kprof_source_caps[0]))
+/* What each source needs, by row of LT_SOURCES (as lt_t_names). */
+#define SOURCE_CAPS_(id, ID, bit, t, evsrc, caps) (caps),
+static const unsigned kprof_source_caps[] = { LT_SOURCES(SOURCE_CAPS_) };
+#undef SOURCE_CAPS_
 
 /* The seccomp profile to install on nodes (deploy/seccomp/), as a path
  * under the kubelet's seccomp directory. */
@@ -54,34 +42,34 @@ static const struct { const char *name; unsigned caps; } kprof_source_caps[] = {
 /* Capabilities of a -t list, or -1 with kprof_err set. "all" is every source. */
 static int kprof_caps_of(const char *sources)
 {
-	char buf[256], *tok, *save = NULL;
-	int caps = 0;
+	char buf[256], names[128], *tok, *save = NULL;
+	unsigned caps = 0, named = 0;
 
+	lt_t_list(LT_T_ALL, ", ", names, sizeof(names));
 	if (!sources || !*sources || strlen(sources) >= sizeof(buf)) {
-		snprintf(kprof_err, sizeof(kprof_err), "-t needs a comma list of python, cuda, "
-			 "syscall, cpu, pysample or all");
+		snprintf(kprof_err, sizeof(kprof_err), "-t needs a comma list of %s or all", names);
 		return -1;
 	}
 	strcpy(buf, sources);
 	for (tok = strtok_r(buf, ",", &save); tok; tok = strtok_r(NULL, ",", &save)) {
-		size_t i;
+		unsigned bit = strcmp(tok, "all") ? lt_t_bit(tok) : LT_T_ALL;
 
-		for (i = 0; i < N_SOURCES; i++)
-			if (!strcmp(tok, "all") || !strcmp(tok, kprof_source_caps[i].name))
-				caps |= (int)kprof_source_caps[i].caps;
-		for (i = 0; strcmp(tok, "all") && i < N_SOURCES && strcmp(tok, kprof_source_caps[i].name); i++)
-			;
-		if (i == N_SOURCES) {
+		if (!bit) {
 			snprintf(kprof_err, sizeof(kprof_err), "unknown source \"%s\" in -t %s "
-				 "(expected python, cuda, syscall, cpu, pysample or all)", tok, sources);
+				 "(expected %s or all)", tok, sources, names);
 			return -1;
 		}
+		named |= bit;
 	}
-	if (!caps) {
+	if (!named) {
 		snprintf(kprof_err, sizeof(kprof_err), "-t %s names no source", sources);
 		return -1;
 	}
-	return caps;
+	/* the sources -t names, and proc, which always runs */
+	for (size_t i = 0; i < LT_N_SOURCES; i++)
+		if (!lt_t_names[i].bit || (named & lt_t_names[i].bit))
+			caps |= kprof_source_caps[i];
+	return (int)caps;
 }
 
 int kprof_sources_check(const char *sources)
@@ -226,7 +214,7 @@ static struct json_object *kprof_seccomp(const char *want, int caps)
 	struct json_object *sp = json_object_new_object();
 
 	if (!want)
-		want = (caps & C_SYS_ADMIN) ? "RuntimeDefault" : KPROF_SECCOMP_LOCALHOST;
+		want = (caps & LT_CAP(SYS_ADMIN)) ? "RuntimeDefault" : KPROF_SECCOMP_LOCALHOST;
 	if (!strcmp(want, "RuntimeDefault")) {
 		J_ADD(sp, "type", J_STR("RuntimeDefault"));
 	} else {

@@ -48,8 +48,9 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 	inputs[0] = in_path;
 	req.inputs = inputs;
 	req.n_inputs = 1;
-	req.json_out = out_path;
-	req.pftrace_out = pf_path;
+	if (conv_request_out(&req, out_path, err, sizeof(err)) ||
+	    conv_request_out(&req, pf_path, err, sizeof(err)))
+		abort(); /* one of each kind */
 	req.trace_budget = size & 1 ? 1 : UINT64_MAX; /* 1 byte: every foldable call folds */
 	req.overwrite = 1;
 	req.quiet = 1;

@@ -44,6 +44,21 @@ static void types_ok(void **st)
 	assert_int_equal(t, LT_T_PYSAMPLE);
 }
 
+/* The -t names come from LT_SOURCES in bit order; proc and gpu have none. */
+static void types_names(void **st)
+{
+	char buf[128];
+
+	(void)st;
+	assert_string_equal(lt_t_list(LT_T_ALL, ",", buf, sizeof(buf)), "python,cuda,syscall,cpu,pysample");
+	assert_string_equal(lt_t_list(LT_T_CPU | LT_T_GPU | LT_T_PYTHON, ", ", buf, sizeof(buf)), "python, cpu");
+	assert_string_equal(lt_t_list(LT_T_ALL, ",", buf, 10), "python,cu"); /* cut, terminated */
+	assert_int_equal(lt_t_bit("syscall"), LT_T_SYSCALL);
+	assert_int_equal(lt_t_bit("gpu"), 0);
+	assert_int_equal(lt_t_bit("proc"), 0);
+	assert_int_equal(LT_T_ALL & LT_T_GPU, 0);
+}
+
 static void types_bad(void **st)
 {
 	unsigned t;
@@ -52,7 +67,8 @@ static void types_bad(void **st)
 
 	(void)st;
 	assert_int_equal(lt_cli_parse_types("syscall,gpu", &t, &all, err, sizeof(err)), -1);
-	assert_non_null(strstr(err, "unknown profiling type 'gpu'"));
+	assert_string_equal(err, "unknown profiling type 'gpu' in -t syscall,gpu "
+				 "(expected python, cuda, syscall, cpu, pysample or all)");
 	assert_int_equal(lt_cli_parse_types(",", &t, &all, err, sizeof(err)), -1);
 	assert_int_equal(lt_cli_parse_types("", &t, &all, err, sizeof(err)), -1);
 }
@@ -280,6 +296,7 @@ int main(void)
 	const struct CMUnitTest tests[] = {
 		cmocka_unit_test(types_ok),
 		cmocka_unit_test(types_bad),
+		cmocka_unit_test(types_names),
 		cmocka_unit_test(seed_flags),
 		cmocka_unit_test(defaults_and_launch),
 		cmocka_unit_test(bad_values),

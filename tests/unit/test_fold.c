@@ -14,6 +14,7 @@
 #include <string.h>
 
 #include "converter/output/fold.h"
+#include "converter/output/trace_json.h"
 
 #define US 1000ull
 #define MS 1000000ull
@@ -93,7 +94,7 @@ static struct conv_sink *filter(struct rec **out, int plan)
 	r->sink.ctx = r;
 	r->sink.begin_host = rec_host;
 	r->sink.item = rec_item;
-	struct conv_sink *f = fold_new(&r->sink, rec_free, 1, &fold_model_json);
+	struct conv_sink *f = fold_new(&r->sink, rec_free, 1, &trace_json_model);
 
 	assert_non_null(f);
 	sz->n[conv_size_bucket(5 * US)] = 1000;
@@ -262,7 +263,7 @@ static void test_fold_plan(void **state)
 	sz->n[big] = 1000;
 	sz->runs_d[small + 1] = 1000;
 	sz->runs_d[big + 1] = 1000;
-	struct conv_sink *f = fold_new(&r->sink, rec_free, 200000000, &fold_model_json);
+	struct conv_sink *f = fold_new(&r->sink, rec_free, 200000000, &trace_json_model);
 
 	assert_int_equal(f->plan(f->ctx, sz), 0); /* ~130 MB fits 200 */
 	put(f, EV_PY_ENTER, 1, 0, 200, "x");
@@ -274,7 +275,7 @@ static void test_fold_plan(void **state)
 	assert_non_null(r);
 	r->sink.ctx = r;
 	r->sink.item = rec_item;
-	f = fold_new(&r->sink, rec_free, 10000000, &fold_model_json);
+	f = fold_new(&r->sink, rec_free, 10000000, &trace_json_model);
 	assert_int_equal(f->plan(f->ctx, sz), 0); /* the short ones fold, the 50 us stay */
 	put(f, EV_PY_ENTER, 1, 0, 300, "x");
 	put(f, EV_PY_ENTER, 1, 400, 300, "x");
