@@ -83,7 +83,8 @@ int lt_hmap_add_slow(struct lt_hmap *m, struct lt_hmap_pos *p, uint32_t val);
  * (nothing added) when memory runs out or the map holds max entries. */
 static inline int lt_hmap_add(struct lt_hmap *m, struct lt_hmap_pos *p, uint32_t val)
 {
-	if ((m->n + 1) * 2 > m->mask + 1 || !m->slot)
+	/* full to half (or no slots yet), or at max (max - 1 wraps when 0) */
+	if ((m->n + 1) * 2 > m->mask + 1 || m->n > m->max - 1u)
 		return lt_hmap_add_slow(m, p, val);
 	m->slot[p->i] = (struct lt_hmap_slot){ p->tag, val, m->gen };
 	m->n++;
