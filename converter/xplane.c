@@ -25,6 +25,7 @@
 #include "cudacorr.h"
 #include "evview.h"
 #include "pbwire.h"
+#include "common/grow.h"
 #include "common/hmap.h"
 #include "common/varint.h"
 
@@ -168,8 +169,6 @@ struct gpu_props {
 	uint32_t max_threads_per_sm, max_regs_per_sm, max_smem_per_sm;
 };
 
-#define NAME_CACHE 31
-
 enum { PLANE_UNWRITTEN, PLANE_OPEN, PLANE_WRITTEN };
 
 struct xplane_p {
@@ -186,10 +185,12 @@ struct xplane_p {
 	struct ptr_cache event_cache[PTR_CACHE], ref_cache[PTR_CACHE];
 	int state;                /* PLANE_* */
 	uint64_t len_at;          /* file offset of its length slot */
-	struct name_cache {       /* stat name literal -> id */
+	struct stat_name {        /* stat name literal -> id */
 		const char *name;
 		int64_t id;
-	} name_cache[NAME_CACHE];
+	} *stat_names;
+	size_t n_stat_names, cap_stat_names;
+	struct lt_hmap stat_name_ix; /* a literal's address -> stat_names index */
 	struct occ_memo {         /* the last kernel shape's occupancy (kernel_stats) */
 		uint64_t key;     /* threads, registers, shared memory; 0: none yet */
 		double pct;
@@ -301,6 +302,8 @@ static void plane_free(struct xplane_p *p)
 {
 	strmap_free(&p->events);
 	strmap_free(&p->stats);
+	free(p->stat_names);
+	lt_hmap_free(&p->stat_name_ix);
 	for (size_t i = 0; i < p->n_plane_stats; i++)
 		free(p->plane_str[i]);
 	free(p->plane_stats);
@@ -738,17 +741,25 @@ static int es_reserve(struct evstats *e, size_t more)
 
 /* One stat: header and metadata id, then the value's tag; the caller
  * appends vlen bytes of value. 0 when there is room, -1 otherwise. */
-/* Id of a stat name. Names are string literals: cached by address, so the
- * per-event cost is a compare, not a hash. */
+/* Id of a stat name. Names are string literals: found by address, so the
+ * per-event cost is a probe, not a string hash. (A direct-mapped cache by
+ * address missed every time for names whose addresses collided, which
+ * depends on how the program happens to be linked.) */
 static int64_t stat_name_id(struct xplane_p *p, const char *name)
 {
-	struct name_cache *c = &p->name_cache[((uintptr_t)name >> 3) % NAME_CACHE];
+	struct lt_hmap_pos pos = lt_hmap_probe(&p->stat_name_ix, lt_mix64((uintptr_t)name));
+	uint32_t i;
+	int64_t id;
 
-	if (c->name != name) {
-		c->id = strmap_id(&p->stats, name);
-		c->name = c->id ? name : NULL;
-	}
-	return c->id;
+	while (lt_hmap_next(&p->stat_name_ix, &pos, &i))
+		if (p->stat_names[i].name == name)
+			return p->stat_names[i].id;
+	id = strmap_id(&p->stats, name);
+	if (id && !lt_grow((void **)&p->stat_names, &p->cap_stat_names, p->n_stat_names + 1,
+			   sizeof(*p->stat_names), 32) &&
+	    !lt_hmap_add(&p->stat_name_ix, &pos, (uint32_t)p->n_stat_names))
+		p->stat_names[p->n_stat_names++] = (struct stat_name){ name, id };
+	return id;
 }
 
 static int es_head(struct evstats *e, const char *name, unsigned vtag, uint64_t vlen)
