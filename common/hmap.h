@@ -32,6 +32,9 @@
 #include <string.h>
 
 #define LT_HMAP_MAX (1u << 30) /* entries: 2^31 slots at most */
+/* The probe's steps and the hashes' pieces are inlined even where the
+ * compiler would not (tests/progs build with -fno-inline). */
+#define LT_HMAP_INLINE static inline __attribute__((always_inline))
 
 struct lt_hmap_slot {
 	uint32_t tag;  /* the hash's low 32 bits: the home slot is tag & mask */
@@ -52,7 +55,7 @@ struct lt_hmap_pos {
 	uint32_t i, tag;
 };
 
-static inline struct lt_hmap_pos lt_hmap_probe(const struct lt_hmap *m, uint64_t hash)
+LT_HMAP_INLINE struct lt_hmap_pos lt_hmap_probe(const struct lt_hmap *m, uint64_t hash)
 {
 	uint32_t tag = (uint32_t)hash;
 
@@ -61,7 +64,7 @@ static inline struct lt_hmap_pos lt_hmap_probe(const struct lt_hmap *m, uint64_t
 
 /* The next value whose slot has the probe's hash bits: 1 and *val, or 0
  * at the empty slot that ends the probe (where lt_hmap_add puts a key). */
-static inline int lt_hmap_next(const struct lt_hmap *m, struct lt_hmap_pos *p, uint32_t *val)
+LT_HMAP_INLINE int lt_hmap_next(const struct lt_hmap *m, struct lt_hmap_pos *p, uint32_t *val)
 {
 	if (!m->slot)
 		return 0;
@@ -81,7 +84,7 @@ int lt_hmap_add_slow(struct lt_hmap *m, struct lt_hmap_pos *p, uint32_t val);
 
 /* Add val where the probe p ended (lt_hmap_next returned 0). 0, or -1
  * (nothing added) when memory runs out or the map holds max entries. */
-static inline int lt_hmap_add(struct lt_hmap *m, struct lt_hmap_pos *p, uint32_t val)
+LT_HMAP_INLINE int lt_hmap_add(struct lt_hmap *m, struct lt_hmap_pos *p, uint32_t val)
 {
 	/* full to half (or no slots yet), or at max (max - 1 wraps when 0) */
 	if ((m->n + 1) * 2 > m->mask + 1 || m->n > m->max - 1u)
@@ -101,7 +104,7 @@ void lt_hmap_free(struct lt_hmap *m);
 
 /* An integer mixed (MurmurHash3's finalizer): a bijection, every output bit
  * depending on every input bit. */
-static inline uint64_t lt_mix64(uint64_t x)
+LT_HMAP_INLINE uint64_t lt_mix64(uint64_t x)
 {
 	x ^= x >> 33;
 	x *= 0xff51afd7ed558ccdull;
@@ -111,19 +114,19 @@ static inline uint64_t lt_mix64(uint64_t x)
 }
 
 /* Two integers, in order. */
-static inline uint64_t lt_hash_pair(uint64_t a, uint64_t b)
+LT_HMAP_INLINE uint64_t lt_hash_pair(uint64_t a, uint64_t b)
 {
 	return lt_mix64(a ^ lt_mix64(b + 0x9e3779b97f4a7c15ull));
 }
 
-static inline uint64_t lt_hash_mul(uint64_t a, uint64_t b)
+LT_HMAP_INLINE uint64_t lt_hash_mul(uint64_t a, uint64_t b)
 {
 	__uint128_t r = (__uint128_t)a * b;
 
 	return (uint64_t)r ^ (uint64_t)(r >> 64);
 }
 
-static inline uint64_t lt_hash_rd64(const unsigned char *p)
+LT_HMAP_INLINE uint64_t lt_hash_rd64(const unsigned char *p)
 {
 	uint64_t v;
 
@@ -131,7 +134,7 @@ static inline uint64_t lt_hash_rd64(const unsigned char *p)
 	return v;
 }
 
-static inline uint64_t lt_hash_rd32(const unsigned char *p)
+LT_HMAP_INLINE uint64_t lt_hash_rd32(const unsigned char *p)
 {
 	uint32_t v;
 
