@@ -313,11 +313,6 @@ static void code_release(struct pyh_code *c, int decref)
 	free((void *)c->file.ptr);
 }
 
-static const struct pyh_code *code_usable(const struct pyh_code *c)
-{
-	return c->func.ptr && c->file.ptr ? c : &unknown_code; /* out of memory: harmless */
-}
-
 static const struct pyh_code *cache_get(void *code)
 {
 	struct lt_hmap_pos p = lt_hmap_probe(&code_ix, lt_mix64((uintptr_t)code));
@@ -325,7 +320,7 @@ static const struct pyh_code *cache_get(void *code)
 
 	while (lt_hmap_next(&code_ix, &p, &i))
 		if (codes[i].code == code)
-			return code_usable(&codes[i]);
+			return &codes[i];
 	if (codes_n >= CACHE_MAX)
 		return &unknown_code;
 	if (codes_n == codes_cap) {
@@ -335,12 +330,13 @@ static const struct pyh_code *cache_get(void *code)
 	}
 	struct pyh_code *c = &codes[codes_n];
 	code_fill(c, code);
-	if (lt_hmap_add(&code_ix, &p, (uint32_t)codes_n)) {
+	/* out of memory: not kept, asked again on its next call */
+	if (!c->func.ptr || !c->file.ptr || lt_hmap_add(&code_ix, &p, (uint32_t)codes_n)) {
 		code_release(c, 1);
 		return &unknown_code;
 	}
 	codes_n++;
-	return code_usable(c);
+	return c;
 }
 
 /* Under the GIL: drop our references to code objects. */
