@@ -63,157 +63,87 @@ void cv_arena_free(struct cv_arena *a)
 }
 
 /* ---------------------------------------------------------------- hash map */
-static inline uint64_t mix64(uint64_t x)
+static inline int64_t map_find(const struct cv_map *m, struct lt_hmap_pos *p, uint64_t a,
+			       uint64_t b)
 {
-	x ^= x >> 33;
-	x *= 0xff51afd7ed558ccdULL;
-	x ^= x >> 33;
-	x *= 0xc4ceb9fe1a85ec53ULL;
-	x ^= x >> 33;
-	return x;
-}
+	uint32_t i;
 
-static inline size_t slot_of(const struct cv_map *m, uint64_t a, uint64_t b)
-{
-	return (size_t)(mix64(a ^ mix64(b + 0x9e3779b97f4a7c15ULL)) & (m->cap - 1));
+	*p = lt_hmap_probe(&m->ix, lt_hash_pair(a, b));
+	while (lt_hmap_next(&m->ix, p, &i))
+		if (m->ents[i].a == a && m->ents[i].b == b)
+			return i;
+	return -1;
 }
 
 uint64_t *cv_map_get(const struct cv_map *m, uint64_t a, uint64_t b)
 {
-	if (!m->cap)
-		return NULL;
-	for (size_t i = slot_of(m, a, b);; i = (i + 1) & (m->cap - 1)) {
-		struct cv_map_ent *e = &m->ents[i];
+	struct lt_hmap_pos p;
+	int64_t i = map_find(m, &p, a, b);
 
-		if (!e->used)
-			return NULL;
-		if (e->a == a && e->b == b)
-			return &e->val;
-	}
-}
-
-static int map_grow(struct cv_map *m)
-{
-	size_t ncap = m->cap ? m->cap * 2 : 64;
-	struct cv_map nm = { calloc(ncap, sizeof(struct cv_map_ent)), ncap, 0 };
-
-	if (!nm.ents)
-		return -1;
-	for (size_t i = 0; i < m->cap; i++) {
-		struct cv_map_ent *e = &m->ents[i];
-
-		if (!e->used)
-			continue;
-		size_t j = slot_of(&nm, e->a, e->b);
-
-		while (nm.ents[j].used)
-			j = (j + 1) & (ncap - 1);
-		nm.ents[j] = *e;
-		nm.n++;
-	}
-	free(m->ents);
-	*m = nm;
-	return 0;
+	return i < 0 ? NULL : &m->ents[i].val;
 }
 
 uint64_t *cv_map_put(struct cv_map *m, uint64_t a, uint64_t b, int *is_new)
 {
-	if ((m->n + 1) * 4 > m->cap * 3 && map_grow(m)) /* at most 3/4 full */
-		return NULL;
-	for (size_t i = slot_of(m, a, b);; i = (i + 1) & (m->cap - 1)) {
-		struct cv_map_ent *e = &m->ents[i];
+	struct lt_hmap_pos p;
+	int64_t i = map_find(m, &p, a, b);
 
-		if (!e->used) {
-			e->used = 1;
-			e->a = a;
-			e->b = b;
-			e->val = 0;
-			m->n++;
-			if (is_new)
-				*is_new = 1;
-			return &e->val;
-		}
-		if (e->a == a && e->b == b) {
-			if (is_new)
-				*is_new = 0;
-			return &e->val;
-		}
-	}
+	if (is_new)
+		*is_new = i < 0;
+	if (i >= 0)
+		return &m->ents[i].val;
+	if (lt_grow((void **)&m->ents, &m->cap, m->n + 1, sizeof(*m->ents), 16) ||
+	    lt_hmap_add(&m->ix, &p, (uint32_t)m->n))
+		return NULL;
+	m->ents[m->n] = (struct cv_map_ent){ a, b, 0 };
+	return &m->ents[m->n++].val;
 }
 
 void cv_map_free(struct cv_map *m)
 {
+	lt_hmap_free(&m->ix);
 	free(m->ents);
 	m->ents = NULL;
-	m->cap = m->n = 0;
+	m->n = m->cap = 0;
 }
 
 /* -------------------------------------------------------- string interning */
-uint64_t cv_hash_bytes(const void *p, size_t len)
-{
-	/* FNV-1a over 8-byte words, finished with a strong mixer. */
-	const unsigned char *s = p;
-	uint64_t h = 0xcbf29ce484222325ULL ^ len;
-	size_t i = 0;
-
-	for (; i + 8 <= len; i += 8) {
-		uint64_t w;
-
-		memcpy(&w, s + i, 8);
-		h = (h ^ w) * 0x100000001b3ULL;
-		h ^= h >> 29;
-	}
-	for (; i < len; i++)
-		h = (h ^ s[i]) * 0x100000001b3ULL;
-	return mix64(h);
-}
-
 int64_t cv_strtab_intern(struct cv_strtab *t, const char *s, size_t len)
 {
-	uint64_t h = cv_hash_bytes(s, len);
+	struct lt_hmap_pos p = lt_hmap_probe(&t->ix, lt_hash_bytes(s, len));
+	uint32_t i;
 
-	/* Equal hashes of different strings chain on the second key. */
-	for (uint64_t k = 0;; k++) {
-		int is_new;
-		uint64_t *v = cv_map_put(&t->map, h, (uint64_t)len | (k << 32), &is_new);
+	while (lt_hmap_next(&t->ix, &p, &i))
+		if (t->lens[i] == len && memcmp(t->strs[i], s, len) == 0)
+			return i;
+	if (len > UINT32_MAX)
+		return -1;
+	if (t->n == t->cap) {
+		size_t nc = t->cap ? t->cap * 2 : 256;
+		const char **ns = realloc(t->strs, nc * sizeof(*ns));
 
-		if (!v)
+		if (!ns)
 			return -1;
-		if (!is_new) {
-			uint32_t idx = (uint32_t)(*v - 1);
+		t->strs = ns;
+		uint32_t *nl = realloc(t->lens, nc * sizeof(*nl));
 
-			if (t->lens[idx] == len && memcmp(t->strs[idx], s, len) == 0)
-				return idx;
-			continue;
-		}
-		if (t->n == t->cap) {
-			size_t nc = t->cap ? t->cap * 2 : 256;
-			const char **ns = realloc(t->strs, nc * sizeof(*ns));
-
-			if (!ns)
-				return -1;
-			t->strs = ns;
-			uint32_t *nl = realloc(t->lens, nc * sizeof(*nl));
-
-			if (!nl)
-				return -1;
-			t->lens = nl;
-			t->cap = nc;
-		}
-		char *copy = cv_arena_strndup(&t->arena, s, len);
-
-		if (!copy)
+		if (!nl)
 			return -1;
-		t->strs[t->n] = copy;
-		t->lens[t->n] = (uint32_t)len;
-		*v = ++t->n;
-		return (int64_t)(t->n - 1);
+		t->lens = nl;
+		t->cap = nc;
 	}
+	char *copy = cv_arena_strndup(&t->arena, s, len);
+
+	if (!copy || lt_hmap_add(&t->ix, &p, (uint32_t)t->n))
+		return -1;
+	t->strs[t->n] = copy;
+	t->lens[t->n] = (uint32_t)len;
+	return (int64_t)t->n++;
 }
 
 void cv_strtab_free(struct cv_strtab *t)
 {
-	cv_map_free(&t->map);
+	lt_hmap_free(&t->ix);
 	cv_arena_free(&t->arena);
 	free(t->strs);
 	free(t->lens);

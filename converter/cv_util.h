@@ -1,12 +1,14 @@
 /* SPDX-License-Identifier: Apache-2.0 */
 /*
  * Small containers for the converter: a bump arena for strings that live as
- * long as the conversion, a hash map from a pair of u64 keys to a u64 value,
- * and a string interning table. All allocation failures are reported as
+ * long as the conversion, a map from a pair of u64 keys to a u64 value and a
+ * string interning table (both on common/hmap.h). All allocation failures are reported as
  * values (NULL / -1), never aborts.
  */
 #ifndef LLMT_CV_UTIL_H
 #define LLMT_CV_UTIL_H
+
+#include "../common/hmap.h"
 
 #include <stddef.h>
 #include <stdint.h>
@@ -22,24 +24,27 @@ char *cv_arena_strndup(struct cv_arena *a, const char *s, size_t len);
 void cv_arena_free(struct cv_arena *a);
 
 /* ---------------------------------------------------------------- hash map */
+/* Entries in the order they were added (iterate ents[0..n)), found by an
+ * lt_hmap of (a, b)'s hash. */
 struct cv_map_ent {
 	uint64_t a, b;
 	uint64_t val;
-	uint8_t used;
 };
 struct cv_map {
+	struct lt_hmap ix;       /* lt_hash_pair(a, b) -> ents index */
 	struct cv_map_ent *ents;
-	size_t cap, n; /* cap is a power of two */
+	size_t n, cap;
 };
 /* Find (a, b); NULL if absent. */
 uint64_t *cv_map_get(const struct cv_map *m, uint64_t a, uint64_t b);
-/* Find or insert (value 0 when new, *is_new set). NULL on ENOMEM. */
+/* Find or insert (value 0 when new, *is_new set). NULL on ENOMEM. The
+ * pointer holds until the next insert. */
 uint64_t *cv_map_put(struct cv_map *m, uint64_t a, uint64_t b, int *is_new);
 void cv_map_free(struct cv_map *m);
 
 /* -------------------------------------------------------- string interning */
 struct cv_strtab {
-	struct cv_map map;      /* (hash, len) -> index + 1 (chained by probing) */
+	struct lt_hmap ix;      /* lt_hash_bytes of a string -> its index */
 	struct cv_arena arena;
 	const char **strs;      /* index -> NUL-terminated copy */
 	uint32_t *lens;
@@ -52,8 +57,6 @@ static inline const char *cv_strtab_get(const struct cv_strtab *t, uint32_t idx)
 	return idx < t->n ? t->strs[idx] : "";
 }
 void cv_strtab_free(struct cv_strtab *t);
-
-uint64_t cv_hash_bytes(const void *p, size_t len);
 
 /* --------------------------------------------------------- growable buffer */
 struct cv_buf {

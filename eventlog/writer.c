@@ -380,8 +380,8 @@ static struct evlog_writer *evw_new(const struct evlog_writer_opts *opts)
 	w->fd = -1;
 	evw_set_opts(w, opts);
 	w->cctx = ZSTD_createCCtx();
-	if (!w->cctx || evt_init(&w->strs, 1024) || evt_init(&w->stacks, 256) ||
-	    evt_init(&w->pystacks, 256)) {
+	if (!w->cctx || evt_init(&w->strs, 512) || evt_init(&w->stacks, 128) ||
+	    evt_init(&w->pystacks, 128)) {
 		evw_free(w);
 		return NULL;
 	}
@@ -660,11 +660,12 @@ static inline void evw_put(struct evlog_writer *w, unsigned k, uint64_t v)
 static void evw_str(struct evlog_writer *w, unsigned k, struct evlog_str s, uint32_t hash,
 		    uint32_t *id_out)
 {
-	struct evt_slot *sl = evt_find_str(&w->strs, hash, s.ptr, s.len, w->cb[EVC_STRDEF]);
-	if (sl->gen == w->strs.gen) {
+	struct lt_hmap_pos pos;
+	int64_t known = evt_find_str(&w->strs, &pos, hash, s.ptr, s.len, w->cb[EVC_STRDEF]);
+	if (known >= 0) {
 		if (id_out)
-			*id_out = sl->id;
-		evw_put(w, k, sl->id);
+			*id_out = (uint32_t)known;
+		evw_put(w, k, (uint64_t)known);
 		return;
 	}
 	uint32_t id = w->strs.next++;
@@ -676,7 +677,7 @@ static void evw_str(struct evlog_writer *w, unsigned k, struct evlog_str s, uint
 	w->cp[EVC_STRDEF] += s.len;
 	w->raw_len += s.len;
 	/* A failed insert only costs compression: the string is re-sent. */
-	evt_insert(&w->strs, sl, hash, id, off, s.len, 0);
+	evt_insert(&w->strs, &pos, id, off, s.len, 0);
 	if (id_out)
 		*id_out = id;
 }
@@ -706,10 +707,11 @@ static void evw_stack(struct evlog_writer *w, unsigned k, const struct evlog_sta
 {
 	uint32_t n = st->n_kernel + st->n_user;
 	uint32_t hash = evt_hash(st->ips, (size_t)n * 8) ^ (st->n_kernel * 0x9e3779b1u);
-	struct evt_slot *sl = evt_find_u64(&w->stacks, hash, st->ips, st->n_kernel, st->n_user,
-					   w->frames);
-	if (sl->gen == w->stacks.gen) {
-		evw_put(w, k, sl->id);
+	struct lt_hmap_pos pos;
+	int64_t known = evt_find_u64(&w->stacks, &pos, hash, st->ips, st->n_kernel, st->n_user,
+				     w->frames);
+	if (known >= 0) {
+		evw_put(w, k, (uint64_t)known);
 		return;
 	}
 	uint32_t id = w->stacks.next++;
@@ -725,7 +727,7 @@ static void evw_stack(struct evlog_writer *w, unsigned k, const struct evlog_sta
 	if (evw_grow((void **)&w->frames, &w->frames_cap, w->frames_len + n, 8) == 0) {
 		if (n)
 			memcpy(w->frames + w->frames_len, st->ips, (size_t)n * 8);
-		if (evt_insert(&w->stacks, sl, hash, id, (uint32_t)w->frames_len,
+		if (evt_insert(&w->stacks, &pos, id, (uint32_t)w->frames_len,
 			       st->n_kernel, st->n_user) == 0)
 			w->frames_len += n;
 	}
@@ -740,20 +742,22 @@ static void evw_pystack(struct evlog_writer *w, unsigned k, const struct evlog_p
 	for (uint32_t i = 0; i < st->n; i++) {
 		const struct evlog_str *f = &st->frames[i];
 		hashes[i] = evw_hash(f);
-		struct evt_slot *sl = known ? evt_find_str(&w->strs, hashes[i], f->ptr, f->len,
-							   w->cb[EVC_STRDEF]) : NULL;
-		if (!sl || sl->gen != w->strs.gen)
+		struct lt_hmap_pos spos;
+		int64_t id = known ? evt_find_str(&w->strs, &spos, hashes[i], f->ptr, f->len,
+						  w->cb[EVC_STRDEF]) : -1;
+		if (id < 0)
 			known = 0;
 		else
-			ids[i] = sl->id;
+			ids[i] = (uint32_t)id;
 	}
 	uint32_t hash = 0x51ed270bu ^ st->n;
-	struct evt_slot *sl = NULL;
+	struct lt_hmap_pos pos;
+	int64_t found = -1;
 	if (known) {
 		hash ^= evt_hash(ids, (size_t)st->n * 4);
-		sl = evt_find_u32(&w->pystacks, hash, ids, st->n, w->pyids);
-		if (sl->gen == w->pystacks.gen) {
-			evw_put(w, k, sl->id);
+		found = evt_find_u32(&w->pystacks, &pos, hash, ids, st->n, w->pyids);
+		if (found >= 0) {
+			evw_put(w, k, (uint64_t)found);
 			return;
 		}
 	}
@@ -765,13 +769,12 @@ static void evw_pystack(struct evlog_writer *w, unsigned k, const struct evlog_p
 		evw_str(w, EVC_PYDEF, st->frames[i], hashes[i], &ids[i]);
 	if (!known) {
 		hash ^= evt_hash(ids, (size_t)st->n * 4);
-		sl = evt_find_u32(&w->pystacks, hash, ids, st->n, w->pyids);
+		found = evt_find_u32(&w->pystacks, &pos, hash, ids, st->n, w->pyids);
 	}
-	if (sl->gen != w->pystacks.gen &&
-	    evw_grow((void **)&w->pyids, &w->pyids_cap, w->pyids_len + st->n, 4) == 0) {
+	if (found < 0 && evw_grow((void **)&w->pyids, &w->pyids_cap, w->pyids_len + st->n, 4) == 0) {
 		if (st->n)
 			memcpy(w->pyids + w->pyids_len, ids, (size_t)st->n * 4);
-		if (evt_insert(&w->pystacks, sl, hash, id, (uint32_t)w->pyids_len, st->n, 0) == 0)
+		if (evt_insert(&w->pystacks, &pos, id, (uint32_t)w->pyids_len, st->n, 0) == 0)
 			w->pyids_len += st->n;
 	}
 }

@@ -31,6 +31,8 @@
 #include "inject.h"
 #include "pyhook.h"
 #include "eventlog/eventlog.h"
+#include "common/grow.h"
+#include "common/hmap.h"
 
 #include <dirent.h>
 #include <dlfcn.h>
@@ -103,15 +105,16 @@ struct pyh_methoddef {
 
 /* One code object seen: its names, interned for the hot path. */
 struct pyh_code {
-	void *code;                /* holds a reference; NULL = free slot */
+	void *code;                /* holds a reference */
 	struct evlog_str func, file;
 	uint32_t line;
 };
 
 #define CACHE_MAX (1u << 20)
 
-static struct pyh_code *tab;
-static size_t tab_cap, tab_n;
+static struct pyh_code *codes;   /* in the order seen; the ring points into it */
+static size_t codes_n, codes_cap;
+static struct lt_hmap code_ix;   /* code object address -> codes index */
 static struct pyh_code unknown_code = { NULL, { .ptr = "?", .len = 1 }, { .ptr = "", .len = 0 }, 0 };
 
 struct pyh_tls {
@@ -241,31 +244,6 @@ static int resolve(char *msg, size_t msgsz)
 
 /* ------------------------------------------------------------ code cache */
 
-static size_t hash_ptr(const void *p, size_t cap)
-{
-	return (size_t)(((uintptr_t)p >> 4) * 0x9E3779B97F4A7C15ull >> 20) & (cap - 1);
-}
-
-static int cache_grow(void)
-{
-	size_t ncap = tab_cap ? tab_cap * 2 : 4096;
-	struct pyh_code *nt = calloc(ncap, sizeof(*nt));
-	if (!nt)
-		return -1;
-	for (size_t i = 0; i < tab_cap; i++) {
-		if (!tab[i].code)
-			continue;
-		size_t j = hash_ptr(tab[i].code, ncap);
-		while (nt[j].code)
-			j = (j + 1) & (ncap - 1);
-		nt[j] = tab[i];
-	}
-	free(tab);
-	tab = nt;
-	tab_cap = ncap;
-	return 0;
-}
-
 /* A str attribute of `code` as a malloc'd evlog_str ("?" on failure). */
 static struct evlog_str code_str(void *code, const char *attr, const char *alt)
 {
@@ -326,47 +304,50 @@ static void code_fill(struct pyh_code *c, void *code)
 
 static void ring_drain(void);
 
-static struct pyh_code *cache_get(void *code)
+/* Under the GIL: our reference to c's code object, and its names, dropped. */
+static void code_release(struct pyh_code *c, int decref)
 {
-	if (tab_cap) {
-		for (size_t i = hash_ptr(code, tab_cap);; i = (i + 1) & (tab_cap - 1)) {
-			if (tab[i].code == code)
-				return &tab[i];
-			if (!tab[i].code)
-				break;
-		}
-	}
-	if (tab_n >= CACHE_MAX)
+	if (decref)
+		api.Py_DecRef(c->code);
+	free((void *)c->func.ptr);
+	free((void *)c->file.ptr);
+}
+
+static const struct pyh_code *cache_get(void *code)
+{
+	struct lt_hmap_pos p = lt_hmap_probe(&code_ix, lt_mix64((uintptr_t)code));
+	uint32_t i;
+
+	while (lt_hmap_next(&code_ix, &p, &i))
+		if (codes[i].code == code)
+			return &codes[i];
+	if (codes_n >= CACHE_MAX)
 		return &unknown_code;
-	if ((tab_n + 1) * 2 > tab_cap) {
-		ring_drain(); /* the ring points into the table */
-		if (cache_grow())
+	if (codes_n == codes_cap) {
+		ring_drain(); /* the ring points into the array */
+		if (lt_grow((void **)&codes, &codes_cap, codes_n + 1, sizeof(*codes), 4096))
 			return &unknown_code;
 	}
-	size_t i = hash_ptr(code, tab_cap);
-	while (tab[i].code)
-		i = (i + 1) & (tab_cap - 1);
-	code_fill(&tab[i], code);
-	if (!tab[i].func.ptr || !tab[i].file.ptr)
-		return &unknown_code; /* out of memory: slot stays taken, harmless */
-	tab_n++;
-	return &tab[i];
+	struct pyh_code *c = &codes[codes_n];
+	code_fill(c, code);
+	/* out of memory: not kept, asked again on its next call */
+	if (!c->func.ptr || !c->file.ptr || lt_hmap_add(&code_ix, &p, (uint32_t)codes_n)) {
+		code_release(c, 1);
+		return &unknown_code;
+	}
+	codes_n++;
+	return c;
 }
 
 /* Under the GIL: drop our references to code objects. */
 static void cache_free(int decref)
 {
-	for (size_t i = 0; i < tab_cap; i++) {
-		if (!tab[i].code)
-			continue;
-		if (decref)
-			api.Py_DecRef(tab[i].code);
-		free((void *)tab[i].func.ptr);
-		free((void *)tab[i].file.ptr);
-	}
-	free(tab);
-	tab = NULL;
-	tab_cap = tab_n = 0;
+	for (size_t i = 0; i < codes_n; i++)
+		code_release(&codes[i], decref);
+	free(codes);
+	codes = NULL;
+	codes_n = codes_cap = 0;
+	lt_hmap_free(&code_ix);
 }
 
 /* ------------------------------------------------------------ the event ring

@@ -23,6 +23,8 @@
 #include <bpf/libbpf.h>
 
 #include "collector/session/session.h"
+#include "common/grow.h"
+#include "common/hmap.h"
 #include "cpu_perf.h"
 #include "collector/target/symbolize.h"
 #include "collector/target/unwind.h"
@@ -38,8 +40,9 @@ struct cpu_state {
 	uint64_t samples, symbols, note_errors;
 	uint64_t leaf_only;        /* samples the CFI gave nothing for: their pc only */
 	uint64_t record_bytes;     /* ring-buffer bytes of all samples */
-	struct py_name *py;        /* Python frames' names (open addressing) */
+	struct py_name *py;        /* Python frames' names, in the order named */
 	size_t n_py, cap_py;
+	struct lt_hmap py_ix;      /* (pid, tagged address) -> py index */
 	uint64_t py_merged;        /* samples with Python frames merged in */
 };
 
@@ -55,7 +58,7 @@ struct cpu_state {
 struct py_name {
 	int pid;
 	int emitted;
-	uint64_t addr;             /* tagged; 0: empty slot */
+	uint64_t addr;             /* tagged */
 	char *name;
 };
 
@@ -155,42 +158,6 @@ static void note_frame(struct lt_session *s, struct cpu_state *st, int pid, uint
 
 /* ------------------------------------------- Python frames, merged in */
 
-static uint64_t py_hash(int pid, uint64_t addr)
-{
-	return (addr >> 4 ^ (uint64_t)(uint32_t)pid << 40) * 0x9e3779b97f4a7c15ull;
-}
-
-static struct py_name *py_find(struct cpu_state *st, int pid, uint64_t addr)
-{
-	size_t h = py_hash(pid, addr) >> 20;
-
-	for (;; h++) {
-		struct py_name *e = &st->py[h & (st->cap_py - 1)];
-
-		if (!e->addr || (e->addr == addr && e->pid == pid))
-			return e;
-	}
-}
-
-static int py_grow(struct cpu_state *st)
-{
-	struct py_name *old = st->py;
-	size_t old_cap = st->cap_py;
-
-	st->cap_py = old_cap ? old_cap * 2 : 1024;
-	st->py = calloc(st->cap_py, sizeof(*st->py));
-	if (!st->py) {
-		st->py = old;
-		st->cap_py = old_cap;
-		return -1;
-	}
-	for (size_t i = 0; i < old_cap; i++)
-		if (old[i].addr)
-			*py_find(st, old[i].pid, old[i].addr) = old[i];
-	free(old);
-	return 0;
-}
-
 static int py_emit(struct lt_session *s, struct py_name *e)
 {
 	struct lt_sym_info in = { .name = e->name, .module = "[python]", .offset = 0 };
@@ -210,19 +177,24 @@ static uint64_t py_addr(uint64_t code, uint64_t qual)
 static int py_note(struct lt_session *s, struct cpu_state *st, int pid, uint64_t code, uint64_t qual)
 {
 	uint64_t addr = py_addr(code, qual);
+	struct lt_hmap_pos p = lt_hmap_probe(&st->py_ix, lt_hash_pair((uint32_t)pid, addr));
 	struct py_name *e;
 	const char *name;
+	uint32_t i;
 
-	if (2 * (st->n_py + 1) > st->cap_py && (st->n_py >= LT_CPU_PY_NAMES_MAX || py_grow(st)))
+	while (lt_hmap_next(&st->py_ix, &p, &i))
+		if (st->py[i].addr == addr && st->py[i].pid == pid)
+			return 0;
+	if (st->n_py >= LT_CPU_PY_NAMES_MAX ||
+	    lt_grow((void **)&st->py, &st->cap_py, st->n_py + 1, sizeof(*st->py), 1024))
 		return -1;
-	e = py_find(st, pid, addr);
-	if (e->addr)
-		return 0;
 	name = s->py_code_name(s->py_code_arg, pid, code, qual);
-	if (!name || !(e->name = strdup(name)))
+	e = &st->py[st->n_py];
+	*e = (struct py_name){ .pid = pid, .addr = addr, .name = name ? strdup(name) : NULL };
+	if (!e->name || lt_hmap_add(&st->py_ix, &p, (uint32_t)st->n_py)) {
+		free(e->name);
 		return -1;
-	e->pid = pid;
-	e->addr = addr;
+	}
 	st->n_py++;
 	if (st->finished && !py_emit(s, e))
 		st->symbols++;
@@ -439,8 +411,8 @@ static int cpu_finish(struct lt_session *s, void *state)
 
 	/* cpu_quiesce stopped the sampling */
 	r = lt_sym_foreach(st->sym, emit_symbol, s);
-	for (size_t k = 0; !r && k < st->cap_py; k++)
-		if (st->py[k].addr && !st->py[k].emitted) {
+	for (size_t k = 0; !r && k < st->n_py; k++)
+		if (!st->py[k].emitted) {
 			r = py_emit(s, &st->py[k]);
 			st->symbols++;
 		}
@@ -491,9 +463,10 @@ static void cpu_stop(struct lt_session *s, void *state)
 	cpusample_bpf__destroy(st->skel);
 	lt_unwind_free(st->unwind);
 	lt_sym_free(st->sym);
-	for (size_t k = 0; k < st->cap_py; k++)
+	for (size_t k = 0; k < st->n_py; k++)
 		free(st->py[k].name);
 	free(st->py);
+	lt_hmap_free(&st->py_ix);
 	lt_cpu_perf_free(&st->perf);
 	free(st);
 }

@@ -27,6 +27,7 @@
 #include <bpf/libbpf.h>
 
 #include "common/grow.h"
+#include "common/hmap.h"
 #include "collector/session/session.h"
 #include "cpu_perf.h"
 #include "pyoffsets.h"
@@ -36,7 +37,7 @@
 #define PYS_STR_MAX 256          /* characters kept of a name or file */
 
 struct pys_code {
-	uint64_t addr;               /* 0: empty slot */
+	uint64_t addr;
 	uint64_t qual;               /* co_qualname pointer when named for the
 				      * cpu sampler (0: not known) */
 	char *text;                  /* "qualname (file:line)" */
@@ -49,8 +50,9 @@ struct pys_proc {
 	int explained;               /* said why it cannot be sampled */
 	uint64_t maps_key;           /* mappings when last looked at */
 	struct lt_pyinterp in;
-	struct pys_code *codes;      /* open addressing, power-of-two size */
+	struct pys_code *codes;      /* in the order read */
 	size_t n_codes, cap_codes;
+	struct lt_hmap code_ix;      /* addr -> codes index */
 };
 
 struct pys_state {
@@ -87,11 +89,12 @@ static struct pys_proc *pys_slot(struct pys_state *st, int pid)
 
 static void pys_codes_clear(struct pys_proc *p)
 {
-	for (size_t i = 0; i < p->cap_codes; i++)
+	for (size_t i = 0; i < p->n_codes; i++)
 		free(p->codes[i].text);
 	free(p->codes);
 	p->codes = NULL;
 	p->n_codes = p->cap_codes = 0;
+	lt_hmap_free(&p->code_ix);
 }
 
 /* Look at pid's interpreter (again: `force` after an exec or when added). */
@@ -225,52 +228,35 @@ static char *pys_describe(struct pys_state *st, struct pys_proc *p, uint64_t add
 	return asprintf(&out, "%s (%s:%d)", name, file, line) < 0 ? NULL : out;
 }
 
-static int pys_codes_grow(struct pys_proc *p)
-{
-	size_t cap = p->cap_codes ? p->cap_codes * 2 : 256;
-	struct pys_code *n = calloc(cap, sizeof(*n));
-
-	if (!n)
-		return -1;
-	for (size_t i = 0; i < p->cap_codes; i++) {
-		size_t h;
-
-		if (!p->codes[i].addr)
-			continue;
-		for (h = (p->codes[i].addr >> 4) * 0x9e3779b97f4a7c15ull >> 7; n[h & (cap - 1)].addr; h++)
-			;
-		n[h & (cap - 1)] = p->codes[i];
-	}
-	free(p->codes);
-	p->codes = n;
-	p->cap_codes = cap;
-	return 0;
-}
-
 /* The name of the code object at addr, read once. With qual (its
  * co_qualname pointer as sampled, 0: not known) a name cached for another
  * object made at the same address is read again. */
 static const struct pys_code *pys_code(struct pys_state *st, struct pys_proc *p, uint64_t addr,
 				       uint64_t qual)
 {
-	struct pys_code *c;
+	struct lt_hmap_pos pos = lt_hmap_probe(&p->code_ix, lt_mix64(addr));
+	struct pys_code *c = NULL;
 	char *text;
-	size_t h;
+	uint32_t i;
 
-	if (2 * (p->n_codes + 1) > p->cap_codes && pys_codes_grow(p))
+	while (!c && lt_hmap_next(&p->code_ix, &pos, &i))
+		if (p->codes[i].addr == addr) {
+			c = &p->codes[i];
+			if (!qual || c->qual == qual)
+				return c;
+		}
+	if (!c && lt_grow((void **)&p->codes, &p->cap_codes, p->n_codes + 1, sizeof(*c), 256))
 		return NULL;
-	for (h = (addr >> 4) * 0x9e3779b97f4a7c15ull >> 7;; h++) {
-		c = &p->codes[h & (p->cap_codes - 1)];
-		if (c->addr == addr && (!qual || c->qual == qual))
-			return c;
-		if (c->addr == addr || !c->addr)
-			break;
-	}
 	text = pys_describe(st, p, addr);
 	if (!text)
 		return NULL;
-	if (!c->addr) {
-		p->n_codes++;
+	if (!c) {
+		if (lt_hmap_add(&p->code_ix, &pos, (uint32_t)p->n_codes)) {
+			free(text);
+			return NULL;
+		}
+		c = &p->codes[p->n_codes++];
+		c->text = NULL;
 		st->codes++;
 	}
 	free(c->text);

@@ -9,6 +9,7 @@
 #include "sym_table.h"
 #include "debuginfod.h"
 #include "collector/injection/injector.h"
+#include "common/hmap.h"
 
 #include <dlfcn.h>
 #include <errno.h>
@@ -75,26 +76,20 @@ struct sym_addr {
 	uint64_t addr, rel;    /* rel: file offset (AK_FILE) or mapping offset (AK_ANON) */
 };
 
-/* Open-addressing hash of indices; the owner compares keys. */
-struct idx_hash {
-	uint32_t *slot;        /* index + 1; 0 = empty */
-	size_t cap, n;
-};
-
 struct lt_sym {
 	char **debug_roots;
 	char *kallsyms_path, *proc_root;
 	struct sym_obj *objs;
 	size_t n_objs, cap_objs;
-	struct idx_hash obj_h;
+	struct lt_hmap obj_h;  /* (dev, ino) -> objs index */
 	struct sym_tab *tabs;
 	size_t n_tabs;
 	struct sym_proc *procs;
 	size_t n_procs, cap_procs;
-	struct idx_hash proc_h;
+	struct lt_hmap proc_h; /* pid -> procs index */
 	struct sym_addr *addrs;
 	size_t n_addrs, cap_addrs;
-	struct idx_hash addr_h;
+	struct lt_hmap addr_h; /* (pid, addr) -> addrs index */
 	char **anon_names;
 	size_t n_anon;
 	struct sym_table *kernel;
@@ -119,15 +114,6 @@ static uint64_t now_ns(void)
 	return (uint64_t)ts.tv_sec * 1000000000ull + (uint64_t)ts.tv_nsec;
 }
 
-static uint64_t mix64(uint64_t x)
-{
-	x ^= x >> 33;
-	x *= 0xff51afd7ed558ccdull;
-	x ^= x >> 33;
-	x *= 0xc4ceb9fe1a85ec53ull;
-	return x ^ (x >> 33);
-}
-
 static int grow(void **p, size_t *cap, size_t need, size_t elem)
 {
 	size_t c = *cap ? *cap : 16;
@@ -142,55 +128,6 @@ static int grow(void **p, size_t *cap, size_t need, size_t elem)
 		return -ENOMEM;
 	*p = q;
 	*cap = c;
-	return 0;
-}
-
-/* Find key's slot: returns the slot position; *idx = stored index or -1. */
-typedef int (*idx_eq)(const struct lt_sym *s, uint32_t idx, const void *key);
-
-static size_t hash_find(const struct lt_sym *s, const struct idx_hash *h, uint64_t hv,
-			idx_eq eq, const void *key, long *idx)
-{
-	size_t pos = hv & (h->cap - 1);
-
-	*idx = -1;
-	while (h->slot[pos]) {
-		if (eq(s, h->slot[pos] - 1, key)) {
-			*idx = (long)h->slot[pos] - 1;
-			break;
-		}
-		pos = (pos + 1) & (h->cap - 1);
-	}
-	return pos;
-}
-
-/* Make room for one more entry (rehash using each entry's hash). */
-typedef uint64_t (*idx_hv)(const struct lt_sym *s, uint32_t idx);
-
-static int hash_reserve(const struct lt_sym *s, struct idx_hash *h, idx_hv hv)
-{
-	struct idx_hash n;
-	size_t i;
-
-	if ((h->n + 1) * 2 <= h->cap)
-		return 0;
-	n.cap = h->cap ? h->cap * 2 : 256;
-	n.n = h->n;
-	n.slot = calloc(n.cap, sizeof(*n.slot));
-	if (!n.slot)
-		return -ENOMEM;
-	for (i = 0; i < h->cap; i++) {
-		size_t pos;
-
-		if (!h->slot[i])
-			continue;
-		pos = hv(s, h->slot[i] - 1) & (n.cap - 1);
-		while (n.slot[pos])
-			pos = (pos + 1) & (n.cap - 1);
-		n.slot[pos] = h->slot[i];
-	}
-	free(h->slot);
-	*h = n;
 	return 0;
 }
 
@@ -246,7 +183,7 @@ void lt_sym_free(struct lt_sym *s)
 			close(s->objs[i].fd);
 	}
 	free(s->objs);
-	free(s->obj_h.slot);
+	lt_hmap_free(&s->obj_h);
 	for (i = 0; i < s->n_tabs; i++)
 		sym_table_free(s->tabs[i].t);
 	free(s->tabs);
@@ -257,9 +194,9 @@ void lt_sym_free(struct lt_sym *s)
 		sym_table_free(s->procs[i].perfmap);
 	}
 	free(s->procs);
-	free(s->proc_h.slot);
+	lt_hmap_free(&s->proc_h);
 	free(s->addrs);
-	free(s->addr_h.slot);
+	lt_hmap_free(&s->addr_h);
 	for (i = 0; i < s->n_anon; i++)
 		free(s->anon_names[i]);
 	free(s->anon_names);
@@ -271,25 +208,16 @@ void lt_sym_free(struct lt_sym *s)
 
 /* -------------------------------------------------------------- objects */
 
-struct obj_key { uint64_t dev, ino; };
-
-static uint64_t obj_hv_key(const struct obj_key *k)
+/* The objs index of (dev, ino), or -1 with *p where it goes. */
+static long obj_find(const struct lt_sym *s, struct lt_hmap_pos *p, uint64_t dev, uint64_t ino)
 {
-	return mix64(k->dev * 0x9e3779b97f4a7c15ull ^ k->ino);
-}
+	uint32_t i;
 
-static uint64_t obj_hv(const struct lt_sym *s, uint32_t i)
-{
-	struct obj_key k = { s->objs[i].dev, s->objs[i].ino };
-
-	return obj_hv_key(&k);
-}
-
-static int obj_eq(const struct lt_sym *s, uint32_t i, const void *key)
-{
-	const struct obj_key *k = key;
-
-	return s->objs[i].dev == k->dev && s->objs[i].ino == k->ino;
+	*p = lt_hmap_probe(&s->obj_h, lt_hash_pair(dev, ino));
+	while (lt_hmap_next(&s->obj_h, p, &i))
+		if (s->objs[i].dev == dev && s->objs[i].ino == ino)
+			return i;
+	return -1;
 }
 
 /* The object behind a mapping, opened through map_files or inside the
@@ -298,14 +226,10 @@ static int obj_get(struct lt_sym *s, struct sym_proc *p, const struct lt_tf_map 
 		   uint64_t dev, uint64_t ino, const char *path)
 {
 	char err[512];
-	struct obj_key k = { dev, ino };
+	struct lt_hmap_pos pos;
 	struct sym_obj *o;
-	size_t pos;
-	long idx;
+	long idx = obj_find(s, &pos, dev, ino);
 
-	if (hash_reserve(s, &s->obj_h, obj_hv))
-		return -ENOMEM;
-	pos = hash_find(s, &s->obj_h, obj_hv_key(&k), obj_eq, &k, &idx);
 	if (idx >= 0)
 		return (int)idx;
 	if (grow((void **)&s->objs, &s->cap_objs, s->n_objs + 1, sizeof(*s->objs)))
@@ -320,9 +244,13 @@ static int obj_get(struct lt_sym *s, struct sym_proc *p, const struct lt_tf_map 
 	o->proc = (int)(p - s->procs);
 	o->fd = lt_tf_open_mapped(s->proc_root, p->pid, p->root_state == 1 ? p->root_fd : -1, tm,
 				  err, sizeof(err));
-	s->obj_h.slot[pos] = (uint32_t)++s->n_objs;
-	s->obj_h.n++;
-	return (int)s->n_objs - 1;
+	if (lt_hmap_add(&s->obj_h, &pos, (uint32_t)s->n_objs)) {
+		free(o->path);
+		if (o->fd >= 0)
+			close(o->fd);
+		return -ENOMEM;
+	}
+	return (int)s->n_objs++;
 }
 
 static int anon_intern(struct lt_sym *s, const char *name)
@@ -344,14 +272,24 @@ static int anon_intern(struct lt_sym *s, const char *name)
 
 /* ------------------------------------------------------------ processes */
 
-static uint64_t proc_hv(const struct lt_sym *s, uint32_t i)
+/* The procs index of pid, or -1 with *p where it goes. */
+static long proc_find_ix(const struct lt_sym *s, struct lt_hmap_pos *p, int pid)
 {
-	return mix64((uint64_t)s->procs[i].pid);
+	uint32_t i;
+
+	*p = lt_hmap_probe(&s->proc_h, lt_mix64((uint64_t)(uint32_t)pid));
+	while (lt_hmap_next(&s->proc_h, p, &i))
+		if (s->procs[i].pid == pid)
+			return i;
+	return -1;
 }
 
-static int proc_eq(const struct lt_sym *s, uint32_t i, const void *key)
+static struct sym_proc *proc_find(struct lt_sym *s, int pid)
 {
-	return s->procs[i].pid == *(const int *)key;
+	struct lt_hmap_pos p;
+	long i = proc_find_ix(s, &p, pid);
+
+	return i >= 0 ? &s->procs[i] : NULL;
 }
 
 /* Anonymous-like mappings: no path, [heap]/[stack]/..., memfd (JIT code),
@@ -458,27 +396,23 @@ static int proc_read_maps(struct lt_sym *s, struct sym_proc *p)
 
 static int proc_get(struct lt_sym *s, int pid, struct sym_proc **out, int *is_new)
 {
+	struct lt_hmap_pos pos;
 	struct sym_proc *p;
-	size_t pos;
-	long idx;
+	long idx = proc_find_ix(s, &pos, pid);
 	int r;
 
 	*out = NULL;
 	*is_new = 0;
-	if (hash_reserve(s, &s->proc_h, proc_hv))
-		return -ENOMEM;
-	pos = hash_find(s, &s->proc_h, mix64((uint64_t)pid), proc_eq, &pid, &idx);
 	if (idx >= 0) {
 		*out = &s->procs[idx];
 		return 0;
 	}
-	if (grow((void **)&s->procs, &s->cap_procs, s->n_procs + 1, sizeof(*s->procs)))
+	if (grow((void **)&s->procs, &s->cap_procs, s->n_procs + 1, sizeof(*s->procs)) ||
+	    lt_hmap_add(&s->proc_h, &pos, (uint32_t)s->n_procs))
 		return -ENOMEM;
-	p = &s->procs[s->n_procs];
+	p = &s->procs[s->n_procs++];
 	memset(p, 0, sizeof(*p));
 	p->pid = pid;
-	s->proc_h.slot[pos] = (uint32_t)++s->n_procs;
-	s->proc_h.n++;
 	r = proc_read_maps(s, p);
 	*out = p;
 	*is_new = 1;
@@ -543,11 +477,9 @@ static int proc_nspid(const struct lt_sym *s, int pid)
 /* Keep a handle on the process's root for its perf map (JIT frames). */
 static void proc_open_root(struct lt_sym *s, int pid)
 {
-	long idx;
-	struct sym_proc *p;
+	struct sym_proc *p = proc_find(s, pid);
 
-	hash_find(s, &s->proc_h, mix64((uint64_t)pid), proc_eq, &pid, &idx);
-	if (idx < 0 || (p = &s->procs[idx])->nspid)
+	if (!p || p->nspid)
 		return;
 	if (!p->root_state) {
 		p->root_fd = lt_tf_root_open(s->proc_root, pid);
@@ -559,12 +491,10 @@ static void proc_open_root(struct lt_sym *s, int pid)
 static const char *perfmap_lookup(struct lt_sym *s, int pid, uint64_t addr, uint64_t *off)
 {
 	char path[64], err[512];
-	struct sym_proc *p;
-	long idx;
+	struct sym_proc *p = proc_find(s, pid);
 	int fd;
 
-	hash_find(s, &s->proc_h, mix64((uint64_t)pid), proc_eq, &pid, &idx);
-	if (idx < 0 || (p = &s->procs[idx])->root_state != 1)
+	if (!p || p->root_state != 1)
 		return NULL;
 	if (!p->perfmap_tried) {
 		p->perfmap_tried = 1;
@@ -580,23 +510,16 @@ static const char *perfmap_lookup(struct lt_sym *s, int pid, uint64_t addr, uint
 
 /* ------------------------------------------------------------ addresses */
 
-struct addr_key { int pid; uint64_t addr; };
-
-static uint64_t addr_hv_key(int pid, uint64_t addr)
+/* The addrs index of (pid, addr), or -1 with *p where it goes. */
+static long addr_find(const struct lt_sym *s, struct lt_hmap_pos *p, int pid, uint64_t addr)
 {
-	return mix64(addr ^ ((uint64_t)(uint32_t)pid << 47 | (uint64_t)(uint32_t)pid));
-}
+	uint32_t i;
 
-static uint64_t addr_hv(const struct lt_sym *s, uint32_t i)
-{
-	return addr_hv_key(s->addrs[i].pid, s->addrs[i].addr);
-}
-
-static int addr_eq(const struct lt_sym *s, uint32_t i, const void *key)
-{
-	const struct addr_key *k = key;
-
-	return s->addrs[i].pid == k->pid && s->addrs[i].addr == k->addr;
+	*p = lt_hmap_probe(&s->addr_h, lt_hash_pair((uint32_t)pid, addr));
+	while (lt_hmap_next(&s->addr_h, p, &i))
+		if (s->addrs[i].addr == addr && s->addrs[i].pid == pid)
+			return i;
+	return -1;
 }
 
 /* The mapping holding addr; re-reads the maps once (rate-limited) when the
@@ -680,16 +603,12 @@ static int addr_relocate(struct lt_sym *s, uint32_t exec_id, struct sym_addr *a)
 static int addr_add(struct lt_sym *s, int pid, uint32_t exec_id, uint64_t addr, int is_ret,
 		    long *idx)
 {
-	struct addr_key k = { pid, addr };
 	const struct sym_map *m = NULL;
+	struct lt_hmap_pos pos;
 	struct sym_addr *a;
-	size_t pos;
 	int r;
 
-	if (hash_reserve(s, &s->addr_h, addr_hv))
-		return -ENOMEM;
-	pos = hash_find(s, &s->addr_h, addr_hv_key(pid, addr), addr_eq, &k, idx);
-	if (*idx >= 0)
+	if ((*idx = addr_find(s, &pos, pid, addr)) >= 0)
 		return s->addrs[*idx].kind == AK_UNKNOWN && pid != 0 ?
 		       addr_relocate(s, exec_id, &s->addrs[*idx]) : 0;
 	if (is_ret && addr == 0)
@@ -709,9 +628,9 @@ static int addr_add(struct lt_sym *s, int pid, uint32_t exec_id, uint64_t addr, 
 		a->kind = AK_KERNEL;
 	else
 		addr_place(s, a, m);
-	s->addr_h.slot[pos] = (uint32_t)++s->n_addrs;
-	s->addr_h.n++;
-	*idx = (long)s->n_addrs - 1;
+	if (lt_hmap_add(&s->addr_h, &pos, (uint32_t)s->n_addrs))
+		return -ENOMEM;
+	*idx = (long)s->n_addrs++;
 	return 1;
 }
 
@@ -881,14 +800,6 @@ int lt_sym_resolve(struct lt_sym *s, int pid, uint64_t addr, struct lt_sym_info 
 	return 0;
 }
 
-static struct sym_proc *proc_find(struct lt_sym *s, int pid)
-{
-	long idx = -1;
-
-	if (s->proc_h.cap)
-		hash_find(s, &s->proc_h, mix64((uint64_t)pid), proc_eq, &pid, &idx);
-	return idx >= 0 ? &s->procs[idx] : NULL;
-}
 
 struct lt_dbgd *lt_sym_debuginfod(struct lt_sym *s)
 {

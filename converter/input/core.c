@@ -215,9 +215,7 @@ static int py_exit(struct pass2 *p, struct py_thread *t, uint64_t ts)
 /* Frames still open when the logs end are closed at their host's end. */
 static int py_close_all(struct pass2 *p)
 {
-	for (size_t i = 0; i < p->py.cap; i++) {
-		if (!p->py.ents[i].used)
-			continue;
+	for (size_t i = 0; i < p->py.n; i++) {
 		struct py_thread *t = (struct py_thread *)(uintptr_t)p->py.ents[i].val;
 
 		while (t->n) {
@@ -231,9 +229,7 @@ static int py_close_all(struct pass2 *p)
 
 static void py_free(struct pass2 *p)
 {
-	for (size_t i = 0; i < p->py.cap; i++) {
-		if (!p->py.ents[i].used)
-			continue;
+	for (size_t i = 0; i < p->py.n; i++) {
 		struct py_thread *t = (struct py_thread *)(uintptr_t)p->py.ents[i].val;
 
 		free(t->fr);
@@ -267,7 +263,7 @@ static int sample_event(struct pass2 *p, const struct cv_host *h, uint32_t li, u
 		/* Samples repeat a few stacks: fold each distinct one once. The key
 		 * is a 64-bit hash of (host, pid, frames) plus the frame counts. */
 		uint64_t key = st->ips && nf <= EVLOG_MAX_FRAMES
-			? cv_hash_bytes(st->ips, nf * 8) ^ ((uint64_t)e->pid << 20) ^ li * 0x9e3779b97f4a7c15ULL
+			? lt_hash_bytes(st->ips, nf * 8) ^ ((uint64_t)e->pid << 20) ^ li * 0x9e3779b97f4a7c15ULL
 			: 0;
 		uint64_t *hit = key ? cv_map_get(&p->stack_cache, key,
 						  ((uint64_t)st->n_kernel << 32) | st->n_user) : NULL;

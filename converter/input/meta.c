@@ -550,9 +550,8 @@ static int finalize_streams(struct cv_core *c, struct cv_host *h, uint32_t hi)
 
 	if (!v || !ids)
 		goto oom;
-	for (size_t i = 0; i < h->stream_set.cap; i++)
-		if (h->stream_set.ents[i].used)
-			v[k++] = (h->stream_set.ents[i].a << 32) | (uint32_t)h->stream_set.ents[i].b;
+	for (size_t i = 0; i < n; i++)
+		v[k++] = (h->stream_set.ents[i].a << 32) | (uint32_t)h->stream_set.ents[i].b;
 	qsort(v, n, sizeof(*v), cmp_u64);
 	for (size_t i = 0; i < n; i++) {
 		uint32_t dev = (uint32_t)(v[i] >> 32), s = (uint32_t)v[i];

@@ -62,7 +62,7 @@ const char *cv_demangle(struct cv_core *c, const char *name, size_t len)
 {
 	if (len < 2 || name[0] != '_' || name[1] != 'Z')
 		return NULL;
-	uint64_t h = cv_hash_bytes(name, len);
+	uint64_t h = lt_hash_bytes(name, len);
 	uint64_t *v = cv_map_get(&c->demangle_cache, h, len);
 
 	/* The value holds the mangled name too: a (hash, length) clash of two

@@ -249,11 +249,11 @@ static inline int cv_gpumem_compact(struct cv_gpumem *g)
 {
 	struct cv_map keep = { 0 };
 
-	for (size_t i = 0; i < g->live.cap; i++) {
+	for (size_t i = 0; i < g->live.n; i++) {
 		const struct cv_map_ent *en = &g->live.ents[i];
 		uint64_t *v;
 
-		if (!en->used || !en->val)
+		if (!en->val)
 			continue;
 		if (!(v = cv_map_put(&keep, en->a, en->b, NULL))) {
 			cv_map_free(&keep);

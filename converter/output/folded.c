@@ -130,9 +130,8 @@ static int write_one(struct fs *f, int k)
 		return f->stem && f->overwrite ? note_stale(f, name) : 0;
 	if (!(v = malloc(m->n * sizeof(*v))))
 		return -1;
-	for (size_t i = 0; i < m->cap; i++)
-		if (m->ents[i].used)
-			v[n++] = (struct line){ (const char *)(uintptr_t)m->ents[i].a, m->ents[i].val };
+	for (size_t i = 0; i < m->n; i++)
+		v[n++] = (struct line){ (const char *)(uintptr_t)m->ents[i].a, m->ents[i].val };
 	qsort(v, n, sizeof(*v), cmp_line); /* stable output for diffs */
 	if (cv_out_open(&o, f->dirfd, name, 0, f->overwrite, f->sink.err, sizeof(f->sink.err))) {
 		free(v);

@@ -25,6 +25,8 @@
 #include "converter/pairing/cudacorr.h"
 #include "converter/output/evview.h"
 #include "converter/output/pbwire.h"
+#include "common/grow.h"
+#include "common/hmap.h"
 #include "common/varint.h"
 
 #include <errno.h>
@@ -49,67 +51,30 @@ typedef Tensorflow__Profiler__XStat XStat;
 /* ------------------------------------------------------------ string map */
 
 /*
- * Interns byte strings to dense ids 1..n (open addressing, FNV-1a). Keys
+ * Interns byte strings to dense ids 1..n (an lt_hmap of their hashes). Keys
  * may hold NULs: an event metadata key is "name\0source", so one Python
  * function (name plus file:line) gets one XEventMetadata.
  */
 struct strmap {
 	char **names;      /* names[id - 1], NUL-terminated copies */
 	uint32_t *lens;    /* key length of names[id - 1] */
-	uint32_t *slots;   /* id or 0 */
-	uint32_t *tags;    /* high hash bits of each slot's key: most misses never
-			    * touch the name */
-	size_t n, cap;     /* n names; cap slots (power of two) */
+	size_t n, cap;     /* n names; room for cap */
+	struct lt_hmap ix; /* lt_hash_bytes of a key -> id - 1 */
 };
 
-/* FNV-1a over 8-byte words (names are hashed once per event: bytewise
- * hashing was the sink's top cost), then the tail bytewise. */
-static uint64_t fnv1a(const char *s, size_t n)
-{
-	uint64_t h = 1469598103934665603ull, w;
-	size_t i = 0;
-
-	for (; i + 8 <= n; i += 8) {
-		memcpy(&w, s + i, 8);
-		h = (h ^ w) * 1099511628211ull;
-		h ^= h >> 29;
-	}
-	for (; i < n; i++)
-		h = (h ^ (unsigned char)s[i]) * 1099511628211ull;
-	return h ^ (h >> 32);
-}
-
+/* Room for one more name: 0, or -1. */
 static int strmap_grow(struct strmap *m)
 {
-	size_t cap = m->cap ? m->cap * 2 : 256;
-	uint32_t *slots = calloc(cap, sizeof(*slots));
-	uint32_t *tags = malloc(cap * sizeof(*tags));
-	char **names = realloc(m->names, cap / 2 * sizeof(*names));
+	size_t cap = m->cap ? m->cap * 2 : 128;
+	char **names = realloc(m->names, cap * sizeof(*names));
 	uint32_t *lens;
 
-	if (names)
-		m->names = names;
-	lens = names ? realloc(m->lens, cap / 2 * sizeof(*lens)) : NULL;
-	if (lens)
-		m->lens = lens;
-	if (!slots || !tags || !names || !lens) {
-		free(slots);
-		free(tags);
+	if (!names)
 		return -1;
-	}
-	for (size_t id = 1; id <= m->n; id++) {
-		uint64_t h = fnv1a(names[id - 1], lens[id - 1]);
-		size_t i = h & (cap - 1);
-
-		while (slots[i])
-			i = (i + 1) & (cap - 1);
-		slots[i] = (uint32_t)id;
-		tags[i] = (uint32_t)(h >> 32);
-	}
-	free(m->slots);
-	free(m->tags);
-	m->slots = slots;
-	m->tags = tags;
+	m->names = names;
+	if (!(lens = realloc(m->lens, cap * sizeof(*lens))))
+		return -1;
+	m->lens = lens;
 	m->cap = cap;
 	return 0;
 }
@@ -117,34 +82,27 @@ static int strmap_grow(struct strmap *m)
 /* Id of the n-byte key s, added if new; 0 on allocation failure. */
 static int64_t strmap_idn(struct strmap *m, const char *s, size_t n)
 {
-	uint64_t h;
-	uint32_t tag;
-	size_t i;
+	struct lt_hmap_pos p = lt_hmap_probe(&m->ix, lt_hash_bytes(s, n));
+	uint32_t i;
 	char *copy;
 
-	if ((m->n + 1) * 2 > m->cap && strmap_grow(m) < 0)
+	while (lt_hmap_next(&m->ix, &p, &i))
+		if (m->lens[i] == n && !memcmp(m->names[i], s, n))
+			return (int64_t)i + 1;
+	if (n > UINT32_MAX || (m->n == m->cap && strmap_grow(m)))
 		return 0;
-	if (n > UINT32_MAX)
-		return 0;
-	h = fnv1a(s, n);
-	tag = (uint32_t)(h >> 32);
-	for (i = h & (m->cap - 1); m->slots[i]; i = (i + 1) & (m->cap - 1)) {
-		uint32_t id = m->slots[i];
-
-		if (m->tags[i] == tag && m->lens[id - 1] == n && !memcmp(m->names[id - 1], s, n))
-			return id;
-	}
 	copy = malloc(n + 1);
 	if (!copy)
 		return 0;
 	memcpy(copy, s, n);
 	copy[n] = 0;
+	if (lt_hmap_add(&m->ix, &p, (uint32_t)m->n)) {
+		free(copy);
+		return 0;
+	}
 	m->names[m->n] = copy;
 	m->lens[m->n] = (uint32_t)n;
-	m->n++;
-	m->slots[i] = (uint32_t)m->n;
-	m->tags[i] = tag;
-	return (int64_t)m->n;
+	return (int64_t)++m->n;
 }
 
 static int64_t strmap_id(struct strmap *m, const char *s)
@@ -184,8 +142,7 @@ static void strmap_free(struct strmap *m)
 		free(m->names[i]);
 	free(m->names);
 	free(m->lens);
-	free(m->slots);
-	free(m->tags);
+	lt_hmap_free(&m->ix);
 	memset(m, 0, sizeof(*m));
 }
 
@@ -212,8 +169,6 @@ struct gpu_props {
 	uint32_t max_threads_per_sm, max_regs_per_sm, max_smem_per_sm;
 };
 
-#define NAME_CACHE 31
-
 enum { PLANE_UNWRITTEN, PLANE_OPEN, PLANE_WRITTEN };
 
 struct xplane_p {
@@ -230,10 +185,12 @@ struct xplane_p {
 	struct ptr_cache event_cache[PTR_CACHE], ref_cache[PTR_CACHE];
 	int state;                /* PLANE_* */
 	uint64_t len_at;          /* file offset of its length slot */
-	struct name_cache {       /* stat name literal -> id */
+	struct stat_name {        /* stat name literal -> id */
 		const char *name;
 		int64_t id;
-	} name_cache[NAME_CACHE];
+	} *stat_names;
+	size_t n_stat_names, cap_stat_names;
+	struct lt_hmap stat_name_ix; /* a literal's address -> stat_names index */
 	struct occ_memo {         /* the last kernel shape's occupancy (kernel_stats) */
 		uint64_t key;     /* threads, registers, shared memory; 0: none yet */
 		double pct;
@@ -345,6 +302,8 @@ static void plane_free(struct xplane_p *p)
 {
 	strmap_free(&p->events);
 	strmap_free(&p->stats);
+	free(p->stat_names);
+	lt_hmap_free(&p->stat_name_ix);
 	for (size_t i = 0; i < p->n_plane_stats; i++)
 		free(p->plane_str[i]);
 	free(p->plane_stats);
@@ -782,17 +741,25 @@ static int es_reserve(struct evstats *e, size_t more)
 
 /* One stat: header and metadata id, then the value's tag; the caller
  * appends vlen bytes of value. 0 when there is room, -1 otherwise. */
-/* Id of a stat name. Names are string literals: cached by address, so the
- * per-event cost is a compare, not a hash. */
+/* Id of a stat name. Names are string literals: found by address, so the
+ * per-event cost is a probe, not a string hash. (A direct-mapped cache by
+ * address missed every time for names whose addresses collided, which
+ * depends on how the program happens to be linked.) */
 static int64_t stat_name_id(struct xplane_p *p, const char *name)
 {
-	struct name_cache *c = &p->name_cache[((uintptr_t)name >> 3) % NAME_CACHE];
+	struct lt_hmap_pos pos = lt_hmap_probe(&p->stat_name_ix, lt_mix64((uintptr_t)name));
+	uint32_t i;
+	int64_t id;
 
-	if (c->name != name) {
-		c->id = strmap_id(&p->stats, name);
-		c->name = c->id ? name : NULL;
-	}
-	return c->id;
+	while (lt_hmap_next(&p->stat_name_ix, &pos, &i))
+		if (p->stat_names[i].name == name)
+			return p->stat_names[i].id;
+	id = strmap_id(&p->stats, name);
+	if (id && !lt_grow((void **)&p->stat_names, &p->cap_stat_names, p->n_stat_names + 1,
+			   sizeof(*p->stat_names), 32) &&
+	    !lt_hmap_add(&p->stat_name_ix, &pos, (uint32_t)p->n_stat_names))
+		p->stat_names[p->n_stat_names++] = (struct stat_name){ name, id };
+	return id;
 }
 
 static int es_head(struct evstats *e, const char *name, unsigned vtag, uint64_t vlen)

@@ -240,7 +240,7 @@ static uint64_t name_hash(struct cv_core *c, const char *s, size_t len)
 		s = d;
 		len = strlen(d);
 	}
-	return cv_hash_bytes(s, len < EVLOG_CALL_KERNEL_MAX ? len : EVLOG_CALL_KERNEL_MAX);
+	return lt_hash_bytes(s, len < EVLOG_CALL_KERNEL_MAX ? len : EVLOG_CALL_KERNEL_MAX);
 }
 
 static uint64_t dims_sig(uint64_t h, const uint32_t g[3], const uint32_t b[3])
@@ -1427,8 +1427,8 @@ static void print_misses(struct cv_core *c, const struct cv_lp *lp, FILE *f)
 	for (int w = LP_MISS_UNPROBED; w <= LP_MISS_WORK; w++) {
 		size_t n = 0;
 
-		for (size_t i = 0; i < lp->misses.cap; i++)
-			if (lp->misses.ents[i].used && lp->misses.ents[i].a == (uint64_t)w)
+		for (size_t i = 0; i < lp->misses.n; i++)
+			if (lp->misses.ents[i].a == (uint64_t)w)
 				ents[n++] = &lp->misses.ents[i];
 		if (!n)
 			continue;

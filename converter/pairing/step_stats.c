@@ -703,10 +703,10 @@ static void most_beyond(const struct step_stats *s, const struct cv_map *m, stru
 {
 	const struct conv_job *j = s->job;
 
-	for (size_t i = 0; i < m->cap; i++) {
+	for (size_t i = 0; i < m->n; i++) {
 		const struct cv_map_ent *e = &m->ents[i];
 
-		if (!e->used || e->a >= j->n_stragglers)
+		if (e->a >= j->n_stragglers)
 			continue;
 		const struct table *t = table_of_rank(s, &j->ranks[j->stragglers[e->a].who]);
 		const uint64_t *u = t ? cv_map_get(m, USUAL + (uint64_t)(t - s->t), e->b) : NULL;
