@@ -336,13 +336,10 @@ static int map_fill(struct lt_sym *s, struct sym_proc *p, struct sym_map *m,
 }
 
 /* One maps line; only executable mappings are kept. */
-static int maps_line(struct lt_sym *s, const char *line, struct sym_proc *p, size_t *cap,
-		     struct lt_tf_map *tm)
+static int maps_entry(struct lt_sym *s, struct sym_proc *p, size_t *cap, const struct lt_tf_map *tm)
 {
 	struct sym_map *m;
 
-	if (lt_tf_map_parse(line, tm) || tm->perms[2] != 'x')
-		return 0;
 	if (grow((void **)&p->maps, cap, p->n_maps + 1, sizeof(*p->maps)))
 		return -ENOMEM;
 	m = &p->maps[p->n_maps];
@@ -355,13 +352,26 @@ static int maps_line(struct lt_sym *s, const char *line, struct sym_proc *p, siz
 	return 0;
 }
 
+struct maps_ctx {
+	struct lt_sym *s;
+	struct sym_proc *p;
+	size_t cap;
+	int rc;       /* a line's: -ENOMEM ends the walk */
+};
+
+static int maps_one(const struct lt_tf_map *tm, void *ctx)
+{
+	struct maps_ctx *c = ctx;
+
+	if (tm->perms[2] == 'x')
+		c->rc = maps_entry(c->s, c->p, &c->cap, tm);
+	return c->rc;
+}
+
 static int proc_read_maps(struct lt_sym *s, struct sym_proc *p)
 {
-	struct lt_tf_lines *rd = malloc(sizeof(*rd));
-	struct lt_tf_map *tm = malloc(sizeof(*tm));
-	size_t cap = 0;
-	char *line;
-	int r = 0, fd;
+	struct maps_ctx c = { s, p, 0, 0 };
+	int fd;
 
 	p->read_ns = now_ns();
 	p->generation = ++s->generations;
@@ -370,28 +380,18 @@ static int proc_read_maps(struct lt_sym *s, struct sym_proc *p)
 		p->root_state = p->root_fd >= 0 ? 1 : -1;
 	}
 	fd = lt_tf_maps_open(s->proc_root, p->pid);
-	if (fd < 0 || !rd || !tm) {
-		free(rd);
-		free(tm);
-		if (fd < 0) {
-			p->gone = 1;
-			return fd;
-		}
-		close(fd);
-		return -ENOMEM;
+	if (fd < 0) {
+		p->gone = 1;
+		return fd;
 	}
 	free(p->maps);
 	p->maps = NULL;
 	p->n_maps = 0;
-	lt_tf_lines_init(rd, fd, LT_TF_MAPS_MAX_BYTES, LT_TF_MAPS_MAX_LINES);
-	while (!r && (line = lt_tf_lines_next(rd)))
-		r = maps_line(s, line, p, &cap, tm);
+	lt_tf_maps_each_fd(fd, maps_one, &c); /* read partly: what was read stands */
 	close(fd);
-	free(rd);
-	free(tm);
-	if (!r && p->n_maps == 0) /* a kernel thread, or the process is exiting */
+	if (!c.rc && p->n_maps == 0) /* a kernel thread, or the process is exiting */
 		p->gone = 1;
-	return r;
+	return c.rc;
 }
 
 static int proc_get(struct lt_sym *s, int pid, struct sym_proc **out, int *is_new)
