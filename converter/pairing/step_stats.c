@@ -515,12 +515,13 @@ static void host_parts(const struct table *t, uint32_t i, uint64_t out[X_N])
 	out[X_OTHER] = left;
 }
 
+/* Each label fits 80 columns after the figures' 29 (51 at most). */
 static const char *const host_names[X_N] = {
 	"compute (forward, backward, optimizer; CUDA calls)",
-	"communication (collectives: torch.distributed, nccl*)",
+	"communication (torch.distributed/nccl* collectives)",
 	"waiting in collectives for a later rank",
 	"input (DataLoader __next__)",
-	"other host time (the loop's other calls and its own)",
+	"other host time (the loop's own and other calls)",
 };
 
 static void print_breakdown(const struct table *t, FILE *out, uint64_t total)
